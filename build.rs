@@ -1,0 +1,23 @@
+//! Builds `gpu-kernels` to PTX (feature `cuda`) and generates `ptx.rs` with the module and its kernel names.
+#[path = "build/ptx.rs"]
+mod ptx;
+
+fn main() {
+    for path in [
+        "build.rs",
+        "build/ptx.rs",
+        "gpu-kernels/src",
+        "gpu-kernels/Cargo.toml",
+    ] {
+        println!("cargo::rerun-if-changed={path}");
+    }
+    println!("cargo::rerun-if-env-changed=GPU_ARCH");
+    println!("cargo::rerun-if-env-changed=TRADESIM_NIGHTLY");
+    if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
+        return;
+    }
+    if let Err(err) = ptx::build_and_generate(gpu_kernels::kernel_names::ALL) {
+        eprintln!("error: tradesim could not build its PTX kernels.\n{err}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,171 @@
+//! The nested nightly cargo that compiles `gpu-kernels` for `nvptx64-nvidia-cuda` (ARCHITECTURE.md).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const DEFAULT_ARCH: &str = "sm_80";
+const INSTALL_HINT: &str = "The PTX build needs the nightly toolchain with rust-src:\n    \
+     rustup toolchain install nightly && rustup component add rust-src --toolchain nightly\n\
+     (or set TRADESIM_NIGHTLY to the name of another nightly toolchain).\n\
+     To build the CPU path alone with stable Rust: cargo build --no-default-features";
+
+/// Why the PTX could not be built.
+#[derive(Debug)]
+pub enum PtxError {
+    Spawn(std::io::Error),
+    Cargo { status: String, stderr: String },
+    Read(PathBuf, std::io::Error),
+    MissingEntries(Vec<String>),
+    ExternSymbols(Vec<String>),
+    Write(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for PtxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Spawn(e) => write!(f, "could not start `cargo +nightly`: {e}\n{INSTALL_HINT}"),
+            Self::Cargo { status, stderr } => {
+                write!(
+                    f,
+                    "the nightly nvptx64 build of gpu-kernels failed ({status}):\n{stderr}\n{INSTALL_HINT}"
+                )
+            }
+            Self::Read(p, e) => write!(f, "could not read {}: {e}", p.display()),
+            Self::MissingEntries(names) => write!(
+                f,
+                "the PTX lacks `.entry` points the host expects: {}. Each name in \
+                 gpu_kernels::kernel_names::ALL needs a #[unsafe(no_mangle)] extern \"ptx-kernel\" fn \
+                 of that name in gpu-kernels/src/entries.rs.",
+                names.join(", ")
+            ),
+            Self::ExternSymbols(lines) => write!(
+                f,
+                "the PTX calls functions it does not define (the driver would refuse to load it):\n  {}\n\
+                 Kernel code must be self-contained: use libm for math, no std, no alloc.",
+                lines.join("\n  ")
+            ),
+            Self::Write(p, e) => write!(f, "could not write {}: {e}", p.display()),
+        }
+    }
+}
+
+/// Compiles the PTX into `$OUT_DIR/kernels.ptx`, checks it, and writes `$OUT_DIR/ptx.rs`.
+pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let root = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let arch = std::env::var("GPU_ARCH").unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
+    let ptx_path = out_dir.join("kernels.ptx");
+    let started = Instant::now();
+    compile(&root, &arch, &ptx_path)?;
+    let ptx =
+        std::fs::read_to_string(&ptx_path).map_err(|e| PtxError::Read(ptx_path.clone(), e))?;
+    let entries = check(&ptx, expected)?;
+    println!(
+        "cargo::warning=built PTX for {arch}: {} bytes, {} kernels, {:.1} s",
+        ptx.len(),
+        entries.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let generated = out_dir.join("ptx.rs");
+    std::fs::write(&generated, generate(&arch, &entries)).map_err(|e| PtxError::Write(generated, e))
+}
+
+fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
+    let toolchain = std::env::var("TRADESIM_NIGHTLY").unwrap_or_else(|_| "nightly".to_owned());
+    let mut cmd = Command::new("cargo");
+    // The outer build exports its own toolchain and flags; the nested nightly build must see none of them.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO") || key.starts_with("RUSTC") || key.starts_with("RUSTDOC") {
+            cmd.env_remove(key.as_ref());
+        }
+    }
+    for key in [
+        "RUSTFLAGS",
+        "RUSTUP_TOOLCHAIN",
+        "TARGET",
+        "HOST",
+        "OUT_DIR",
+        "PROFILE",
+        "OPT_LEVEL",
+        "DEBUG",
+    ] {
+        cmd.env_remove(key);
+    }
+    cmd.current_dir(root)
+        .env("RUSTFLAGS", "-Zunstable-options -Cpanic=immediate-abort")
+        .arg(format!("+{toolchain}"))
+        .args([
+            "rustc",
+            "-p",
+            "gpu-kernels",
+            "--profile",
+            "ptx",
+            "--crate-type",
+            "staticlib",
+        ])
+        .args([
+            "--target",
+            "nvptx64-nvidia-cuda",
+            "-Zbuild-std=core",
+            "--target-dir",
+        ])
+        .arg(root.join("target").join("ptx"))
+        .arg("--")
+        .arg(format!("--emit=asm={}", ptx_path.display()))
+        .args(["-C", &format!("target-cpu={arch}")]);
+    let output = cmd.output().map_err(PtxError::Spawn)?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(PtxError::Cargo {
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+}
+
+/// The `.entry` names of the module, after checking every expected one is there and nothing is external.
+fn check(ptx: &str, expected: &[&str]) -> Result<Vec<String>, PtxError> {
+    let entries: Vec<String> = ptx
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim_start().strip_prefix(".visible .entry ")?;
+            Some(rest.split(['(', ' ']).next()?.to_owned())
+        })
+        .collect();
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|name| !entries.iter().any(|e| e == *name))
+        .map(|name| (*name).to_owned())
+        .collect();
+    if !missing.is_empty() {
+        return Err(PtxError::MissingEntries(missing));
+    }
+    let externs: Vec<String> = ptx
+        .lines()
+        .filter(|line| line.contains(".extern .func"))
+        .map(|line| line.trim().to_owned())
+        .collect();
+    if !externs.is_empty() {
+        return Err(PtxError::ExternSymbols(externs));
+    }
+    Ok(entries)
+}
+
+fn generate(arch: &str, entries: &[String]) -> String {
+    let mut src = String::from(
+        "/// The PTX module built from gpu-kernels at `cargo build`.\n\
+         pub const PTX: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/kernels.ptx\"));\n",
+    );
+    src += &format!(
+        "/// The `-C target-cpu` the PTX was built for (env GPU_ARCH).\npub const ARCH: &str = {arch:?};\n"
+    );
+    src +=
+        &format!("/// Every `.entry` of the module.\npub const ENTRIES: &[&str] = &{entries:?};\n");
+    src
+}

@@ -1,0 +1,26 @@
+//! tradesim's kernel logic.
+//!
+//! Every rule of the trading environment is a plain `pub fn` here. The host links this crate as the CPU
+//! backend; `build.rs` compiles the same source for `nvptx64-nvidia-cuda` into the PTX module, where the thin
+//! `extern "ptx-kernel"` shims in [`entries`] index threads and call these functions. One source, two
+//! targets: results agree bit for bit because both sides run the same IEEE f64 operations (no FMA
+//! contraction; math from `libm`).
+#![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx))]
+
+pub mod kernel_names;
+pub mod portfolio;
+pub mod rng;
+pub mod types;
+
+#[cfg(target_arch = "nvptx64")]
+pub mod entries;
+
+pub use types::{Action, EnvState, EnvStatus, TrialParams};
+
+#[cfg(target_arch = "nvptx64")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; there is nothing left to keep consistent.
+    unsafe { core::arch::nvptx::trap() }
+}

@@ -1,0 +1,180 @@
+//! Backend detection and selection. Nothing here panics: a machine with no driver, no device or a PTX the
+//! driver refuses gets the CPU backend under `auto`, and an error that says why under `cuda`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::HostError;
+#[cfg(feature = "cuda")]
+use std::sync::Arc;
+
+/// What the user asked for (`--device auto|cpu|cuda`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceRequest {
+    /// CUDA when a usable GPU is present, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU backend.
+    Cpu,
+    /// The CUDA backend, or an error.
+    Cuda,
+}
+
+impl FromStr for DeviceRequest {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "cuda" | "gpu" => Ok(Self::Cuda),
+            other => Err(format!(
+                "unknown device `{other}` (expected auto, cpu or cuda)"
+            )),
+        }
+    }
+}
+
+/// What detection found about CUDA on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CudaAvailability {
+    /// A driver with this many devices.
+    Available {
+        /// Number of CUDA devices.
+        devices: usize,
+    },
+    /// This build has no CUDA backend (`--no-default-features`).
+    NotBuilt,
+    /// The driver library (libcuda) could not be loaded.
+    NoDriver,
+    /// The driver loaded but reports no device.
+    NoDevice,
+    /// The driver failed to initialise or answer.
+    DriverError(String),
+}
+
+impl fmt::Display for CudaAvailability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Available { devices } => write!(f, "{devices} CUDA device(s) found"),
+            Self::NotBuilt => write!(
+                f,
+                "this build has no CUDA backend (built with --no-default-features)"
+            ),
+            Self::NoDriver => write!(f, "no CUDA driver was found (libcuda could not be loaded)"),
+            Self::NoDevice => write!(f, "the CUDA driver reports no device"),
+            Self::DriverError(e) => write!(f, "the CUDA driver failed: {e}"),
+        }
+    }
+}
+
+/// Looks for a CUDA driver and devices; never panics.
+pub fn detect() -> CudaAvailability {
+    #[cfg(feature = "cuda")]
+    {
+        crate::cuda::detect()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        CudaAvailability::NotBuilt
+    }
+}
+
+/// A ready backend.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// gpu-kernels' functions on the host, parallel over envs.
+    Cpu,
+    /// The PTX module on a CUDA device.
+    #[cfg(feature = "cuda")]
+    Cuda(Arc<crate::CudaRuntime>),
+}
+
+/// What `tradesim info` prints about the chosen backend.
+#[derive(Clone, Debug)]
+pub struct BackendInfo {
+    /// "cpu" or "cuda".
+    pub backend: &'static str,
+    /// Why the CPU backend was chosen under `auto`, if it was.
+    pub fallback_reason: Option<String>,
+    /// Device name (CUDA).
+    pub device_name: Option<String>,
+    /// Compute capability (CUDA).
+    pub compute_capability: Option<(i32, i32)>,
+    /// Device memory in bytes (CUDA).
+    pub total_memory: Option<usize>,
+    /// Worker threads (CPU) or streams (CUDA).
+    pub parallelism: usize,
+}
+
+impl Backend {
+    /// Describes the backend.
+    pub fn info(&self) -> BackendInfo {
+        match self {
+            Self::Cpu => BackendInfo {
+                backend: "cpu",
+                fallback_reason: None,
+                device_name: None,
+                compute_capability: None,
+                total_memory: None,
+                parallelism: rayon::current_num_threads(),
+            },
+            #[cfg(feature = "cuda")]
+            Self::Cuda(rt) => BackendInfo {
+                backend: "cuda",
+                fallback_reason: None,
+                device_name: Some(rt.device_name().to_owned()),
+                compute_capability: Some(rt.compute_capability()),
+                total_memory: Some(rt.total_memory()),
+                parallelism: rt.streams().len(),
+            },
+        }
+    }
+
+    /// Whether this is the CUDA backend.
+    pub fn is_cuda(&self) -> bool {
+        !matches!(self, Self::Cpu)
+    }
+}
+
+/// Picks the backend for `request`. `ptx` is the module to load for CUDA (`None` in CPU-only builds).
+///
+/// `auto` falls back to the CPU when CUDA is absent or unusable (the reason is kept for [`select_with_reason`]);
+/// `cuda` returns [`HostError::CudaUnavailable`] or the load error instead.
+pub fn select(request: DeviceRequest, ptx: Option<&str>) -> Result<Backend, HostError> {
+    select_with_reason(request, ptx).map(|(backend, _)| backend)
+}
+
+/// [`select`], also returning why `auto` chose the CPU (if it did).
+pub fn select_with_reason(
+    request: DeviceRequest,
+    ptx: Option<&str>,
+) -> Result<(Backend, Option<String>), HostError> {
+    match request {
+        DeviceRequest::Cpu => Ok((Backend::Cpu, None)),
+        DeviceRequest::Cuda => open_cuda(ptx).map(|b| (b, None)),
+        DeviceRequest::Auto => match open_cuda(ptx) {
+            Ok(b) => Ok((b, None)),
+            Err(e) => Ok((Backend::Cpu, Some(e.to_string()))),
+        },
+    }
+}
+
+fn open_cuda(ptx: Option<&str>) -> Result<Backend, HostError> {
+    match detect() {
+        #[cfg(feature = "cuda")]
+        CudaAvailability::Available { .. } => {
+            let ptx = ptx.ok_or_else(|| HostError::CudaUnavailable {
+                reason: "no PTX module was given to the CUDA backend".to_owned(),
+            })?;
+            crate::CudaRuntime::new(0, ptx, crate::cuda::DEFAULT_STREAMS)
+                .map(|rt| Backend::Cuda(Arc::new(rt)))
+        }
+        other => {
+            let _ = ptx;
+            Err(HostError::CudaUnavailable {
+                reason: other.to_string(),
+            })
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! The CUDA backend: one context and PTX module per device, every kernel resolved at start-up, a pool of
+//! streams for trial groups. All `unsafe` launch code is in [`launch`].
+
+mod launch;
+mod runtime;
+mod sim;
+
+pub use runtime::CudaRuntime;
+pub(crate) use runtime::DEFAULT_STREAMS;
+pub(crate) use sim::CudaSim;
+
+use crate::CudaAvailability;
+use cudarc::driver::CudaContext;
+
+/// Probes the driver without panicking: cudarc panics when libcuda is missing, so its presence is checked
+/// first.
+pub(crate) fn detect() -> CudaAvailability {
+    // SAFETY: `is_culib_present` only tries to dlopen the driver library and drops it.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return CudaAvailability::NoDriver;
+    }
+    match CudaContext::device_count() {
+        Ok(0) => CudaAvailability::NoDevice,
+        Ok(n) => CudaAvailability::Available {
+            devices: usize::try_from(n).unwrap_or(0),
+        },
+        Err(e) => CudaAvailability::DriverError(e.to_string()),
+    }
+}

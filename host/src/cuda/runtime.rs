@@ -1,0 +1,109 @@
+//! Context, module and streams of one device.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+use gpu_kernels::kernel_names;
+
+use crate::HostError;
+
+/// Streams created per device: trial groups are spread over them.
+pub(crate) const DEFAULT_STREAMS: usize = 4;
+
+/// Every kernel of the module, resolved once when the runtime starts.
+#[derive(Debug)]
+pub(crate) struct Kernels {
+    pub(crate) portfolio_step: CudaFunction,
+}
+
+/// A CUDA device with the PTX module loaded.
+#[derive(Debug)]
+pub struct CudaRuntime {
+    ctx: Arc<CudaContext>,
+    _module: Arc<CudaModule>,
+    pub(crate) kernels: Kernels,
+    streams: Vec<Arc<CudaStream>>,
+    name: String,
+    compute_capability: (i32, i32),
+    total_memory: usize,
+}
+
+impl CudaRuntime {
+    /// Opens device `ordinal`, loads `ptx` and resolves every kernel the host launches (build.rs has
+    /// already checked that the PTX has an entry for each name in `kernel_names::ALL`).
+    pub fn new(ordinal: usize, ptx: &str, streams: usize) -> Result<Self, HostError> {
+        let ctx = CudaContext::new(ordinal)
+            .map_err(HostError::driver(format!("opening device {ordinal}")))?;
+        let name = ctx
+            .name()
+            .map_err(HostError::driver("reading the device name"))?;
+        let compute_capability = ctx
+            .compute_capability()
+            .map_err(HostError::driver("reading the compute capability"))?;
+        let total_memory = ctx
+            .total_mem()
+            .map_err(HostError::driver("reading the device memory size"))?;
+        let module = ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| HostError::Load {
+                arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
+                reason: e.to_string(),
+            })?;
+        let load = |name: &'static str| {
+            module
+                .load_function(name)
+                .map_err(|_| HostError::MissingKernel { name })
+        };
+        let kernels = Kernels {
+            portfolio_step: load(kernel_names::PORTFOLIO_STEP)?,
+        };
+        let streams = (0..streams.max(1))
+            .map(|_| ctx.new_stream())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(HostError::driver("creating streams"))?;
+        Ok(Self {
+            ctx,
+            _module: module,
+            kernels,
+            streams,
+            name,
+            compute_capability,
+            total_memory,
+        })
+    }
+
+    /// Device name as the driver reports it.
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Compute capability (major, minor).
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    /// Device memory in bytes.
+    pub fn total_memory(&self) -> usize {
+        self.total_memory
+    }
+
+    /// The stream pool; trial group `g` runs on stream `g % len`.
+    pub fn streams(&self) -> &[Arc<CudaStream>] {
+        &self.streams
+    }
+
+    /// Waits for all work on the device.
+    pub fn synchronize(&self) -> Result<(), HostError> {
+        self.ctx
+            .synchronize()
+            .map_err(HostError::driver("synchronizing the device"))
+    }
+}
+
+/// The `.target` line of a PTX module (e.g. `sm_80`).
+fn ptx_target(ptx: &str) -> Option<&str> {
+    ptx.lines()
+        .find_map(|l| l.trim().strip_prefix(".target "))
+        .map(str::trim)
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the staged binaries on a GPU host (copied to .gpu-stage/run.sh by scripts/gpu-suite.sh).
+# Every test runs with REQUIRE_GPU=1; `--bench` also runs the criterion benches. Output: $OUT (or
+# ./results beside this script)/gpu-suite.log and summary.txt. Exits non-zero when any binary fails.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/results}
+mkdir -p "$out"
+log="$out/gpu-suite.log"
+summary="$out/summary.txt"
+: >"$log"
+: >"$summary"
+export REQUIRE_GPU=1 TRADESIM_BIN="$here/bin/tradesim"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+failed=0
+section() { echo "=== $*" | tee -a "$log" >>"$summary"; }
+section "tradesim info"
+"$TRADESIM_BIN" info >>"$log" 2>&1 || failed=1
+for t in "$here"/tests/*; do
+  section "test $(basename "$t")"
+  if ! "$t" --test-threads=1 --nocapture >>"$log" 2>&1; then
+    failed=1
+    echo "FAILED" >>"$summary"
+  fi
+  grep -a "test result" "$log" | tail -n 1 >>"$summary"
+done
+if [ "${1:-}" = "--bench" ]; then
+  for b in "$here"/benches/*; do
+    section "bench $(basename "$b")"
+    "$b" --bench >>"$log" 2>&1 || failed=1
+  done
+  grep -aE "^portfolio_step/|time:|thrpt:" "$log" >>"$summary" || true
+fi
+echo "exit: $failed" >>"$summary"
+cat "$summary"
+exit "$failed"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds every test and bench binary in release on this (CPU-only) machine and stages them, with the
+# tradesim binary and a runner, in .gpu-stage/ (git-ignored, checked to stay under 64 MiB).
+# On a GPU host: `bash .gpu-stage/run.sh [--bench]` runs them all with REQUIRE_GPU=1 (a skipped GPU test
+# fails) and writes gpu-suite.log and summary.txt to $OUT (or .gpu-stage/results).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage=.gpu-stage
+limit_mib=64
+bash scripts/setup-toolchain.sh
+rm -rf "$stage"
+mkdir -p "$stage/tests" "$stage/benches" "$stage/bin"
+# The test (or bench) executables among cargo's JSON messages.
+executables() {
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        print(m["executable"])'
+}
+cargo build --release --bin tradesim
+cp target/release/tradesim "$stage/bin/"
+cargo test --workspace --release --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
+  cp "$exe" "$stage/tests/"
+done
+cargo bench --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
+  case "$(basename "$exe")" in portfolio-*) cp "$exe" "$stage/benches/" ;; esac
+done
+strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
+cp scripts/gpu-run.sh "$stage/run.sh"
+size_kib=$(du -sk "$stage" | cut -f1)
+echo "staged $(ls "$stage/tests" | wc -l) test binaries, $(ls "$stage/benches" | wc -l) bench binaries: $((size_kib / 1024)) MiB in $stage"
+if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
+  echo "error: $stage is over ${limit_mib} MiB" >&2
+  exit 1
+fi

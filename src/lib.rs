@@ -1,0 +1,53 @@
+//! tradesim: trading environments for reinforcement learning as GPU kernels written in Rust.
+//!
+//! The kernel logic lives in [`gpu_kernels`] (plain functions, compiled for the host and to PTX); the runtime
+//! that picks a backend and drives trials x envs lives in [`tradesim_host`]. This crate adds the PTX module
+//! built at `cargo build` and the command-line tool.
+//!
+//! ```
+//! use tradesim::{Backend, DeviceRequest, PortfolioSim, PriceSeries, SimLayout, TrialParams};
+//!
+//! // Three bars; envs decide at the close of bar 0 and fill at the open of bar 1.
+//! let prices = PriceSeries::from_open_close(vec![100.0, 100.0, 110.0], vec![100.0, 105.0, 110.0]);
+//! let backend = tradesim::select_backend(DeviceRequest::Cpu).unwrap();
+//! let layout = SimLayout::new(1, 2).unwrap(); // one trial, two envs
+//! let params = [TrialParams::frictionless(1_000.0)];
+//! let mut sim = PortfolioSim::new(&backend, &prices, &params, layout, &[(0, 2), (0, 2)]).unwrap();
+//! sim.step(&[1, 0]).unwrap(); // env 0 goes long at 100, env 1 stays flat
+//! let states = sim.states().unwrap();
+//! assert_eq!(states[0].equity, 1_050.0); // 10 units marked at the close of 105
+//! assert_eq!(states[1].equity, 1_000.0);
+//! # let _ = Backend::Cpu;
+//! ```
+
+pub use gpu_kernels::{Action, EnvState, EnvStatus, TrialParams};
+pub use tradesim_host::{
+    Backend, BackendInfo, CudaAvailability, DeviceRequest, HostError, PortfolioSim, PriceSeries,
+    SimLayout, detect,
+};
+
+pub mod cli;
+pub mod demo;
+pub mod synthetic;
+
+/// The PTX module built from `gpu-kernels` by `build.rs`.
+#[cfg(feature = "cuda")]
+pub mod ptx {
+    include!(concat!(env!("OUT_DIR"), "/ptx.rs"));
+}
+
+/// Picks a backend for `request`, loading this crate's PTX when CUDA is chosen.
+pub fn select_backend(request: DeviceRequest) -> Result<Backend, HostError> {
+    select_backend_with_reason(request).map(|(backend, _)| backend)
+}
+
+/// [`select_backend`], also returning why `auto` chose the CPU (if it did).
+pub fn select_backend_with_reason(
+    request: DeviceRequest,
+) -> Result<(Backend, Option<String>), HostError> {
+    #[cfg(feature = "cuda")]
+    let ptx = Some(ptx::PTX);
+    #[cfg(not(feature = "cuda"))]
+    let ptx = None;
+    tradesim_host::backend::select_with_reason(request, ptx)
+}

@@ -1,0 +1,121 @@
+//! Backend selection on any machine: never a panic; without a driver `auto` is the CPU and `cuda` an error
+//! that says why; with a GPU `cuda` works. The CLI is checked the same way.
+
+mod common;
+
+use std::process::Command;
+
+use tradesim::{CudaAvailability, DeviceRequest, HostError};
+
+fn tradesim(args: &[&str]) -> (bool, String, String) {
+    // TRADESIM_BIN: the staged binary when the suite runs on a GPU host (scripts/gpu-run.sh).
+    let bin =
+        std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
+    let out = Command::new(bin).args(args).output().expect("run tradesim");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cpu_is_always_available() {
+    let backend = tradesim::select_backend(DeviceRequest::Cpu).unwrap();
+    assert!(!backend.is_cuda());
+    assert_eq!(backend.info().backend, "cpu");
+}
+
+#[test]
+fn auto_and_cuda_follow_detection() {
+    let availability = tradesim::detect();
+    let auto = tradesim::select_backend(DeviceRequest::Auto).unwrap();
+    let cuda = tradesim::select_backend(DeviceRequest::Cuda);
+    match availability {
+        CudaAvailability::Available { devices } => {
+            assert!(devices >= 1);
+            assert!(
+                auto.is_cuda(),
+                "auto must pick CUDA when a device is present"
+            );
+            assert!(cuda.unwrap().is_cuda());
+        }
+        other => {
+            assert!(
+                !common::gpu_required(),
+                "REQUIRE_GPU=1 but detection says: {other}"
+            );
+            assert!(!auto.is_cuda());
+            match cuda {
+                Err(HostError::CudaUnavailable { reason }) => assert_eq!(reason, other.to_string()),
+                Err(e) => panic!("expected CudaUnavailable, got {e}"),
+                Ok(_) => panic!("--device cuda succeeded although detection says: {other}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn info_reports_the_backend_and_kernels() {
+    let (ok, stdout, stderr) = tradesim(&["info"]);
+    assert!(ok, "tradesim info failed: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stdout.contains("portfolio_step"),
+        "kernel list missing:\n{stdout}"
+    );
+    match tradesim::detect() {
+        CudaAvailability::Available { .. } => {
+            assert!(stdout.contains("backend:     cuda"), "{stdout}");
+            assert!(stdout.contains("compute capability"), "{stdout}");
+        }
+        CudaAvailability::NoDriver => {
+            assert!(stdout.contains("no CUDA driver was found"), "{stdout}");
+            assert!(stdout.contains("backend:     cpu"), "{stdout}");
+        }
+        _ => assert!(stdout.contains("backend:     cpu"), "{stdout}"),
+    }
+}
+
+#[test]
+fn cli_device_cuda_without_gpu_fails_with_the_reason() {
+    let availability = tradesim::detect();
+    let (ok, _, stderr) = tradesim(&["info", "--device", "cuda"]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if matches!(availability, CudaAvailability::Available { .. }) {
+        assert!(ok, "{stderr}");
+    } else {
+        assert!(!ok, "--device cuda must fail without a GPU");
+        assert!(
+            stderr.contains("cannot be used") && stderr.contains(&availability.to_string()),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn cli_simulate_runs_a_small_job() {
+    let (ok, stdout, stderr) = tradesim(&[
+        "simulate", "--device", "cpu", "--trials", "2", "--envs", "64", "--steps", "50",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("SYNTHETIC"),
+        "outputs must say the data is synthetic:\n{stdout}"
+    );
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with(['0', '1']))
+            .count(),
+        2,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn cli_rejects_an_unknown_device() {
+    let (ok, _, stderr) = tradesim(&["info", "--device", "tpu"]);
+    assert!(!ok);
+    assert!(stderr.contains("unknown device `tpu`"), "{stderr}");
+}
