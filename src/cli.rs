@@ -99,7 +99,7 @@ fn info(device: DeviceRequest) -> Result<(), HostError> {
         let (major, minor) = info.compute_capability.unwrap_or_default();
         let gib = info.total_memory.unwrap_or_default() as f64 / f64::from(1u32 << 30);
         println!("device:      {name} (compute capability {major}.{minor}, {gib:.1} GiB)");
-        println!("streams:     {}", info.parallelism);
+        println!("multiprocessors: {}", info.parallelism);
     } else {
         println!("CPU threads: {}", info.parallelism);
     }

@@ -5,7 +5,9 @@ use std::time::Instant;
 use gpu_kernels::rng::draw_below;
 
 use crate::synthetic::random_walk;
-use crate::{Backend, EnvStatus, HostError, PortfolioSim, SimLayout, TrialParams};
+use crate::{
+    Backend, EnvBatch, EnvConfig, EnvStatus, HostError, MarketData, SimLayout, TrialParams,
+};
 
 /// Sizes of the demo run.
 #[derive(Clone, Copy, Debug)]
@@ -23,13 +25,17 @@ pub struct DemoConfig {
 /// Trial `k` of the demo: costs rise with k, shorts and whole units alternate.
 pub fn demo_params(k: usize) -> TrialParams {
     TrialParams {
-        initial_capital: 100_000.0,
         spread: 0.0002 * (k + 1) as f64,
         commission: 0.0005,
         cash_reserve_pct: 0.05,
         max_drawdown: 0.5,
+        take_profit_mult: 2.0,
+        stop_loss_mult: 1.0 + 0.5 * k as f64,
+        max_hold_bars: 50,
+        w_cost: 1.0,
         allow_short: u32::from(k.is_multiple_of(2)),
         whole_units: u32::from(k % 3 == 1),
+        ..TrialParams::frictionless(100_000.0)
     }
 }
 
@@ -60,10 +66,18 @@ pub fn run_demo(backend: &Backend, cfg: &DemoConfig) -> Result<(), HostError> {
         cfg.steps,
         backend.info().backend
     );
-    let mut sim = PortfolioSim::new(backend, &prices, &params, layout, &segments)?;
+    let market = MarketData::prices_only(&prices)?;
+    let env_cfg = EnvConfig {
+        segment_len: cfg.steps as u32,
+        ring_capacity: 0,
+        seed: cfg.seed,
+        trial_groups: 1,
+    };
+    let mut envs = EnvBatch::new(backend, &market, &params, layout, env_cfg)?;
+    envs.reset_segments(&segments)?;
     let started = Instant::now();
-    sim.run(&actions, cfg.steps)?;
-    let states = sim.states()?;
+    envs.scan(&actions, cfg.steps)?;
+    let states = envs.states()?;
     let secs = started.elapsed().as_secs_f64();
     println!(
         "speed:   {:.3} s, {:.1} M env-steps/s (upload of actions and download of states included)",

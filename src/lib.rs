@@ -5,25 +5,31 @@
 //! built at `cargo build` and the command-line tool.
 //!
 //! ```
-//! use tradesim::{Backend, DeviceRequest, PortfolioSim, PriceSeries, SimLayout, TrialParams};
+//! use tradesim::{DeviceRequest, EnvBatch, EnvConfig, MarketData, PriceSeries, SimLayout, TrialParams};
 //!
 //! // Three bars; envs decide at the close of bar 0 and fill at the open of bar 1.
 //! let prices = PriceSeries::from_open_close(vec![100.0, 100.0, 110.0], vec![100.0, 105.0, 110.0]);
+//! let market = MarketData::prices_only(&prices).unwrap();
 //! let backend = tradesim::select_backend(DeviceRequest::Cpu).unwrap();
 //! let layout = SimLayout::new(1, 2).unwrap(); // one trial, two envs
 //! let params = [TrialParams::frictionless(1_000.0)];
-//! let mut sim = PortfolioSim::new(&backend, &prices, &params, layout, &[(0, 2), (0, 2)]).unwrap();
-//! sim.step(&[1, 0]).unwrap(); // env 0 goes long at 100, env 1 stays flat
-//! let states = sim.states().unwrap();
+//! let cfg = EnvConfig { segment_len: 2, ring_capacity: 16, ..EnvConfig::default() };
+//! let mut envs = EnvBatch::new(&backend, &market, &params, layout, cfg).unwrap();
+//! envs.reset_segments(&[(0, 2), (0, 2)]).unwrap();
+//! envs.step(&[1, 0]).unwrap(); // env 0 goes long at 100, env 1 stays flat
+//! let states = envs.states().unwrap();
 //! assert_eq!(states[0].equity, 1_050.0); // 10 units marked at the close of 105
 //! assert_eq!(states[1].equity, 1_000.0);
-//! # let _ = Backend::Cpu;
+//! let ring = envs.transitions().unwrap();
+//! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
-pub use gpu_kernels::{Action, EnvState, EnvStatus, TrialParams};
+pub use gpu_kernels::{
+    Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams,
+};
 pub use tradesim_host::{
-    Backend, BackendInfo, CudaAvailability, DeviceRequest, HostError, PortfolioSim, PriceSeries,
-    SimLayout, detect,
+    Backend, BackendInfo, CudaAvailability, DeviceRequest, EnvBatch, EnvConfig, HostError,
+    MarketData, PriceSeries, SampleBatch, SimLayout, detect,
 };
 
 pub mod cli;

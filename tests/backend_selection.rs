@@ -60,10 +60,12 @@ fn info_reports_the_backend_and_kernels() {
     let (ok, stdout, stderr) = tradesim(&["info"]);
     assert!(ok, "tradesim info failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(
-        stdout.contains("portfolio_step"),
-        "kernel list missing:\n{stdout}"
-    );
+    for kernel in gpu_kernels::kernel_names::ALL {
+        assert!(
+            stdout.contains(kernel),
+            "kernel {kernel} missing from:\n{stdout}"
+        );
+    }
     match tradesim::detect() {
         CudaAvailability::Available { .. } => {
             assert!(stdout.contains("backend:     cuda"), "{stdout}");

@@ -4,7 +4,10 @@
 mod common;
 
 use common::assert_close;
-use tradesim::{Backend, EnvState, EnvStatus, PortfolioSim, PriceSeries, SimLayout, TrialParams};
+use tradesim::{
+    Backend, EnvBatch, EnvConfig, EnvState, EnvStatus, MarketData, PriceSeries, SimLayout,
+    TrialParams,
+};
 
 const FLAT: u8 = 0;
 const LONG: u8 = 1;
@@ -18,17 +21,30 @@ fn walk(
     close: &[f64],
     actions: &[u8],
 ) -> Vec<EnvState> {
-    let prices = PriceSeries::from_open_close(open.to_vec(), close.to_vec());
-    let end = (open.len() - 1) as u32;
-    let layout = SimLayout::new(1, 1).unwrap();
-    let mut sim = PortfolioSim::new(backend, &prices, &[params], layout, &[(0, end)]).unwrap();
-    actions
+    let ohlc: Vec<_> = open
         .iter()
-        .map(|&a| {
-            sim.step(&[a]).unwrap();
-            sim.states().unwrap()[0]
-        })
-        .collect()
+        .zip(close)
+        .map(|(&o, &c)| (o, o.max(c), o.min(c), c))
+        .collect();
+    common::walk_bars(backend, params, &common::bars(&ohlc, 0.0), actions).0
+}
+
+/// A batch without a ring on explicit segments.
+fn batch(
+    backend: &Backend,
+    prices: &PriceSeries,
+    params: &[TrialParams],
+    layout: SimLayout,
+    segments: &[(u32, u32)],
+) -> EnvBatch {
+    let market = MarketData::prices_only(prices).unwrap();
+    let cfg = EnvConfig {
+        segment_len: 1,
+        ..EnvConfig::default()
+    };
+    let mut envs = EnvBatch::new(backend, &market, params, layout, cfg).unwrap();
+    envs.reset_segments(segments).unwrap();
+    envs
 }
 
 fn params(capital: f64) -> TrialParams {
@@ -209,15 +225,14 @@ test_device!(drawdown_breaker_closes_at_next_open);
 fn segment_end_stops_the_env(backend: &Backend) {
     let prices = PriceSeries::from_open_close(vec![100.0, 100.0, 200.0], vec![100.0, 110.0, 200.0]);
     let layout = SimLayout::new(1, 2).unwrap();
-    let mut sim = PortfolioSim::new(
+    let mut sim = batch(
         backend,
         &prices,
         &[params(1_000.0)],
         layout,
         &[(0, 1), (0, 2)],
-    )
-    .unwrap();
-    sim.run(&[LONG, LONG, LONG, LONG], 2).unwrap();
+    );
+    sim.scan(&[LONG, LONG, LONG, LONG], 2).unwrap();
     let s = sim.states().unwrap();
     assert_eq!((s[0].status(), s[0].bar), (EnvStatus::SegmentEnd, 1));
     assert_close("equity at the segment's last close", s[0].equity, 1_100.0);
@@ -241,14 +256,13 @@ fn per_trial_params_and_segments(backend: &Backend) {
             ..params(1_000.0)
         },
     ];
-    let mut sim = PortfolioSim::new(
+    let mut sim = batch(
         backend,
         &prices,
         &trials,
         layout,
         &[(0, 3), (1, 3), (0, 3), (1, 3)],
-    )
-    .unwrap();
+    );
     sim.step(&[LONG; 4]).unwrap();
     let s = sim.states().unwrap();
     for (env, want) in [100.0, 200.0, 100.5, 201.0].into_iter().enumerate() {

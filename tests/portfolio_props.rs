@@ -1,65 +1,110 @@
-//! Properties of the portfolio rules over random prices, parameters and actions (CPU path).
+//! Properties of the environment step over random bars, parameters and actions (CPU path).
 
-use gpu_kernels::portfolio::step_env;
-use gpu_kernels::{EnvState, TrialParams};
+use gpu_kernels::env::env_step;
+use gpu_kernels::{Bar, BarrierLabel, EnvState, TrialParams};
 use proptest::prelude::*;
 
 fn params() -> impl Strategy<Value = TrialParams> {
     (
-        1.0f64..1e7,
-        0.0f64..0.02,
-        0.0f64..0.01,
-        0.0f64..0.5,
-        0.0f64..0.9,
-        0u32..2,
-        0u32..2,
+        (
+            1.0f64..1e7,
+            0.0f64..0.02,
+            0.0f64..0.01,
+            0.0f64..0.5,
+            0.0f64..0.9,
+        ),
+        (
+            0.0f64..3.0,
+            0.0f64..3.0,
+            0u32..30,
+            0u32..2,
+            0u32..2,
+            0u32..2,
+        ),
     )
         .prop_map(
             |(
-                initial_capital,
+                (capital, spread, commission, reserve, max_dd),
+                (tp, sl, hold, short, whole, exits),
+            )| TrialParams {
                 spread,
                 commission,
-                cash_reserve_pct,
-                max_drawdown,
-                allow_short,
-                whole_units,
-            )| {
-                TrialParams {
-                    initial_capital,
-                    spread,
-                    commission,
-                    cash_reserve_pct,
-                    max_drawdown,
-                    allow_short,
-                    whole_units,
-                }
+                cash_reserve_pct: reserve,
+                max_drawdown: max_dd,
+                take_profit_mult: tp,
+                stop_loss_mult: sl,
+                max_hold_bars: hold,
+                allow_short: short,
+                whole_units: whole,
+                barrier_exits: exits,
+                w_cost: 1.0,
+                w_drawdown: 1.0,
+                w_barrier: 1.0,
+                ..TrialParams::frictionless(capital)
             },
         )
 }
 
+/// A bar from an open, a close and two wick sizes (OHLC consistent), with sigma.
+fn bar() -> impl Strategy<Value = Bar> {
+    (
+        0.01f64..1e5,
+        -0.2f64..0.2,
+        0.0f64..0.1,
+        0.0f64..0.1,
+        0.0f64..0.05,
+    )
+        .prop_map(|(open, ret, up, down, sigma)| {
+            let close = open * (1.0 + ret);
+            Bar {
+                open,
+                high: open.max(close) * (1.0 + up),
+                low: open.min(close) * (1.0 - down),
+                close,
+                sigma,
+            }
+        })
+}
+
 proptest! {
-    /// After every step: equity == cash + units x close, all fields finite, the side matches the units,
-    /// and the peak never falls below equity.
+    /// After every step: equity == cash + units x close, all fields and the reward finite, the side matches
+    /// the units, the peak never falls below equity, costs >= 0; a label appears only where the barrier
+    /// that produced it is enabled, and with exits on it leaves the env flat.
     #[test]
-    fn equity_is_cash_plus_marked_units(
+    fn step_invariants(
         p in params(),
-        bars in prop::collection::vec((0.01f64..1e5, 0.01f64..1e5), 2..60),
+        bars in prop::collection::vec(bar(), 2..60),
         actions in prop::collection::vec(0u8..3, 60),
     ) {
         let mut s = EnvState::new(&p, 0, (bars.len() - 1) as u32);
-        for (t, &(open, close)) in bars.iter().enumerate().skip(1) {
-            step_env(&p, &mut s, actions[t], open, close);
-            for v in [s.cash, s.units, s.equity, s.peak_equity, s.entry_price, s.step_costs] {
-                prop_assert!(v.is_finite(), "non-finite state {s:?}");
+        for t in 1..bars.len() {
+            let out = env_step(&p, &mut s, actions[t], &bars[t - 1], &bars[t]);
+            for v in [s.cash, s.units, s.equity, s.peak_equity, s.entry_price, s.step_costs, out.reward] {
+                prop_assert!(v.is_finite(), "non-finite value in {s:?} / {out:?}");
             }
-            if !s.status().is_done() || s.bar as usize == t {
-                prop_assert_eq!(s.equity, s.cash + s.units * close);
+            if out.valid {
+                prop_assert_eq!(s.equity, s.cash + s.units * bars[t].close);
+                prop_assert_eq!(s.bar as usize, t);
             }
             prop_assert_eq!(s.position, i32::from(s.units > 0.0) - i32::from(s.units < 0.0));
             prop_assert!(s.peak_equity >= s.equity);
             prop_assert!(s.step_costs >= 0.0);
             if p.whole_units == 1 {
                 prop_assert_eq!(s.units, s.units.trunc());
+            }
+            match out.label {
+                BarrierLabel::None => {}
+                label => {
+                    prop_assert!(out.valid);
+                    prop_assert!(match label {
+                        BarrierLabel::TakeProfit => p.take_profit_mult > 0.0,
+                        BarrierLabel::StopLoss => p.stop_loss_mult > 0.0,
+                        _ => p.max_hold_bars > 0,
+                    }, "label {label:?} from a disabled barrier");
+                    if p.barrier_exits == 1 {
+                        prop_assert_eq!(s.position, 0);
+                    }
+                }
             }
         }
     }

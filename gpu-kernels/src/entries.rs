@@ -1,9 +1,15 @@
-//! PTX entry points: each shim turns raw pointers into slices, bounds-checks the thread index and calls the
-//! plain function the CPU backend calls too. Names must match [`crate::kernel_names`].
+//! PTX entry points. Each shim computes its thread's element, bounds-checks it, turns raw pointers into
+//! slices (shared inputs) or single-element references (its own outputs) and calls the body in
+//! [`crate::batch`] that the CPU backend calls too. Names must match [`crate::kernel_names`].
 
-use crate::portfolio::step_env_on_series;
-use crate::types::{EnvState, TrialParams};
 use core::arch::nvptx;
+use core::slice;
+
+use crate::batch::{
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition,
+    observe_env, sample_one, scan_env,
+};
+use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Global thread index in a 1-D launch.
 #[inline]
@@ -15,34 +21,191 @@ fn thread_index() -> usize {
     }
 }
 
-/// One portfolio step for the `n_envs` envs of a trial group (`n_trials = n_envs / envs_per_trial`).
+/// Walks every env over `args.steps` bars (one thread per env), writing transitions to the ring.
 ///
 /// # Safety
-/// `params` points to `n_envs / envs_per_trial` trials, `states` and `actions` to `n_envs` elements,
-/// `open` and `close` to `n_bars` elements; `states` is not aliased.
+/// `params`: `n_trials`; `states`: `n_envs`; `actions`: `steps x n_envs`; `bars`: `n_bars`; `ring`:
+/// `n_trials x capacity` (or 1 when capacity is 0). `steps x envs_per_trial <= capacity`, so no two threads
+/// write one ring slot.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn portfolio_step(
+pub unsafe extern "ptx-kernel" fn env_scan(
     params: *const TrialParams,
     states: *mut EnvState,
     actions: *const u8,
-    open: *const f64,
-    close: *const f64,
-    n_bars: u32,
-    n_envs: u32,
-    envs_per_trial: u32,
+    bars: *const Bar,
+    ring: *mut Transition,
+    args: BatchArgs,
 ) {
     let env = thread_index();
-    let (n_envs, envs_per_trial) = (n_envs as usize, envs_per_trial as usize);
-    if env >= n_envs || envs_per_trial == 0 {
+    if env >= args.n_envs() {
         return;
     }
-    // SAFETY: the caller guarantees the lengths; this thread alone touches `states[env]`.
+    // SAFETY: lengths as documented; this thread alone touches `states[env]` and its ring slots.
     unsafe {
-        let params = &*params.add(env / envs_per_trial);
+        let params = &*params.add(env / args.envs_per_trial as usize);
         let state = &mut *states.add(env);
-        let action = *actions.add(env);
-        let open = core::slice::from_raw_parts(open, n_bars as usize);
-        let close = core::slice::from_raw_parts(close, n_bars as usize);
-        step_env_on_series(params, state, action, open, close);
+        let actions = slice::from_raw_parts(actions, args.steps as usize * args.n_envs());
+        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
+        scan_env(env, &args, params, state, actions, bars, |i, t| {
+            *ring.add(i) = t
+        });
+    }
+}
+
+/// Writes each env's observation (F + 3 floats) to `out` (one thread per env).
+///
+/// # Safety
+/// `params`: `n_trials`; `states`: `n_envs`; `bars`: `n_bars`; `features`: `n_bars x n_features`;
+/// `out`: `n_envs x (n_features + 3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn observe(
+    params: *const TrialParams,
+    states: *const EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    out: *mut f32,
+    args: BatchArgs,
+) {
+    let env = thread_index();
+    if env >= args.n_envs() {
+        return;
+    }
+    let width = args.n_features as usize + 3;
+    // SAFETY: lengths as documented; this thread alone writes its row of `out`.
+    unsafe {
+        let params = &*params.add(env / args.envs_per_trial as usize);
+        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
+        let features =
+            slice::from_raw_parts(features, args.n_bars as usize * args.n_features as usize);
+        let out = slice::from_raw_parts_mut(out.add(env * width), width);
+        observe_env(
+            params,
+            &*states.add(env),
+            bars,
+            features,
+            args.n_features as usize,
+            out,
+        );
+    }
+}
+
+/// Moments of each (trial, step, chunk) of raw rewards (one thread each).
+///
+/// # Safety
+/// `ring`: `n_trials x capacity`; `chunks`: `n_trials x steps x n_chunks`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn reward_chunk_moments(
+    ring: *const Transition,
+    chunks: *mut Moments,
+    args: BatchArgs,
+) {
+    let i = thread_index();
+    let (n_chunks, steps) = (args.n_chunks(), args.steps as usize);
+    if i >= args.n_trials as usize * steps * n_chunks {
+        return;
+    }
+    let (trial, step, chunk) = (i / (steps * n_chunks), i / n_chunks % steps, i % n_chunks);
+    // SAFETY: lengths as documented; this thread alone writes `chunks[i]`.
+    unsafe {
+        let ring = slice::from_raw_parts(ring, args.n_trials as usize * args.capacity as usize);
+        *chunks.add(chunk_index(&args, trial, step, chunk)) =
+            chunk_moments(&args, ring, trial, step, chunk);
+    }
+}
+
+/// Merges each trial's chunk moments, step by step and in chunk order, into its running moments (one
+/// thread per trial); `after_step` gets the running moments after each step.
+///
+/// # Safety
+/// `running`: `n_trials`; `chunks`: `n_trials x steps x n_chunks`; `after_step`: `n_trials x steps`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn reward_merge(
+    running: *mut Moments,
+    chunks: *const Moments,
+    after_step: *mut Moments,
+    args: BatchArgs,
+) {
+    let trial = thread_index();
+    if trial >= args.n_trials as usize {
+        return;
+    }
+    let steps = args.steps as usize;
+    // SAFETY: lengths as documented; this thread alone writes its trial's entries.
+    unsafe {
+        let chunks =
+            slice::from_raw_parts(chunks, args.n_trials as usize * steps * args.n_chunks());
+        merge_trial_moments(&args, chunks, trial, &mut *running.add(trial), |step, m| {
+            *after_step.add(trial * steps + step) = m;
+        });
+    }
+}
+
+/// Normalizes the valid rewards of trials that ask for it (one thread per env and step).
+///
+/// # Safety
+/// `params`: `n_trials`; `ring`: `n_trials x capacity`; `after_step`: `n_trials x steps`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn reward_normalize(
+    params: *const TrialParams,
+    ring: *mut Transition,
+    after_step: *const Moments,
+    args: BatchArgs,
+) {
+    let i = thread_index();
+    let (n_envs, steps) = (args.n_envs(), args.steps as usize);
+    if i >= n_envs * steps {
+        return;
+    }
+    let (step, env) = (i / n_envs, i % n_envs);
+    let trial = env / args.envs_per_trial as usize;
+    // SAFETY: lengths as documented; (env, step) pairs map to distinct ring slots.
+    unsafe {
+        let t = &mut *ring.add(args.ring_index(env, step));
+        normalize_transition(
+            &*params.add(trial),
+            t,
+            &*after_step.add(trial * steps + step),
+        );
+    }
+}
+
+/// Samples `batch` transitions per trial and rebuilds their states (one thread per sample).
+///
+/// # Safety
+/// `ring`: `n_trials x capacity`; `features`: the feature matrix; `obs`, `next_obs`:
+/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn sample_transitions(
+    ring: *const Transition,
+    features: *const f32,
+    n_feature_values: u64,
+    obs: *mut f32,
+    next_obs: *mut f32,
+    actions: *mut u32,
+    rewards: *mut f32,
+    dones: *mut f32,
+    weights: *mut f32,
+    args: SampleArgs,
+) {
+    let i = thread_index();
+    if i >= args.n_trials as usize * args.batch as usize {
+        return;
+    }
+    let trial = i / args.batch as usize;
+    let width = args.n_features as usize + 3;
+    // SAFETY: lengths as documented; this thread alone writes sample `i` of every output.
+    unsafe {
+        let ring = slice::from_raw_parts(
+            ring.add(trial * args.capacity as usize),
+            args.capacity as usize,
+        );
+        let features = slice::from_raw_parts(features, n_feature_values as usize);
+        let obs = slice::from_raw_parts_mut(obs.add(i * width), width);
+        let next_obs = slice::from_raw_parts_mut(next_obs.add(i * width), width);
+        let row = sample_one(&args, ring, features, i, obs, next_obs);
+        *actions.add(i) = row.action;
+        *rewards.add(i) = row.reward;
+        *dones.add(i) = row.done;
+        *weights.add(i) = row.weight;
     }
 }

@@ -3,8 +3,25 @@
 //! `build.rs` fails the build when the PTX lacks an `.entry` for any name in [`ALL`], and the host resolves
 //! every one of them when it loads the module, so a renamed shim is caught at build time, not at launch.
 
-/// One portfolio step for every env of a trial group (see [`crate::portfolio::step_env`]).
-pub const PORTFOLIO_STEP: &str = "portfolio_step";
+/// Walks every env over S bars (S = 1: step mode), writing transitions ([`crate::batch::scan_env`]).
+pub const ENV_SCAN: &str = "env_scan";
+/// Writes each env's state vector ([`crate::batch::observe_env`]).
+pub const OBSERVE: &str = "observe";
+/// Moments of chunks of raw rewards ([`crate::batch::chunk_moments`]).
+pub const REWARD_CHUNK_MOMENTS: &str = "reward_chunk_moments";
+/// Running reward moments per trial ([`crate::batch::merge_trial_moments`]).
+pub const REWARD_MERGE: &str = "reward_merge";
+/// Reward normalization ([`crate::batch::normalized_reward`]).
+pub const REWARD_NORMALIZE: &str = "reward_normalize";
+/// Replay sampling with state reconstruction ([`crate::batch::gather_sample`]).
+pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 
 /// Every kernel the host expects in the PTX module.
-pub const ALL: &[&str] = &[PORTFOLIO_STEP];
+pub const ALL: &[&str] = &[
+    ENV_SCAN,
+    OBSERVE,
+    REWARD_CHUNK_MOMENTS,
+    REWARD_MERGE,
+    REWARD_NORMALIZE,
+    SAMPLE_TRANSITIONS,
+];

@@ -8,15 +8,20 @@
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx))]
 
+pub mod barrier;
+pub mod batch;
+pub mod env;
 pub mod kernel_names;
+pub mod layout;
 pub mod portfolio;
+pub mod reward;
 pub mod rng;
 pub mod types;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod entries;
 
-pub use types::{Action, EnvState, EnvStatus, TrialParams};
+pub use types::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]

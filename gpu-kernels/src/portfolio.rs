@@ -2,18 +2,18 @@
 //! open of bar t+1 with half the spread against the trader plus commission on the notional; equity is marked
 //! at the close; bankruptcy and the drawdown circuit breaker end the env.
 
-use crate::types::{Action, EnvState, EnvStatus, TrialParams};
+use crate::types::{Action, EnvState, EnvStatus, NO_EXPIRY, TrialParams};
 
-/// Price paid per unit when buying at `open`: `open x (1 + s/2)`.
+/// Price paid per unit when buying at `price`: `price x (1 + s/2)`.
 #[inline]
-pub fn buy_fill_price(open: f64, spread: f64) -> f64 {
-    open * (1.0 + 0.5 * spread)
+pub fn buy_fill_price(price: f64, spread: f64) -> f64 {
+    price * (1.0 + 0.5 * spread)
 }
 
-/// Price received per unit when selling at `open`: `open x (1 - s/2)`.
+/// Price received per unit when selling at `price`: `price x (1 - s/2)`.
 #[inline]
-pub fn sell_fill_price(open: f64, spread: f64) -> f64 {
-    open * (1.0 - 0.5 * spread)
+pub fn sell_fill_price(price: f64, spread: f64) -> f64 {
+    price * (1.0 - 0.5 * spread)
 }
 
 /// The position (-1, 0, 1) an action code asks for; SHORT is FLAT when shorts are off, unknown codes are FLAT.
@@ -41,25 +41,20 @@ pub fn open_units(params: &TrialParams, equity: f64, fill_price: f64) -> f64 {
     }
 }
 
-/// The half spread paid on trading `units_abs` units at `open`: `units_abs x open x s/2`.
+/// The half spread paid on trading `units_abs` units around `price`: `units_abs x price x s/2`.
 #[inline]
-fn spread_cost(params: &TrialParams, units_abs: f64, open: f64) -> f64 {
-    units_abs * open * (0.5 * params.spread)
+fn spread_cost(params: &TrialParams, units_abs: f64, price: f64) -> f64 {
+    units_abs * price * (0.5 * params.spread)
 }
 
-/// Closes the open position at `open`; returns the costs paid.
+/// Closes the open position around `price` (the next open, or a barrier's exit price); returns the costs.
 #[inline]
-pub fn close_position(params: &TrialParams, state: &mut EnvState, open: f64) -> f64 {
-    if state.units == 0.0 {
-        state.position = 0;
-        state.entry_price = 0.0;
-        return 0.0;
-    }
+pub fn close_position(params: &TrialParams, state: &mut EnvState, price: f64) -> f64 {
     let units_abs = libm::fabs(state.units);
     let fill = if state.units > 0.0 {
-        sell_fill_price(open, params.spread)
+        sell_fill_price(price, params.spread)
     } else {
-        buy_fill_price(open, params.spread)
+        buy_fill_price(price, params.spread)
     };
     let commission = params.commission * (units_abs * fill);
     // Selling a long brings units x fill in; buying back a short pays |units| x fill: both are units x fill.
@@ -67,7 +62,15 @@ pub fn close_position(params: &TrialParams, state: &mut EnvState, open: f64) -> 
     state.units = 0.0;
     state.position = 0;
     state.entry_price = 0.0;
-    spread_cost(params, units_abs, open) + commission
+    state.take_profit = 0.0;
+    state.stop_loss = 0.0;
+    state.expiry_bar = NO_EXPIRY;
+    state.barrier_live = 0;
+    if units_abs == 0.0 {
+        0.0
+    } else {
+        spread_cost(params, units_abs, price) + commission
+    }
 }
 
 /// Opens a position of `side` (1 long, -1 short) from flat at `open`; returns the costs paid.
@@ -93,47 +96,48 @@ pub fn open_position(params: &TrialParams, state: &mut EnvState, side: i32, open
     spread_cost(params, units_abs, open) + commission
 }
 
-/// Advances one env from the close of bar t to the close of bar t+1 given the action decided at t.
-///
-/// `open_next` and `close_next` are bar t+1's prices. A done env does not change (its `step_costs` is
-/// zeroed). After the step: bankrupt when equity <= 0; a drawdown beyond `max_drawdown` closes the position
-/// at the next open whatever the action, after which the env is halted; reaching `end_bar` ends the segment.
+/// Moves the position to `target` at `open` (close, open, or both for a reversal); returns the costs and
+/// whether a new position was opened.
 #[inline]
-pub fn step_env(
+pub fn trade_at_open(
     params: &TrialParams,
     state: &mut EnvState,
-    action: u8,
-    open_next: f64,
-    close_next: f64,
-) {
-    let status = state.status();
-    if status.is_done() {
-        state.step_costs = 0.0;
-        return;
+    target: i32,
+    open: f64,
+) -> (f64, bool) {
+    if target == state.position {
+        return (0.0, false);
     }
-    let target = if status == EnvStatus::HaltPending {
-        0
-    } else {
-        target_side(action, params.allow_short != 0)
-    };
     let mut costs = 0.0;
-    if target != state.position {
-        if state.position != 0 {
-            costs += close_position(params, state, open_next);
-        }
-        if target != 0 {
-            costs += open_position(params, state, target, open_next);
-        }
+    if state.position != 0 {
+        costs += close_position(params, state, open);
     }
+    if target != 0 {
+        costs += open_position(params, state, target, open);
+    }
+    (costs, state.position != 0)
+}
+
+/// Marks the env at `close` after a step from status `before`, records `costs`, updates the peak, and
+/// decides the status: bankrupt when equity <= 0; halted after the breaker's close; breaker pending when the
+/// drawdown exceeds the limit; segment end once `bar == end_bar`.
+#[inline]
+pub fn mark_at_close(
+    params: &TrialParams,
+    state: &mut EnvState,
+    before: EnvStatus,
+    close: f64,
+    costs: f64,
+) {
     state.bar += 1;
     state.step_costs = costs;
-    state.equity = state.cash + state.units * close_next;
+    state.equity = state.cash + state.units * close;
     if state.equity > state.peak_equity {
         state.peak_equity = state.equity;
     }
     let next = if state.equity <= 0.0 {
         EnvStatus::Bankrupt
-    } else if status == EnvStatus::HaltPending {
+    } else if before == EnvStatus::HaltPending {
         EnvStatus::Halted
     } else if params.max_drawdown > 0.0 && state.drawdown() > params.max_drawdown {
         EnvStatus::HaltPending
@@ -147,27 +151,14 @@ pub fn step_env(
     };
 }
 
-/// Steps one env on the price series: the per-env body of the `portfolio_step` kernel and of the CPU loop.
-///
-/// Reads bar `state.bar + 1` of `open`/`close` (the whole series); an env whose next bar lies past the series
-/// ends its segment.
+/// The target position for `action` given the env's status: FLAT while the breaker is pending.
 #[inline]
-pub fn step_env_on_series(
-    params: &TrialParams,
-    state: &mut EnvState,
-    action: u8,
-    open: &[f64],
-    close: &[f64],
-) {
-    let next = state.bar as usize + 1;
-    if next >= open.len() || next >= close.len() {
-        if !state.status().is_done() {
-            state.status = EnvStatus::SegmentEnd as u32;
-        }
-        state.step_costs = 0.0;
-        return;
+pub fn effective_target(params: &TrialParams, status: EnvStatus, action: u8) -> i32 {
+    if status == EnvStatus::HaltPending {
+        0
+    } else {
+        target_side(action, params.allow_short != 0)
     }
-    step_env(params, state, action, open[next], close[next]);
 }
 
 #[cfg(test)]

@@ -29,13 +29,13 @@ impl Action {
     }
 }
 
-/// Per-trial execution parameters (one hyperparameter set).
+/// Per-trial parameters (one hyperparameter set): execution, risk limit, triple barrier, reward.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TrialParams {
     /// Cash each env starts with.
     pub initial_capital: f64,
-    /// Bid-ask spread as a fraction of the open; buys pay `s/2` above it, sells get `s/2` below it.
+    /// Bid-ask spread as a fraction of the price; buys pay `s/2` above it, sells get `s/2` below it.
     pub spread: f64,
     /// Commission as a fraction of the traded notional, paid in cash.
     pub commission: f64,
@@ -43,16 +43,36 @@ pub struct TrialParams {
     pub cash_reserve_pct: f64,
     /// Drawdown from the env's equity peak that trips the circuit breaker (`0` disables it).
     pub max_drawdown: f64,
+    /// Take-profit distance in units of sigma at the decision bar (`0` disables it).
+    pub take_profit_mult: f64,
+    /// Stop-loss distance in units of sigma at the decision bar (`0` disables it).
+    pub stop_loss_mult: f64,
+    /// Reward weight of `ln(equity_{t+1} / equity_t)`.
+    pub w_pnl: f64,
+    /// Reward weight of `costs_{t+1} / equity_t`.
+    pub w_cost: f64,
+    /// Reward weight of the drawdown increase.
+    pub w_drawdown: f64,
+    /// Reward weight of the barrier outcome (+1 take-profit, -1 stop-loss).
+    pub w_barrier: f64,
     /// `1`: SHORT opens a short position; `0`: SHORT acts as FLAT.
     pub allow_short: u32,
     /// `1`: positions are floored to whole units (an open that buys 0 units is no trade).
     pub whole_units: u32,
+    /// Vertical barrier: bars after the fill bar at which an unresolved position times out (`0` disables).
+    pub max_hold_bars: u32,
+    /// `1`: a resolved barrier closes the position; `0`: barriers only label.
+    pub barrier_exits: u32,
+    /// `1`: rewards are normalized by the trial's running mean and standard deviation.
+    pub normalize_reward: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
 }
 
-const _: () = assert!(size_of::<TrialParams>() == 48);
+const _: () = assert!(size_of::<TrialParams>() == 112);
 
 impl TrialParams {
-    /// Parameters with no costs, no reserve, no risk limit, long and short, fractional units.
+    /// No costs, reserve, risk limit or barriers; long and short; fractional units; reward = log return.
     pub const fn frictionless(initial_capital: f64) -> Self {
         Self {
             initial_capital,
@@ -60,11 +80,92 @@ impl TrialParams {
             commission: 0.0,
             cash_reserve_pct: 0.0,
             max_drawdown: 0.0,
+            take_profit_mult: 0.0,
+            stop_loss_mult: 0.0,
+            w_pnl: 1.0,
+            w_cost: 0.0,
+            w_drawdown: 0.0,
+            w_barrier: 0.0,
             allow_short: 1,
             whole_units: 0,
+            max_hold_bars: 0,
+            barrier_exits: 1,
+            normalize_reward: 0,
+            _pad: 0,
         }
     }
 }
+
+/// One bar of the price block: OHLC and sigma (EWMA volatility of log returns up to this bar).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bar {
+    /// Open.
+    pub open: f64,
+    /// High.
+    pub high: f64,
+    /// Low.
+    pub low: f64,
+    /// Close.
+    pub close: f64,
+    /// EWMA standard deviation of close-to-close log returns through this bar (no lookahead).
+    pub sigma: f64,
+}
+
+const _: () = assert!(size_of::<Bar>() == 40);
+
+/// Triple-barrier outcome written on the bar where a barrier resolved.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierLabel {
+    /// Nothing resolved on this bar.
+    None = 0,
+    /// The take-profit barrier was touched.
+    TakeProfit = 1,
+    /// The stop-loss barrier was touched (also when both were, in one bar).
+    StopLoss = 2,
+    /// The vertical barrier expired without a touch.
+    Time = 3,
+}
+
+/// One compressed transition `s_t, a_t -> r_t, s_{t+1}`: the features are gathered from `bar` and
+/// `bar + 1` when sampled, so only the 3 portfolio floats of each state are stored (36 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Transition {
+    /// Bar t of the state (its close has been seen).
+    pub bar: u32,
+    /// Portfolio floats of s_t: position, open-position return, equity / initial - 1.
+    pub state: [f32; 3],
+    /// Portfolio floats of s_{t+1}.
+    pub next_state: [f32; 3],
+    /// Reward (normalized when the trial asks for it).
+    pub reward: f32,
+    /// Action code taken at t.
+    pub action: u8,
+    /// 1 when s_{t+1} is terminal (bankrupt, halted, segment end).
+    pub done: u8,
+    /// [`BarrierLabel`] code resolved on bar t+1.
+    pub label: u8,
+    /// 0 for a slot written by an env that was already done (skipped by the sampler and the statistics).
+    pub valid: u8,
+}
+
+const _: () = assert!(size_of::<Transition>() == 36);
+
+/// Running moments (Chan et al.): count, mean and sum of squared deviations.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Moments {
+    /// Number of values.
+    pub count: f64,
+    /// Their mean.
+    pub mean: f64,
+    /// Sum of squared deviations from the mean.
+    pub m2: f64,
+}
+
+const _: () = assert!(size_of::<Moments>() == 24);
 
 /// Where an env stands in its segment.
 #[repr(u32)]
@@ -100,6 +201,9 @@ impl EnvStatus {
     }
 }
 
+/// Sentinel of [`EnvState::expiry_bar`]: no vertical barrier.
+pub const NO_EXPIRY: u32 = u32::MAX;
+
 /// The portfolio of one env after the close of bar `bar`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,6 +220,10 @@ pub struct EnvState {
     pub entry_price: f64,
     /// Spread plus commission paid by the last step.
     pub step_costs: f64,
+    /// Take-profit price of the open position (0: none).
+    pub take_profit: f64,
+    /// Stop-loss price of the open position (0: none).
+    pub stop_loss: f64,
     /// Current bar (the env has seen its close).
     pub bar: u32,
     /// Last bar of the segment: the env is done once `bar == end_bar`.
@@ -124,9 +232,17 @@ pub struct EnvState {
     pub position: i32,
     /// An [`EnvStatus`] code.
     pub status: u32,
+    /// Bar at whose close an unresolved position times out ([`NO_EXPIRY`]: none).
+    pub expiry_bar: u32,
+    /// 1 while the open position's barriers are unresolved.
+    pub barrier_live: u32,
+    /// [`BarrierLabel`] code resolved by the last step.
+    pub label: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
 }
 
-const _: () = assert!(size_of::<EnvState>() == 64);
+const _: () = assert!(size_of::<EnvState>() == 96);
 
 impl EnvState {
     /// A flat env at `start_bar` holding the trial's initial capital, done after `end_bar`.
@@ -143,10 +259,16 @@ impl EnvState {
             peak_equity: params.initial_capital,
             entry_price: 0.0,
             step_costs: 0.0,
+            take_profit: 0.0,
+            stop_loss: 0.0,
             bar: start_bar,
             end_bar,
             position: 0,
             status: status as u32,
+            expiry_bar: NO_EXPIRY,
+            barrier_live: 0,
+            label: 0,
+            _pad: 0,
         }
     }
 

@@ -103,7 +103,7 @@ pub struct BackendInfo {
     pub compute_capability: Option<(i32, i32)>,
     /// Device memory in bytes (CUDA).
     pub total_memory: Option<usize>,
-    /// Worker threads (CPU) or streams (CUDA).
+    /// Worker threads (CPU) or streaming multiprocessors (CUDA).
     pub parallelism: usize,
 }
 
@@ -126,7 +126,7 @@ impl Backend {
                 device_name: Some(rt.device_name().to_owned()),
                 compute_capability: Some(rt.compute_capability()),
                 total_memory: Some(rt.total_memory()),
-                parallelism: rt.streams().len(),
+                parallelism: rt.multiprocessors(),
             },
         }
     }
@@ -167,8 +167,7 @@ fn open_cuda(ptx: Option<&str>) -> Result<Backend, HostError> {
             let ptx = ptx.ok_or_else(|| HostError::CudaUnavailable {
                 reason: "no PTX module was given to the CUDA backend".to_owned(),
             })?;
-            crate::CudaRuntime::new(0, ptx, crate::cuda::DEFAULT_STREAMS)
-                .map(|rt| Backend::Cuda(Arc::new(rt)))
+            crate::CudaRuntime::new(0, ptx).map(|rt| Backend::Cuda(Arc::new(rt)))
         }
         other => {
             let _ = ptx;

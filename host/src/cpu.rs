@@ -1,56 +1,205 @@
-//! The CPU backend: gpu-kernels' per-env functions, in parallel over envs.
+//! The CPU backend: gpu-kernels' per-element bodies, in parallel over envs when there are enough of them.
 
-use gpu_kernels::portfolio::step_env_on_series;
-use gpu_kernels::{EnvState, TrialParams};
+use gpu_kernels::batch::{
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition,
+    observe_env, sample_one, scan_env,
+};
+use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 use rayon::prelude::*;
 
-use crate::PriceSeries;
+use crate::{HostError, MarketData, SampleBatch};
 
-/// Envs per rayon task: large enough that scheduling costs nothing next to the steps.
-const MIN_ENVS_PER_TASK: usize = 2_048;
+/// Below this many envs a step runs on one thread (rayon's hand-off would cost more than the work).
+const PARALLEL_MIN_ENVS: usize = 2_048;
 
 #[derive(Debug)]
-pub(crate) struct CpuSim {
+pub(crate) struct CpuEnv {
     params: Vec<TrialParams>,
     states: Vec<EnvState>,
-    open: Vec<f64>,
-    close: Vec<f64>,
-    envs_per_trial: usize,
+    bars: Vec<Bar>,
+    features: Vec<f32>,
+    ring: Vec<Transition>,
+    moments: Vec<Moments>,
+    actions: Vec<u8>,
+    /// Per env: the ring index and transition of the current step (scattered after each step).
+    pending: Vec<(usize, Transition)>,
 }
 
-impl CpuSim {
+impl CpuEnv {
     pub(crate) fn new(
-        prices: &PriceSeries,
+        market: &MarketData,
         params: &[TrialParams],
         states: Vec<EnvState>,
-        envs_per_trial: usize,
+        capacity: usize,
     ) -> Self {
         Self {
             params: params.to_vec(),
+            bars: market.bars().to_vec(),
+            features: market.features().to_vec(),
+            ring: vec![Transition::default(); params.len() * capacity],
+            moments: vec![Moments::default(); params.len()],
+            actions: Vec::new(),
+            pending: vec![(0, Transition::default()); states.len()],
             states,
-            open: prices.open().to_vec(),
-            close: prices.close().to_vec(),
-            envs_per_trial,
         }
     }
 
-    pub(crate) fn run(&mut self, actions: &[u8], steps: usize) {
+    pub(crate) fn set_states(&mut self, states: &[EnvState]) -> Result<(), HostError> {
+        self.states.copy_from_slice(states);
+        Ok(())
+    }
+
+    pub(crate) fn load_actions(&mut self, actions: &[u8]) -> Result<(), HostError> {
+        self.actions.clear();
+        self.actions.extend_from_slice(actions);
+        Ok(())
+    }
+
+    /// Runs `args.steps` steps from step `first` of the loaded actions. With a ring, steps are taken one at
+    /// a time for all envs and their transitions scattered into the ring; without, each env walks all steps.
+    pub(crate) fn scan(&mut self, args: &BatchArgs, first: usize) -> Result<(), HostError> {
         let n = self.states.len();
-        let (params, open, close, ept) =
-            (&self.params, &self.open, &self.close, self.envs_per_trial);
-        for step_actions in actions.chunks_exact(n).take(steps) {
-            self.states
-                .par_iter_mut()
-                .zip(step_actions.par_iter())
-                .enumerate()
-                .with_min_len(MIN_ENVS_PER_TASK)
-                .for_each(|(env, (state, &action))| {
-                    step_env_on_series(&params[env / ept], state, action, open, close);
-                });
+        let ept = args.envs_per_trial as usize;
+        let (params, bars) = (&self.params, &self.bars);
+        let actions = &self.actions[first * n..(first + args.steps as usize) * n];
+        if args.capacity == 0 {
+            let walk = |(env, state): (usize, &mut EnvState)| {
+                scan_env(
+                    env,
+                    args,
+                    &params[env / ept],
+                    state,
+                    actions,
+                    bars,
+                    |_, _| {},
+                );
+            };
+            if n >= PARALLEL_MIN_ENVS {
+                self.states.par_iter_mut().enumerate().for_each(walk);
+            } else {
+                self.states.iter_mut().enumerate().for_each(walk);
+            }
+            return Ok(());
         }
+        for step in 0..args.steps as usize {
+            let one = BatchArgs {
+                head: args.head + (step * ept) as u64,
+                steps: 1,
+                ..*args
+            };
+            let step_actions = &actions[step * n..(step + 1) * n];
+            let walk = |(env, (state, out)): (usize, (&mut EnvState, &mut (usize, Transition)))| {
+                scan_env(
+                    env,
+                    &one,
+                    &params[env / ept],
+                    state,
+                    step_actions,
+                    bars,
+                    |i, t| *out = (i, t),
+                );
+            };
+            if n >= PARALLEL_MIN_ENVS {
+                self.states
+                    .par_iter_mut()
+                    .zip(self.pending.par_iter_mut())
+                    .enumerate()
+                    .for_each(walk);
+            } else {
+                self.states
+                    .iter_mut()
+                    .zip(self.pending.iter_mut())
+                    .enumerate()
+                    .for_each(walk);
+            }
+            for &(i, t) in &self.pending {
+                self.ring[i] = t;
+            }
+        }
+        Ok(())
     }
 
-    pub(crate) fn states(&self) -> &[EnvState] {
-        &self.states
+    /// Chunk moments, then per-trial merges, then normalization: the three kernels' bodies in order.
+    pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
+        let (trials, steps, n_chunks) =
+            (args.n_trials as usize, args.steps as usize, args.n_chunks());
+        let mut chunks = vec![Moments::default(); trials * steps * n_chunks];
+        for trial in 0..trials {
+            for step in 0..steps {
+                for chunk in 0..n_chunks {
+                    chunks[chunk_index(args, trial, step, chunk)] =
+                        chunk_moments(args, &self.ring, trial, step, chunk);
+                }
+            }
+        }
+        let mut after_step = vec![Moments::default(); trials * steps];
+        for (trial, running) in self.moments.iter_mut().enumerate() {
+            merge_trial_moments(args, &chunks, trial, running, |step, m| {
+                after_step[trial * steps + step] = m
+            });
+        }
+        let ept = args.envs_per_trial as usize;
+        for step in 0..steps {
+            for env in 0..args.n_envs() {
+                let trial = env / ept;
+                let t = &mut self.ring[args.ring_index(env, step)];
+                normalize_transition(&self.params[trial], t, &after_step[trial * steps + step]);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn observe(&mut self, args: &BatchArgs) -> Result<Vec<f32>, HostError> {
+        let width = args.n_features as usize + 3;
+        let ept = args.envs_per_trial as usize;
+        let mut out = vec![0.0; self.states.len() * width];
+        for (env, row) in out.chunks_exact_mut(width).enumerate() {
+            let state = &self.states[env];
+            observe_env(
+                &self.params[env / ept],
+                state,
+                &self.bars,
+                &self.features,
+                args.n_features as usize,
+                row,
+            );
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn sample(&mut self, args: &SampleArgs) -> Result<SampleBatch, HostError> {
+        let (batch, width) = (args.batch as usize, args.n_features as usize + 3);
+        let total = args.n_trials as usize * batch;
+        let mut out = SampleBatch {
+            obs: vec![0.0; total * width],
+            next_obs: vec![0.0; total * width],
+            actions: vec![0; total],
+            rewards: vec![0.0; total],
+            dones: vec![0.0; total],
+            weights: vec![0.0; total],
+        };
+        let capacity = args.capacity as usize;
+        for i in 0..total {
+            let trial = i / batch;
+            let ring = &self.ring[trial * capacity..(trial + 1) * capacity];
+            let obs = &mut out.obs[i * width..(i + 1) * width];
+            let next_obs = &mut out.next_obs[i * width..(i + 1) * width];
+            let row = sample_one(args, ring, &self.features, i, obs, next_obs);
+            (out.actions[i], out.rewards[i], out.dones[i], out.weights[i]) =
+                (row.action, row.reward, row.done, row.weight);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn states(&self) -> Result<Vec<EnvState>, HostError> {
+        Ok(self.states.clone())
+    }
+
+    pub(crate) fn transitions(&self) -> Result<Vec<Transition>, HostError> {
+        Ok(self.ring.clone())
+    }
+
+    pub(crate) fn moments(&self) -> Result<Vec<Moments>, HostError> {
+        Ok(self.moments.clone())
     }
 }

@@ -79,7 +79,9 @@ pub enum HostError {
         n_bars: usize,
     },
     /// A price that is not finite and positive.
-    #[error("bar {bar}: {field} = {value} is not a finite positive price")]
+    #[error(
+        "bar {bar}: {field} = {value} is not a finite positive price (or, for sigma, finite and >= 0)"
+    )]
     InvalidPrice {
         /// Bar index.
         bar: usize,
@@ -88,6 +90,17 @@ pub enum HostError {
         /// The value.
         value: f64,
     },
+    /// A feature value that is NaN or infinite.
+    #[error("feature {feature} of bar {bar} is not finite")]
+    InvalidFeature {
+        /// Bar index.
+        bar: usize,
+        /// Feature column.
+        feature: usize,
+    },
+    /// A request the batch's configuration cannot serve.
+    #[error("{0}")]
+    Config(String),
     /// An action code outside FLAT/LONG/SHORT.
     #[error("step {step}, env {env}: action code {code} is not 0 (FLAT), 1 (LONG) or 2 (SHORT)")]
     InvalidAction {

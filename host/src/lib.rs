@@ -2,21 +2,23 @@
 //!
 //! The CPU backend calls [`gpu_kernels`]' functions directly (in parallel over envs with rayon); the CUDA
 //! backend (feature `cuda`) loads the PTX built from the same functions and launches it through cudarc, one
-//! stream per trial group. [`PortfolioSim`] hides which one runs.
+//! stream per trial group. [`EnvBatch`] hides which one runs.
 
 pub mod backend;
+pub mod env_batch;
 pub mod error;
+pub mod market;
 pub mod prices;
-pub mod sim;
 
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
+pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
+pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
 pub use prices::PriceSeries;
-pub use sim::{PortfolioSim, SimLayout};
 
 #[cfg(feature = "cuda")]
 pub use cuda::CudaRuntime;

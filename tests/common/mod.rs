@@ -57,3 +57,133 @@ pub fn assert_close(what: &str, got: f64, want: f64) {
     let tol = 1e-9 * want.abs().max(1.0);
     assert!((got - want).abs() <= tol, "{what}: got {got}, want {want}");
 }
+
+/// One env of one trial walking `bars` from bar 0 with `actions`, stepped one launch at a time: its state
+/// and transition after each step.
+pub fn walk_bars(
+    backend: &Backend,
+    params: tradesim::TrialParams,
+    bars: &[tradesim::Bar],
+    actions: &[u8],
+) -> (Vec<tradesim::EnvState>, Vec<tradesim::Transition>) {
+    let market = tradesim::MarketData::from_bars(bars.to_vec(), Vec::new(), 0).unwrap();
+    let layout = tradesim::SimLayout::new(1, 1).unwrap();
+    let end = (bars.len() - 1) as u32;
+    let cfg = tradesim::EnvConfig {
+        segment_len: end,
+        ring_capacity: 64,
+        ..Default::default()
+    };
+    let mut envs = tradesim::EnvBatch::new(backend, &market, &[params], layout, cfg).unwrap();
+    envs.reset_segments(&[(0, end)]).unwrap();
+    let mut states = Vec::new();
+    let mut transitions = Vec::new();
+    for (step, &a) in actions.iter().enumerate() {
+        envs.step(&[a]).unwrap();
+        states.push(envs.states().unwrap()[0]);
+        transitions.push(envs.transitions().unwrap()[step]);
+    }
+    (states, transitions)
+}
+
+/// Bars from (open, high, low, close) with a fixed sigma.
+pub fn bars(ohlc: &[(f64, f64, f64, f64)], sigma: f64) -> Vec<tradesim::Bar> {
+    ohlc.iter()
+        .map(|&(open, high, low, close)| tradesim::Bar {
+            open,
+            high,
+            low,
+            close,
+            sigma,
+        })
+        .collect()
+}
+
+/// Bit patterns of every field, so that results compare bit for bit (NaN == NaN, -0 != +0).
+pub trait Bits {
+    /// The fields' bits.
+    fn bits(&self) -> Vec<u64>;
+}
+
+impl Bits for tradesim::EnvState {
+    fn bits(&self) -> Vec<u64> {
+        let f = [
+            self.cash,
+            self.units,
+            self.equity,
+            self.peak_equity,
+            self.entry_price,
+            self.step_costs,
+            self.take_profit,
+            self.stop_loss,
+        ];
+        let u = [
+            self.bar,
+            self.end_bar,
+            self.position as u32,
+            self.status,
+            self.expiry_bar,
+            self.barrier_live,
+            self.label,
+        ];
+        f.iter()
+            .map(|x| x.to_bits())
+            .chain(u.iter().map(|&x| u64::from(x)))
+            .collect()
+    }
+}
+
+impl Bits for tradesim::Transition {
+    fn bits(&self) -> Vec<u64> {
+        let f = self
+            .state
+            .iter()
+            .chain(&self.next_state)
+            .chain([&self.reward]);
+        let mut out: Vec<u64> = f.map(|x| u64::from(x.to_bits())).collect();
+        out.extend([
+            u64::from(self.bar),
+            u64::from(self.action),
+            u64::from(self.done),
+            u64::from(self.label),
+            u64::from(self.valid),
+        ]);
+        out
+    }
+}
+
+impl Bits for tradesim::Moments {
+    fn bits(&self) -> Vec<u64> {
+        vec![self.count.to_bits(), self.mean.to_bits(), self.m2.to_bits()]
+    }
+}
+
+impl Bits for f32 {
+    fn bits(&self) -> Vec<u64> {
+        vec![u64::from(self.to_bits())]
+    }
+}
+
+impl Bits for u32 {
+    fn bits(&self) -> Vec<u64> {
+        vec![u64::from(*self)]
+    }
+}
+
+/// Panics with the first differing element unless `a` and `b` are equal bit for bit.
+#[track_caller]
+pub fn assert_bitwise<T: Bits + std::fmt::Debug>(what: &str, a: &[T], b: &[T]) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    let differing: Vec<usize> = (0..a.len())
+        .filter(|&i| a[i].bits() != b[i].bits())
+        .collect();
+    if let Some(&i) = differing.first() {
+        panic!(
+            "{what}: {} of {} elements differ; first at {i}:\n  {:?}\n  {:?}",
+            differing.len(),
+            a.len(),
+            a[i],
+            b[i]
+        );
+    }
+}

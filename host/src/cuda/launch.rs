@@ -1,93 +1,310 @@
 //! Typed launch wrappers: the only place that launches kernels, hence the only `unsafe` launch code.
-//! Each wrapper checks shapes, computes the launch configuration, pushes arguments in kernel order and
-//! launches on the given stream.
+//! Each wrapper checks the buffer lengths the kernel's safety contract needs, computes the launch
+//! configuration, pushes arguments in kernel order and launches on the given stream.
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
-use gpu_kernels::{EnvState, TrialParams};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
+use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
 use crate::HostError;
 use crate::cuda::CudaRuntime;
 
-/// A kernel-crate struct as a device element: same layout, so cudarc can copy it.
+/// A kernel-crate struct as a device element or kernel argument: same layout, so cudarc can copy it.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Dev<T>(pub(crate) T);
 
-// SAFETY: `TrialParams` and `EnvState` are `#[repr(C)]` plain old data (f64/u32/i32 fields, sizes locked by
-// const asserts, no padding), valid for any bit pattern the kernels write.
+// The wrapped types are `#[repr(C)]` plain old data (f64/f32/u64/u32/i32/u8 fields, sizes locked by const
+// asserts in gpu-kernels, no padding), valid for any bit pattern the kernels write, and all-zero bits are a
+// valid value of each.
+// SAFETY: see above.
 unsafe impl DeviceRepr for Dev<TrialParams> {}
-// SAFETY: as above.
+// SAFETY: see above.
 unsafe impl DeviceRepr for Dev<EnvState> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Bar> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Transition> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Transition> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Moments> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Moments> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<BatchArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<SampleArgs> {}
 
-/// Threads per block for per-env kernels.
+/// Threads per block of every kernel (one thread per element).
 const BLOCK: u32 = 256;
 
-fn shape(what: &str, expected: usize, got: usize) -> Result<(), HostError> {
-    if expected == got {
+fn grid(kernel: &str, threads: usize) -> Result<LaunchConfig, HostError> {
+    let threads = u32::try_from(threads).map_err(|_| HostError::Shape {
+        what: format!("{kernel}: threads (must fit in u32)"),
+        expected: u32::MAX as usize,
+        got: threads,
+    })?;
+    Ok(LaunchConfig {
+        grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+/// Fails unless `got >= needed` (a buffer may be larger than a launch uses, never smaller).
+fn at_least(kernel: &str, what: &str, needed: usize, got: usize) -> Result<(), HostError> {
+    if got >= needed {
         Ok(())
     } else {
         Err(HostError::Shape {
-            what: format!("portfolio_step: {what}"),
-            expected,
+            what: format!("{kernel}: {what}"),
+            expected: needed,
             got,
         })
     }
 }
 
-fn as_u32(what: &str, n: usize) -> Result<u32, HostError> {
-    u32::try_from(n).map_err(|_| HostError::Shape {
-        what: format!("{what} (must fit in u32)"),
-        expected: u32::MAX as usize,
-        got: n,
-    })
+fn ring_len(args: &BatchArgs) -> usize {
+    (args.n_trials as usize * args.capacity as usize).max(1)
 }
 
-/// One portfolio step for a trial group: `states[i]` of trial `i / envs_per_trial` takes `actions[i]`.
+/// Buffers of one trial group's envs.
+pub(crate) struct EnvBuffers<'a> {
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) states: &'a mut CudaSlice<Dev<EnvState>>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+    pub(crate) ring: &'a mut CudaSlice<Dev<Transition>>,
+}
+
+impl EnvBuffers<'_> {
+    fn check(&self, kernel: &str, args: &BatchArgs) -> Result<(), HostError> {
+        at_least(
+            kernel,
+            "trial parameters",
+            args.n_trials as usize,
+            self.params.len(),
+        )?;
+        at_least(kernel, "env states", args.n_envs(), self.states.len())?;
+        at_least(kernel, "bars", args.n_bars as usize, self.bars.len())?;
+        at_least(
+            kernel,
+            "ring slots (trials x capacity)",
+            ring_len(args),
+            self.ring.len(),
+        )
+    }
+}
+
+/// `env_scan`: every env walks `args.steps` bars with `actions` (`steps x n_envs`).
+pub(crate) fn env_scan(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: EnvBuffers<'_>,
+    actions: &CudaView<'_, u8>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = "env_scan";
+    buf.check(kernel, args)?;
+    at_least(
+        kernel,
+        "actions (steps x envs)",
+        args.steps as usize * args.n_envs(),
+        actions.len(),
+    )?;
+    if args.capacity > 0
+        && args.steps as usize * args.envs_per_trial as usize > args.capacity as usize
+    {
+        return Err(HostError::Shape {
+            what: format!("{kernel}: steps x envs per trial (ring slots one launch may write)"),
+            expected: args.capacity as usize,
+            got: args.steps as usize * args.envs_per_trial as usize,
+        });
+    }
+    let cfg = grid(kernel, args.n_envs())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.env_scan);
+    launch
+        .arg(buf.params)
+        .arg(buf.states)
+        .arg(actions)
+        .arg(buf.bars)
+        .arg(buf.ring)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
+    // contract names was checked above, including that no two threads write one ring slot.
+    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching env_scan"))?;
+    Ok(())
+}
+
+/// `observe`: each env's state vector into `out` (`n_envs x (F + 3)`).
+pub(crate) fn observe(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: EnvBuffers<'_>,
+    features: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = "observe";
+    buf.check(kernel, args)?;
+    at_least(
+        kernel,
+        "feature values (bars x features)",
+        args.n_bars as usize * args.n_features as usize,
+        features.len(),
+    )?;
+    at_least(
+        kernel,
+        "observation floats",
+        args.n_envs() * (args.n_features as usize + 3),
+        out.len(),
+    )?;
+    let cfg = grid(kernel, args.n_envs())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.observe);
+    launch
+        .arg(buf.params)
+        .arg(&*buf.states)
+        .arg(buf.bars)
+        .arg(features)
+        .arg(out)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
+    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching observe"))?;
+    Ok(())
+}
+
+/// The three reward-statistics kernels: chunk moments, per-trial merge, normalization.
 #[allow(
     clippy::too_many_arguments,
-    reason = "one argument per kernel parameter, in kernel order"
+    reason = "the buffers of three kernels, each named for what it holds"
 )]
-pub(crate) fn portfolio_step(
+pub(crate) fn update_rewards(
     rt: &CudaRuntime,
     stream: &CudaStream,
     params: &CudaSlice<Dev<TrialParams>>,
-    states: &mut CudaSlice<Dev<EnvState>>,
-    actions: &CudaView<'_, u8>,
-    open: &CudaSlice<f64>,
-    close: &CudaSlice<f64>,
-    envs_per_trial: usize,
+    ring: &mut CudaSlice<Dev<Transition>>,
+    running: &mut CudaSlice<Dev<Moments>>,
+    chunks: &mut CudaSlice<Dev<Moments>>,
+    after_step: &mut CudaSlice<Dev<Moments>>,
+    args: &BatchArgs,
 ) -> Result<(), HostError> {
-    shape(
-        "states (trials x envs per trial)",
-        params.len() * envs_per_trial,
-        states.len(),
-    )?;
-    shape("actions (one per env)", states.len(), actions.len())?;
-    shape("close (bars of open)", open.len(), close.len())?;
-    let n_envs = as_u32("envs", states.len())?;
-    let n_bars = as_u32("bars", open.len())?;
-    let envs_per_trial = as_u32("envs per trial", envs_per_trial)?;
-    if n_envs == 0 {
-        return Ok(());
+    let (trials, steps) = (args.n_trials as usize, args.steps as usize);
+    let n_chunk_values = trials * steps * args.n_chunks();
+    for (kernel, what, needed, got) in [
+        ("reward_merge", "trial parameters", trials, params.len()),
+        (
+            "reward_chunk_moments",
+            "ring slots",
+            ring_len(args),
+            ring.len(),
+        ),
+        ("reward_merge", "running moments", trials, running.len()),
+        (
+            "reward_chunk_moments",
+            "chunk moments",
+            n_chunk_values,
+            chunks.len(),
+        ),
+        (
+            "reward_merge",
+            "per-step moments",
+            trials * steps,
+            after_step.len(),
+        ),
+    ] {
+        at_least(kernel, what, needed, got)?;
     }
-    let cfg = LaunchConfig {
-        grid_dim: (n_envs.div_ceil(BLOCK), 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let mut launch = stream.launch_builder(&rt.kernels.portfolio_step);
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.reward_chunk_moments);
+    launch.arg(&*ring).arg(&mut *chunks).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
+    unsafe { launch.launch(grid("reward_chunk_moments", n_chunk_values)?) }
+        .map_err(HostError::driver("launching reward_chunk_moments"))?;
+    let mut launch = stream.launch_builder(&rt.kernels.reward_merge);
+    launch
+        .arg(running)
+        .arg(&*chunks)
+        .arg(&mut *after_step)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
+    unsafe { launch.launch(grid("reward_merge", trials)?) }
+        .map_err(HostError::driver("launching reward_merge"))?;
+    let mut launch = stream.launch_builder(&rt.kernels.reward_normalize);
     launch
         .arg(params)
-        .arg(states)
-        .arg(actions)
-        .arg(open)
-        .arg(close)
-        .arg(&n_bars)
-        .arg(&n_envs)
-        .arg(&envs_per_trial);
-    // SAFETY: argument order and types match `gpu_kernels::entries::portfolio_step`; lengths were checked above
-    // (params: n_envs / envs_per_trial trials, states and actions: n_envs, open and close: n_bars), and each
-    // thread writes only its own state.
-    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching portfolio_step"))?;
+        .arg(ring)
+        .arg(&*after_step)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
+    unsafe { launch.launch(grid("reward_normalize", args.n_envs() * steps)?) }
+        .map_err(HostError::driver("launching reward_normalize"))?;
+    Ok(())
+}
+
+/// Outputs of the sampler.
+pub(crate) struct SampleBuffers {
+    pub(crate) obs: CudaSlice<f32>,
+    pub(crate) next_obs: CudaSlice<f32>,
+    pub(crate) actions: CudaSlice<u32>,
+    pub(crate) rewards: CudaSlice<f32>,
+    pub(crate) dones: CudaSlice<f32>,
+    pub(crate) weights: CudaSlice<f32>,
+}
+
+/// `sample_transitions`: `args.batch` samples per trial into `out`.
+pub(crate) fn sample_transitions(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    features: &CudaSlice<f32>,
+    n_feature_values: usize,
+    out: &mut SampleBuffers,
+    args: &SampleArgs,
+) -> Result<(), HostError> {
+    let kernel = "sample_transitions";
+    let samples = args.n_trials as usize * args.batch as usize;
+    let width = args.n_features as usize + 3;
+    at_least(
+        kernel,
+        "ring slots",
+        args.n_trials as usize * args.capacity as usize,
+        ring.len(),
+    )?;
+    at_least(kernel, "feature values", n_feature_values, features.len())?;
+    for (what, got) in [
+        ("observation floats", out.obs.len()),
+        ("next-observation floats", out.next_obs.len()),
+    ] {
+        at_least(kernel, what, samples * width, got)?;
+    }
+    for (what, got) in [
+        ("actions", out.actions.len()),
+        ("rewards", out.rewards.len()),
+        ("dones", out.dones.len()),
+        ("weights", out.weights.len()),
+    ] {
+        at_least(kernel, what, samples, got)?;
+    }
+    let n_values = n_feature_values as u64;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.sample_transitions);
+    launch
+        .arg(ring)
+        .arg(features)
+        .arg(&n_values)
+        .arg(&mut out.obs)
+        .arg(&mut out.next_obs)
+        .arg(&mut out.actions)
+        .arg(&mut out.rewards)
+        .arg(&mut out.dones)
+        .arg(&mut out.weights)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, samples)?) }
+        .map_err(HostError::driver("launching sample_transitions"))?;
     Ok(())
 }

@@ -1,13 +1,12 @@
 //! The CUDA backend: one context and PTX module per device, every kernel resolved at start-up, a pool of
-//! streams for trial groups. All `unsafe` launch code is in [`launch`].
+//! stream per trial group. All `unsafe` launch code is in [`launch`].
 
+mod env;
 mod launch;
 mod runtime;
-mod sim;
 
+pub(crate) use env::CudaEnv;
 pub use runtime::CudaRuntime;
-pub(crate) use runtime::DEFAULT_STREAMS;
-pub(crate) use sim::CudaSim;
 
 use crate::CudaAvailability;
 use cudarc::driver::CudaContext;

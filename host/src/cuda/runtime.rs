@@ -8,13 +8,15 @@ use gpu_kernels::kernel_names;
 
 use crate::HostError;
 
-/// Streams created per device: trial groups are spread over them.
-pub(crate) const DEFAULT_STREAMS: usize = 4;
-
 /// Every kernel of the module, resolved once when the runtime starts.
 #[derive(Debug)]
 pub(crate) struct Kernels {
-    pub(crate) portfolio_step: CudaFunction,
+    pub(crate) env_scan: CudaFunction,
+    pub(crate) observe: CudaFunction,
+    pub(crate) reward_chunk_moments: CudaFunction,
+    pub(crate) reward_merge: CudaFunction,
+    pub(crate) reward_normalize: CudaFunction,
+    pub(crate) sample_transitions: CudaFunction,
 }
 
 /// A CUDA device with the PTX module loaded.
@@ -23,8 +25,8 @@ pub struct CudaRuntime {
     ctx: Arc<CudaContext>,
     _module: Arc<CudaModule>,
     pub(crate) kernels: Kernels,
-    streams: Vec<Arc<CudaStream>>,
     name: String,
+    multiprocessors: usize,
     compute_capability: (i32, i32),
     total_memory: usize,
 }
@@ -32,7 +34,7 @@ pub struct CudaRuntime {
 impl CudaRuntime {
     /// Opens device `ordinal`, loads `ptx` and resolves every kernel the host launches (build.rs has
     /// already checked that the PTX has an entry for each name in `kernel_names::ALL`).
-    pub fn new(ordinal: usize, ptx: &str, streams: usize) -> Result<Self, HostError> {
+    pub fn new(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal)
             .map_err(HostError::driver(format!("opening device {ordinal}")))?;
         let name = ctx
@@ -56,18 +58,24 @@ impl CudaRuntime {
                 .map_err(|_| HostError::MissingKernel { name })
         };
         let kernels = Kernels {
-            portfolio_step: load(kernel_names::PORTFOLIO_STEP)?,
+            env_scan: load(kernel_names::ENV_SCAN)?,
+            observe: load(kernel_names::OBSERVE)?,
+            reward_chunk_moments: load(kernel_names::REWARD_CHUNK_MOMENTS)?,
+            reward_merge: load(kernel_names::REWARD_MERGE)?,
+            reward_normalize: load(kernel_names::REWARD_NORMALIZE)?,
+            sample_transitions: load(kernel_names::SAMPLE_TRANSITIONS)?,
         };
-        let streams = (0..streams.max(1))
-            .map(|_| ctx.new_stream())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(HostError::driver("creating streams"))?;
+        let multiprocessors = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(HostError::driver("reading the multiprocessor count"))?;
         Ok(Self {
             ctx,
             _module: module,
             kernels,
-            streams,
             name,
+            multiprocessors: usize::try_from(multiprocessors).unwrap_or(0),
             compute_capability,
             total_memory,
         })
@@ -88,9 +96,16 @@ impl CudaRuntime {
         self.total_memory
     }
 
-    /// The stream pool; trial group `g` runs on stream `g % len`.
-    pub fn streams(&self) -> &[Arc<CudaStream>] {
-        &self.streams
+    /// Streaming multiprocessors of the device.
+    pub fn multiprocessors(&self) -> usize {
+        self.multiprocessors
+    }
+
+    /// A new stream (each trial group runs on its own).
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>, HostError> {
+        self.ctx
+            .new_stream()
+            .map_err(HostError::driver("creating a stream"))
     }
 
     /// Waits for all work on the device.

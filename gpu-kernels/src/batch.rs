@@ -1,0 +1,269 @@
+//! Per-thread bodies of the batch kernels, shared by the PTX entries and the CPU backend: the same function
+//! computes the same element on both, in the same order.
+
+use crate::env::{env_step_on_series, ring_slot, transition, write_observation};
+use crate::reward::{MOMENT_CHUNK, merge, normalize, push};
+use crate::rng::draw_u64;
+use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
+
+/// Scalar arguments of the batch kernels (passed by value).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BatchArgs {
+    /// Transitions written per trial before this launch (ring head).
+    pub head: u64,
+    /// Bars in the price block.
+    pub n_bars: u32,
+    /// Trials in the launch.
+    pub n_trials: u32,
+    /// Envs per trial (E).
+    pub envs_per_trial: u32,
+    /// Steps this launch covers.
+    pub steps: u32,
+    /// Ring capacity per trial in transitions (0: no transitions are written).
+    pub capacity: u32,
+    /// Features per bar (F).
+    pub n_features: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<BatchArgs>() == 32);
+
+impl BatchArgs {
+    /// Envs in the launch.
+    pub fn n_envs(&self) -> usize {
+        self.n_trials as usize * self.envs_per_trial as usize
+    }
+
+    /// Chunks of [`MOMENT_CHUNK`] envs per trial.
+    pub fn n_chunks(&self) -> usize {
+        (self.envs_per_trial as usize).div_ceil(MOMENT_CHUNK)
+    }
+
+    /// Global ring index of env `env` (trial-major numbering) at step `step` of this launch.
+    pub fn ring_index(&self, env: usize, step: usize) -> usize {
+        let ept = self.envs_per_trial as usize;
+        let (trial, e) = (env / ept, env % ept);
+        let slot = ring_slot(
+            self.head,
+            step as u64,
+            ept as u64,
+            e as u64,
+            u64::from(self.capacity),
+        );
+        trial * self.capacity as usize + slot as usize
+    }
+}
+
+/// Walks env `env` over `args.steps` bars with `actions[step * n_envs + env]`, handing each transition and
+/// its ring index to `write` (not called when the ring capacity is 0).
+#[inline]
+pub fn scan_env(
+    env: usize,
+    args: &BatchArgs,
+    params: &TrialParams,
+    state: &mut EnvState,
+    actions: &[u8],
+    bars: &[Bar],
+    mut write: impl FnMut(usize, Transition),
+) {
+    let n_envs = args.n_envs();
+    for step in 0..args.steps as usize {
+        let action = actions[step * n_envs + env];
+        let bar = state.bar;
+        let outcome = env_step_on_series(params, state, action, bars);
+        if args.capacity > 0 {
+            write(
+                args.ring_index(env, step),
+                transition(bar, action, &outcome),
+            );
+        }
+    }
+}
+
+/// Moments of the valid raw rewards of chunk `chunk` (envs `chunk * 64 ..`) of trial `trial` at `step`,
+/// accumulated in env order.
+#[inline]
+pub fn chunk_moments(
+    args: &BatchArgs,
+    ring: &[Transition],
+    trial: usize,
+    step: usize,
+    chunk: usize,
+) -> Moments {
+    let ept = args.envs_per_trial as usize;
+    let mut m = Moments::default();
+    let first = chunk * MOMENT_CHUNK;
+    let last = if first + MOMENT_CHUNK < ept {
+        first + MOMENT_CHUNK
+    } else {
+        ept
+    };
+    for e in first..last {
+        let t = &ring[args.ring_index(trial * ept + e, step)];
+        if t.valid != 0 {
+            push(&mut m, f64::from(t.reward));
+        }
+    }
+    m
+}
+
+/// Merges trial `trial`'s chunk moments step by step into its running moments, in chunk order, and records
+/// the running moments after each step in `after_step[step]`.
+#[inline]
+pub fn merge_trial_moments(
+    args: &BatchArgs,
+    chunks: &[Moments],
+    trial: usize,
+    running: &mut Moments,
+    mut after_step: impl FnMut(usize, Moments),
+) {
+    let n_chunks = args.n_chunks();
+    for step in 0..args.steps as usize {
+        let base = (trial * args.steps as usize + step) * n_chunks;
+        let mut batch = Moments::default();
+        for chunk in &chunks[base..base + n_chunks] {
+            merge(&mut batch, chunk);
+        }
+        merge(running, &batch);
+        after_step(step, *running);
+    }
+}
+
+/// Index of (trial, step, chunk) in the chunk-moments buffer.
+#[inline]
+pub fn chunk_index(args: &BatchArgs, trial: usize, step: usize, chunk: usize) -> usize {
+    (trial * args.steps as usize + step) * args.n_chunks() + chunk
+}
+
+/// Normalizes a transition's reward in place when its trial asks for it and the transition is valid, given
+/// the running moments after its step.
+#[inline]
+pub fn normalize_transition(params: &TrialParams, t: &mut Transition, moments: &Moments) {
+    if params.normalize_reward != 0 && t.valid != 0 {
+        t.reward = normalize(f64::from(t.reward), moments) as f32;
+    }
+}
+
+/// RNG stream of the replay sampler.
+const SAMPLE_STREAM: u64 = 0x5a3_0000;
+
+/// Ring slot (within the trial) of sample `sample` of draw `draw`: a uniform slot among the `count` written,
+/// moved forward to the next valid transition (at most `count` probes). `None` when none is valid.
+#[inline]
+pub fn sample_slot(
+    ring: &[Transition],
+    count: u32,
+    seed: u64,
+    trial: u64,
+    draw: u64,
+) -> Option<usize> {
+    if count == 0 {
+        return None;
+    }
+    let x = draw_u64(seed, SAMPLE_STREAM + trial, draw) >> 32;
+    let start = ((x * u64::from(count)) >> 32) as usize;
+    let count = count as usize;
+    (0..count)
+        .map(|probe| (start + probe) % count)
+        .find(|&slot| ring[slot].valid != 0)
+}
+
+/// The scalar outputs of one sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleRow {
+    /// Action code.
+    pub action: u32,
+    /// Reward.
+    pub reward: f32,
+    /// 1.0 when the next state is terminal.
+    pub done: f32,
+    /// 1.0 for a real sample, 0.0 when the trial's ring held no valid transition (outputs zeroed).
+    pub weight: f32,
+}
+
+/// Sample `i` (trial-major over `n_trials x batch`): draws a valid transition from its trial's `ring`,
+/// writes the rebuilt `obs` and `next_obs` (F + 3 floats each: features of bars t and t+1, then the
+/// portfolio floats) and returns the scalars.
+#[inline]
+pub fn sample_one(
+    args: &SampleArgs,
+    ring: &[Transition],
+    features: &[f32],
+    i: usize,
+    obs: &mut [f32],
+    next_obs: &mut [f32],
+) -> SampleRow {
+    let (trial, j) = (
+        args.trial_offset as usize + i / args.batch as usize,
+        i % args.batch as usize,
+    );
+    let Some(slot) = sample_slot(
+        ring,
+        args.count,
+        args.seed,
+        trial as u64,
+        args.draw + j as u64,
+    ) else {
+        obs.fill(0.0);
+        next_obs.fill(0.0);
+        return SampleRow {
+            action: 0,
+            reward: 0.0,
+            done: 1.0,
+            weight: 0.0,
+        };
+    };
+    let t = &ring[slot];
+    let f = args.n_features as usize;
+    let row = |bar: u32| &features[bar as usize * f..(bar as usize + 1) * f];
+    obs[..f].copy_from_slice(row(t.bar));
+    obs[f..f + 3].copy_from_slice(&t.state);
+    next_obs[..f].copy_from_slice(row(t.bar + 1));
+    next_obs[f..f + 3].copy_from_slice(&t.next_state);
+    SampleRow {
+        action: u32::from(t.action),
+        reward: t.reward,
+        done: if t.done != 0 { 1.0 } else { 0.0 },
+        weight: 1.0,
+    }
+}
+
+/// Writes env `state`'s observation: bar `state.bar`'s features and its portfolio floats.
+#[inline]
+pub fn observe_env(
+    params: &TrialParams,
+    state: &EnvState,
+    bars: &[Bar],
+    features: &[f32],
+    n_features: usize,
+    out: &mut [f32],
+) {
+    let t = state.bar as usize;
+    let close = bars.get(t).map_or(0.0, |b| b.close);
+    let row = &features[t * n_features..(t + 1) * n_features];
+    write_observation(params, state, row, close, out);
+}
+
+/// Scalar arguments of the replay sampler.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SampleArgs {
+    /// Seed of the draws.
+    pub seed: u64,
+    /// Draw counter of this minibatch's first sample (advanced by `batch` per minibatch).
+    pub draw: u64,
+    /// Transitions written per trial (capped at the capacity).
+    pub count: u32,
+    /// Samples per trial.
+    pub batch: u32,
+    /// Trials.
+    pub n_trials: u32,
+    /// Ring capacity per trial.
+    pub capacity: u32,
+    /// Features per bar.
+    pub n_features: u32,
+    /// Global index of the launch's first trial (selects each trial's RNG stream).
+    pub trial_offset: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<SampleArgs>() == 40);

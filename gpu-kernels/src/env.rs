@@ -1,0 +1,166 @@
+//! One environment step (execution, triple barrier, marking, reward) and what it exposes to a policy: the
+//! state vector and the compressed transition.
+
+use crate::barrier::{check_barriers, set_barriers};
+use crate::portfolio::{close_position, effective_target, mark_at_close, trade_at_open};
+use crate::reward::reward;
+use crate::types::{Bar, BarrierLabel, EnvState, Transition, TrialParams};
+
+/// What one step produced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepOutcome {
+    /// Portfolio floats of s_t.
+    pub state: [f32; 3],
+    /// Portfolio floats of s_{t+1}.
+    pub next_state: [f32; 3],
+    /// Raw reward (before normalization).
+    pub reward: f64,
+    /// Barrier resolved on bar t+1.
+    pub label: BarrierLabel,
+    /// s_{t+1} is terminal.
+    pub done: bool,
+    /// The env was active at t (false: nothing happened, the transition is padding).
+    pub valid: bool,
+}
+
+/// The 3 portfolio floats of the state: position, open-position return `(close / entry - 1) x side`
+/// (0 when flat), `equity / initial_capital - 1`.
+#[inline]
+pub fn portfolio_floats(params: &TrialParams, state: &EnvState, close: f64) -> [f32; 3] {
+    let open_return = if state.position != 0 && state.entry_price > 0.0 {
+        (close / state.entry_price - 1.0) * f64::from(state.position)
+    } else {
+        0.0
+    };
+    [
+        state.position as f32,
+        open_return as f32,
+        (state.equity / params.initial_capital - 1.0) as f32,
+    ]
+}
+
+/// Advances one env from the close of bar t (`decision`) to the close of bar t+1 (`next`), given the
+/// action decided at t: trade at the open, barrier check on the rest of the bar, mark at the close, reward.
+/// A done env does not change (its `step_costs` and `label` read 0) and yields an invalid outcome.
+#[inline]
+pub fn env_step(
+    params: &TrialParams,
+    state: &mut EnvState,
+    action: u8,
+    decision: &Bar,
+    next: &Bar,
+) -> StepOutcome {
+    let before = state.status();
+    let floats_before = portfolio_floats(params, state, decision.close);
+    if before.is_done() {
+        state.step_costs = 0.0;
+        state.label = 0;
+        return StepOutcome {
+            state: floats_before,
+            next_state: floats_before,
+            reward: 0.0,
+            label: BarrierLabel::None,
+            done: true,
+            valid: false,
+        };
+    }
+    let (equity_before, drawdown_before) = (state.equity, state.drawdown());
+    let fill_bar = state.bar + 1;
+    let target = effective_target(params, before, action);
+    let (mut costs, opened) = trade_at_open(params, state, target, next.open);
+    if opened {
+        set_barriers(params, state, decision.sigma, fill_bar);
+    }
+    let mut label = BarrierLabel::None;
+    if let Some((hit, exit_price)) = check_barriers(state, next, fill_bar) {
+        label = hit;
+        state.barrier_live = 0;
+        if params.barrier_exits != 0 {
+            costs += close_position(params, state, exit_price);
+        }
+    }
+    mark_at_close(params, state, before, next.close, costs);
+    state.label = label as u32;
+    let r = reward(
+        params,
+        equity_before,
+        state.equity,
+        drawdown_before,
+        state.drawdown(),
+        costs,
+        label,
+    );
+    StepOutcome {
+        state: floats_before,
+        next_state: portfolio_floats(params, state, next.close),
+        reward: r,
+        label,
+        done: state.status().is_done(),
+        valid: true,
+    }
+}
+
+/// [`env_step`] on the whole price series: reads bars `state.bar` and `state.bar + 1`. An env whose next bar
+/// lies past the series ends its segment (invalid outcome).
+#[inline]
+pub fn env_step_on_series(
+    params: &TrialParams,
+    state: &mut EnvState,
+    action: u8,
+    bars: &[Bar],
+) -> StepOutcome {
+    let t = state.bar as usize;
+    if t + 1 >= bars.len() {
+        if !state.status().is_done() {
+            state.status = crate::EnvStatus::SegmentEnd as u32;
+        }
+        let floats = portfolio_floats(params, state, bars.get(t).map_or(0.0, |b| b.close));
+        state.step_costs = 0.0;
+        state.label = 0;
+        return StepOutcome {
+            state: floats,
+            next_state: floats,
+            reward: 0.0,
+            label: BarrierLabel::None,
+            done: true,
+            valid: false,
+        };
+    }
+    env_step(params, state, action, &bars[t], &bars[t + 1])
+}
+
+/// The compressed transition of a step taken from bar `bar` with `action`.
+#[inline]
+pub fn transition(bar: u32, action: u8, outcome: &StepOutcome) -> Transition {
+    Transition {
+        bar,
+        state: outcome.state,
+        next_state: outcome.next_state,
+        reward: outcome.reward as f32,
+        action,
+        done: u8::from(outcome.done),
+        label: outcome.label as u8,
+        valid: u8::from(outcome.valid),
+    }
+}
+
+/// Ring slot of env `env` (within its trial) at step `step` after `head` transitions per trial were written:
+/// each step writes the trial's E envs contiguously, in env order, wrapping at `capacity`.
+#[inline]
+pub fn ring_slot(head: u64, step: u64, envs_per_trial: u64, env: u64, capacity: u64) -> u64 {
+    (head + step * envs_per_trial + env) % capacity
+}
+
+/// Writes the state vector of an env: `features` (bar t's row) then its 3 portfolio floats.
+#[inline]
+pub fn write_observation(
+    params: &TrialParams,
+    state: &EnvState,
+    features: &[f32],
+    close: f64,
+    out: &mut [f32],
+) {
+    let n = features.len();
+    out[..n].copy_from_slice(features);
+    out[n..n + 3].copy_from_slice(&portfolio_floats(params, state, close));
+}

@@ -1,0 +1,326 @@
+//! Device-resident state of an [`crate::EnvBatch`]: the market data shared by all trials, and per trial group
+//! (one stream each) its parameters, env states, replay ring and reward statistics.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
+
+use super::launch::{self, Dev, EnvBuffers, SampleBuffers};
+use crate::{CudaRuntime, EnvConfig, HostError, MarketData, SampleBatch, SimLayout};
+
+#[derive(Debug)]
+struct TrialGroup {
+    stream: Arc<CudaStream>,
+    trials: Range<usize>,
+    envs: Range<usize>,
+    params: CudaSlice<Dev<TrialParams>>,
+    states: CudaSlice<Dev<EnvState>>,
+    ring: CudaSlice<Dev<Transition>>,
+    moments: CudaSlice<Dev<Moments>>,
+    chunks: Option<CudaSlice<Dev<Moments>>>,
+    after_step: Option<CudaSlice<Dev<Moments>>>,
+    actions: Option<CudaSlice<u8>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct CudaEnv {
+    rt: Arc<CudaRuntime>,
+    bars: CudaSlice<Dev<Bar>>,
+    features: CudaSlice<f32>,
+    n_feature_values: usize,
+    capacity: usize,
+    groups: Vec<TrialGroup>,
+}
+
+fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
+    HostError::driver(context)
+}
+
+/// A zeroed buffer of at least one element (the driver refuses empty allocations).
+fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> Result<CudaSlice<T>, HostError> {
+    stream
+        .alloc_zeros(len.max(1))
+        .map_err(driver("allocating device memory"))
+}
+
+/// `slot` holding a zeroed buffer of at least `len` elements.
+fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &'a mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<&'a mut CudaSlice<T>, HostError> {
+    if slot.as_ref().is_none_or(|b| b.len() < len) {
+        *slot = Some(zeros(stream, len)?);
+    }
+    Ok(slot.as_mut().expect("filled above"))
+}
+
+impl TrialGroup {
+    /// This group's part of a launch's arguments.
+    fn args(&self, args: &BatchArgs) -> BatchArgs {
+        BatchArgs {
+            n_trials: self.trials.len() as u32,
+            ..*args
+        }
+    }
+}
+
+impl CudaEnv {
+    pub(crate) fn new(
+        rt: &Arc<CudaRuntime>,
+        market: &MarketData,
+        params: &[TrialParams],
+        states: &[EnvState],
+        layout: SimLayout,
+        cfg: EnvConfig,
+    ) -> Result<Self, HostError> {
+        let upload = &rt.new_stream()?;
+        let bars: Vec<_> = market.bars().iter().copied().map(Dev).collect();
+        let bars = upload.clone_htod(&bars).map_err(driver("uploading bars"))?;
+        let features = if market.features().is_empty() {
+            zeros(upload, 1)?
+        } else {
+            upload
+                .clone_htod(market.features())
+                .map_err(driver("uploading features"))?
+        };
+        let n_groups = cfg.trial_groups.clamp(1, layout.trials());
+        let per_group = layout.trials().div_ceil(n_groups);
+        let ept = layout.envs_per_trial();
+        let groups = params
+            .chunks(per_group)
+            .enumerate()
+            .map(|(g, group_params)| {
+                let stream = if g == 0 {
+                    upload.clone()
+                } else {
+                    rt.new_stream()?
+                };
+                let trials = g * per_group..g * per_group + group_params.len();
+                let envs = trials.start * ept..trials.end * ept;
+                let host_params: Vec<_> = group_params.iter().copied().map(Dev).collect();
+                let host_states: Vec<_> = states[envs.clone()].iter().copied().map(Dev).collect();
+                Ok(TrialGroup {
+                    params: stream
+                        .clone_htod(&host_params)
+                        .map_err(driver("uploading trial parameters"))?,
+                    states: stream
+                        .clone_htod(&host_states)
+                        .map_err(driver("uploading env states"))?,
+                    ring: zeros(&stream, trials.len() * cfg.ring_capacity)?,
+                    moments: zeros(&stream, trials.len())?,
+                    chunks: None,
+                    after_step: None,
+                    actions: None,
+                    stream,
+                    trials,
+                    envs,
+                })
+            })
+            .collect::<Result<Vec<_>, HostError>>()?;
+        upload
+            .synchronize()
+            .map_err(driver("uploading market data"))?;
+        Ok(Self {
+            rt: rt.clone(),
+            bars,
+            features,
+            n_feature_values: market.features().len(),
+            capacity: cfg.ring_capacity,
+            groups,
+        })
+    }
+
+    pub(crate) fn set_states(&mut self, states: &[EnvState]) -> Result<(), HostError> {
+        for g in &mut self.groups {
+            let host: Vec<_> = states[g.envs.clone()].iter().copied().map(Dev).collect();
+            g.stream
+                .memcpy_htod(&host, &mut g.states)
+                .map_err(driver("uploading env states"))?;
+        }
+        Ok(())
+    }
+
+    /// Uploads each group's columns of the step-major `actions`.
+    pub(crate) fn load_actions(&mut self, actions: &[u8]) -> Result<(), HostError> {
+        let n_envs = self.groups.last().map_or(0, |g| g.envs.end);
+        let steps = actions.len() / n_envs.max(1);
+        let single = self.groups.len() == 1;
+        for g in &mut self.groups {
+            let host: Vec<u8> = if single {
+                actions.to_vec()
+            } else {
+                (0..steps)
+                    .flat_map(|s| &actions[s * n_envs + g.envs.start..s * n_envs + g.envs.end])
+                    .copied()
+                    .collect()
+            };
+            g.actions = Some(
+                g.stream
+                    .clone_htod(&host)
+                    .map_err(driver("uploading actions"))?,
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn scan(&mut self, args: &BatchArgs, first: usize) -> Result<(), HostError> {
+        for g in &mut self.groups {
+            let args = g.args(args);
+            let width = g.envs.len();
+            let Some(actions) = g.actions.as_ref() else {
+                return Err(HostError::Config(
+                    "scan before any actions were loaded".to_owned(),
+                ));
+            };
+            let view = actions.slice(first * width..(first + args.steps as usize) * width);
+            let buf = EnvBuffers {
+                params: &g.params,
+                states: &mut g.states,
+                bars: &self.bars,
+                ring: &mut g.ring,
+            };
+            launch::env_scan(&self.rt, &g.stream, buf, &view, &args)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
+        for g in &mut self.groups {
+            let args = g.args(args);
+            let (trials, steps) = (args.n_trials as usize, args.steps as usize);
+            let chunks = ensure(&g.stream, &mut g.chunks, trials * steps * args.n_chunks())?;
+            let after_step = ensure(&g.stream, &mut g.after_step, trials * steps)?;
+            launch::update_rewards(
+                &self.rt,
+                &g.stream,
+                &g.params,
+                &mut g.ring,
+                &mut g.moments,
+                chunks,
+                after_step,
+                &args,
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn observe(&mut self, args: &BatchArgs) -> Result<Vec<f32>, HostError> {
+        let width = args.n_features as usize + 3;
+        let mut out = Vec::new();
+        for g in &mut self.groups {
+            let args = g.args(args);
+            let mut dev = zeros::<f32>(&g.stream, g.envs.len() * width)?;
+            let buf = EnvBuffers {
+                params: &g.params,
+                states: &mut g.states,
+                bars: &self.bars,
+                ring: &mut g.ring,
+            };
+            launch::observe(&self.rt, &g.stream, buf, &self.features, &mut dev, &args)?;
+            out.extend(
+                g.stream
+                    .clone_dtoh(&dev.slice(0..g.envs.len() * width))
+                    .map_err(driver("downloading observations"))?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn sample(&mut self, args: &SampleArgs) -> Result<SampleBatch, HostError> {
+        let mut batch = SampleBatch::default();
+        for g in &self.groups {
+            let args = SampleArgs {
+                n_trials: g.trials.len() as u32,
+                trial_offset: g.trials.start as u32,
+                ..*args
+            };
+            let samples = args.n_trials as usize * args.batch as usize;
+            let width = args.n_features as usize + 3;
+            let mut out = SampleBuffers {
+                obs: zeros(&g.stream, samples * width)?,
+                next_obs: zeros(&g.stream, samples * width)?,
+                actions: zeros(&g.stream, samples)?,
+                rewards: zeros(&g.stream, samples)?,
+                dones: zeros(&g.stream, samples)?,
+                weights: zeros(&g.stream, samples)?,
+            };
+            launch::sample_transitions(
+                &self.rt,
+                &g.stream,
+                &g.ring,
+                &self.features,
+                self.n_feature_values,
+                &mut out,
+                &args,
+            )?;
+            let down = |d: &CudaSlice<f32>, n: usize| {
+                g.stream
+                    .clone_dtoh(&d.slice(0..n))
+                    .map_err(driver("downloading samples"))
+            };
+            batch.obs.extend(down(&out.obs, samples * width)?);
+            batch.next_obs.extend(down(&out.next_obs, samples * width)?);
+            batch.rewards.extend(down(&out.rewards, samples)?);
+            batch.dones.extend(down(&out.dones, samples)?);
+            batch.weights.extend(down(&out.weights, samples)?);
+            batch.actions.extend(
+                g.stream
+                    .clone_dtoh(&out.actions.slice(0..samples))
+                    .map_err(driver("downloading samples"))?,
+            );
+        }
+        Ok(batch)
+    }
+
+    pub(crate) fn states(&self) -> Result<Vec<EnvState>, HostError> {
+        self.download(|g| &g.states, |g| g.envs.len(), "downloading env states")
+    }
+
+    pub(crate) fn transitions(&self) -> Result<Vec<Transition>, HostError> {
+        let capacity = self.capacity;
+        self.download(
+            |g| &g.ring,
+            |g| g.trials.len() * capacity,
+            "downloading transitions",
+        )
+    }
+
+    pub(crate) fn moments(&self) -> Result<Vec<Moments>, HostError> {
+        self.download(
+            |g| &g.moments,
+            |g| g.trials.len(),
+            "downloading reward moments",
+        )
+    }
+
+    /// Concatenates the first `len(group)` elements of a per-group buffer.
+    fn download<T: Copy>(
+        &self,
+        buffer: impl Fn(&TrialGroup) -> &CudaSlice<Dev<T>>,
+        len: impl Fn(&TrialGroup) -> usize,
+        context: &'static str,
+    ) -> Result<Vec<T>, HostError>
+    where
+        Dev<T>: DeviceRepr,
+    {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            let n = len(g);
+            if n > 0 {
+                let part = g
+                    .stream
+                    .clone_dtoh(&buffer(g).slice(0..n))
+                    .map_err(driver(context))?;
+                out.extend(part.into_iter().map(|d| d.0));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,445 @@
+//! [`EnvBatch`]: K trials x E envs of the trading environment on the chosen backend, with a replay ring of
+//! compressed transitions per trial, reward normalization and a minibatch sampler.
+
+use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::layout::segment_start;
+use gpu_kernels::{Action, EnvState, Moments, Transition, TrialParams};
+
+use crate::cpu::CpuEnv;
+use crate::{Backend, HostError, MarketData};
+
+/// How many trials and envs per trial a batch holds. Envs are numbered trial-major: env `i` belongs to
+/// trial `i / envs_per_trial`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimLayout {
+    trials: usize,
+    envs_per_trial: usize,
+}
+
+impl SimLayout {
+    /// A layout of `trials` x `envs_per_trial` (both at least 1, fewer than 2^32 envs in all).
+    pub fn new(trials: usize, envs_per_trial: usize) -> Result<Self, HostError> {
+        let n = trials.saturating_mul(envs_per_trial);
+        if trials == 0 || envs_per_trial == 0 || n > u32::MAX as usize {
+            return Err(HostError::InvalidLayout {
+                trials,
+                envs_per_trial,
+            });
+        }
+        Ok(Self {
+            trials,
+            envs_per_trial,
+        })
+    }
+
+    /// Number of trials.
+    pub fn trials(&self) -> usize {
+        self.trials
+    }
+
+    /// Envs per trial.
+    pub fn envs_per_trial(&self) -> usize {
+        self.envs_per_trial
+    }
+
+    /// Envs in all.
+    pub fn n_envs(&self) -> usize {
+        self.trials * self.envs_per_trial
+    }
+}
+
+/// Options of an [`EnvBatch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvConfig {
+    /// Steps per env segment (L) for [`EnvBatch::reset_epoch`].
+    pub segment_len: u32,
+    /// Replay ring capacity per trial, in transitions (0: no transitions are kept). At least E when set.
+    pub ring_capacity: usize,
+    /// Seed of segment draws and of the sampler.
+    pub seed: u64,
+    /// CUDA only: trials are split into this many groups, each on its own stream (1: one launch for all).
+    pub trial_groups: usize,
+}
+
+impl Default for EnvConfig {
+    fn default() -> Self {
+        Self {
+            segment_len: 2_048,
+            ring_capacity: 0,
+            seed: 0,
+            trial_groups: 1,
+        }
+    }
+}
+
+/// A sampled minibatch, rebuilt into full states: `K x B` samples, trial-major.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SampleBatch {
+    /// State vectors, `K x B x (F + 3)`.
+    pub obs: Vec<f32>,
+    /// Next-state vectors, same shape.
+    pub next_obs: Vec<f32>,
+    /// Action codes.
+    pub actions: Vec<u32>,
+    /// Rewards (normalized where the trial asks for it).
+    pub rewards: Vec<f32>,
+    /// 1.0 where the next state is terminal.
+    pub dones: Vec<f32>,
+    /// 1.0 for a real sample, 0.0 where the trial's ring held no valid transition (outputs zeroed).
+    pub weights: Vec<f32>,
+}
+
+/// The environments of all trials, advanced in lock-step.
+#[derive(Debug)]
+pub struct EnvBatch {
+    layout: SimLayout,
+    cfg: EnvConfig,
+    params: Vec<TrialParams>,
+    n_bars: usize,
+    n_features: usize,
+    /// Transitions written per trial since creation (the ring head is this modulo the capacity).
+    written: u64,
+    /// Sampler draws so far (per trial).
+    draws: u64,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Cpu(CpuEnv),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaEnv),
+}
+
+/// Dispatches a method call to the backend.
+macro_rules! on_backend {
+    ($self:expr, $env:ident => $call:expr) => {
+        match $self {
+            Inner::Cpu($env) => $call,
+            #[cfg(feature = "cuda")]
+            Inner::Cuda($env) => $call,
+        }
+    };
+}
+
+impl EnvBatch {
+    /// Uploads the market data and parameters once and places the envs on the tiled segments of epoch 0.
+    pub fn new(
+        backend: &Backend,
+        market: &MarketData,
+        params: &[TrialParams],
+        layout: SimLayout,
+        cfg: EnvConfig,
+    ) -> Result<Self, HostError> {
+        if params.len() != layout.trials() {
+            return Err(HostError::Shape {
+                what: "trial parameter sets (one per trial)".to_owned(),
+                expected: layout.trials(),
+                got: params.len(),
+            });
+        }
+        for (trial, p) in params.iter().enumerate() {
+            validate_params(trial, p)?;
+        }
+        if cfg.ring_capacity > 0
+            && (cfg.ring_capacity < layout.envs_per_trial()
+                || cfg.ring_capacity > u32::MAX as usize)
+        {
+            return Err(HostError::Config(format!(
+                "ring capacity {} per trial must be 0 or between the envs per trial ({}) and 2^32",
+                cfg.ring_capacity,
+                layout.envs_per_trial()
+            )));
+        }
+        let n_bars = market.n_bars();
+        if n_bars > u32::MAX as usize {
+            return Err(HostError::Shape {
+                what: "bars (fewer than 2^32)".to_owned(),
+                expected: u32::MAX as usize,
+                got: n_bars,
+            });
+        }
+        let states = vec![EnvState::new(&params[0], 0, 0); layout.n_envs()];
+        let inner = match backend {
+            Backend::Cpu => Inner::Cpu(CpuEnv::new(market, params, states, cfg.ring_capacity)),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(rt) => Inner::Cuda(crate::cuda::CudaEnv::new(
+                rt, market, params, &states, layout, cfg,
+            )?),
+        };
+        let mut batch = Self {
+            layout,
+            cfg,
+            params: params.to_vec(),
+            n_bars,
+            n_features: market.n_features(),
+            written: 0,
+            draws: 0,
+            inner,
+        };
+        batch.reset_epoch(0)?;
+        Ok(batch)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> SimLayout {
+        self.layout
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> EnvConfig {
+        self.cfg
+    }
+
+    /// Fresh portfolios on epoch `epoch`'s segments of `segment_len` steps (tiling the bars when they fit,
+    /// drawn from the seed otherwise; the same for every trial). The ring and reward statistics are kept.
+    pub fn reset_epoch(&mut self, epoch: u64) -> Result<(), HostError> {
+        let len = self.cfg.segment_len;
+        if len == 0 || len as usize >= self.n_bars {
+            return Err(HostError::Config(format!(
+                "segment length {len} must be between 1 and bars - 1 = {}",
+                self.n_bars - 1
+            )));
+        }
+        let ept = self.layout.envs_per_trial() as u32;
+        let segments: Vec<(u32, u32)> = (0..self.layout.n_envs() as u32)
+            .map(|i| {
+                let start =
+                    segment_start(i % ept, ept, len, self.n_bars as u32, self.cfg.seed, epoch);
+                (start, start + len)
+            })
+            .collect();
+        self.reset_segments(&segments)
+    }
+
+    /// Fresh portfolios with env `i` on bars `segments[i] = (start, end)`.
+    pub fn reset_segments(&mut self, segments: &[(u32, u32)]) -> Result<(), HostError> {
+        if segments.len() != self.layout.n_envs() {
+            return Err(HostError::Shape {
+                what: "env segments (one per env)".to_owned(),
+                expected: self.layout.n_envs(),
+                got: segments.len(),
+            });
+        }
+        let ept = self.layout.envs_per_trial();
+        let states = segments
+            .iter()
+            .enumerate()
+            .map(|(env, &(start, end))| {
+                if start > end || end as usize >= self.n_bars {
+                    return Err(HostError::InvalidSegment {
+                        env,
+                        start,
+                        end,
+                        n_bars: self.n_bars,
+                    });
+                }
+                Ok(EnvState::new(&self.params[env / ept], start, end))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        on_backend!(&mut self.inner, env => env.set_states(&states))
+    }
+
+    /// Step mode, one step: one launch advances every env by one bar with `actions[i]` for env `i`.
+    pub fn step(&mut self, actions: &[u8]) -> Result<(), HostError> {
+        self.advance(actions, 1, 1)
+    }
+
+    /// Step mode, `steps` steps: actions (`steps x n_envs`, step-major) are uploaded once, then one launch
+    /// per step (plus the reward-statistics launches when a trial normalizes).
+    pub fn step_many(&mut self, actions: &[u8], steps: usize) -> Result<(), HostError> {
+        self.advance(actions, steps, 1)
+    }
+
+    /// Scan mode: each env walks `steps` bars in one launch (split only where the ring would wrap onto
+    /// itself within a launch). Same results as [`Self::step_many`], bit for bit.
+    pub fn scan(&mut self, actions: &[u8], steps: usize) -> Result<(), HostError> {
+        let per_launch = match self.cfg.ring_capacity {
+            0 => steps.max(1),
+            capacity => (capacity / self.layout.envs_per_trial()).max(1),
+        };
+        self.advance(actions, steps, per_launch)
+    }
+
+    fn advance(
+        &mut self,
+        actions: &[u8],
+        steps: usize,
+        per_launch: usize,
+    ) -> Result<(), HostError> {
+        let n_envs = self.layout.n_envs();
+        if actions.len() != steps * n_envs {
+            return Err(HostError::Shape {
+                what: format!("actions ({steps} steps x {n_envs} envs)"),
+                expected: steps * n_envs,
+                got: actions.len(),
+            });
+        }
+        if let Some(i) = actions.iter().position(|&a| a >= Action::COUNT) {
+            return Err(HostError::InvalidAction {
+                step: i / n_envs,
+                env: i % n_envs,
+                code: actions[i],
+            });
+        }
+        on_backend!(&mut self.inner, env => env.load_actions(actions))?;
+        let normalize =
+            self.cfg.ring_capacity > 0 && self.params.iter().any(|p| p.normalize_reward != 0);
+        let mut done = 0;
+        while done < steps {
+            let chunk = per_launch.min(steps - done);
+            let args = self.args(chunk);
+            on_backend!(&mut self.inner, env => env.scan(&args, done))?;
+            if normalize {
+                on_backend!(&mut self.inner, env => env.update_rewards(&args))?;
+            }
+            if self.cfg.ring_capacity > 0 {
+                self.written += (chunk * self.layout.envs_per_trial()) as u64;
+            }
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    fn args(&self, steps: usize) -> BatchArgs {
+        let capacity = self.cfg.ring_capacity as u64;
+        BatchArgs {
+            head: if capacity > 0 {
+                self.written % capacity
+            } else {
+                0
+            },
+            n_bars: self.n_bars as u32,
+            n_trials: self.layout.trials() as u32,
+            envs_per_trial: self.layout.envs_per_trial() as u32,
+            steps: steps as u32,
+            capacity: capacity as u32,
+            n_features: self.n_features as u32,
+        }
+    }
+
+    /// Every env's state vector (`n_envs x (F + 3)`): its bar's features and its portfolio floats.
+    pub fn observations(&mut self) -> Result<Vec<f32>, HostError> {
+        let args = self.args(0);
+        on_backend!(&mut self.inner, env => env.observe(&args))
+    }
+
+    /// Samples `batch` transitions per trial (uniform over the valid ones written) and rebuilds their states.
+    pub fn sample(&mut self, batch: usize) -> Result<SampleBatch, HostError> {
+        if self.cfg.ring_capacity == 0 || batch == 0 || batch > u32::MAX as usize {
+            return Err(HostError::Config(format!(
+                "sampling {batch} transitions needs a replay ring (ring_capacity > 0) and 1 <= batch < 2^32"
+            )));
+        }
+        let args = SampleArgs {
+            seed: self.cfg.seed,
+            draw: self.draws,
+            count: self.written.min(self.cfg.ring_capacity as u64) as u32,
+            batch: batch as u32,
+            n_trials: self.layout.trials() as u32,
+            capacity: self.cfg.ring_capacity as u32,
+            n_features: self.n_features as u32,
+            trial_offset: 0,
+        };
+        self.draws += batch as u64;
+        on_backend!(&mut self.inner, env => env.sample(&args))
+    }
+
+    /// Every env's state (trial-major), copied back from the device when on CUDA.
+    pub fn states(&self) -> Result<Vec<EnvState>, HostError> {
+        on_backend!(&self.inner, env => env.states())
+    }
+
+    /// The whole replay ring, trial-major (`K x capacity`; slots not yet written are zeroed, `valid == 0`).
+    pub fn transitions(&self) -> Result<Vec<Transition>, HostError> {
+        on_backend!(&self.inner, env => env.transitions())
+    }
+
+    /// Each trial's running reward moments (updated when some trial normalizes).
+    pub fn reward_moments(&self) -> Result<Vec<Moments>, HostError> {
+        on_backend!(&self.inner, env => env.moments())
+    }
+
+    /// Transitions written per trial so far.
+    pub fn transitions_written(&self) -> u64 {
+        self.written
+    }
+}
+
+fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
+    let checks: [(&'static str, f64, bool, &'static str); 11] = [
+        (
+            "initial_capital",
+            p.initial_capital,
+            p.initial_capital > 0.0,
+            "finite and > 0",
+        ),
+        (
+            "spread",
+            p.spread,
+            (0.0..2.0).contains(&p.spread),
+            "in [0, 2)",
+        ),
+        (
+            "commission",
+            p.commission,
+            (0.0..1.0).contains(&p.commission),
+            "in [0, 1)",
+        ),
+        (
+            "cash_reserve_pct",
+            p.cash_reserve_pct,
+            (0.0..1.0).contains(&p.cash_reserve_pct),
+            "in [0, 1)",
+        ),
+        (
+            "max_drawdown",
+            p.max_drawdown,
+            (0.0..1.0).contains(&p.max_drawdown),
+            "in [0, 1), 0 disables",
+        ),
+        (
+            "take_profit_mult",
+            p.take_profit_mult,
+            p.take_profit_mult >= 0.0,
+            ">= 0, 0 disables",
+        ),
+        (
+            "stop_loss_mult",
+            p.stop_loss_mult,
+            p.stop_loss_mult >= 0.0,
+            ">= 0, 0 disables",
+        ),
+        ("w_pnl", p.w_pnl, true, "finite"),
+        ("w_cost", p.w_cost, true, "finite"),
+        ("w_drawdown", p.w_drawdown, true, "finite"),
+        ("w_barrier", p.w_barrier, true, "finite"),
+    ];
+    for (field, value, ok, rule) in checks {
+        if !(ok && value.is_finite()) {
+            return Err(HostError::InvalidParam {
+                trial,
+                field,
+                value,
+                rule,
+            });
+        }
+    }
+    let flags = [
+        ("allow_short", p.allow_short),
+        ("whole_units", p.whole_units),
+        ("barrier_exits", p.barrier_exits),
+        ("normalize_reward", p.normalize_reward),
+    ];
+    for (field, flag) in flags {
+        if flag > 1 {
+            return Err(HostError::InvalidParam {
+                trial,
+                field,
+                value: f64::from(flag),
+                rule: "0 or 1",
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The market data a batch of envs walks: the price block (OHLC + sigma, f64) and the feature matrix (f32),
+//! both uploaded to the device once.
+
+use gpu_kernels::Bar;
+
+use crate::{HostError, PriceSeries};
+
+/// Default span of the EWMA volatility that sets barrier widths.
+pub const DEFAULT_SIGMA_SPAN: usize = 100;
+
+/// EWMA standard deviation of close-to-close log returns, from bars <= t only: with `a = 2 / (span + 1)`,
+/// `var_t = (1 - a) var_{t-1} + a r_t^2` (zero-mean, RiskMetrics style), `var_1 = r_1^2`, and sigma 0 at
+/// bar 0 (no return yet: barriers are disabled there).
+pub fn ewma_sigma(close: &[f64], span: usize) -> Vec<f64> {
+    let alpha = 2.0 / (span.max(1) as f64 + 1.0);
+    let mut out = Vec::with_capacity(close.len());
+    let mut var = 0.0;
+    for t in 0..close.len() {
+        if t > 0 {
+            let r = (close[t] / close[t - 1]).ln();
+            var = if t == 1 {
+                r * r
+            } else {
+                (1.0 - alpha) * var + alpha * r * r
+            };
+        }
+        out.push(var.sqrt());
+    }
+    out
+}
+
+/// Bars with sigma plus an `n_bars x n_features` row-major f32 feature matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MarketData {
+    bars: Vec<Bar>,
+    features: Vec<f32>,
+    n_features: usize,
+}
+
+impl MarketData {
+    /// Market data from a price series (sigma with `sigma_span`) and its feature matrix.
+    pub fn new(
+        prices: &PriceSeries,
+        sigma_span: usize,
+        features: Vec<f32>,
+        n_features: usize,
+    ) -> Result<Self, HostError> {
+        let sigma = ewma_sigma(prices.close(), sigma_span);
+        let bars = (0..prices.len())
+            .map(|t| Bar {
+                open: prices.open()[t],
+                high: prices.high()[t],
+                low: prices.low()[t],
+                close: prices.close()[t],
+                sigma: sigma[t],
+            })
+            .collect();
+        Self::from_bars(bars, features, n_features)
+    }
+
+    /// Market data from bars whose sigma is given (prices finite and positive, sigma finite and >= 0).
+    pub fn from_bars(
+        bars: Vec<Bar>,
+        features: Vec<f32>,
+        n_features: usize,
+    ) -> Result<Self, HostError> {
+        if bars.len() < 2 {
+            return Err(HostError::Shape {
+                what: "bars (at least 2 to step once)".to_owned(),
+                expected: 2,
+                got: bars.len(),
+            });
+        }
+        for (bar, b) in bars.iter().enumerate() {
+            for (field, value) in [
+                ("open", b.open),
+                ("high", b.high),
+                ("low", b.low),
+                ("close", b.close),
+            ] {
+                if !(value.is_finite() && value > 0.0) {
+                    return Err(HostError::InvalidPrice { bar, field, value });
+                }
+            }
+            if !(b.sigma.is_finite() && b.sigma >= 0.0) {
+                return Err(HostError::InvalidPrice {
+                    bar,
+                    field: "sigma",
+                    value: b.sigma,
+                });
+            }
+        }
+        if features.len() != bars.len() * n_features {
+            return Err(HostError::Shape {
+                what: format!(
+                    "feature matrix ({} bars x {n_features} features)",
+                    bars.len()
+                ),
+                expected: bars.len() * n_features,
+                got: features.len(),
+            });
+        }
+        if let Some(i) = features.iter().position(|x| !x.is_finite()) {
+            return Err(HostError::InvalidFeature {
+                bar: i / n_features,
+                feature: i % n_features,
+            });
+        }
+        Ok(Self {
+            bars,
+            features,
+            n_features,
+        })
+    }
+
+    /// Market data with no features (portfolio-only runs).
+    pub fn prices_only(prices: &PriceSeries) -> Result<Self, HostError> {
+        Self::new(prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)
+    }
+
+    /// The price block.
+    pub fn bars(&self) -> &[Bar] {
+        &self.bars
+    }
+
+    /// The feature matrix, row-major.
+    pub fn features(&self) -> &[f32] {
+        &self.features
+    }
+
+    /// Features per bar (F).
+    pub fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    /// Number of bars.
+    pub fn n_bars(&self) -> usize {
+        self.bars.len()
+    }
+
+    /// Bytes this data takes on the device.
+    pub fn device_bytes(&self) -> usize {
+        size_of_val(self.bars.as_slice()) + size_of_val(self.features.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigma_uses_past_returns_only() {
+        let close = [100.0, 110.0, 99.0, 99.0];
+        let s = ewma_sigma(&close, 3); // alpha = 0.5
+        let r1 = (1.1f64).ln();
+        let r2 = (0.9f64).ln();
+        assert_eq!(s[0], 0.0);
+        assert!((s[1] - r1.abs()).abs() < 1e-15);
+        assert!((s[2] - (0.5 * r1 * r1 + 0.5 * r2 * r2).sqrt()).abs() < 1e-15);
+        assert!((s[3] - (0.25 * r1 * r1 + 0.25 * r2 * r2).sqrt()).abs() < 1e-15);
+        let mut later = close;
+        later[3] = 500.0;
+        assert_eq!(ewma_sigma(&later, 3)[..3], s[..3]);
+    }
+}
