@@ -16,15 +16,8 @@ fn bench_backend(c: &mut Criterion, name: &str, request: DeviceRequest, envs: us
     let layout = SimLayout::new(TRIALS, envs).expect("layout");
     let market = MarketData::prices_only(&random_walk(100_000, 0.01, 1)).expect("market");
     let params: Vec<_> = (0..TRIALS).map(demo_params).collect();
-    let cfg = EnvConfig {
-        segment_len: 1_000,
-        ring_capacity: envs * STEPS,
-        seed: 1,
-        trial_groups: 1,
-    };
-    let actions: Vec<u8> = (0..STEPS * layout.n_envs())
-        .map(|i| (i % 7 % 3) as u8)
-        .collect();
+    let cfg = EnvConfig { segment_len: 1_000, ring_capacity: envs * STEPS, seed: 1, trial_groups: 1 };
+    let actions: Vec<u8> = (0..STEPS * layout.n_envs()).map(|i| (i % 7 % 3) as u8).collect();
     let mut group = c.benchmark_group("env_step");
     group.throughput(Throughput::Elements((STEPS * layout.n_envs()) as u64));
     group.sample_size(10);

@@ -27,10 +27,7 @@ impl fmt::Display for PtxError {
         match self {
             Self::Spawn(e) => write!(f, "could not start `cargo +nightly`: {e}\n{INSTALL_HINT}"),
             Self::Cargo { status, stderr } => {
-                write!(
-                    f,
-                    "the nightly nvptx64 build of gpu-kernels failed ({status}):\n{stderr}\n{INSTALL_HINT}"
-                )
+                write!(f, "the nightly nvptx64 build of gpu-kernels failed ({status}):\n{stderr}\n{INSTALL_HINT}")
             }
             Self::Read(p, e) => write!(f, "could not read {}: {e}", p.display()),
             Self::MissingEntries(names) => write!(
@@ -54,15 +51,12 @@ impl fmt::Display for PtxError {
 /// Compiles the PTX into `$OUT_DIR/kernels.ptx`, checks it, and writes `$OUT_DIR/ptx.rs`.
 pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let root = PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
-    );
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let arch = std::env::var("GPU_ARCH").unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
     let ptx_path = out_dir.join("kernels.ptx");
     let started = Instant::now();
     compile(&root, &arch, &ptx_path)?;
-    let ptx =
-        std::fs::read_to_string(&ptx_path).map_err(|e| PtxError::Read(ptx_path.clone(), e))?;
+    let ptx = std::fs::read_to_string(&ptx_path).map_err(|e| PtxError::Read(ptx_path.clone(), e))?;
     let entries = check(&ptx, expected)?;
     println!(
         "cargo::warning=built PTX for {arch}: {} bytes, {} kernels, {:.1} s",
@@ -84,36 +78,14 @@ fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
             cmd.env_remove(key.as_ref());
         }
     }
-    for key in [
-        "RUSTFLAGS",
-        "RUSTUP_TOOLCHAIN",
-        "TARGET",
-        "HOST",
-        "OUT_DIR",
-        "PROFILE",
-        "OPT_LEVEL",
-        "DEBUG",
-    ] {
+    for key in ["RUSTFLAGS", "RUSTUP_TOOLCHAIN", "TARGET", "HOST", "OUT_DIR", "PROFILE", "OPT_LEVEL", "DEBUG"] {
         cmd.env_remove(key);
     }
     cmd.current_dir(root)
         .env("RUSTFLAGS", "-Zunstable-options -Cpanic=immediate-abort")
         .arg(format!("+{toolchain}"))
-        .args([
-            "rustc",
-            "-p",
-            "gpu-kernels",
-            "--profile",
-            "ptx",
-            "--crate-type",
-            "staticlib",
-        ])
-        .args([
-            "--target",
-            "nvptx64-nvidia-cuda",
-            "-Zbuild-std=core",
-            "--target-dir",
-        ])
+        .args(["rustc", "-p", "gpu-kernels", "--profile", "ptx", "--crate-type", "staticlib"])
+        .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--target-dir"])
         .arg(root.join("target").join("ptx"))
         .arg("--")
         .arg(format!("--emit=asm={}", ptx_path.display()))
@@ -138,19 +110,13 @@ fn check(ptx: &str, expected: &[&str]) -> Result<Vec<String>, PtxError> {
             Some(rest.split(['(', ' ']).next()?.to_owned())
         })
         .collect();
-    let missing: Vec<String> = expected
-        .iter()
-        .filter(|name| !entries.iter().any(|e| e == *name))
-        .map(|name| (*name).to_owned())
-        .collect();
+    let missing: Vec<String> =
+        expected.iter().filter(|name| !entries.iter().any(|e| e == *name)).map(|name| (*name).to_owned()).collect();
     if !missing.is_empty() {
         return Err(PtxError::MissingEntries(missing));
     }
-    let externs: Vec<String> = ptx
-        .lines()
-        .filter(|line| line.contains(".extern .func"))
-        .map(|line| line.trim().to_owned())
-        .collect();
+    let externs: Vec<String> =
+        ptx.lines().filter(|line| line.contains(".extern .func")).map(|line| line.trim().to_owned()).collect();
     if !externs.is_empty() {
         return Err(PtxError::ExternSymbols(externs));
     }
@@ -162,10 +128,8 @@ fn generate(arch: &str, entries: &[String]) -> String {
         "/// The PTX module built from gpu-kernels at `cargo build`.\n\
          pub const PTX: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/kernels.ptx\"));\n",
     );
-    src += &format!(
-        "/// The `-C target-cpu` the PTX was built for (env GPU_ARCH).\npub const ARCH: &str = {arch:?};\n"
-    );
     src +=
-        &format!("/// Every `.entry` of the module.\npub const ENTRIES: &[&str] = &{entries:?};\n");
+        &format!("/// The `-C target-cpu` the PTX was built for (env GPU_ARCH).\npub const ARCH: &str = {arch:?};\n");
+    src += &format!("/// Every `.entry` of the module.\npub const ENTRIES: &[&str] = &{entries:?};\n");
     src
 }

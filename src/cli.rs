@@ -8,11 +8,7 @@ use crate::demo::{DemoConfig, run_demo};
 use crate::{Backend, DeviceRequest, HostError};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "tradesim",
-    version,
-    about = "GPU trading environments for reinforcement learning"
-)]
+#[command(name = "tradesim", version, about = "GPU trading environments for reinforcement learning")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,6 +40,21 @@ enum Command {
         #[arg(long, default_value_t = 7)]
         seed: u64,
     },
+    /// Benchmarks with machine-readable results (synthetic data).
+    Bench {
+        /// Workload: experience (env stepping into the replay ring, step and scan mode).
+        #[arg(default_value = "experience")]
+        workload: String,
+        /// Small sizes (a smoke test, e.g. in CI).
+        #[arg(long)]
+        quick: bool,
+        /// Write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+        /// auto (CPU, plus CUDA when usable), cpu or cuda.
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+    },
 }
 
 /// Runs the command line; errors are printed and turn into exit code 2.
@@ -51,23 +62,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { device } => info(device),
-        Command::Simulate {
-            device,
-            trials,
-            envs,
-            steps,
-            seed,
-        } => select(device).and_then(|backend| {
-            run_demo(
-                &backend,
-                &DemoConfig {
-                    trials,
-                    envs,
-                    steps,
-                    seed,
-                },
-            )
-        }),
+        Command::Simulate { device, trials, envs, steps, seed } => {
+            select(device).and_then(|backend| run_demo(&backend, &DemoConfig { trials, envs, steps, seed }))
+        }
+        Command::Bench { workload, quick, json, device } => bench(&workload, quick, json.as_deref(), device),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -84,6 +82,27 @@ fn select(device: DeviceRequest) -> Result<Backend, HostError> {
         eprintln!("note: using the CPU backend: {reason}");
     }
     Ok(backend)
+}
+
+fn bench(workload: &str, quick: bool, json: Option<&std::path::Path>, device: DeviceRequest) -> Result<(), HostError> {
+    if workload != "experience" {
+        return Err(HostError::Config(format!("unknown bench workload `{workload}` (available: experience)")));
+    }
+    let (bars, envs): (usize, &[usize]) =
+        if quick { (4_001, &[1, 64, 1_000]) } else { (300_000, &[1, 1_024, 16_384, 65_536]) };
+    println!(
+        "experience: {} trials x {bars} SYNTHETIC bars, F = {}, same transitions per variant",
+        crate::bench::TRIALS,
+        crate::bench::FEATURES
+    );
+    let rows = crate::bench::experience(device, bars, envs)?;
+    print!("{}", crate::bench::markdown(&rows));
+    if let Some(path) = json {
+        std::fs::write(path, crate::bench::json(&rows, bars))
+            .map_err(|e| HostError::Config(format!("writing {}: {e}", path.display())))?;
+        println!("JSON: {}", path.display());
+    }
+    Ok(())
 }
 
 fn info(device: DeviceRequest) -> Result<(), HostError> {
@@ -105,20 +124,13 @@ fn info(device: DeviceRequest) -> Result<(), HostError> {
     }
     #[cfg(feature = "cuda")]
     {
-        println!(
-            "PTX arch:    {} ({} bytes, built at cargo build)",
-            crate::ptx::ARCH,
-            crate::ptx::PTX.len()
-        );
+        println!("PTX arch:    {} ({} bytes, built at cargo build)", crate::ptx::ARCH, crate::ptx::PTX.len());
         println!("kernels:     {}", crate::ptx::ENTRIES.join(", "));
     }
     #[cfg(not(feature = "cuda"))]
     {
         println!("PTX arch:    none (built with --no-default-features: CPU path only)");
-        println!(
-            "kernels:     {} (CPU)",
-            gpu_kernels::kernel_names::ALL.join(", ")
-        );
+        println!("kernels:     {} (CPU)", gpu_kernels::kernel_names::ALL.join(", "));
     }
     Ok(())
 }

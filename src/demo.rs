@@ -5,9 +5,7 @@ use std::time::Instant;
 use gpu_kernels::rng::draw_below;
 
 use crate::synthetic::random_walk;
-use crate::{
-    Backend, EnvBatch, EnvConfig, EnvStatus, HostError, MarketData, SimLayout, TrialParams,
-};
+use crate::{Backend, EnvBatch, EnvConfig, EnvStatus, HostError, MarketData, SimLayout, TrialParams};
 
 /// Sizes of the demo run.
 #[derive(Clone, Copy, Debug)]
@@ -52,9 +50,7 @@ pub fn run_demo(backend: &Backend, cfg: &DemoConfig) -> Result<(), HostError> {
             (start, start + cfg.steps as u32)
         })
         .collect();
-    let actions: Vec<u8> = (0..(cfg.steps * n_envs) as u64)
-        .map(|i| draw_below(cfg.seed, 2, i, 3) as u8)
-        .collect();
+    let actions: Vec<u8> = (0..(cfg.steps * n_envs) as u64).map(|i| draw_below(cfg.seed, 2, i, 3) as u8).collect();
     println!(
         "data:    SYNTHETIC geometric random walk, {n_bars} bars, seed {} (real data arrives with `--data`)",
         cfg.seed
@@ -67,12 +63,7 @@ pub fn run_demo(backend: &Backend, cfg: &DemoConfig) -> Result<(), HostError> {
         backend.info().backend
     );
     let market = MarketData::prices_only(&prices)?;
-    let env_cfg = EnvConfig {
-        segment_len: cfg.steps as u32,
-        ring_capacity: 0,
-        seed: cfg.seed,
-        trial_groups: 1,
-    };
+    let env_cfg = EnvConfig { segment_len: cfg.steps as u32, ring_capacity: 0, seed: cfg.seed, trial_groups: 1 };
     let mut envs = EnvBatch::new(backend, &market, &params, layout, env_cfg)?;
     envs.reset_segments(&segments)?;
     let started = Instant::now();

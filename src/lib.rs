@@ -24,14 +24,13 @@
 //! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
-pub use gpu_kernels::{
-    Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams,
-};
+pub use gpu_kernels::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
 pub use tradesim_host::{
-    Backend, BackendInfo, CudaAvailability, DeviceRequest, EnvBatch, EnvConfig, HostError,
-    MarketData, PriceSeries, SampleBatch, SimLayout, detect,
+    Backend, BackendInfo, CudaAvailability, DeviceRequest, EnvBatch, EnvConfig, HostError, MarketData, PriceSeries,
+    SampleBatch, SimLayout, detect,
 };
 
+pub mod bench;
 pub mod cli;
 pub mod demo;
 pub mod synthetic;
@@ -48,9 +47,7 @@ pub fn select_backend(request: DeviceRequest) -> Result<Backend, HostError> {
 }
 
 /// [`select_backend`], also returning why `auto` chose the CPU (if it did).
-pub fn select_backend_with_reason(
-    request: DeviceRequest,
-) -> Result<(Backend, Option<String>), HostError> {
+pub fn select_backend_with_reason(request: DeviceRequest) -> Result<(Backend, Option<String>), HostError> {
     #[cfg(feature = "cuda")]
     let ptx = Some(ptx::PTX);
     #[cfg(not(feature = "cuda"))]

@@ -11,10 +11,7 @@ fn uniform(seed: u64, stream: u64, counter: u64) -> f64 {
 
 /// A standard normal draw (Box-Muller on two uniform draws).
 pub fn normal(seed: u64, stream: u64, counter: u64) -> f64 {
-    let (u1, u2) = (
-        uniform(seed, stream, 2 * counter),
-        uniform(seed, stream, 2 * counter + 1),
-    );
+    let (u1, u2) = (uniform(seed, stream, 2 * counter), uniform(seed, stream, 2 * counter + 1));
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 

@@ -9,8 +9,7 @@ use tradesim::{CudaAvailability, DeviceRequest, HostError};
 
 fn tradesim(args: &[&str]) -> (bool, String, String) {
     // TRADESIM_BIN: the staged binary when the suite runs on a GPU host (scripts/gpu-run.sh).
-    let bin =
-        std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
+    let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
     let out = Command::new(bin).args(args).output().expect("run tradesim");
     (
         out.status.success(),
@@ -34,17 +33,11 @@ fn auto_and_cuda_follow_detection() {
     match availability {
         CudaAvailability::Available { devices } => {
             assert!(devices >= 1);
-            assert!(
-                auto.is_cuda(),
-                "auto must pick CUDA when a device is present"
-            );
+            assert!(auto.is_cuda(), "auto must pick CUDA when a device is present");
             assert!(cuda.unwrap().is_cuda());
         }
         other => {
-            assert!(
-                !common::gpu_required(),
-                "REQUIRE_GPU=1 but detection says: {other}"
-            );
+            assert!(!common::gpu_required(), "REQUIRE_GPU=1 but detection says: {other}");
             assert!(!auto.is_cuda());
             match cuda {
                 Err(HostError::CudaUnavailable { reason }) => assert_eq!(reason, other.to_string()),
@@ -61,10 +54,7 @@ fn info_reports_the_backend_and_kernels() {
     assert!(ok, "tradesim info failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     for kernel in gpu_kernels::kernel_names::ALL {
-        assert!(
-            stdout.contains(kernel),
-            "kernel {kernel} missing from:\n{stdout}"
-        );
+        assert!(stdout.contains(kernel), "kernel {kernel} missing from:\n{stdout}");
     }
     match tradesim::detect() {
         CudaAvailability::Available { .. } => {
@@ -88,31 +78,17 @@ fn cli_device_cuda_without_gpu_fails_with_the_reason() {
         assert!(ok, "{stderr}");
     } else {
         assert!(!ok, "--device cuda must fail without a GPU");
-        assert!(
-            stderr.contains("cannot be used") && stderr.contains(&availability.to_string()),
-            "{stderr}"
-        );
+        assert!(stderr.contains("cannot be used") && stderr.contains(&availability.to_string()), "{stderr}");
     }
 }
 
 #[test]
 fn cli_simulate_runs_a_small_job() {
-    let (ok, stdout, stderr) = tradesim(&[
-        "simulate", "--device", "cpu", "--trials", "2", "--envs", "64", "--steps", "50",
-    ]);
+    let (ok, stdout, stderr) =
+        tradesim(&["simulate", "--device", "cpu", "--trials", "2", "--envs", "64", "--steps", "50"]);
     assert!(ok, "{stderr}");
-    assert!(
-        stdout.contains("SYNTHETIC"),
-        "outputs must say the data is synthetic:\n{stdout}"
-    );
-    assert_eq!(
-        stdout
-            .lines()
-            .filter(|l| l.trim_start().starts_with(['0', '1']))
-            .count(),
-        2,
-        "{stdout}"
-    );
+    assert!(stdout.contains("SYNTHETIC"), "outputs must say the data is synthetic:\n{stdout}");
+    assert_eq!(stdout.lines().filter(|l| l.trim_start().starts_with(['0', '1'])).count(), 2, "{stdout}");
 }
 
 #[test]
@@ -120,4 +96,21 @@ fn cli_rejects_an_unknown_device() {
     let (ok, _, stderr) = tradesim(&["info", "--device", "tpu"]);
     assert!(!ok);
     assert!(stderr.contains("unknown device `tpu`"), "{stderr}");
+}
+
+#[test]
+fn cli_bench_quick_writes_json() {
+    let dir = std::env::temp_dir().join(format!("tradesim-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bench.json");
+    let (ok, stdout, stderr) =
+        tradesim(&["bench", "experience", "--quick", "--device", "cpu", "--json", path.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("SYNTHETIC") && stdout.contains("| cpu | scan | 1 |"), "{stdout}");
+    let json = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(json.matches("\"backend\": \"cpu\"").count(), 6, "{json}");
+    assert!(json.contains("\"bytes_per_transition\": 36"), "{json}");
+    let (ok, _, stderr) = tradesim(&["bench", "nonsense", "--quick"]);
+    assert!(!ok && stderr.contains("unknown bench workload `nonsense`"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
 }

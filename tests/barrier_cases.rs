@@ -14,12 +14,7 @@ const SIGMA: f64 = 0.01;
 
 /// Take-profit 2 sigma, stop-loss 1 sigma, reward = log return + 0.5 x barrier outcome.
 fn params() -> TrialParams {
-    TrialParams {
-        take_profit_mult: 2.0,
-        stop_loss_mult: 1.0,
-        w_barrier: 0.5,
-        ..TrialParams::frictionless(10_000.0)
-    }
+    TrialParams { take_profit_mult: 2.0, stop_loss_mult: 1.0, w_barrier: 0.5, ..TrialParams::frictionless(10_000.0) }
 }
 
 /// | bar | open  | high  | low  | close |
@@ -27,29 +22,15 @@ fn params() -> TrialParams {
 /// | 1   | 100   | 101   | 99.5 | 100.5 |   fill 100 units at 100: TP 102, SL 99, untouched
 /// | 2   | 100.5 | 102.5 | 100  | 102.2 |   high 102.5 >= 102: take-profit, sold at 102 -> cash 10,200
 fn long_take_profit(backend: &Backend) {
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 101.0, 99.5, 100.5),
-            (100.5, 102.5, 100.0, 102.2),
-        ],
-        SIGMA,
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 101.0, 99.5, 100.5), (100.5, 102.5, 100.0, 102.2)], SIGMA);
     let (s, t) = walk_bars(backend, params(), &b, &[LONG, LONG]);
     assert_close("take-profit level", s[0].take_profit, 102.0);
     assert_close("stop-loss level", s[0].stop_loss, 99.0);
     assert_eq!((s[0].expiry_bar, t[0].label), (u32::MAX, 0));
-    assert_eq!(
-        (t[1].label, s[1].position, s[1].units),
-        (BarrierLabel::TakeProfit as u8, 0, 0.0)
-    );
+    assert_eq!((t[1].label, s[1].position, s[1].units), (BarrierLabel::TakeProfit as u8, 0, 0.0));
     assert_close("cash after the exit", s[1].cash, 10_200.0);
     let want = ((10_200.0f64 / 10_050.0).ln() + 0.5) as f32;
-    assert!(
-        (t[1].reward - want).abs() < 1e-6,
-        "reward {} vs {want}",
-        t[1].reward
-    );
+    assert!((t[1].reward - want).abs() < 1e-6, "reward {} vs {want}", t[1].reward);
 }
 test_device!(long_take_profit);
 
@@ -57,41 +38,20 @@ test_device!(long_take_profit);
 /// | 1 | 100   | 100.8 | 99.5 | 100.2 | untouched
 /// | 2 | 100.3 | 101.5 | 100  | 101.2 | high 101.5 >= 101: stop-loss, bought back at 101 -> cash 20,000 - 10,100
 fn short_stop_loss(backend: &Backend) {
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 100.8, 99.5, 100.2),
-            (100.3, 101.5, 100.0, 101.2),
-        ],
-        SIGMA,
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.8, 99.5, 100.2), (100.3, 101.5, 100.0, 101.2)], SIGMA);
     let (s, t) = walk_bars(backend, params(), &b, &[SHORT, SHORT]);
     assert_close("short take-profit below", s[0].take_profit, 98.0);
     assert_close("short stop-loss above", s[0].stop_loss, 101.0);
-    assert_eq!(
-        (t[1].label, s[1].position),
-        (BarrierLabel::StopLoss as u8, 0)
-    );
+    assert_eq!((t[1].label, s[1].position), (BarrierLabel::StopLoss as u8, 0));
     assert_close("cash after the stop", s[1].cash, 9_900.0);
     let want = ((9_900.0f64 / (20_000.0 - 100.0 * 100.2)).ln() - 0.5) as f32;
-    assert!(
-        (t[1].reward - want).abs() < 1e-6,
-        "reward {} vs {want}",
-        t[1].reward
-    );
+    assert!((t[1].reward - want).abs() < 1e-6, "reward {} vs {want}", t[1].reward);
 }
 test_device!(short_stop_loss);
 
 /// Bar 2 opens at 98, below the stop at 99: the exit is at the open (98), not at the barrier.
 fn gap_through_a_barrier_fills_at_the_open(backend: &Backend) {
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 100.5, 99.5, 100.0),
-            (98.0, 98.5, 97.0, 98.2),
-        ],
-        SIGMA,
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), (98.0, 98.5, 97.0, 98.2)], SIGMA);
     let (s, t) = walk_bars(backend, params(), &b, &[LONG, LONG]);
     assert_eq!(t[1].label, BarrierLabel::StopLoss as u8);
     assert_close("cash after the gap exit", s[1].cash, 9_800.0);
@@ -100,14 +60,7 @@ test_device!(gap_through_a_barrier_fills_at_the_open);
 
 /// Bar 2 touches both 102 (high 103) and 99 (low 98.5): the stop-loss wins, exit at 99.
 fn both_barriers_in_one_bar_is_a_stop_loss(backend: &Backend) {
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 100.5, 99.5, 100.0),
-            (100.0, 103.0, 98.5, 101.0),
-        ],
-        SIGMA,
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), (100.0, 103.0, 98.5, 101.0)], SIGMA);
     let (s, t) = walk_bars(backend, params(), &b, &[LONG, LONG]);
     assert_eq!(t[1].label, BarrierLabel::StopLoss as u8);
     assert_close("cash after the stop", s[1].cash, 9_900.0);
@@ -116,22 +69,11 @@ test_device!(both_barriers_in_one_bar_is_a_stop_loss);
 
 /// No price barriers, max hold 2 bars: filled on bar 1, expiry bar 3, time exit at bar 3's close of 103.
 fn vertical_barrier_exits_at_the_close(backend: &Backend) {
-    let p = TrialParams {
-        take_profit_mult: 0.0,
-        stop_loss_mult: 0.0,
-        max_hold_bars: 2,
-        ..params()
-    };
-    let ohlc: Vec<_> = (0..5)
-        .map(|i| 100.0 + f64::from(i))
-        .map(|c| (100.0, c + 0.1, 99.9, c))
-        .collect();
+    let p = TrialParams { take_profit_mult: 0.0, stop_loss_mult: 0.0, max_hold_bars: 2, ..params() };
+    let ohlc: Vec<_> = (0..5).map(|i| 100.0 + f64::from(i)).map(|c| (100.0, c + 0.1, 99.9, c)).collect();
     let (s, t) = walk_bars(backend, p, &bars(&ohlc, SIGMA), &[LONG, LONG, LONG]);
     assert_eq!(s[0].expiry_bar, 3);
-    assert_eq!(
-        (t[0].label, t[1].label, t[2].label),
-        (0, 0, BarrierLabel::Time as u8)
-    );
+    assert_eq!((t[0].label, t[1].label, t[2].label), (0, 0, BarrierLabel::Time as u8));
     assert_eq!(s[2].position, 0);
     assert_close("cash after the time exit", s[2].cash, 10_300.0);
 }
@@ -140,10 +82,7 @@ test_device!(vertical_barrier_exits_at_the_close);
 /// `barrier_exits = false`: the take-profit of case 1 only labels; the position stays (100 units marked at
 /// 102.2) and the resolved barrier labels nothing again.
 fn barriers_that_only_label(backend: &Backend) {
-    let p = TrialParams {
-        barrier_exits: 0,
-        ..params()
-    };
+    let p = TrialParams { barrier_exits: 0, ..params() };
     let b = bars(
         &[
             (100.0, 100.0, 100.0, 100.0),
@@ -154,10 +93,7 @@ fn barriers_that_only_label(backend: &Backend) {
         SIGMA,
     );
     let (s, t) = walk_bars(backend, p, &b, &[LONG, LONG, LONG]);
-    assert_eq!(
-        (t[1].label, s[1].position, s[1].barrier_live),
-        (BarrierLabel::TakeProfit as u8, 1, 0)
-    );
+    assert_eq!((t[1].label, s[1].position, s[1].barrier_live), (BarrierLabel::TakeProfit as u8, 1, 0));
     assert_close("equity with the position kept", s[1].equity, 10_220.0);
     assert_eq!((t[2].label, s[2].position), (0, 1));
 }
@@ -174,72 +110,32 @@ fn costs_inside_the_reward(backend: &Backend) {
         w_cost: 1.0,
         ..TrialParams::frictionless(10_000.0)
     };
-    let b = bars(
-        &[(100.0, 100.0, 100.0, 100.0), (100.0, 105.0, 100.0, 105.0)],
-        0.0,
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 105.0, 100.0, 105.0)], 0.0);
     let (_, t) = walk_bars(backend, p, &b, &[LONG]);
     let want = ((10_475.190_1f64 / 10_000.0).ln() - 19.809_9 / 10_000.0) as f32;
-    assert!(
-        (t[0].reward - want).abs() < 1e-6,
-        "reward {} vs {want}",
-        t[0].reward
-    );
-    assert_eq!(
-        (t[0].valid, t[0].done, t[0].action, t[0].bar),
-        (1, 1, LONG, 0)
-    );
+    assert!((t[0].reward - want).abs() < 1e-6, "reward {} vs {want}", t[0].reward);
+    assert_eq!((t[0].valid, t[0].done, t[0].action, t[0].bar), (1, 1, LONG, 0));
 }
 test_device!(costs_inside_the_reward);
 
 /// Drawdown term (w_dd 2): long 100 units at 100 marked at 90 is a 10% drawdown from the 10,000 peak:
 /// reward = ln(9,000 / 10,000) - 2 x 0.1. The next bar recovers to 95: the drawdown shrinks, no penalty.
 fn drawdown_increase_is_penalized(backend: &Backend) {
-    let p = TrialParams {
-        w_drawdown: 2.0,
-        ..TrialParams::frictionless(10_000.0)
-    };
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 100.0, 90.0, 90.0),
-            (90.0, 95.0, 90.0, 95.0),
-        ],
-        0.0,
-    );
+    let p = TrialParams { w_drawdown: 2.0, ..TrialParams::frictionless(10_000.0) };
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.0, 90.0, 90.0), (90.0, 95.0, 90.0, 95.0)], 0.0);
     let (_, t) = walk_bars(backend, p, &b, &[LONG, LONG]);
     let want = ((0.9f64).ln() - 0.2) as f32;
-    assert!(
-        (t[0].reward - want).abs() < 1e-6,
-        "reward {} vs {want}",
-        t[0].reward
-    );
+    assert!((t[0].reward - want).abs() < 1e-6, "reward {} vs {want}", t[0].reward);
     let want = ((95.0f64 / 90.0).ln()) as f32;
-    assert!(
-        (t[1].reward - want).abs() < 1e-6,
-        "reward {} vs {want}",
-        t[1].reward
-    );
+    assert!((t[1].reward - want).abs() < 1e-6, "reward {} vs {want}", t[1].reward);
 }
 test_device!(drawdown_increase_is_penalized);
 
 /// A bankrupt step ends the segment with a finite reward of ln(1e-12) and done = 1; later steps write
 /// invalid (padding) transitions.
 fn bankruptcy_is_terminal(backend: &Backend) {
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 250.0, 100.0, 250.0),
-            (250.0, 250.0, 250.0, 250.0),
-        ],
-        0.0,
-    );
-    let (s, t) = walk_bars(
-        backend,
-        TrialParams::frictionless(1_000.0),
-        &b,
-        &[SHORT, FLAT],
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 250.0, 100.0, 250.0), (250.0, 250.0, 250.0, 250.0)], 0.0);
+    let (s, t) = walk_bars(backend, TrialParams::frictionless(1_000.0), &b, &[SHORT, FLAT]);
     assert_eq!(s[0].status(), EnvStatus::Bankrupt);
     assert_eq!((t[0].done, t[0].valid), (1, 1));
     assert_eq!(t[0].reward, (1e-12f64).ln() as f32);

@@ -16,43 +16,19 @@ const SHORT: u8 = 2;
 /// short of 10 units holds 2,000 - 10 x close). The running moments after step 1 hold 2 values, after step 2 hold 4; each
 /// step's rewards are normalized with the moments after that step: (r - mean) / (std + 1e-8), population std.
 fn normalization_after_two_steps(backend: &Backend) {
-    let b = bars(
-        &[
-            (100.0, 100.0, 100.0, 100.0),
-            (100.0, 110.0, 100.0, 110.0),
-            (110.0, 121.0, 110.0, 121.0),
-        ],
-        0.0,
-    );
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 110.0, 100.0, 110.0), (110.0, 121.0, 110.0, 121.0)], 0.0);
     let market = MarketData::from_bars(b, Vec::new(), 0).unwrap();
-    let p = TrialParams {
-        normalize_reward: 1,
-        ..TrialParams::frictionless(1_000.0)
-    };
-    let cfg = EnvConfig {
-        segment_len: 2,
-        ring_capacity: 8,
-        ..EnvConfig::default()
-    };
-    let mut envs =
-        EnvBatch::new(backend, &market, &[p], SimLayout::new(1, 2).unwrap(), cfg).unwrap();
+    let p = TrialParams { normalize_reward: 1, ..TrialParams::frictionless(1_000.0) };
+    let cfg = EnvConfig { segment_len: 2, ring_capacity: 8, ..EnvConfig::default() };
+    let mut envs = EnvBatch::new(backend, &market, &[p], SimLayout::new(1, 2).unwrap(), cfg).unwrap();
     envs.reset_segments(&[(0, 2), (0, 2)]).unwrap();
     envs.step(&[LONG, SHORT]).unwrap();
     envs.step(&[LONG, SHORT]).unwrap();
-    let raw = [
-        (1.1f64).ln() as f32,
-        (0.9f64).ln() as f32,
-        (1.1f64).ln() as f32,
-        (790.0f64 / 900.0).ln() as f32,
-    ];
+    let raw = [(1.1f64).ln() as f32, (0.9f64).ln() as f32, (1.1f64).ln() as f32, (790.0f64 / 900.0).ln() as f32];
     let moments = |xs: &[f32]| {
         let n = xs.len() as f64;
         let mean = xs.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-        let var = xs
-            .iter()
-            .map(|&x| (f64::from(x) - mean).powi(2))
-            .sum::<f64>()
-            / n;
+        let var = xs.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / n;
         (mean, var.sqrt())
     };
     let (m1, s1) = moments(&raw[..2]);
@@ -65,31 +41,17 @@ fn normalization_after_two_steps(backend: &Backend) {
     ];
     let ring = envs.transitions().unwrap();
     for (i, w) in want.iter().enumerate() {
-        assert!(
-            (f64::from(ring[i].reward) - w).abs() < 1e-5,
-            "slot {i}: {} vs {w}",
-            ring[i].reward
-        );
+        assert!((f64::from(ring[i].reward) - w).abs() < 1e-5, "slot {i}: {} vs {w}", ring[i].reward);
     }
     let m = envs.reward_moments().unwrap()[0];
     assert_eq!(m.count, 4.0);
-    assert!(
-        (m.mean - m2).abs() < 1e-12 && (m.m2 / 4.0 - s2 * s2).abs() < 1e-12,
-        "{m:?}"
-    );
+    assert!((m.mean - m2).abs() < 1e-12 && (m.m2 / 4.0 - s2 * s2).abs() < 1e-12, "{m:?}");
 }
 test_device!(normalization_after_two_steps);
 
 /// 3 trials x 300 envs on random bars and actions: F = 5 features, ring capacity 3,000 per trial (so the
 /// ring wraps), barriers and normalization on.
-fn workload() -> (
-    MarketData,
-    Vec<TrialParams>,
-    SimLayout,
-    EnvConfig,
-    Vec<u8>,
-    usize,
-) {
+fn workload() -> (MarketData, Vec<TrialParams>, SimLayout, EnvConfig, Vec<u8>, usize) {
     let prices = random_walk(400, 0.02, 5);
     let features: Vec<f32> = (0..400 * 5).map(|i| normal(5, 7, i) as f32).collect();
     let market = MarketData::new(&prices, 20, features, 5).unwrap();
@@ -105,16 +67,9 @@ fn workload() -> (
         })
         .collect();
     let layout = SimLayout::new(3, 300).unwrap();
-    let cfg = EnvConfig {
-        segment_len: 50,
-        ring_capacity: 3_000,
-        seed: 11,
-        trial_groups: 1,
-    };
+    let cfg = EnvConfig { segment_len: 50, ring_capacity: 3_000, seed: 11, trial_groups: 1 };
     let steps = 50;
-    let actions = (0..(steps * layout.n_envs()) as u64)
-        .map(|i| draw_below(3, 3, i, 3) as u8)
-        .collect();
+    let actions = (0..(steps * layout.n_envs()) as u64).map(|i| draw_below(3, 3, i, 3) as u8).collect();
     (market, params, layout, cfg, actions, steps)
 }
 
@@ -123,10 +78,7 @@ fn workload() -> (
 fn step_mode_equals_scan_mode(backend: &Backend) {
     let (market, params, layout, cfg, actions, steps) = workload();
     let run = |groups: usize, scan: bool| {
-        let cfg = EnvConfig {
-            trial_groups: groups,
-            ..cfg
-        };
+        let cfg = EnvConfig { trial_groups: groups, ..cfg };
         let mut envs = EnvBatch::new(backend, &market, &params, layout, cfg).unwrap();
         if scan {
             envs.scan(&actions, steps).unwrap();
@@ -150,10 +102,7 @@ fn step_mode_equals_scan_mode(backend: &Backend) {
         assert_bitwise("moments", &step.2, &other.2);
     }
     // The ring wrapped: 15,000 transitions per trial into 3,000 slots, all slots written by the last steps.
-    assert!(
-        step.1.iter().all(|t| t.bar >= 30),
-        "slots hold the last 10 steps only"
-    );
+    assert!(step.1.iter().all(|t| t.bar >= 30), "slots hold the last 10 steps only");
 }
 test_device!(step_mode_equals_scan_mode);
 
@@ -168,27 +117,17 @@ fn observations_and_samples_rebuild_states(backend: &Backend) {
     let width = 5 + 3;
     for (env, s) in states.iter().enumerate().step_by(97) {
         let row = &obs[env * width..(env + 1) * width];
-        assert_eq!(
-            &row[..5],
-            &market.features()[s.bar as usize * 5..s.bar as usize * 5 + 5]
-        );
+        assert_eq!(&row[..5], &market.features()[s.bar as usize * 5..s.bar as usize * 5 + 5]);
         assert_eq!(row[5], s.position as f32);
         assert_eq!(row[7], (s.equity / 10_000.0 - 1.0) as f32);
     }
-    envs.scan(&actions[10 * layout.n_envs()..], steps - 10)
-        .unwrap();
+    envs.scan(&actions[10 * layout.n_envs()..], steps - 10).unwrap();
     let ring = envs.transitions().unwrap();
     let batch = envs.sample(64).unwrap();
-    assert_eq!(
-        (batch.obs.len(), batch.actions.len()),
-        (3 * 64 * width, 3 * 64)
-    );
+    assert_eq!((batch.obs.len(), batch.actions.len()), (3 * 64 * width, 3 * 64));
     assert!(batch.weights.iter().all(|&w| w == 1.0));
     for i in 0..3 * 64 {
-        let (o, no) = (
-            &batch.obs[i * width..(i + 1) * width],
-            &batch.next_obs[i * width..(i + 1) * width],
-        );
+        let (o, no) = (&batch.obs[i * width..(i + 1) * width], &batch.next_obs[i * width..(i + 1) * width]);
         let trial = i / 64;
         let t = ring[trial * 3_000..(trial + 1) * 3_000]
             .iter()
@@ -207,11 +146,7 @@ fn observations_and_samples_rebuild_states(backend: &Backend) {
         assert!(t.bar as usize + 1 < 400);
     }
     let again = envs.sample(64).unwrap();
-    assert_ne!(
-        again.rewards.bits(),
-        batch.rewards.bits(),
-        "the sampler advances its draws"
-    );
+    assert_ne!(again.rewards.bits(), batch.rewards.bits(), "the sampler advances its draws");
 }
 test_device!(observations_and_samples_rebuild_states);
 
@@ -225,13 +160,7 @@ impl Bits for Vec<f32> {
 fn epochs_redraw_segments(backend: &Backend) {
     let (market, params, layout, cfg, _, _) = workload();
     let mut envs = EnvBatch::new(backend, &market, &params, layout, cfg).unwrap();
-    let starts = |envs: &EnvBatch| {
-        envs.states()
-            .unwrap()
-            .iter()
-            .map(|s| s.bar)
-            .collect::<Vec<_>>()
-    };
+    let starts = |envs: &EnvBatch| envs.states().unwrap().iter().map(|s| s.bar).collect::<Vec<_>>();
     let epoch0 = starts(&envs);
     assert_eq!(epoch0[..300], epoch0[300..600], "trials share segments");
     assert!(epoch0.iter().all(|&s| s as usize + 50 < 400));
@@ -239,10 +168,6 @@ fn epochs_redraw_segments(backend: &Backend) {
     let epoch1 = starts(&envs);
     assert_ne!(epoch0, epoch1);
     envs.reset_epoch(0).unwrap();
-    assert_eq!(
-        starts(&envs),
-        epoch0,
-        "an epoch's segments depend on the seed and epoch only"
-    );
+    assert_eq!(starts(&envs), epoch0, "an epoch's segments depend on the seed and epoch only");
 }
 test_device!(epochs_redraw_segments);

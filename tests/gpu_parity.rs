@@ -11,8 +11,8 @@ use common::assert_bitwise;
 use gpu_kernels::rng::draw_below;
 use tradesim::synthetic::{normal, random_walk};
 use tradesim::{
-    Backend, EnvBatch, EnvConfig, EnvState, EnvStatus, MarketData, Moments, SampleBatch, SimLayout,
-    Transition, TrialParams,
+    Backend, EnvBatch, EnvConfig, EnvState, EnvStatus, MarketData, Moments, SampleBatch, SimLayout, Transition,
+    TrialParams,
 };
 
 const TRIALS: usize = 5;
@@ -55,21 +55,12 @@ fn simulate(backend: &Backend) -> Run {
     let layout = SimLayout::new(TRIALS, ENVS).unwrap();
     let n = layout.n_envs();
     let prices = random_walk(3 * STEPS, 0.02, SEED);
-    let features: Vec<f32> = (0..(prices.len() * FEATURES) as u64)
-        .map(|i| normal(SEED, 9, i) as f32)
-        .collect();
+    let features: Vec<f32> = (0..(prices.len() * FEATURES) as u64).map(|i| normal(SEED, 9, i) as f32).collect();
     let market = MarketData::new(&prices, 100, features, FEATURES).unwrap();
     let params: Vec<_> = (0..TRIALS).map(trial).collect();
-    let cfg = EnvConfig {
-        segment_len: STEPS as u32,
-        ring_capacity: ENVS * 64,
-        seed: SEED,
-        trial_groups: 1,
-    };
+    let cfg = EnvConfig { segment_len: STEPS as u32, ring_capacity: ENVS * 64, seed: SEED, trial_groups: 1 };
     let mut envs = EnvBatch::new(backend, &market, &params, layout, cfg).unwrap();
-    let actions: Vec<u8> = (0..(STEPS * n) as u64)
-        .map(|i| draw_below(SEED, 2, i, 3) as u8)
-        .collect();
+    let actions: Vec<u8> = (0..(STEPS * n) as u64).map(|i| draw_below(SEED, 2, i, 3) as u8).collect();
     let (first, rest) = actions.split_at(STEP_MODE_STEPS * n);
     envs.step_many(first, STEP_MODE_STEPS).unwrap();
     let states_step_mode = envs.states().unwrap();
@@ -85,11 +76,7 @@ fn simulate(backend: &Backend) -> Run {
 }
 
 fn assert_runs_equal(a: &Run, b: &Run) {
-    assert_bitwise(
-        "states after 1,000 steps (step mode)",
-        &a.states_step_mode,
-        &b.states_step_mode,
-    );
+    assert_bitwise("states after 1,000 steps (step mode)", &a.states_step_mode, &b.states_step_mode);
     assert_bitwise("states after 2,048 steps", &a.states, &b.states);
     assert_bitwise("replay ring", &a.ring, &b.ring);
     assert_bitwise("reward moments", &a.moments, &b.moments);
@@ -111,13 +98,7 @@ fn gpu_matches_cpu_bitwise() {
     let gpu_run = simulate(&gpu);
     assert_runs_equal(&cpu_run, &gpu_run);
     let count = |st: EnvStatus| cpu_run.states.iter().filter(|s| s.status() == st).count();
-    let labels = |l: u8| {
-        cpu_run
-            .ring
-            .iter()
-            .filter(|t| t.valid == 1 && t.label == l)
-            .count()
-    };
+    let labels = |l: u8| cpu_run.ring.iter().filter(|t| t.valid == 1 && t.label == l).count();
     println!(
         "parity: {} envs x {STEPS} steps bitwise equal; end: segment {} bankrupt {} halted {}; \
          labels in the ring: tp {} sl {} time {}; ring valid {} of {}",
@@ -131,18 +112,9 @@ fn gpu_matches_cpu_bitwise() {
         cpu_run.ring.iter().filter(|t| t.valid == 1).count(),
         cpu_run.ring.len()
     );
-    assert!(
-        cpu_run.states.iter().all(|s| s.status().is_done()),
-        "every env ends its segment"
-    );
-    assert!(
-        count(EnvStatus::Halted) > 0,
-        "the workload should trip the drawdown breaker"
-    );
-    assert!(
-        labels(1) > 0 && labels(2) > 0 && labels(3) > 0,
-        "every barrier kind should resolve"
-    );
+    assert!(cpu_run.states.iter().all(|s| s.status().is_done()), "every env ends its segment");
+    assert!(count(EnvStatus::Halted) > 0, "the workload should trip the drawdown breaker");
+    assert!(labels(1) > 0 && labels(2) > 0 && labels(3) > 0, "every barrier kind should resolve");
     assert!(cpu_run.moments[3].count > 0.0 && cpu_run.moments[0].count > 0.0);
 }
 

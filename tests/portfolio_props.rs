@@ -6,27 +6,11 @@ use proptest::prelude::*;
 
 fn params() -> impl Strategy<Value = TrialParams> {
     (
-        (
-            1.0f64..1e7,
-            0.0f64..0.02,
-            0.0f64..0.01,
-            0.0f64..0.5,
-            0.0f64..0.9,
-        ),
-        (
-            0.0f64..3.0,
-            0.0f64..3.0,
-            0u32..30,
-            0u32..2,
-            0u32..2,
-            0u32..2,
-        ),
+        (1.0f64..1e7, 0.0f64..0.02, 0.0f64..0.01, 0.0f64..0.5, 0.0f64..0.9),
+        (0.0f64..3.0, 0.0f64..3.0, 0u32..30, 0u32..2, 0u32..2, 0u32..2),
     )
-        .prop_map(
-            |(
-                (capital, spread, commission, reserve, max_dd),
-                (tp, sl, hold, short, whole, exits),
-            )| TrialParams {
+        .prop_map(|((capital, spread, commission, reserve, max_dd), (tp, sl, hold, short, whole, exits))| {
+            TrialParams {
                 spread,
                 commission,
                 cash_reserve_pct: reserve,
@@ -41,29 +25,16 @@ fn params() -> impl Strategy<Value = TrialParams> {
                 w_drawdown: 1.0,
                 w_barrier: 1.0,
                 ..TrialParams::frictionless(capital)
-            },
-        )
+            }
+        })
 }
 
 /// A bar from an open, a close and two wick sizes (OHLC consistent), with sigma.
 fn bar() -> impl Strategy<Value = Bar> {
-    (
-        0.01f64..1e5,
-        -0.2f64..0.2,
-        0.0f64..0.1,
-        0.0f64..0.1,
-        0.0f64..0.05,
-    )
-        .prop_map(|(open, ret, up, down, sigma)| {
-            let close = open * (1.0 + ret);
-            Bar {
-                open,
-                high: open.max(close) * (1.0 + up),
-                low: open.min(close) * (1.0 - down),
-                close,
-                sigma,
-            }
-        })
+    (0.01f64..1e5, -0.2f64..0.2, 0.0f64..0.1, 0.0f64..0.1, 0.0f64..0.05).prop_map(|(open, ret, up, down, sigma)| {
+        let close = open * (1.0 + ret);
+        Bar { open, high: open.max(close) * (1.0 + up), low: open.min(close) * (1.0 - down), close, sigma }
+    })
 }
 
 proptest! {

@@ -10,29 +10,13 @@ pub fn set_barriers(params: &TrialParams, state: &mut EnvState, sigma: f64, fill
     let fill = state.entry_price;
     let side = f64::from(state.position);
     let width = |mult: f64| {
-        if mult > 0.0 && sigma > 0.0 {
-            mult * sigma
-        } else {
-            0.0
-        }
+        if mult > 0.0 && sigma > 0.0 { mult * sigma } else { 0.0 }
     };
     let (tp, sl) = (width(params.take_profit_mult), width(params.stop_loss_mult));
     // Long: take-profit above, stop-loss below; short: mirrored.
-    state.take_profit = if tp > 0.0 {
-        fill * (1.0 + side * tp)
-    } else {
-        0.0
-    };
-    state.stop_loss = if sl > 0.0 {
-        fill * (1.0 - side * sl)
-    } else {
-        0.0
-    };
-    state.expiry_bar = if params.max_hold_bars > 0 {
-        fill_bar.saturating_add(params.max_hold_bars)
-    } else {
-        NO_EXPIRY
-    };
+    state.take_profit = if tp > 0.0 { fill * (1.0 + side * tp) } else { 0.0 };
+    state.stop_loss = if sl > 0.0 { fill * (1.0 - side * sl) } else { 0.0 };
+    state.expiry_bar = if params.max_hold_bars > 0 { fill_bar.saturating_add(params.max_hold_bars) } else { NO_EXPIRY };
     let live = state.take_profit > 0.0 || state.stop_loss > 0.0 || state.expiry_bar != NO_EXPIRY;
     state.barrier_live = u32::from(live);
 }
@@ -48,27 +32,14 @@ pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32) -> Option<(BarrierLab
     let long = state.position > 0;
     let (sl, tp) = (state.stop_loss, state.take_profit);
     // Adverse and favourable extremes of the bar for this side.
-    let (adverse, favourable) = if long {
-        (bar.low, bar.high)
-    } else {
-        (bar.high, bar.low)
-    };
-    let beyond =
-        |price: f64, level: f64, up: bool| if up { price >= level } else { price <= level };
+    let (adverse, favourable) = if long { (bar.low, bar.high) } else { (bar.high, bar.low) };
+    let beyond = |price: f64, level: f64, up: bool| if up { price >= level } else { price <= level };
     if sl > 0.0 && beyond(adverse, sl, !long) {
-        let exit = if beyond(bar.open, sl, !long) {
-            bar.open
-        } else {
-            sl
-        };
+        let exit = if beyond(bar.open, sl, !long) { bar.open } else { sl };
         return Some((BarrierLabel::StopLoss, exit));
     }
     if tp > 0.0 && beyond(favourable, tp, long) {
-        let exit = if beyond(bar.open, tp, long) {
-            bar.open
-        } else {
-            tp
-        };
+        let exit = if beyond(bar.open, tp, long) { bar.open } else { tp };
         return Some((BarrierLabel::TakeProfit, exit));
     }
     if state.expiry_bar != NO_EXPIRY && u >= state.expiry_bar {

@@ -43,13 +43,7 @@ impl BatchArgs {
     pub fn ring_index(&self, env: usize, step: usize) -> usize {
         let ept = self.envs_per_trial as usize;
         let (trial, e) = (env / ept, env % ept);
-        let slot = ring_slot(
-            self.head,
-            step as u64,
-            ept as u64,
-            e as u64,
-            u64::from(self.capacity),
-        );
+        let slot = ring_slot(self.head, step as u64, ept as u64, e as u64, u64::from(self.capacity));
         trial * self.capacity as usize + slot as usize
     }
 }
@@ -72,10 +66,7 @@ pub fn scan_env(
         let bar = state.bar;
         let outcome = env_step_on_series(params, state, action, bars);
         if args.capacity > 0 {
-            write(
-                args.ring_index(env, step),
-                transition(bar, action, &outcome),
-            );
+            write(args.ring_index(env, step), transition(bar, action, &outcome));
         }
     }
 }
@@ -83,21 +74,11 @@ pub fn scan_env(
 /// Moments of the valid raw rewards of chunk `chunk` (envs `chunk * 64 ..`) of trial `trial` at `step`,
 /// accumulated in env order.
 #[inline]
-pub fn chunk_moments(
-    args: &BatchArgs,
-    ring: &[Transition],
-    trial: usize,
-    step: usize,
-    chunk: usize,
-) -> Moments {
+pub fn chunk_moments(args: &BatchArgs, ring: &[Transition], trial: usize, step: usize, chunk: usize) -> Moments {
     let ept = args.envs_per_trial as usize;
     let mut m = Moments::default();
     let first = chunk * MOMENT_CHUNK;
-    let last = if first + MOMENT_CHUNK < ept {
-        first + MOMENT_CHUNK
-    } else {
-        ept
-    };
+    let last = if first + MOMENT_CHUNK < ept { first + MOMENT_CHUNK } else { ept };
     for e in first..last {
         let t = &ring[args.ring_index(trial * ept + e, step)];
         if t.valid != 0 {
@@ -150,22 +131,14 @@ const SAMPLE_STREAM: u64 = 0x5a3_0000;
 /// Ring slot (within the trial) of sample `sample` of draw `draw`: a uniform slot among the `count` written,
 /// moved forward to the next valid transition (at most `count` probes). `None` when none is valid.
 #[inline]
-pub fn sample_slot(
-    ring: &[Transition],
-    count: u32,
-    seed: u64,
-    trial: u64,
-    draw: u64,
-) -> Option<usize> {
+pub fn sample_slot(ring: &[Transition], count: u32, seed: u64, trial: u64, draw: u64) -> Option<usize> {
     if count == 0 {
         return None;
     }
     let x = draw_u64(seed, SAMPLE_STREAM + trial, draw) >> 32;
     let start = ((x * u64::from(count)) >> 32) as usize;
     let count = count as usize;
-    (0..count)
-        .map(|probe| (start + probe) % count)
-        .find(|&slot| ring[slot].valid != 0)
+    (0..count).map(|probe| (start + probe) % count).find(|&slot| ring[slot].valid != 0)
 }
 
 /// The scalar outputs of one sample.
@@ -193,25 +166,11 @@ pub fn sample_one(
     obs: &mut [f32],
     next_obs: &mut [f32],
 ) -> SampleRow {
-    let (trial, j) = (
-        args.trial_offset as usize + i / args.batch as usize,
-        i % args.batch as usize,
-    );
-    let Some(slot) = sample_slot(
-        ring,
-        args.count,
-        args.seed,
-        trial as u64,
-        args.draw + j as u64,
-    ) else {
+    let (trial, j) = (args.trial_offset as usize + i / args.batch as usize, i % args.batch as usize);
+    let Some(slot) = sample_slot(ring, args.count, args.seed, trial as u64, args.draw + j as u64) else {
         obs.fill(0.0);
         next_obs.fill(0.0);
-        return SampleRow {
-            action: 0,
-            reward: 0.0,
-            done: 1.0,
-            weight: 0.0,
-        };
+        return SampleRow { action: 0, reward: 0.0, done: 1.0, weight: 0.0 };
     };
     let t = &ring[slot];
     let f = args.n_features as usize;
@@ -220,12 +179,7 @@ pub fn sample_one(
     obs[f..f + 3].copy_from_slice(&t.state);
     next_obs[..f].copy_from_slice(row(t.bar + 1));
     next_obs[f..f + 3].copy_from_slice(&t.next_state);
-    SampleRow {
-        action: u32::from(t.action),
-        reward: t.reward,
-        done: if t.done != 0 { 1.0 } else { 0.0 },
-        weight: 1.0,
-    }
+    SampleRow { action: u32::from(t.action), reward: t.reward, done: if t.done != 0 { 1.0 } else { 0.0 }, weight: 1.0 }
 }
 
 /// Writes env `state`'s observation: bar `state.bar`'s features and its portfolio floats.

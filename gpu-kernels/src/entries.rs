@@ -6,8 +6,8 @@ use core::arch::nvptx;
 use core::slice;
 
 use crate::batch::{
-    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition,
-    observe_env, sample_one, scan_env,
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_env,
+    sample_one, scan_env,
 };
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
@@ -15,10 +15,7 @@ use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 #[inline]
 fn thread_index() -> usize {
     // SAFETY: reading the special registers has no side effects.
-    unsafe {
-        nvptx::_block_idx_x() as usize * nvptx::_block_dim_x() as usize
-            + nvptx::_thread_idx_x() as usize
-    }
+    unsafe { nvptx::_block_idx_x() as usize * nvptx::_block_dim_x() as usize + nvptx::_thread_idx_x() as usize }
 }
 
 /// Walks every env over `args.steps` bars (one thread per env), writing transitions to the ring.
@@ -46,9 +43,7 @@ pub unsafe extern "ptx-kernel" fn env_scan(
         let state = &mut *states.add(env);
         let actions = slice::from_raw_parts(actions, args.steps as usize * args.n_envs());
         let bars = slice::from_raw_parts(bars, args.n_bars as usize);
-        scan_env(env, &args, params, state, actions, bars, |i, t| {
-            *ring.add(i) = t
-        });
+        scan_env(env, &args, params, state, actions, bars, |i, t| *ring.add(i) = t);
     }
 }
 
@@ -75,17 +70,9 @@ pub unsafe extern "ptx-kernel" fn observe(
     unsafe {
         let params = &*params.add(env / args.envs_per_trial as usize);
         let bars = slice::from_raw_parts(bars, args.n_bars as usize);
-        let features =
-            slice::from_raw_parts(features, args.n_bars as usize * args.n_features as usize);
+        let features = slice::from_raw_parts(features, args.n_bars as usize * args.n_features as usize);
         let out = slice::from_raw_parts_mut(out.add(env * width), width);
-        observe_env(
-            params,
-            &*states.add(env),
-            bars,
-            features,
-            args.n_features as usize,
-            out,
-        );
+        observe_env(params, &*states.add(env), bars, features, args.n_features as usize, out);
     }
 }
 
@@ -94,11 +81,7 @@ pub unsafe extern "ptx-kernel" fn observe(
 /// # Safety
 /// `ring`: `n_trials x capacity`; `chunks`: `n_trials x steps x n_chunks`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn reward_chunk_moments(
-    ring: *const Transition,
-    chunks: *mut Moments,
-    args: BatchArgs,
-) {
+pub unsafe extern "ptx-kernel" fn reward_chunk_moments(ring: *const Transition, chunks: *mut Moments, args: BatchArgs) {
     let i = thread_index();
     let (n_chunks, steps) = (args.n_chunks(), args.steps as usize);
     if i >= args.n_trials as usize * steps * n_chunks {
@@ -108,8 +91,7 @@ pub unsafe extern "ptx-kernel" fn reward_chunk_moments(
     // SAFETY: lengths as documented; this thread alone writes `chunks[i]`.
     unsafe {
         let ring = slice::from_raw_parts(ring, args.n_trials as usize * args.capacity as usize);
-        *chunks.add(chunk_index(&args, trial, step, chunk)) =
-            chunk_moments(&args, ring, trial, step, chunk);
+        *chunks.add(chunk_index(&args, trial, step, chunk)) = chunk_moments(&args, ring, trial, step, chunk);
     }
 }
 
@@ -132,8 +114,7 @@ pub unsafe extern "ptx-kernel" fn reward_merge(
     let steps = args.steps as usize;
     // SAFETY: lengths as documented; this thread alone writes its trial's entries.
     unsafe {
-        let chunks =
-            slice::from_raw_parts(chunks, args.n_trials as usize * steps * args.n_chunks());
+        let chunks = slice::from_raw_parts(chunks, args.n_trials as usize * steps * args.n_chunks());
         merge_trial_moments(&args, chunks, trial, &mut *running.add(trial), |step, m| {
             *after_step.add(trial * steps + step) = m;
         });
@@ -161,11 +142,7 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     // SAFETY: lengths as documented; (env, step) pairs map to distinct ring slots.
     unsafe {
         let t = &mut *ring.add(args.ring_index(env, step));
-        normalize_transition(
-            &*params.add(trial),
-            t,
-            &*after_step.add(trial * steps + step),
-        );
+        normalize_transition(&*params.add(trial), t, &*after_step.add(trial * steps + step));
     }
 }
 
@@ -195,10 +172,7 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     let width = args.n_features as usize + 3;
     // SAFETY: lengths as documented; this thread alone writes sample `i` of every output.
     unsafe {
-        let ring = slice::from_raw_parts(
-            ring.add(trial * args.capacity as usize),
-            args.capacity as usize,
-        );
+        let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
         let obs = slice::from_raw_parts_mut(obs.add(i * width), width);
         let next_obs = slice::from_raw_parts_mut(next_obs.add(i * width), width);

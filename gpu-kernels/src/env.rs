@@ -32,24 +32,14 @@ pub fn portfolio_floats(params: &TrialParams, state: &EnvState, close: f64) -> [
     } else {
         0.0
     };
-    [
-        state.position as f32,
-        open_return as f32,
-        (state.equity / params.initial_capital - 1.0) as f32,
-    ]
+    [state.position as f32, open_return as f32, (state.equity / params.initial_capital - 1.0) as f32]
 }
 
 /// Advances one env from the close of bar t (`decision`) to the close of bar t+1 (`next`), given the
 /// action decided at t: trade at the open, barrier check on the rest of the bar, mark at the close, reward.
 /// A done env does not change (its `step_costs` and `label` read 0) and yields an invalid outcome.
 #[inline]
-pub fn env_step(
-    params: &TrialParams,
-    state: &mut EnvState,
-    action: u8,
-    decision: &Bar,
-    next: &Bar,
-) -> StepOutcome {
+pub fn env_step(params: &TrialParams, state: &mut EnvState, action: u8, decision: &Bar, next: &Bar) -> StepOutcome {
     let before = state.status();
     let floats_before = portfolio_floats(params, state, decision.close);
     if before.is_done() {
@@ -81,15 +71,7 @@ pub fn env_step(
     }
     mark_at_close(params, state, before, next.close, costs);
     state.label = label as u32;
-    let r = reward(
-        params,
-        equity_before,
-        state.equity,
-        drawdown_before,
-        state.drawdown(),
-        costs,
-        label,
-    );
+    let r = reward(params, equity_before, state.equity, drawdown_before, state.drawdown(), costs, label);
     StepOutcome {
         state: floats_before,
         next_state: portfolio_floats(params, state, next.close),
@@ -103,12 +85,7 @@ pub fn env_step(
 /// [`env_step`] on the whole price series: reads bars `state.bar` and `state.bar + 1`. An env whose next bar
 /// lies past the series ends its segment (invalid outcome).
 #[inline]
-pub fn env_step_on_series(
-    params: &TrialParams,
-    state: &mut EnvState,
-    action: u8,
-    bars: &[Bar],
-) -> StepOutcome {
+pub fn env_step_on_series(params: &TrialParams, state: &mut EnvState, action: u8, bars: &[Bar]) -> StepOutcome {
     let t = state.bar as usize;
     if t + 1 >= bars.len() {
         if !state.status().is_done() {
@@ -153,13 +130,7 @@ pub fn ring_slot(head: u64, step: u64, envs_per_trial: u64, env: u64, capacity: 
 
 /// Writes the state vector of an env: `features` (bar t's row) then its 3 portfolio floats.
 #[inline]
-pub fn write_observation(
-    params: &TrialParams,
-    state: &EnvState,
-    features: &[f32],
-    close: f64,
-    out: &mut [f32],
-) {
+pub fn write_observation(params: &TrialParams, state: &EnvState, features: &[f32], close: f64, out: &mut [f32]) {
     let n = features.len();
     out[..n].copy_from_slice(features);
     out[n..n + 3].copy_from_slice(&portfolio_floats(params, state, close));

@@ -17,11 +17,4 @@ pub const REWARD_NORMALIZE: &str = "reward_normalize";
 pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 
 /// Every kernel the host expects in the PTX module.
-pub const ALL: &[&str] = &[
-    ENV_SCAN,
-    OBSERVE,
-    REWARD_CHUNK_MOMENTS,
-    REWARD_MERGE,
-    REWARD_NORMALIZE,
-    SAMPLE_TRANSITIONS,
-];
+pub const ALL: &[&str] = &[ENV_SCAN, OBSERVE, REWARD_CHUNK_MOMENTS, REWARD_MERGE, REWARD_NORMALIZE, SAMPLE_TRANSITIONS];

@@ -21,12 +21,7 @@ pub fn segment_start(env: u32, envs: u32, len: u32, n_bars: u32, seed: u64, epoc
         let offset = draw_below(seed, SEGMENT_STREAM + epoch, 0, slack + 1);
         offset + env * len
     } else {
-        draw_below(
-            seed,
-            SEGMENT_STREAM + epoch,
-            1 + u64::from(env),
-            last_start + 1,
-        )
+        draw_below(seed, SEGMENT_STREAM + epoch, 1 + u64::from(env), last_start + 1)
     }
 }
 

@@ -34,11 +34,7 @@ pub fn open_units(params: &TrialParams, equity: f64, fill_price: f64) -> f64 {
         return 0.0;
     }
     let units = (1.0 - params.cash_reserve_pct) * equity / fill_price;
-    if params.whole_units != 0 {
-        libm::floor(units)
-    } else {
-        units
-    }
+    if params.whole_units != 0 { libm::floor(units) } else { units }
 }
 
 /// The half spread paid on trading `units_abs` units around `price`: `units_abs x price x s/2`.
@@ -51,11 +47,8 @@ fn spread_cost(params: &TrialParams, units_abs: f64, price: f64) -> f64 {
 #[inline]
 pub fn close_position(params: &TrialParams, state: &mut EnvState, price: f64) -> f64 {
     let units_abs = libm::fabs(state.units);
-    let fill = if state.units > 0.0 {
-        sell_fill_price(price, params.spread)
-    } else {
-        buy_fill_price(price, params.spread)
-    };
+    let fill =
+        if state.units > 0.0 { sell_fill_price(price, params.spread) } else { buy_fill_price(price, params.spread) };
     let commission = params.commission * (units_abs * fill);
     // Selling a long brings units x fill in; buying back a short pays |units| x fill: both are units x fill.
     state.cash = state.cash + state.units * fill - commission;
@@ -66,22 +59,14 @@ pub fn close_position(params: &TrialParams, state: &mut EnvState, price: f64) ->
     state.stop_loss = 0.0;
     state.expiry_bar = NO_EXPIRY;
     state.barrier_live = 0;
-    if units_abs == 0.0 {
-        0.0
-    } else {
-        spread_cost(params, units_abs, price) + commission
-    }
+    if units_abs == 0.0 { 0.0 } else { spread_cost(params, units_abs, price) + commission }
 }
 
 /// Opens a position of `side` (1 long, -1 short) from flat at `open`; returns the costs paid.
 /// An open that would buy no units (no equity, or whole units rounding to 0) is no trade.
 #[inline]
 pub fn open_position(params: &TrialParams, state: &mut EnvState, side: i32, open: f64) -> f64 {
-    let fill = if side > 0 {
-        buy_fill_price(open, params.spread)
-    } else {
-        sell_fill_price(open, params.spread)
-    };
+    let fill = if side > 0 { buy_fill_price(open, params.spread) } else { sell_fill_price(open, params.spread) };
     // Flat, so equity at the open is the cash.
     let units_abs = open_units(params, state.cash, fill);
     if units_abs <= 0.0 {
@@ -99,12 +84,7 @@ pub fn open_position(params: &TrialParams, state: &mut EnvState, side: i32, open
 /// Moves the position to `target` at `open` (close, open, or both for a reversal); returns the costs and
 /// whether a new position was opened.
 #[inline]
-pub fn trade_at_open(
-    params: &TrialParams,
-    state: &mut EnvState,
-    target: i32,
-    open: f64,
-) -> (f64, bool) {
+pub fn trade_at_open(params: &TrialParams, state: &mut EnvState, target: i32, open: f64) -> (f64, bool) {
     if target == state.position {
         return (0.0, false);
     }
@@ -122,13 +102,7 @@ pub fn trade_at_open(
 /// decides the status: bankrupt when equity <= 0; halted after the breaker's close; breaker pending when the
 /// drawdown exceeds the limit; segment end once `bar == end_bar`.
 #[inline]
-pub fn mark_at_close(
-    params: &TrialParams,
-    state: &mut EnvState,
-    before: EnvStatus,
-    close: f64,
-    costs: f64,
-) {
+pub fn mark_at_close(params: &TrialParams, state: &mut EnvState, before: EnvStatus, close: f64, costs: f64) {
     state.bar += 1;
     state.step_costs = costs;
     state.equity = state.cash + state.units * close;
@@ -144,21 +118,14 @@ pub fn mark_at_close(
     } else {
         EnvStatus::Active
     };
-    state.status = if !next.is_done() && state.bar >= state.end_bar {
-        EnvStatus::SegmentEnd as u32
-    } else {
-        next as u32
-    };
+    state.status =
+        if !next.is_done() && state.bar >= state.end_bar { EnvStatus::SegmentEnd as u32 } else { next as u32 };
 }
 
 /// The target position for `action` given the env's status: FLAT while the breaker is pending.
 #[inline]
 pub fn effective_target(params: &TrialParams, status: EnvStatus, action: u8) -> i32 {
-    if status == EnvStatus::HaltPending {
-        0
-    } else {
-        target_side(action, params.allow_short != 0)
-    }
+    if status == EnvStatus::HaltPending { 0 } else { target_side(action, params.allow_short != 0) }
 }
 
 #[cfg(test)]
@@ -181,11 +148,7 @@ mod tests {
 
     #[test]
     fn whole_units_floor_and_reserve() {
-        let p = TrialParams {
-            whole_units: 1,
-            cash_reserve_pct: 0.5,
-            ..TrialParams::frictionless(1.0)
-        };
+        let p = TrialParams { whole_units: 1, cash_reserve_pct: 0.5, ..TrialParams::frictionless(1.0) };
         assert_eq!(open_units(&p, 1_000.0, 30.0), 16.0); // 500 / 30 = 16.67
         assert_eq!(open_units(&p, -5.0, 30.0), 0.0);
     }

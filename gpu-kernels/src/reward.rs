@@ -24,11 +24,7 @@ pub fn reward(
     label: BarrierLabel,
 ) -> f64 {
     let ratio = equity_after / equity_before;
-    let log_return = libm::log(if ratio > MIN_EQUITY_RATIO {
-        ratio
-    } else {
-        MIN_EQUITY_RATIO
-    });
+    let log_return = libm::log(if ratio > MIN_EQUITY_RATIO { ratio } else { MIN_EQUITY_RATIO });
     let dd_increase = drawdown_after - drawdown_before;
     let dd_increase = if dd_increase > 0.0 { dd_increase } else { 0.0 };
     let barrier = match label {
@@ -36,9 +32,7 @@ pub fn reward(
         BarrierLabel::StopLoss => -1.0,
         _ => 0.0,
     };
-    params.w_pnl * log_return
-        - params.w_cost * (costs / equity_before)
-        - params.w_drawdown * dd_increase
+    params.w_pnl * log_return - params.w_cost * (costs / equity_before) - params.w_drawdown * dd_increase
         + params.w_barrier * barrier
 }
 
@@ -71,11 +65,7 @@ pub fn merge(a: &mut Moments, b: &Moments) {
 /// Population standard deviation of `m` (0 when empty).
 #[inline]
 pub fn std_dev(m: &Moments) -> f64 {
-    if m.count > 0.0 {
-        libm::sqrt(m.m2 / m.count)
-    } else {
-        0.0
-    }
+    if m.count > 0.0 { libm::sqrt(m.m2 / m.count) } else { 0.0 }
 }
 
 /// `(r - mean) / (std + 1e-8)`.
@@ -106,13 +96,8 @@ mod tests {
 
     #[test]
     fn reward_terms() {
-        let p = TrialParams {
-            w_pnl: 1.0,
-            w_cost: 2.0,
-            w_drawdown: 3.0,
-            w_barrier: 0.5,
-            ..TrialParams::frictionless(1.0)
-        };
+        let p =
+            TrialParams { w_pnl: 1.0, w_cost: 2.0, w_drawdown: 3.0, w_barrier: 0.5, ..TrialParams::frictionless(1.0) };
         // ln(110/100) - 2 x 1/100 - 3 x (0.1 - 0.05) + 0.5 x (+1)
         let r = reward(&p, 100.0, 110.0, 0.05, 0.1, 1.0, BarrierLabel::TakeProfit);
         let want = libm::log(1.1) - 0.02 - 0.15 + 0.5;

@@ -247,11 +247,7 @@ const _: () = assert!(size_of::<EnvState>() == 96);
 impl EnvState {
     /// A flat env at `start_bar` holding the trial's initial capital, done after `end_bar`.
     pub fn new(params: &TrialParams, start_bar: u32, end_bar: u32) -> Self {
-        let status = if start_bar >= end_bar {
-            EnvStatus::SegmentEnd
-        } else {
-            EnvStatus::Active
-        };
+        let status = if start_bar >= end_bar { EnvStatus::SegmentEnd } else { EnvStatus::Active };
         Self {
             cash: params.initial_capital,
             units: 0.0,
@@ -279,10 +275,6 @@ impl EnvState {
 
     /// Drawdown from the segment's equity peak: `1 - equity / peak` (0 at a new peak).
     pub fn drawdown(&self) -> f64 {
-        if self.peak_equity > 0.0 {
-            1.0 - self.equity / self.peak_equity
-        } else {
-            0.0
-        }
+        if self.peak_equity > 0.0 { 1.0 - self.equity / self.peak_equity } else { 0.0 }
     }
 }

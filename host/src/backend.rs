@@ -28,9 +28,7 @@ impl FromStr for DeviceRequest {
             "auto" => Ok(Self::Auto),
             "cpu" => Ok(Self::Cpu),
             "cuda" | "gpu" => Ok(Self::Cuda),
-            other => Err(format!(
-                "unknown device `{other}` (expected auto, cpu or cuda)"
-            )),
+            other => Err(format!("unknown device `{other}` (expected auto, cpu or cuda)")),
         }
     }
 }
@@ -57,10 +55,7 @@ impl fmt::Display for CudaAvailability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Available { devices } => write!(f, "{devices} CUDA device(s) found"),
-            Self::NotBuilt => write!(
-                f,
-                "this build has no CUDA backend (built with --no-default-features)"
-            ),
+            Self::NotBuilt => write!(f, "this build has no CUDA backend (built with --no-default-features)"),
             Self::NoDriver => write!(f, "no CUDA driver was found (libcuda could not be loaded)"),
             Self::NoDevice => write!(f, "the CUDA driver reports no device"),
             Self::DriverError(e) => write!(f, "the CUDA driver failed: {e}"),
@@ -146,10 +141,7 @@ pub fn select(request: DeviceRequest, ptx: Option<&str>) -> Result<Backend, Host
 }
 
 /// [`select`], also returning why `auto` chose the CPU (if it did).
-pub fn select_with_reason(
-    request: DeviceRequest,
-    ptx: Option<&str>,
-) -> Result<(Backend, Option<String>), HostError> {
+pub fn select_with_reason(request: DeviceRequest, ptx: Option<&str>) -> Result<(Backend, Option<String>), HostError> {
     match request {
         DeviceRequest::Cpu => Ok((Backend::Cpu, None)),
         DeviceRequest::Cuda => open_cuda(ptx).map(|b| (b, None)),
@@ -171,9 +163,7 @@ fn open_cuda(ptx: Option<&str>) -> Result<Backend, HostError> {
         }
         other => {
             let _ = ptx;
-            Err(HostError::CudaUnavailable {
-                reason: other.to_string(),
-            })
+            Err(HostError::CudaUnavailable { reason: other.to_string() })
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The CPU backend: gpu-kernels' per-element bodies, in parallel over envs when there are enough of them.
 
 use gpu_kernels::batch::{
-    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition,
-    observe_env, sample_one, scan_env,
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_env,
+    sample_one, scan_env,
 };
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 use rayon::prelude::*;
@@ -26,12 +26,7 @@ pub(crate) struct CpuEnv {
 }
 
 impl CpuEnv {
-    pub(crate) fn new(
-        market: &MarketData,
-        params: &[TrialParams],
-        states: Vec<EnvState>,
-        capacity: usize,
-    ) -> Self {
+    pub(crate) fn new(market: &MarketData, params: &[TrialParams], states: Vec<EnvState>, capacity: usize) -> Self {
         Self {
             params: params.to_vec(),
             bars: market.bars().to_vec(),
@@ -64,15 +59,7 @@ impl CpuEnv {
         let actions = &self.actions[first * n..(first + args.steps as usize) * n];
         if args.capacity == 0 {
             let walk = |(env, state): (usize, &mut EnvState)| {
-                scan_env(
-                    env,
-                    args,
-                    &params[env / ept],
-                    state,
-                    actions,
-                    bars,
-                    |_, _| {},
-                );
+                scan_env(env, args, &params[env / ept], state, actions, bars, |_, _| {});
             };
             if n >= PARALLEL_MIN_ENVS {
                 self.states.par_iter_mut().enumerate().for_each(walk);
@@ -82,35 +69,15 @@ impl CpuEnv {
             return Ok(());
         }
         for step in 0..args.steps as usize {
-            let one = BatchArgs {
-                head: args.head + (step * ept) as u64,
-                steps: 1,
-                ..*args
-            };
+            let one = BatchArgs { head: args.head + (step * ept) as u64, steps: 1, ..*args };
             let step_actions = &actions[step * n..(step + 1) * n];
             let walk = |(env, (state, out)): (usize, (&mut EnvState, &mut (usize, Transition)))| {
-                scan_env(
-                    env,
-                    &one,
-                    &params[env / ept],
-                    state,
-                    step_actions,
-                    bars,
-                    |i, t| *out = (i, t),
-                );
+                scan_env(env, &one, &params[env / ept], state, step_actions, bars, |i, t| *out = (i, t));
             };
             if n >= PARALLEL_MIN_ENVS {
-                self.states
-                    .par_iter_mut()
-                    .zip(self.pending.par_iter_mut())
-                    .enumerate()
-                    .for_each(walk);
+                self.states.par_iter_mut().zip(self.pending.par_iter_mut()).enumerate().for_each(walk);
             } else {
-                self.states
-                    .iter_mut()
-                    .zip(self.pending.iter_mut())
-                    .enumerate()
-                    .for_each(walk);
+                self.states.iter_mut().zip(self.pending.iter_mut()).enumerate().for_each(walk);
             }
             for &(i, t) in &self.pending {
                 self.ring[i] = t;
@@ -121,22 +88,18 @@ impl CpuEnv {
 
     /// Chunk moments, then per-trial merges, then normalization: the three kernels' bodies in order.
     pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
-        let (trials, steps, n_chunks) =
-            (args.n_trials as usize, args.steps as usize, args.n_chunks());
+        let (trials, steps, n_chunks) = (args.n_trials as usize, args.steps as usize, args.n_chunks());
         let mut chunks = vec![Moments::default(); trials * steps * n_chunks];
         for trial in 0..trials {
             for step in 0..steps {
                 for chunk in 0..n_chunks {
-                    chunks[chunk_index(args, trial, step, chunk)] =
-                        chunk_moments(args, &self.ring, trial, step, chunk);
+                    chunks[chunk_index(args, trial, step, chunk)] = chunk_moments(args, &self.ring, trial, step, chunk);
                 }
             }
         }
         let mut after_step = vec![Moments::default(); trials * steps];
         for (trial, running) in self.moments.iter_mut().enumerate() {
-            merge_trial_moments(args, &chunks, trial, running, |step, m| {
-                after_step[trial * steps + step] = m
-            });
+            merge_trial_moments(args, &chunks, trial, running, |step, m| after_step[trial * steps + step] = m);
         }
         let ept = args.envs_per_trial as usize;
         for step in 0..steps {
@@ -155,14 +118,7 @@ impl CpuEnv {
         let mut out = vec![0.0; self.states.len() * width];
         for (env, row) in out.chunks_exact_mut(width).enumerate() {
             let state = &self.states[env];
-            observe_env(
-                &self.params[env / ept],
-                state,
-                &self.bars,
-                &self.features,
-                args.n_features as usize,
-                row,
-            );
+            observe_env(&self.params[env / ept], state, &self.bars, &self.features, args.n_features as usize, row);
         }
         Ok(out)
     }

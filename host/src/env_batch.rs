@@ -21,15 +21,9 @@ impl SimLayout {
     pub fn new(trials: usize, envs_per_trial: usize) -> Result<Self, HostError> {
         let n = trials.saturating_mul(envs_per_trial);
         if trials == 0 || envs_per_trial == 0 || n > u32::MAX as usize {
-            return Err(HostError::InvalidLayout {
-                trials,
-                envs_per_trial,
-            });
+            return Err(HostError::InvalidLayout { trials, envs_per_trial });
         }
-        Ok(Self {
-            trials,
-            envs_per_trial,
-        })
+        Ok(Self { trials, envs_per_trial })
     }
 
     /// Number of trials.
@@ -63,12 +57,7 @@ pub struct EnvConfig {
 
 impl Default for EnvConfig {
     fn default() -> Self {
-        Self {
-            segment_len: 2_048,
-            ring_capacity: 0,
-            seed: 0,
-            trial_groups: 1,
-        }
+        Self { segment_len: 2_048, ring_capacity: 0, seed: 0, trial_groups: 1 }
     }
 }
 
@@ -142,8 +131,7 @@ impl EnvBatch {
             validate_params(trial, p)?;
         }
         if cfg.ring_capacity > 0
-            && (cfg.ring_capacity < layout.envs_per_trial()
-                || cfg.ring_capacity > u32::MAX as usize)
+            && (cfg.ring_capacity < layout.envs_per_trial() || cfg.ring_capacity > u32::MAX as usize)
         {
             return Err(HostError::Config(format!(
                 "ring capacity {} per trial must be 0 or between the envs per trial ({}) and 2^32",
@@ -163,9 +151,7 @@ impl EnvBatch {
         let inner = match backend {
             Backend::Cpu => Inner::Cpu(CpuEnv::new(market, params, states, cfg.ring_capacity)),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(rt) => Inner::Cuda(crate::cuda::CudaEnv::new(
-                rt, market, params, &states, layout, cfg,
-            )?),
+            Backend::Cuda(rt) => Inner::Cuda(crate::cuda::CudaEnv::new(rt, market, params, &states, layout, cfg)?),
         };
         let mut batch = Self {
             layout,
@@ -204,8 +190,7 @@ impl EnvBatch {
         let ept = self.layout.envs_per_trial() as u32;
         let segments: Vec<(u32, u32)> = (0..self.layout.n_envs() as u32)
             .map(|i| {
-                let start =
-                    segment_start(i % ept, ept, len, self.n_bars as u32, self.cfg.seed, epoch);
+                let start = segment_start(i % ept, ept, len, self.n_bars as u32, self.cfg.seed, epoch);
                 (start, start + len)
             })
             .collect();
@@ -227,12 +212,7 @@ impl EnvBatch {
             .enumerate()
             .map(|(env, &(start, end))| {
                 if start > end || end as usize >= self.n_bars {
-                    return Err(HostError::InvalidSegment {
-                        env,
-                        start,
-                        end,
-                        n_bars: self.n_bars,
-                    });
+                    return Err(HostError::InvalidSegment { env, start, end, n_bars: self.n_bars });
                 }
                 Ok(EnvState::new(&self.params[env / ept], start, end))
             })
@@ -261,12 +241,7 @@ impl EnvBatch {
         self.advance(actions, steps, per_launch)
     }
 
-    fn advance(
-        &mut self,
-        actions: &[u8],
-        steps: usize,
-        per_launch: usize,
-    ) -> Result<(), HostError> {
+    fn advance(&mut self, actions: &[u8], steps: usize, per_launch: usize) -> Result<(), HostError> {
         let n_envs = self.layout.n_envs();
         if actions.len() != steps * n_envs {
             return Err(HostError::Shape {
@@ -276,15 +251,10 @@ impl EnvBatch {
             });
         }
         if let Some(i) = actions.iter().position(|&a| a >= Action::COUNT) {
-            return Err(HostError::InvalidAction {
-                step: i / n_envs,
-                env: i % n_envs,
-                code: actions[i],
-            });
+            return Err(HostError::InvalidAction { step: i / n_envs, env: i % n_envs, code: actions[i] });
         }
         on_backend!(&mut self.inner, env => env.load_actions(actions))?;
-        let normalize =
-            self.cfg.ring_capacity > 0 && self.params.iter().any(|p| p.normalize_reward != 0);
+        let normalize = self.cfg.ring_capacity > 0 && self.params.iter().any(|p| p.normalize_reward != 0);
         let mut done = 0;
         while done < steps {
             let chunk = per_launch.min(steps - done);
@@ -304,11 +274,7 @@ impl EnvBatch {
     fn args(&self, steps: usize) -> BatchArgs {
         let capacity = self.cfg.ring_capacity as u64;
         BatchArgs {
-            head: if capacity > 0 {
-                self.written % capacity
-            } else {
-                0
-            },
+            head: if capacity > 0 { self.written % capacity } else { 0 },
             n_bars: self.n_bars as u32,
             n_trials: self.layout.trials() as u32,
             envs_per_trial: self.layout.envs_per_trial() as u32,
@@ -368,48 +334,13 @@ impl EnvBatch {
 
 fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
     let checks: [(&'static str, f64, bool, &'static str); 11] = [
-        (
-            "initial_capital",
-            p.initial_capital,
-            p.initial_capital > 0.0,
-            "finite and > 0",
-        ),
-        (
-            "spread",
-            p.spread,
-            (0.0..2.0).contains(&p.spread),
-            "in [0, 2)",
-        ),
-        (
-            "commission",
-            p.commission,
-            (0.0..1.0).contains(&p.commission),
-            "in [0, 1)",
-        ),
-        (
-            "cash_reserve_pct",
-            p.cash_reserve_pct,
-            (0.0..1.0).contains(&p.cash_reserve_pct),
-            "in [0, 1)",
-        ),
-        (
-            "max_drawdown",
-            p.max_drawdown,
-            (0.0..1.0).contains(&p.max_drawdown),
-            "in [0, 1), 0 disables",
-        ),
-        (
-            "take_profit_mult",
-            p.take_profit_mult,
-            p.take_profit_mult >= 0.0,
-            ">= 0, 0 disables",
-        ),
-        (
-            "stop_loss_mult",
-            p.stop_loss_mult,
-            p.stop_loss_mult >= 0.0,
-            ">= 0, 0 disables",
-        ),
+        ("initial_capital", p.initial_capital, p.initial_capital > 0.0, "finite and > 0"),
+        ("spread", p.spread, (0.0..2.0).contains(&p.spread), "in [0, 2)"),
+        ("commission", p.commission, (0.0..1.0).contains(&p.commission), "in [0, 1)"),
+        ("cash_reserve_pct", p.cash_reserve_pct, (0.0..1.0).contains(&p.cash_reserve_pct), "in [0, 1)"),
+        ("max_drawdown", p.max_drawdown, (0.0..1.0).contains(&p.max_drawdown), "in [0, 1), 0 disables"),
+        ("take_profit_mult", p.take_profit_mult, p.take_profit_mult >= 0.0, ">= 0, 0 disables"),
+        ("stop_loss_mult", p.stop_loss_mult, p.stop_loss_mult >= 0.0, ">= 0, 0 disables"),
         ("w_pnl", p.w_pnl, true, "finite"),
         ("w_cost", p.w_cost, true, "finite"),
         ("w_drawdown", p.w_drawdown, true, "finite"),
@@ -417,12 +348,7 @@ fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
     ];
     for (field, value, ok, rule) in checks {
         if !(ok && value.is_finite()) {
-            return Err(HostError::InvalidParam {
-                trial,
-                field,
-                value,
-                rule,
-            });
+            return Err(HostError::InvalidParam { trial, field, value, rule });
         }
     }
     let flags = [
@@ -433,12 +359,7 @@ fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
     ];
     for (field, flag) in flags {
         if flag > 1 {
-            return Err(HostError::InvalidParam {
-                trial,
-                field,
-                value: f64::from(flag),
-                rule: "0 or 1",
-            });
+            return Err(HostError::InvalidParam { trial, field, value: f64::from(flag), rule: "0 or 1" });
         }
     }
     Ok(())

@@ -65,9 +65,7 @@ pub enum HostError {
         rule: &'static str,
     },
     /// An env segment that does not fit the price series.
-    #[error(
-        "env {env}: segment [{start}, {end}] is invalid for {n_bars} bars (need start <= end < bars)"
-    )]
+    #[error("env {env}: segment [{start}, {end}] is invalid for {n_bars} bars (need start <= end < bars)")]
     InvalidSegment {
         /// Index of the env.
         env: usize,
@@ -79,9 +77,7 @@ pub enum HostError {
         n_bars: usize,
     },
     /// A price that is not finite and positive.
-    #[error(
-        "bar {bar}: {field} = {value} is not a finite positive price (or, for sigma, finite and >= 0)"
-    )]
+    #[error("bar {bar}: {field} = {value} is not a finite positive price (or, for sigma, finite and >= 0)")]
     InvalidPrice {
         /// Bar index.
         bar: usize,
@@ -116,9 +112,7 @@ pub enum HostError {
 #[cfg(feature = "cuda")]
 impl HostError {
     /// Wraps a driver error with what the runtime was doing.
-    pub(crate) fn driver(
-        context: impl Into<String>,
-    ) -> impl FnOnce(cudarc::driver::DriverError) -> Self {
+    pub(crate) fn driver(context: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> Self {
         let context = context.into();
         move |source| Self::Driver { context, source }
     }

@@ -18,11 +18,7 @@ pub fn ewma_sigma(close: &[f64], span: usize) -> Vec<f64> {
     for t in 0..close.len() {
         if t > 0 {
             let r = (close[t] / close[t - 1]).ln();
-            var = if t == 1 {
-                r * r
-            } else {
-                (1.0 - alpha) * var + alpha * r * r
-            };
+            var = if t == 1 { r * r } else { (1.0 - alpha) * var + alpha * r * r };
         }
         out.push(var.sqrt());
     }
@@ -59,11 +55,7 @@ impl MarketData {
     }
 
     /// Market data from bars whose sigma is given (prices finite and positive, sigma finite and >= 0).
-    pub fn from_bars(
-        bars: Vec<Bar>,
-        features: Vec<f32>,
-        n_features: usize,
-    ) -> Result<Self, HostError> {
+    pub fn from_bars(bars: Vec<Bar>, features: Vec<f32>, n_features: usize) -> Result<Self, HostError> {
         if bars.len() < 2 {
             return Err(HostError::Shape {
                 what: "bars (at least 2 to step once)".to_owned(),
@@ -72,45 +64,26 @@ impl MarketData {
             });
         }
         for (bar, b) in bars.iter().enumerate() {
-            for (field, value) in [
-                ("open", b.open),
-                ("high", b.high),
-                ("low", b.low),
-                ("close", b.close),
-            ] {
+            for (field, value) in [("open", b.open), ("high", b.high), ("low", b.low), ("close", b.close)] {
                 if !(value.is_finite() && value > 0.0) {
                     return Err(HostError::InvalidPrice { bar, field, value });
                 }
             }
             if !(b.sigma.is_finite() && b.sigma >= 0.0) {
-                return Err(HostError::InvalidPrice {
-                    bar,
-                    field: "sigma",
-                    value: b.sigma,
-                });
+                return Err(HostError::InvalidPrice { bar, field: "sigma", value: b.sigma });
             }
         }
         if features.len() != bars.len() * n_features {
             return Err(HostError::Shape {
-                what: format!(
-                    "feature matrix ({} bars x {n_features} features)",
-                    bars.len()
-                ),
+                what: format!("feature matrix ({} bars x {n_features} features)", bars.len()),
                 expected: bars.len() * n_features,
                 got: features.len(),
             });
         }
         if let Some(i) = features.iter().position(|x| !x.is_finite()) {
-            return Err(HostError::InvalidFeature {
-                bar: i / n_features,
-                feature: i % n_features,
-            });
+            return Err(HostError::InvalidFeature { bar: i / n_features, feature: i % n_features });
         }
-        Ok(Self {
-            bars,
-            features,
-            n_features,
-        })
+        Ok(Self { bars, features, n_features })
     }
 
     /// Market data with no features (portfolio-only runs).

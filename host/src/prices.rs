@@ -13,12 +13,7 @@ pub struct PriceSeries {
 
 impl PriceSeries {
     /// A series from OHLC columns; every price must be finite and positive and the columns equally long.
-    pub fn new(
-        open: Vec<f64>,
-        high: Vec<f64>,
-        low: Vec<f64>,
-        close: Vec<f64>,
-    ) -> Result<Self, HostError> {
+    pub fn new(open: Vec<f64>, high: Vec<f64>, low: Vec<f64>, close: Vec<f64>) -> Result<Self, HostError> {
         for (what, col) in [("high", &high), ("low", &low), ("close", &close)] {
             if col.len() != open.len() {
                 return Err(HostError::Shape {
@@ -28,26 +23,12 @@ impl PriceSeries {
                 });
             }
         }
-        for (field, col) in [
-            ("open", &open),
-            ("high", &high),
-            ("low", &low),
-            ("close", &close),
-        ] {
-            if let Some((bar, &value)) = col
-                .iter()
-                .enumerate()
-                .find(|(_, v)| !(v.is_finite() && **v > 0.0))
-            {
+        for (field, col) in [("open", &open), ("high", &high), ("low", &low), ("close", &close)] {
+            if let Some((bar, &value)) = col.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
                 return Err(HostError::InvalidPrice { bar, field, value });
             }
         }
-        Ok(Self {
-            open,
-            high,
-            low,
-            close,
-        })
+        Ok(Self { open, high, low, close })
     }
 
     /// A series from open and close alone (high and low are their max and min).
@@ -58,8 +39,7 @@ impl PriceSeries {
     pub fn from_open_close(open: Vec<f64>, close: Vec<f64>) -> Self {
         let high = open.iter().zip(&close).map(|(o, c)| o.max(*c)).collect();
         let low = open.iter().zip(&close).map(|(o, c)| o.min(*c)).collect();
-        Self::new(open, high, low, close)
-            .expect("from_open_close takes clean, equally long columns")
+        Self::new(open, high, low, close).expect("from_open_close takes clean, equally long columns")
     }
 
     /// Number of bars.

@@ -1,8 +1,5 @@
 //! Test harness shared by the integration tests: one body, two devices.
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different part of the harness"
-)]
+#![allow(dead_code, reason = "each test binary uses a different part of the harness")]
 
 use std::sync::OnceLock;
 
@@ -17,9 +14,7 @@ pub fn gpu_required() -> bool {
 /// a panic when `REQUIRE_GPU=1`.
 pub fn gpu_backend() -> Option<Backend> {
     static GPU: OnceLock<Result<Backend, String>> = OnceLock::new();
-    match GPU
-        .get_or_init(|| tradesim::select_backend(DeviceRequest::Cuda).map_err(|e| e.to_string()))
-    {
+    match GPU.get_or_init(|| tradesim::select_backend(DeviceRequest::Cuda).map_err(|e| e.to_string())) {
         Ok(backend) => Some(backend.clone()),
         Err(reason) if gpu_required() => {
             panic!("REQUIRE_GPU=1 but the CUDA backend is unusable: {reason}")
@@ -69,11 +64,7 @@ pub fn walk_bars(
     let market = tradesim::MarketData::from_bars(bars.to_vec(), Vec::new(), 0).unwrap();
     let layout = tradesim::SimLayout::new(1, 1).unwrap();
     let end = (bars.len() - 1) as u32;
-    let cfg = tradesim::EnvConfig {
-        segment_len: end,
-        ring_capacity: 64,
-        ..Default::default()
-    };
+    let cfg = tradesim::EnvConfig { segment_len: end, ring_capacity: 64, ..Default::default() };
     let mut envs = tradesim::EnvBatch::new(backend, &market, &[params], layout, cfg).unwrap();
     envs.reset_segments(&[(0, end)]).unwrap();
     let mut states = Vec::new();
@@ -88,15 +79,7 @@ pub fn walk_bars(
 
 /// Bars from (open, high, low, close) with a fixed sigma.
 pub fn bars(ohlc: &[(f64, f64, f64, f64)], sigma: f64) -> Vec<tradesim::Bar> {
-    ohlc.iter()
-        .map(|&(open, high, low, close)| tradesim::Bar {
-            open,
-            high,
-            low,
-            close,
-            sigma,
-        })
-        .collect()
+    ohlc.iter().map(|&(open, high, low, close)| tradesim::Bar { open, high, low, close, sigma }).collect()
 }
 
 /// Bit patterns of every field, so that results compare bit for bit (NaN == NaN, -0 != +0).
@@ -117,29 +100,15 @@ impl Bits for tradesim::EnvState {
             self.take_profit,
             self.stop_loss,
         ];
-        let u = [
-            self.bar,
-            self.end_bar,
-            self.position as u32,
-            self.status,
-            self.expiry_bar,
-            self.barrier_live,
-            self.label,
-        ];
-        f.iter()
-            .map(|x| x.to_bits())
-            .chain(u.iter().map(|&x| u64::from(x)))
-            .collect()
+        let u =
+            [self.bar, self.end_bar, self.position as u32, self.status, self.expiry_bar, self.barrier_live, self.label];
+        f.iter().map(|x| x.to_bits()).chain(u.iter().map(|&x| u64::from(x))).collect()
     }
 }
 
 impl Bits for tradesim::Transition {
     fn bits(&self) -> Vec<u64> {
-        let f = self
-            .state
-            .iter()
-            .chain(&self.next_state)
-            .chain([&self.reward]);
+        let f = self.state.iter().chain(&self.next_state).chain([&self.reward]);
         let mut out: Vec<u64> = f.map(|x| u64::from(x.to_bits())).collect();
         out.extend([
             u64::from(self.bar),
@@ -174,16 +143,8 @@ impl Bits for u32 {
 #[track_caller]
 pub fn assert_bitwise<T: Bits + std::fmt::Debug>(what: &str, a: &[T], b: &[T]) {
     assert_eq!(a.len(), b.len(), "{what}: lengths differ");
-    let differing: Vec<usize> = (0..a.len())
-        .filter(|&i| a[i].bits() != b[i].bits())
-        .collect();
+    let differing: Vec<usize> = (0..a.len()).filter(|&i| a[i].bits() != b[i].bits()).collect();
     if let Some(&i) = differing.first() {
-        panic!(
-            "{what}: {} of {} elements differ; first at {i}:\n  {:?}\n  {:?}",
-            differing.len(),
-            a.len(),
-            a[i],
-            b[i]
-        );
+        panic!("{what}: {} of {} elements differ; first at {i}:\n  {:?}\n  {:?}", differing.len(), a.len(), a[i], b[i]);
     }
 }

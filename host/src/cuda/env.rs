@@ -40,13 +40,8 @@ fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> 
 }
 
 /// A zeroed buffer of at least one element (the driver refuses empty allocations).
-fn zeros<T: DeviceRepr + ValidAsZeroBits>(
-    stream: &Arc<CudaStream>,
-    len: usize,
-) -> Result<CudaSlice<T>, HostError> {
-    stream
-        .alloc_zeros(len.max(1))
-        .map_err(driver("allocating device memory"))
+fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, HostError> {
+    stream.alloc_zeros(len.max(1)).map_err(driver("allocating device memory"))
 }
 
 /// `slot` holding a zeroed buffer of at least `len` elements.
@@ -64,10 +59,7 @@ fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
 impl TrialGroup {
     /// This group's part of a launch's arguments.
     fn args(&self, args: &BatchArgs) -> BatchArgs {
-        BatchArgs {
-            n_trials: self.trials.len() as u32,
-            ..*args
-        }
+        BatchArgs { n_trials: self.trials.len() as u32, ..*args }
     }
 }
 
@@ -86,9 +78,7 @@ impl CudaEnv {
         let features = if market.features().is_empty() {
             zeros(upload, 1)?
         } else {
-            upload
-                .clone_htod(market.features())
-                .map_err(driver("uploading features"))?
+            upload.clone_htod(market.features()).map_err(driver("uploading features"))?
         };
         let n_groups = cfg.trial_groups.clamp(1, layout.trials());
         let per_group = layout.trials().div_ceil(n_groups);
@@ -97,22 +87,14 @@ impl CudaEnv {
             .chunks(per_group)
             .enumerate()
             .map(|(g, group_params)| {
-                let stream = if g == 0 {
-                    upload.clone()
-                } else {
-                    rt.new_stream()?
-                };
+                let stream = if g == 0 { upload.clone() } else { rt.new_stream()? };
                 let trials = g * per_group..g * per_group + group_params.len();
                 let envs = trials.start * ept..trials.end * ept;
                 let host_params: Vec<_> = group_params.iter().copied().map(Dev).collect();
                 let host_states: Vec<_> = states[envs.clone()].iter().copied().map(Dev).collect();
                 Ok(TrialGroup {
-                    params: stream
-                        .clone_htod(&host_params)
-                        .map_err(driver("uploading trial parameters"))?,
-                    states: stream
-                        .clone_htod(&host_states)
-                        .map_err(driver("uploading env states"))?,
+                    params: stream.clone_htod(&host_params).map_err(driver("uploading trial parameters"))?,
+                    states: stream.clone_htod(&host_states).map_err(driver("uploading env states"))?,
                     ring: zeros(&stream, trials.len() * cfg.ring_capacity)?,
                     moments: zeros(&stream, trials.len())?,
                     chunks: None,
@@ -124,9 +106,7 @@ impl CudaEnv {
                 })
             })
             .collect::<Result<Vec<_>, HostError>>()?;
-        upload
-            .synchronize()
-            .map_err(driver("uploading market data"))?;
+        upload.synchronize().map_err(driver("uploading market data"))?;
         Ok(Self {
             rt: rt.clone(),
             bars,
@@ -140,9 +120,7 @@ impl CudaEnv {
     pub(crate) fn set_states(&mut self, states: &[EnvState]) -> Result<(), HostError> {
         for g in &mut self.groups {
             let host: Vec<_> = states[g.envs.clone()].iter().copied().map(Dev).collect();
-            g.stream
-                .memcpy_htod(&host, &mut g.states)
-                .map_err(driver("uploading env states"))?;
+            g.stream.memcpy_htod(&host, &mut g.states).map_err(driver("uploading env states"))?;
         }
         Ok(())
     }
@@ -156,16 +134,9 @@ impl CudaEnv {
             let host: Vec<u8> = if single {
                 actions.to_vec()
             } else {
-                (0..steps)
-                    .flat_map(|s| &actions[s * n_envs + g.envs.start..s * n_envs + g.envs.end])
-                    .copied()
-                    .collect()
+                (0..steps).flat_map(|s| &actions[s * n_envs + g.envs.start..s * n_envs + g.envs.end]).copied().collect()
             };
-            g.actions = Some(
-                g.stream
-                    .clone_htod(&host)
-                    .map_err(driver("uploading actions"))?,
-            );
+            g.actions = Some(g.stream.clone_htod(&host).map_err(driver("uploading actions"))?);
         }
         Ok(())
     }
@@ -175,17 +146,10 @@ impl CudaEnv {
             let args = g.args(args);
             let width = g.envs.len();
             let Some(actions) = g.actions.as_ref() else {
-                return Err(HostError::Config(
-                    "scan before any actions were loaded".to_owned(),
-                ));
+                return Err(HostError::Config("scan before any actions were loaded".to_owned()));
             };
             let view = actions.slice(first * width..(first + args.steps as usize) * width);
-            let buf = EnvBuffers {
-                params: &g.params,
-                states: &mut g.states,
-                bars: &self.bars,
-                ring: &mut g.ring,
-            };
+            let buf = EnvBuffers { params: &g.params, states: &mut g.states, bars: &self.bars, ring: &mut g.ring };
             launch::env_scan(&self.rt, &g.stream, buf, &view, &args)?;
         }
         Ok(())
@@ -217,17 +181,10 @@ impl CudaEnv {
         for g in &mut self.groups {
             let args = g.args(args);
             let mut dev = zeros::<f32>(&g.stream, g.envs.len() * width)?;
-            let buf = EnvBuffers {
-                params: &g.params,
-                states: &mut g.states,
-                bars: &self.bars,
-                ring: &mut g.ring,
-            };
+            let buf = EnvBuffers { params: &g.params, states: &mut g.states, bars: &self.bars, ring: &mut g.ring };
             launch::observe(&self.rt, &g.stream, buf, &self.features, &mut dev, &args)?;
             out.extend(
-                g.stream
-                    .clone_dtoh(&dev.slice(0..g.envs.len() * width))
-                    .map_err(driver("downloading observations"))?,
+                g.stream.clone_dtoh(&dev.slice(0..g.envs.len() * width)).map_err(driver("downloading observations"))?,
             );
         }
         Ok(out)
@@ -236,11 +193,7 @@ impl CudaEnv {
     pub(crate) fn sample(&mut self, args: &SampleArgs) -> Result<SampleBatch, HostError> {
         let mut batch = SampleBatch::default();
         for g in &self.groups {
-            let args = SampleArgs {
-                n_trials: g.trials.len() as u32,
-                trial_offset: g.trials.start as u32,
-                ..*args
-            };
+            let args = SampleArgs { n_trials: g.trials.len() as u32, trial_offset: g.trials.start as u32, ..*args };
             let samples = args.n_trials as usize * args.batch as usize;
             let width = args.n_features as usize + 3;
             let mut out = SampleBuffers {
@@ -261,20 +214,16 @@ impl CudaEnv {
                 &args,
             )?;
             let down = |d: &CudaSlice<f32>, n: usize| {
-                g.stream
-                    .clone_dtoh(&d.slice(0..n))
-                    .map_err(driver("downloading samples"))
+                g.stream.clone_dtoh(&d.slice(0..n)).map_err(driver("downloading samples"))
             };
             batch.obs.extend(down(&out.obs, samples * width)?);
             batch.next_obs.extend(down(&out.next_obs, samples * width)?);
             batch.rewards.extend(down(&out.rewards, samples)?);
             batch.dones.extend(down(&out.dones, samples)?);
             batch.weights.extend(down(&out.weights, samples)?);
-            batch.actions.extend(
-                g.stream
-                    .clone_dtoh(&out.actions.slice(0..samples))
-                    .map_err(driver("downloading samples"))?,
-            );
+            batch
+                .actions
+                .extend(g.stream.clone_dtoh(&out.actions.slice(0..samples)).map_err(driver("downloading samples"))?);
         }
         Ok(batch)
     }
@@ -285,19 +234,11 @@ impl CudaEnv {
 
     pub(crate) fn transitions(&self) -> Result<Vec<Transition>, HostError> {
         let capacity = self.capacity;
-        self.download(
-            |g| &g.ring,
-            |g| g.trials.len() * capacity,
-            "downloading transitions",
-        )
+        self.download(|g| &g.ring, |g| g.trials.len() * capacity, "downloading transitions")
     }
 
     pub(crate) fn moments(&self) -> Result<Vec<Moments>, HostError> {
-        self.download(
-            |g| &g.moments,
-            |g| g.trials.len(),
-            "downloading reward moments",
-        )
+        self.download(|g| &g.moments, |g| g.trials.len(), "downloading reward moments")
     }
 
     /// Concatenates the first `len(group)` elements of a per-group buffer.
@@ -314,10 +255,7 @@ impl CudaEnv {
         for g in &self.groups {
             let n = len(g);
             if n > 0 {
-                let part = g
-                    .stream
-                    .clone_dtoh(&buffer(g).slice(0..n))
-                    .map_err(driver(context))?;
+                let part = g.stream.clone_dtoh(&buffer(g).slice(0..n)).map_err(driver(context))?;
                 out.extend(part.into_iter().map(|d| d.0));
             }
         }

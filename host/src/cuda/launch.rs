@@ -2,9 +2,7 @@
 //! Each wrapper checks the buffer lengths the kernel's safety contract needs, computes the launch
 //! configuration, pushes arguments in kernel order and launches on the given stream.
 
-use cudarc::driver::{
-    CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
@@ -47,11 +45,7 @@ fn grid(kernel: &str, threads: usize) -> Result<LaunchConfig, HostError> {
         expected: u32::MAX as usize,
         got: threads,
     })?;
-    Ok(LaunchConfig {
-        grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    })
+    Ok(LaunchConfig { grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 })
 }
 
 /// Fails unless `got >= needed` (a buffer may be larger than a launch uses, never smaller).
@@ -59,11 +53,7 @@ fn at_least(kernel: &str, what: &str, needed: usize, got: usize) -> Result<(), H
     if got >= needed {
         Ok(())
     } else {
-        Err(HostError::Shape {
-            what: format!("{kernel}: {what}"),
-            expected: needed,
-            got,
-        })
+        Err(HostError::Shape { what: format!("{kernel}: {what}"), expected: needed, got })
     }
 }
 
@@ -81,20 +71,10 @@ pub(crate) struct EnvBuffers<'a> {
 
 impl EnvBuffers<'_> {
     fn check(&self, kernel: &str, args: &BatchArgs) -> Result<(), HostError> {
-        at_least(
-            kernel,
-            "trial parameters",
-            args.n_trials as usize,
-            self.params.len(),
-        )?;
+        at_least(kernel, "trial parameters", args.n_trials as usize, self.params.len())?;
         at_least(kernel, "env states", args.n_envs(), self.states.len())?;
         at_least(kernel, "bars", args.n_bars as usize, self.bars.len())?;
-        at_least(
-            kernel,
-            "ring slots (trials x capacity)",
-            ring_len(args),
-            self.ring.len(),
-        )
+        at_least(kernel, "ring slots (trials x capacity)", ring_len(args), self.ring.len())
     }
 }
 
@@ -108,15 +88,8 @@ pub(crate) fn env_scan(
 ) -> Result<(), HostError> {
     let kernel = "env_scan";
     buf.check(kernel, args)?;
-    at_least(
-        kernel,
-        "actions (steps x envs)",
-        args.steps as usize * args.n_envs(),
-        actions.len(),
-    )?;
-    if args.capacity > 0
-        && args.steps as usize * args.envs_per_trial as usize > args.capacity as usize
-    {
+    at_least(kernel, "actions (steps x envs)", args.steps as usize * args.n_envs(), actions.len())?;
+    if args.capacity > 0 && args.steps as usize * args.envs_per_trial as usize > args.capacity as usize {
         return Err(HostError::Shape {
             what: format!("{kernel}: steps x envs per trial (ring slots one launch may write)"),
             expected: args.capacity as usize,
@@ -126,13 +99,7 @@ pub(crate) fn env_scan(
     let cfg = grid(kernel, args.n_envs())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.env_scan);
-    launch
-        .arg(buf.params)
-        .arg(buf.states)
-        .arg(actions)
-        .arg(buf.bars)
-        .arg(buf.ring)
-        .arg(&dev_args);
+    launch.arg(buf.params).arg(buf.states).arg(actions).arg(buf.bars).arg(buf.ring).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
     // contract names was checked above, including that no two threads write one ring slot.
     unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching env_scan"))?;
@@ -156,32 +123,18 @@ pub(crate) fn observe(
         args.n_bars as usize * args.n_features as usize,
         features.len(),
     )?;
-    at_least(
-        kernel,
-        "observation floats",
-        args.n_envs() * (args.n_features as usize + 3),
-        out.len(),
-    )?;
+    at_least(kernel, "observation floats", args.n_envs() * (args.n_features as usize + 3), out.len())?;
     let cfg = grid(kernel, args.n_envs())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.observe);
-    launch
-        .arg(buf.params)
-        .arg(&*buf.states)
-        .arg(buf.bars)
-        .arg(features)
-        .arg(out)
-        .arg(&dev_args);
+    launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
     unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching observe"))?;
     Ok(())
 }
 
 /// The three reward-statistics kernels: chunk moments, per-trial merge, normalization.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the buffers of three kernels, each named for what it holds"
-)]
+#[allow(clippy::too_many_arguments, reason = "the buffers of three kernels, each named for what it holds")]
 pub(crate) fn update_rewards(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -196,25 +149,10 @@ pub(crate) fn update_rewards(
     let n_chunk_values = trials * steps * args.n_chunks();
     for (kernel, what, needed, got) in [
         ("reward_merge", "trial parameters", trials, params.len()),
-        (
-            "reward_chunk_moments",
-            "ring slots",
-            ring_len(args),
-            ring.len(),
-        ),
+        ("reward_chunk_moments", "ring slots", ring_len(args), ring.len()),
         ("reward_merge", "running moments", trials, running.len()),
-        (
-            "reward_chunk_moments",
-            "chunk moments",
-            n_chunk_values,
-            chunks.len(),
-        ),
-        (
-            "reward_merge",
-            "per-step moments",
-            trials * steps,
-            after_step.len(),
-        ),
+        ("reward_chunk_moments", "chunk moments", n_chunk_values, chunks.len()),
+        ("reward_merge", "per-step moments", trials * steps, after_step.len()),
     ] {
         at_least(kernel, what, needed, got)?;
     }
@@ -225,20 +163,11 @@ pub(crate) fn update_rewards(
     unsafe { launch.launch(grid("reward_chunk_moments", n_chunk_values)?) }
         .map_err(HostError::driver("launching reward_chunk_moments"))?;
     let mut launch = stream.launch_builder(&rt.kernels.reward_merge);
-    launch
-        .arg(running)
-        .arg(&*chunks)
-        .arg(&mut *after_step)
-        .arg(&dev_args);
+    launch.arg(running).arg(&*chunks).arg(&mut *after_step).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
-    unsafe { launch.launch(grid("reward_merge", trials)?) }
-        .map_err(HostError::driver("launching reward_merge"))?;
+    unsafe { launch.launch(grid("reward_merge", trials)?) }.map_err(HostError::driver("launching reward_merge"))?;
     let mut launch = stream.launch_builder(&rt.kernels.reward_normalize);
-    launch
-        .arg(params)
-        .arg(ring)
-        .arg(&*after_step)
-        .arg(&dev_args);
+    launch.arg(params).arg(ring).arg(&*after_step).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
     unsafe { launch.launch(grid("reward_normalize", args.n_envs() * steps)?) }
         .map_err(HostError::driver("launching reward_normalize"))?;
@@ -268,17 +197,9 @@ pub(crate) fn sample_transitions(
     let kernel = "sample_transitions";
     let samples = args.n_trials as usize * args.batch as usize;
     let width = args.n_features as usize + 3;
-    at_least(
-        kernel,
-        "ring slots",
-        args.n_trials as usize * args.capacity as usize,
-        ring.len(),
-    )?;
+    at_least(kernel, "ring slots", args.n_trials as usize * args.capacity as usize, ring.len())?;
     at_least(kernel, "feature values", n_feature_values, features.len())?;
-    for (what, got) in [
-        ("observation floats", out.obs.len()),
-        ("next-observation floats", out.next_obs.len()),
-    ] {
+    for (what, got) in [("observation floats", out.obs.len()), ("next-observation floats", out.next_obs.len())] {
         at_least(kernel, what, samples * width, got)?;
     }
     for (what, got) in [
@@ -304,7 +225,6 @@ pub(crate) fn sample_transitions(
         .arg(&mut out.weights)
         .arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, samples)?) }
-        .map_err(HostError::driver("launching sample_transitions"))?;
+    unsafe { launch.launch(grid(kernel, samples)?) }.map_err(HostError::driver("launching sample_transitions"))?;
     Ok(())
 }

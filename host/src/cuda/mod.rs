@@ -20,9 +20,7 @@ pub(crate) fn detect() -> CudaAvailability {
     }
     match CudaContext::device_count() {
         Ok(0) => CudaAvailability::NoDevice,
-        Ok(n) => CudaAvailability::Available {
-            devices: usize::try_from(n).unwrap_or(0),
-        },
+        Ok(n) => CudaAvailability::Available { devices: usize::try_from(n).unwrap_or(0) },
         Err(e) => CudaAvailability::DriverError(e.to_string()),
     }
 }

@@ -35,28 +35,16 @@ impl CudaRuntime {
     /// Opens device `ordinal`, loads `ptx` and resolves every kernel the host launches (build.rs has
     /// already checked that the PTX has an entry for each name in `kernel_names::ALL`).
     pub fn new(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
-        let ctx = CudaContext::new(ordinal)
-            .map_err(HostError::driver(format!("opening device {ordinal}")))?;
-        let name = ctx
-            .name()
-            .map_err(HostError::driver("reading the device name"))?;
-        let compute_capability = ctx
-            .compute_capability()
-            .map_err(HostError::driver("reading the compute capability"))?;
-        let total_memory = ctx
-            .total_mem()
-            .map_err(HostError::driver("reading the device memory size"))?;
-        let module = ctx
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|e| HostError::Load {
-                arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
-                reason: e.to_string(),
-            })?;
-        let load = |name: &'static str| {
-            module
-                .load_function(name)
-                .map_err(|_| HostError::MissingKernel { name })
-        };
+        let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
+        let name = ctx.name().map_err(HostError::driver("reading the device name"))?;
+        let compute_capability =
+            ctx.compute_capability().map_err(HostError::driver("reading the compute capability"))?;
+        let total_memory = ctx.total_mem().map_err(HostError::driver("reading the device memory size"))?;
+        let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|e| HostError::Load {
+            arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
+            reason: e.to_string(),
+        })?;
+        let load = |name: &'static str| module.load_function(name).map_err(|_| HostError::MissingKernel { name });
         let kernels = Kernels {
             env_scan: load(kernel_names::ENV_SCAN)?,
             observe: load(kernel_names::OBSERVE)?,
@@ -66,9 +54,7 @@ impl CudaRuntime {
             sample_transitions: load(kernel_names::SAMPLE_TRANSITIONS)?,
         };
         let multiprocessors = ctx
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(HostError::driver("reading the multiprocessor count"))?;
         Ok(Self {
             ctx,
@@ -103,22 +89,16 @@ impl CudaRuntime {
 
     /// A new stream (each trial group runs on its own).
     pub fn new_stream(&self) -> Result<Arc<CudaStream>, HostError> {
-        self.ctx
-            .new_stream()
-            .map_err(HostError::driver("creating a stream"))
+        self.ctx.new_stream().map_err(HostError::driver("creating a stream"))
     }
 
     /// Waits for all work on the device.
     pub fn synchronize(&self) -> Result<(), HostError> {
-        self.ctx
-            .synchronize()
-            .map_err(HostError::driver("synchronizing the device"))
+        self.ctx.synchronize().map_err(HostError::driver("synchronizing the device"))
     }
 }
 
 /// The `.target` line of a PTX module (e.g. `sm_80`).
 fn ptx_target(ptx: &str) -> Option<&str> {
-    ptx.lines()
-        .find_map(|l| l.trim().strip_prefix(".target "))
-        .map(str::trim)
+    ptx.lines().find_map(|l| l.trim().strip_prefix(".target ")).map(str::trim)
 }
