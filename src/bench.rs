@@ -129,10 +129,10 @@ pub fn json(rows: &[BenchRow], bars: usize) -> String {
         size_of::<Transition>()
     );
     for (i, r) in rows.iter().enumerate() {
-        let _ = write!(
+        let _ = writeln!(
             out,
             "    {{\"backend\": \"{}\", \"mode\": \"{}\", \"envs\": {}, \"steps\": {}, \"seconds\": {}, \
-             \"env_steps_per_s\": {}, \"memory_bytes\": {}}}{}\n",
+             \"env_steps_per_s\": {}, \"memory_bytes\": {}}}{}",
             r.backend,
             r.mode,
             r.envs,
