@@ -30,7 +30,7 @@ fn trial(k: usize) -> TrialParams {
         max_drawdown: if k % 2 == 1 { 0.3 } else { 0.0 },
         take_profit_mult: 1.0 + k as f64,
         stop_loss_mult: if k == 4 { 0.0 } else { 1.5 },
-        max_hold_bars: 20 * k as u32,
+        max_hold_bars: 2 * k as u32,
         barrier_exits: u32::from(k != 2),
         normalize_reward: u32::from(k >= 3),
         w_cost: 1.0,

@@ -131,12 +131,13 @@ impl CudaEnv {
         let steps = actions.len() / n_envs.max(1);
         let single = self.groups.len() == 1;
         for g in &mut self.groups {
-            let host: Vec<u8> = if single {
-                actions.to_vec()
+            let uploaded = if single {
+                g.stream.clone_htod(actions)
             } else {
-                (0..steps).flat_map(|s| &actions[s * n_envs + g.envs.start..s * n_envs + g.envs.end]).copied().collect()
+                let columns = (0..steps).flat_map(|s| &actions[s * n_envs + g.envs.start..s * n_envs + g.envs.end]);
+                g.stream.clone_htod(&columns.copied().collect::<Vec<u8>>())
             };
-            g.actions = Some(g.stream.clone_htod(&host).map_err(driver("uploading actions"))?);
+            g.actions = Some(uploaded.map_err(driver("uploading actions"))?);
         }
         Ok(())
     }
