@@ -1,9 +1,13 @@
 //! The `tradesim` command line.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
+use crate::data::generator::{GeneratorConfig, generate};
+use crate::data::{CleanPolicy, Dataset, LoadReport};
 use crate::demo::{DemoConfig, run_demo};
 use crate::{Backend, DeviceRequest, HostError};
 
@@ -14,6 +18,29 @@ struct Cli {
     command: Command,
 }
 
+/// Where the bars come from: `--data FILE`, `--synthetic BARS`, or the embedded default dataset.
+#[derive(Debug, Args)]
+struct DataArgs {
+    /// CSV or Parquet file of OHLCV bars (default: the embedded EURUSD 1h 2017 data).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Symbol to use from a multi-symbol file.
+    #[arg(long)]
+    symbol: Option<String>,
+    /// Use this many seeded synthetic bars instead of a file.
+    #[arg(long, conflicts_with = "data")]
+    synthetic: Option<usize>,
+    /// Synthetic symbols.
+    #[arg(long, default_value_t = 1)]
+    synthetic_symbols: usize,
+    /// Drop rows with findings of these classes (comma-separated, e.g. open-outside-range,zero-volume).
+    #[arg(long, value_delimiter = ',')]
+    drop: Vec<String>,
+    /// Repair rows with findings of these classes (high-below-low, open-outside-range, close-outside-range).
+    #[arg(long, value_delimiter = ',')]
+    repair: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Backend, device, PTX target and kernels.
@@ -22,8 +49,10 @@ enum Command {
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
-    /// A short portfolio simulation: K trials x E envs of random actions on seeded synthetic bars.
+    /// A short simulation: K trials x E envs of random actions on the data.
     Simulate {
+        #[command(flatten)]
+        data: DataArgs,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -36,9 +65,14 @@ enum Command {
         /// Steps (bars) each env walks.
         #[arg(long, default_value_t = 500)]
         steps: usize,
-        /// Seed of the bars, segment starts and actions.
+        /// Seed of segment starts and actions.
         #[arg(long, default_value_t = 7)]
         seed: u64,
+    },
+    /// Market data: validation reports and feature timing.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
     },
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
@@ -50,10 +84,30 @@ enum Command {
         quick: bool,
         /// Write the results as JSON to this file.
         #[arg(long)]
-        json: Option<std::path::PathBuf>,
+        json: Option<PathBuf>,
         /// auto (CPU, plus CUDA when usable), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DataCommand {
+    /// Validates a file and prints every finding; exits with 2 when the file is unusable.
+    Check {
+        /// The file (default: the embedded dataset).
+        file: Option<PathBuf>,
+        /// Drop rows with findings of these classes.
+        #[arg(long, value_delimiter = ',')]
+        drop: Vec<String>,
+        /// Repair rows with findings of these classes.
+        #[arg(long, value_delimiter = ',')]
+        repair: Vec<String>,
+    },
+    /// Loads the data and computes the 51 features of every symbol, with timings.
+    Features {
+        #[command(flatten)]
+        data: DataArgs,
     },
 }
 
@@ -61,11 +115,15 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { device } => info(device),
-        Command::Simulate { device, trials, envs, steps, seed } => {
-            select(device).and_then(|backend| run_demo(&backend, &DemoConfig { trials, envs, steps, seed }))
+        Command::Info { device } => info(device).map_err(|e| e.to_string()),
+        Command::Simulate { data, device, trials, envs, steps, seed } => {
+            simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
-        Command::Bench { workload, quick, json, device } => bench(&workload, quick, json.as_deref(), device),
+        Command::Data { command: DataCommand::Check { file, drop, repair } } => check(file.as_deref(), &drop, &repair),
+        Command::Data { command: DataCommand::Features { data } } => features(&data),
+        Command::Bench { workload, quick, json, device } => {
+            bench(&workload, quick, json.as_deref(), device).map_err(|e| e.to_string())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -76,6 +134,32 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn refused(report: &LoadReport) -> String {
+    format!(
+        "the data is unusable ({} blocking finding(s)); see `tradesim data check`:\n{report}",
+        report.blocking().count()
+    )
+}
+
+/// Loads the data the arguments name.
+fn load(args: &DataArgs) -> Result<Dataset, String> {
+    if let Some(bars) = args.synthetic {
+        let cfg = GeneratorConfig { bars, symbols: args.synthetic_symbols.max(1), ..GeneratorConfig::default() };
+        return Ok(generate(&cfg));
+    }
+    let policy = CleanPolicy::parse(&args.drop, &args.repair)?;
+    let loaded = match &args.data {
+        Some(path) => crate::data::load_file(path, &policy).map(|(d, report)| {
+            if report.dropped + report.repaired > 0 {
+                eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
+            }
+            d
+        }),
+        None => crate::data::embedded(),
+    };
+    loaded.map_err(|report| refused(&report))
+}
+
 fn select(device: DeviceRequest) -> Result<Backend, HostError> {
     let (backend, fallback) = crate::select_backend_with_reason(device)?;
     if let Some(reason) = fallback {
@@ -84,16 +168,74 @@ fn select(device: DeviceRequest) -> Result<Backend, HostError> {
     Ok(backend)
 }
 
-fn bench(workload: &str, quick: bool, json: Option<&std::path::Path>, device: DeviceRequest) -> Result<(), HostError> {
+fn simulate(args: &DataArgs, device: DeviceRequest, cfg: DemoConfig) -> Result<(), String> {
+    let dataset = load(args)?;
+    let series = dataset.select(args.symbol.as_deref())?;
+    let backend = select(device).map_err(|e| e.to_string())?;
+    run_demo(&backend, series, &dataset.label(), &cfg).map_err(|e| e.to_string())
+}
+
+fn check(file: Option<&Path>, drop: &[String], repair: &[String]) -> Result<(), String> {
+    let policy = CleanPolicy::parse(drop, repair)?;
+    let started = Instant::now();
+    let result = match file {
+        Some(path) => crate::data::load_file(path, &policy),
+        None => crate::data::embedded().map(|d| (d, LoadReport { usable: true, ..LoadReport::default() })),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    match result {
+        Ok((dataset, report)) => {
+            print!("{report}");
+            println!("loaded in {seconds:.3} s: {} symbol(s), {} bars", dataset.series.len(), dataset.n_bars());
+            for s in dataset.series.iter().take(20) {
+                let (first, last) = (s.bars.first(), s.bars.last());
+                let span = first.zip(last).map(|(a, b)| format!("{} .. {}", a.time.to_rfc3339(), b.time.to_rfc3339()));
+                println!("  {:<10} {:>8} bars  {}", s.symbol, s.bars.len(), span.unwrap_or_default());
+            }
+            if dataset.series.len() > 20 {
+                println!("  ... {} more symbols", dataset.series.len() - 20);
+            }
+            Ok(())
+        }
+        Err(report) => {
+            print!("{report}");
+            Err(format!("{} is unusable: {} blocking finding(s)", report.file, report.blocking().count()))
+        }
+    }
+}
+
+fn features(args: &DataArgs) -> Result<(), String> {
+    let started = Instant::now();
+    let dataset = load(args)?;
+    let loaded = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut rows = 0;
+    for series in &dataset.series {
+        let prepared = crate::data::device::Prepared::new(series, 0..series.bars.len()).map_err(|e| e.to_string())?;
+        rows += prepared.features.rows;
+    }
+    let featurized = started.elapsed().as_secs_f64();
+    println!("data:     {}: {} symbol(s), {} bars", dataset.label(), dataset.series.len(), dataset.n_bars());
+    println!("load:     {loaded:.3} s");
+    println!(
+        "features: {featurized:.3} s for {rows} rows x {} features ({:.2} M rows/s)",
+        crate::data::features::N_FEATURES,
+        rows as f64 / featurized.max(1e-9) / 1e6
+    );
+    Ok(())
+}
+
+fn bench(workload: &str, quick: bool, json: Option<&Path>, device: DeviceRequest) -> Result<(), HostError> {
     if workload != "experience" {
         return Err(HostError::Config(format!("unknown bench workload `{workload}` (available: experience)")));
     }
     let (bars, envs): (usize, &[usize]) =
         if quick { (4_001, &[1, 64, 1_000]) } else { (300_000, &[1, 1_024, 16_384, 65_536]) };
     println!(
-        "experience: {} trials x {bars} SYNTHETIC bars, F = {}, same transitions per variant",
+        "experience: {} trials, {bars} SYNTHETIC bars, F = {}, L = max(bars / E, {}) steps per env",
         crate::bench::TRIALS,
-        crate::bench::FEATURES
+        crate::bench::FEATURES,
+        crate::bench::MIN_STEPS
     );
     let rows = crate::bench::experience(device, bars, envs)?;
     print!("{}", crate::bench::markdown(&rows));

@@ -4,8 +4,10 @@ use std::time::Instant;
 
 use gpu_kernels::rng::draw_below;
 
-use crate::synthetic::random_walk;
-use crate::{Backend, EnvBatch, EnvConfig, EnvStatus, HostError, MarketData, SimLayout, TrialParams};
+use crate::data::Series;
+use crate::data::device::Prepared;
+use crate::data::features::WARMUP;
+use crate::{Backend, EnvBatch, EnvConfig, EnvStatus, HostError, SimLayout, TrialParams};
 
 /// Sizes of the demo run.
 #[derive(Clone, Copy, Debug)]
@@ -14,9 +16,9 @@ pub struct DemoConfig {
     pub trials: usize,
     /// Envs per trial.
     pub envs: usize,
-    /// Bars each env walks.
+    /// Bars each env walks (at most the bars after the warm-up, minus one).
     pub steps: usize,
-    /// Seed of bars, segment starts and actions.
+    /// Seed of segment starts and actions.
     pub seed: u64,
 }
 
@@ -37,43 +39,34 @@ pub fn demo_params(k: usize) -> TrialParams {
     }
 }
 
-/// Runs the demo and prints throughput and per-trial outcomes.
-pub fn run_demo(backend: &Backend, cfg: &DemoConfig) -> Result<(), HostError> {
+/// Runs the demo on `series` (all bars after the feature warm-up) and prints throughput and per-trial
+/// outcomes. `label` names the data in the output (it says SYNTHETIC for generated data).
+pub fn run_demo(backend: &Backend, series: &Series, label: &str, cfg: &DemoConfig) -> Result<(), HostError> {
     let layout = SimLayout::new(cfg.trials, cfg.envs)?;
     let n_envs = layout.n_envs();
-    let n_bars = 2 * cfg.steps + 1;
-    let prices = random_walk(n_bars, 0.01, cfg.seed);
+    let prepared = Prepared::new(series, 0..series.bars.len())?;
+    let market = prepared.market_data(WARMUP.min(series.bars.len())..series.bars.len())?;
+    let n_bars = market.n_bars();
+    let steps = cfg.steps.min(n_bars - 1);
     let params: Vec<TrialParams> = (0..cfg.trials).map(demo_params).collect();
-    let segments: Vec<(u32, u32)> = (0..n_envs as u64)
-        .map(|env| {
-            let start = draw_below(cfg.seed, 1, env, cfg.steps as u32 + 1);
-            (start, start + cfg.steps as u32)
-        })
-        .collect();
-    let actions: Vec<u8> = (0..(cfg.steps * n_envs) as u64).map(|i| draw_below(cfg.seed, 2, i, 3) as u8).collect();
+    let actions: Vec<u8> = (0..(steps * n_envs) as u64).map(|i| draw_below(cfg.seed, 2, i, 3) as u8).collect();
+    println!("data:    {label}, symbol {}, {n_bars} bars after a {WARMUP}-bar feature warm-up", series.symbol);
     println!(
-        "data:    SYNTHETIC geometric random walk, {n_bars} bars, seed {} (real data arrives with `--data`)",
-        cfg.seed
-    );
-    println!(
-        "run:     {} trials x {} envs x {} steps, random actions, backend {}",
+        "run:     {} trials x {} envs x {steps} steps, random actions, backend {}",
         cfg.trials,
         cfg.envs,
-        cfg.steps,
         backend.info().backend
     );
-    let market = MarketData::prices_only(&prices)?;
-    let env_cfg = EnvConfig { segment_len: cfg.steps as u32, ring_capacity: 0, seed: cfg.seed, trial_groups: 1 };
+    let env_cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed: cfg.seed, trial_groups: 1 };
     let mut envs = EnvBatch::new(backend, &market, &params, layout, env_cfg)?;
-    envs.reset_segments(&segments)?;
     let started = Instant::now();
-    envs.scan(&actions, cfg.steps)?;
+    envs.scan(&actions, steps)?;
     let states = envs.states()?;
     let secs = started.elapsed().as_secs_f64();
     println!(
         "speed:   {:.3} s, {:.1} M env-steps/s (upload of actions and download of states included)",
         secs,
-        (cfg.steps * n_envs) as f64 / secs / 1e6
+        (steps * n_envs) as f64 / secs / 1e6
     );
     println!(
         "{:>5} {:>8} {:>6} {:>6} {:>14} {:>9} {:>7}",

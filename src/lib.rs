@@ -26,12 +26,13 @@
 
 pub use gpu_kernels::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
 pub use tradesim_host::{
-    Backend, BackendInfo, CudaAvailability, DeviceRequest, EnvBatch, EnvConfig, HostError, MarketData, PriceSeries,
-    SampleBatch, SimLayout, detect,
+    Backend, BackendInfo, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, EnvBatch, EnvConfig, HostError,
+    MarketData, PriceSeries, SampleBatch, SimLayout, detect,
 };
 
 pub mod bench;
 pub mod cli;
+pub mod data;
 pub mod demo;
 pub mod synthetic;
 

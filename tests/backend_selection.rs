@@ -83,12 +83,35 @@ fn cli_device_cuda_without_gpu_fails_with_the_reason() {
 }
 
 #[test]
-fn cli_simulate_runs_a_small_job() {
+fn cli_simulate_runs_on_the_embedded_data_by_default() {
     let (ok, stdout, stderr) =
         tradesim(&["simulate", "--device", "cpu", "--trials", "2", "--envs", "64", "--steps", "50"]);
     assert!(ok, "{stderr}");
-    assert!(stdout.contains("SYNTHETIC"), "outputs must say the data is synthetic:\n{stdout}");
+    assert!(stdout.contains("embedded:eurusd-1h-ask-2017.csv"), "{stdout}");
     assert_eq!(stdout.lines().filter(|l| l.trim_start().starts_with(['0', '1'])).count(), 2, "{stdout}");
+    let (ok, stdout, stderr) =
+        tradesim(&["simulate", "--device", "cpu", "--synthetic", "1000", "--envs", "8", "--steps", "20"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("SYNTHETIC"), "generated data must say so:\n{stdout}");
+}
+
+#[test]
+fn cli_data_check_reports_and_refuses() {
+    let dir = std::env::temp_dir().join(format!("tradesim-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, "date,open,high,low,close,volume\n2020-01-01,3,2,1,1.5,1\n2020-01-02,1,2,1,1.5,1\n").unwrap();
+    let (ok, stdout, stderr) = tradesim(&["data", "check", bad.to_str().unwrap()]);
+    assert!(!ok, "an unusable file must exit non-zero");
+    assert!(stdout.contains("bad.csv:2:open: error[open-outside-range]"), "{stdout}");
+    assert!(stderr.contains("unusable"), "{stderr}");
+    let (ok, stdout, _) = tradesim(&["data", "check", bad.to_str().unwrap(), "--drop", "open-outside-range"]);
+    assert!(ok && stdout.contains("1 dropped"), "{stdout}");
+    let (ok, stdout, _) = tradesim(&["data", "check"]);
+    assert!(ok && stdout.contains("6225 bars"), "{stdout}");
+    let (ok, stdout, stderr) = tradesim(&["data", "features", "--synthetic", "3000"]);
+    assert!(ok && stdout.contains("SYNTHETIC") && stdout.contains("3000 rows x 51 features"), "{stdout}{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

@@ -1,0 +1,377 @@
+//! Reading CSV and Parquet into [`Dataset`]s: cells are typed once, then every row goes through the same
+//! parsing and validation, whatever the format.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+
+use chrono::{DateTime, FixedOffset};
+use num_traits::FromPrimitive;
+use rust_decimal::Decimal;
+
+use super::columns::ColumnMap;
+use super::time::{epoch, parse_time};
+use super::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity, check_bar, repair};
+use super::{Dataset, MarketBar, Series};
+
+/// One cell as the file typed it.
+#[derive(Clone, Debug, PartialEq)]
+enum Cell {
+    Text(String),
+    Float(f64),
+    Int(i64),
+    Decimal(Decimal),
+    Time(DateTime<FixedOffset>),
+    Null,
+}
+
+/// Rows of a file: header names, then (row number, cells).
+struct Table {
+    headers: Vec<String>,
+    rows: Vec<(usize, Vec<Cell>)>,
+    findings: Vec<Finding>,
+}
+
+/// Loads a CSV or Parquet file (Parquet when it starts with the `PAR1` magic). Single-symbol files take the
+/// file stem as their symbol.
+pub fn load_file(path: &Path, policy: &CleanPolicy) -> Result<(Dataset, LoadReport), LoadReport> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
+    let stem = path.file_stem().map_or_else(|| "DATA".to_owned(), |s| s.to_string_lossy().to_uppercase());
+    load_bytes(&name, &bytes, &stem, policy)
+}
+
+/// Loads CSV or Parquet bytes named `name`; `default_symbol` names the series when there is no symbol column.
+pub fn load_bytes(
+    name: &str,
+    bytes: &[u8],
+    default_symbol: &str,
+    policy: &CleanPolicy,
+) -> Result<(Dataset, LoadReport), LoadReport> {
+    let table = if bytes.starts_with(b"PAR1") { read_parquet(name, bytes)? } else { read_csv(name, bytes)? };
+    build(name, table, default_symbol, policy)
+}
+
+fn file_error(file: &str, class: IssueClass, message: String) -> LoadReport {
+    LoadReport {
+        file: file.to_owned(),
+        findings: vec![Finding {
+            file: file.to_owned(),
+            row: None,
+            column: None,
+            class,
+            severity: Severity::Error,
+            message,
+        }],
+        ..LoadReport::default()
+    }
+}
+
+fn read_csv(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
+    let text_start = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let first_line = text_start.split(|&b| b == b'\n').next().unwrap_or_default();
+    let delimiter = [b',', b';', b'\t', b'|'].into_iter().max_by_key(|d| first_line.iter().filter(|b| *b == d).count());
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter.unwrap_or(b','))
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text_start);
+    let headers: Vec<String> = match reader.byte_headers() {
+        Ok(h) => h.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
+        Err(e) => return Err(file_error(name, IssueClass::BadRow, format!("unreadable header: {e}"))),
+    };
+    let mut table = Table { headers, rows: Vec::new(), findings: Vec::new() };
+    let mut record = csv::ByteRecord::new();
+    loop {
+        let line = reader.position().line() as usize;
+        match reader.read_byte_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {
+                let row = record.position().map_or(line, |p| p.line() as usize);
+                if record.iter().all(|f| f.is_empty()) {
+                    continue;
+                }
+                if record.len() != table.headers.len() {
+                    table.findings.push(row_finding(
+                        name,
+                        row,
+                        None,
+                        IssueClass::BadRow,
+                        format!("{} fields, the header has {}", record.len(), table.headers.len()),
+                    ));
+                    continue;
+                }
+                match record.iter().map(|f| std::str::from_utf8(f).map(|s| Cell::Text(s.to_owned()))).collect() {
+                    Ok(cells) => table.rows.push((row, cells)),
+                    Err(_) => {
+                        table.findings.push(row_finding(name, row, None, IssueClass::BadRow, "not UTF-8".to_owned()))
+                    }
+                }
+            }
+            Err(e) => {
+                table.findings.push(row_finding(name, line + 1, None, IssueClass::BadRow, format!("unreadable: {e}")));
+                if !matches!(e.kind(), csv::ErrorKind::Utf8 { .. } | csv::ErrorKind::UnequalLengths { .. }) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(table)
+}
+
+fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let bad =
+        |e: parquet::errors::ParquetError| file_error(name, IssueClass::BadRow, format!("unreadable Parquet: {e}"));
+    let reader = SerializedFileReader::new(bytes::Bytes::copy_from_slice(bytes)).map_err(bad)?;
+    let headers: Vec<String> =
+        reader.metadata().file_metadata().schema_descr().columns().iter().map(|c| c.name().to_owned()).collect();
+    let mut table = Table { headers, rows: Vec::new(), findings: Vec::new() };
+    for (i, row) in reader.get_row_iter(None).map_err(bad)?.enumerate() {
+        let row = row.map_err(bad)?;
+        let cells = row
+            .get_column_iter()
+            .map(|(_, field)| match field {
+                Field::Null => Cell::Null,
+                Field::Byte(v) => Cell::Int(i64::from(*v)),
+                Field::Short(v) => Cell::Int(i64::from(*v)),
+                Field::Int(v) => Cell::Int(i64::from(*v)),
+                Field::Long(v) => Cell::Int(*v),
+                Field::UByte(v) => Cell::Int(i64::from(*v)),
+                Field::UShort(v) => Cell::Int(i64::from(*v)),
+                Field::UInt(v) => Cell::Int(i64::from(*v)),
+                Field::ULong(v) => i64::try_from(*v).map_or(Cell::Null, Cell::Int),
+                Field::Float(v) => Cell::Float(f64::from(*v)),
+                Field::Double(v) => Cell::Float(*v),
+                Field::Decimal(d) => parquet_decimal(d).map_or(Cell::Null, Cell::Decimal),
+                Field::Str(s) => Cell::Text(s.clone()),
+                Field::Date(days) => epoch(i64::from(*days) * 86_400).map_or(Cell::Null, Cell::Time),
+                Field::TimestampMillis(ms) => {
+                    DateTime::from_timestamp_millis(*ms).map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()))
+                }
+                Field::TimestampMicros(us) => {
+                    DateTime::from_timestamp_micros(*us).map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()))
+                }
+                other => Cell::Text(other.to_string()),
+            })
+            .collect();
+        table.rows.push((i + 1, cells));
+    }
+    Ok(table)
+}
+
+/// A Parquet DECIMAL (big-endian two's complement unscaled value, scale) as a Decimal.
+fn parquet_decimal(d: &parquet::data_type::Decimal) -> Option<Decimal> {
+    let data = d.data();
+    if data.is_empty() || data.len() > 16 {
+        return None;
+    }
+    let fill = if data[0] & 0x80 != 0 { 0xFF } else { 0x00 };
+    let mut buf = [fill; 16];
+    buf[16 - data.len()..].copy_from_slice(data);
+    Decimal::try_from_i128_with_scale(i128::from_be_bytes(buf), u32::try_from(d.scale()).ok()?).ok()
+}
+
+fn row_finding(file: &str, row: usize, column: Option<&str>, class: IssueClass, message: String) -> Finding {
+    let severity = if class == IssueClass::ZeroVolume { Severity::Warning } else { Severity::Error };
+    Finding { file: file.to_owned(), row: Some(row), column: column.map(str::to_owned), class, severity, message }
+}
+
+/// A price or volume cell as a Decimal.
+fn decimal(cell: &Cell) -> Result<Decimal, (IssueClass, String)> {
+    match cell {
+        Cell::Decimal(d) => Ok(*d),
+        Cell::Int(i) => Ok(Decimal::from(*i)),
+        Cell::Float(x) if !x.is_finite() => Err((IssueClass::NonFinite, format!("{x} is not finite"))),
+        Cell::Float(x) => Decimal::from_f64(*x).ok_or((IssueClass::BadNumber, format!("{x} does not fit a Decimal"))),
+        Cell::Text(s) => {
+            let t = s.trim();
+            let lower = t.to_ascii_lowercase();
+            if ["nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"].contains(&lower.as_str()) {
+                return Err((IssueClass::NonFinite, format!("`{t}` is not finite")));
+            }
+            Decimal::from_str(t)
+                .or_else(|_| Decimal::from_scientific(t))
+                .map_err(|_| (IssueClass::BadNumber, format!("`{t}` is not a number")))
+        }
+        Cell::Time(_) | Cell::Null => Err((IssueClass::BadNumber, "empty or not a number".to_owned())),
+    }
+}
+
+/// A time cell (or a date cell and a time cell).
+fn time(cell: &Cell, second: Option<&Cell>) -> Result<DateTime<FixedOffset>, String> {
+    match (cell, second) {
+        (Cell::Text(d), Some(Cell::Text(t))) => parse_time(&format!("{} {}", d.trim(), t.trim())),
+        (Cell::Time(t), _) => Ok(*t),
+        (Cell::Int(n), _) => epoch(*n).ok_or_else(|| format!("epoch value {n} is out of range")),
+        (Cell::Text(s), _) => parse_time(s),
+        (other, _) => Err(format!("{other:?} is not a timestamp")),
+    }
+}
+
+/// Where a bar came from, for the ordering checks.
+struct Located {
+    row: usize,
+    bar: MarketBar,
+}
+
+fn build(
+    name: &str,
+    table: Table,
+    default_symbol: &str,
+    policy: &CleanPolicy,
+) -> Result<(Dataset, LoadReport), LoadReport> {
+    let mut report =
+        LoadReport { file: name.to_owned(), rows: table.rows.len(), findings: table.findings, ..LoadReport::default() };
+    let (map, date_time_pair) = ColumnMap::from_headers(&table.headers);
+    let missing = map.missing();
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();
+        report.findings.push(Finding {
+            file: name.to_owned(),
+            row: Some(1),
+            column: None,
+            class: IssueClass::MissingColumn,
+            severity: Severity::Error,
+            message: format!("missing column(s) {} (header: {})", names.join(", "), table.headers.join(",")),
+        });
+        return Err(report);
+    }
+    if table.rows.is_empty() {
+        report.findings.push(Finding {
+            file: name.to_owned(),
+            row: None,
+            column: None,
+            class: IssueClass::EmptyFile,
+            severity: Severity::Error,
+            message: "no data rows".to_owned(),
+        });
+        return Err(report);
+    }
+    let header = |i: usize| table.headers[i].as_str();
+    let idx = |c: Option<usize>| c.expect("required columns are present");
+    let (t_col, o_col, h_col, l_col, c_col) =
+        (idx(map.time), idx(map.open), idx(map.high), idx(map.low), idx(map.close));
+    let mut order: Vec<String> = Vec::new();
+    let mut by_symbol: HashMap<String, Vec<Located>> = HashMap::new();
+    let handled = |class: IssueClass| policy.drop.contains(&class) || policy.repair.contains(&class);
+    for (row, cells) in table.rows {
+        let mut findings: Vec<Finding> = Vec::new();
+        let second = date_time_pair.map(|(_, t)| &cells[t]);
+        let t = time(&cells[t_col], second)
+            .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
+        let mut number = |col: usize| {
+            decimal(&cells[col])
+                .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
+                .ok()
+        };
+        let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
+        let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
+        let time = t.map_err(|f| findings.push(f)).ok();
+        let symbol = map
+            .symbol
+            .and_then(|i| match &cells[i] {
+                Cell::Text(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+                _ => None,
+            })
+            .unwrap_or_else(|| default_symbol.to_owned());
+        let parsed = match (time, open, high, low, close, volume) {
+            (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
+                Some(MarketBar { time, open, high, low, close, volume })
+            }
+            _ => None,
+        };
+        let mut keep = parsed.is_some();
+        let mut bar = parsed;
+        if let Some(b) = bar.as_mut() {
+            let mut repaired = false;
+            for (class, column, message) in check_bar(b) {
+                let col = match column {
+                    "open" => o_col,
+                    "high" => h_col,
+                    "low" => l_col,
+                    "close" => c_col,
+                    _ => map.volume.unwrap_or(c_col),
+                };
+                let mut f = row_finding(name, row, Some(header(col)), class, message);
+                if class == IssueClass::ZeroVolume && map.volume.is_none() {
+                    continue;
+                }
+                if policy.repair.contains(&class) {
+                    repair(b, class);
+                    repaired = true;
+                    f.severity = Severity::Warning;
+                    f.message += " (repaired)";
+                } else if policy.drop.contains(&class) {
+                    keep = false;
+                    f.severity = Severity::Warning;
+                    f.message += " (row dropped)";
+                }
+                findings.push(f);
+            }
+            report.repaired += usize::from(repaired && keep);
+        }
+        for f in findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error) {
+            f.severity = Severity::Warning;
+            f.message += " (row dropped)";
+        }
+        if !keep {
+            report.dropped += 1;
+        }
+        report.findings.extend(findings);
+        if let (true, Some(bar)) = (keep, bar) {
+            if !by_symbol.contains_key(&symbol) {
+                order.push(symbol.clone());
+            }
+            by_symbol.entry(symbol).or_default().push(Located { row, bar });
+        }
+    }
+    let mut series = Vec::with_capacity(order.len());
+    for symbol in order {
+        let located = by_symbol.remove(&symbol).unwrap_or_default();
+        let mut bars: Vec<MarketBar> = Vec::with_capacity(located.len());
+        for Located { row, bar } in located {
+            let class = match bars.last() {
+                Some(prev) if bar.time == prev.time => Some(IssueClass::DuplicateTime),
+                Some(prev) if bar.time < prev.time => Some(IssueClass::DecreasingTime),
+                _ => None,
+            };
+            let Some(class) = class else {
+                bars.push(bar);
+                continue;
+            };
+            let prev = bars.last().map(|b| b.time.to_rfc3339()).unwrap_or_default();
+            let mut f = row_finding(
+                name,
+                row,
+                Some(header(t_col)),
+                class,
+                format!("{symbol}: {} after {prev}", bar.time.to_rfc3339()),
+            );
+            if policy.drop.contains(&class) {
+                f.severity = Severity::Warning;
+                f.message += " (row dropped)";
+                report.dropped += 1;
+            }
+            report.findings.push(f);
+        }
+        series.push(Series { symbol, bars });
+    }
+    report.usable = report.blocking().next().is_none() && series.iter().any(|s| !s.bars.is_empty());
+    if report.usable {
+        Ok((Dataset { source: name.to_owned(), synthetic: false, series }, report))
+    } else {
+        if series.iter().all(|s| s.bars.is_empty()) && report.blocking().next().is_none() {
+            report.findings.push(Finding {
+                file: name.to_owned(),
+                row: None,
+                column: None,
+                class: IssueClass::EmptyFile,
+                severity: Severity::Error,
+                message: "no usable rows left".to_owned(),
+            });
+        }
+        Err(report)
+    }
+}

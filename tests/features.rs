@@ -1,0 +1,150 @@
+//! The feature pipeline: no lookahead, warm-up, hand-checked values, normalization fitted on the training
+//! rows only, splits, the synthetic generator and the Decimal -> f64 device boundary.
+
+use num_traits::ToPrimitive;
+use proptest::prelude::*;
+use rust_decimal::Decimal;
+use tradesim::data::device::{Prepared, columns};
+use tradesim::data::features::{FeatureMatrix, N_FEATURES, NAMES, WARMUP};
+use tradesim::data::generator::{GeneratorConfig, generate};
+use tradesim::data::splits::time_split;
+use tradesim::data::{Dataset, Series};
+
+fn synthetic(bars: usize, seed: u64) -> Dataset {
+    generate(&GeneratorConfig { bars, symbols: 1, seed, bar_seconds: 3_600 })
+}
+
+fn features(series: &Series) -> FeatureMatrix {
+    FeatureMatrix::compute(&columns(series).unwrap())
+}
+
+#[test]
+fn names_are_unique_and_documented() {
+    let docs = include_str!("../docs/FEATURES.md");
+    for (i, name) in NAMES.iter().enumerate() {
+        assert!(!NAMES[..i].contains(name), "duplicate {name}");
+        assert!(docs.contains(&format!("`{name}`")), "{name} is not documented in docs/FEATURES.md");
+    }
+    assert_eq!(NAMES.len(), N_FEATURES);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    /// Changing bars after t never changes the features at or before t.
+    #[test]
+    fn no_lookahead(seed in 0u64..1_000, t in WARMUP..399usize, scale in 0.5f64..2.0) {
+        let d = synthetic(400, seed);
+        let before = features(&d.series[0]);
+        let mut changed = d.series[0].clone();
+        let factor = Decimal::from_f64_retain(scale).unwrap().round_dp(3);
+        for b in &mut changed.bars[t + 1..] {
+            b.open *= factor;
+            b.high *= factor;
+            b.low *= factor;
+            b.close *= factor;
+            b.volume += Decimal::from(1_000);
+        }
+        let after = features(&changed);
+        prop_assert_eq!(&before.values[..(t + 1) * N_FEATURES], &after.values[..(t + 1) * N_FEATURES]);
+        prop_assert_ne!(&before.values[(t + 1) * N_FEATURES..], &after.values[(t + 1) * N_FEATURES..]);
+    }
+}
+
+#[test]
+fn warm_up_rows_are_zero_and_the_rest_finite() {
+    let d = synthetic(1_000, 3);
+    let f = features(&d.series[0]);
+    assert!(f.values[..WARMUP * N_FEATURES].iter().all(|&x| x == 0.0));
+    assert!(f.values[WARMUP * N_FEATURES..].iter().all(|x| x.is_finite()));
+    let nonzero = (0..N_FEATURES).filter(|&j| (WARMUP..1_000).any(|t| f.get(t, j) != 0.0)).count();
+    assert!(
+        nonzero >= N_FEATURES - 2,
+        "only {nonzero} features vary (hour features are constant on hourly data at most)"
+    );
+}
+
+/// Bars closing at 100 + t with open 99.5 + t, high close + 1, low open - 1: logret_1 = ln(c_t / c_{t-1}),
+/// ret_5 = c_t / c_{t-5} - 1, range = 2.5 / c, gap = o_t / c_{t-1} - 1, close location = 1.5 / 2.5 - 0.5.
+#[test]
+fn hand_checked_values() {
+    let mut d = synthetic(300, 1);
+    for (t, b) in d.series[0].bars.iter_mut().enumerate() {
+        let c = Decimal::from(100 + t);
+        b.close = c;
+        b.open = c - Decimal::new(5, 1);
+        b.high = c + Decimal::ONE;
+        b.low = b.open - Decimal::ONE;
+    }
+    let f = features(&d.series[0]);
+    let t = 250;
+    let c = |u: usize| (100 + u) as f64;
+    let col = |name: &str| NAMES.iter().position(|n| *n == name).unwrap();
+    assert!((f.get(t, col("logret_1")) - (c(t) / c(t - 1)).ln()).abs() < 1e-12);
+    assert!((f.get(t, col("ret_5")) - (c(t) / c(t - 5) - 1.0)).abs() < 1e-12);
+    assert!((f.get(t, col("range")) - 2.5 / c(t)).abs() < 1e-12);
+    assert!((f.get(t, col("gap")) - ((c(t) - 0.5) / c(t - 1) - 1.0)).abs() < 1e-12);
+    assert!((f.get(t, col("close_location")) - (1.5 / 2.5 - 0.5)).abs() < 1e-12);
+    assert!((f.get(t, col("sma_dist_10")) - (c(t) / (c(t) - 4.5) - 1.0)).abs() < 1e-12);
+    assert!(f.get(t, col("rsi_14")) > 0.49, "a steady rise has RSI near 100");
+}
+
+#[test]
+fn normalization_uses_training_rows_only() {
+    let d = synthetic(2_000, 5);
+    let split = time_split(WARMUP, 2_000, 0.7, 0.15).unwrap();
+    let base = Prepared::new(&d.series[0], split.train.clone()).unwrap();
+    let mut changed = d.series[0].clone();
+    for b in &mut changed.bars[split.valid.start..] {
+        b.close *= Decimal::from(3);
+        b.high *= Decimal::from(3);
+    }
+    let other = Prepared::new(&changed, split.train.clone()).unwrap();
+    assert_eq!(base.normalizer, other.normalizer, "validation and test bars must not move the statistics");
+    let train = base.features.normalized(&base.normalizer, split.train.clone());
+    let j = 0;
+    let col: Vec<f64> = train.chunks(N_FEATURES).map(|r| f64::from(r[j])).collect();
+    let mean = col.iter().sum::<f64>() / col.len() as f64;
+    let var = col.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / col.len() as f64;
+    assert!(mean.abs() < 1e-3 && (var - 1.0).abs() < 0.05, "mean {mean}, var {var}");
+}
+
+#[test]
+fn device_prices_come_from_decimals_through_to_primitive() {
+    let d = synthetic(500, 9);
+    let series = &d.series[0];
+    let prepared = Prepared::new(series, WARMUP..400).unwrap();
+    let market = prepared.market_data(WARMUP..500).unwrap();
+    assert_eq!((market.n_bars(), market.n_features()), (300, N_FEATURES));
+    for (i, bar) in market.bars().iter().enumerate() {
+        let src = &series.bars[WARMUP + i];
+        assert_eq!(bar.open, src.open.to_f64().unwrap());
+        assert_eq!(bar.close, src.close.to_f64().unwrap());
+        assert!(bar.sigma > 0.0);
+    }
+}
+
+#[test]
+fn generator_is_seeded_consistent_and_labelled() {
+    let a = generate(&GeneratorConfig { bars: 20_000, symbols: 2, seed: 4, bar_seconds: 60 });
+    assert_eq!(a, generate(&GeneratorConfig { bars: 20_000, symbols: 2, seed: 4, bar_seconds: 60 }));
+    assert_ne!(
+        a.series[0].bars,
+        generate(&GeneratorConfig { bars: 20_000, symbols: 1, seed: 5, bar_seconds: 60 }).series[0].bars
+    );
+    assert!(a.synthetic && a.label().starts_with("SYNTHETIC"));
+    assert_eq!(a.series.len(), 2);
+    let bars = &a.series[0].bars;
+    for w in bars.windows(2) {
+        assert!(w[1].time > w[0].time);
+    }
+    for b in bars {
+        assert!(b.low <= b.open.min(b.close) && b.high >= b.open.max(b.close) && b.low > Decimal::ZERO);
+    }
+    // Volatility clustering: |r| is autocorrelated.
+    let r: Vec<f64> =
+        bars.windows(2).map(|w| (w[1].close.to_f64().unwrap() / w[0].close.to_f64().unwrap()).ln().abs()).collect();
+    let m = r.iter().sum::<f64>() / r.len() as f64;
+    let cov: f64 = r.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum();
+    let var: f64 = r.iter().map(|x| (x - m).powi(2)).sum();
+    assert!(cov / var > 0.05, "|r| autocorrelation {}", cov / var);
+}
