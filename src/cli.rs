@@ -74,6 +74,50 @@ enum Command {
         #[command(subcommand)]
         command: DataCommand,
     },
+    /// Backtests a strategy grid over the data and prints the columns ranked by Sharpe.
+    Backtest {
+        #[command(flatten)]
+        data: DataArgs,
+        /// Strategy family.
+        #[arg(long, default_value = "sma-cross")]
+        strategy: String,
+        /// Fast SMA windows: N, A:B or A:B:STEP.
+        #[arg(long, default_value = "5:50:5")]
+        fast: String,
+        /// Slow SMA windows: N, A:B or A:B:STEP.
+        #[arg(long, default_value = "20:200:10")]
+        slow: String,
+        /// Go short when the fast SMA is below the slow one (default: flat).
+        #[arg(long)]
+        allow_short: bool,
+        /// Spread as a fraction of the price (Decimal).
+        #[arg(long, default_value = "0.0002")]
+        spread: String,
+        /// Commission as a fraction of the notional (Decimal).
+        #[arg(long, default_value = "0.0001")]
+        commission: String,
+        /// Starting cash (Decimal).
+        #[arg(long, default_value = "100000")]
+        capital: String,
+        /// Trade whole units only.
+        #[arg(long)]
+        whole_units: bool,
+        /// Bars per year for annualized figures (default: inferred from the timestamps).
+        #[arg(long)]
+        bars_per_year: Option<f64>,
+        /// Rows of the ranked table.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Write every column's metrics as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write every column's metrics as CSV.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// auto (CUDA when usable, else CPU), cpu or cuda.
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+    },
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
         /// Workload: experience (env stepping into the replay ring, step and scan mode).
@@ -121,6 +165,38 @@ pub fn main() -> ExitCode {
         }
         Command::Data { command: DataCommand::Check { file, drop, repair } } => check(file.as_deref(), &drop, &repair),
         Command::Data { command: DataCommand::Features { data } } => features(&data),
+        Command::Backtest {
+            data,
+            strategy,
+            fast,
+            slow,
+            allow_short,
+            spread,
+            commission,
+            capital,
+            whole_units,
+            bars_per_year,
+            top,
+            json,
+            csv,
+            device,
+        } => crate::backtest_cli::run(&crate::backtest_cli::Request {
+            dataset: load(&data),
+            symbol: data.symbol.clone(),
+            strategy,
+            fast,
+            slow,
+            allow_short,
+            spread,
+            commission,
+            capital,
+            whole_units,
+            bars_per_year,
+            top,
+            json,
+            csv,
+            backend: select(device).map_err(|e| e.to_string()),
+        }),
         Command::Bench { workload, quick, json, device } => {
             bench(&workload, quick, json.as_deref(), device).map_err(|e| e.to_string())
         }

@@ -24,12 +24,16 @@
 //! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
+pub use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
+pub use gpu_kernels::portfolio::ExitReason;
 pub use gpu_kernels::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
 pub use tradesim_host::{
-    Backend, BackendInfo, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, EnvBatch, EnvConfig, HostError,
-    MarketData, PriceSeries, SampleBatch, SimLayout, detect,
+    Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, EnvBatch,
+    EnvConfig, HostError, MarketData, PriceSeries, SampleBatch, Signals, SimLayout, backtest, detect,
 };
 
+pub mod audit;
+pub mod backtest_cli;
 pub mod bench;
 pub mod cli;
 pub mod data;

@@ -137,3 +137,29 @@ fn cli_bench_quick_writes_json() {
     assert!(!ok && stderr.contains("unknown bench workload `nonsense`"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn cli_backtest_ranks_and_writes_every_column() {
+    let dir = std::env::temp_dir().join(format!("tradesim-backtest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, csv) = (dir.join("bt.json"), dir.join("bt.csv"));
+    let args =
+        ["backtest", "--device", "cpu", "--fast", "5:15:5", "--slow", "20:40:10", "--top", "2", "--spread", "0.0001"];
+    let (ok, stdout, stderr) =
+        tradesim(&[&args[..], &["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]].concat());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("embedded:eurusd-1h-ask-2017.csv") && stdout.contains("9 columns"), "{stdout}");
+    assert!(stdout.contains("Decimal audit"), "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.trim_start().starts_with(['1', '2']) && l.contains('.')).count(),
+        2,
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap().matches("\"fast\"").count(), 9);
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 10);
+    let (ok, _, stderr) = tradesim(&["backtest", "--device", "cpu", "--spread", "1%"]);
+    assert!(!ok && stderr.contains("--spread `1%` is not a number"), "{stderr}");
+    let (ok, _, stderr) = tradesim(&["backtest", "--device", "cpu", "--fast", "9:3"]);
+    assert!(!ok && stderr.contains("need 1 <= A <= B"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -2,7 +2,7 @@
 //! state vector and the compressed transition.
 
 use crate::barrier::{check_barriers, set_barriers};
-use crate::portfolio::{close_position, effective_target, mark_at_close, trade_at_open};
+use crate::portfolio::{ExitReason, TradeLog, close_position, effective_target, mark_at_close, trade_at_open};
 use crate::reward::reward;
 use crate::types::{Bar, BarrierLabel, EnvState, Transition, TrialParams};
 
@@ -40,6 +40,19 @@ pub fn portfolio_floats(params: &TrialParams, state: &EnvState, close: f64) -> [
 /// A done env does not change (its `step_costs` and `label` read 0) and yields an invalid outcome.
 #[inline]
 pub fn env_step(params: &TrialParams, state: &mut EnvState, action: u8, decision: &Bar, next: &Bar) -> StepOutcome {
+    env_step_logged(params, state, action, decision, next, &mut ())
+}
+
+/// [`env_step`], telling `log` about every trade.
+#[inline]
+pub fn env_step_logged(
+    params: &TrialParams,
+    state: &mut EnvState,
+    action: u8,
+    decision: &Bar,
+    next: &Bar,
+    log: &mut impl TradeLog,
+) -> StepOutcome {
     let before = state.status();
     let floats_before = portfolio_floats(params, state, decision.close);
     if before.is_done() {
@@ -57,7 +70,8 @@ pub fn env_step(params: &TrialParams, state: &mut EnvState, action: u8, decision
     let (equity_before, drawdown_before) = (state.equity, state.drawdown());
     let fill_bar = state.bar + 1;
     let target = effective_target(params, before, action);
-    let (mut costs, opened) = trade_at_open(params, state, target, next.open);
+    let reason = if before == crate::EnvStatus::HaltPending { ExitReason::Breaker } else { ExitReason::Signal };
+    let (mut costs, opened) = trade_at_open(params, state, target, next.open, fill_bar, reason, log);
     if opened {
         set_barriers(params, state, decision.sigma, fill_bar);
     }
@@ -66,7 +80,9 @@ pub fn env_step(params: &TrialParams, state: &mut EnvState, action: u8, decision
         label = hit;
         state.barrier_live = 0;
         if params.barrier_exits != 0 {
-            costs += close_position(params, state, exit_price);
+            let fill = close_position(params, state, exit_price);
+            log.closed(fill_bar, &fill, ExitReason::from_code(hit as u32), state.cash);
+            costs += fill.costs;
         }
     }
     mark_at_close(params, state, before, next.close, costs);

@@ -16,5 +16,10 @@ pub const REWARD_NORMALIZE: &str = "reward_normalize";
 /// Replay sampling with state reconstruction ([`crate::batch::gather_sample`]).
 pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 
+/// Backtest of every column: metrics, trade counts, equity curves or the ledger
+/// ([`crate::backtest::run_column`]).
+pub const BACKTEST: &str = "backtest";
+
 /// Every kernel the host expects in the PTX module.
-pub const ALL: &[&str] = &[ENV_SCAN, OBSERVE, REWARD_CHUNK_MOMENTS, REWARD_MERGE, REWARD_NORMALIZE, SAMPLE_TRANSITIONS];
+pub const ALL: &[&str] =
+    &[ENV_SCAN, OBSERVE, REWARD_CHUNK_MOMENTS, REWARD_MERGE, REWARD_NORMALIZE, SAMPLE_TRANSITIONS, BACKTEST];

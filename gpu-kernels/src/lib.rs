@@ -8,6 +8,7 @@
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx))]
 
+pub mod backtest;
 pub mod barrier;
 pub mod batch;
 pub mod env;

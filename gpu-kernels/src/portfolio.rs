@@ -43,13 +43,67 @@ fn spread_cost(params: &TrialParams, units_abs: f64, price: f64) -> f64 {
     units_abs * price * (0.5 * params.spread)
 }
 
-/// Closes the open position around `price` (the next open, or a barrier's exit price); returns the costs.
+/// Why a position was closed (the ledger's exit reason; codes 1-3 match [`crate::BarrierLabel`]).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitReason {
+    /// The action (signal) asked for another position.
+    Signal = 0,
+    /// Take-profit barrier.
+    TakeProfit = 1,
+    /// Stop-loss barrier.
+    StopLoss = 2,
+    /// Vertical barrier.
+    Time = 3,
+    /// The drawdown circuit breaker.
+    Breaker = 4,
+    /// Closed at the last bar's close when the backtest ended.
+    EndOfData = 5,
+}
+
+impl ExitReason {
+    /// The reason for a stored code.
+    pub fn from_code(code: u32) -> Self {
+        match code {
+            1 => Self::TakeProfit,
+            2 => Self::StopLoss,
+            3 => Self::Time,
+            4 => Self::Breaker,
+            5 => Self::EndOfData,
+            _ => Self::Signal,
+        }
+    }
+}
+
+/// One side of a trade as executed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fill {
+    /// Price per unit after the half spread.
+    pub price: f64,
+    /// Units traded (positive: bought; negative: sold).
+    pub units: f64,
+    /// Spread plus commission.
+    pub costs: f64,
+}
+
+/// Receives the trades an env makes: the backtest's ledger implements it, `()` ignores them.
+pub trait TradeLog {
+    /// A position was opened on `bar` by `fill`, from flat with `cash_before`.
+    fn opened(&mut self, _bar: u32, _fill: &Fill, _cash_before: f64) {}
+    /// The position was closed on `bar` by `fill` for `reason`, leaving `cash_after` (flat).
+    fn closed(&mut self, _bar: u32, _fill: &Fill, _reason: ExitReason, _cash_after: f64) {}
+}
+
+impl TradeLog for () {}
+
+/// Closes the open position around `price` (the next open, or a barrier's exit price); returns the fill.
 #[inline]
-pub fn close_position(params: &TrialParams, state: &mut EnvState, price: f64) -> f64 {
+pub fn close_position(params: &TrialParams, state: &mut EnvState, price: f64) -> Fill {
     let units_abs = libm::fabs(state.units);
     let fill =
         if state.units > 0.0 { sell_fill_price(price, params.spread) } else { buy_fill_price(price, params.spread) };
     let commission = params.commission * (units_abs * fill);
+    let closed_units = state.units;
     // Selling a long brings units x fill in; buying back a short pays |units| x fill: both are units x fill.
     state.cash = state.cash + state.units * fill - commission;
     state.units = 0.0;
@@ -59,18 +113,19 @@ pub fn close_position(params: &TrialParams, state: &mut EnvState, price: f64) ->
     state.stop_loss = 0.0;
     state.expiry_bar = NO_EXPIRY;
     state.barrier_live = 0;
-    if units_abs == 0.0 { 0.0 } else { spread_cost(params, units_abs, price) + commission }
+    let costs = if units_abs == 0.0 { 0.0 } else { spread_cost(params, units_abs, price) + commission };
+    Fill { price: fill, units: -closed_units, costs }
 }
 
-/// Opens a position of `side` (1 long, -1 short) from flat at `open`; returns the costs paid.
-/// An open that would buy no units (no equity, or whole units rounding to 0) is no trade.
+/// Opens a position of `side` (1 long, -1 short) from flat at `open`; returns the fill, or `None` when the
+/// open would buy no units (no equity, or whole units rounding to 0): no trade.
 #[inline]
-pub fn open_position(params: &TrialParams, state: &mut EnvState, side: i32, open: f64) -> f64 {
+pub fn open_position(params: &TrialParams, state: &mut EnvState, side: i32, open: f64) -> Option<Fill> {
     let fill = if side > 0 { buy_fill_price(open, params.spread) } else { sell_fill_price(open, params.spread) };
     // Flat, so equity at the open is the cash.
     let units_abs = open_units(params, state.cash, fill);
     if units_abs <= 0.0 {
-        return 0.0;
+        return None;
     }
     let commission = params.commission * (units_abs * fill);
     let units = if side > 0 { units_abs } else { -units_abs };
@@ -78,22 +133,36 @@ pub fn open_position(params: &TrialParams, state: &mut EnvState, side: i32, open
     state.units = units;
     state.position = side;
     state.entry_price = fill;
-    spread_cost(params, units_abs, open) + commission
+    Some(Fill { price: fill, units, costs: spread_cost(params, units_abs, open) + commission })
 }
 
-/// Moves the position to `target` at `open` (close, open, or both for a reversal); returns the costs and
-/// whether a new position was opened.
+/// Moves the position to `target` at the open of `bar` (close, open, or both for a reversal), telling `log`;
+/// returns the costs and whether a new position was opened. A close is for `reason`.
 #[inline]
-pub fn trade_at_open(params: &TrialParams, state: &mut EnvState, target: i32, open: f64) -> (f64, bool) {
+pub fn trade_at_open(
+    params: &TrialParams,
+    state: &mut EnvState,
+    target: i32,
+    open: f64,
+    bar: u32,
+    reason: ExitReason,
+    log: &mut impl TradeLog,
+) -> (f64, bool) {
     if target == state.position {
         return (0.0, false);
     }
     let mut costs = 0.0;
     if state.position != 0 {
-        costs += close_position(params, state, open);
+        let fill = close_position(params, state, open);
+        log.closed(bar, &fill, reason, state.cash);
+        costs += fill.costs;
     }
     if target != 0 {
-        costs += open_position(params, state, target, open);
+        let cash_before = state.cash;
+        if let Some(fill) = open_position(params, state, target, open) {
+            log.opened(bar, &fill, cash_before);
+            costs += fill.costs;
+        }
     }
     (costs, state.position != 0)
 }

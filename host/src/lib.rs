@@ -5,6 +5,7 @@
 //! stream per trial group. [`EnvBatch`] hides which one runs.
 
 pub mod backend;
+pub mod backtest;
 pub mod env_batch;
 pub mod error;
 pub mod market;
@@ -15,6 +16,7 @@ mod cpu;
 mod cuda;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
+pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};

@@ -148,3 +148,46 @@ pub fn assert_bitwise<T: Bits + std::fmt::Debug>(what: &str, a: &[T], b: &[T]) {
         panic!("{what}: {} of {} elements differ; first at {i}:\n  {:?}\n  {:?}", differing.len(), a.len(), a[i], b[i]);
     }
 }
+
+impl Bits for tradesim::Metrics {
+    fn bits(&self) -> Vec<u64> {
+        let m = self;
+        [
+            m.total_return,
+            m.annual_return,
+            m.annual_volatility,
+            m.sharpe,
+            m.sortino,
+            m.max_drawdown,
+            m.max_drawdown_bars,
+            m.calmar,
+            m.trades,
+            m.win_rate,
+            m.profit_factor,
+            m.avg_trade_return,
+            m.exposure,
+            m.total_costs,
+            m.final_equity,
+            m.bars,
+        ]
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
+    }
+}
+
+impl Bits for tradesim::Trade {
+    fn bits(&self) -> Vec<u64> {
+        let t = self;
+        let mut out: Vec<u64> =
+            [t.entry_price, t.exit_price, t.units, t.pnl, t.ret, t.costs].iter().map(|x| x.to_bits()).collect();
+        out.extend([u64::from(t.entry_bar), u64::from(t.exit_bar), t.side as u64, u64::from(t.reason)]);
+        out
+    }
+}
+
+impl Bits for f64 {
+    fn bits(&self) -> Vec<u64> {
+        vec![self.to_bits()]
+    }
+}

@@ -3,6 +3,7 @@
 //! configuration, pushes arguments in kernel order and launches on the given stream.
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use gpu_kernels::backtest::{BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
@@ -35,6 +36,20 @@ unsafe impl ValidAsZeroBits for Dev<Moments> {}
 unsafe impl DeviceRepr for Dev<BatchArgs> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<SampleArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<BacktestArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<SmaCross> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<SmaCross> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Metrics> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Metrics> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Trade> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Trade> {}
 
 /// Threads per block of every kernel (one thread per element).
 const BLOCK: u32 = 256;
@@ -226,5 +241,71 @@ pub(crate) fn sample_transitions(
         .arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
     unsafe { launch.launch(grid(kernel, samples)?) }.map_err(HostError::driver("launching sample_transitions"))?;
+    Ok(())
+}
+
+/// Inputs of a backtest launch.
+pub(crate) struct BacktestInputs<'a> {
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) targets: &'a CudaSlice<u8>,
+    pub(crate) sma: &'a CudaSlice<Dev<SmaCross>>,
+    pub(crate) prefix: &'a CudaSlice<f64>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+}
+
+/// Outputs of a backtest launch.
+pub(crate) struct BacktestOutputs<'a> {
+    pub(crate) metrics: &'a mut CudaSlice<Dev<Metrics>>,
+    pub(crate) counts: &'a mut CudaSlice<u32>,
+    pub(crate) offsets: &'a CudaSlice<u64>,
+    pub(crate) ledger: &'a mut CudaSlice<Dev<Trade>>,
+    pub(crate) equity: &'a mut CudaSlice<f64>,
+}
+
+/// `backtest`: every column, one thread each. `ledger_len` is the total trade count the offsets describe.
+pub(crate) fn backtest(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    input: &BacktestInputs<'_>,
+    out: BacktestOutputs<'_>,
+    ledger_len: usize,
+    args: &BacktestArgs,
+) -> Result<(), HostError> {
+    let kernel = "backtest";
+    let (columns, steps) = (args.n_columns as usize, (args.end - args.start) as usize);
+    at_least(kernel, "parameter sets", args.n_params as usize, input.params.len())?;
+    if args.signal == SIGNAL_SMA_CROSS {
+        at_least(kernel, "SMA parameters", columns, input.sma.len())?;
+    } else {
+        at_least(kernel, "target actions", columns * steps, input.targets.len())?;
+    }
+    at_least(kernel, "close prefix sums", args.n_bars as usize + 1, input.prefix.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, input.bars.len())?;
+    at_least(kernel, "metrics", columns, out.metrics.len())?;
+    at_least(kernel, "trade counts", columns, out.counts.len())?;
+    if args.write & WRITE_LEDGER != 0 {
+        at_least(kernel, "ledger offsets", columns, out.offsets.len())?;
+        at_least(kernel, "ledger", ledger_len, out.ledger.len())?;
+    }
+    if args.write & WRITE_EQUITY != 0 {
+        at_least(kernel, "equity values", columns * (steps + 1), out.equity.len())?;
+    }
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.backtest);
+    launch
+        .arg(input.params)
+        .arg(input.targets)
+        .arg(input.sma)
+        .arg(input.prefix)
+        .arg(input.bars)
+        .arg(out.metrics)
+        .arg(out.counts)
+        .arg(out.offsets)
+        .arg(out.ledger)
+        .arg(out.equity)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
+    // computed from this launch's own count pass, so each column's trades fit at its offset.
+    unsafe { launch.launch(grid(kernel, columns)?) }.map_err(HostError::driver("launching backtest"))?;
     Ok(())
 }

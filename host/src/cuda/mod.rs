@@ -1,10 +1,12 @@
 //! The CUDA backend: one context and PTX module per device, every kernel resolved at start-up, a pool of
 //! stream per trial group. All `unsafe` launch code is in [`launch`].
 
+mod backtest;
 mod env;
 mod launch;
 mod runtime;
 
+pub(crate) use backtest::backtest;
 pub(crate) use env::CudaEnv;
 pub use runtime::CudaRuntime;
 

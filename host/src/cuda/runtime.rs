@@ -17,6 +17,7 @@ pub(crate) struct Kernels {
     pub(crate) reward_merge: CudaFunction,
     pub(crate) reward_normalize: CudaFunction,
     pub(crate) sample_transitions: CudaFunction,
+    pub(crate) backtest: CudaFunction,
 }
 
 /// A CUDA device with the PTX module loaded.
@@ -52,6 +53,7 @@ impl CudaRuntime {
             reward_merge: load(kernel_names::REWARD_MERGE)?,
             reward_normalize: load(kernel_names::REWARD_NORMALIZE)?,
             sample_transitions: load(kernel_names::SAMPLE_TRANSITIONS)?,
+            backtest: load(kernel_names::BACKTEST)?,
         };
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)

@@ -1,0 +1,331 @@
+//! Backtests: each column (a parameter set or a policy) walks one continuous range of bars with the
+//! environment's execution rules, accumulating its metrics in bar order and telling a ledger every trade.
+//! Conventions (empyrical's): per-bar simple returns of equity, `rf` per bar, ddof = 1, annualization by
+//! `bars_per_year`; undefined values (a zero denominator) are NaN.
+
+use crate::env::env_step_logged;
+use crate::portfolio::{ExitReason, Fill, TradeLog, close_position};
+use crate::types::{Action, Bar, EnvState, TrialParams};
+
+/// One closed trade.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Trade {
+    /// Bar of the entry fill (at its open).
+    pub entry_bar: u32,
+    /// Bar of the exit fill.
+    pub exit_bar: u32,
+    /// 1 long, -1 short.
+    pub side: i32,
+    /// An [`ExitReason`] code.
+    pub reason: u32,
+    /// Entry fill price (after the half spread).
+    pub entry_price: f64,
+    /// Exit fill price (after the half spread).
+    pub exit_price: f64,
+    /// Units (absolute).
+    pub units: f64,
+    /// Cash after the exit minus cash before the entry (costs included).
+    pub pnl: f64,
+    /// `pnl / cash before the entry`.
+    pub ret: f64,
+    /// Spread plus commission of entry and exit.
+    pub costs: f64,
+}
+
+const _: () = assert!(core::mem::size_of::<Trade>() == 64);
+
+/// Per-column results.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Metrics {
+    /// `final / initial - 1`.
+    pub total_return: f64,
+    /// `(1 + total)^(bars_per_year / n) - 1`.
+    pub annual_return: f64,
+    /// `std(r, ddof = 1) x sqrt(bars_per_year)`.
+    pub annual_volatility: f64,
+    /// `mean(r - rf) / std(r - rf) x sqrt(bars_per_year)`.
+    pub sharpe: f64,
+    /// `mean(r - rf) x ann / (sqrt(mean(min(r - rf, 0)^2)) x sqrt(ann))`.
+    pub sortino: f64,
+    /// Largest peak-to-trough fall of equity, as a negative fraction (empyrical's sign).
+    pub max_drawdown: f64,
+    /// Longest time under a previous equity peak, in bars (to recovery, or to the end).
+    pub max_drawdown_bars: f64,
+    /// `annual_return / |max_drawdown|`.
+    pub calmar: f64,
+    /// Closed trades (including the one closed at the end).
+    pub trades: f64,
+    /// Share of trades with pnl > 0.
+    pub win_rate: f64,
+    /// Gross profit / gross loss of trade pnl.
+    pub profit_factor: f64,
+    /// Mean trade return.
+    pub avg_trade_return: f64,
+    /// Share of bars held in a position at their close (before an end-of-data close).
+    pub exposure: f64,
+    /// Spread plus commission paid.
+    pub total_costs: f64,
+    /// Equity after the last bar.
+    pub final_equity: f64,
+    /// Number of per-bar returns.
+    pub bars: f64,
+}
+
+const _: () = assert!(core::mem::size_of::<Metrics>() == 128);
+
+/// A moving-average crossover: long while SMA(fast) > SMA(slow), short (or flat) while below.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SmaCross {
+    /// Fast window in bars.
+    pub fast: u32,
+    /// Slow window in bars.
+    pub slow: u32,
+    /// 1: short below; 0: flat below.
+    pub allow_short: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
+}
+
+/// Where a column's decisions come from.
+pub const SIGNAL_TARGETS: u32 = 0;
+/// Decisions from [`SmaCross`] parameters.
+pub const SIGNAL_SMA_CROSS: u32 = 1;
+
+/// Scalar arguments of a backtest launch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct BacktestArgs {
+    /// First bar (decisions start at its close).
+    pub start: u32,
+    /// Last bar (the last fill is at its open; open positions close at its close).
+    pub end: u32,
+    /// Bars in the price block.
+    pub n_bars: u32,
+    /// Columns.
+    pub n_columns: u32,
+    /// Parameter sets: column c uses set `c % n_params`.
+    pub n_params: u32,
+    /// [`SIGNAL_TARGETS`] or [`SIGNAL_SMA_CROSS`].
+    pub signal: u32,
+    /// Bit 0: write the ledger; bit 1: write equity curves.
+    pub write: u32,
+    /// Keeps the layout 8-byte aligned.
+    pub _pad: u32,
+    /// Bars per year (annualization).
+    pub bars_per_year: f64,
+    /// Risk-free return per bar.
+    pub risk_free: f64,
+}
+
+const _: () = assert!(core::mem::size_of::<BacktestArgs>() == 48);
+
+/// Write the ledger.
+pub const WRITE_LEDGER: u32 = 1;
+/// Write equity curves (`n_columns x (end - start + 1)`).
+pub const WRITE_EQUITY: u32 = 2;
+
+/// The target action of an SMA crossover at the close of bar `t`, from prefix sums of closes
+/// (`prefix[i]` = sum of closes of bars `0..i`). FLAT until the slow window is full.
+#[inline]
+pub fn sma_target(prefix: &[f64], t: usize, s: &SmaCross) -> u8 {
+    let (fast, slow) = (s.fast as usize, s.slow as usize);
+    if fast == 0 || slow == 0 || t + 1 < slow.max(fast) {
+        return Action::Flat as u8;
+    }
+    let fast_ma = (prefix[t + 1] - prefix[t + 1 - fast]) / fast as f64;
+    let slow_ma = (prefix[t + 1] - prefix[t + 1 - slow]) / slow as f64;
+    if fast_ma > slow_ma {
+        Action::Long as u8
+    } else if fast_ma < slow_ma && s.allow_short != 0 {
+        Action::Short as u8
+    } else {
+        Action::Flat as u8
+    }
+}
+
+/// The ledger of one column: trade statistics, and every closed trade handed to `sink`.
+struct Ledger<F: FnMut(Trade)> {
+    open: Trade,
+    cash_before: f64,
+    count: u32,
+    wins: u32,
+    gross_profit: f64,
+    gross_loss: f64,
+    sum_returns: f64,
+    costs: f64,
+    sink: F,
+}
+
+impl<F: FnMut(Trade)> TradeLog for Ledger<F> {
+    fn opened(&mut self, bar: u32, fill: &Fill, cash_before: f64) {
+        let side = if fill.units > 0.0 { 1 } else { -1 };
+        self.open = Trade {
+            entry_bar: bar,
+            side,
+            entry_price: fill.price,
+            units: libm::fabs(fill.units),
+            costs: fill.costs,
+            ..Trade::default()
+        };
+        self.cash_before = cash_before;
+        self.costs += fill.costs;
+    }
+
+    fn closed(&mut self, bar: u32, fill: &Fill, reason: ExitReason, cash_after: f64) {
+        let mut t = self.open;
+        t.exit_bar = bar;
+        t.reason = reason as u32;
+        t.exit_price = fill.price;
+        t.costs += fill.costs;
+        t.pnl = cash_after - self.cash_before;
+        t.ret = if self.cash_before > 0.0 { t.pnl / self.cash_before } else { 0.0 };
+        self.costs += fill.costs;
+        self.count += 1;
+        if t.pnl > 0.0 {
+            self.wins += 1;
+            self.gross_profit += t.pnl;
+        } else {
+            self.gross_loss -= t.pnl;
+        }
+        self.sum_returns += t.ret;
+        (self.sink)(t);
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b != 0.0 { a / b } else { f64::NAN }
+}
+
+/// Runs one column over bars `[args.start, args.end]`: decisions from `target(t)` at the close of each bar
+/// t < end, fills from the next open; a position still open after the last step is closed at the last close
+/// (reason EndOfData). Equity after each bar goes to `equity(i, value)` (i = 0 is the start), each closed
+/// trade to `sink`. Returns the metrics and the number of trades.
+#[inline]
+pub fn backtest_column(
+    args: &BacktestArgs,
+    params: &TrialParams,
+    bars: &[Bar],
+    mut target: impl FnMut(usize) -> u8,
+    mut equity: impl FnMut(usize, f64),
+    sink: impl FnMut(Trade),
+) -> (Metrics, u32) {
+    let (start, end) = (args.start as usize, args.end as usize);
+    let mut state = EnvState::new(params, args.start, args.end);
+    let mut ledger = Ledger {
+        open: Trade::default(),
+        cash_before: 0.0,
+        count: 0,
+        wins: 0,
+        gross_profit: 0.0,
+        gross_loss: 0.0,
+        sum_returns: 0.0,
+        costs: 0.0,
+        sink,
+    };
+    let initial = state.equity;
+    equity(0, initial);
+    let (mut n, mut mean, mut m2, mut downside) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let (mut peak, mut peak_bar, mut underwater) = (initial, start, false);
+    let (mut max_dd, mut max_dd_bars, mut in_position) = (0.0f64, 0usize, 0.0f64);
+    for t in start..end {
+        let prev = state.equity;
+        env_step_logged(params, &mut state, target(t), &bars[t], &bars[t + 1], &mut ledger);
+        if state.position != 0 {
+            in_position += 1.0;
+        }
+        if t + 1 == end && state.position != 0 && state.status() != crate::EnvStatus::Bankrupt {
+            let fill = close_position(params, &mut state, bars[end].close);
+            ledger.closed(end as u32, &fill, ExitReason::EndOfData, state.cash);
+            state.equity = state.cash;
+            state.step_costs += fill.costs;
+        }
+        let r = if prev != 0.0 { state.equity / prev - 1.0 } else { 0.0 };
+        let x = r - args.risk_free;
+        n += 1.0;
+        let delta = x - mean;
+        mean += delta / n;
+        m2 += delta * (x - mean);
+        if x < 0.0 {
+            downside += x * x;
+        }
+        // Drawdown duration: bars from the peak to the bar that regains it (or to the end).
+        if state.equity >= peak {
+            if underwater && t + 1 - peak_bar > max_dd_bars {
+                max_dd_bars = t + 1 - peak_bar;
+            }
+            underwater = false;
+            peak = state.equity;
+            peak_bar = t + 1;
+        } else {
+            underwater = true;
+            let dd = state.equity / peak - 1.0;
+            if dd < max_dd {
+                max_dd = dd;
+            }
+        }
+        equity(t + 1 - start, state.equity);
+    }
+    if underwater && end - peak_bar > max_dd_bars {
+        max_dd_bars = end - peak_bar;
+    }
+    let ann = args.bars_per_year;
+    let total = state.equity / initial - 1.0;
+    let std = if n > 1.0 { libm::sqrt(m2 / (n - 1.0)) } else { f64::NAN };
+    let annual = if n > 0.0 && 1.0 + total > 0.0 { libm::pow(1.0 + total, ann / n) - 1.0 } else { -1.0 };
+    let downside_dev = if n > 0.0 { libm::sqrt(downside / n) } else { 0.0 };
+    let trades = f64::from(ledger.count);
+    let metrics = Metrics {
+        total_return: total,
+        annual_return: annual,
+        annual_volatility: std * libm::sqrt(ann),
+        sharpe: ratio(mean, std) * libm::sqrt(ann),
+        sortino: ratio(mean * ann, downside_dev * libm::sqrt(ann)),
+        max_drawdown: max_dd,
+        max_drawdown_bars: max_dd_bars as f64,
+        calmar: ratio(annual, libm::fabs(max_dd)),
+        trades,
+        win_rate: ratio(f64::from(ledger.wins), trades),
+        profit_factor: if ledger.gross_loss > 0.0 {
+            ledger.gross_profit / ledger.gross_loss
+        } else if ledger.gross_profit > 0.0 {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        },
+        avg_trade_return: ratio(ledger.sum_returns, trades),
+        exposure: ratio(in_position, n),
+        total_costs: ledger.costs,
+        final_equity: state.equity,
+        bars: n,
+    };
+    (metrics, ledger.count)
+}
+
+/// Column `col` of a launch: its parameter set, its decision source, and the run.
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "the inputs of one column, as the kernel passes them")]
+pub fn run_column(
+    col: usize,
+    args: &BacktestArgs,
+    params: &[TrialParams],
+    targets: &[u8],
+    sma: &[SmaCross],
+    prefix: &[f64],
+    bars: &[Bar],
+    equity: impl FnMut(usize, f64),
+    sink: impl FnMut(Trade),
+) -> (Metrics, u32) {
+    let p = &params[col % args.n_params.max(1) as usize];
+    let steps = (args.end - args.start) as usize;
+    let start = args.start as usize;
+    if args.signal == SIGNAL_SMA_CROSS {
+        let s = sma[col];
+        backtest_column(args, p, bars, |t| sma_target(prefix, t, &s), equity, sink)
+    } else {
+        let column = &targets[col * steps..(col + 1) * steps];
+        backtest_column(args, p, bars, |t| column[t - start], equity, sink)
+    }
+}

@@ -1,0 +1,238 @@
+//! `tradesim backtest`: an SMA-crossover grid over one symbol's bars, ranked by Sharpe, with JSON and CSV of
+//! every column and the Decimal audit of the best one.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::audit::{DecimalParams, audit_column, parse_decimal};
+use crate::data::Dataset;
+use crate::data::device::Prepared;
+use crate::{Backend, BacktestSpec, Metrics, Signals, SmaCross, backtest};
+
+/// Everything the command needs, already loaded.
+#[derive(Debug)]
+pub struct Request {
+    /// The data (or why it could not be loaded).
+    pub dataset: Result<Dataset, String>,
+    /// Symbol of a multi-symbol file.
+    pub symbol: Option<String>,
+    /// Strategy family (sma-cross).
+    pub strategy: String,
+    /// Fast windows.
+    pub fast: String,
+    /// Slow windows.
+    pub slow: String,
+    /// Short below.
+    pub allow_short: bool,
+    /// Spread text (Decimal).
+    pub spread: String,
+    /// Commission text (Decimal).
+    pub commission: String,
+    /// Capital text (Decimal).
+    pub capital: String,
+    /// Whole units.
+    pub whole_units: bool,
+    /// Annualization override.
+    pub bars_per_year: Option<f64>,
+    /// Table rows.
+    pub top: usize,
+    /// JSON output.
+    pub json: Option<PathBuf>,
+    /// CSV output.
+    pub csv: Option<PathBuf>,
+    /// The backend (or why none).
+    pub backend: Result<Backend, String>,
+}
+
+/// Parses `N`, `A:B` or `A:B:STEP` into window lengths.
+pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let num = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("--{name} `{text}`: `{s}` is not a whole number"));
+    let (a, b, step) = match parts.as_slice() {
+        [n] => (num(n)?, num(n)?, 1),
+        [a, b] => (num(a)?, num(b)?, 1),
+        [a, b, s] => (num(a)?, num(b)?, num(s)?),
+        _ => return Err(format!("--{name} `{text}`: expected N, A:B or A:B:STEP")),
+    };
+    if a == 0 || b < a || step == 0 {
+        return Err(format!("--{name} `{text}`: need 1 <= A <= B and STEP >= 1"));
+    }
+    Ok((a..=b).step_by(step as usize).collect())
+}
+
+/// Bars per year from the timestamps: 252 trading days times the median number of bars per calendar day.
+pub fn infer_bars_per_year(times: &[chrono::DateTime<chrono::FixedOffset>]) -> f64 {
+    let mut per_day: Vec<usize> = Vec::new();
+    let mut last_day = None;
+    for t in times {
+        let day = t.date_naive();
+        if last_day == Some(day) {
+            if let Some(n) = per_day.last_mut() {
+                *n += 1;
+            }
+        } else {
+            per_day.push(1);
+            last_day = Some(day);
+        }
+    }
+    per_day.sort_unstable();
+    252.0 * per_day.get(per_day.len() / 2).copied().unwrap_or(1) as f64
+}
+
+const COLUMNS: [&str; 16] = [
+    "total_return",
+    "annual_return",
+    "annual_volatility",
+    "sharpe",
+    "sortino",
+    "max_drawdown",
+    "max_drawdown_bars",
+    "calmar",
+    "trades",
+    "win_rate",
+    "profit_factor",
+    "avg_trade_return",
+    "exposure",
+    "total_costs",
+    "final_equity",
+    "bars",
+];
+
+fn values(m: &Metrics) -> [f64; 16] {
+    [
+        m.total_return,
+        m.annual_return,
+        m.annual_volatility,
+        m.sharpe,
+        m.sortino,
+        m.max_drawdown,
+        m.max_drawdown_bars,
+        m.calmar,
+        m.trades,
+        m.win_rate,
+        m.profit_factor,
+        m.avg_trade_return,
+        m.exposure,
+        m.total_costs,
+        m.final_equity,
+        m.bars,
+    ]
+}
+
+/// A number for JSON: NaN and infinities become null (JSON has no such values).
+fn json_number(x: f64) -> String {
+    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
+}
+
+/// Runs the command.
+pub fn run(req: &Request) -> Result<(), String> {
+    if req.strategy != "sma-cross" {
+        return Err(format!("unknown strategy `{}` (available: sma-cross)", req.strategy));
+    }
+    let dataset = req.dataset.clone()?;
+    let series = dataset.select(req.symbol.as_deref())?;
+    let backend = req.backend.clone()?;
+    let dp = DecimalParams {
+        initial_capital: parse_decimal("capital", &req.capital)?,
+        spread: parse_decimal("spread", &req.spread)?,
+        commission: parse_decimal("commission", &req.commission)?,
+        cash_reserve_pct: rust_decimal::Decimal::ZERO,
+        whole_units: req.whole_units,
+        allow_short: req.allow_short,
+    };
+    let params = dp.to_params()?;
+    let (fast, slow) = (parse_windows("fast", &req.fast)?, parse_windows("slow", &req.slow)?);
+    let grid: Vec<SmaCross> = fast
+        .iter()
+        .flat_map(|&f| {
+            slow.iter().filter(move |&&s| s > f).map(move |&s| SmaCross {
+                fast: f,
+                slow: s,
+                allow_short: u32::from(req.allow_short),
+                _pad: 0,
+            })
+        })
+        .collect();
+    if grid.is_empty() {
+        return Err("the grid is empty: every slow window must exceed a fast one".to_owned());
+    }
+    let n = series.bars.len();
+    let market =
+        Prepared::new(series, 0..n).map_err(|e| e.to_string())?.market_data(0..n).map_err(|e| e.to_string())?;
+    let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
+    let bars_per_year = req.bars_per_year.unwrap_or_else(|| infer_bars_per_year(&times));
+    let spec = BacktestSpec { start: 0, end: n - 1, bars_per_year, risk_free: 0.0, ledger: true, equity: false };
+    let started = Instant::now();
+    let result = backtest(&backend, &market, &[params], Signals::SmaCross(&grid), &spec).map_err(|e| e.to_string())?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "data:     {}, symbol {}, {n} bars, {bars_per_year} bars/year; {} columns on {} in {seconds:.3} s ({:.3e} bar-columns/s)",
+        dataset.label(),
+        series.symbol,
+        grid.len(),
+        backend.info().backend,
+        (grid.len() * (n - 1)) as f64 / seconds
+    );
+    let order = result.ranking(|m| m.sharpe);
+    println!(
+        "{:>4} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>7} {:>6} {:>7} {:>9}",
+        "rank", "fast", "slow", "total%", "annual%", "sharpe", "maxdd%", "trades", "win%", "pf", "costs"
+    );
+    for (rank, &c) in order.iter().take(req.top).enumerate() {
+        let (g, m) = (&grid[c], &result.metrics[c]);
+        println!(
+            "{:>4} {:>5} {:>5} {:>9.2} {:>9.2} {:>8.3} {:>8.2} {:>7} {:>6.1} {:>7.2} {:>9.2}",
+            rank + 1,
+            g.fast,
+            g.slow,
+            100.0 * m.total_return,
+            100.0 * m.annual_return,
+            m.sharpe,
+            100.0 * m.max_drawdown,
+            m.trades,
+            100.0 * m.win_rate,
+            m.profit_factor,
+            m.total_costs
+        );
+    }
+    let best = order[0];
+    match audit_column(&series.bars, &dp, result.column_trades(best), &result.metrics[best]) {
+        Ok(report) => println!("best column (fast {}, slow {}): {report}", grid[best].fast, grid[best].slow),
+        Err(e) => println!("best column: no Decimal audit: {e}"),
+    }
+    if let Some(path) = &req.json {
+        let mut out = format!(
+            "{{\n  \"data\": {:?},\n  \"symbol\": {:?},\n  \"bars\": {n},\n  \"bars_per_year\": {bars_per_year},\n  \"columns\": [\n",
+            dataset.label(),
+            series.symbol
+        );
+        for (c, m) in result.metrics.iter().enumerate() {
+            let fields: Vec<String> =
+                COLUMNS.iter().zip(values(m)).map(|(k, v)| format!("\"{k}\": {}", json_number(v))).collect();
+            let _ = writeln!(
+                out,
+                "    {{\"fast\": {}, \"slow\": {}, \"rank\": {}, {}}}{}",
+                grid[c].fast,
+                grid[c].slow,
+                order.iter().position(|&x| x == c).map_or(0, |r| r + 1),
+                fields.join(", "),
+                if c + 1 < grid.len() { "," } else { "" }
+            );
+        }
+        out += "  ]\n}\n";
+        std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!("JSON: {}", path.display());
+    }
+    if let Some(path) = &req.csv {
+        let mut out = format!("fast,slow,rank,{}\n", COLUMNS.join(","));
+        for (c, m) in result.metrics.iter().enumerate() {
+            let rank = order.iter().position(|&x| x == c).map_or(0, |r| r + 1);
+            let fields: Vec<String> = values(m).iter().map(|v| v.to_string()).collect();
+            let _ = writeln!(out, "{},{},{rank},{}", grid[c].fast, grid[c].slow, fields.join(","));
+        }
+        std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!("CSV:  {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! Backtests: metrics on hand-checkable series and against a plain reference computation, the ledger
+//! (reversal, barrier exit, end-of-data close, whole units, no trades), the SMA signal, ranking, and the
+//! Decimal audit — each on the CPU and the GPU.
+
+mod common;
+
+use common::bars;
+use tradesim::audit::{DecimalParams, audit_column};
+use tradesim::data::device::Prepared;
+use tradesim::data::generator::{GeneratorConfig, generate};
+use tradesim::{Backend, BacktestSpec, ExitReason, MarketData, Signals, SmaCross, TrialParams, backtest};
+
+const FLAT: u8 = 0;
+const LONG: u8 = 1;
+const SHORT: u8 = 2;
+
+fn spec(end: usize) -> BacktestSpec {
+    BacktestSpec { start: 0, end, bars_per_year: 252.0, risk_free: 0.0, ledger: true, equity: true }
+}
+
+/// Bars without gaps (each open is the previous close) closing at `closes`.
+fn path(closes: &[f64]) -> MarketData {
+    let ohlc: Vec<_> = closes
+        .iter()
+        .enumerate()
+        .map(|(t, &c)| {
+            let o = if t == 0 { c } else { closes[t - 1] };
+            (o, o.max(c), o.min(c), c)
+        })
+        .collect();
+    MarketData::from_bars(bars(&ohlc, 0.01), Vec::new(), 0).unwrap()
+}
+
+/// Always long on closes 100, 110, 99, 108.9, 119.79 with 1,000: 10 units, equity 1,100, 990, 1,089,
+/// 1,197.9; returns 0.1, -0.1, 0.1, 0.1: mean 0.05, std (ddof 1) 0.1, downside deviation
+/// sqrt(0.01 / 4) = 0.05; max drawdown -10% from bar 1, regained at bar 4 (3 bars).
+fn metrics_by_hand(backend: &Backend) {
+    let market = path(&[100.0, 110.0, 99.0, 108.9, 119.79]);
+    let r = backtest(
+        backend,
+        &market,
+        &[TrialParams::frictionless(1_000.0)],
+        Signals::Targets { targets: &[LONG; 4], columns: 1 },
+        &spec(4),
+    )
+    .unwrap();
+    let m = r.metrics[0];
+    let close = |what: &str, got: f64, want: f64| {
+        assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "{what}: {got} vs {want}")
+    };
+    close("total return", m.total_return, 0.1979);
+    close("annual return", m.annual_return, 1.1979f64.powf(252.0 / 4.0) - 1.0);
+    close("volatility", m.annual_volatility, 0.1 * 252f64.sqrt());
+    close("sharpe", m.sharpe, 0.5 * 252f64.sqrt());
+    close("sortino", m.sortino, 0.05 * 252.0 / (0.05 * 252f64.sqrt()));
+    close("max drawdown", m.max_drawdown, -0.1);
+    assert_eq!(m.max_drawdown_bars, 3.0);
+    close("calmar", m.calmar, m.annual_return / 0.1);
+    assert_eq!((m.trades, m.win_rate, m.profit_factor), (1.0, 1.0, f64::INFINITY));
+    close("average trade return", m.avg_trade_return, 0.1979);
+    assert_eq!((m.exposure, m.bars), (1.0, 4.0));
+    close("final equity", m.final_equity, 1_197.9);
+    assert_eq!(r.equity.len(), 5);
+    close("equity at bar 2", r.equity[2], 990.0);
+    let t = r.column_trades(0)[0];
+    assert_eq!((t.entry_bar, t.exit_bar, t.side, ExitReason::from_code(t.reason)), (1, 4, 1, ExitReason::EndOfData));
+    close("trade pnl", t.pnl, 197.9);
+}
+test_device!(metrics_by_hand);
+
+/// A reversal is two trades; the second (short) is closed at the last close. Whole units with spread 0.2%:
+/// 1,000 at 100 x 1.001 buys 9 units; the reversal at the next open (100) sells them at 99.9.
+fn ledger_reversal_and_end_close(backend: &Backend) {
+    let market = path(&[100.0, 100.0, 120.0, 110.0, 100.0]);
+    let p = TrialParams { spread: 0.002, whole_units: 1, ..TrialParams::frictionless(1_000.0) };
+    let r = backtest(
+        backend,
+        &market,
+        &[p],
+        Signals::Targets { targets: &[LONG, SHORT, SHORT, SHORT], columns: 1 },
+        &spec(4),
+    )
+    .unwrap();
+    let trades = r.column_trades(0);
+    assert_eq!(trades.len(), 2);
+    assert_eq!((trades[0].side, trades[0].units, trades[0].entry_bar, trades[0].exit_bar), (1, 9.0, 1, 2));
+    assert_eq!(ExitReason::from_code(trades[0].reason), ExitReason::Signal);
+    assert!((trades[0].entry_price - 100.1).abs() < 1e-9 && (trades[0].exit_price - 99.9).abs() < 1e-9);
+    assert!((trades[0].pnl - 9.0 * (99.9 - 100.1)).abs() < 1e-9, "{}", trades[0].pnl);
+    assert_eq!(
+        (trades[1].side, ExitReason::from_code(trades[1].reason), trades[1].exit_bar),
+        (-1, ExitReason::EndOfData, 4)
+    );
+    let m = r.metrics[0];
+    assert_eq!(m.trades, 2.0);
+    assert!((m.final_equity - (1_000.0 + trades[0].pnl + trades[1].pnl)).abs() < 1e-9);
+    let costs: f64 = trades.iter().map(|t| t.costs).sum();
+    assert!((m.total_costs - costs).abs() < 1e-12 && costs > 0.0);
+}
+test_device!(ledger_reversal_and_end_close);
+
+/// A take-profit at 2 sigma (sigma 1%): long at 100 exits at 102 within bar 2; the ledger says so.
+fn ledger_barrier_exit(backend: &Backend) {
+    let ohlc = [
+        (100.0, 100.0, 100.0, 100.0),
+        (100.0, 101.0, 99.5, 100.5),
+        (100.5, 102.5, 100.0, 102.2),
+        (102.2, 102.2, 102.2, 102.2),
+    ];
+    let market = MarketData::from_bars(bars(&ohlc, 0.01), Vec::new(), 0).unwrap();
+    let p = TrialParams { take_profit_mult: 2.0, ..TrialParams::frictionless(10_000.0) };
+    let r = backtest(backend, &market, &[p], Signals::Targets { targets: &[LONG, LONG, FLAT], columns: 1 }, &spec(3))
+        .unwrap();
+    let t = r.column_trades(0);
+    assert_eq!(t.len(), 1);
+    assert_eq!(
+        (ExitReason::from_code(t[0].reason), t[0].exit_bar, t[0].exit_price),
+        (ExitReason::TakeProfit, 2, 102.0)
+    );
+}
+test_device!(ledger_barrier_exit);
+
+/// No trades: flat all along; undefined ratios are NaN, as documented.
+fn zero_trade_column(backend: &Backend) {
+    let market = path(&[100.0, 101.0, 102.0]);
+    let r = backtest(
+        backend,
+        &market,
+        &[TrialParams::frictionless(1_000.0)],
+        Signals::Targets { targets: &[FLAT; 2], columns: 1 },
+        &spec(2),
+    )
+    .unwrap();
+    let m = r.metrics[0];
+    assert_eq!((m.trades, m.total_return, m.exposure, m.max_drawdown), (0.0, 0.0, 0.0, 0.0));
+    assert!(m.sharpe.is_nan() && m.sortino.is_nan() && m.win_rate.is_nan() && m.profit_factor.is_nan());
+    assert!(m.calmar.is_nan() && m.avg_trade_return.is_nan());
+    assert!(r.column_trades(0).is_empty());
+}
+test_device!(zero_trade_column);
+
+/// The metrics of random columns equal a plain computation from their equity curves and ledgers.
+fn metrics_match_a_plain_reference(backend: &Backend) {
+    let d = generate(&GeneratorConfig { bars: 3_000, symbols: 1, seed: 8, bar_seconds: 86_400 });
+    let market = Prepared::new(&d.series[0], 0..3_000).unwrap().market_data(0..3_000).unwrap();
+    let grid: Vec<SmaCross> = [(5, 20, 0), (10, 50, 1), (3, 7, 1), (20, 100, 0)]
+        .iter()
+        .map(|&(fast, slow, allow_short)| SmaCross { fast, slow, allow_short, _pad: 0 })
+        .collect();
+    let p = TrialParams { spread: 0.0005, commission: 0.0002, ..TrialParams::frictionless(10_000.0) };
+    let s = BacktestSpec { risk_free: 0.0001, ..spec(2_999) };
+    let r = backtest(backend, &market, &[p], Signals::SmaCross(&grid), &s).unwrap();
+    for (c, m) in r.metrics.iter().enumerate() {
+        let eq = &r.equity[c * 3_000..(c + 1) * 3_000];
+        let rets: Vec<f64> = eq.windows(2).map(|w| w[1] / w[0] - 1.0 - 0.0001).collect();
+        let n = rets.len() as f64;
+        let mean = rets.iter().sum::<f64>() / n;
+        let std = (rets.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let down = (rets.iter().map(|x| x.min(0.0).powi(2)).sum::<f64>() / n).sqrt();
+        let mut peak = eq[0];
+        let mut mdd = 0.0f64;
+        for &e in eq {
+            peak = peak.max(e);
+            mdd = mdd.min(e / peak - 1.0);
+        }
+        let trades = r.column_trades(c);
+        let wins = trades.iter().filter(|t| t.pnl > 0.0).count() as f64;
+        let rel = |what: &str, got: f64, want: f64| {
+            assert!((got - want).abs() <= 1e-9 * want.abs().max(1e-3), "column {c} {what}: {got} vs {want}")
+        };
+        rel("sharpe", m.sharpe, mean / std * 252f64.sqrt());
+        rel("sortino", m.sortino, mean * 252.0 / (down * 252f64.sqrt()));
+        rel("max drawdown", m.max_drawdown, mdd);
+        rel("total return", m.total_return, eq[2_999] / eq[0] - 1.0);
+        rel("win rate", m.win_rate, wins / trades.len() as f64);
+        assert_eq!(m.trades as usize, trades.len());
+        assert!(trades.len() > 3, "column {c} should trade");
+    }
+    let order = r.ranking(|m| m.sharpe);
+    for w in order.windows(2) {
+        assert!(r.metrics[w[0]].sharpe >= r.metrics[w[1]].sharpe);
+    }
+}
+test_device!(metrics_match_a_plain_reference);
+
+/// The Decimal audit of a 20,000-bar SMA column with costs: final equity within 1e-9 relative.
+fn decimal_audit_agrees(backend: &Backend) {
+    let d = generate(&GeneratorConfig { bars: 20_000, symbols: 1, seed: 2, bar_seconds: 3_600 });
+    let series = &d.series[0];
+    let market = Prepared::new(series, 0..20_000).unwrap().market_data(0..20_000).unwrap();
+    let dp = DecimalParams {
+        initial_capital: "100000".parse().unwrap(),
+        spread: "0.0002".parse().unwrap(),
+        commission: "0.0001".parse().unwrap(),
+        cash_reserve_pct: "0.01".parse().unwrap(),
+        whole_units: false,
+        allow_short: true,
+    };
+    let grid = [SmaCross { fast: 12, slow: 60, allow_short: 1, _pad: 0 }];
+    let r = backtest(backend, &market, &[dp.to_params().unwrap()], Signals::SmaCross(&grid), &spec(19_999)).unwrap();
+    let report = audit_column(&series.bars, &dp, r.column_trades(0), &r.metrics[0]).unwrap();
+    assert!(report.trades > 100, "{report}");
+    assert!(report.equity_rel_diff < 1e-9, "{report}");
+}
+test_device!(decimal_audit_agrees);
+
+#[test]
+fn bad_specs_are_refused() {
+    let market = path(&[100.0, 101.0, 102.0]);
+    let p = [TrialParams::frictionless(1.0)];
+    let err = backtest(&Backend::Cpu, &market, &p, Signals::Targets { targets: &[FLAT; 2], columns: 1 }, &spec(3))
+        .unwrap_err();
+    assert!(err.to_string().contains("start < end < bars"), "{err}");
+    let err = backtest(&Backend::Cpu, &market, &p, Signals::Targets { targets: &[FLAT; 3], columns: 1 }, &spec(2))
+        .unwrap_err();
+    assert!(err.to_string().contains("expected 2, got 3"), "{err}");
+    let bad = [SmaCross { fast: 0, slow: 5, allow_short: 0, _pad: 0 }];
+    assert!(backtest(&Backend::Cpu, &market, &p, Signals::SmaCross(&bad), &spec(2)).is_err());
+}
