@@ -48,19 +48,8 @@ pub fn experience(request: DeviceRequest, bars: usize, env_counts: &[usize]) -> 
     let features: Vec<f32> = (0..(bars * FEATURES) as u64).map(|i| normal(42, 5, i) as f32).collect();
     let market = MarketData::new(&prices, 100, features, FEATURES)?;
     let params: Vec<_> = (0..TRIALS).map(demo_params).collect();
-    let mut backends = Vec::new();
-    if request != DeviceRequest::Cuda {
-        backends.push(Backend::Cpu);
-    }
-    if request != DeviceRequest::Cpu {
-        match crate::select_backend(DeviceRequest::Cuda) {
-            Ok(b) => backends.push(b),
-            Err(e) if request == DeviceRequest::Cuda => return Err(e),
-            Err(e) => eprintln!("note: GPU rows skipped: {e}"),
-        }
-    }
     let mut rows = Vec::new();
-    for backend in &backends {
+    for backend in &backends(request)? {
         for &envs in env_counts {
             let steps = ((bars - 1) / envs).max(MIN_STEPS).min(bars - 1);
             let layout = SimLayout::new(TRIALS, envs)?;
@@ -144,4 +133,88 @@ pub fn json(rows: &[BenchRow], bars: usize) -> String {
         );
     }
     out + "  ]\n}\n"
+}
+
+/// One backend's DQN figures.
+#[derive(Clone, Debug)]
+pub struct DqnBenchRow {
+    /// "cpu" or "cuda".
+    pub backend: &'static str,
+    /// Gradient steps per second (each step trains every trial on its minibatch).
+    pub grad_steps_per_s: f64,
+    /// Seconds of one epoch: every trial covers all bars once (E x L = bars), acting and training each step.
+    pub epoch_seconds: f64,
+    /// Env steps (transitions) per second during that epoch, all trials.
+    pub env_steps_per_s: f64,
+    /// Gradient steps in the epoch.
+    pub epoch_grad_steps: u64,
+}
+
+/// DQN workload: K = 5 trials, minibatch `batch` per trial, hidden `hidden`, `envs` envs per trial over
+/// `bars` synthetic bars with F = 51; `grad_steps` timed gradient steps, then one epoch.
+pub fn dqn(
+    request: DeviceRequest,
+    bars: usize,
+    envs: usize,
+    batch: usize,
+    hidden: usize,
+    grad_steps: usize,
+) -> Result<Vec<DqnBenchRow>, HostError> {
+    let prices = random_walk(bars, 0.01, 43);
+    let features: Vec<f32> = (0..(bars * FEATURES) as u64).map(|i| normal(43, 5, i) as f32).collect();
+    let market = MarketData::new(&prices, 100, features, FEATURES)?;
+    let env_params: Vec<_> = (0..TRIALS).map(demo_params).collect();
+    let dqn = gpu_kernels::dqn::DqnParams { hidden: hidden as u32, batch: batch as u32, ..Default::default() };
+    let steps = ((bars - 1) / envs).max(1);
+    let mut rows = Vec::new();
+    for backend in backends(request)? {
+        let layout = SimLayout::new(TRIALS, envs)?;
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps.max(8), seed: 3, trial_groups: 1 };
+        let mut env = EnvBatch::new(&backend, &market, &env_params, layout, cfg)?;
+        let mut agent = crate::DqnAgent::new(&backend, &env, &vec![dqn; TRIALS], hidden, batch, 3)?;
+        for step in 0..8 {
+            agent.act_and_step(&mut env, step, false)?;
+        }
+        agent.train_step(&mut env)?;
+        agent.last_losses()?;
+        let started = Instant::now();
+        for _ in 0..grad_steps {
+            agent.train_step(&mut env)?;
+        }
+        agent.last_losses()?;
+        let grad_steps_per_s = grad_steps as f64 / started.elapsed().as_secs_f64();
+        env.reset_epoch(1)?;
+        let before = agent.gradient_steps();
+        let started = Instant::now();
+        for step in 0..steps as u64 {
+            agent.act_and_step(&mut env, 8 + step, false)?;
+            agent.train_step(&mut env)?;
+        }
+        agent.last_losses()?;
+        let epoch_seconds = started.elapsed().as_secs_f64();
+        rows.push(DqnBenchRow {
+            backend: backend.info().backend,
+            grad_steps_per_s,
+            epoch_seconds,
+            env_steps_per_s: (TRIALS * envs * steps) as f64 / epoch_seconds,
+            epoch_grad_steps: agent.gradient_steps() - before,
+        });
+    }
+    Ok(rows)
+}
+
+/// The backends a bench request names: the CPU unless only CUDA is asked for, CUDA when usable.
+fn backends(request: DeviceRequest) -> Result<Vec<Backend>, HostError> {
+    let mut out = Vec::new();
+    if request != DeviceRequest::Cuda {
+        out.push(Backend::Cpu);
+    }
+    if request != DeviceRequest::Cpu {
+        match crate::select_backend(DeviceRequest::Cuda) {
+            Ok(b) => out.push(b),
+            Err(e) if request == DeviceRequest::Cuda => return Err(e),
+            Err(e) => eprintln!("note: GPU rows skipped: {e}"),
+        }
+    }
+    Ok(out)
 }

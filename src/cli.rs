@@ -118,9 +118,36 @@ enum Command {
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
+    /// Trains DQN agents (K trials at once) on the train split, evaluating on the validation split each epoch.
+    Train {
+        #[command(flatten)]
+        data: DataArgs,
+        /// Algorithm.
+        #[arg(long, default_value = "dqn")]
+        algo: String,
+        /// Trials trained at once (learning rates spread around 5e-4).
+        #[arg(long, default_value_t = 3)]
+        trials: usize,
+        /// Epochs.
+        #[arg(long, default_value_t = 10)]
+        epochs: usize,
+        /// Envs per trial.
+        #[arg(long, default_value_t = 256)]
+        envs: usize,
+        /// Seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Folder for the weights (safetensors) and the report.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// auto (CUDA when usable, else CPU), cpu or cuda.
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+    },
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
-        /// Workload: experience (env stepping into the replay ring, step and scan mode).
+        /// Workload: experience (env stepping into the replay ring, step and scan mode) or dqn (gradient steps
+        /// and one epoch of 5 trials x all bars).
         #[arg(default_value = "experience")]
         workload: String,
         /// Small sizes (a smoke test, e.g. in CI).
@@ -197,6 +224,17 @@ pub fn main() -> ExitCode {
             csv,
             backend: select(device).map_err(|e| e.to_string()),
         }),
+        Command::Train { data, algo, trials, epochs, envs, seed, out, device } => crate::train_cli::run(
+            load(&data),
+            data.symbol.as_deref(),
+            &algo,
+            trials,
+            epochs,
+            envs,
+            seed,
+            out.as_deref(),
+            select(device).map_err(|e| e.to_string()),
+        ),
         Command::Bench { workload, quick, json, device } => {
             bench(&workload, quick, json.as_deref(), device).map_err(|e| e.to_string())
         }
@@ -302,8 +340,48 @@ fn features(args: &DataArgs) -> Result<(), String> {
 }
 
 fn bench(workload: &str, quick: bool, json: Option<&Path>, device: DeviceRequest) -> Result<(), HostError> {
+    if workload == "dqn" {
+        let (bars, envs, batch, steps) = if quick { (2_001, 64, 64, 3) } else { (300_000, 1_024, 1_024, 50) };
+        println!(
+            "dqn: {} trials, batch {batch} per trial, hidden 128, F = {}, {envs} envs per trial over {bars} SYNTHETIC bars",
+            crate::bench::TRIALS,
+            crate::bench::FEATURES
+        );
+        let rows = crate::bench::dqn(device, bars, envs, batch, 128, steps)?;
+        println!(
+            "| backend | gradient steps/s | epoch seconds | env-steps/s in the epoch | gradient steps per epoch |"
+        );
+        println!("|---|---|---|---|---|");
+        let mut doc = format!(
+            "{{\n  \"workload\": {{\"name\": \"dqn\", \"trials\": {}, \"bars\": {bars}, \"envs\": {envs}, \"batch\": {batch}, \
+             \"hidden\": 128, \"data\": \"synthetic\"}},\n  \"rows\": [\n",
+            crate::bench::TRIALS
+        );
+        for (i, r) in rows.iter().enumerate() {
+            println!(
+                "| {} | {:.1} | {:.2} | {:.3e} | {} |",
+                r.backend, r.grad_steps_per_s, r.epoch_seconds, r.env_steps_per_s, r.epoch_grad_steps
+            );
+            doc += &format!(
+                "    {{\"backend\": \"{}\", \"grad_steps_per_s\": {}, \"epoch_seconds\": {}, \"env_steps_per_s\": {}, \
+                 \"epoch_grad_steps\": {}}}{}\n",
+                r.backend,
+                r.grad_steps_per_s,
+                r.epoch_seconds,
+                r.env_steps_per_s,
+                r.epoch_grad_steps,
+                if i + 1 < rows.len() { "," } else { "" }
+            );
+        }
+        if let Some(path) = json {
+            std::fs::write(path, doc + "  ]\n}\n")
+                .map_err(|e| HostError::Config(format!("writing {}: {e}", path.display())))?;
+            println!("JSON: {}", path.display());
+        }
+        return Ok(());
+    }
     if workload != "experience" {
-        return Err(HostError::Config(format!("unknown bench workload `{workload}` (available: experience)")));
+        return Err(HostError::Config(format!("unknown bench workload `{workload}` (available: experience, dqn)")));
     }
     let (bars, envs): (usize, &[usize]) =
         if quick { (4_001, &[1, 64, 1_000]) } else { (300_000, &[1, 1_024, 16_384, 65_536]) };

@@ -25,11 +25,13 @@
 //! ```
 
 pub use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
+pub use gpu_kernels::dqn::DqnParams;
 pub use gpu_kernels::portfolio::ExitReason;
 pub use gpu_kernels::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
 pub use tradesim_host::{
-    Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, EnvBatch,
-    EnvConfig, HostError, MarketData, PriceSeries, SampleBatch, Signals, SimLayout, backtest, detect,
+    Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, DqnAgent,
+    EnvBatch, EnvConfig, HostError, MarketData, NetState, PriceSeries, SampleBatch, Signals, SimLayout, backtest,
+    detect,
 };
 
 pub mod audit;
@@ -39,6 +41,8 @@ pub mod cli;
 pub mod data;
 pub mod demo;
 pub mod synthetic;
+pub mod train;
+pub mod train_cli;
 
 /// The PTX module built from `gpu-kernels` by `build.rs`.
 #[cfg(feature = "cuda")]

@@ -163,3 +163,36 @@ fn cli_backtest_ranks_and_writes_every_column() {
     assert!(!ok && stderr.contains("need 1 <= A <= B"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn cli_train_writes_weights_and_report() {
+    let dir = std::env::temp_dir().join(format!("tradesim-train-{}", std::process::id()));
+    let (ok, stdout, stderr) = tradesim(&[
+        "train",
+        "--device",
+        "cpu",
+        "--epochs",
+        "2",
+        "--trials",
+        "2",
+        "--envs",
+        "16",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("embedded:eurusd-1h-ask-2017.csv") && stdout.contains("gradient steps per trial"),
+        "{stdout}"
+    );
+    for file in ["trial-0.safetensors", "trial-1.safetensors", "report.json"] {
+        assert!(dir.join(file).is_file(), "{file} missing; stdout:\n{stdout}");
+    }
+    let report = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    assert_eq!(report.matches("\"epoch\"").count(), 2, "{report}");
+    let (ok, _, stderr) = tradesim(&["train", "--algo", "a2c", "--device", "cpu"]);
+    assert!(!ok && stderr.contains("unknown algorithm `a2c`"), "{stderr}");
+    let (ok, stdout, stderr) = tradesim(&["bench", "dqn", "--quick", "--device", "cpu"]);
+    assert!(ok && stdout.contains("| cpu |"), "{stdout}{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -12,6 +12,7 @@ use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_env,
     sample_one, scan_env,
 };
+use crate::dqn::{DqnArgs, DqnParams, act_env, param_gradient, train_sample, update_param};
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Global thread index in a 1-D launch.
@@ -246,5 +247,134 @@ pub unsafe extern "ptx-kernel" fn backtest(
         );
         *metrics.add(col) = m;
         *counts.add(col) = count;
+    }
+}
+
+/// Epsilon-greedy (or greedy) actions of every env from its trial's online network (one thread per env).
+///
+/// # Safety
+/// `env_params`, `dqn`: `n_trials`; `states`, `actions`: `n_trials x envs_per_trial`; `bars`: `n_bars`;
+/// `features`: `n_bars x (input - 3)`; `weights`: `n_trials x params`; `scratch`: `n_envs x act_scratch`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dqn_act(
+    env_params: *const TrialParams,
+    states: *const EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    dqn: *const DqnParams,
+    weights: *const f32,
+    scratch: *mut f32,
+    actions: *mut u8,
+    args: DqnArgs,
+) {
+    let env = thread_index();
+    let ept = args.envs_per_trial as usize;
+    if env >= args.n_trials as usize * ept {
+        return;
+    }
+    let trial = env / ept;
+    let (per, n_params) = (args.act_scratch(), args.layout().params());
+    // SAFETY: lengths as documented; this thread alone writes its scratch row and its action.
+    unsafe {
+        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
+        let features = slice::from_raw_parts(features, args.n_bars as usize * (args.input as usize - 3));
+        let weights = slice::from_raw_parts(weights.add(trial * n_params), n_params);
+        let scratch = slice::from_raw_parts_mut(scratch.add(env * per), per);
+        *actions.add(env) = act_env(
+            env,
+            &args,
+            &*env_params.add(trial),
+            &*states.add(env),
+            bars,
+            features,
+            &*dqn.add(trial),
+            weights,
+            scratch,
+        );
+    }
+}
+
+/// Forward, TD target, loss and backward of every minibatch sample (one thread per trial and sample).
+///
+/// # Safety
+/// `dqn`: `n_trials`; `online`, `target`: `n_trials x params`; `obs`, `next_obs`: `n_trials x batch x input`;
+/// `actions`, `rewards`, `dones`, `weights`, `losses`: `n_trials x batch`; `scratch`:
+/// `n_trials x batch x train_scratch`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dqn_train_samples(
+    dqn: *const DqnParams,
+    online: *const f32,
+    target: *const f32,
+    obs: *const f32,
+    next_obs: *const f32,
+    actions: *const u32,
+    rewards: *const f32,
+    dones: *const f32,
+    weights: *const f32,
+    scratch: *mut f32,
+    losses: *mut f32,
+    args: DqnArgs,
+) {
+    let i = thread_index();
+    let b = args.batch as usize;
+    if i >= args.n_trials as usize * b {
+        return;
+    }
+    let (trial, j) = (i / b, i % b);
+    let (d, n_params, per) = (args.input as usize, args.layout().params(), args.train_scratch());
+    // SAFETY: lengths as documented; this thread alone writes sample i's scratch and loss.
+    unsafe {
+        let online = slice::from_raw_parts(online.add(trial * n_params), n_params);
+        let target = slice::from_raw_parts(target.add(trial * n_params), n_params);
+        let o = slice::from_raw_parts(obs.add(i * d), d);
+        let no = slice::from_raw_parts(next_obs.add(i * d), d);
+        let scratch = slice::from_raw_parts_mut(scratch.add(i * per), per);
+        *losses.add(i) = train_sample(
+            j,
+            &args,
+            &*dqn.add(trial),
+            online,
+            target,
+            o,
+            no,
+            *actions.add(i),
+            *rewards.add(i),
+            *dones.add(i),
+            *weights.add(i),
+            scratch,
+        );
+    }
+}
+
+/// Gradient, Adam step and target update of every parameter (one thread per trial and parameter).
+///
+/// # Safety
+/// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `scratch`:
+/// `n_trials x batch x train_scratch`; `obs`: `n_trials x batch x input`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dqn_update_params(
+    dqn: *const DqnParams,
+    online: *mut f32,
+    target: *mut f32,
+    m: *mut f32,
+    v: *mut f32,
+    scratch: *const f32,
+    obs: *const f32,
+    args: DqnArgs,
+) {
+    let i = thread_index();
+    let n_params = args.layout().params();
+    if i >= args.n_trials as usize * n_params {
+        return;
+    }
+    let (trial, p) = (i / n_params, i % n_params);
+    let (b, d, per) = (args.batch as usize, args.input as usize, args.train_scratch());
+    // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
+    unsafe {
+        let scratch = slice::from_raw_parts(scratch.add(trial * b * per), b * per);
+        let obs = slice::from_raw_parts(obs.add(trial * b * d), b * d);
+        let dqn = &*dqn.add(trial);
+        let g = param_gradient(p, &args, dqn, scratch, obs);
+        update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
     }
 }

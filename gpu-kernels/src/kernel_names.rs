@@ -20,6 +20,23 @@ pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 /// ([`crate::backtest::run_column`]).
 pub const BACKTEST: &str = "backtest";
 
+/// Epsilon-greedy actions from the online networks ([`crate::dqn::act_env`]).
+pub const DQN_ACT: &str = "dqn_act";
+/// Per-sample forward, TD target, loss and backward ([`crate::dqn::train_sample`]).
+pub const DQN_TRAIN_SAMPLES: &str = "dqn_train_samples";
+/// Per-parameter gradient, Adam and target update ([`crate::dqn::param_gradient`]).
+pub const DQN_UPDATE_PARAMS: &str = "dqn_update_params";
+
 /// Every kernel the host expects in the PTX module.
-pub const ALL: &[&str] =
-    &[ENV_SCAN, OBSERVE, REWARD_CHUNK_MOMENTS, REWARD_MERGE, REWARD_NORMALIZE, SAMPLE_TRANSITIONS, BACKTEST];
+pub const ALL: &[&str] = &[
+    ENV_SCAN,
+    OBSERVE,
+    REWARD_CHUNK_MOMENTS,
+    REWARD_MERGE,
+    REWARD_NORMALIZE,
+    SAMPLE_TRANSITIONS,
+    BACKTEST,
+    DQN_ACT,
+    DQN_TRAIN_SAMPLES,
+    DQN_UPDATE_PARAMS,
+];

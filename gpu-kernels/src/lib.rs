@@ -11,9 +11,11 @@
 pub mod backtest;
 pub mod barrier;
 pub mod batch;
+pub mod dqn;
 pub mod env;
 pub mod kernel_names;
 pub mod layout;
+pub mod mlp;
 pub mod portfolio;
 pub mod reward;
 pub mod rng;

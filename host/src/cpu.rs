@@ -12,6 +12,15 @@ use crate::{HostError, MarketData, SampleBatch};
 /// Below this many envs a step runs on one thread (rayon's hand-off would cost more than the work).
 const PARALLEL_MIN_ENVS: usize = 2_048;
 
+/// What a policy reads and writes on the CPU.
+pub(crate) struct PolicyView<'a> {
+    pub(crate) params: &'a [TrialParams],
+    pub(crate) states: &'a [EnvState],
+    pub(crate) bars: &'a [Bar],
+    pub(crate) features: &'a [f32],
+    pub(crate) actions: &'a mut Vec<u8>,
+}
+
 #[derive(Debug)]
 pub(crate) struct CpuEnv {
     params: Vec<TrialParams>,
@@ -145,6 +154,18 @@ impl CpuEnv {
                 (row.action, row.reward, row.done, row.weight);
         }
         Ok(out)
+    }
+
+    /// Everything a policy needs to act, with the action buffer resized to one step.
+    pub(crate) fn policy_view(&mut self) -> PolicyView<'_> {
+        self.actions.resize(self.states.len(), 0);
+        PolicyView {
+            params: &self.params,
+            states: &self.states,
+            bars: &self.bars,
+            features: &self.features,
+            actions: &mut self.actions,
+        }
     }
 
     pub(crate) fn states(&self) -> Result<Vec<EnvState>, HostError> {

@@ -94,10 +94,10 @@ pub struct EnvBatch {
 }
 
 #[derive(Debug)]
-enum Inner {
+pub(crate) enum Inner {
     Cpu(CpuEnv),
     #[cfg(feature = "cuda")]
-    Cuda(crate::cuda::CudaEnv),
+    Cuda(Box<crate::cuda::CudaEnv>),
 }
 
 /// Dispatches a method call to the backend.
@@ -151,7 +151,9 @@ impl EnvBatch {
         let inner = match backend {
             Backend::Cpu => Inner::Cpu(CpuEnv::new(market, params, states, cfg.ring_capacity)),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(rt) => Inner::Cuda(crate::cuda::CudaEnv::new(rt, market, params, &states, layout, cfg)?),
+            Backend::Cuda(rt) => {
+                Inner::Cuda(Box::new(crate::cuda::CudaEnv::new(rt, market, params, &states, layout, cfg)?))
+            }
         };
         let mut batch = Self {
             layout,
@@ -254,6 +256,12 @@ impl EnvBatch {
             return Err(HostError::InvalidAction { step: i / n_envs, env: i % n_envs, code: actions[i] });
         }
         on_backend!(&mut self.inner, env => env.load_actions(actions))?;
+        self.run_loaded(steps, per_launch)
+    }
+
+    /// Advances `steps` steps with the actions already in the backend's action buffer (uploaded by
+    /// [`Self::advance`], or written on the device by a policy).
+    pub(crate) fn run_loaded(&mut self, steps: usize, per_launch: usize) -> Result<(), HostError> {
         let normalize = self.cfg.ring_capacity > 0 && self.params.iter().any(|p| p.normalize_reward != 0);
         let mut done = 0;
         while done < steps {
@@ -271,7 +279,48 @@ impl EnvBatch {
         Ok(())
     }
 
-    fn args(&self, steps: usize) -> BatchArgs {
+    /// The backend state (for policies that act on the device).
+    pub(crate) fn inner_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+
+    /// The sampler's arguments for a minibatch of `batch` per trial; advances the draw counter.
+    pub(crate) fn sample_args(&mut self, batch: usize) -> Result<SampleArgs, HostError> {
+        if self.cfg.ring_capacity == 0 || batch == 0 || batch > u32::MAX as usize {
+            return Err(HostError::Config(format!(
+                "sampling {batch} transitions needs a replay ring (ring_capacity > 0) and 1 <= batch < 2^32"
+            )));
+        }
+        let args = SampleArgs {
+            seed: self.cfg.seed,
+            draw: self.draws,
+            count: self.written.min(self.cfg.ring_capacity as u64) as u32,
+            batch: batch as u32,
+            n_trials: self.layout.trials() as u32,
+            capacity: self.cfg.ring_capacity as u32,
+            n_features: self.n_features as u32,
+            trial_offset: 0,
+        };
+        self.draws += batch as u64;
+        Ok(args)
+    }
+
+    /// Bars in the price block.
+    pub fn n_bars(&self) -> usize {
+        self.n_bars
+    }
+
+    /// Features per bar.
+    pub fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    /// The trials' environment parameters.
+    pub fn params(&self) -> &[TrialParams] {
+        &self.params
+    }
+
+    pub(crate) fn args(&self, steps: usize) -> BatchArgs {
         let capacity = self.cfg.ring_capacity as u64;
         BatchArgs {
             head: if capacity > 0 { self.written % capacity } else { 0 },
@@ -292,22 +341,7 @@ impl EnvBatch {
 
     /// Samples `batch` transitions per trial (uniform over the valid ones written) and rebuilds their states.
     pub fn sample(&mut self, batch: usize) -> Result<SampleBatch, HostError> {
-        if self.cfg.ring_capacity == 0 || batch == 0 || batch > u32::MAX as usize {
-            return Err(HostError::Config(format!(
-                "sampling {batch} transitions needs a replay ring (ring_capacity > 0) and 1 <= batch < 2^32"
-            )));
-        }
-        let args = SampleArgs {
-            seed: self.cfg.seed,
-            draw: self.draws,
-            count: self.written.min(self.cfg.ring_capacity as u64) as u32,
-            batch: batch as u32,
-            n_trials: self.layout.trials() as u32,
-            capacity: self.cfg.ring_capacity as u32,
-            n_features: self.n_features as u32,
-            trial_offset: 0,
-        };
-        self.draws += batch as u64;
+        let args = self.sample_args(batch)?;
         on_backend!(&mut self.inner, env => env.sample(&args))
     }
 

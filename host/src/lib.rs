@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod backtest;
+pub mod dqn;
 pub mod env_batch;
 pub mod error;
 pub mod market;
@@ -17,6 +18,7 @@ mod cuda;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
 pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
+pub use dqn::{DqnAgent, NetState};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};

@@ -25,9 +25,20 @@ struct TrialGroup {
     actions: Option<CudaSlice<u8>>,
 }
 
+/// What a device policy reads and writes: group 0's buffers (policies need a single trial group).
+pub(crate) struct PolicyView<'a> {
+    pub(crate) stream: &'a Arc<CudaStream>,
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) states: &'a CudaSlice<Dev<EnvState>>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+    pub(crate) features: &'a CudaSlice<f32>,
+    pub(crate) actions: &'a mut CudaSlice<u8>,
+}
+
 #[derive(Debug)]
 pub(crate) struct CudaEnv {
     rt: Arc<CudaRuntime>,
+    samples: Option<SampleBuffers>,
     bars: CudaSlice<Dev<Bar>>,
     features: CudaSlice<f32>,
     n_feature_values: usize,
@@ -109,6 +120,7 @@ impl CudaEnv {
         upload.synchronize().map_err(driver("uploading market data"))?;
         Ok(Self {
             rt: rt.clone(),
+            samples: None,
             bars,
             features,
             n_feature_values: market.features().len(),
@@ -227,6 +239,46 @@ impl CudaEnv {
                 .extend(g.stream.clone_dtoh(&out.actions.slice(0..samples)).map_err(driver("downloading samples"))?);
         }
         Ok(batch)
+    }
+
+    /// The single trial group's buffers for a device policy, with an action buffer of one step.
+    pub(crate) fn policy_view(&mut self) -> Result<PolicyView<'_>, HostError> {
+        let [g] = self.groups.as_mut_slice() else {
+            return Err(HostError::Config("device policies need trial_groups = 1".to_owned()));
+        };
+        if g.actions.as_ref().is_none_or(|a| a.len() < g.envs.len()) {
+            g.actions = Some(zeros(&g.stream, g.envs.len())?);
+        }
+        Ok(PolicyView {
+            stream: &g.stream,
+            params: &g.params,
+            states: &g.states,
+            bars: &self.bars,
+            features: &self.features,
+            actions: g.actions.as_mut().expect("allocated above"),
+        })
+    }
+
+    /// Samples a minibatch into device buffers kept for the next call (a single trial group).
+    pub(crate) fn sample_device(&mut self, args: &SampleArgs) -> Result<(&Arc<CudaStream>, &SampleBuffers), HostError> {
+        let [g] = self.groups.as_slice() else {
+            return Err(HostError::Config("device sampling needs trial_groups = 1".to_owned()));
+        };
+        let samples = args.n_trials as usize * args.batch as usize;
+        let width = args.n_features as usize + 3;
+        if self.samples.as_ref().is_none_or(|s| s.actions.len() < samples) {
+            self.samples = Some(SampleBuffers {
+                obs: zeros(&g.stream, samples * width)?,
+                next_obs: zeros(&g.stream, samples * width)?,
+                actions: zeros(&g.stream, samples)?,
+                rewards: zeros(&g.stream, samples)?,
+                dones: zeros(&g.stream, samples)?,
+                weights: zeros(&g.stream, samples)?,
+            });
+        }
+        let out = self.samples.as_mut().expect("allocated above");
+        launch::sample_transitions(&self.rt, &g.stream, &g.ring, &self.features, self.n_feature_values, out, args)?;
+        Ok((&g.stream, out))
     }
 
     pub(crate) fn states(&self) -> Result<Vec<EnvState>, HostError> {

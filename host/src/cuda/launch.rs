@@ -5,6 +5,7 @@
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use gpu_kernels::backtest::{BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
 use crate::HostError;
@@ -38,6 +39,10 @@ unsafe impl DeviceRepr for Dev<BatchArgs> {}
 unsafe impl DeviceRepr for Dev<SampleArgs> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<BacktestArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<DqnArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<DqnParams> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<SmaCross> {}
 // SAFETY: see above.
@@ -190,6 +195,7 @@ pub(crate) fn update_rewards(
 }
 
 /// Outputs of the sampler.
+#[derive(Debug)]
 pub(crate) struct SampleBuffers {
     pub(crate) obs: CudaSlice<f32>,
     pub(crate) next_obs: CudaSlice<f32>,
@@ -307,5 +313,122 @@ pub(crate) fn backtest(
     // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
     // computed from this launch's own count pass, so each column's trades fit at its offset.
     unsafe { launch.launch(grid(kernel, columns)?) }.map_err(HostError::driver("launching backtest"))?;
+    Ok(())
+}
+
+/// The DQN networks of every trial on the device.
+#[derive(Debug)]
+pub(crate) struct DqnBuffers {
+    pub(crate) params: CudaSlice<Dev<DqnParams>>,
+    pub(crate) online: CudaSlice<f32>,
+    pub(crate) target: CudaSlice<f32>,
+    pub(crate) m: CudaSlice<f32>,
+    pub(crate) v: CudaSlice<f32>,
+    pub(crate) act_scratch: CudaSlice<f32>,
+    pub(crate) train_scratch: CudaSlice<f32>,
+    pub(crate) losses: CudaSlice<f32>,
+}
+
+impl DqnBuffers {
+    fn check_nets(&self, kernel: &str, args: &DqnArgs) -> Result<(), HostError> {
+        let n = args.n_trials as usize * args.layout().params();
+        at_least(kernel, "DQN parameter sets", args.n_trials as usize, self.params.len())?;
+        for (what, len) in
+            [("online", self.online.len()), ("target", self.target.len()), ("m", self.m.len()), ("v", self.v.len())]
+        {
+            at_least(kernel, what, n, len)?;
+        }
+        Ok(())
+    }
+}
+
+/// `dqn_act`: every env's action into `view.actions`.
+pub(crate) fn dqn_act(
+    rt: &CudaRuntime,
+    view: &mut super::env::PolicyView<'_>,
+    nets: &mut DqnBuffers,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_act";
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    nets.check_nets(kernel, args)?;
+    at_least(kernel, "env parameters", args.n_trials as usize, view.params.len())?;
+    at_least(kernel, "env states", n_envs, view.states.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), view.features.len())?;
+    at_least(kernel, "acting scratch", n_envs * args.act_scratch(), nets.act_scratch.len())?;
+    at_least(kernel, "actions", n_envs, view.actions.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = view.stream.launch_builder(&rt.kernels.dqn_act);
+    launch
+        .arg(view.params)
+        .arg(view.states)
+        .arg(view.bars)
+        .arg(view.features)
+        .arg(&nets.params)
+        .arg(&nets.online)
+        .arg(&mut nets.act_scratch)
+        .arg(&mut *view.actions)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching dqn_act"))?;
+    Ok(())
+}
+
+/// `dqn_train_samples` then `dqn_update_params`: one gradient step for every trial.
+pub(crate) fn dqn_train(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    samples: &SampleBuffers,
+    nets: &mut DqnBuffers,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let n_samples = args.n_trials as usize * args.batch as usize;
+    let n_params = args.n_trials as usize * args.layout().params();
+    nets.check_nets("dqn_train_samples", args)?;
+    for (what, len) in [("observations", samples.obs.len()), ("next observations", samples.next_obs.len())] {
+        at_least("dqn_train_samples", what, n_samples * args.input as usize, len)?;
+    }
+    for (what, len) in [
+        ("sampled actions", samples.actions.len()),
+        ("rewards", samples.rewards.len()),
+        ("dones", samples.dones.len()),
+        ("weights", samples.weights.len()),
+        ("losses", nets.losses.len()),
+    ] {
+        at_least("dqn_train_samples", what, n_samples, len)?;
+    }
+    at_least("dqn_train_samples", "training scratch", n_samples * args.train_scratch(), nets.train_scratch.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_train_samples);
+    launch
+        .arg(&nets.params)
+        .arg(&nets.online)
+        .arg(&nets.target)
+        .arg(&samples.obs)
+        .arg(&samples.next_obs)
+        .arg(&samples.actions)
+        .arg(&samples.rewards)
+        .arg(&samples.dones)
+        .arg(&samples.weights)
+        .arg(&mut nets.train_scratch)
+        .arg(&mut nets.losses)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_train_samples`; lengths checked above.
+    unsafe { launch.launch(grid("dqn_train_samples", n_samples)?) }
+        .map_err(HostError::driver("launching dqn_train_samples"))?;
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_update_params);
+    launch
+        .arg(&nets.params)
+        .arg(&mut nets.online)
+        .arg(&mut nets.target)
+        .arg(&mut nets.m)
+        .arg(&mut nets.v)
+        .arg(&nets.train_scratch)
+        .arg(&samples.obs)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_update_params`; lengths checked above.
+    unsafe { launch.launch(grid("dqn_update_params", n_params)?) }
+        .map_err(HostError::driver("launching dqn_update_params"))?;
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! stream per trial group. All `unsafe` launch code is in [`launch`].
 
 mod backtest;
+mod dqn;
 mod env;
 mod launch;
 mod runtime;
 
 pub(crate) use backtest::backtest;
+pub(crate) use dqn::CudaDqn;
 pub(crate) use env::CudaEnv;
 pub use runtime::CudaRuntime;
 

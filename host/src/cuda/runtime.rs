@@ -18,6 +18,9 @@ pub(crate) struct Kernels {
     pub(crate) reward_normalize: CudaFunction,
     pub(crate) sample_transitions: CudaFunction,
     pub(crate) backtest: CudaFunction,
+    pub(crate) dqn_act: CudaFunction,
+    pub(crate) dqn_train_samples: CudaFunction,
+    pub(crate) dqn_update_params: CudaFunction,
 }
 
 /// A CUDA device with the PTX module loaded.
@@ -54,6 +57,9 @@ impl CudaRuntime {
             reward_normalize: load(kernel_names::REWARD_NORMALIZE)?,
             sample_transitions: load(kernel_names::SAMPLE_TRANSITIONS)?,
             backtest: load(kernel_names::BACKTEST)?,
+            dqn_act: load(kernel_names::DQN_ACT)?,
+            dqn_train_samples: load(kernel_names::DQN_TRAIN_SAMPLES)?,
+            dqn_update_params: load(kernel_names::DQN_UPDATE_PARAMS)?,
         };
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)

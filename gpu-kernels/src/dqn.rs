@@ -1,0 +1,278 @@
+//! DQN on top of [`crate::mlp`]: epsilon-greedy acting for every env, and a training step for every trial
+//! at once (TD targets from the target network, optional Double DQN, Huber loss, backward, Adam, target
+//! update). Per-thread bodies shared by the PTX entries and the CPU backend.
+
+use crate::batch::observe_env;
+use crate::mlp::{ACTIONS, Layout, adam, argmax, backward, forward, huber, huber_grad};
+use crate::rng::{draw_below, draw_u64};
+use crate::types::{Bar, EnvState, TrialParams};
+
+/// Per-trial DQN hyperparameters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DqnParams {
+    /// Adam learning rate.
+    pub lr: f32,
+    /// Discount.
+    pub gamma: f32,
+    /// Exploration at step 0.
+    pub eps_start: f32,
+    /// Exploration after the decay.
+    pub eps_end: f32,
+    /// Env steps over which epsilon decays linearly.
+    pub eps_decay_steps: f32,
+    /// Polyak rate of the target network (0: hard copies every `target_every` gradient steps).
+    pub tau: f32,
+    /// Huber threshold.
+    pub huber_delta: f32,
+    /// Adam beta1.
+    pub beta1: f32,
+    /// Adam beta2.
+    pub beta2: f32,
+    /// Adam epsilon.
+    pub adam_eps: f32,
+    /// Active hidden width (<= the batch's H).
+    pub hidden: u32,
+    /// Active minibatch size (<= the batch's B).
+    pub batch: u32,
+    /// Hard target update period in gradient steps (with tau = 0).
+    pub target_every: u32,
+    /// 1: Double DQN targets.
+    pub double_dqn: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: [u32; 2],
+}
+
+const _: () = assert!(core::mem::size_of::<DqnParams>() == 64);
+
+impl Default for DqnParams {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            gamma: 0.99,
+            eps_start: 1.0,
+            eps_end: 0.05,
+            eps_decay_steps: 10_000.0,
+            tau: 0.0,
+            huber_delta: 1.0,
+            beta1: 0.9,
+            beta2: 0.999,
+            adam_eps: 1e-8,
+            hidden: 128,
+            batch: 256,
+            target_every: 250,
+            double_dqn: 1,
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// Scalar arguments of the DQN kernels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DqnArgs {
+    /// Trials.
+    pub n_trials: u32,
+    /// Envs per trial (acting).
+    pub envs_per_trial: u32,
+    /// Input width D = F + 3.
+    pub input: u32,
+    /// Row stride H.
+    pub hidden: u32,
+    /// Samples per trial in the minibatch buffers (B).
+    pub batch: u32,
+    /// Bars in the price block.
+    pub n_bars: u32,
+    /// Env step (epsilon schedule and exploration draws) or gradient step number (Adam, >= 1).
+    pub step: u64,
+    /// Seed of the exploration draws.
+    pub seed: u64,
+    /// 1: act greedily (evaluation).
+    pub greedy: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<DqnArgs>() == 48);
+
+impl DqnArgs {
+    /// The parameter layout.
+    pub fn layout(&self) -> Layout {
+        Layout { input: self.input as usize, hidden: self.hidden as usize }
+    }
+
+    /// Floats of per-env acting scratch: observation, two activations.
+    pub fn act_scratch(&self) -> usize {
+        self.input as usize + 2 * self.hidden as usize
+    }
+
+    /// Floats of per-sample training scratch: a1, a2, delta1, delta2, delta3, two target activations.
+    pub fn train_scratch(&self) -> usize {
+        6 * self.hidden as usize + ACTIONS
+    }
+}
+
+/// RNG stream of exploration.
+const EXPLORE_STREAM: u64 = 0xe4_0000;
+
+/// Epsilon at env step `step`: linear from `eps_start` to `eps_end` over `eps_decay_steps`.
+#[inline]
+pub fn epsilon(p: &DqnParams, step: u64) -> f32 {
+    let frac = if p.eps_decay_steps > 0.0 { step as f32 / p.eps_decay_steps } else { 1.0 };
+    let frac = if frac > 1.0 { 1.0 } else { frac };
+    p.eps_start + (p.eps_end - p.eps_start) * frac
+}
+
+/// Env `env`'s action: its observation through the trial's online network, epsilon-greedy (greedy when
+/// `args.greedy`). `scratch` holds `args.act_scratch()` floats.
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "the inputs of one env's decision")]
+pub fn act_env(
+    env: usize,
+    args: &DqnArgs,
+    env_params: &TrialParams,
+    state: &EnvState,
+    bars: &[Bar],
+    features: &[f32],
+    dqn: &DqnParams,
+    weights: &[f32],
+    scratch: &mut [f32],
+) -> u8 {
+    let l = args.layout();
+    let (obs, rest) = scratch.split_at_mut(l.input);
+    let (a1, a2) = rest.split_at_mut(l.hidden);
+    observe_env(env_params, state, bars, features, l.input - 3, obs);
+    let mut q = [0.0; ACTIONS];
+    forward(&l, weights, dqn.hidden as usize, obs, a1, a2, &mut q);
+    if args.greedy == 0 {
+        let trial = env / args.envs_per_trial as usize;
+        let counter = args.step.wrapping_mul(u64::from(args.n_trials * args.envs_per_trial)).wrapping_add(env as u64);
+        let u = (draw_u64(args.seed, EXPLORE_STREAM + trial as u64, counter) >> 40) as f32 / (1u32 << 24) as f32;
+        if u < epsilon(dqn, args.step) {
+            return draw_below(args.seed, EXPLORE_STREAM + 0x1000 + trial as u64, counter, ACTIONS as u32) as u8;
+        }
+    }
+    argmax(&q) as u8
+}
+
+/// One minibatch sample of a trial: forward, TD target, Huber loss and backward into `scratch`
+/// (`args.train_scratch()` floats). Returns the sample's loss (0 for masked samples or those past the
+/// trial's active batch, whose gradients are zero).
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "the inputs of one sample")]
+pub fn train_sample(
+    j: usize,
+    args: &DqnArgs,
+    dqn: &DqnParams,
+    online: &[f32],
+    target: &[f32],
+    obs: &[f32],
+    next_obs: &[f32],
+    action: u32,
+    reward: f32,
+    done: f32,
+    weight: f32,
+    scratch: &mut [f32],
+) -> f32 {
+    let l = args.layout();
+    let (h, stride) = (dqn.hidden as usize, l.hidden);
+    let (a1, rest) = scratch.split_at_mut(stride);
+    let (a2, rest) = rest.split_at_mut(stride);
+    let (d1, rest) = rest.split_at_mut(stride);
+    let (d2, rest) = rest.split_at_mut(stride);
+    let (d3, rest) = rest.split_at_mut(ACTIONS);
+    let (t1, t2) = rest.split_at_mut(stride);
+    let d3: &mut [f32; ACTIONS] = d3.try_into().expect("ACTIONS floats");
+    if weight == 0.0 || j >= dqn.batch as usize {
+        for x in a1.iter_mut().chain(a2.iter_mut()).chain(d1.iter_mut()).chain(d2.iter_mut()) {
+            *x = 0.0;
+        }
+        *d3 = [0.0; ACTIONS];
+        return 0.0;
+    }
+    let mut q_next = [0.0; ACTIONS];
+    let next_action = if dqn.double_dqn != 0 {
+        forward(&l, online, h, next_obs, t1, t2, &mut q_next);
+        argmax(&q_next)
+    } else {
+        usize::MAX
+    };
+    forward(&l, target, h, next_obs, t1, t2, &mut q_next);
+    let next_value = if next_action == usize::MAX { q_next[argmax(&q_next)] } else { q_next[next_action] };
+    let y = reward + dqn.gamma * (1.0 - done) * next_value;
+    let mut q = [0.0; ACTIONS];
+    forward(&l, online, h, obs, a1, a2, &mut q);
+    let a = (action as usize).min(ACTIONS - 1);
+    let diff = q[a] - y;
+    let g = huber_grad(diff, dqn.huber_delta) * weight / dqn.batch as f32;
+    backward(&l, online, h, a, g, a1, a2, d1, d2, d3);
+    huber(diff, dqn.huber_delta) * weight
+}
+
+/// The gradient of parameter `p` of a trial (summed over its active samples in sample order) from the
+/// samples' scratch and observations; 0 outside the active width.
+#[inline]
+pub fn param_gradient(p: usize, args: &DqnArgs, dqn: &DqnParams, scratch: &[f32], obs: &[f32]) -> f32 {
+    let l = args.layout();
+    let (d, stride, h) = (l.input, l.hidden, dqn.hidden as usize);
+    let (per, b) = (args.train_scratch(), dqn.batch as usize);
+    let (a1, a2, d1, d2, d3) = (0, stride, 2 * stride, 3 * stride, 4 * stride);
+    // (delta offset, input: None for a bias, Some((from obs?, offset))) of parameter p.
+    let (delta, input): (usize, Option<(bool, usize)>) = if p < l.b1() {
+        let (i, c) = (p / d, p % d);
+        if i >= h {
+            return 0.0;
+        }
+        (d1 + i, Some((true, c)))
+    } else if p < l.w2() {
+        let i = p - l.b1();
+        if i >= h {
+            return 0.0;
+        }
+        (d1 + i, None)
+    } else if p < l.b2() {
+        let (i, c) = ((p - l.w2()) / stride, (p - l.w2()) % stride);
+        if i >= h || c >= h {
+            return 0.0;
+        }
+        (d2 + i, Some((false, a1 + c)))
+    } else if p < l.w3() {
+        let i = p - l.b2();
+        if i >= h {
+            return 0.0;
+        }
+        (d2 + i, None)
+    } else if p < l.b3() {
+        let (k, c) = ((p - l.w3()) / stride, (p - l.w3()) % stride);
+        if c >= h {
+            return 0.0;
+        }
+        (d3 + k, Some((false, a2 + c)))
+    } else {
+        (d3 + (p - l.b3()), None)
+    };
+    let mut g = 0.0;
+    for j in 0..b {
+        let s = &scratch[j * per..(j + 1) * per];
+        let x = match input {
+            None => 1.0,
+            Some((true, c)) => obs[j * d + c],
+            Some((false, c)) => s[c],
+        };
+        g += s[delta] * x;
+    }
+    g
+}
+
+/// Adam step of parameter `p` with its gradient `g`, then the target update (Polyak with tau > 0, else a
+/// copy every `target_every` gradient steps). `args.step` is the gradient step (>= 1).
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "one parameter's online, target and Adam state")]
+pub fn update_param(args: &DqnArgs, dqn: &DqnParams, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
+    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, args.step as u32);
+    if dqn.tau > 0.0 {
+        *target = dqn.tau * *w + (1.0 - dqn.tau) * *target;
+    } else if dqn.target_every > 0 && args.step.is_multiple_of(u64::from(dqn.target_every)) {
+        *target = *w;
+    }
+}

@@ -1,0 +1,157 @@
+//! The Q-network: input D (F + 3) -> hidden h (ReLU) -> hidden h (ReLU) -> 3 Q-values, one flat f32 block
+//! of parameters per trial. The block is laid out for the largest hidden width H of the batch (row stride
+//! H), and each trial uses its own active width `h <= H`; entries beyond it stay zero. Every sum runs in a
+//! fixed order with plain f32 operations, so the CPU and the GPU give the same bits.
+
+/// Q-values per state (FLAT, LONG, SHORT).
+pub const ACTIONS: usize = 3;
+
+/// Where each tensor of a trial's parameter block starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Input width D.
+    pub input: usize,
+    /// Row stride H (the largest hidden width).
+    pub hidden: usize,
+}
+
+impl Layout {
+    /// W1, `H x D` (row i = hidden unit i).
+    pub fn w1(&self) -> usize {
+        0
+    }
+    /// b1, `H`.
+    pub fn b1(&self) -> usize {
+        self.hidden * self.input
+    }
+    /// W2, `H x H`.
+    pub fn w2(&self) -> usize {
+        self.b1() + self.hidden
+    }
+    /// b2, `H`.
+    pub fn b2(&self) -> usize {
+        self.w2() + self.hidden * self.hidden
+    }
+    /// W3, `3 x H`.
+    pub fn w3(&self) -> usize {
+        self.b2() + self.hidden
+    }
+    /// b3, `3`.
+    pub fn b3(&self) -> usize {
+        self.w3() + ACTIONS * self.hidden
+    }
+    /// Parameters per trial.
+    pub fn params(&self) -> usize {
+        self.b3() + ACTIONS
+    }
+}
+
+#[inline]
+fn relu(x: f32) -> f32 {
+    if x > 0.0 { x } else { 0.0 }
+}
+
+/// Forward pass with active width `h`: writes the post-ReLU activations `a1`, `a2` (first `h` entries) and
+/// the Q-values.
+#[inline]
+pub fn forward(l: &Layout, w: &[f32], h: usize, x: &[f32], a1: &mut [f32], a2: &mut [f32], q: &mut [f32; ACTIONS]) {
+    let (d, stride) = (l.input, l.hidden);
+    for i in 0..h {
+        let row = &w[l.w1() + i * d..l.w1() + (i + 1) * d];
+        let mut s = w[l.b1() + i];
+        for j in 0..d {
+            s += row[j] * x[j];
+        }
+        a1[i] = relu(s);
+    }
+    for i in 0..h {
+        let row = &w[l.w2() + i * stride..l.w2() + i * stride + h];
+        let mut s = w[l.b2() + i];
+        for j in 0..h {
+            s += row[j] * a1[j];
+        }
+        a2[i] = relu(s);
+    }
+    for (k, qk) in q.iter_mut().enumerate() {
+        let row = &w[l.w3() + k * stride..l.w3() + k * stride + h];
+        let mut s = w[l.b3() + k];
+        for j in 0..h {
+            s += row[j] * a2[j];
+        }
+        *qk = s;
+    }
+}
+
+/// Index of the largest Q-value (the lowest index on ties).
+#[inline]
+pub fn argmax(q: &[f32; ACTIONS]) -> usize {
+    let mut best = 0;
+    for k in 1..ACTIONS {
+        if q[k] > q[best] {
+            best = k;
+        }
+    }
+    best
+}
+
+/// Huber loss of `d` with threshold `delta`.
+#[inline]
+pub fn huber(d: f32, delta: f32) -> f32 {
+    let a = if d < 0.0 { -d } else { d };
+    if a <= delta { 0.5 * d * d } else { delta * (a - 0.5 * delta) }
+}
+
+/// Derivative of [`huber`]: `d` clipped to `[-delta, delta]`.
+#[inline]
+pub fn huber_grad(d: f32, delta: f32) -> f32 {
+    if d > delta {
+        delta
+    } else if d < -delta {
+        -delta
+    } else {
+        d
+    }
+}
+
+/// Backward pass of one sample whose loss gradient w.r.t. `q[action]` is `g`: writes `delta3` (3), and the
+/// pre-activation gradients `delta2`, `delta1` (first `h` entries) from the activations of [`forward`].
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "the activations and gradients of one sample")]
+pub fn backward(
+    l: &Layout,
+    w: &[f32],
+    h: usize,
+    action: usize,
+    g: f32,
+    a1: &[f32],
+    a2: &[f32],
+    delta1: &mut [f32],
+    delta2: &mut [f32],
+    delta3: &mut [f32; ACTIONS],
+) {
+    let stride = l.hidden;
+    *delta3 = [0.0; ACTIONS];
+    delta3[action] = g;
+    for i in 0..h {
+        let back = w[l.w3() + action * stride + i] * g;
+        delta2[i] = if a2[i] > 0.0 { back } else { 0.0 };
+    }
+    for i in 0..h {
+        let mut s = 0.0;
+        for m in 0..h {
+            s += w[l.w2() + m * stride + i] * delta2[m];
+        }
+        delta1[i] = if a1[i] > 0.0 { s } else { 0.0 };
+    }
+}
+
+/// Adam moments and step of one parameter (bias-corrected; `t` >= 1 is the step number).
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "Adam's state and hyperparameters of one parameter")]
+pub fn adam(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, lr: f32, beta1: f32, beta2: f32, eps: f32, t: u32) {
+    *m = beta1 * *m + (1.0 - beta1) * g;
+    *v = beta2 * *v + (1.0 - beta2) * (g * g);
+    let m_hat = *m / (1.0 - libm::powf(beta1, t as f32));
+    let v_hat = *v / (1.0 - libm::powf(beta2, t as f32));
+    *w -= lr * m_hat / (libm::sqrtf(v_hat) + eps);
+}

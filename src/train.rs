@@ -1,0 +1,264 @@
+//! The DQN trainer: K trials x E envs collect experience on the train split with epsilon-greedy actions
+//! chosen on the device, every trial's networks train in the same launches, and each epoch ends with a
+//! greedy evaluation on the validation split through the backtest engine. Weights save as safetensors that
+//! candle's `VarBuilder` loads.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::{DType, Device, Tensor};
+use gpu_kernels::dqn::DqnParams;
+use gpu_kernels::mlp::{ACTIONS, Layout};
+
+use crate::data::Series;
+use crate::data::device::Prepared;
+use crate::data::features::WARMUP;
+use crate::data::splits::{Split, time_split};
+use crate::{
+    Backend, BacktestSpec, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, Metrics, SampleBatch, Signals,
+    SimLayout, TrialParams, backtest,
+};
+
+/// What to train.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// Envs per trial.
+    pub envs: usize,
+    /// Steps per env and epoch (capped at the training bars).
+    pub segment_len: usize,
+    /// Epochs.
+    pub epochs: usize,
+    /// Row stride of the networks (>= every trial's hidden width).
+    pub hidden: usize,
+    /// Minibatch buffer per trial (>= every trial's batch).
+    pub batch: usize,
+    /// Env steps before the first gradient step.
+    pub warmup_steps: u64,
+    /// Env steps between gradient rounds.
+    pub train_every: u64,
+    /// Gradient steps per round.
+    pub grad_steps: usize,
+    /// Replay ring per trial, in transitions.
+    pub ring_capacity: usize,
+    /// Seed of everything random.
+    pub seed: u64,
+    /// Train and validation fractions of the bars after the warm-up (the test part takes the rest).
+    pub split: (f64, f64),
+    /// Bars per year for the evaluation metrics.
+    pub bars_per_year: f64,
+    /// Environment parameters per trial.
+    pub env_params: Vec<TrialParams>,
+    /// DQN hyperparameters per trial.
+    pub dqn: Vec<DqnParams>,
+}
+
+impl TrainConfig {
+    /// A small, sensible default for `trials` trials: 256 envs, 128-step segments, 2 x 64 hidden units,
+    /// batches of 128, lr 5e-4, gamma 0.9, epsilon 1 -> 0.05 over the first half of the steps.
+    pub fn default_for(trials: usize, epochs: usize, seed: u64) -> Self {
+        let (envs, segment_len) = (256, 128);
+        let steps = (epochs * segment_len) as f32;
+        let env = TrialParams { spread: 0.0001, commission: 0.0, w_cost: 1.0, ..TrialParams::frictionless(100_000.0) };
+        let dqn = DqnParams {
+            lr: 5e-4,
+            gamma: 0.9,
+            eps_decay_steps: 0.5 * steps,
+            hidden: 64,
+            batch: 128,
+            target_every: 100,
+            ..DqnParams::default()
+        };
+        Self {
+            envs,
+            segment_len,
+            epochs,
+            hidden: 64,
+            batch: 128,
+            warmup_steps: 16,
+            train_every: 1,
+            grad_steps: 1,
+            ring_capacity: envs * 64,
+            seed,
+            split: (0.7, 0.15),
+            bars_per_year: 252.0,
+            env_params: vec![env; trials],
+            dqn: vec![dqn; trials],
+        }
+    }
+}
+
+/// One epoch's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochReport {
+    /// Epoch number (from 0).
+    pub epoch: usize,
+    /// Env steps so far (per env).
+    pub env_steps: u64,
+    /// Gradient steps so far (each for every trial).
+    pub grad_steps: u64,
+    /// Mean loss of each trial's last gradient step.
+    pub losses: Vec<f32>,
+    /// Greedy policy on the validation split, per trial.
+    pub valid: Vec<Metrics>,
+    /// Seconds of collection and training this epoch (evaluation excluded).
+    pub train_seconds: f64,
+    /// Seconds of the evaluation.
+    pub eval_seconds: f64,
+}
+
+/// The trained agent and where it stands.
+#[derive(Debug)]
+pub struct Trained {
+    /// The agent.
+    pub agent: DqnAgent,
+    /// Every epoch's report.
+    pub epochs: Vec<EpochReport>,
+    /// Greedy policy on the test split, per trial.
+    pub test: Vec<Metrics>,
+    /// The split used.
+    pub split: Split,
+}
+
+/// Train, validation and test market data of `series` (features normalized on the train split).
+pub fn split_market(series: &Series, split: (f64, f64)) -> Result<(Split, MarketData, MarketData, MarketData), String> {
+    let n = series.bars.len();
+    let s = time_split(WARMUP.min(n), n, split.0, split.1)?;
+    let prepared = Prepared::new(series, s.train.clone()).map_err(|e| e.to_string())?;
+    let part = |r: std::ops::Range<usize>| prepared.market_data(r).map_err(|e| e.to_string());
+    Ok((s.clone(), part(s.train.clone())?, part(s.valid.clone())?, part(s.test.clone())?))
+}
+
+/// The greedy policy of every trial over all of `market`, as a backtest (one env per trial).
+pub fn evaluate(
+    backend: &Backend,
+    agent: &mut DqnAgent,
+    market: &MarketData,
+    env_params: &[TrialParams],
+    bars_per_year: f64,
+    seed: u64,
+) -> Result<Vec<Metrics>, HostError> {
+    let trials = env_params.len();
+    let steps = market.n_bars() - 1;
+    let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
+    let mut env = EnvBatch::new(backend, market, env_params, SimLayout::new(trials, 1)?, cfg)?;
+    env.reset_segments(&vec![(0, steps as u32); trials])?;
+    for step in 0..steps as u64 {
+        agent.act_and_step(&mut env, step, true)?;
+    }
+    let ring = env.transitions()?;
+    let targets: Vec<u8> = ring.iter().map(|t| t.action).collect();
+    let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
+    Ok(backtest(backend, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?.metrics)
+}
+
+/// Trains on `series`; `progress` hears about every epoch as it ends.
+pub fn train_dqn(
+    backend: &Backend,
+    series: &Series,
+    cfg: &TrainConfig,
+    mut progress: impl FnMut(&EpochReport),
+) -> Result<Trained, String> {
+    let trials = cfg.dqn.len();
+    if cfg.env_params.len() != trials || trials == 0 {
+        return Err(format!("{} environment parameter sets for {trials} DQN parameter sets", cfg.env_params.len()));
+    }
+    let (split, train, valid, test) = split_market(series, cfg.split)?;
+    let segment_len = cfg.segment_len.min(train.n_bars() - 1);
+    let env_cfg = EnvConfig {
+        segment_len: segment_len as u32,
+        ring_capacity: cfg.ring_capacity,
+        seed: cfg.seed,
+        trial_groups: 1,
+    };
+    let e = |err: HostError| err.to_string();
+    let mut env =
+        EnvBatch::new(backend, &train, &cfg.env_params, SimLayout::new(trials, cfg.envs).map_err(e)?, env_cfg)
+            .map_err(e)?;
+    let mut agent = DqnAgent::new(backend, &env, &cfg.dqn, cfg.hidden, cfg.batch, cfg.seed).map_err(e)?;
+    let mut step = 0u64;
+    let mut epochs = Vec::with_capacity(cfg.epochs);
+    for epoch in 0..cfg.epochs {
+        let started = Instant::now();
+        env.reset_epoch(epoch as u64).map_err(e)?;
+        for _ in 0..segment_len {
+            agent.act_and_step(&mut env, step, false).map_err(e)?;
+            step += 1;
+            if step >= cfg.warmup_steps && step.is_multiple_of(cfg.train_every.max(1)) {
+                for _ in 0..cfg.grad_steps {
+                    agent.train_step(&mut env).map_err(e)?;
+                }
+            }
+        }
+        let losses = agent.last_losses().map_err(e)?;
+        let train_seconds = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let valid_metrics =
+            evaluate(backend, &mut agent, &valid, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+        let report = EpochReport {
+            epoch,
+            env_steps: step,
+            grad_steps: agent.gradient_steps(),
+            losses,
+            valid: valid_metrics,
+            train_seconds,
+            eval_seconds: started.elapsed().as_secs_f64(),
+        };
+        progress(&report);
+        epochs.push(report);
+    }
+    let test_metrics = evaluate(backend, &mut agent, &test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+    Ok(Trained { agent, epochs, test: test_metrics, split })
+}
+
+/// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:
+/// `l1.weight` `[h, D]`, `l1.bias` `[h]`, `l2.*`, `l3.weight` `[3, h]`, `l3.bias` `[3]`.
+pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core::Result<HashMap<String, Tensor>> {
+    let (d, stride, h) = (l.input, l.hidden, hidden);
+    let rows = |offset: usize, n_rows: usize, cols: usize, row_stride: usize| -> Vec<f32> {
+        (0..n_rows)
+            .flat_map(|i| weights[offset + i * row_stride..offset + i * row_stride + cols].iter().copied())
+            .collect()
+    };
+    let dev = Device::Cpu;
+    let mut out = HashMap::new();
+    out.insert("l1.weight".to_owned(), Tensor::from_vec(rows(l.w1(), h, d, d), (h, d), &dev)?);
+    out.insert("l1.bias".to_owned(), Tensor::from_vec(weights[l.b1()..l.b1() + h].to_vec(), h, &dev)?);
+    out.insert("l2.weight".to_owned(), Tensor::from_vec(rows(l.w2(), h, h, stride), (h, h), &dev)?);
+    out.insert("l2.bias".to_owned(), Tensor::from_vec(weights[l.b2()..l.b2() + h].to_vec(), h, &dev)?);
+    out.insert("l3.weight".to_owned(), Tensor::from_vec(rows(l.w3(), ACTIONS, h, stride), (ACTIONS, h), &dev)?);
+    out.insert("l3.bias".to_owned(), Tensor::from_vec(weights[l.b3()..l.b3() + ACTIONS].to_vec(), ACTIONS, &dev)?);
+    Ok(out)
+}
+
+/// Saves every trial's online network to `dir/trial-K.safetensors`; returns the paths.
+pub fn save_weights(agent: &DqnAgent, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let state = agent.state().map_err(|e| e.to_string())?;
+    let l = agent.layout();
+    let mut paths = Vec::new();
+    for (k, p) in agent.params().iter().enumerate() {
+        let w = &state.online[k * l.params()..(k + 1) * l.params()];
+        let tensors = trial_tensors(&l, w, p.hidden as usize).map_err(|e| e.to_string())?;
+        let path = dir.join(format!("trial-{k}.safetensors"));
+        candle_core::safetensors::save(&tensors, &path).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// A sampled minibatch as candle tensors: `obs` and `next_obs` `[K, B, D]`, `actions` `[K, B]` (u32),
+/// `rewards`, `dones`, `weights` `[K, B]` (f32), for users who train with candle.
+pub fn sample_tensors(s: &SampleBatch, trials: usize) -> candle_core::Result<HashMap<&'static str, Tensor>> {
+    let dev = Device::Cpu;
+    let b = s.actions.len() / trials.max(1);
+    let d = s.obs.len() / s.actions.len().max(1);
+    let mut out = HashMap::new();
+    out.insert("obs", Tensor::from_slice(&s.obs, (trials, b, d), &dev)?);
+    out.insert("next_obs", Tensor::from_slice(&s.next_obs, (trials, b, d), &dev)?);
+    out.insert("actions", Tensor::from_slice(&s.actions, (trials, b), &dev)?);
+    out.insert("rewards", Tensor::from_slice(&s.rewards, (trials, b), &dev)?);
+    out.insert("dones", Tensor::from_slice(&s.dones, (trials, b), &dev)?);
+    out.insert("weights", Tensor::from_slice(&s.weights, (trials, b), &dev)?.to_dtype(DType::F32)?);
+    Ok(out)
+}

@@ -1,0 +1,114 @@
+//! `tradesim train`: progress bars per epoch, a table of the trials, weights and a JSON report.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::Backend;
+use crate::backtest_cli::infer_bars_per_year;
+use crate::data::Dataset;
+use crate::train::{TrainConfig, save_weights, train_dqn};
+
+fn json_number(x: f64) -> String {
+    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
+}
+
+/// Runs the command.
+#[allow(clippy::too_many_arguments, reason = "the command's flags")]
+pub fn run(
+    dataset: Result<Dataset, String>,
+    symbol: Option<&str>,
+    algo: &str,
+    trials: usize,
+    epochs: usize,
+    envs: usize,
+    seed: u64,
+    out: Option<&Path>,
+    backend: Result<Backend, String>,
+) -> Result<(), String> {
+    if algo != "dqn" {
+        return Err(format!("unknown algorithm `{algo}` (available: dqn; PPO comes with hyperopt)"));
+    }
+    if trials == 0 || epochs == 0 || envs == 0 {
+        return Err("--trials, --epochs and --envs must be at least 1".to_owned());
+    }
+    let (dataset, backend) = (dataset?, backend?);
+    let series = dataset.select(symbol)?;
+    let mut cfg = TrainConfig::default_for(trials, epochs, seed);
+    cfg.envs = envs;
+    cfg.ring_capacity = envs * 64;
+    cfg.bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+    for (k, p) in cfg.dqn.iter_mut().enumerate() {
+        p.lr *= [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
+    }
+    println!(
+        "train:    DQN, {trials} trials x {envs} envs, {epochs} epochs, on {} ({}, {} bars), backend {}",
+        dataset.label(),
+        series.symbol,
+        series.bars.len(),
+        backend.info().backend
+    );
+    let bar = ProgressBar::new(epochs as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} epoch {pos}/{len} {msg} [{elapsed_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = Instant::now();
+    let trained = train_dqn(&backend, series, &cfg, |r| {
+        let steps_per_s =
+            (r.env_steps as f64 / (r.epoch + 1) as f64) * (trials * envs) as f64 / r.train_seconds.max(1e-9);
+        let best = r.valid.iter().map(|m| m.sharpe).filter(|s| s.is_finite()).fold(f64::NAN, f64::max);
+        bar.set_message(format!(
+            "loss {:.4}  valid Sharpe best {best:.2}  {:.2e} env-steps/s",
+            r.losses.iter().sum::<f32>() / r.losses.len() as f32,
+            steps_per_s
+        ));
+        bar.inc(1);
+    })?;
+    bar.finish();
+    let last = trained.epochs.last().ok_or("no epoch ran")?;
+    println!("done in {:.1} s: {} gradient steps per trial", started.elapsed().as_secs_f64(), last.grad_steps);
+    println!(
+        "{:>5} {:>9} {:>9} {:>12} {:>12} {:>10} {:>10}",
+        "trial", "lr", "loss", "valid ret%", "valid Sharpe", "test ret%", "test Sharpe"
+    );
+    for k in 0..trials {
+        let (v, t) = (&last.valid[k], &trained.test[k]);
+        println!(
+            "{k:>5} {:>9.2e} {:>9.4} {:>12.2} {:>12.3} {:>10.2} {:>10.3}",
+            cfg.dqn[k].lr,
+            last.losses[k],
+            100.0 * v.total_return,
+            v.sharpe,
+            100.0 * t.total_return,
+            t.sharpe
+        );
+    }
+    if let Some(dir) = out {
+        let paths = save_weights(&trained.agent, dir)?;
+        let mut json =
+            format!("{{\n  \"data\": {:?},\n  \"symbol\": {:?},\n  \"epochs\": [\n", dataset.label(), series.symbol);
+        for (i, r) in trained.epochs.iter().enumerate() {
+            let valid: Vec<String> = r.valid.iter().map(|m| json_number(m.sharpe)).collect();
+            let losses: Vec<String> = r.losses.iter().map(|l| json_number(f64::from(*l))).collect();
+            let _ = writeln!(
+                json,
+                "    {{\"epoch\": {}, \"losses\": [{}], \"valid_sharpe\": [{}], \"train_seconds\": {}}}{}",
+                r.epoch,
+                losses.join(", "),
+                valid.join(", "),
+                r.train_seconds,
+                if i + 1 < trained.epochs.len() { "," } else { "" }
+            );
+        }
+        let test: Vec<String> = trained.test.iter().map(|m| json_number(m.total_return)).collect();
+        let _ = write!(json, "  ],\n  \"test_total_return\": [{}]\n}}\n", test.join(", "));
+        let report = dir.join("report.json");
+        std::fs::write(&report, json).map_err(|e| format!("writing {}: {e}", report.display()))?;
+        println!("weights:  {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        println!("report:   {}", report.display());
+    }
+    Ok(())
+}

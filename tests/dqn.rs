@@ -1,0 +1,322 @@
+//! DQN: forward, gradients and an Adam step against candle's CPU autograd; GPU == CPU over 100 training
+//! steps; learning on a planted pattern; safetensors weights that candle loads and that give the same
+//! Q-values.
+
+mod common;
+
+use candle_core::{D, DType, Device, Tensor, Var};
+use candle_nn::{Module, Optimizer, VarBuilder};
+use common::{Bits, assert_bitwise};
+use gpu_kernels::dqn::{DqnArgs, DqnParams, param_gradient, train_sample, update_param};
+use gpu_kernels::mlp::{ACTIONS, Layout, forward};
+use tradesim::synthetic::normal;
+use tradesim::train::{evaluate, save_weights, trial_tensors};
+use tradesim::{Backend, Bar, DqnAgent, EnvBatch, EnvConfig, MarketData, SimLayout, TrialParams};
+
+const D_IN: usize = 7;
+const STRIDE: usize = 24;
+const H: usize = 16;
+const B: usize = 32;
+
+fn params() -> DqnParams {
+    DqnParams { hidden: H as u32, batch: B as u32, gamma: 0.9, huber_delta: 0.5, lr: 1e-3, ..DqnParams::default() }
+}
+
+fn args() -> DqnArgs {
+    DqnArgs {
+        n_trials: 1,
+        envs_per_trial: 1,
+        input: D_IN as u32,
+        hidden: STRIDE as u32,
+        batch: B as u32,
+        step: 1,
+        ..Default::default()
+    }
+}
+
+/// A random batch: obs, next_obs, actions, rewards, dones, weights (two samples masked).
+#[allow(clippy::type_complexity, reason = "the six columns of a minibatch")]
+fn batch() -> (Vec<f32>, Vec<f32>, Vec<u32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let f = |stream: u64, n: usize| (0..n as u64).map(|i| normal(3, stream, i) as f32).collect::<Vec<f32>>();
+    let actions = (0..B as u64).map(|i| (i % 3) as u32).collect();
+    let dones = (0..B).map(|i| if i % 7 == 0 { 1.0 } else { 0.0 }).collect();
+    let weights = (0..B).map(|i| if i == 5 || i == 11 { 0.0 } else { 1.0 }).collect();
+    (f(1, B * D_IN), f(2, B * D_IN), actions, f(3, B), dones, weights)
+}
+
+/// Candle tensors of the active part of a parameter block.
+fn vars(l: &Layout, w: &[f32]) -> Vec<Var> {
+    let t = trial_tensors(l, w, H).unwrap();
+    ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "l3.weight", "l3.bias"]
+        .iter()
+        .map(|k| Var::from_tensor(&t[*k]).unwrap())
+        .collect()
+}
+
+fn candle_q(v: &[Var], x: &Tensor) -> Tensor {
+    let h1 = x.matmul(&v[0].t().unwrap()).unwrap().broadcast_add(&v[1]).unwrap().relu().unwrap();
+    let h2 = h1.matmul(&v[2].t().unwrap()).unwrap().broadcast_add(&v[3]).unwrap().relu().unwrap();
+    h2.matmul(&v[4].t().unwrap()).unwrap().broadcast_add(&v[5]).unwrap()
+}
+
+fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
+    let scale = b.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-12);
+    a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+/// Our block's active entries in candle's tensor order.
+fn active(l: &Layout, w: &[f32]) -> Vec<Vec<f32>> {
+    let t = trial_tensors(l, w, H).unwrap();
+    ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "l3.weight", "l3.bias"]
+        .iter()
+        .map(|k| t[*k].flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        .collect()
+}
+
+#[test]
+fn forward_gradients_and_adam_match_candle() {
+    let l = Layout { input: D_IN, hidden: STRIDE };
+    let online = tradesim_host_init(&l, 1);
+    let target = tradesim_host_init(&l, 2);
+    let (obs, next_obs, actions, rewards, dones, weights) = batch();
+    let dev = Device::Cpu;
+    let (vo, vt) = (vars(&l, &online), vars(&l, &target));
+    let x = Tensor::from_slice(&obs, (B, D_IN), &dev).unwrap();
+    let nx = Tensor::from_slice(&next_obs, (B, D_IN), &dev).unwrap();
+    // Forward.
+    let q_candle = candle_q(&vo, &x).flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let mut q_ours = Vec::new();
+    let (mut a1, mut a2) = (vec![0.0; STRIDE], vec![0.0; STRIDE]);
+    for j in 0..B {
+        let mut q = [0.0; ACTIONS];
+        forward(&l, &online, H, &obs[j * D_IN..(j + 1) * D_IN], &mut a1, &mut a2, &mut q);
+        q_ours.extend(q);
+    }
+    assert!(max_rel_err(&q_ours, &q_candle) <= 1e-5, "forward: {}", max_rel_err(&q_ours, &q_candle));
+    // Loss: Huber(q(s, a) - y), y = r + gamma (1 - done) Q_target(s', argmax_a' Q_online(s', a')), mean over B.
+    let p = params();
+    let a_star = candle_q(&vo, &nx).argmax_keepdim(D::Minus1).unwrap();
+    let q_next = candle_q(&vt, &nx).gather(&a_star, 1).unwrap().squeeze(1).unwrap().detach();
+    let r = Tensor::from_slice(&rewards, B, &dev).unwrap();
+    let not_done = Tensor::from_slice(&dones, B, &dev).unwrap().affine(-1.0, 1.0).unwrap();
+    let y = (r + (q_next * not_done).unwrap().affine(f64::from(p.gamma), 0.0).unwrap()).unwrap().detach();
+    let acts = Tensor::from_slice(&actions, (B, 1), &dev).unwrap();
+    let q_sa = candle_q(&vo, &x).gather(&acts, 1).unwrap().squeeze(1).unwrap();
+    let diff = (q_sa - y).unwrap();
+    let abs = diff.abs().unwrap();
+    let m = abs.clamp(0.0, f64::from(p.huber_delta)).unwrap();
+    let per = ((m.sqr().unwrap() * 0.5).unwrap() + ((abs - &m).unwrap() * f64::from(p.huber_delta)).unwrap()).unwrap();
+    let w = Tensor::from_slice(&weights, B, &dev).unwrap();
+    let loss = ((per * w).unwrap().sum_all().unwrap() / B as f64).unwrap();
+    let grads = loss.backward().unwrap();
+    // Ours.
+    let a = args();
+    let mut scratch = vec![0.0; B * a.train_scratch()];
+    let mut our_loss = 0.0;
+    for (j, s) in scratch.chunks_mut(a.train_scratch()).enumerate() {
+        let (o, no) = (&obs[j * D_IN..(j + 1) * D_IN], &next_obs[j * D_IN..(j + 1) * D_IN]);
+        our_loss += train_sample(j, &a, &p, &online, &target, o, no, actions[j], rewards[j], dones[j], weights[j], s);
+    }
+    let candle_loss = loss.to_scalar::<f32>().unwrap();
+    assert!(
+        (our_loss / B as f32 - candle_loss).abs() <= 1e-5 * candle_loss.abs().max(1e-3),
+        "{our_loss} vs {candle_loss}"
+    );
+    let g_ours: Vec<f32> = (0..l.params()).map(|q| param_gradient(q, &a, &p, &scratch, &obs)).collect();
+    let ours = active(&l, &g_ours);
+    for (i, v) in vo.iter().enumerate() {
+        let theirs = grads.get(v).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let err = max_rel_err(&ours[i], &theirs);
+        assert!(err <= 1e-5, "gradient of tensor {i}: relative error {err}");
+    }
+    let outside: f32 = g_ours.iter().sum::<f32>() - ours.iter().flatten().sum::<f32>();
+    assert!(outside.abs() < 1e-6, "gradients beyond the active width must be 0");
+    // One Adam step.
+    let mut opt = candle_nn::AdamW::new(
+        vo.clone(),
+        candle_nn::ParamsAdamW { lr: f64::from(p.lr), beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+    )
+    .unwrap();
+    opt.backward_step(&loss).unwrap();
+    let mut stepped = online.clone();
+    let (mut t, mut m, mut v) = (target.clone(), vec![0.0; l.params()], vec![0.0; l.params()]);
+    for q in 0..l.params() {
+        update_param(&a, &p, g_ours[q], &mut stepped[q], &mut t[q], &mut m[q], &mut v[q]);
+    }
+    let before = active(&l, &online);
+    let after = active(&l, &stepped);
+    for (i, var) in vo.iter().enumerate() {
+        let theirs: Vec<f32> =
+            var.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(&before[i]).map(|(x, b)| x - b).collect();
+        let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
+        let err = max_rel_err(&ours, &theirs);
+        assert!(err <= 1e-4, "Adam update of tensor {i}: relative error {err}");
+    }
+}
+
+fn tradesim_host_init(l: &Layout, trial: u64) -> Vec<f32> {
+    tradesim_host::dqn::init_weights(l, H, 9, trial)
+}
+
+/// Bars whose next move is announced, 85% of the time, by feature 0 (the other feature is noise): the
+/// decision at the close of bar t sees f0 = sign of bar t+1's open-to-close move.
+fn planted_market(n: usize, seed: u64) -> MarketData {
+    let mut bars = Vec::with_capacity(n);
+    let mut features = Vec::with_capacity(n * 2);
+    let mut close = 100.0f64;
+    let moves: Vec<f64> = (0..n as u64).map(|t| 0.01 * normal(seed, 1, t).signum()).collect();
+    for t in 0..n {
+        let open = close;
+        close = open * (1.0 + moves[t]);
+        bars.push(Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.01 });
+        let next = moves.get(t + 1).copied().unwrap_or(0.0).signum();
+        let honest = normal(seed, 2, t as u64) > -1.04; // P = 0.85
+        features.push(if honest { next as f32 } else { -next as f32 });
+        features.push(normal(seed, 3, t as u64) as f32);
+    }
+    MarketData::from_bars(bars, features, 2).unwrap()
+}
+
+fn sanity_params() -> (TrialParams, DqnParams) {
+    let env = TrialParams { w_pnl: 100.0, ..TrialParams::frictionless(10_000.0) };
+    let dqn = DqnParams {
+        lr: 2e-3,
+        gamma: 0.5,
+        hidden: 16,
+        batch: 64,
+        eps_decay_steps: 300.0,
+        target_every: 50,
+        ..DqnParams::default()
+    };
+    (env, dqn)
+}
+
+/// After training on the planted pattern, the greedy policy beats buy-and-hold and a random policy on
+/// held-out bars by a wide margin.
+fn learns_a_planted_pattern(backend: &Backend) {
+    let (env_p, dqn_p) = sanity_params();
+    let train = planted_market(2_000, 1);
+    let held_out = planted_market(600, 2);
+    let cfg = EnvConfig { segment_len: 50, ring_capacity: 16 * 400, seed: 4, trial_groups: 1 };
+    let mut env = EnvBatch::new(backend, &train, &[env_p], SimLayout::new(1, 16).unwrap(), cfg).unwrap();
+    let mut agent = DqnAgent::new(backend, &env, &[dqn_p], 16, 64, 4).unwrap();
+    let mut step = 0;
+    for epoch in 0..12 {
+        env.reset_epoch(epoch).unwrap();
+        for _ in 0..50 {
+            agent.act_and_step(&mut env, step, false).unwrap();
+            step += 1;
+            if step >= 4 {
+                agent.train_step(&mut env).unwrap();
+            }
+        }
+    }
+    let policy = evaluate(backend, &mut agent, &held_out, &[env_p], 252.0, 4).unwrap()[0];
+    let closes: Vec<f64> = held_out.bars().iter().map(|b| b.close).collect();
+    let buy_and_hold = closes[599] / held_out.bars()[1].open - 1.0;
+    let random = {
+        let targets: Vec<u8> = (0..599u64).map(|i| gpu_kernels::rng::draw_below(8, 8, i, 3) as u8).collect();
+        let spec = tradesim::BacktestSpec {
+            start: 0,
+            end: 599,
+            bars_per_year: 252.0,
+            risk_free: 0.0,
+            ledger: false,
+            equity: false,
+        };
+        tradesim::backtest(
+            backend,
+            &held_out,
+            &[env_p],
+            tradesim::Signals::Targets { targets: &targets, columns: 1 },
+            &spec,
+        )
+        .unwrap()
+        .metrics[0]
+    };
+    println!(
+        "planted pattern: policy {:.3}, buy-and-hold {buy_and_hold:.3}, random {:.3}",
+        policy.total_return, random.total_return
+    );
+    assert!(policy.total_return > buy_and_hold + 1.0, "policy {} vs buy-and-hold {buy_and_hold}", policy.total_return);
+    assert!(
+        policy.total_return > random.total_return + 1.0,
+        "policy {} vs random {}",
+        policy.total_return,
+        random.total_return
+    );
+}
+test_device!(learns_a_planted_pattern);
+
+fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
+    let (env_p, dqn_p) = sanity_params();
+    let market = planted_market(1_000, 5);
+    let cfg = EnvConfig { segment_len: 100, ring_capacity: 64 * 100, seed: 6, trial_groups: 1 };
+    let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
+    let dqn =
+        [dqn_p, DqnParams { hidden: 8, batch: 32, double_dqn: 0, tau: 0.01, ..dqn_p }, DqnParams { lr: 1e-2, ..dqn_p }];
+    let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 64).unwrap(), cfg).unwrap();
+    let mut agent = DqnAgent::new(backend, &env, &dqn, 16, 64, 6).unwrap();
+    for step in 0..100 {
+        agent.act_and_step(&mut env, step, false).unwrap();
+        agent.train_step(&mut env).unwrap();
+    }
+    (agent.state().unwrap(), agent.last_losses().unwrap())
+}
+
+/// 100 steps of acting and training for 3 trials (different widths, batches, Double DQN on and off, hard
+/// and Polyak targets): the GPU gives the CPU's bits.
+#[test]
+fn gpu_training_matches_cpu_bitwise() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (cpu_state, cpu_losses) = hundred_steps(&Backend::Cpu);
+    let (gpu_state, gpu_losses) = hundred_steps(&gpu);
+    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
+    assert_bitwise("target weights", &cpu_state.target, &gpu_state.target);
+    assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
+    assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
+    assert_bitwise("losses", &cpu_losses, &gpu_losses);
+    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+}
+
+/// Saved weights load into a candle model through `VarBuilder` and give the agent's Q-values.
+#[test]
+fn safetensors_round_trip_into_candle() {
+    let (env_p, dqn_p) = sanity_params();
+    let market = planted_market(300, 7);
+    let cfg = EnvConfig { segment_len: 50, ring_capacity: 400, seed: 1, trial_groups: 1 };
+    let env = EnvBatch::new(&Backend::Cpu, &market, &[env_p, env_p], SimLayout::new(2, 4).unwrap(), cfg).unwrap();
+    let agent = DqnAgent::new(&Backend::Cpu, &env, &[dqn_p, DqnParams { hidden: 8, ..dqn_p }], 16, 64, 3).unwrap();
+    let dir = std::env::temp_dir().join(format!("tradesim-weights-{}", std::process::id()));
+    let paths = save_weights(&agent, &dir).unwrap();
+    assert_eq!(paths.len(), 2);
+    let state = agent.state().unwrap();
+    let l = agent.layout();
+    for (k, (path, hidden)) in paths.iter().zip([16usize, 8]).enumerate() {
+        // SAFETY: the file was just written by this test and is not modified while mapped.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &Device::Cpu) }.unwrap();
+        let l1 = candle_nn::linear(l.input, hidden, vb.pp("l1")).unwrap();
+        let l2 = candle_nn::linear(hidden, hidden, vb.pp("l2")).unwrap();
+        let l3 = candle_nn::linear(hidden, ACTIONS, vb.pp("l3")).unwrap();
+        let x: Vec<f32> = (0..5 * l.input as u64).map(|i| normal(11, 1, i) as f32).collect();
+        let xt = Tensor::from_slice(&x, (5, l.input), &Device::Cpu).unwrap();
+        let q = l3.forward(&l2.forward(&l1.forward(&xt).unwrap().relu().unwrap()).unwrap().relu().unwrap()).unwrap();
+        let theirs = q.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let w = &state.online[k * l.params()..(k + 1) * l.params()];
+        let mut ours = Vec::new();
+        let (mut a1, mut a2) = (vec![0.0; l.hidden], vec![0.0; l.hidden]);
+        for j in 0..5 {
+            let mut q = [0.0; ACTIONS];
+            forward(&l, w, hidden, &x[j * l.input..(j + 1) * l.input], &mut a1, &mut a2, &mut q);
+            ours.extend(q);
+        }
+        assert!(max_rel_err(&ours, &theirs) <= 1e-5, "trial {k}: {:?} vs {:?}", ours, theirs);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+impl Bits for Vec<f32> {
+    fn bits(&self) -> Vec<u64> {
+        self.iter().map(|x| u64::from(x.to_bits())).collect()
+    }
+}
