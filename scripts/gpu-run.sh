@@ -29,7 +29,7 @@ if [ "${1:-}" = "--bench" ]; then
     section "bench $(basename "$b")"
     "$b" --bench >>"$log" 2>&1 || failed=1
   done
-  grep -aE "^env_step/|time:|thrpt:" "$log" >>"$summary" || true
+  grep -aE "^env_step/|^inner/|^cpu_|time:|thrpt:" "$log" >>"$summary" || true
 fi
 echo "exit: $failed" >>"$summary"
 cat "$summary"

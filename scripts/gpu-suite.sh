@@ -25,7 +25,7 @@ cargo test --workspace --release --no-run --message-format=json 2>/dev/null | ex
   cp "$exe" "$stage/tests/"
 done
 cargo bench --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
-  case "$(basename "$exe")" in env_step-*) cp "$exe" "$stage/benches/" ;; esac
+  case "$(basename "$exe")" in env_step-* | kernels-*) cp "$exe" "$stage/benches/" ;; esac
 done
 strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
 cp scripts/gpu-run.sh "$stage/run.sh"

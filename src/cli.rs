@@ -146,9 +146,8 @@ enum Command {
     },
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
-        /// Workload: experience (env stepping into the replay ring, step and scan mode) or dqn (gradient steps
-        /// and one epoch of 5 trials x all bars).
-        #[arg(default_value = "experience")]
+        /// Workload: experience (W1), backtest (W2), dqn (W3) or all.
+        #[arg(default_value = "all")]
         workload: String,
         /// Small sizes (a smoke test, e.g. in CI).
         #[arg(long)]
@@ -340,61 +339,10 @@ fn features(args: &DataArgs) -> Result<(), String> {
 }
 
 fn bench(workload: &str, quick: bool, json: Option<&Path>, device: DeviceRequest) -> Result<(), HostError> {
-    if workload == "dqn" {
-        let (bars, envs, batch, steps) = if quick { (2_001, 64, 64, 3) } else { (300_000, 1_024, 1_024, 50) };
-        println!(
-            "dqn: {} trials, batch {batch} per trial, hidden 128, F = {}, {envs} envs per trial over {bars} SYNTHETIC bars",
-            crate::bench::TRIALS,
-            crate::bench::FEATURES
-        );
-        let rows = crate::bench::dqn(device, bars, envs, batch, 128, steps)?;
-        println!(
-            "| backend | gradient steps/s | epoch seconds | env-steps/s in the epoch | gradient steps per epoch |"
-        );
-        println!("|---|---|---|---|---|");
-        let mut doc = format!(
-            "{{\n  \"workload\": {{\"name\": \"dqn\", \"trials\": {}, \"bars\": {bars}, \"envs\": {envs}, \"batch\": {batch}, \
-             \"hidden\": 128, \"data\": \"synthetic\"}},\n  \"rows\": [\n",
-            crate::bench::TRIALS
-        );
-        for (i, r) in rows.iter().enumerate() {
-            println!(
-                "| {} | {:.1} | {:.2} | {:.3e} | {} |",
-                r.backend, r.grad_steps_per_s, r.epoch_seconds, r.env_steps_per_s, r.epoch_grad_steps
-            );
-            doc += &format!(
-                "    {{\"backend\": \"{}\", \"grad_steps_per_s\": {}, \"epoch_seconds\": {}, \"env_steps_per_s\": {}, \
-                 \"epoch_grad_steps\": {}}}{}\n",
-                r.backend,
-                r.grad_steps_per_s,
-                r.epoch_seconds,
-                r.env_steps_per_s,
-                r.epoch_grad_steps,
-                if i + 1 < rows.len() { "," } else { "" }
-            );
-        }
-        if let Some(path) = json {
-            std::fs::write(path, doc + "  ]\n}\n")
-                .map_err(|e| HostError::Config(format!("writing {}: {e}", path.display())))?;
-            println!("JSON: {}", path.display());
-        }
-        return Ok(());
-    }
-    if workload != "experience" {
-        return Err(HostError::Config(format!("unknown bench workload `{workload}` (available: experience, dqn)")));
-    }
-    let (bars, envs): (usize, &[usize]) =
-        if quick { (4_001, &[1, 64, 1_000]) } else { (300_000, &[1, 1_024, 16_384, 65_536]) };
-    println!(
-        "experience: {} trials, {bars} SYNTHETIC bars, F = {}, L = max(bars / E, {}) steps per env",
-        crate::bench::TRIALS,
-        crate::bench::FEATURES,
-        crate::bench::MIN_STEPS
-    );
-    let rows = crate::bench::experience(device, bars, envs)?;
-    print!("{}", crate::bench::markdown(&rows));
+    let report = crate::bench::run(workload, quick, device)?;
+    print!("{}", report.markdown());
     if let Some(path) = json {
-        std::fs::write(path, crate::bench::json(&rows, bars))
+        std::fs::write(path, report.json())
             .map_err(|e| HostError::Config(format!("writing {}: {e}", path.display())))?;
         println!("JSON: {}", path.display());
     }

@@ -243,7 +243,45 @@ impl EnvBatch {
         self.advance(actions, steps, per_launch)
     }
 
-    fn advance(&mut self, actions: &[u8], steps: usize, per_launch: usize) -> Result<(), HostError> {
+    /// [`Self::scan`] (or [`Self::step_many`] with `step_mode`), also returning the device time of the
+    /// launches measured with CUDA events (the longest of the trial groups' streams; `None` on the CPU).
+    pub fn run_timed(&mut self, actions: &[u8], steps: usize, step_mode: bool) -> Result<Option<f64>, HostError> {
+        let per_launch = if step_mode {
+            1
+        } else {
+            match self.cfg.ring_capacity {
+                0 => steps.max(1),
+                capacity => (capacity / self.layout.envs_per_trial()).max(1),
+            }
+        };
+        self.check_actions(actions, steps)?;
+        #[cfg(feature = "cuda")]
+        if let Inner::Cuda(env) = &mut self.inner {
+            env.load_actions(actions)?;
+            let start = env.record_events()?;
+            self.run_loaded(steps, per_launch)?;
+            return self.elapsed_since(&start).map(Some);
+        }
+        on_backend!(&mut self.inner, env => env.load_actions(actions))?;
+        self.run_loaded(steps, per_launch).map(|()| None)
+    }
+
+    /// Milliseconds from `start` (one event per trial group) to now on the slowest group's stream.
+    #[cfg(feature = "cuda")]
+    fn elapsed_since(&self, start: &[cudarc::driver::CudaEvent]) -> Result<f64, HostError> {
+        let Inner::Cuda(env) = &self.inner else {
+            return Err(HostError::Config("device timing needs the CUDA backend".to_owned()));
+        };
+        let end = env.record_events()?;
+        let mut longest = 0.0f64;
+        for (s, e) in start.iter().zip(&end) {
+            e.synchronize().map_err(HostError::driver("waiting for the launches"))?;
+            longest = longest.max(f64::from(s.elapsed_ms(e).map_err(HostError::driver("reading event times"))?));
+        }
+        Ok(longest)
+    }
+
+    fn check_actions(&self, actions: &[u8], steps: usize) -> Result<(), HostError> {
         let n_envs = self.layout.n_envs();
         if actions.len() != steps * n_envs {
             return Err(HostError::Shape {
@@ -255,6 +293,11 @@ impl EnvBatch {
         if let Some(i) = actions.iter().position(|&a| a >= Action::COUNT) {
             return Err(HostError::InvalidAction { step: i / n_envs, env: i % n_envs, code: actions[i] });
         }
+        Ok(())
+    }
+
+    fn advance(&mut self, actions: &[u8], steps: usize, per_launch: usize) -> Result<(), HostError> {
+        self.check_actions(actions, steps)?;
         on_backend!(&mut self.inner, env => env.load_actions(actions))?;
         self.run_loaded(steps, per_launch)
     }

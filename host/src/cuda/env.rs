@@ -168,6 +168,12 @@ impl CudaEnv {
         Ok(())
     }
 
+    /// Records a timing event on every group's stream.
+    pub(crate) fn record_events(&self) -> Result<Vec<cudarc::driver::CudaEvent>, HostError> {
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        self.groups.iter().map(|g| g.stream.record_event(timing).map_err(driver("recording an event"))).collect()
+    }
+
     pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
         for g in &mut self.groups {
             let args = g.args(args);

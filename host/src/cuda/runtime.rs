@@ -110,3 +110,29 @@ impl CudaRuntime {
 fn ptx_target(ptx: &str) -> Option<&str> {
     ptx.lines().find_map(|l| l.trim().strip_prefix(".target ")).map(str::trim)
 }
+
+impl CudaRuntime {
+    /// Device-to-device copy bandwidth in GB/s (bytes read plus bytes written), timed with CUDA events over
+    /// `reps` copies of a `bytes` buffer after one warm-up copy.
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, HostError> {
+        let stream = self.new_stream()?;
+        let n = bytes / 4;
+        let src = stream.alloc_zeros::<f32>(n).map_err(HostError::driver("allocating the copy source"))?;
+        let mut dst = stream.alloc_zeros::<f32>(n).map_err(HostError::driver("allocating the copy target"))?;
+        stream.memcpy_dtod(&src, &mut dst).map_err(HostError::driver("copying"))?;
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+        for _ in 0..reps {
+            stream.memcpy_dtod(&src, &mut dst).map_err(HostError::driver("copying"))?;
+        }
+        let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+        end.synchronize().map_err(HostError::driver("waiting for the copies"))?;
+        let ms = start.elapsed_ms(&end).map_err(HostError::driver("reading event times"))?;
+        Ok((2 * n * 4 * reps) as f64 / (f64::from(ms) * 1e-3) / 1e9)
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), HostError> {
+        self.ctx.mem_get_info().map_err(HostError::driver("reading device memory"))
+    }
+}

@@ -1,0 +1,69 @@
+//! Criterion benches of the inner per-element functions on the CPU (the same code the kernels run):
+//! one env step, one backtest column, one MLP forward and one DQN training sample.
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, SmaCross, run_column};
+use gpu_kernels::dqn::{DqnArgs, DqnParams, train_sample};
+use gpu_kernels::env::env_step;
+use gpu_kernels::mlp::{ACTIONS, Layout, forward};
+use gpu_kernels::{EnvState, TrialParams};
+use tradesim::demo::demo_params;
+use tradesim::synthetic::{normal, random_walk};
+use tradesim::{MarketData, backtest::close_prefix};
+
+fn cpu_inner(c: &mut Criterion) {
+    let market = MarketData::prices_only(&random_walk(10_001, 0.01, 1)).expect("market");
+    let bars = market.bars();
+    let params = demo_params(0);
+    let mut group = c.benchmark_group("inner");
+    group.throughput(Throughput::Elements(10_000));
+    group.bench_function("cpu_env_step_x10000", |b| {
+        b.iter(|| {
+            let mut s = EnvState::new(&params, 0, 10_000);
+            for t in 0..10_000 {
+                env_step(&params, &mut s, (t % 7 % 3) as u8, &bars[t], &bars[t + 1]);
+            }
+            s.equity
+        });
+    });
+    let prefix = close_prefix(&market);
+    let sma = [SmaCross { fast: 10, slow: 50, allow_short: 1, _pad: 0 }];
+    let args = BacktestArgs {
+        start: 0,
+        end: 10_000,
+        n_bars: 10_001,
+        n_columns: 1,
+        n_params: 1,
+        signal: SIGNAL_SMA_CROSS,
+        write: 0,
+        _pad: 0,
+        bars_per_year: 252.0,
+        risk_free: 0.0,
+    };
+    group.bench_function("cpu_backtest_column_x10000", |b| {
+        b.iter(|| {
+            run_column(0, &args, &[TrialParams::frictionless(1e5)], &[], &sma, &prefix, bars, |_, _| {}, |_| {})
+                .0
+                .sharpe
+        });
+    });
+    group.finish();
+    let l = Layout { input: 54, hidden: 128 };
+    let w: Vec<f32> = (0..l.params() as u64).map(|i| 0.05 * normal(2, 1, i) as f32).collect();
+    let x: Vec<f32> = (0..54).map(|i| normal(2, 2, i) as f32).collect();
+    let (mut a1, mut a2, mut q) = (vec![0.0; 128], vec![0.0; 128], [0.0; ACTIONS]);
+    c.bench_function("cpu_mlp_forward_54_128_128_3", |b| {
+        b.iter(|| {
+            forward(&l, &w, 128, &x, &mut a1, &mut a2, &mut q);
+            q[0]
+        });
+    });
+    let args = DqnArgs { n_trials: 1, input: 54, hidden: 128, batch: 1, step: 1, ..Default::default() };
+    let p = DqnParams { hidden: 128, batch: 1, ..DqnParams::default() };
+    let mut scratch = vec![0.0; args.train_scratch()];
+    c.bench_function("cpu_dqn_train_sample_54_128", |b| {
+        b.iter(|| train_sample(0, &args, &p, &w, &w, &x, &x, 1, 0.01, 0.0, 1.0, &mut scratch));
+    });
+}
+
+criterion_group!(benches, cpu_inner);
+criterion_main!(benches);

@@ -1,0 +1,357 @@
+//! `tradesim bench`: the project's claims measured side by side in one run on one machine, as a markdown
+//! table and a JSON document. All workloads use seeded synthetic bars with F = 51 and are labelled so.
+//!
+//! - W1 experience, 5 trials x all bars (the same transitions in every variant): (a) the seed's loop with
+//!   string conversions, (b) the same with `ToPrimitive`, (c) our CPU path with one env per trial, (d) our
+//!   CPU path env-parallel, (e) the GPU in the seed's design (one env per trial, one stream per trial),
+//!   (f) the GPU env-parallel (E = 1,024, 16,384, 65,536; scan and step mode).
+//! - W2 backtest: an SMA grid of 10,000 parameter sets over all bars, CPU vs GPU.
+//! - W3 DQN: gradient steps per second and one epoch (collect + train, 5 trials x all bars), CPU vs GPU,
+//!   with the GPU's utilization sampled through NVML.
+
+mod report;
+mod seed;
+
+use std::time::Instant;
+
+use gpu_kernels::rng::draw_below;
+
+pub use report::{BenchReport, GpuFacts, Machine, Row};
+pub use seed::{Conversion, seed_experience};
+
+use crate::data::device::Prepared;
+use crate::data::generator::{GeneratorConfig, generate};
+use crate::demo::demo_params;
+use crate::{
+    Backend, BacktestSpec, DeviceRequest, EnvBatch, EnvConfig, HostError, MarketData, Signals, SimLayout, SmaCross,
+};
+
+/// Trials of every workload.
+pub const TRIALS: usize = 5;
+/// Features per bar.
+pub const FEATURES: usize = 51;
+
+/// Sizes of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// Bars of the synthetic series.
+    pub bars: usize,
+    /// Env counts of variant (f).
+    pub wide_envs: [usize; 3],
+    /// Envs per trial of variant (d).
+    pub cpu_envs: usize,
+    /// SMA fast and slow window counts of W2 (their product is the number of columns).
+    pub sma_grid: (u32, u32),
+    /// DQN: envs per trial, minibatch per trial, timed gradient steps.
+    pub dqn: (usize, usize, usize),
+}
+
+impl Sizes {
+    /// The full run: 300K bars, 10,000 SMA sets, batch 1,024.
+    pub const FULL: Self = Self {
+        bars: 300_000,
+        wide_envs: [1_024, 16_384, 65_536],
+        cpu_envs: 16_384,
+        sma_grid: (100, 100),
+        dqn: (1_024, 1_024, 50),
+    };
+    /// A smoke test for CI.
+    pub const QUICK: Self =
+        Self { bars: 2_001, wide_envs: [16, 64, 250], cpu_envs: 64, sma_grid: (4, 5), dqn: (16, 32, 2) };
+}
+
+/// The market of every workload: `bars` synthetic bars of one symbol, their features and Decimal bars.
+struct Workload {
+    dataset: crate::data::Dataset,
+    market: MarketData,
+}
+
+fn workload(bars: usize) -> Result<Workload, HostError> {
+    let dataset = generate(&GeneratorConfig {
+        bars: bars + crate::data::features::WARMUP,
+        symbols: 1,
+        seed: 42,
+        bar_seconds: 3_600,
+    });
+    let series = &dataset.series[0];
+    let n = series.bars.len();
+    let prepared = Prepared::new(series, crate::data::features::WARMUP..n)?;
+    let market = prepared.market_data(crate::data::features::WARMUP..n)?;
+    Ok(Workload { dataset, market })
+}
+
+/// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable.
+pub fn backends(request: DeviceRequest) -> Result<Vec<Backend>, HostError> {
+    let mut out = Vec::new();
+    if request != DeviceRequest::Cuda {
+        out.push(Backend::Cpu);
+    }
+    if request != DeviceRequest::Cpu {
+        match crate::select_backend(DeviceRequest::Cuda) {
+            Ok(b) => out.push(b),
+            Err(e) if request == DeviceRequest::Cuda => return Err(e),
+            Err(e) => eprintln!("note: GPU rows skipped: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+fn random_actions(n: usize, seed: u64) -> Vec<u8> {
+    (0..n as u64).map(|i| draw_below(seed, 2, i, 3) as u8).collect()
+}
+
+/// One EnvBatch variant of W1: `envs` per trial over one pass of the bars, scan or step mode.
+fn env_variant(
+    backend: &Backend,
+    market: &MarketData,
+    envs: usize,
+    groups: usize,
+    step_mode: bool,
+) -> Result<(usize, f64, Option<f64>), HostError> {
+    let steps = (market.n_bars() - 1) / envs;
+    let layout = SimLayout::new(TRIALS, envs)?;
+    let params: Vec<_> = (0..TRIALS).map(demo_params).collect();
+    let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps * envs, seed: 7, trial_groups: groups };
+    let mut env = EnvBatch::new(backend, market, &params, layout, cfg)?;
+    let actions = random_actions(steps * layout.n_envs(), 7);
+    let started = Instant::now();
+    let kernel_ms = env.run_timed(&actions, steps, step_mode)?;
+    env.states()?;
+    Ok((TRIALS * envs * steps, started.elapsed().as_secs_f64(), kernel_ms))
+}
+
+/// W1: the experience variants (a) to (f).
+pub fn experience(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
+    let w = workload(sizes.bars)?;
+    let series = &w.dataset.series[0].bars[crate::data::features::WARMUP..];
+    let n = w.market.n_bars();
+    let actions = random_actions(TRIALS * (n - 1), 7);
+    let mut rows = Vec::new();
+    for (variant, how) in [("a", Conversion::ViaString), ("b", Conversion::ToPrimitive)] {
+        let started = Instant::now();
+        let (made, checksum) = seed_experience(series, w.market.features(), FEATURES, &actions, TRIALS, how);
+        let seconds = started.elapsed().as_secs_f64();
+        let label = match how {
+            Conversion::ViaString => "seed loop, Decimal, to_string().parse::<f32>()",
+            Conversion::ToPrimitive => "seed loop, Decimal, ToPrimitive",
+        };
+        rows.push(
+            Row::experience(variant, label, "cpu", 1, made, seconds, None)
+                .with_note(format!("reward checksum {checksum:.3}")),
+        );
+    }
+    for backend in backends {
+        let name = backend.info().backend;
+        if backend.is_cuda() {
+            let (made, s, k) = env_variant(backend, &w.market, 1, TRIALS, false)?;
+            rows.push(Row::experience(
+                "e",
+                "GPU, seed design: 1 env per trial, 1 stream per trial",
+                name,
+                1,
+                made,
+                s,
+                k,
+            ));
+            for &envs in &sizes.wide_envs {
+                for step_mode in [false, true] {
+                    let (made, s, k) = env_variant(backend, &w.market, envs, 1, step_mode)?;
+                    let mode = if step_mode { "step mode" } else { "scan mode" };
+                    rows.push(Row::experience("f", &format!("GPU env-parallel, {mode}"), name, envs, made, s, k));
+                }
+            }
+        } else {
+            let (made, s, _) = env_variant(backend, &w.market, 1, 1, false)?;
+            rows.push(Row::experience("c", "our CPU path, 1 env per trial", name, 1, made, s, None));
+            let (made, s, _) = env_variant(backend, &w.market, sizes.cpu_envs, 1, false)?;
+            let label = format!("our CPU path, env-parallel on {} threads", backend.info().parallelism);
+            rows.push(Row::experience("d", &label, name, sizes.cpu_envs, made, s, None));
+        }
+    }
+    Ok(rows)
+}
+
+/// W2: an SMA grid over all bars, CPU vs GPU.
+pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
+    let w = workload(sizes.bars)?;
+    let (nf, ns) = sizes.sma_grid;
+    let grid: Vec<SmaCross> = (0..nf)
+        .flat_map(|f| (0..ns).map(move |s| SmaCross { fast: 2 + f, slow: 2 + nf + s, allow_short: 1, _pad: 0 }))
+        .collect();
+    let params = [demo_params(0)];
+    let n = w.market.n_bars();
+    let spec =
+        BacktestSpec { start: 0, end: n - 1, bars_per_year: 252.0 * 7.0, risk_free: 0.0, ledger: true, equity: false };
+    let mut rows = Vec::new();
+    for backend in backends {
+        let started = Instant::now();
+        let r = crate::backtest(backend, &w.market, &params, Signals::SmaCross(&grid), &spec)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let trades = r.trades.len();
+        rows.push(
+            Row::backtest(backend.info().backend, grid.len(), n - 1, seconds)
+                .with_note(format!("{trades} trades in the ledger")),
+        );
+    }
+    Ok(rows)
+}
+
+/// W3: DQN gradient steps and one epoch, CPU vs GPU; `sample` is called during the GPU epoch.
+pub fn dqn(
+    backends: &[Backend],
+    sizes: &Sizes,
+    mut sampler: impl FnMut() -> Option<report::Utilization>,
+) -> Result<Vec<Row>, HostError> {
+    let w = workload(sizes.bars)?;
+    let (envs, batch, timed) = sizes.dqn;
+    let hidden = 128;
+    let env_params: Vec<_> = (0..TRIALS).map(demo_params).collect();
+    let dqn = gpu_kernels::dqn::DqnParams { hidden: hidden as u32, batch: batch as u32, ..Default::default() };
+    let steps = ((w.market.n_bars() - 1) / envs).max(1);
+    let mut rows = Vec::new();
+    for backend in backends {
+        let layout = SimLayout::new(TRIALS, envs)?;
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps.max(8), seed: 3, trial_groups: 1 };
+        let mut env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
+        let mut agent = crate::DqnAgent::new(backend, &env, &vec![dqn; TRIALS], hidden, batch, 3)?;
+        for step in 0..8 {
+            agent.act_and_step(&mut env, step, false)?;
+        }
+        agent.train_step(&mut env)?;
+        agent.last_losses()?;
+        let started = Instant::now();
+        for _ in 0..timed {
+            agent.train_step(&mut env)?;
+        }
+        agent.last_losses()?;
+        let grad_steps_per_s = timed as f64 / started.elapsed().as_secs_f64();
+        env.reset_epoch(1)?;
+        let mut utilization = report::Utilization::default();
+        let started = Instant::now();
+        for step in 0..steps as u64 {
+            agent.act_and_step(&mut env, 8 + step, false)?;
+            agent.train_step(&mut env)?;
+            if backend.is_cuda()
+                && step.is_multiple_of(8)
+                && let Some(u) = sampler()
+            {
+                utilization.add(&u);
+            }
+        }
+        agent.last_losses()?;
+        let seconds = started.elapsed().as_secs_f64();
+        let mut row = Row::dqn(backend.info().backend, TRIALS * envs * steps, seconds, grad_steps_per_s, steps);
+        if utilization.samples > 0 {
+            row = row.with_utilization(utilization);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The GPU facts: copy bandwidth and device memory.
+pub fn gpu_facts(request: DeviceRequest) -> Option<GpuFacts> {
+    #[cfg(feature = "cuda")]
+    {
+        if request == DeviceRequest::Cpu {
+            return None;
+        }
+        let Ok(Backend::Cuda(rt)) = crate::select_backend(DeviceRequest::Cuda) else { return None };
+        let copy_gbs = rt.copy_bandwidth(1 << 30, 10).ok()?;
+        let (free, total) = rt.memory().ok()?;
+        Some(GpuFacts { copy_gbs, total_memory: total, used_memory_at_end: total - free, peak_used_memory: None })
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = request;
+        None
+    }
+}
+
+/// NVML, loaded at run time (no NVML, no samples).
+pub struct GpuMonitor {
+    #[cfg(feature = "cuda")]
+    nvml: Option<nvml_wrapper::Nvml>,
+    peak: Option<u64>,
+}
+
+impl std::fmt::Debug for GpuMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuMonitor").field("peak", &self.peak).finish()
+    }
+}
+
+impl GpuMonitor {
+    /// Opens NVML when a GPU run is asked for.
+    pub fn open(request: DeviceRequest) -> Self {
+        #[cfg(feature = "cuda")]
+        {
+            let nvml = if request == DeviceRequest::Cpu { None } else { nvml_wrapper::Nvml::init().ok() };
+            Self { nvml, peak: None }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = request;
+            Self { peak: None }
+        }
+    }
+
+    /// One sample of device 0: busy percentage and memory in use.
+    pub fn sample(&mut self) -> Option<report::Utilization> {
+        #[cfg(feature = "cuda")]
+        {
+            let device = self.nvml.as_ref()?.device_by_index(0).ok()?;
+            let busy = f64::from(device.utilization_rates().ok()?.gpu);
+            let used = device.memory_info().ok()?.used;
+            self.peak = Some(self.peak.unwrap_or(0).max(used));
+            Some(report::Utilization { samples: 1, sum_gpu: busy, max_gpu: busy, max_used_memory: used })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            None
+        }
+    }
+
+    /// The largest memory use sampled.
+    pub fn peak(&self) -> Option<u64> {
+        self.peak
+    }
+}
+
+/// Runs the named workloads (`experience`, `backtest`, `dqn` or `all`).
+pub fn run(workload: &str, quick: bool, request: DeviceRequest) -> Result<BenchReport, HostError> {
+    let names: &[&str] = match workload {
+        "all" => &["experience", "backtest", "dqn"],
+        "experience" => &["experience"],
+        "backtest" => &["backtest"],
+        "dqn" => &["dqn"],
+        other => {
+            return Err(HostError::Config(format!(
+                "unknown bench workload `{other}` (available: experience, backtest, dqn, all)"
+            )));
+        }
+    };
+    let sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
+    let started = Instant::now();
+    let mut monitor = GpuMonitor::open(request);
+    let backends = backends(request)?;
+    let mut rows = Vec::new();
+    for name in names {
+        rows.extend(match *name {
+            "experience" => experience(&backends, &sizes)?,
+            "backtest" => backtest_grid(&backends, &sizes)?,
+            _ => dqn(&backends, &sizes, || monitor.sample())?,
+        });
+        monitor.sample();
+    }
+    let gpu_backend = backends.iter().find(|b| b.is_cuda());
+    let gpu = gpu_backend.and_then(|_| gpu_facts(request)).map(|g| GpuFacts { peak_used_memory: monitor.peak(), ..g });
+    Ok(BenchReport {
+        machine: Machine::describe(gpu_backend),
+        quick,
+        bars: sizes.bars,
+        rows,
+        gpu,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

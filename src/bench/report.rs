@@ -1,0 +1,362 @@
+//! Rows, machine description, markdown and JSON of a bench run.
+
+use std::fmt::Write as _;
+
+/// One measured line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// "W1", "W2" or "W3".
+    pub workload: &'static str,
+    /// Variant letter (W1) or backend name.
+    pub variant: String,
+    /// What ran.
+    pub label: String,
+    /// "cpu" or "cuda".
+    pub backend: &'static str,
+    /// Envs per trial (W1), columns (W2), envs per trial (W3).
+    pub width: usize,
+    /// Units of work: transitions (W1, W3) or bar-columns (W2).
+    pub work: usize,
+    /// Wall seconds (uploads and downloads included).
+    pub seconds: f64,
+    /// Work per second.
+    pub throughput: f64,
+    /// Device milliseconds of the launches (CUDA events).
+    pub kernel_ms: Option<f64>,
+    /// W3: gradient steps per second.
+    pub grad_steps_per_s: Option<f64>,
+    /// W3: gradient steps in the epoch.
+    pub epoch_grad_steps: Option<usize>,
+    /// W3: GPU utilization sampled through NVML during the epoch.
+    pub utilization: Option<Utilization>,
+    /// Anything else worth printing.
+    pub note: String,
+}
+
+/// GPU utilization samples (NVML).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Utilization {
+    /// Number of samples.
+    pub samples: usize,
+    /// Sum of the GPU busy percentages.
+    pub sum_gpu: f64,
+    /// Largest busy percentage.
+    pub max_gpu: f64,
+    /// Largest device memory in use, bytes.
+    pub max_used_memory: u64,
+}
+
+impl Utilization {
+    /// Adds a sample.
+    pub fn add(&mut self, u: &Self) {
+        self.samples += u.samples;
+        self.sum_gpu += u.sum_gpu;
+        self.max_gpu = self.max_gpu.max(u.max_gpu);
+        self.max_used_memory = self.max_used_memory.max(u.max_used_memory);
+    }
+
+    /// Mean busy percentage.
+    pub fn mean_gpu(&self) -> f64 {
+        if self.samples == 0 { f64::NAN } else { self.sum_gpu / self.samples as f64 }
+    }
+}
+
+impl Row {
+    /// A W1 row.
+    pub fn experience(
+        variant: &str,
+        label: &str,
+        backend: &'static str,
+        envs: usize,
+        transitions: usize,
+        seconds: f64,
+        kernel_ms: Option<f64>,
+    ) -> Self {
+        Self {
+            workload: "W1",
+            variant: variant.to_owned(),
+            label: label.to_owned(),
+            backend,
+            width: envs,
+            work: transitions,
+            seconds,
+            throughput: transitions as f64 / seconds,
+            kernel_ms,
+            grad_steps_per_s: None,
+            epoch_grad_steps: None,
+            utilization: None,
+            note: String::new(),
+        }
+    }
+
+    /// A W2 row.
+    pub fn backtest(backend: &'static str, columns: usize, bars: usize, seconds: f64) -> Self {
+        Self {
+            workload: "W2",
+            label: format!("{columns} SMA columns x {bars} bars, ledger on"),
+            width: columns,
+            work: columns * bars,
+            throughput: (columns * bars) as f64 / seconds,
+            ..Self::experience(backend, "", backend, 0, 0, seconds, None)
+        }
+    }
+
+    /// A W3 row.
+    pub fn dqn(
+        backend: &'static str,
+        transitions: usize,
+        seconds: f64,
+        grad_steps_per_s: f64,
+        epoch_grad_steps: usize,
+    ) -> Self {
+        Self {
+            workload: "W3",
+            label: "DQN epoch: act + one gradient step per env step".to_owned(),
+            grad_steps_per_s: Some(grad_steps_per_s),
+            epoch_grad_steps: Some(epoch_grad_steps),
+            ..Self::experience(backend, "", backend, 0, transitions, seconds, None)
+        }
+    }
+
+    /// With a note.
+    pub fn with_note(mut self, note: String) -> Self {
+        self.note = note;
+        self
+    }
+
+    /// With NVML samples.
+    pub fn with_utilization(mut self, u: Utilization) -> Self {
+        self.utilization = Some(u);
+        self
+    }
+}
+
+/// The machine the run measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Machine {
+    /// CPU model.
+    pub cpu: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// GPU name, compute capability and memory, when used.
+    pub gpu: Option<String>,
+}
+
+impl Machine {
+    /// Reads /proc/cpuinfo and the CUDA backend (when `gpu` is given).
+    pub fn describe(gpu: Option<&crate::Backend>) -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+            })
+            .unwrap_or_else(|| "unknown".to_owned());
+        let gpu = gpu.map(|b| b.info()).and_then(|i| {
+            let (major, minor) = i.compute_capability?;
+            Some(format!(
+                "{} (cc {major}.{minor}, {:.1} GiB)",
+                i.device_name?,
+                i.total_memory? as f64 / f64::from(1u32 << 30)
+            ))
+        });
+        Self { cpu, threads: crate::Backend::Cpu.info().parallelism, gpu }
+    }
+}
+
+/// Device facts measured by the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuFacts {
+    /// Device-to-device copy bandwidth (read + write), GB/s.
+    pub copy_gbs: f64,
+    /// Device memory, bytes.
+    pub total_memory: usize,
+    /// In use at the end of the run, bytes.
+    pub used_memory_at_end: usize,
+    /// Largest use NVML saw, bytes.
+    pub peak_used_memory: Option<u64>,
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchReport {
+    /// Where it ran.
+    pub machine: Machine,
+    /// Whether the sizes were the CI smoke test's.
+    pub quick: bool,
+    /// Bars of the synthetic series.
+    pub bars: usize,
+    /// Every row.
+    pub rows: Vec<Row>,
+    /// GPU facts, when a GPU was used.
+    pub gpu: Option<GpuFacts>,
+    /// Wall seconds of the run.
+    pub seconds: f64,
+}
+
+/// Bytes an env step moves through device memory at least: its transition (36 B), its action (1 B) and two
+/// bars (2 x 40 B, mostly cache hits); the env state stays in registers during a scan.
+pub const BYTES_PER_ENV_STEP: f64 = 36.0 + 1.0 + 80.0;
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+fn json_number(x: f64) -> String {
+    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
+}
+
+fn json_opt(x: Option<f64>) -> String {
+    x.map_or_else(|| "null".to_owned(), json_number)
+}
+
+impl BenchReport {
+    fn throughput_of(&self, variant: &str) -> Option<f64> {
+        self.rows.iter().find(|r| r.workload == "W1" && r.variant == variant).map(|r| r.throughput)
+    }
+
+    /// The slowest stage: the W1-W3 row of the GPU (or the CPU without one) with the longest wall time.
+    pub fn slowest(&self) -> Option<&Row> {
+        let backend = if self.gpu.is_some() { "cuda" } else { "cpu" };
+        self.rows.iter().filter(|r| r.backend == backend).max_by(|a, b| a.seconds.total_cmp(&b.seconds))
+    }
+
+    /// The markdown tables.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "machine: {} ({} threads){}",
+            self.machine.cpu,
+            self.machine.threads,
+            self.machine.gpu.as_ref().map_or(String::new(), |g| format!("; GPU {g}"))
+        );
+        let _ = writeln!(
+            out,
+            "data: SYNTHETIC, {} bars, F = 51, 5 trials{}\n",
+            self.bars,
+            if self.quick { " (--quick sizes)" } else { "" }
+        );
+        let (a, c) = (self.throughput_of("a"), self.throughput_of("c"));
+        let copy = self.gpu.as_ref().map(|g| g.copy_gbs);
+        out += "W1 experience (same transitions per variant)\n\n| var | what | backend | E | transitions | seconds | env-steps/s | x (a) | x (c) | kernel ms | GB/s (% of copy) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W1") {
+            let bandwidth = r.kernel_ms.map(|ms| BYTES_PER_ENV_STEP * r.work as f64 / (ms * 1e-3) / 1e9);
+            let share = bandwidth.zip(copy).map_or(String::new(), |(b, c)| format!(" ({:.0}%)", 100.0 * b / c));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {:.4} | {:.3e} | {} | {} | {} | {}{share} |",
+                r.variant,
+                r.label,
+                r.backend,
+                r.width,
+                r.work,
+                r.seconds,
+                r.throughput,
+                opt(a.map(|a| r.throughput / a), 2),
+                opt(c.map(|c| r.throughput / c), 2),
+                opt(r.kernel_ms, 3),
+                opt(bandwidth, 1),
+            );
+        }
+        out += "\nW2 backtest\n\n| backend | columns | bar-columns | seconds | bar-columns/s | note |\n|---|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W2") {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.3} | {:.3e} | {} |",
+                r.backend, r.width, r.work, r.seconds, r.throughput, r.note
+            );
+        }
+        out += "\nW3 DQN (batch per trial, hidden 128)\n\n| backend | gradient steps/s | epoch seconds | env-steps/s | gradient steps per epoch | GPU busy mean / max % |\n|---|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W3") {
+            let u = r.utilization.map_or("-".to_owned(), |u| format!("{:.0} / {:.0}", u.mean_gpu(), u.max_gpu));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.2} | {:.3e} | {} | {u} |",
+                r.backend,
+                opt(r.grad_steps_per_s, 1),
+                r.seconds,
+                r.throughput,
+                r.epoch_grad_steps.unwrap_or(0)
+            );
+        }
+        if let Some(g) = &self.gpu {
+            let peak =
+                g.peak_used_memory.map_or("-".to_owned(), |p| format!("{:.2} GiB", p as f64 / f64::from(1u32 << 30)));
+            let _ = writeln!(
+                out,
+                "\nGPU: device-to-device copy {:.0} GB/s; memory {:.1} GiB, in use at the end {:.2} GiB, peak seen by NVML {peak}",
+                g.copy_gbs,
+                g.total_memory as f64 / f64::from(1u32 << 30),
+                g.used_memory_at_end as f64 / f64::from(1u32 << 30)
+            );
+        }
+        if let Some(r) = self.slowest() {
+            let _ = writeln!(out, "slowest stage: {} {} ({}), {:.2} s", r.workload, r.label, r.backend, r.seconds);
+        }
+        let _ = writeln!(out, "total: {:.1} s", self.seconds);
+        out
+    }
+
+    /// The JSON document (every figure, the machine, the sizes).
+    pub fn json(&self) -> String {
+        let mut out = format!(
+            "{{\n  \"machine\": {{\"cpu\": {:?}, \"threads\": {}, \"gpu\": {}}},\n  \"data\": \"synthetic\",\n  \"bars\": {},\n  \"quick\": {},\n  \"seconds\": {},\n",
+            self.machine.cpu,
+            self.machine.threads,
+            self.machine.gpu.as_ref().map_or("null".to_owned(), |g| format!("{g:?}")),
+            self.bars,
+            self.quick,
+            self.seconds
+        );
+        match &self.gpu {
+            Some(g) => {
+                let _ = writeln!(
+                    out,
+                    "  \"gpu_facts\": {{\"copy_gbs\": {}, \"total_memory\": {}, \"used_memory_at_end\": {}, \"peak_used_memory\": {}}},",
+                    g.copy_gbs,
+                    g.total_memory,
+                    g.used_memory_at_end,
+                    g.peak_used_memory.map_or("null".to_owned(), |p| p.to_string())
+                );
+            }
+            None => out += "  \"gpu_facts\": null,\n",
+        }
+        let (a, c) = (self.throughput_of("a"), self.throughput_of("c"));
+        out += "  \"rows\": [\n";
+        for (i, r) in self.rows.iter().enumerate() {
+            let u = r.utilization.map_or("null".to_owned(), |u| {
+                format!(
+                    "{{\"samples\": {}, \"mean_gpu\": {}, \"max_gpu\": {}, \"max_used_memory\": {}}}",
+                    u.samples,
+                    json_number(u.mean_gpu()),
+                    u.max_gpu,
+                    u.max_used_memory
+                )
+            });
+            let _ = writeln!(
+                out,
+                "    {{\"workload\": {:?}, \"variant\": {:?}, \"label\": {:?}, \"backend\": {:?}, \"width\": {}, \"work\": {}, \"seconds\": {}, \
+                 \"throughput\": {}, \"ratio_to_a\": {}, \"ratio_to_c\": {}, \"kernel_ms\": {}, \"grad_steps_per_s\": {}, \
+                 \"epoch_grad_steps\": {}, \"utilization\": {u}, \"note\": {:?}}}{}",
+                r.workload,
+                r.variant,
+                r.label,
+                r.backend,
+                r.width,
+                r.work,
+                r.seconds,
+                json_number(r.throughput),
+                json_opt(a.filter(|_| r.workload == "W1").map(|a| r.throughput / a)),
+                json_opt(c.filter(|_| r.workload == "W1").map(|c| r.throughput / c)),
+                json_opt(r.kernel_ms),
+                json_opt(r.grad_steps_per_s),
+                r.epoch_grad_steps.map_or("null".to_owned(), |n| n.to_string()),
+                r.note,
+                if i + 1 < self.rows.len() { "," } else { "" }
+            );
+        }
+        out + "  ]\n}\n"
+    }
+}
