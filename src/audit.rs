@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use num_traits::ToPrimitive;
+use num_traits::{FromPrimitive, ToPrimitive};
 use rust_decimal::Decimal;
 
 use crate::data::MarketBar;
@@ -113,12 +113,22 @@ pub fn audit_column(
         let cash_before = cash;
         let signed = if long { units } else { -units };
         cash = cash - signed * entry - p.commission * units * entry;
-        let exit_reference = match ExitReason::from_code(t.reason) {
-            ExitReason::Signal | ExitReason::Breaker => bar(t.exit_bar)?.open,
-            ExitReason::EndOfData => bar(t.exit_bar)?.close,
-            other => return Err(format!("trade {k} exits by {other:?}: barrier exits cannot be audited in Decimal")),
+        let exit = match ExitReason::from_code(t.reason) {
+            ExitReason::Signal | ExitReason::Breaker => Some(bar(t.exit_bar)?.open),
+            ExitReason::EndOfData | ExitReason::Time => Some(bar(t.exit_bar)?.close),
+            ExitReason::TakeProfit | ExitReason::StopLoss => None,
         };
-        let exit = if long { exit_reference * (Decimal::ONE - half) } else { exit_reference * (Decimal::ONE + half) };
+        let exit = match exit {
+            Some(reference) => {
+                if long {
+                    reference * (Decimal::ONE - half)
+                } else {
+                    reference * (Decimal::ONE + half)
+                }
+            }
+            None => Decimal::from_f64(t.exit_price)
+                .ok_or_else(|| format!("trade {k}: exit price {} has no Decimal value", t.exit_price))?,
+        };
         cash = cash + signed * exit - p.commission * units * exit;
         pnl_total += cash - cash_before;
     }

@@ -74,6 +74,41 @@ enum Command {
         #[command(subcommand)]
         command: DataCommand,
     },
+    /// The main job: a hyperparameter search (TPE, K trials at once, pruning, SQLite study, HTML report).
+    Hyperopt {
+        #[command(flatten)]
+        data: DataArgs,
+        /// TOML search configuration (see `tradesim::hyperopt::config`; every key optional).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// dqn (ppo is not implemented yet).
+        #[arg(long)]
+        algo: Option<String>,
+        /// Trials in the study.
+        #[arg(long)]
+        trials: Option<usize>,
+        /// Trials trained at once.
+        #[arg(long)]
+        parallel: Option<usize>,
+        /// Epochs per trial.
+        #[arg(long)]
+        epochs: Option<usize>,
+        /// Study file (default: runs/hyperopt-<time>/study.sqlite).
+        #[arg(long)]
+        study: Option<PathBuf>,
+        /// Continue the study at --study (after a kill: finished trials kept, interrupted ones re-run).
+        #[arg(long)]
+        resume: bool,
+        /// Seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Report folder (default: beside the study).
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// auto (CUDA when usable, else CPU), cpu or cuda.
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+    },
     /// Backtests a strategy grid over the data and prints the columns ranked by Sharpe.
     Backtest {
         #[command(flatten)]
@@ -234,6 +269,25 @@ pub fn main() -> ExitCode {
             out.as_deref(),
             select(device).map_err(|e| e.to_string()),
         ),
+        Command::Hyperopt { data, config, algo, trials, parallel, epochs, study, resume, seed, report, device } => {
+            let args = crate::hyperopt_cli::HyperoptArgs {
+                config,
+                algo,
+                trials,
+                parallel,
+                epochs,
+                seed,
+                study,
+                resume,
+                report,
+            };
+            crate::hyperopt_cli::run(
+                load(&data),
+                data.symbol.as_deref(),
+                &args,
+                select(device).map_err(|e| e.to_string()),
+            )
+        }
         Command::Bench { workload, quick, json, device } => {
             bench(&workload, quick, json.as_deref(), device).map_err(|e| e.to_string())
         }

@@ -40,6 +40,8 @@ pub mod bench;
 pub mod cli;
 pub mod data;
 pub mod demo;
+pub mod hyperopt;
+pub mod hyperopt_cli;
 pub mod synthetic;
 pub mod train;
 pub mod train_cli;

@@ -116,6 +116,8 @@ pub struct Trained {
     pub epochs: Vec<EpochReport>,
     /// Greedy policy on the test split, per trial.
     pub test: Vec<Metrics>,
+    /// The greedy test actions, `trials x (test bars - 1)`.
+    pub test_actions: Vec<u8>,
     /// The split used.
     pub split: Split,
 }
@@ -138,6 +140,18 @@ pub fn evaluate(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<Vec<Metrics>, HostError> {
+    greedy_actions(backend, agent, market, env_params, bars_per_year, seed).map(|(m, _)| m)
+}
+
+/// [`evaluate`], also returning the greedy actions (`trials x (bars - 1)`, trial-major) it backtested.
+pub fn greedy_actions(
+    backend: &Backend,
+    agent: &mut DqnAgent,
+    market: &MarketData,
+    env_params: &[TrialParams],
+    bars_per_year: f64,
+    seed: u64,
+) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
@@ -149,7 +163,9 @@ pub fn evaluate(
     let ring = env.transitions()?;
     let targets: Vec<u8> = ring.iter().map(|t| t.action).collect();
     let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
-    Ok(backtest(backend, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?.metrics)
+    let metrics =
+        backtest(backend, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?.metrics;
+    Ok((metrics, targets))
 }
 
 /// Trains on `series`; `progress` hears about every epoch as it ends.
@@ -207,8 +223,9 @@ pub fn train_dqn(
         progress(&report);
         epochs.push(report);
     }
-    let test_metrics = evaluate(backend, &mut agent, &test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
-    Ok(Trained { agent, epochs, test: test_metrics, split })
+    let (test_metrics, test_actions) =
+        greedy_actions(backend, &mut agent, &test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+    Ok(Trained { agent, epochs, test: test_metrics, test_actions, split })
 }
 
 /// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:
@@ -233,14 +250,20 @@ pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core:
 
 /// Saves every trial's online network to `dir/trial-K.safetensors`; returns the paths.
 pub fn save_weights(agent: &DqnAgent, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    let names: Vec<String> = (0..agent.params().len()).map(|k| format!("trial-{k}.safetensors")).collect();
+    save_named_weights(agent, dir, &names)
+}
+
+/// Saves trial k's online network to `dir/names[k]`; returns the paths.
+pub fn save_named_weights(agent: &DqnAgent, dir: &Path, names: &[String]) -> Result<Vec<std::path::PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let state = agent.state().map_err(|e| e.to_string())?;
     let l = agent.layout();
     let mut paths = Vec::new();
-    for (k, p) in agent.params().iter().enumerate() {
+    for (k, (p, name)) in agent.params().iter().zip(names).enumerate() {
         let w = &state.online[k * l.params()..(k + 1) * l.params()];
         let tensors = trial_tensors(&l, w, p.hidden as usize).map_err(|e| e.to_string())?;
-        let path = dir.join(format!("trial-{k}.safetensors"));
+        let path = dir.join(name);
         candle_core::safetensors::save(&tensors, &path).map_err(|e| format!("writing {}: {e}", path.display()))?;
         paths.push(path);
     }

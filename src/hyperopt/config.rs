@@ -1,0 +1,302 @@
+//! The search configuration: a TOML file (every key optional; unknown keys are errors naming the key) or the
+//! defaults below, then command-line overrides.
+//!
+//! ```toml
+//! [study]
+//! algo = "dqn"          # dqn (ppo is not implemented yet)
+//! trials = 10           # trials in the study
+//! parallel = 5          # trials trained at once in the same launches (K)
+//! epochs = 4            # epochs per trial
+//! startup_trials = 5    # random trials before TPE
+//! prune = "median"      # median | none: stop recording a trial whose validation metric falls below
+//!                       # the median of finished trials at the same epoch
+//! envs = 64             # envs per trial
+//! segment_len = 128     # steps per env and epoch
+//!
+//! [env]                 # environment settings shared by all trials (Decimal strings for money)
+//! capital = "100000"
+//! spread = "0.0001"
+//! commission = "0"
+//! allow_short = true
+//! whole_units = false
+//!
+//! [space]               # each entry: { low, high, log = bool } | { choices = [...] } | a fixed number
+//! lr = { low = 1e-4, high = 3e-3, log = true }
+//! gamma = { low = 0.8, high = 0.99 }
+//! hidden = { choices = [32, 64, 128] }
+//! batch = { choices = [64, 128] }
+//! eps_decay = { low = 0.2, high = 0.8 }       # fraction of a trial's env steps
+//! target_every = { choices = [50, 100, 200] }
+//! w_cost = { low = 0.0, high = 2.0 }
+//! w_drawdown = { low = 0.0, high = 1.0 }
+//! w_barrier = 0.0
+//! take_profit_mult = { low = 0.0, high = 4.0 }
+//! stop_loss_mult = { low = 0.0, high = 4.0 }
+//! max_hold_bars = { choices = [0, 24, 96] }
+//! ```
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+/// One searched dimension.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Dimension {
+    /// A fixed value.
+    Fixed(f64),
+    /// A range (log-uniform when `log`).
+    Range {
+        /// Lower bound.
+        low: f64,
+        /// Upper bound.
+        high: f64,
+        /// Search the logarithm.
+        #[serde(default)]
+        log: bool,
+    },
+    /// One of these values.
+    Choice {
+        /// The values.
+        choices: Vec<f64>,
+    },
+}
+
+/// The `[study]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StudyConfig {
+    /// Algorithm.
+    pub algo: String,
+    /// Trials in the study.
+    pub trials: usize,
+    /// Trials trained at once.
+    pub parallel: usize,
+    /// Epochs per trial.
+    pub epochs: usize,
+    /// Random trials before TPE.
+    pub startup_trials: usize,
+    /// Pruning rule.
+    pub prune: String,
+    /// Envs per trial.
+    pub envs: usize,
+    /// Steps per env and epoch.
+    pub segment_len: usize,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for StudyConfig {
+    fn default() -> Self {
+        Self {
+            algo: "dqn".to_owned(),
+            trials: 10,
+            parallel: 5,
+            epochs: 4,
+            startup_trials: 5,
+            prune: "median".to_owned(),
+            envs: 64,
+            segment_len: 128,
+            seed: 7,
+        }
+    }
+}
+
+/// The `[env]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvSettings {
+    /// Starting cash (Decimal).
+    pub capital: String,
+    /// Spread fraction (Decimal).
+    pub spread: String,
+    /// Commission fraction (Decimal).
+    pub commission: String,
+    /// Shorts allowed.
+    pub allow_short: bool,
+    /// Whole units.
+    pub whole_units: bool,
+}
+
+impl Default for EnvSettings {
+    fn default() -> Self {
+        Self {
+            capital: "100000".to_owned(),
+            spread: "0.0001".to_owned(),
+            commission: "0".to_owned(),
+            allow_short: true,
+            whole_units: false,
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// `[study]`.
+    pub study: StudyConfig,
+    /// `[env]`.
+    pub env: EnvSettings,
+    /// `[space]`.
+    pub space: BTreeMap<String, Dimension>,
+}
+
+/// The searchable parameters and their default dimensions.
+pub fn default_space() -> BTreeMap<String, Dimension> {
+    let range = |low: f64, high: f64, log: bool| Dimension::Range { low, high, log };
+    let choice = |c: &[f64]| Dimension::Choice { choices: c.to_vec() };
+    [
+        ("lr", range(1e-4, 3e-3, true)),
+        ("gamma", range(0.8, 0.99, false)),
+        ("hidden", choice(&[32.0, 64.0, 128.0])),
+        ("batch", choice(&[64.0, 128.0])),
+        ("eps_decay", range(0.2, 0.8, false)),
+        ("target_every", choice(&[50.0, 100.0, 200.0])),
+        ("w_cost", range(0.0, 2.0, false)),
+        ("w_drawdown", range(0.0, 1.0, false)),
+        ("w_barrier", Dimension::Fixed(0.0)),
+        ("take_profit_mult", range(0.0, 4.0, false)),
+        ("stop_loss_mult", range(0.0, 4.0, false)),
+        ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self { study: StudyConfig::default(), env: EnvSettings::default(), space: default_space() }
+    }
+}
+
+/// Allowed values of each parameter: (min, max, integer).
+fn bounds(name: &str) -> Option<(f64, f64, bool)> {
+    Some(match name {
+        "lr" => (1e-7, 1.0, false),
+        "gamma" => (0.0, 1.0, false),
+        "hidden" => (1.0, 1024.0, true),
+        "batch" => (1.0, 8192.0, true),
+        "eps_decay" => (0.0, 1.0, false),
+        "target_every" => (1.0, 1e6, true),
+        "w_cost" | "w_drawdown" | "w_barrier" => (-1e3, 1e3, false),
+        "take_profit_mult" | "stop_loss_mult" => (0.0, 100.0, false),
+        "max_hold_bars" => (0.0, 1e6, true),
+        _ => return None,
+    })
+}
+
+impl SearchConfig {
+    /// Parses a TOML file's text; the `[space]` table overrides the default dimensions it names.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let mut cfg: SearchConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
+        let mut space = default_space();
+        space.extend(std::mem::take(&mut cfg.space));
+        cfg.space = space;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks every key and value, naming the key at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.study;
+        if s.algo != "dqn" && s.algo != "ppo" {
+            return Err(format!("study.algo: `{}` is not dqn or ppo", s.algo));
+        }
+        for (key, v) in [("study.trials", s.trials), ("study.parallel", s.parallel), ("study.epochs", s.epochs)] {
+            if v == 0 {
+                return Err(format!("{key} must be at least 1"));
+            }
+        }
+        for (key, v) in [("study.envs", s.envs), ("study.segment_len", s.segment_len)] {
+            if v == 0 {
+                return Err(format!("{key} must be at least 1"));
+            }
+        }
+        if s.prune != "median" && s.prune != "none" {
+            return Err(format!("study.prune: `{}` is not median or none", s.prune));
+        }
+        for (key, text) in [
+            ("env.capital", &self.env.capital),
+            ("env.spread", &self.env.spread),
+            ("env.commission", &self.env.commission),
+        ] {
+            let d: Decimal = text.parse().map_err(|_| format!("{key}: `{text}` is not a decimal number"))?;
+            if d < Decimal::ZERO || (key == "env.capital" && d == Decimal::ZERO) {
+                return Err(format!("{key}: {text} must be positive"));
+            }
+        }
+        for (name, dim) in &self.space {
+            let (min, max, integer) = bounds(name).ok_or_else(|| {
+                format!(
+                    "space.{name}: unknown parameter (known: {})",
+                    default_space().keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            let check = |x: f64| -> Result<(), String> {
+                if !x.is_finite() || x < min || x > max {
+                    let what = if name == "lr" && x <= 0.0 {
+                        "the learning rate must be positive".to_owned()
+                    } else {
+                        format!("must be in [{min}, {max}]")
+                    };
+                    return Err(format!("space.{name}: {x} is invalid: {what}"));
+                }
+                if integer && x.fract() != 0.0 {
+                    return Err(format!("space.{name}: {x} must be a whole number"));
+                }
+                Ok(())
+            };
+            match dim {
+                Dimension::Fixed(x) => check(*x)?,
+                Dimension::Range { low, high, log } => {
+                    check(*low)?;
+                    check(*high)?;
+                    if low >= high {
+                        return Err(format!("space.{name}: empty range [{low}, {high}] (low must be below high)"));
+                    }
+                    if *log && *low <= 0.0 {
+                        return Err(format!("space.{name}: a log range needs low > 0"));
+                    }
+                }
+                Dimension::Choice { choices } => {
+                    if choices.is_empty() {
+                        return Err(format!("space.{name}: empty choices"));
+                    }
+                    choices.iter().try_for_each(|&c| check(c))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_files_override_them() {
+        SearchConfig::default().validate().unwrap();
+        let cfg = SearchConfig::from_toml("[study]\ntrials = 3\n[space]\nlr = 0.001\n").unwrap();
+        assert_eq!(cfg.study.trials, 3);
+        assert_eq!(cfg.space["lr"], Dimension::Fixed(0.001));
+        assert_eq!(cfg.space["gamma"], default_space()["gamma"]);
+    }
+
+    #[test]
+    fn bad_configs_name_the_key() {
+        let err = |text: &str| SearchConfig::from_toml(text).unwrap_err();
+        assert!(err("[study]\ntrails = 3\n").contains("trails"));
+        assert!(err("[space]\nlearning_rate = 0.1\n").contains("space.learning_rate"));
+        assert!(err("[space]\nlr = { low = 0.01, high = 0.001 }\n").contains("space.lr: empty range"));
+        assert!(err("[space]\nlr = -0.1\n").contains("space.lr: -0.1 is invalid: the learning rate must be positive"));
+        assert!(err("[space]\nhidden = { choices = [] }\n").contains("space.hidden: empty choices"));
+        assert!(err("[space]\nhidden = 12.5\n").contains("whole number"));
+        assert!(err("[study]\nparallel = 0\n").contains("study.parallel"));
+        assert!(err("[env]\nspread = \"a lot\"\n").contains("env.spread"));
+        assert!(err("[space]\nlr = { low = 0.0, high = 0.1, log = true }\n").contains("space.lr"));
+    }
+}

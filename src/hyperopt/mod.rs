@@ -1,0 +1,14 @@
+//! `tradesim hyperopt`: the main job. A TPE search over DQN (learning, network, reward, barrier)
+//! hyperparameters, K trials trained at once on the device, pruned by the median rule, persisted in SQLite
+//! (a killed search resumes with nothing lost or counted twice), reported as HTML (SVG charts), JSON and CSV,
+//! with the best trial re-evaluated on the test split by the backtest engine and audited in Decimal.
+
+pub mod config;
+pub mod report;
+pub mod sampler;
+pub mod search;
+pub mod study;
+
+pub use config::SearchConfig;
+pub use search::{Progress, SearchPaths, run_search};
+pub use study::Study;

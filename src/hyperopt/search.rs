@@ -1,0 +1,266 @@
+//! The search loop: batches of K trials trained together (one DQN agent, the same launches), sampled by TPE
+//! after the start-up trials, pruned by the median rule, recorded in the study as they go.
+
+use std::path::{Path, PathBuf};
+
+use rust_decimal::Decimal;
+
+use super::config::{EnvSettings, SearchConfig};
+use super::sampler::{Params, sample};
+use super::study::{EpochRecord, Study, TrialRecord};
+use crate::data::Series;
+use crate::train::{EpochReport, TrainConfig, save_named_weights, train_dqn};
+use crate::{Backend, DqnParams, TrialParams};
+
+/// Rewards are in percent: the log return, costs and drawdown terms are scaled by this.
+pub const REWARD_SCALE: f64 = 100.0;
+
+/// Epochs before the median rule may prune a trial.
+const PRUNE_WARMUP_EPOCHS: u64 = 1;
+
+/// The environment settings as Decimal values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvDecimals {
+    /// Starting cash.
+    pub capital: Decimal,
+    /// Spread.
+    pub spread: Decimal,
+    /// Commission.
+    pub commission: Decimal,
+    /// Shorts allowed.
+    pub allow_short: bool,
+    /// Whole units.
+    pub whole_units: bool,
+}
+
+impl EnvDecimals {
+    /// Parses the `[env]` table (validated before).
+    pub fn parse(e: &EnvSettings) -> Result<Self, String> {
+        let d = |k: &str, t: &str| t.parse::<Decimal>().map_err(|_| format!("env.{k}: `{t}` is not a decimal number"));
+        Ok(Self {
+            capital: d("capital", &e.capital)?,
+            spread: d("spread", &e.spread)?,
+            commission: d("commission", &e.commission)?,
+            allow_short: e.allow_short,
+            whole_units: e.whole_units,
+        })
+    }
+
+    /// The Decimal parameters of the audit.
+    pub fn audit_params(&self) -> crate::audit::DecimalParams {
+        crate::audit::DecimalParams {
+            initial_capital: self.capital,
+            spread: self.spread,
+            commission: self.commission,
+            cash_reserve_pct: Decimal::ZERO,
+            whole_units: self.whole_units,
+            allow_short: self.allow_short,
+        }
+    }
+}
+
+/// A trial's environment and DQN parameters.
+pub fn trial_params(p: &Params, env: &EnvDecimals, steps_per_trial: f64) -> Result<(TrialParams, DqnParams), String> {
+    let base = env.audit_params().to_params()?;
+    let get = |k: &str| p.get(k).copied().ok_or_else(|| format!("trial parameters lack `{k}`"));
+    let trial = TrialParams {
+        w_pnl: REWARD_SCALE,
+        w_cost: REWARD_SCALE * get("w_cost")?,
+        w_drawdown: REWARD_SCALE * get("w_drawdown")?,
+        w_barrier: get("w_barrier")?,
+        take_profit_mult: get("take_profit_mult")?,
+        stop_loss_mult: get("stop_loss_mult")?,
+        max_hold_bars: get("max_hold_bars")? as u32,
+        ..base
+    };
+    let dqn = DqnParams {
+        lr: get("lr")? as f32,
+        gamma: get("gamma")? as f32,
+        hidden: get("hidden")? as u32,
+        batch: get("batch")? as u32,
+        eps_decay_steps: (get("eps_decay")? * steps_per_trial) as f32,
+        target_every: get("target_every")? as u32,
+        ..DqnParams::default()
+    };
+    Ok((trial, dqn))
+}
+
+/// Median rule: prune when the trial's metric at `epoch` is below the median of the finished trials' metrics
+/// at that epoch (with at least `min_trials` of them).
+pub fn should_prune(value: f64, epoch: u64, finished: &[EpochRecord], min_trials: usize) -> bool {
+    if epoch < PRUNE_WARMUP_EPOCHS {
+        return false;
+    }
+    let mut at: Vec<f64> =
+        finished.iter().filter(|e| e.epoch == epoch && e.valid_sharpe.is_finite()).map(|e| e.valid_sharpe).collect();
+    if at.len() < min_trials.max(1) {
+        return false;
+    }
+    at.sort_by(f64::total_cmp);
+    let median = if at.len() % 2 == 1 { at[at.len() / 2] } else { 0.5 * (at[at.len() / 2 - 1] + at[at.len() / 2]) };
+    // An undefined metric (NaN) is below any median.
+    value.is_nan() || value < median
+}
+
+/// Where a search writes.
+#[derive(Clone, Debug)]
+pub struct SearchPaths {
+    /// The SQLite study.
+    pub study: PathBuf,
+    /// Checkpoints folder.
+    pub checkpoints: PathBuf,
+}
+
+/// Events for progress displays.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    /// A batch of trials starts.
+    Batch {
+        /// Their numbers.
+        numbers: Vec<u64>,
+        /// Trials finished before it.
+        finished: usize,
+    },
+    /// An epoch of the batch ended.
+    Epoch {
+        /// Epoch.
+        epoch: usize,
+        /// Env steps per second of the batch in this epoch.
+        env_steps_per_s: f64,
+        /// Best validation Sharpe in the batch.
+        best: f64,
+    },
+    /// A batch finished.
+    BatchDone {
+        /// Trials finished so far.
+        finished: usize,
+    },
+}
+
+/// Runs (or resumes) the search until the study holds `cfg.study.trials` finished trials.
+pub fn run_search(
+    backend: &Backend,
+    series: &Series,
+    cfg: &SearchConfig,
+    bars_per_year: f64,
+    paths: &SearchPaths,
+    study: &Study,
+    mut progress: impl FnMut(&Progress),
+) -> Result<(), String> {
+    let s = &cfg.study;
+    let env = EnvDecimals::parse(&cfg.env)?;
+    let steps_per_trial = (s.epochs * s.segment_len) as f64;
+    loop {
+        let trials = study.trials()?;
+        let finished = trials.iter().filter(|t| t.status != "running").count();
+        let mut batch: Vec<(u64, Params)> =
+            trials.iter().filter(|t| t.status == "running").map(|t| (t.number, t.params.clone())).collect();
+        batch.truncate(s.parallel);
+        let history: Vec<(Params, f64)> =
+            trials.iter().filter(|t| t.status != "running").map(|t| (t.params.clone(), t.value)).collect();
+        let mut next = trials.iter().map(|t| t.number + 1).max().unwrap_or(0);
+        while batch.len() < s.parallel && (next as usize) < s.trials {
+            batch.push((next, sample(&cfg.space, &history, s.startup_trials, s.seed, next)?));
+            next += 1;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for (number, params) in &batch {
+            study.start(*number, params)?;
+        }
+        progress(&Progress::Batch { numbers: batch.iter().map(|b| b.0).collect(), finished });
+        run_batch(backend, series, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, study, &mut progress)?;
+        progress(&Progress::BatchDone { finished: finished + batch.len() });
+    }
+}
+
+#[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
+fn run_batch(
+    backend: &Backend,
+    series: &Series,
+    cfg: &SearchConfig,
+    bars_per_year: f64,
+    env: &EnvDecimals,
+    steps_per_trial: f64,
+    batch: &[(u64, Params)],
+    paths: &SearchPaths,
+    study: &Study,
+    progress: &mut impl FnMut(&Progress),
+) -> Result<(), String> {
+    let s = &cfg.study;
+    let pairs: Vec<(TrialParams, DqnParams)> =
+        batch.iter().map(|(_, p)| trial_params(p, env, steps_per_trial)).collect::<Result<_, _>>()?;
+    let mut tc = TrainConfig::default_for(batch.len(), s.epochs, s.seed ^ batch[0].0);
+    tc.envs = s.envs;
+    tc.segment_len = s.segment_len;
+    tc.hidden = pairs.iter().map(|p| p.1.hidden as usize).max().unwrap_or(64);
+    tc.batch = pairs.iter().map(|p| p.1.batch as usize).max().unwrap_or(64);
+    tc.ring_capacity = s.envs * 64;
+    tc.bars_per_year = bars_per_year;
+    tc.env_params = pairs.iter().map(|p| p.0).collect();
+    tc.dqn = pairs.iter().map(|p| p.1).collect();
+    let finished_epochs: Vec<EpochRecord> = {
+        let trials: Vec<TrialRecord> = study.trials()?;
+        let done: Vec<u64> = trials.iter().filter(|t| t.status != "running").map(|t| t.number).collect();
+        study.epochs()?.into_iter().filter(|e| done.contains(&e.trial)).collect()
+    };
+    let mut pruned = vec![false; batch.len()];
+    let mut failure: Option<String> = None;
+    let trained = train_dqn(backend, series, &tc, |r: &EpochReport| {
+        let steps = (tc.envs * tc.segment_len.min(series.bars.len())) as f64 * batch.len() as f64;
+        let best = r.valid.iter().map(|m| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
+        progress(&Progress::Epoch { epoch: r.epoch, env_steps_per_s: steps / r.train_seconds.max(1e-9), best });
+        for (k, (number, _)) in batch.iter().enumerate() {
+            if pruned[k] {
+                continue;
+            }
+            let m = &r.valid[k];
+            let record = EpochRecord {
+                trial: *number,
+                epoch: r.epoch as u64,
+                loss: f64::from(r.losses[k]),
+                valid_sharpe: m.sharpe,
+                valid_return: m.total_return,
+            };
+            let result = study.record_epoch(&record).and_then(|()| {
+                if s.prune == "median"
+                    && should_prune(m.sharpe, r.epoch as u64, &finished_epochs, s.startup_trials.min(3))
+                {
+                    pruned[k] = true;
+                    study.prune(*number, r.epoch as u64, m.sharpe)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = result {
+                failure.get_or_insert(e);
+            }
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let names: Vec<String> = batch.iter().map(|(n, _)| format!("trial-{n}.safetensors")).collect();
+    let saved = save_named_weights(&trained.agent, &paths.checkpoints, &names)?;
+    let last = trained.epochs.last().ok_or("no epoch ran")?;
+    let steps = trained.test_actions.len() / batch.len();
+    for (k, (number, _)) in batch.iter().enumerate() {
+        let t = &trained.test[k];
+        let actions = &trained.test_actions[k * steps..(k + 1) * steps];
+        study.finish(
+            *number,
+            last.valid[k].sharpe,
+            t.total_return,
+            t.sharpe,
+            actions,
+            &saved[k].display().to_string(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The default study and report locations under `dir`.
+pub fn default_paths(dir: &Path) -> SearchPaths {
+    SearchPaths { study: dir.join("study.sqlite"), checkpoints: dir.join("checkpoints") }
+}

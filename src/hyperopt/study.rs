@@ -1,0 +1,217 @@
+//! The study in SQLite: every trial's parameters, status, per-epoch metrics, test evaluation and checkpoint.
+//! Each change is committed when it happens, so a killed search loses at most the trials it was running,
+//! which `--resume` runs again under the same numbers and parameters.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::sampler::Params;
+
+/// A trial as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrialRecord {
+    /// Trial number (0, 1, ...).
+    pub number: u64,
+    /// Parameters.
+    pub params: Params,
+    /// running, complete or pruned.
+    pub status: String,
+    /// The validation metric (NaN when undefined or not finished).
+    pub value: f64,
+    /// Epoch at which it was pruned.
+    pub pruned_at: Option<u64>,
+    /// Test-split total return and Sharpe of the greedy policy.
+    pub test_return: f64,
+    /// Test Sharpe.
+    pub test_sharpe: f64,
+    /// Weights file.
+    pub checkpoint: Option<String>,
+}
+
+/// One epoch of one trial.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochRecord {
+    /// Trial.
+    pub trial: u64,
+    /// Epoch.
+    pub epoch: u64,
+    /// Mean loss of the last gradient step.
+    pub loss: f64,
+    /// Validation Sharpe.
+    pub valid_sharpe: f64,
+    /// Validation total return.
+    pub valid_return: f64,
+}
+
+/// An open study.
+#[derive(Debug)]
+pub struct Study {
+    conn: Connection,
+}
+
+fn sql(e: rusqlite::Error) -> String {
+    format!("study database: {e}")
+}
+
+fn nan_to_null(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+impl Study {
+    /// Creates a study at `path` (refusing to overwrite one unless `resume`), or reopens it with `resume`.
+    pub fn open(path: &Path, resume: bool, config_json: &str) -> Result<Self, String> {
+        let exists = path.exists();
+        if exists && !resume {
+            return Err(format!("{} exists: pass --resume to continue it, or choose another --study", path.display()));
+        }
+        if !exists && resume {
+            return Err(format!("--resume: no study at {}", path.display()));
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        let conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(sql)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS trials (
+                 number INTEGER PRIMARY KEY, params TEXT NOT NULL, status TEXT NOT NULL, value REAL,
+                 pruned_at INTEGER, test_return REAL, test_sharpe REAL, test_actions BLOB, checkpoint TEXT);
+             CREATE TABLE IF NOT EXISTS epochs (
+                 trial INTEGER NOT NULL, epoch INTEGER NOT NULL, loss REAL, valid_sharpe REAL, valid_return REAL,
+                 PRIMARY KEY (trial, epoch));",
+        )
+        .map_err(sql)?;
+        if !exists {
+            conn.execute("INSERT INTO meta (key, value) VALUES ('config', ?1)", params![config_json]).map_err(sql)?;
+        }
+        Ok(Self { conn })
+    }
+
+    /// The configuration the study was created with.
+    pub fn config_json(&self) -> Result<String, String> {
+        self.conn.query_row("SELECT value FROM meta WHERE key = 'config'", [], |r| r.get(0)).map_err(sql)
+    }
+
+    /// Starts trial `number` (or restarts an interrupted one): status running, previous epochs removed.
+    pub fn start(&self, number: u64, params: &Params) -> Result<(), String> {
+        let json = serde_json::to_string(params).map_err(|e| e.to_string())?;
+        self.conn.execute("DELETE FROM epochs WHERE trial = ?1", params![number as i64]).map_err(sql)?;
+        self.conn
+            .execute(
+                "INSERT INTO trials (number, params, status) VALUES (?1, ?2, 'running')
+                 ON CONFLICT(number) DO UPDATE SET status = 'running', value = NULL, pruned_at = NULL",
+                params![number as i64, json],
+            )
+            .map_err(sql)?;
+        Ok(())
+    }
+
+    /// Records an epoch.
+    pub fn record_epoch(&self, e: &EpochRecord) -> Result<(), String> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO epochs (trial, epoch, loss, valid_sharpe, valid_return) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![e.trial as i64, e.epoch as i64, nan_to_null(e.loss), nan_to_null(e.valid_sharpe), nan_to_null(e.valid_return)],
+            )
+            .map_err(sql)?;
+        Ok(())
+    }
+
+    /// Marks a trial pruned at `epoch` with its metric there.
+    pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), String> {
+        self.conn
+            .execute(
+                "UPDATE trials SET status = 'pruned', value = ?2, pruned_at = ?3 WHERE number = ?1",
+                params![number as i64, nan_to_null(value), epoch as i64],
+            )
+            .map_err(sql)?;
+        Ok(())
+    }
+
+    /// Finishes a trial (complete unless pruned earlier) with its test evaluation and checkpoint.
+    pub fn finish(
+        &self,
+        number: u64,
+        value: f64,
+        test_return: f64,
+        test_sharpe: f64,
+        test_actions: &[u8],
+        checkpoint: &str,
+    ) -> Result<(), String> {
+        self.conn
+            .execute(
+                "UPDATE trials SET status = CASE status WHEN 'pruned' THEN 'pruned' ELSE 'complete' END,
+                     value = CASE status WHEN 'pruned' THEN value ELSE ?2 END,
+                     test_return = ?3, test_sharpe = ?4, test_actions = ?5, checkpoint = ?6 WHERE number = ?1",
+                params![
+                    number as i64,
+                    nan_to_null(value),
+                    nan_to_null(test_return),
+                    nan_to_null(test_sharpe),
+                    test_actions,
+                    checkpoint
+                ],
+            )
+            .map_err(sql)?;
+        Ok(())
+    }
+
+    /// Every trial, by number.
+    pub fn trials(&self) -> Result<Vec<TrialRecord>, String> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT number, params, status, value, pruned_at, test_return, test_sharpe, checkpoint FROM trials ORDER BY number")
+            .map_err(sql)?;
+        let rows = stmt
+            .query_map([], |r| {
+                let params: String = r.get(1)?;
+                Ok(TrialRecord {
+                    number: r.get::<_, i64>(0)? as u64,
+                    params: serde_json::from_str(&params).unwrap_or_default(),
+                    status: r.get(2)?,
+                    value: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
+                    pruned_at: r.get::<_, Option<i64>>(4)?.map(|e| e as u64),
+                    test_return: r.get::<_, Option<f64>>(5)?.unwrap_or(f64::NAN),
+                    test_sharpe: r.get::<_, Option<f64>>(6)?.unwrap_or(f64::NAN),
+                    checkpoint: r.get(7)?,
+                })
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)
+    }
+
+    /// Every epoch of every trial.
+    pub fn epochs(&self) -> Result<Vec<EpochRecord>, String> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT trial, epoch, loss, valid_sharpe, valid_return FROM epochs ORDER BY trial, epoch")
+            .map_err(sql)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(EpochRecord {
+                    trial: r.get::<_, i64>(0)? as u64,
+                    epoch: r.get::<_, i64>(1)? as u64,
+                    loss: r.get::<_, Option<f64>>(2)?.unwrap_or(f64::NAN),
+                    valid_sharpe: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
+                    valid_return: r.get::<_, Option<f64>>(4)?.unwrap_or(f64::NAN),
+                })
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)
+    }
+
+    /// A trial's greedy actions on the test split.
+    pub fn test_actions(&self, number: u64) -> Result<Option<Vec<u8>>, String> {
+        self.conn
+            .query_row("SELECT test_actions FROM trials WHERE number = ?1", params![number as i64], |r| {
+                r.get::<_, Option<Vec<u8>>>(0)
+            })
+            .optional()
+            .map(Option::flatten)
+            .map_err(sql)
+    }
+}

@@ -1,0 +1,184 @@
+//! `tradesim hyperopt`: the main job.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+use crate::Backend;
+use crate::backtest_cli::infer_bars_per_year;
+use crate::data::Dataset;
+use crate::hyperopt::report::write_report;
+use crate::hyperopt::search::default_paths;
+use crate::hyperopt::{Progress, SearchConfig, Study, run_search};
+
+/// The command's flags.
+#[derive(Debug, Default)]
+pub struct HyperoptArgs {
+    /// TOML search configuration.
+    pub config: Option<PathBuf>,
+    /// Algorithm override.
+    pub algo: Option<String>,
+    /// Trials override.
+    pub trials: Option<usize>,
+    /// Parallel trials override.
+    pub parallel: Option<usize>,
+    /// Epochs override.
+    pub epochs: Option<usize>,
+    /// Seed override.
+    pub seed: Option<u64>,
+    /// Study file (default: runs/<time>/study.sqlite).
+    pub study: Option<PathBuf>,
+    /// Continue the study.
+    pub resume: bool,
+    /// Report folder (default: beside the study, `report/`).
+    pub report: Option<PathBuf>,
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// The configuration of a new study: defaults, then the file, then the flags.
+fn configure(args: &HyperoptArgs) -> Result<SearchConfig, String> {
+    let mut cfg = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            SearchConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => SearchConfig::default(),
+    };
+    if let Some(a) = &args.algo {
+        cfg.study.algo = a.clone();
+    }
+    if let Some(n) = args.trials {
+        cfg.study.trials = n;
+    }
+    if let Some(k) = args.parallel {
+        cfg.study.parallel = k;
+    }
+    if let Some(e) = args.epochs {
+        cfg.study.epochs = e;
+    }
+    if let Some(s) = args.seed {
+        cfg.study.seed = s;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Runs the command.
+pub fn run(
+    dataset: Result<Dataset, String>,
+    symbol: Option<&str>,
+    args: &HyperoptArgs,
+    backend: Result<Backend, String>,
+) -> Result<(), String> {
+    let study_path = match (&args.study, args.resume) {
+        (Some(p), _) => p.clone(),
+        (None, true) => return Err("--resume needs --study PATH".to_owned()),
+        (None, false) => {
+            let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+            Path::new("runs").join(format!("hyperopt-{stamp}")).join("study.sqlite")
+        }
+    };
+    let fresh = configure(args)?;
+    if fresh.study.algo == "ppo" {
+        return Err("--algo ppo is not implemented yet; use --algo dqn".to_owned());
+    }
+    let fresh_json = serde_json::to_string(&fresh).map_err(|e| e.to_string())?;
+    let study = Study::open(&study_path, args.resume, &fresh_json)?;
+    let cfg: SearchConfig = if args.resume {
+        let stored: SearchConfig = serde_json::from_str(&study.config_json()?)
+            .map_err(|e| format!("{}: stored configuration: {e}", study_path.display()))?;
+        if args.config.is_some() || args.trials.is_some() || args.parallel.is_some() || args.epochs.is_some() {
+            eprintln!(
+                "note: --resume continues with the study's own configuration; --config/--trials/--parallel/--epochs are ignored"
+            );
+        }
+        stored
+    } else {
+        fresh
+    };
+    let (dataset, backend) = (dataset?, backend?);
+    let series = dataset.select(symbol)?;
+    let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+    let dir = study_path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let paths = default_paths(&dir);
+    let paths = crate::hyperopt::SearchPaths { study: study_path.clone(), ..paths };
+    let report_dir = args.report.clone().unwrap_or_else(|| dir.join("report"));
+    let s = &cfg.study;
+    println!(
+        "hyperopt: DQN, {} trials ({} at a time, {} epochs, {} envs x {} steps), TPE after {} random, prune {}",
+        s.trials, s.parallel, s.epochs, s.envs, s.segment_len, s.startup_trials, s.prune
+    );
+    println!(
+        "data:     {} ({}, {} bars); backend {}; study {}",
+        dataset.label(),
+        series.symbol,
+        series.bars.len(),
+        backend.info().backend,
+        study_path.display()
+    );
+    let multi = MultiProgress::new();
+    let trials_bar = multi.add(ProgressBar::new(s.trials as u64));
+    trials_bar.set_style(style("trials {bar:30} {pos}/{len} {msg}"));
+    let epochs_bar = multi.add(ProgressBar::new(s.epochs as u64));
+    epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
+    let started = Instant::now();
+    run_search(&backend, series, &cfg, bars_per_year, &paths, &study, |p| match p {
+        Progress::Batch { numbers, finished } => {
+            trials_bar.set_position(*finished as u64);
+            trials_bar.set_message(format!("running {numbers:?}"));
+            epochs_bar.reset();
+        }
+        Progress::Epoch { epoch, env_steps_per_s, best } => {
+            epochs_bar.set_position(*epoch as u64 + 1);
+            epochs_bar.set_message(format!("{env_steps_per_s:.2e} env-steps/s, best valid Sharpe {best:.2}"));
+        }
+        Progress::BatchDone { finished } => trials_bar.set_position(*finished as u64),
+    })?;
+    trials_bar.finish();
+    epochs_bar.finish();
+    let summary = write_report(&backend, &study, series, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
+    println!("search done in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
+        "rank", "trial", "status", "valid Sharpe", "test ret%", "test Sharpe", "lr", "gamma", "hidden"
+    );
+    for (rank, t) in summary.leaderboard.iter().take(10).enumerate() {
+        let p = |k: &str| t.params.get(k).copied().unwrap_or(f64::NAN);
+        println!(
+            "{:>4} {:>6} {:>9} {:>12.3} {:>10.2} {:>11.3} {:>9.2e} {:>7.3} {:>6}",
+            rank + 1,
+            t.number,
+            t.status,
+            t.value,
+            100.0 * t.test_return,
+            t.test_sharpe,
+            p("lr"),
+            p("gamma"),
+            p("hidden")
+        );
+    }
+    if let (Some(best), Some(m)) = (summary.leaderboard.first(), &summary.best_test) {
+        println!(
+            "best trial {}: test total return {:.2}%, Sharpe {:.3}, max drawdown {:.2}%, {} trades",
+            best.number,
+            100.0 * m.total_return,
+            m.sharpe,
+            100.0 * m.max_drawdown,
+            m.trades
+        );
+    }
+    match &summary.audit {
+        Some(Ok(a)) => println!("{a}"),
+        Some(Err(e)) => println!("Decimal audit not available: {e}"),
+        None => {}
+    }
+    println!("report:   {}", report_dir.join("index.html").display());
+    for f in &summary.files {
+        println!("          {}", f.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! The main job: a tiny seeded search completes with a consistent study, report and JSON; a search killed
+//! with SIGKILL resumes with every finished trial intact and none counted twice; bad configurations are
+//! refused with the key named.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+fn bin() -> String {
+    std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tradesim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A small search space: small networks and batches so a debug build finishes quickly.
+fn config(dir: &Path, trials: usize, parallel: usize, epochs: usize, segment_len: usize) -> PathBuf {
+    let path = dir.join("search.toml");
+    let text = format!(
+        "[study]\ntrials = {trials}\nparallel = {parallel}\nepochs = {epochs}\nstartup_trials = 2\nenvs = 8\nsegment_len = {segment_len}\nseed = 3\n\
+         [space]\nhidden = {{ choices = [16, 32] }}\nbatch = {{ choices = [32, 64] }}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn hyperopt(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin()).arg("hyperopt").args(["--device", "cpu"]).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// (number, status, value) of every trial in the study.
+fn stored(study: &Path) -> Vec<(i64, String, Option<f64>)> {
+    let conn = Connection::open(study).unwrap();
+    let mut stmt = conn.prepare("SELECT number, status, value FROM trials ORDER BY number").unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+#[test]
+fn tiny_search_writes_a_consistent_study_and_report() {
+    let dir = temp_dir("hyperopt");
+    let cfg = config(&dir, 3, 2, 2, 32);
+    let study = dir.join("study.sqlite");
+    let report = dir.join("report");
+    let (ok, stdout, stderr) = hyperopt(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--study",
+        study.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    for file in ["index.html", "leaderboard.json", "leaderboard.csv", "learning-curves.svg"] {
+        assert!(report.join(file).is_file(), "{file} missing");
+    }
+    let trials = stored(&study);
+    assert_eq!(trials.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(trials.iter().all(|t| t.1 == "complete" || t.1 == "pruned"), "{trials:?}");
+    // The best: SQLite (complete, highest value), the table's rank 1, the JSON's "best".
+    let best_sql = trials
+        .iter()
+        .filter(|t| t.1 == "complete")
+        .max_by(|a, b| a.2.unwrap_or(f64::MIN).total_cmp(&b.2.unwrap_or(f64::MIN)).then(b.0.cmp(&a.0)))
+        .map(|t| t.0)
+        .unwrap();
+    let table_best: i64 = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rank 1 row in:\n{stdout}"));
+    let json = std::fs::read_to_string(report.join("leaderboard.json")).unwrap();
+    let json_best: i64 =
+        json.split("\"best\": ").nth(1).and_then(|s| s.trim().trim_end_matches('}').trim().parse().ok()).unwrap();
+    assert_eq!((table_best, json_best), (best_sql, best_sql), "table, JSON and SQLite disagree:\n{stdout}\n{json}");
+    assert!(stdout.contains(&format!("best trial {best_sql}:")), "{stdout}");
+    assert!(stdout.contains("Decimal audit"), "{stdout}");
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Leaderboard") && html.contains(&format!("Best trial: {best_sql}")));
+    let (ok, _, stderr) = hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("pass --resume"), "an existing study must not be overwritten: {stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn killed_search_resumes_without_losing_or_repeating_trials() {
+    let dir = temp_dir("resume");
+    let cfg = config(&dir, 6, 2, 3, 64);
+    let study = dir.join("study.sqlite");
+    let mut child = Command::new(bin())
+        .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let before_kill = loop {
+        assert!(started.elapsed() < Duration::from_secs(300), "the search never reached its second batch");
+        assert!(child.try_wait().unwrap().is_none(), "the search ended before it could be killed");
+        if study.exists() {
+            let trials = std::panic::catch_unwind(|| stored(&study)).unwrap_or_default();
+            let finished = trials.iter().filter(|t| t.1 != "running").count();
+            if finished >= 2 && trials.iter().any(|t| t.1 == "running") {
+                break trials;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let after_kill = stored(&study);
+    let finished: Vec<_> = after_kill.iter().filter(|t| t.1 != "running").cloned().collect();
+    assert!(finished.len() >= 2 && after_kill.iter().any(|t| t.1 == "running"), "{before_kill:?} / {after_kill:?}");
+    let (ok, stdout, stderr) = hyperopt(&["--study", study.to_str().unwrap(), "--resume"]);
+    assert!(ok, "{stderr}");
+    let resumed = stored(&study);
+    assert_eq!(resumed.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5], "{resumed:?}");
+    assert!(resumed.iter().all(|t| t.1 == "complete" || t.1 == "pruned"), "{resumed:?}");
+    for f in &finished {
+        let now = resumed.iter().find(|t| t.0 == f.0).unwrap();
+        assert_eq!((&now.1, now.2.map(f64::to_bits)), (&f.1, f.2.map(f64::to_bits)), "finished trial {} changed", f.0);
+    }
+    let conn = Connection::open(&study).unwrap();
+    let epochs: i64 = conn.query_row("SELECT COUNT(*) FROM epochs", [], |r| r.get(0)).unwrap();
+    let per_trial_max: i64 = conn
+        .query_row("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM epochs GROUP BY trial)", [], |r| r.get(0))
+        .unwrap();
+    assert!(per_trial_max <= 3 && epochs <= 18, "epochs counted twice: {epochs} rows, {per_trial_max} max per trial");
+    assert!(stdout.contains("report:"), "{stdout}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_configs_are_refused_with_the_key() {
+    let dir = temp_dir("badcfg");
+    for (text, key) in [
+        ("[study]\ntrails = 3\n", "trails"),
+        ("[space]\nlr = { low = 0.01, high = 0.001 }\n", "space.lr: empty range"),
+        ("[space]\nlr = -0.5\n", "space.lr: -0.5 is invalid: the learning rate must be positive"),
+        ("[space]\nmomentum = 0.9\n", "space.momentum: unknown parameter"),
+    ] {
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, text).unwrap();
+        let study = dir.join("never.sqlite");
+        let (ok, _, stderr) = hyperopt(&["--config", path.to_str().unwrap(), "--study", study.to_str().unwrap()]);
+        assert!(!ok && stderr.contains(key), "{text}: {stderr}");
+        assert!(!study.exists(), "a refused configuration must not create a study");
+    }
+    let (ok, _, stderr) = hyperopt(&["--algo", "ppo", "--study", dir.join("ppo.sqlite").to_str().unwrap()]);
+    assert!(!ok && stderr.contains("ppo") && !dir.join("ppo.sqlite").exists(), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
