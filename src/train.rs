@@ -144,6 +144,10 @@ pub fn evaluate(
 }
 
 /// [`evaluate`], also returning the greedy actions (`trials x (bars - 1)`, trial-major) it backtested.
+///
+/// The greedy walk is one env per trial, bar after bar: a sequential job with one tiny launch per bar on a
+/// GPU. It therefore always runs on the CPU, from a copy of the agent's networks; the CPU and GPU paths give
+/// the same bits (tests/dqn.rs, tests/gpu_parity.rs), so the result is the one the GPU would produce.
 pub fn greedy_actions(
     backend: &Backend,
     agent: &mut DqnAgent,
@@ -152,19 +156,22 @@ pub fn greedy_actions(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
+    let _ = backend;
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
-    let mut env = EnvBatch::new(backend, market, env_params, SimLayout::new(trials, 1)?, cfg)?;
+    let mut env = EnvBatch::new(&Backend::Cpu, market, env_params, SimLayout::new(trials, 1)?, cfg)?;
     env.reset_segments(&vec![(0, steps as u32); trials])?;
+    let mut cpu_agent = agent.cpu_copy(&env)?;
     for step in 0..steps as u64 {
-        agent.act_and_step(&mut env, step, true)?;
+        cpu_agent.act_and_step(&mut env, step, true)?;
     }
     let ring = env.transitions()?;
     let targets: Vec<u8> = ring.iter().map(|t| t.action).collect();
     let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
     let metrics =
-        backtest(backend, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?.metrics;
+        backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?
+            .metrics;
     Ok((metrics, targets))
 }
 

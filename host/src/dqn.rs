@@ -303,6 +303,22 @@ impl DqnAgent {
         Ok(())
     }
 
+    /// A CPU agent with this agent's parameters and networks, acting on `env` (e.g. for a sequential
+    /// evaluation that would be launch-bound on a GPU).
+    pub fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
+        let mut copy = Self::new(
+            &Backend::Cpu,
+            env,
+            &self.params,
+            self.args.hidden as usize,
+            self.args.batch as usize,
+            self.args.seed,
+        )?;
+        copy.set_state(&self.state()?)?;
+        copy.grad_steps = self.grad_steps;
+        Ok(copy)
+    }
+
     /// The trials' DQN parameters.
     pub fn params(&self) -> &[DqnParams] {
         &self.params
