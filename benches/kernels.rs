@@ -47,7 +47,7 @@ fn cpu_inner(c: &mut Criterion) {
         });
     });
     group.finish();
-    let l = Layout { input: 54, hidden: 128 };
+    let l = Layout::q_net(54, 128);
     let w: Vec<f32> = (0..l.params() as u64).map(|i| 0.05 * normal(2, 1, i) as f32).collect();
     let x: Vec<f32> = (0..54).map(|i| normal(2, 2, i) as f32).collect();
     let (mut a1, mut a2, mut q) = (vec![0.0; 128], vec![0.0; 128], [0.0; ACTIONS]);

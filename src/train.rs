@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use gpu_kernels::dqn::DqnParams;
-use gpu_kernels::mlp::{ACTIONS, Layout};
+use gpu_kernels::mlp::Layout;
 
 use crate::data::Series;
 use crate::data::device::Prepared;
@@ -236,7 +236,8 @@ pub fn train_dqn(
 }
 
 /// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:
-/// `l1.weight` `[h, D]`, `l1.bias` `[h]`, `l2.*`, `l3.weight` `[3, h]`, `l3.bias` `[3]`.
+/// `l1.weight` `[h, D]`, `l1.bias` `[h]`, `l2.*`, `l3.weight` `[O, h]`, `l3.bias` `[O]` (O = 3 Q-values, or 3
+/// logits and a value for PPO).
 pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core::Result<HashMap<String, Tensor>> {
     let (d, stride, h) = (l.input, l.hidden, hidden);
     let rows = |offset: usize, n_rows: usize, cols: usize, row_stride: usize| -> Vec<f32> {
@@ -250,8 +251,9 @@ pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core:
     out.insert("l1.bias".to_owned(), Tensor::from_vec(weights[l.b1()..l.b1() + h].to_vec(), h, &dev)?);
     out.insert("l2.weight".to_owned(), Tensor::from_vec(rows(l.w2(), h, h, stride), (h, h), &dev)?);
     out.insert("l2.bias".to_owned(), Tensor::from_vec(weights[l.b2()..l.b2() + h].to_vec(), h, &dev)?);
-    out.insert("l3.weight".to_owned(), Tensor::from_vec(rows(l.w3(), ACTIONS, h, stride), (ACTIONS, h), &dev)?);
-    out.insert("l3.bias".to_owned(), Tensor::from_vec(weights[l.b3()..l.b3() + ACTIONS].to_vec(), ACTIONS, &dev)?);
+    let o = l.outputs;
+    out.insert("l3.weight".to_owned(), Tensor::from_vec(rows(l.w3(), o, h, stride), (o, h), &dev)?);
+    out.insert("l3.bias".to_owned(), Tensor::from_vec(weights[l.b3()..l.b3() + o].to_vec(), o, &dev)?);
     Ok(out)
 }
 

@@ -75,7 +75,7 @@ fn active(l: &Layout, w: &[f32]) -> Vec<Vec<f32>> {
 
 #[test]
 fn forward_gradients_and_adam_match_candle() {
-    let l = Layout { input: D_IN, hidden: STRIDE };
+    let l = Layout::q_net(D_IN, STRIDE);
     let online = tradesim_host_init(&l, 1);
     let target = tradesim_host_init(&l, 2);
     let (obs, next_obs, actions, rewards, dones, weights) = batch();

@@ -3,7 +3,7 @@
 //! update). Per-thread bodies shared by the PTX entries and the CPU backend.
 
 use crate::batch::observe_env;
-use crate::mlp::{ACTIONS, Layout, adam, argmax, backward, forward, huber, huber_grad};
+use crate::mlp::{ACTIONS, Layout, adam, argmax, backward, forward, huber, huber_grad, param_gradient as mlp_gradient};
 use crate::rng::{draw_below, draw_u64};
 use crate::types::{Bar, EnvState, TrialParams};
 
@@ -98,7 +98,7 @@ const _: () = assert!(core::mem::size_of::<DqnArgs>() == 48);
 impl DqnArgs {
     /// The parameter layout.
     pub fn layout(&self) -> Layout {
-        Layout { input: self.input as usize, hidden: self.hidden as usize }
+        Layout::q_net(self.input as usize, self.hidden as usize)
     }
 
     /// Floats of per-env acting scratch: observation, two activations.
@@ -108,7 +108,7 @@ impl DqnArgs {
 
     /// Floats of per-sample training scratch: a1, a2, delta1, delta2, delta3, two target activations.
     pub fn train_scratch(&self) -> usize {
-        6 * self.hidden as usize + ACTIONS
+        self.layout().train_scratch()
     }
 }
 
@@ -182,12 +182,10 @@ pub fn train_sample(
     let (d2, rest) = rest.split_at_mut(stride);
     let (d3, rest) = rest.split_at_mut(ACTIONS);
     let (t1, t2) = rest.split_at_mut(stride);
-    let d3: &mut [f32; ACTIONS] = d3.try_into().expect("ACTIONS floats");
     if weight == 0.0 || j >= dqn.batch as usize {
-        for x in a1.iter_mut().chain(a2.iter_mut()).chain(d1.iter_mut()).chain(d2.iter_mut()) {
+        for x in a1.iter_mut().chain(a2.iter_mut()).chain(d1.iter_mut()).chain(d2.iter_mut()).chain(d3.iter_mut()) {
             *x = 0.0;
         }
-        *d3 = [0.0; ACTIONS];
         return 0.0;
     }
     let mut q_next = [0.0; ACTIONS];
@@ -205,7 +203,10 @@ pub fn train_sample(
     let a = (action as usize).min(ACTIONS - 1);
     let diff = q[a] - y;
     let g = huber_grad(diff, dqn.huber_delta) * weight / dqn.batch as f32;
-    backward(&l, online, h, a, g, a1, a2, d1, d2, d3);
+    for (k, dk) in d3.iter_mut().enumerate() {
+        *dk = if k == a { g } else { 0.0 };
+    }
+    backward(&l, online, h, d3, a1, a2, d1, d2);
     huber(diff, dqn.huber_delta) * weight
 }
 
@@ -213,55 +214,7 @@ pub fn train_sample(
 /// samples' scratch and observations; 0 outside the active width.
 #[inline]
 pub fn param_gradient(p: usize, args: &DqnArgs, dqn: &DqnParams, scratch: &[f32], obs: &[f32]) -> f32 {
-    let l = args.layout();
-    let (d, stride, h) = (l.input, l.hidden, dqn.hidden as usize);
-    let (per, b) = (args.train_scratch(), dqn.batch as usize);
-    let (a1, a2, d1, d2, d3) = (0, stride, 2 * stride, 3 * stride, 4 * stride);
-    // (delta offset, input: None for a bias, Some((from obs?, offset))) of parameter p.
-    let (delta, input): (usize, Option<(bool, usize)>) = if p < l.b1() {
-        let (i, c) = (p / d, p % d);
-        if i >= h {
-            return 0.0;
-        }
-        (d1 + i, Some((true, c)))
-    } else if p < l.w2() {
-        let i = p - l.b1();
-        if i >= h {
-            return 0.0;
-        }
-        (d1 + i, None)
-    } else if p < l.b2() {
-        let (i, c) = ((p - l.w2()) / stride, (p - l.w2()) % stride);
-        if i >= h || c >= h {
-            return 0.0;
-        }
-        (d2 + i, Some((false, a1 + c)))
-    } else if p < l.w3() {
-        let i = p - l.b2();
-        if i >= h {
-            return 0.0;
-        }
-        (d2 + i, None)
-    } else if p < l.b3() {
-        let (k, c) = ((p - l.w3()) / stride, (p - l.w3()) % stride);
-        if c >= h {
-            return 0.0;
-        }
-        (d3 + k, Some((false, a2 + c)))
-    } else {
-        (d3 + (p - l.b3()), None)
-    };
-    let mut g = 0.0;
-    for j in 0..b {
-        let s = &scratch[j * per..(j + 1) * per];
-        let x = match input {
-            None => 1.0,
-            Some((true, c)) => obs[j * d + c],
-            Some((false, c)) => s[c],
-        };
-        g += s[delta] * x;
-    }
-    g
+    mlp_gradient(&args.layout(), dqn.hidden as usize, p, dqn.batch as usize, scratch, obs)
 }
 
 /// Adam step of parameter `p` with its gradient `g`, then the target update (Polyak with tau > 0, else a

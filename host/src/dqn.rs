@@ -2,7 +2,7 @@
 //! same launches (CUDA) or the same parallel loops (CPU), with identical bits on both.
 
 use gpu_kernels::dqn::{DqnArgs, DqnParams, act_env, param_gradient, train_sample, update_param};
-use gpu_kernels::mlp::{ACTIONS, Layout};
+use gpu_kernels::mlp::Layout;
 use gpu_kernels::rng::draw_u64;
 use rayon::prelude::*;
 
@@ -35,7 +35,7 @@ pub fn init_weights(l: &Layout, hidden: usize, seed: u64, trial: u64) -> Vec<f32
         }
         w[l.b2() + i] = draw(hidden);
     }
-    for k in 0..ACTIONS {
+    for k in 0..l.outputs {
         for j in 0..hidden {
             w[l.w3() + k * stride + j] = draw(hidden);
         }
