@@ -81,7 +81,7 @@ enum Command {
         /// TOML search configuration (see `tradesim::hyperopt::config`; every key optional).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// dqn (ppo is not implemented yet).
+        /// dqn or ppo.
         #[arg(long)]
         algo: Option<String>,
         /// Trials in the study.

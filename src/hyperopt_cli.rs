@@ -44,13 +44,18 @@ fn configure(args: &HyperoptArgs) -> Result<SearchConfig, String> {
     let mut cfg = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-            SearchConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            let cfg = SearchConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            if args.algo.as_ref().is_some_and(|a| *a != cfg.study.algo) {
+                return Err(format!(
+                    "--algo {} differs from study.algo in {}: set the algorithm in the file",
+                    args.algo.as_deref().unwrap_or(""),
+                    path.display()
+                ));
+            }
+            cfg
         }
-        None => SearchConfig::default(),
+        None => SearchConfig::for_algo(args.algo.as_deref().unwrap_or("dqn")),
     };
-    if let Some(a) = &args.algo {
-        cfg.study.algo = a.clone();
-    }
     if let Some(n) = args.trials {
         cfg.study.trials = n;
     }
@@ -83,9 +88,6 @@ pub fn run(
         }
     };
     let fresh = configure(args)?;
-    if fresh.study.algo == "ppo" {
-        return Err("--algo ppo is not implemented yet; use --algo dqn".to_owned());
-    }
     let fresh_json = serde_json::to_string(&fresh).map_err(|e| e.to_string())?;
     let study = Study::open(&study_path, args.resume, &fresh_json)?;
     let cfg: SearchConfig = if args.resume {
@@ -109,8 +111,15 @@ pub fn run(
     let report_dir = args.report.clone().unwrap_or_else(|| dir.join("report"));
     let s = &cfg.study;
     println!(
-        "hyperopt: DQN, {} trials ({} at a time, {} epochs, {} envs x {} steps), TPE after {} random, prune {}",
-        s.trials, s.parallel, s.epochs, s.envs, s.segment_len, s.startup_trials, s.prune
+        "hyperopt: {}, {} trials ({} at a time, {} epochs, {} envs x {} steps), TPE after {} random, prune {}",
+        s.algo.to_uppercase(),
+        s.trials,
+        s.parallel,
+        s.epochs,
+        s.envs,
+        s.segment_len,
+        s.startup_trials,
+        s.prune
     );
     println!(
         "data:     {} ({}, {} bars); backend {}; study {}",

@@ -16,8 +16,8 @@ use crate::data::device::Prepared;
 use crate::data::features::WARMUP;
 use crate::data::splits::{Split, time_split};
 use crate::{
-    Backend, BacktestSpec, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, Metrics, SampleBatch, Signals,
-    SimLayout, TrialParams, backtest,
+    Backend, BacktestSpec, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, Metrics, PpoAgent, SampleBatch,
+    Signals, SimLayout, TrialParams, backtest,
 };
 
 /// What to train.
@@ -107,11 +107,71 @@ pub struct EpochReport {
     pub eval_seconds: f64,
 }
 
+/// An agent that acts on envs: the evaluation needs no more.
+pub trait Policy: Sized {
+    /// A CPU copy acting on `env`.
+    fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError>;
+    /// Actions for every env, then one env step.
+    fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError>;
+}
+
+impl Policy for DqnAgent {
+    fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
+        DqnAgent::cpu_copy(self, env)
+    }
+    fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
+        DqnAgent::act_and_step(self, env, step, greedy)
+    }
+}
+
+impl Policy for PpoAgent {
+    fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
+        PpoAgent::cpu_copy(self, env)
+    }
+    fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
+        PpoAgent::act_and_step(self, env, step, greedy)
+    }
+}
+
+/// Networks that can be saved: their layout, each trial's active width, and their parameters.
+pub trait Networks {
+    /// The parameter layout.
+    fn net_layout(&self) -> Layout;
+    /// Each trial's hidden width.
+    fn hiddens(&self) -> Vec<usize>;
+    /// The online parameters of every trial.
+    fn online(&self) -> Result<Vec<f32>, String>;
+}
+
+impl Networks for DqnAgent {
+    fn net_layout(&self) -> Layout {
+        self.layout()
+    }
+    fn hiddens(&self) -> Vec<usize> {
+        self.params().iter().map(|p| p.hidden as usize).collect()
+    }
+    fn online(&self) -> Result<Vec<f32>, String> {
+        self.state().map(|s| s.online).map_err(|e| e.to_string())
+    }
+}
+
+impl Networks for PpoAgent {
+    fn net_layout(&self) -> Layout {
+        self.layout()
+    }
+    fn hiddens(&self) -> Vec<usize> {
+        self.params().iter().map(|p| p.hidden as usize).collect()
+    }
+    fn online(&self) -> Result<Vec<f32>, String> {
+        self.state().map(|s| s.online).map_err(|e| e.to_string())
+    }
+}
+
 /// The trained agent and where it stands.
 #[derive(Debug)]
-pub struct Trained {
+pub struct Trained<A = DqnAgent> {
     /// The agent.
-    pub agent: DqnAgent,
+    pub agent: A,
     /// Every epoch's report.
     pub epochs: Vec<EpochReport>,
     /// Greedy policy on the test split, per trial.
@@ -132,9 +192,9 @@ pub fn split_market(series: &Series, split: (f64, f64)) -> Result<(Split, Market
 }
 
 /// The greedy policy of every trial over all of `market`, as a backtest (one env per trial).
-pub fn evaluate(
+pub fn evaluate<P: Policy>(
     backend: &Backend,
-    agent: &mut DqnAgent,
+    agent: &mut P,
     market: &MarketData,
     env_params: &[TrialParams],
     bars_per_year: f64,
@@ -148,9 +208,9 @@ pub fn evaluate(
 /// The greedy walk is one env per trial, bar after bar: a sequential job with one tiny launch per bar on a
 /// GPU. It therefore always runs on the CPU, from a copy of the agent's networks; the CPU and GPU paths give
 /// the same bits (tests/dqn.rs, tests/gpu_parity.rs), so the result is the one the GPU would produce.
-pub fn greedy_actions(
+pub fn greedy_actions<P: Policy>(
     backend: &Backend,
-    agent: &mut DqnAgent,
+    agent: &mut P,
     market: &MarketData,
     env_params: &[TrialParams],
     bars_per_year: f64,
@@ -235,6 +295,60 @@ pub fn train_dqn(
     Ok(Trained { agent, epochs, test: test_metrics, test_actions, split })
 }
 
+/// Trains PPO actor-critics (one per trial, `ppo[k]`) on `series` with `cfg`'s environment, sizes and split
+/// (`cfg.dqn` is not used): each epoch is one rollout of `segment_len` steps of every env, GAE, then the
+/// minibatch updates; then the greedy policy is scored on the validation split.
+pub fn train_ppo(
+    backend: &Backend,
+    series: &Series,
+    cfg: &TrainConfig,
+    ppo: &[gpu_kernels::ppo::PpoParams],
+    mut progress: impl FnMut(&EpochReport),
+) -> Result<Trained<PpoAgent>, String> {
+    let trials = ppo.len();
+    if cfg.env_params.len() != trials || trials == 0 {
+        return Err(format!("{} environment parameter sets for {trials} PPO parameter sets", cfg.env_params.len()));
+    }
+    let (split, train, valid, test) = split_market(series, cfg.split)?;
+    let segment_len = cfg.segment_len.min(train.n_bars() - 1);
+    let env_cfg = EnvConfig {
+        segment_len: segment_len as u32,
+        ring_capacity: segment_len * cfg.envs,
+        seed: cfg.seed,
+        trial_groups: 1,
+    };
+    let e = |err: HostError| err.to_string();
+    let layout = SimLayout::new(trials, cfg.envs).map_err(e)?;
+    let mut env = EnvBatch::new(backend, &train, &cfg.env_params, layout, env_cfg).map_err(e)?;
+    let mut agent = PpoAgent::new(backend, &env, ppo, cfg.hidden, cfg.batch, cfg.seed).map_err(e)?;
+    let mut epochs = Vec::with_capacity(cfg.epochs);
+    for epoch in 0..cfg.epochs {
+        let started = Instant::now();
+        env.reset_epoch(epoch as u64).map_err(e)?;
+        agent.collect(&mut env).map_err(e)?;
+        agent.update(&mut env).map_err(e)?;
+        let losses = agent.last_losses().map_err(e)?;
+        let train_seconds = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let valid_metrics =
+            evaluate(backend, &mut agent, &valid, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+        let report = EpochReport {
+            epoch,
+            env_steps: ((epoch + 1) * segment_len) as u64,
+            grad_steps: agent.updates(),
+            losses,
+            valid: valid_metrics,
+            train_seconds,
+            eval_seconds: started.elapsed().as_secs_f64(),
+        };
+        progress(&report);
+        epochs.push(report);
+    }
+    let (test_metrics, test_actions) =
+        greedy_actions(backend, &mut agent, &test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+    Ok(Trained { agent, epochs, test: test_metrics, test_actions, split })
+}
+
 /// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:
 /// `l1.weight` `[h, D]`, `l1.bias` `[h]`, `l2.*`, `l3.weight` `[O, h]`, `l3.bias` `[O]` (O = 3 Q-values, or 3
 /// logits and a value for PPO).
@@ -258,20 +372,24 @@ pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core:
 }
 
 /// Saves every trial's online network to `dir/trial-K.safetensors`; returns the paths.
-pub fn save_weights(agent: &DqnAgent, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
-    let names: Vec<String> = (0..agent.params().len()).map(|k| format!("trial-{k}.safetensors")).collect();
+pub fn save_weights(agent: &impl Networks, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    let names: Vec<String> = (0..agent.hiddens().len()).map(|k| format!("trial-{k}.safetensors")).collect();
     save_named_weights(agent, dir, &names)
 }
 
 /// Saves trial k's online network to `dir/names[k]`; returns the paths.
-pub fn save_named_weights(agent: &DqnAgent, dir: &Path, names: &[String]) -> Result<Vec<std::path::PathBuf>, String> {
+pub fn save_named_weights(
+    agent: &impl Networks,
+    dir: &Path,
+    names: &[String],
+) -> Result<Vec<std::path::PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let state = agent.state().map_err(|e| e.to_string())?;
-    let l = agent.layout();
+    let online = agent.online()?;
+    let l = agent.net_layout();
     let mut paths = Vec::new();
-    for (k, (p, name)) in agent.params().iter().zip(names).enumerate() {
-        let w = &state.online[k * l.params()..(k + 1) * l.params()];
-        let tensors = trial_tensors(&l, w, p.hidden as usize).map_err(|e| e.to_string())?;
+    for (k, (hidden, name)) in agent.hiddens().into_iter().zip(names).enumerate() {
+        let w = &online[k * l.params()..(k + 1) * l.params()];
+        let tensors = trial_tensors(&l, w, hidden).map_err(|e| e.to_string())?;
         let path = dir.join(name);
         candle_core::safetensors::save(&tensors, &path).map_err(|e| format!("writing {}: {e}", path.display()))?;
         paths.push(path);

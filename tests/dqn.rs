@@ -6,7 +6,7 @@ mod common;
 
 use candle_core::{D, DType, Device, Tensor, Var};
 use candle_nn::{Module, Optimizer, VarBuilder};
-use common::{Bits, assert_bitwise};
+use common::assert_bitwise;
 use gpu_kernels::dqn::{DqnArgs, DqnParams, param_gradient, train_sample, update_param};
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use tradesim::synthetic::normal;
@@ -313,10 +313,4 @@ fn safetensors_round_trip_into_candle() {
         assert!(max_rel_err(&ours, &theirs) <= 1e-5, "trial {k}: {:?} vs {:?}", ours, theirs);
     }
     std::fs::remove_dir_all(dir).unwrap();
-}
-
-impl Bits for Vec<f32> {
-    fn bits(&self) -> Vec<u64> {
-        self.iter().map(|x| u64::from(x.to_bits())).collect()
-    }
 }

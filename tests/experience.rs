@@ -150,12 +150,6 @@ fn observations_and_samples_rebuild_states(backend: &Backend) {
 }
 test_device!(observations_and_samples_rebuild_states);
 
-impl Bits for Vec<f32> {
-    fn bits(&self) -> Vec<u64> {
-        self.iter().map(|x| u64::from(x.to_bits())).collect()
-    }
-}
-
 /// Epoch segments: the same for every trial, drawn again for a new epoch, within the bars.
 fn epochs_redraw_segments(backend: &Backend) {
     let (market, params, layout, cfg, _, _) = workload();

@@ -148,7 +148,7 @@ fn bad_configs_are_refused_with_the_key() {
         ("[study]\ntrails = 3\n", "trails"),
         ("[space]\nlr = { low = 0.01, high = 0.001 }\n", "space.lr: empty range"),
         ("[space]\nlr = -0.5\n", "space.lr: -0.5 is invalid: the learning rate must be positive"),
-        ("[space]\nmomentum = 0.9\n", "space.momentum: unknown parameter"),
+        ("[space]\nmomentum = 0.9\n", "space.momentum: unknown parameter for dqn"),
     ] {
         let path = dir.join("bad.toml");
         std::fs::write(&path, text).unwrap();
@@ -157,7 +157,32 @@ fn bad_configs_are_refused_with_the_key() {
         assert!(!ok && stderr.contains(key), "{text}: {stderr}");
         assert!(!study.exists(), "a refused configuration must not create a study");
     }
-    let (ok, _, stderr) = hyperopt(&["--algo", "ppo", "--study", dir.join("ppo.sqlite").to_str().unwrap()]);
-    assert!(!ok && stderr.contains("ppo") && !dir.join("ppo.sqlite").exists(), "{stderr}");
+    let path = dir.join("mixed.toml");
+    std::fs::write(&path, "[space]\nclip = 0.2\n").unwrap();
+    let (ok, _, stderr) =
+        hyperopt(&["--config", path.to_str().unwrap(), "--study", dir.join("x.sqlite").to_str().unwrap()]);
+    assert!(!ok && stderr.contains("space.clip: unknown parameter for dqn"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// PPO through the same search: a tiny study completes with every trial finished and a report.
+#[test]
+fn tiny_ppo_search_completes() {
+    let dir = temp_dir("hyperopt-ppo");
+    let path = dir.join("ppo.toml");
+    std::fs::write(
+        &path,
+        "[study]\nalgo = \"ppo\"\ntrials = 2\nparallel = 2\nepochs = 2\nenvs = 8\nsegment_len = 32\n\
+         [space]\nhidden = 16\nbatch = 32\nppo_epochs = 2\n",
+    )
+    .unwrap();
+    let study = dir.join("study.sqlite");
+    let (ok, stdout, stderr) = hyperopt(&["--config", path.to_str().unwrap(), "--study", study.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("hyperopt: PPO"), "{stdout}");
+    let trials = stored(&study);
+    assert_eq!(trials.len(), 2);
+    assert!(trials.iter().all(|t| t.1 == "complete" || t.1 == "pruned"), "{trials:?}");
+    assert!(dir.join("report").join("index.html").is_file());
     std::fs::remove_dir_all(dir).unwrap();
 }

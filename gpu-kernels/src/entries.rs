@@ -13,6 +13,11 @@ use crate::batch::{
     sample_one, scan_env,
 };
 use crate::dqn::{DqnArgs, DqnParams, act_env, param_gradient, train_sample, update_param};
+use crate::mlp::{adam, param_gradient as mlp_gradient};
+use crate::ppo::{
+    PpoArgs, PpoParams, PpoSample, act_env as ppo_act_env, gae_env, gather_obs, minibatch_index,
+    train_sample as ppo_train_sample,
+};
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Global thread index in a 1-D launch.
@@ -376,5 +381,191 @@ pub unsafe extern "ptx-kernel" fn dqn_update_params(
         let dqn = &*dqn.add(trial);
         let g = param_gradient(p, &args, dqn, scratch, obs);
         update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
+    }
+}
+
+/// PPO acting (one thread per env): the sampled (or greedy) action into `actions`, its log-probability and the
+/// state's value at rollout step `slot` (`trial x steps x E + slot x E + e`); with `slot >= steps`, the value
+/// goes to `values[env]` (the bootstrap after the last step) and no log-probability is written.
+///
+/// # Safety
+/// `env_params`, `ppo`: `n_trials`; `states`, `actions`: `n_envs`; `bars`: `n_bars`; `features`:
+/// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `scratch`: `n_envs x act_scratch`; `logps`,
+/// `values`: `n_trials x steps x E` (or `n_envs` values for the bootstrap).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_act(
+    env_params: *const TrialParams,
+    states: *const EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    ppo: *const PpoParams,
+    weights: *const f32,
+    scratch: *mut f32,
+    actions: *mut u8,
+    logps: *mut f32,
+    values: *mut f32,
+    slot: u32,
+    args: PpoArgs,
+) {
+    let env = thread_index();
+    let ept = args.envs_per_trial as usize;
+    if env >= args.n_trials as usize * ept {
+        return;
+    }
+    let (trial, e) = (env / ept, env % ept);
+    let (per, n_params) = (args.act_scratch(), args.layout().params());
+    // SAFETY: lengths as documented; this thread alone writes its scratch row and its outputs.
+    unsafe {
+        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
+        let features = slice::from_raw_parts(features, args.n_bars as usize * (args.input as usize - 3));
+        let weights = slice::from_raw_parts(weights.add(trial * n_params), n_params);
+        let scratch = slice::from_raw_parts_mut(scratch.add(env * per), per);
+        let (action, logp, value) = ppo_act_env(
+            env,
+            &args,
+            &*env_params.add(trial),
+            &*states.add(env),
+            bars,
+            features,
+            &*ppo.add(trial),
+            weights,
+            scratch,
+        );
+        *actions.add(env) = action;
+        if slot < args.steps {
+            let i = (trial * args.steps as usize + slot as usize) * ept + e;
+            *logps.add(i) = logp;
+            *values.add(i) = value;
+        } else {
+            *values.add(env) = value;
+        }
+    }
+}
+
+/// GAE over each env's rollout (one thread per trial and env).
+///
+/// # Safety
+/// `ppo`: `n_trials`; `ring`: `n_trials x steps x E` transitions; `values`, `advantages`, `returns`:
+/// `n_trials x steps x E`; `bootstrap`: `n_trials x E`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_gae(
+    ppo: *const PpoParams,
+    ring: *const Transition,
+    values: *const f32,
+    bootstrap: *const f32,
+    advantages: *mut f32,
+    returns: *mut f32,
+    args: PpoArgs,
+) {
+    let env = thread_index();
+    let ept = args.envs_per_trial as usize;
+    if env >= args.n_trials as usize * ept {
+        return;
+    }
+    let (trial, e) = (env / ept, env % ept);
+    let n = args.steps as usize * ept;
+    // SAFETY: lengths as documented; this thread alone writes its env's slots.
+    unsafe {
+        let p = &*ppo.add(trial);
+        let ring = slice::from_raw_parts(ring.add(trial * n), n);
+        let values = slice::from_raw_parts(values.add(trial * n), n);
+        gae_env(e, ept, args.steps as usize, p.gamma, p.lambda, ring, values, *bootstrap.add(env), |i, adv, ret| {
+            *advantages.add(trial * n + i) = adv;
+            *returns.add(trial * n + i) = ret;
+        });
+    }
+}
+
+/// PPO minibatch samples (one thread per trial and sample): draw a rollout slot, gather its observation into
+/// `obs`, forward, loss, backward into `scratch`.
+///
+/// # Safety
+/// `ppo`: `n_trials`; `weights`: `n_trials x params`; `ring`, `logps`, `advantages`, `returns`:
+/// `n_trials x steps x E`; `features`: `n_bars x (input - 3)`; `obs`: `n_trials x batch x input`;
+/// `scratch`: `n_trials x batch x train_scratch`; `losses`: `n_trials x batch`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_train_samples(
+    ppo: *const PpoParams,
+    weights: *const f32,
+    ring: *const Transition,
+    features: *const f32,
+    logps: *const f32,
+    advantages: *const f32,
+    returns: *const f32,
+    obs: *mut f32,
+    scratch: *mut f32,
+    losses: *mut f32,
+    args: PpoArgs,
+) {
+    let i = thread_index();
+    let b = args.batch as usize;
+    if i >= args.n_trials as usize * b {
+        return;
+    }
+    let (trial, j) = (i / b, i % b);
+    let l = args.layout();
+    let (d, n_params, per, n) =
+        (l.input, l.params(), l.train_scratch(), args.steps as usize * args.envs_per_trial as usize);
+    // SAFETY: lengths as documented; this thread alone writes sample i's row of obs, scratch and losses.
+    unsafe {
+        let ring = slice::from_raw_parts(ring.add(trial * n), n);
+        let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
+        let row = slice::from_raw_parts_mut(obs.add(i * d), d);
+        let slot = minibatch_index(ring, n, args.seed, trial as u64, args.counter, j as u64);
+        let sample = slot.map(|s| {
+            gather_obs(&ring[s], features, d - 3, row);
+            PpoSample {
+                action: ring[s].action,
+                logp_old: *logps.add(trial * n + s),
+                advantage: *advantages.add(trial * n + s),
+                ret: *returns.add(trial * n + s),
+            }
+        });
+        let weights = slice::from_raw_parts(weights.add(trial * n_params), n_params);
+        let scratch = slice::from_raw_parts_mut(scratch.add(i * per), per);
+        *losses.add(i) = ppo_train_sample(j, &args, &*ppo.add(trial), weights, row, sample, scratch);
+    }
+}
+
+/// PPO parameter update (one thread per trial and parameter): gradient over the minibatch, then Adam.
+///
+/// # Safety
+/// `ppo`: `n_trials`; `weights`, `m`, `v`: `n_trials x params`; `scratch`: `n_trials x batch x train_scratch`;
+/// `obs`: `n_trials x batch x input`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_update_params(
+    ppo: *const PpoParams,
+    weights: *mut f32,
+    m: *mut f32,
+    v: *mut f32,
+    scratch: *const f32,
+    obs: *const f32,
+    args: PpoArgs,
+) {
+    let i = thread_index();
+    let l = args.layout();
+    let n_params = l.params();
+    if i >= args.n_trials as usize * n_params {
+        return;
+    }
+    let (trial, p) = (i / n_params, i % n_params);
+    let (b, d, per) = (args.batch as usize, l.input, l.train_scratch());
+    // SAFETY: lengths as documented; this thread alone writes parameter i.
+    unsafe {
+        let scratch = slice::from_raw_parts(scratch.add(trial * b * per), b * per);
+        let obs = slice::from_raw_parts(obs.add(trial * b * d), b * d);
+        let pp = &*ppo.add(trial);
+        let g = mlp_gradient(&l, pp.hidden as usize, p, pp.batch as usize, scratch, obs);
+        adam(
+            &mut *weights.add(i),
+            &mut *m.add(i),
+            &mut *v.add(i),
+            g,
+            pp.lr,
+            pp.beta1,
+            pp.beta2,
+            pp.adam_eps,
+            args.counter as u32,
+        );
     }
 }

@@ -27,6 +27,15 @@ pub const DQN_TRAIN_SAMPLES: &str = "dqn_train_samples";
 /// Per-parameter gradient, Adam and target update ([`crate::dqn::param_gradient`]).
 pub const DQN_UPDATE_PARAMS: &str = "dqn_update_params";
 
+/// PPO acting ([`crate::ppo::act_env`]).
+pub const PPO_ACT: &str = "ppo_act";
+/// GAE ([`crate::ppo::gae_env`]).
+pub const PPO_GAE: &str = "ppo_gae";
+/// PPO minibatch samples ([`crate::ppo::train_sample`]).
+pub const PPO_TRAIN_SAMPLES: &str = "ppo_train_samples";
+/// PPO parameter update ([`crate::mlp::param_gradient`], Adam).
+pub const PPO_UPDATE_PARAMS: &str = "ppo_update_params";
+
 /// Every kernel the host expects in the PTX module.
 pub const ALL: &[&str] = &[
     ENV_SCAN,
@@ -39,4 +48,8 @@ pub const ALL: &[&str] = &[
     DQN_ACT,
     DQN_TRAIN_SAMPLES,
     DQN_UPDATE_PARAMS,
+    PPO_ACT,
+    PPO_GAE,
+    PPO_TRAIN_SAMPLES,
+    PPO_UPDATE_PARAMS,
 ];

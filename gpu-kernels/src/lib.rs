@@ -17,6 +17,7 @@ pub mod kernel_names;
 pub mod layout;
 pub mod mlp;
 pub mod portfolio;
+pub mod ppo;
 pub mod reward;
 pub mod rng;
 pub mod types;

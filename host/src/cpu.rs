@@ -168,6 +168,16 @@ impl CpuEnv {
         }
     }
 
+    /// The replay ring (trial-major).
+    pub(crate) fn ring(&self) -> &[Transition] {
+        &self.ring
+    }
+
+    /// The feature matrix.
+    pub(crate) fn features(&self) -> &[f32] {
+        &self.features
+    }
+
     pub(crate) fn states(&self) -> Result<Vec<EnvState>, HostError> {
         Ok(self.states.clone())
     }

@@ -10,6 +10,7 @@ pub mod dqn;
 pub mod env_batch;
 pub mod error;
 pub mod market;
+pub mod ppo;
 pub mod prices;
 
 mod cpu;
@@ -22,6 +23,7 @@ pub use dqn::{DqnAgent, NetState};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
+pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
 
 #[cfg(feature = "cuda")]

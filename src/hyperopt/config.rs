@@ -143,32 +143,53 @@ pub struct SearchConfig {
     pub space: BTreeMap<String, Dimension>,
 }
 
-/// The searchable parameters and their default dimensions.
+/// The searchable parameters of DQN and their default dimensions.
 pub fn default_space() -> BTreeMap<String, Dimension> {
+    space_for("dqn")
+}
+
+/// The searchable parameters of `algo` (dqn or ppo) and their default dimensions.
+pub fn space_for(algo: &str) -> BTreeMap<String, Dimension> {
     let range = |low: f64, high: f64, log: bool| Dimension::Range { low, high, log };
     let choice = |c: &[f64]| Dimension::Choice { choices: c.to_vec() };
-    [
-        ("lr", range(1e-4, 3e-3, true)),
-        ("gamma", range(0.8, 0.99, false)),
-        ("hidden", choice(&[32.0, 64.0, 128.0])),
-        ("batch", choice(&[64.0, 128.0])),
-        ("eps_decay", range(0.2, 0.8, false)),
-        ("target_every", choice(&[50.0, 100.0, 200.0])),
-        ("w_cost", range(0.0, 2.0, false)),
-        ("w_drawdown", range(0.0, 1.0, false)),
-        ("w_barrier", Dimension::Fixed(0.0)),
-        ("take_profit_mult", range(0.0, 4.0, false)),
-        ("stop_loss_mult", range(0.0, 4.0, false)),
-        ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect()
+    let learner: Vec<(&str, Dimension)> = if algo == "ppo" {
+        vec![
+            ("lr", range(1e-4, 3e-3, true)),
+            ("gamma", range(0.8, 0.99, false)),
+            ("lambda", range(0.8, 0.99, false)),
+            ("clip", range(0.1, 0.3, false)),
+            ("ent_coef", range(0.0, 0.02, false)),
+            ("hidden", choice(&[32.0, 64.0, 128.0])),
+            ("batch", choice(&[64.0, 128.0])),
+            ("ppo_epochs", choice(&[2.0, 4.0])),
+        ]
+    } else {
+        vec![
+            ("lr", range(1e-4, 3e-3, true)),
+            ("gamma", range(0.8, 0.99, false)),
+            ("hidden", choice(&[32.0, 64.0, 128.0])),
+            ("batch", choice(&[64.0, 128.0])),
+            ("eps_decay", range(0.2, 0.8, false)),
+            ("target_every", choice(&[50.0, 100.0, 200.0])),
+        ]
+    };
+    learner
+        .into_iter()
+        .chain([
+            ("w_cost", range(0.0, 2.0, false)),
+            ("w_drawdown", range(0.0, 1.0, false)),
+            ("w_barrier", Dimension::Fixed(0.0)),
+            ("take_profit_mult", range(0.0, 4.0, false)),
+            ("stop_loss_mult", range(0.0, 4.0, false)),
+            ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
+        ])
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
 }
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        Self { study: StudyConfig::default(), env: EnvSettings::default(), space: default_space() }
+        Self::for_algo("dqn")
     }
 }
 
@@ -184,15 +205,29 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
         "w_cost" | "w_drawdown" | "w_barrier" => (-1e3, 1e3, false),
         "take_profit_mult" | "stop_loss_mult" => (0.0, 100.0, false),
         "max_hold_bars" => (0.0, 1e6, true),
+        "lambda" => (0.0, 1.0, false),
+        "clip" => (0.01, 1.0, false),
+        "ent_coef" => (0.0, 1.0, false),
+        "ppo_epochs" => (1.0, 100.0, true),
         _ => return None,
     })
 }
 
 impl SearchConfig {
-    /// Parses a TOML file's text; the `[space]` table overrides the default dimensions it names.
+    /// The defaults for `algo`.
+    pub fn for_algo(algo: &str) -> Self {
+        Self {
+            study: StudyConfig { algo: algo.to_owned(), ..StudyConfig::default() },
+            env: EnvSettings::default(),
+            space: space_for(algo),
+        }
+    }
+
+    /// Parses a TOML file's text; the `[space]` table overrides the default dimensions (of `study.algo`) it
+    /// names.
     pub fn from_toml(text: &str) -> Result<Self, String> {
         let mut cfg: SearchConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
-        let mut space = default_space();
+        let mut space = space_for(&cfg.study.algo);
         space.extend(std::mem::take(&mut cfg.space));
         cfg.space = space;
         cfg.validate()?;
@@ -228,13 +263,16 @@ impl SearchConfig {
                 return Err(format!("{key}: {text} must be positive"));
             }
         }
+        let known = space_for(&s.algo);
         for (name, dim) in &self.space {
-            let (min, max, integer) = bounds(name).ok_or_else(|| {
-                format!(
-                    "space.{name}: unknown parameter (known: {})",
-                    default_space().keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            })?;
+            let unknown = || {
+                let names: Vec<&str> = known.keys().map(String::as_str).collect();
+                format!("space.{name}: unknown parameter for {} (known: {})", s.algo, names.join(", "))
+            };
+            if !known.contains_key(name) {
+                return Err(unknown());
+            }
+            let (min, max, integer) = bounds(name).ok_or_else(unknown)?;
             let check = |x: f64| -> Result<(), String> {
                 if !x.is_finite() || x < min || x > max {
                     let what = if name == "lr" && x <= 0.0 {

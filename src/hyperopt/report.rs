@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use super::config::SearchConfig;
-use super::search::{EnvDecimals, trial_params};
+use super::search::{EnvDecimals, env_params};
 use super::study::{Study, TrialRecord};
 use crate::audit::{AuditReport, audit_column};
 use crate::data::Series;
@@ -190,7 +190,7 @@ pub fn write_report(
         let (split, _, _, test) = split_market(series, (0.7, 0.15))?;
         let targets = study.test_actions(b.number)?.ok_or_else(|| format!("trial {} has no test actions", b.number))?;
         let env = EnvDecimals::parse(&cfg.env)?;
-        let (params, _) = trial_params(&b.params, &env, 1.0)?;
+        let params = env_params(&b.params, &env)?;
         let steps = test.n_bars() - 1;
         let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity: true };
         let r = backtest(backend, &test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)
@@ -250,13 +250,14 @@ pub fn write_report(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>tradesim hyperopt</title><style>\
          body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#eee}}</style></head><body>\
-         <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned), DQN, {} epochs each, \
+         <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned), {}, {} epochs each, \
          {} trials at a time. Metric: validation Sharpe of the last epoch.</p>",
         html_escape(data_label),
         html_escape(&series.symbol),
         board.len(),
         board.iter().filter(|t| t.status == "complete").count(),
         board.iter().filter(|t| t.status == "pruned").count(),
+        cfg.study.algo.to_uppercase(),
         cfg.study.epochs,
         cfg.study.parallel
     );

@@ -9,8 +9,8 @@ use super::config::{EnvSettings, SearchConfig};
 use super::sampler::{Params, sample};
 use super::study::{EpochRecord, Study, TrialRecord};
 use crate::data::Series;
-use crate::train::{EpochReport, TrainConfig, save_named_weights, train_dqn};
-use crate::{Backend, DqnParams, TrialParams};
+use crate::train::{EpochReport, Networks, TrainConfig, Trained, save_named_weights, train_dqn, train_ppo};
+use crate::{Backend, DqnParams, PpoParams, TrialParams};
 
 /// Rewards are in percent: the log return, costs and drawdown terms are scaled by this.
 pub const REWARD_SCALE: f64 = 100.0;
@@ -59,30 +59,51 @@ impl EnvDecimals {
     }
 }
 
-/// A trial's environment and DQN parameters.
-pub fn trial_params(p: &Params, env: &EnvDecimals, steps_per_trial: f64) -> Result<(TrialParams, DqnParams), String> {
+fn get(p: &Params, k: &str) -> Result<f64, String> {
+    p.get(k).copied().ok_or_else(|| format!("trial parameters lack `{k}`"))
+}
+
+/// A trial's environment parameters (rewards in percent, see [`REWARD_SCALE`]).
+pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, String> {
     let base = env.audit_params().to_params()?;
-    let get = |k: &str| p.get(k).copied().ok_or_else(|| format!("trial parameters lack `{k}`"));
-    let trial = TrialParams {
+    Ok(TrialParams {
         w_pnl: REWARD_SCALE,
-        w_cost: REWARD_SCALE * get("w_cost")?,
-        w_drawdown: REWARD_SCALE * get("w_drawdown")?,
-        w_barrier: get("w_barrier")?,
-        take_profit_mult: get("take_profit_mult")?,
-        stop_loss_mult: get("stop_loss_mult")?,
-        max_hold_bars: get("max_hold_bars")? as u32,
+        w_cost: REWARD_SCALE * get(p, "w_cost")?,
+        w_drawdown: REWARD_SCALE * get(p, "w_drawdown")?,
+        w_barrier: get(p, "w_barrier")?,
+        take_profit_mult: get(p, "take_profit_mult")?,
+        stop_loss_mult: get(p, "stop_loss_mult")?,
+        max_hold_bars: get(p, "max_hold_bars")? as u32,
         ..base
-    };
-    let dqn = DqnParams {
-        lr: get("lr")? as f32,
-        gamma: get("gamma")? as f32,
-        hidden: get("hidden")? as u32,
-        batch: get("batch")? as u32,
-        eps_decay_steps: (get("eps_decay")? * steps_per_trial) as f32,
-        target_every: get("target_every")? as u32,
+    })
+}
+
+/// A trial's DQN parameters; epsilon decays over `eps_decay` of its `steps_per_trial` env steps.
+pub fn dqn_params(p: &Params, steps_per_trial: f64) -> Result<DqnParams, String> {
+    Ok(DqnParams {
+        lr: get(p, "lr")? as f32,
+        gamma: get(p, "gamma")? as f32,
+        hidden: get(p, "hidden")? as u32,
+        batch: get(p, "batch")? as u32,
+        eps_decay_steps: (get(p, "eps_decay")? * steps_per_trial) as f32,
+        target_every: get(p, "target_every")? as u32,
         ..DqnParams::default()
-    };
-    Ok((trial, dqn))
+    })
+}
+
+/// A trial's PPO parameters.
+pub fn ppo_params(p: &Params) -> Result<PpoParams, String> {
+    Ok(PpoParams {
+        lr: get(p, "lr")? as f32,
+        gamma: get(p, "gamma")? as f32,
+        lambda: get(p, "lambda")? as f32,
+        clip: get(p, "clip")? as f32,
+        ent_coef: get(p, "ent_coef")? as f32,
+        hidden: get(p, "hidden")? as u32,
+        batch: get(p, "batch")? as u32,
+        epochs: get(p, "ppo_epochs")? as u32,
+        ..PpoParams::default()
+    })
 }
 
 /// Median rule: prune when the trial's metric at `epoch` is below the median of the finished trials' metrics
@@ -189,17 +210,12 @@ fn run_batch(
     progress: &mut impl FnMut(&Progress),
 ) -> Result<(), String> {
     let s = &cfg.study;
-    let pairs: Vec<(TrialParams, DqnParams)> =
-        batch.iter().map(|(_, p)| trial_params(p, env, steps_per_trial)).collect::<Result<_, _>>()?;
     let mut tc = TrainConfig::default_for(batch.len(), s.epochs, s.seed ^ batch[0].0);
     tc.envs = s.envs;
     tc.segment_len = s.segment_len;
-    tc.hidden = pairs.iter().map(|p| p.1.hidden as usize).max().unwrap_or(64);
-    tc.batch = pairs.iter().map(|p| p.1.batch as usize).max().unwrap_or(64);
     tc.ring_capacity = s.envs * 64;
     tc.bars_per_year = bars_per_year;
-    tc.env_params = pairs.iter().map(|p| p.0).collect();
-    tc.dqn = pairs.iter().map(|p| p.1).collect();
+    tc.env_params = batch.iter().map(|(_, p)| env_params(p, env)).collect::<Result<_, _>>()?;
     let finished_epochs: Vec<EpochRecord> = {
         let trials: Vec<TrialRecord> = study.trials()?;
         let done: Vec<u64> = trials.iter().filter(|t| t.status != "running").map(|t| t.number).collect();
@@ -207,23 +223,23 @@ fn run_batch(
     };
     let mut pruned = vec![false; batch.len()];
     let mut failure: Option<String> = None;
-    let trained = train_dqn(backend, series, &tc, |r: &EpochReport| {
-        let steps = (tc.envs * tc.segment_len.min(series.bars.len())) as f64 * batch.len() as f64;
+    let transitions = (tc.envs * tc.segment_len) as f64 * batch.len() as f64;
+    let mut record = |r: &EpochReport| {
         let best = r.valid.iter().map(|m| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
-        progress(&Progress::Epoch { epoch: r.epoch, env_steps_per_s: steps / r.train_seconds.max(1e-9), best });
+        progress(&Progress::Epoch { epoch: r.epoch, env_steps_per_s: transitions / r.train_seconds.max(1e-9), best });
         for (k, (number, _)) in batch.iter().enumerate() {
             if pruned[k] {
                 continue;
             }
             let m = &r.valid[k];
-            let record = EpochRecord {
+            let epoch = EpochRecord {
                 trial: *number,
                 epoch: r.epoch as u64,
                 loss: f64::from(r.losses[k]),
                 valid_sharpe: m.sharpe,
                 valid_return: m.total_return,
             };
-            let result = study.record_epoch(&record).and_then(|()| {
+            let result = study.record_epoch(&epoch).and_then(|()| {
                 if s.prune == "median"
                     && should_prune(m.sharpe, r.epoch as u64, &finished_epochs, s.startup_trials.min(3))
                 {
@@ -237,10 +253,31 @@ fn run_batch(
                 failure.get_or_insert(e);
             }
         }
-    })?;
-    if let Some(e) = failure {
-        return Err(e);
+    };
+    if s.algo == "ppo" {
+        let ppo: Vec<PpoParams> = batch.iter().map(|(_, p)| ppo_params(p)).collect::<Result<_, _>>()?;
+        tc.hidden = ppo.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
+        tc.batch = ppo.iter().map(|p| p.batch as usize).max().unwrap_or(64);
+        let trained = train_ppo(backend, series, &tc, &ppo, &mut record)?;
+        failure.map_or(Ok(()), Err)?;
+        finish_batch(&trained, batch, paths, study)
+    } else {
+        tc.dqn = batch.iter().map(|(_, p)| dqn_params(p, steps_per_trial)).collect::<Result<_, _>>()?;
+        tc.hidden = tc.dqn.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
+        tc.batch = tc.dqn.iter().map(|p| p.batch as usize).max().unwrap_or(64);
+        let trained = train_dqn(backend, series, &tc, &mut record)?;
+        failure.map_or(Ok(()), Err)?;
+        finish_batch(&trained, batch, paths, study)
     }
+}
+
+/// Saves a batch's weights and records every trial's final metric, test evaluation and checkpoint.
+fn finish_batch<A: Networks>(
+    trained: &Trained<A>,
+    batch: &[(u64, Params)],
+    paths: &SearchPaths,
+    study: &Study,
+) -> Result<(), String> {
     let names: Vec<String> = batch.iter().map(|(n, _)| format!("trial-{n}.safetensors")).collect();
     let saved = save_named_weights(&trained.agent, &paths.checkpoints, &names)?;
     let last = trained.epochs.last().ok_or("no epoch ran")?;

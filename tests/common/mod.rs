@@ -133,6 +133,12 @@ impl Bits for f32 {
     }
 }
 
+impl Bits for Vec<f32> {
+    fn bits(&self) -> Vec<u64> {
+        self.iter().map(|x| u64::from(x.to_bits())).collect()
+    }
+}
+
 impl Bits for u32 {
     fn bits(&self) -> Vec<u64> {
         vec![u64::from(*self)]

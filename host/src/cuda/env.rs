@@ -265,6 +265,17 @@ impl CudaEnv {
         })
     }
 
+    /// The single trial group's stream, ring and the features (for a device learner reading rollouts).
+    #[allow(clippy::type_complexity, reason = "three borrowed device buffers")]
+    pub(crate) fn rollout_view(
+        &self,
+    ) -> Result<(&Arc<CudaStream>, &CudaSlice<Dev<Transition>>, &CudaSlice<f32>), HostError> {
+        let [g] = self.groups.as_slice() else {
+            return Err(HostError::Config("device learners need trial_groups = 1".to_owned()));
+        };
+        Ok((&g.stream, &g.ring, &self.features))
+    }
+
     /// Samples a minibatch into device buffers kept for the next call (a single trial group).
     pub(crate) fn sample_device(&mut self, args: &SampleArgs) -> Result<(&Arc<CudaStream>, &SampleBuffers), HostError> {
         let [g] = self.groups.as_slice() else {

@@ -6,6 +6,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, 
 use gpu_kernels::backtest::{BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
+use gpu_kernels::ppo::{PpoArgs, PpoParams};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
 use crate::HostError;
@@ -43,6 +44,10 @@ unsafe impl DeviceRepr for Dev<BacktestArgs> {}
 unsafe impl DeviceRepr for Dev<DqnArgs> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<DqnParams> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<PpoArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<PpoParams> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<SmaCross> {}
 // SAFETY: see above.
@@ -430,5 +435,164 @@ pub(crate) fn dqn_train(
     // SAFETY: arguments match `gpu_kernels::entries::dqn_update_params`; lengths checked above.
     unsafe { launch.launch(grid("dqn_update_params", n_params)?) }
         .map_err(HostError::driver("launching dqn_update_params"))?;
+    Ok(())
+}
+
+/// The PPO networks and rollout buffers of every trial on the device.
+#[derive(Debug)]
+pub(crate) struct PpoBuffers {
+    pub(crate) params: CudaSlice<Dev<PpoParams>>,
+    pub(crate) weights: CudaSlice<f32>,
+    pub(crate) m: CudaSlice<f32>,
+    pub(crate) v: CudaSlice<f32>,
+    pub(crate) act_scratch: CudaSlice<f32>,
+    pub(crate) logps: CudaSlice<f32>,
+    pub(crate) values: CudaSlice<f32>,
+    pub(crate) bootstrap: CudaSlice<f32>,
+    pub(crate) advantages: CudaSlice<f32>,
+    pub(crate) returns: CudaSlice<f32>,
+    pub(crate) obs: CudaSlice<f32>,
+    pub(crate) train_scratch: CudaSlice<f32>,
+    pub(crate) losses: CudaSlice<f32>,
+}
+
+fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs, n_envs: usize) -> Result<(), HostError> {
+    let l = args.layout();
+    let trials = args.n_trials as usize;
+    let rollout = trials * args.steps as usize * args.envs_per_trial as usize;
+    let samples = trials * args.batch as usize;
+    for (what, needed, got) in [
+        ("PPO parameter sets", trials, b.params.len()),
+        ("weights", trials * l.params(), b.weights.len()),
+        ("adam m", trials * l.params(), b.m.len()),
+        ("adam v", trials * l.params(), b.v.len()),
+        ("acting scratch", n_envs * args.act_scratch(), b.act_scratch.len()),
+        ("log-probabilities", rollout, b.logps.len()),
+        ("values", rollout, b.values.len()),
+        ("bootstrap values", trials * args.envs_per_trial as usize, b.bootstrap.len()),
+        ("advantages", rollout, b.advantages.len()),
+        ("returns", rollout, b.returns.len()),
+        ("minibatch observations", samples * l.input, b.obs.len()),
+        ("training scratch", samples * l.train_scratch(), b.train_scratch.len()),
+        ("losses", samples, b.losses.len()),
+    ] {
+        at_least(kernel, what, needed, got)?;
+    }
+    Ok(())
+}
+
+/// `ppo_act`: actions (and log-probabilities and values at rollout step `slot`, or bootstrap values).
+pub(crate) fn ppo_act(
+    rt: &CudaRuntime,
+    view: &mut super::env::PolicyView<'_>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+    slot: u32,
+    bootstrap: bool,
+) -> Result<(), HostError> {
+    let kernel = "ppo_act";
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    if !bootstrap {
+        check_ppo(kernel, b, args, n_envs)?;
+    }
+    at_least(kernel, "acting scratch", n_envs * args.act_scratch(), b.act_scratch.len())?;
+    at_least(kernel, "env states", n_envs, view.states.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), view.features.len())?;
+    at_least(kernel, "actions", n_envs, view.actions.len())?;
+    at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = view.stream.launch_builder(&rt.kernels.ppo_act);
+    launch
+        .arg(view.params)
+        .arg(view.states)
+        .arg(view.bars)
+        .arg(view.features)
+        .arg(&b.params)
+        .arg(&b.weights)
+        .arg(&mut b.act_scratch)
+        .arg(&mut *view.actions);
+    if bootstrap {
+        launch.arg(&mut b.logps).arg(&mut b.bootstrap);
+    } else {
+        launch.arg(&mut b.logps).arg(&mut b.values);
+    }
+    launch.arg(&slot).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_act`; lengths checked above (with `slot >= steps`
+    // the kernel writes only `n_envs` values, into the bootstrap buffer).
+    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching ppo_act"))?;
+    Ok(())
+}
+
+/// `ppo_gae` over the rollout in `ring`.
+pub(crate) fn ppo_gae(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    check_ppo("ppo_gae", b, args, n_envs)?;
+    at_least("ppo_gae", "ring slots", n_envs * args.steps as usize, ring.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_gae);
+    launch
+        .arg(&b.params)
+        .arg(ring)
+        .arg(&b.values)
+        .arg(&b.bootstrap)
+        .arg(&mut b.advantages)
+        .arg(&mut b.returns)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_gae`; lengths checked above.
+    unsafe { launch.launch(grid("ppo_gae", n_envs)?) }.map_err(HostError::driver("launching ppo_gae"))?;
+    Ok(())
+}
+
+/// `ppo_train_samples` then `ppo_update_params`: one minibatch update for every trial.
+pub(crate) fn ppo_update(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    features: &CudaSlice<f32>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    check_ppo("ppo_train_samples", b, args, n_envs)?;
+    at_least("ppo_train_samples", "ring slots", n_envs * args.steps as usize, ring.len())?;
+    at_least("ppo_train_samples", "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
+    let samples = args.n_trials as usize * args.batch as usize;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_train_samples);
+    launch
+        .arg(&b.params)
+        .arg(&b.weights)
+        .arg(ring)
+        .arg(features)
+        .arg(&b.logps)
+        .arg(&b.advantages)
+        .arg(&b.returns)
+        .arg(&mut b.obs)
+        .arg(&mut b.train_scratch)
+        .arg(&mut b.losses)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_train_samples`; lengths checked above.
+    unsafe { launch.launch(grid("ppo_train_samples", samples)?) }
+        .map_err(HostError::driver("launching ppo_train_samples"))?;
+    let n_params = args.n_trials as usize * args.layout().params();
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_update_params);
+    launch
+        .arg(&b.params)
+        .arg(&mut b.weights)
+        .arg(&mut b.m)
+        .arg(&mut b.v)
+        .arg(&b.train_scratch)
+        .arg(&b.obs)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_update_params`; lengths checked above.
+    unsafe { launch.launch(grid("ppo_update_params", n_params)?) }
+        .map_err(HostError::driver("launching ppo_update_params"))?;
     Ok(())
 }

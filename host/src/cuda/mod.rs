@@ -5,11 +5,13 @@ mod backtest;
 mod dqn;
 mod env;
 mod launch;
+mod ppo;
 mod runtime;
 
 pub(crate) use backtest::backtest;
 pub(crate) use dqn::CudaDqn;
 pub(crate) use env::CudaEnv;
+pub(crate) use ppo::CudaPpo;
 pub use runtime::CudaRuntime;
 
 use crate::CudaAvailability;

@@ -21,6 +21,10 @@ pub(crate) struct Kernels {
     pub(crate) dqn_act: CudaFunction,
     pub(crate) dqn_train_samples: CudaFunction,
     pub(crate) dqn_update_params: CudaFunction,
+    pub(crate) ppo_act: CudaFunction,
+    pub(crate) ppo_gae: CudaFunction,
+    pub(crate) ppo_train_samples: CudaFunction,
+    pub(crate) ppo_update_params: CudaFunction,
 }
 
 /// A CUDA device with the PTX module loaded.
@@ -60,6 +64,10 @@ impl CudaRuntime {
             dqn_act: load(kernel_names::DQN_ACT)?,
             dqn_train_samples: load(kernel_names::DQN_TRAIN_SAMPLES)?,
             dqn_update_params: load(kernel_names::DQN_UPDATE_PARAMS)?,
+            ppo_act: load(kernel_names::PPO_ACT)?,
+            ppo_gae: load(kernel_names::PPO_GAE)?,
+            ppo_train_samples: load(kernel_names::PPO_TRAIN_SAMPLES)?,
+            ppo_update_params: load(kernel_names::PPO_UPDATE_PARAMS)?,
         };
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)

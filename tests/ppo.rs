@@ -1,0 +1,182 @@
+//! PPO: GAE against a plain reference; learning on the planted pattern (CPU and GPU); GPU == CPU bitwise.
+
+mod common;
+
+use common::assert_bitwise;
+use gpu_kernels::ppo::gae_env;
+use gpu_kernels::rng::draw_below;
+use tradesim::synthetic::normal;
+use tradesim::train::{TrainConfig, evaluate, train_ppo};
+use tradesim::{
+    Backend, Bar, EnvBatch, EnvConfig, MarketData, PpoAgent, PpoParams, SimLayout, Transition, TrialParams,
+};
+
+/// The textbook recursion, written out for one env: A_t = d_t + gamma lambda (1 - done_t) A_{t+1},
+/// d_t = r_t + gamma (1 - done_t) V_{t+1} - V_t, V_T = bootstrap.
+fn reference(rewards: &[f32], values: &[f32], dones: &[bool], bootstrap: f32, gamma: f32, lambda: f32) -> Vec<f32> {
+    let n = rewards.len();
+    let mut adv = vec![0.0f32; n];
+    let mut next_adv = 0.0f32;
+    for t in (0..n).rev() {
+        let next_v = if t + 1 < n { values[t + 1] } else { bootstrap };
+        let nd = if dones[t] { 0.0 } else { 1.0 };
+        let delta = rewards[t] + gamma * next_v * nd - values[t];
+        adv[t] = delta + gamma * lambda * nd * next_adv;
+        next_adv = adv[t];
+    }
+    adv
+}
+
+#[test]
+fn gae_matches_the_reference() {
+    let (steps, envs) = (40, 3);
+    let mut ring = vec![Transition::default(); steps * envs];
+    let mut values = vec![0.0f32; steps * envs];
+    for (i, t) in ring.iter_mut().enumerate() {
+        t.reward = normal(1, 1, i as u64) as f32;
+        t.done = u8::from(draw_below(1, 2, i as u64, 7) == 0);
+        t.valid = 1;
+        values[i] = normal(1, 3, i as u64) as f32;
+    }
+    for e in 0..envs {
+        let bootstrap = 0.3 * e as f32;
+        let mut got = vec![0.0f32; steps * envs];
+        let mut ret = vec![0.0f32; steps * envs];
+        gae_env(e, envs, steps, 0.97, 0.9, &ring, &values, bootstrap, |i, a, r| {
+            got[i] = a;
+            ret[i] = r;
+        });
+        let col = |v: &[f32]| (0..steps).map(|t| v[t * envs + e]).collect::<Vec<f32>>();
+        let rewards: Vec<f32> = (0..steps).map(|t| ring[t * envs + e].reward).collect();
+        let dones: Vec<bool> = (0..steps).map(|t| ring[t * envs + e].done == 1).collect();
+        let want = reference(&rewards, &col(&values), &dones, bootstrap, 0.97, 0.9);
+        for (t, (g, w)) in col(&got).iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "env {e} step {t}: {g} vs {w}");
+            assert!((ret[t * envs + e] - (g + values[t * envs + e])).abs() < 1e-6);
+        }
+    }
+}
+
+/// The market of tests/dqn.rs: feature 0 announces the next bar's move 85% of the time.
+fn planted_market(n: usize, seed: u64) -> MarketData {
+    let mut bars = Vec::with_capacity(n);
+    let mut features = Vec::with_capacity(n * 2);
+    let mut close = 100.0f64;
+    let moves: Vec<f64> = (0..n as u64).map(|t| 0.01 * normal(seed, 1, t).signum()).collect();
+    for t in 0..n {
+        let open = close;
+        close = open * (1.0 + moves[t]);
+        bars.push(Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.01 });
+        let next = moves.get(t + 1).copied().unwrap_or(0.0).signum();
+        let honest = normal(seed, 2, t as u64) > -1.04;
+        features.push(if honest { next as f32 } else { -next as f32 });
+        features.push(normal(seed, 3, t as u64) as f32);
+    }
+    MarketData::from_bars(bars, features, 2).unwrap()
+}
+
+fn params() -> (TrialParams, PpoParams) {
+    let env = TrialParams { w_pnl: 100.0, ..TrialParams::frictionless(10_000.0) };
+    let ppo = PpoParams {
+        lr: 3e-3,
+        gamma: 0.5,
+        lambda: 0.9,
+        hidden: 16,
+        batch: 64,
+        epochs: 4,
+        ent_coef: 0.01,
+        ..PpoParams::default()
+    };
+    (env, ppo)
+}
+
+fn learns_a_planted_pattern(backend: &Backend) {
+    let (env_p, ppo) = params();
+    let train = planted_market(2_000, 1);
+    let held_out = planted_market(600, 2);
+    let (steps, envs) = (50, 16);
+    let cfg = EnvConfig { segment_len: steps, ring_capacity: steps as usize * envs, seed: 4, trial_groups: 1 };
+    let mut env = EnvBatch::new(backend, &train, &[env_p], SimLayout::new(1, envs).unwrap(), cfg).unwrap();
+    let mut agent = PpoAgent::new(backend, &env, &[ppo], 16, 64, 4).unwrap();
+    for epoch in 0..15 {
+        env.reset_epoch(epoch).unwrap();
+        agent.collect(&mut env).unwrap();
+        agent.update(&mut env).unwrap();
+    }
+    let policy = evaluate(backend, &mut agent, &held_out, &[env_p], 252.0, 4).unwrap()[0];
+    let buy_and_hold = held_out.bars()[599].close / held_out.bars()[1].open - 1.0;
+    let targets: Vec<u8> = (0..599u64).map(|i| draw_below(8, 8, i, 3) as u8).collect();
+    let spec = tradesim::BacktestSpec {
+        start: 0,
+        end: 599,
+        bars_per_year: 252.0,
+        risk_free: 0.0,
+        ledger: false,
+        equity: false,
+    };
+    let random = tradesim::backtest(
+        backend,
+        &held_out,
+        &[env_p],
+        tradesim::Signals::Targets { targets: &targets, columns: 1 },
+        &spec,
+    )
+    .unwrap()
+    .metrics[0];
+    println!(
+        "PPO planted pattern: policy {:.3}, buy-and-hold {buy_and_hold:.3}, random {:.3}",
+        policy.total_return, random.total_return
+    );
+    assert!(policy.total_return > buy_and_hold + 1.0, "policy {} vs buy-and-hold {buy_and_hold}", policy.total_return);
+    assert!(
+        policy.total_return > random.total_return + 1.0,
+        "policy {} vs random {}",
+        policy.total_return,
+        random.total_return
+    );
+}
+test_device!(learns_a_planted_pattern);
+
+fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
+    let (env_p, ppo) = params();
+    let market = planted_market(1_000, 5);
+    let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
+    let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
+    let ppos = [ppo, PpoParams { hidden: 8, batch: 32, ..ppo }, PpoParams { lr: 1e-2, epochs: 2, ..ppo }];
+    let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 32).unwrap(), cfg).unwrap();
+    let mut agent = PpoAgent::new(backend, &env, &ppos, 16, 64, 6).unwrap();
+    for epoch in 0..3 {
+        env.reset_epoch(epoch).unwrap();
+        agent.collect(&mut env).unwrap();
+        agent.update(&mut env).unwrap();
+    }
+    (agent.state().unwrap(), agent.last_losses().unwrap())
+}
+
+/// Three rollouts and their updates for 3 trials (different widths, batches, learning rates): the GPU gives
+/// the CPU's bits.
+#[test]
+fn gpu_ppo_matches_cpu_bitwise() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (c, cl) = updates(&Backend::Cpu);
+    let (g, gl) = updates(&gpu);
+    assert_bitwise("weights", &c.online, &g.online);
+    assert_bitwise("adam m", &c.m, &g.m);
+    assert_bitwise("adam v", &c.v, &g.v);
+    assert_bitwise("losses", &cl, &gl);
+}
+
+#[test]
+fn train_ppo_runs_on_real_data() {
+    let d = tradesim::data::embedded().unwrap();
+    let mut cfg = TrainConfig::default_for(2, 2, 3);
+    cfg.envs = 8;
+    cfg.segment_len = 32;
+    cfg.hidden = 16;
+    cfg.batch = 32;
+    let ppo = [PpoParams { hidden: 16, batch: 32, epochs: 2, ..PpoParams::default() }; 2];
+    let trained = train_ppo(&Backend::Cpu, &d.series[0], &cfg, &ppo, |_| {}).unwrap();
+    assert_eq!(trained.epochs.len(), 2);
+    assert_eq!(trained.test_actions.len(), 2 * (trained.split.test.len() - 1));
+    assert!(trained.epochs[1].losses.iter().all(|l| l.is_finite()));
+}
