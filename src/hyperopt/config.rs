@@ -139,7 +139,8 @@ pub struct SearchConfig {
     pub study: StudyConfig,
     /// `[env]`.
     pub env: EnvSettings,
-    /// `[space]`.
+    /// `[space]` (only what the file names; [`SearchConfig::from_toml`] adds the algorithm's defaults).
+    #[serde(default)]
     pub space: BTreeMap<String, Dimension>,
 }
 
@@ -314,6 +315,13 @@ impl SearchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ppo_files_get_the_ppo_space() {
+        let cfg = SearchConfig::from_toml("[study]\nalgo = \"ppo\"\n[space]\nclip = 0.25\n").unwrap();
+        assert_eq!(cfg.space["clip"], Dimension::Fixed(0.25));
+        assert!(cfg.space.contains_key("lambda") && !cfg.space.contains_key("eps_decay"), "{:?}", cfg.space.keys());
+    }
 
     #[test]
     fn defaults_validate_and_files_override_them() {
