@@ -281,12 +281,13 @@ pub fn main() -> ExitCode {
                 resume,
                 report,
             };
-            crate::hyperopt_cli::run(
-                load(&data),
-                data.symbol.as_deref(),
-                &args,
-                select(device).map_err(|e| e.to_string()),
-            )
+            let backends = crate::select_backends(device).map_err(|e| e.to_string()).map(|(b, reason)| {
+                if let Some(reason) = reason {
+                    eprintln!("note: using the CPU backend: {reason}");
+                }
+                b
+            });
+            crate::hyperopt_cli::run(load(&data), data.symbol.as_deref(), &args, backends)
         }
         Command::Bench { workload, quick, json, device } => {
             bench(&workload, quick, json.as_deref(), device).map_err(|e| e.to_string())

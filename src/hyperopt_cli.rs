@@ -77,7 +77,7 @@ pub fn run(
     dataset: Result<Dataset, String>,
     symbol: Option<&str>,
     args: &HyperoptArgs,
-    backend: Result<Backend, String>,
+    backends: Result<Vec<Backend>, String>,
 ) -> Result<(), String> {
     let study_path = match (&args.study, args.resume) {
         (Some(p), _) => p.clone(),
@@ -102,7 +102,8 @@ pub fn run(
     } else {
         fresh
     };
-    let (dataset, backend) = (dataset?, backend?);
+    let (dataset, backends) = (dataset?, backends?);
+    let backend = backends.first().cloned().ok_or("no backend")?;
     let series = dataset.select(symbol)?;
     let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
     let dir = study_path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
@@ -135,7 +136,8 @@ pub fn run(
     let epochs_bar = multi.add(ProgressBar::new(s.epochs as u64));
     epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
-    run_search(&backend, series, &cfg, bars_per_year, &paths, &study, |p| match p {
+    drop(study);
+    run_search(&backends, series, &cfg, bars_per_year, &paths, &|p| match p {
         Progress::Batch { numbers, finished } => {
             trials_bar.set_position(*finished as u64);
             trials_bar.set_message(format!("running {numbers:?}"));
@@ -149,6 +151,7 @@ pub fn run(
     })?;
     trials_bar.finish();
     epochs_bar.finish();
+    let study = Study::reopen(&study_path)?;
     let summary = write_report(&backend, &study, series, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
     println!("search done in {:.1} s", started.elapsed().as_secs_f64());
     println!(

@@ -58,6 +58,24 @@ pub fn select_backend(request: DeviceRequest) -> Result<Backend, HostError> {
     select_backend_with_reason(request).map(|(backend, _)| backend)
 }
 
+/// Every usable device for `request`: all GPUs of the host when CUDA is chosen (device 0 first), else the
+/// CPU once; plus why `auto` chose the CPU (if it did).
+pub fn select_backends(request: DeviceRequest) -> Result<(Vec<Backend>, Option<String>), HostError> {
+    let (first, reason) = select_backend_with_reason(request)?;
+    #[cfg(feature = "cuda")]
+    if first.is_cuda()
+        && let CudaAvailability::Available { devices } = detect()
+    {
+        let mut all = vec![first];
+        for ordinal in 1..devices {
+            let rt = tradesim_host::CudaRuntime::new(ordinal, ptx::PTX)?;
+            all.push(Backend::Cuda(std::sync::Arc::new(rt)));
+        }
+        return Ok((all, reason));
+    }
+    Ok((vec![first], reason))
+}
+
 /// [`select_backend`], also returning why `auto` chose the CPU (if it did).
 pub fn select_backend_with_reason(request: DeviceRequest) -> Result<(Backend, Option<String>), HostError> {
     #[cfg(feature = "cuda")]

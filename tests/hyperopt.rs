@@ -186,3 +186,37 @@ fn tiny_ppo_search_completes() {
     assert!(dir.join("report").join("index.html").is_file());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Two workers (as with two GPUs; here two CPU backends) share one study: every trial runs exactly once.
+#[test]
+fn two_workers_share_a_study() {
+    use tradesim::hyperopt::config::Dimension;
+    use tradesim::hyperopt::{SearchConfig, SearchPaths, Study, run_search};
+    let dir = temp_dir("workers");
+    let mut cfg = SearchConfig::default();
+    cfg.study.trials = 4;
+    cfg.study.parallel = 1;
+    cfg.study.epochs = 1;
+    cfg.study.envs = 4;
+    cfg.study.segment_len = 16;
+    cfg.space.insert("hidden".to_owned(), Dimension::Fixed(16.0));
+    cfg.space.insert("batch".to_owned(), Dimension::Fixed(32.0));
+    let paths = SearchPaths { study: dir.join("study.sqlite"), checkpoints: dir.join("checkpoints") };
+    drop(Study::open(&paths.study, false, "{}").unwrap());
+    let d = tradesim::data::embedded().unwrap();
+    let batches = std::sync::atomic::AtomicUsize::new(0);
+    run_search(&[tradesim::Backend::Cpu, tradesim::Backend::Cpu], &d.series[0], &cfg, 6_048.0, &paths, &|p| {
+        if let tradesim::hyperopt::Progress::Batch { .. } = p {
+            batches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    let trials = stored(&paths.study);
+    assert_eq!(trials.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1, 2, 3], "{trials:?}");
+    assert!(trials.iter().all(|t| t.1 != "running"), "{trials:?}");
+    assert_eq!(batches.load(std::sync::atomic::Ordering::SeqCst), 4, "each trial is claimed once");
+    for n in 0..4 {
+        assert!(paths.checkpoints.join(format!("trial-{n}.safetensors")).is_file());
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,7 +1,9 @@
 //! The search loop: batches of K trials trained together (one DQN agent, the same launches), sampled by TPE
 //! after the start-up trials, pruned by the median rule, recorded in the study as they go.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use rust_decimal::Decimal;
 
@@ -158,42 +160,76 @@ pub enum Progress {
     },
 }
 
-/// Runs (or resumes) the search until the study holds `cfg.study.trials` finished trials.
+/// Claims the next batch: interrupted trials first (status running, not claimed by a worker of this run),
+/// then new trials sampled from the finished ones, up to `parallel`; marks them running.
+fn next_batch(
+    study: &Study,
+    cfg: &SearchConfig,
+    claimed: &mut HashSet<u64>,
+) -> Result<(Vec<(u64, Params)>, usize), String> {
+    let s = &cfg.study;
+    let trials = study.trials()?;
+    let finished = trials.iter().filter(|t| t.status != "running").count();
+    let mut batch: Vec<(u64, Params)> = trials
+        .iter()
+        .filter(|t| t.status == "running" && !claimed.contains(&t.number))
+        .map(|t| (t.number, t.params.clone()))
+        .take(s.parallel)
+        .collect();
+    let history: Vec<(Params, f64)> =
+        trials.iter().filter(|t| t.status != "running").map(|t| (t.params.clone(), t.value)).collect();
+    let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
+    while batch.len() < s.parallel && (next as usize) < s.trials {
+        batch.push((next, sample(&cfg.space, &history, s.startup_trials, s.seed, next)?));
+        next += 1;
+    }
+    for (number, params) in &batch {
+        study.start(*number, params)?;
+        claimed.insert(*number);
+    }
+    Ok((batch, finished))
+}
+
+/// Runs (or resumes) the search until the study holds `cfg.study.trials` finished trials: one worker per
+/// backend (every GPU of the host), each taking the next batch of K trials as it frees up. With one
+/// backend the order of trials and their parameters depend only on the seed; with several, TPE sees the
+/// trials finished so far, so the sampled parameters also depend on which batch ends first.
 pub fn run_search(
-    backend: &Backend,
+    backends: &[Backend],
     series: &Series,
     cfg: &SearchConfig,
     bars_per_year: f64,
     paths: &SearchPaths,
-    study: &Study,
-    mut progress: impl FnMut(&Progress),
+    progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<(), String> {
     let s = &cfg.study;
     let env = EnvDecimals::parse(&cfg.env)?;
     let steps_per_trial = (s.epochs * s.segment_len) as f64;
-    loop {
-        let trials = study.trials()?;
-        let finished = trials.iter().filter(|t| t.status != "running").count();
-        let mut batch: Vec<(u64, Params)> =
-            trials.iter().filter(|t| t.status == "running").map(|t| (t.number, t.params.clone())).collect();
-        batch.truncate(s.parallel);
-        let history: Vec<(Params, f64)> =
-            trials.iter().filter(|t| t.status != "running").map(|t| (t.params.clone(), t.value)).collect();
-        let mut next = trials.iter().map(|t| t.number + 1).max().unwrap_or(0);
-        while batch.len() < s.parallel && (next as usize) < s.trials {
-            batch.push((next, sample(&cfg.space, &history, s.startup_trials, s.seed, next)?));
-            next += 1;
+    let claimed = Mutex::new(HashSet::new());
+    let worker = |backend: &Backend| -> Result<(), String> {
+        let study = Study::reopen(&paths.study)?;
+        loop {
+            let (batch, finished) = {
+                let mut claimed = claimed.lock().map_err(|_| "a search worker failed".to_owned())?;
+                next_batch(&study, cfg, &mut claimed)?
+            };
+            if batch.is_empty() {
+                return Ok(());
+            }
+            progress(&Progress::Batch { numbers: batch.iter().map(|b| b.0).collect(), finished });
+            run_batch(backend, series, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, &study, progress)?;
+            let done = study.trials()?.iter().filter(|t| t.status != "running").count();
+            progress(&Progress::BatchDone { finished: done });
         }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        for (number, params) in &batch {
-            study.start(*number, params)?;
-        }
-        progress(&Progress::Batch { numbers: batch.iter().map(|b| b.0).collect(), finished });
-        run_batch(backend, series, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, study, &mut progress)?;
-        progress(&Progress::BatchDone { finished: finished + batch.len() });
+    };
+    if let [backend] = backends {
+        return worker(backend);
     }
+    let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = backends.iter().map(|b| scope.spawn(|| worker(b))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a search worker panicked".to_owned()))).collect()
+    });
+    results.into_iter().collect()
 }
 
 #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
@@ -207,7 +243,7 @@ fn run_batch(
     batch: &[(u64, Params)],
     paths: &SearchPaths,
     study: &Study,
-    progress: &mut impl FnMut(&Progress),
+    progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<(), String> {
     let s = &cfg.study;
     let mut tc = TrainConfig::default_for(batch.len(), s.epochs, s.seed ^ batch[0].0);

@@ -91,6 +91,13 @@ impl Study {
         Ok(Self { conn })
     }
 
+    /// Another connection to an existing study (one per search worker).
+    pub fn reopen(path: &Path) -> Result<Self, String> {
+        let conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(sql)?;
+        Ok(Self { conn })
+    }
+
     /// The configuration the study was created with.
     pub fn config_json(&self) -> Result<String, String> {
         self.conn.query_row("SELECT value FROM meta WHERE key = 'config'", [], |r| r.get(0)).map_err(sql)
