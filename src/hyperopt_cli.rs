@@ -122,8 +122,9 @@ pub fn run(
         s.startup_trials,
         s.prune
     );
+    let devices = if backends.len() > 1 { format!(" x {} devices", backends.len()) } else { String::new() };
     println!(
-        "data:     {} ({}, {} bars); backend {}; study {}",
+        "data:     {} ({}, {} bars); backend {}{devices}; study {}",
         dataset.label(),
         series.symbol,
         series.bars.len(),
