@@ -80,46 +80,6 @@ pub fn infer_bars_per_year(times: &[chrono::DateTime<chrono::FixedOffset>]) -> f
     252.0 * per_day.get(per_day.len() / 2).copied().unwrap_or(1) as f64
 }
 
-const COLUMNS: [&str; 16] = [
-    "total_return",
-    "annual_return",
-    "annual_volatility",
-    "sharpe",
-    "sortino",
-    "max_drawdown",
-    "max_drawdown_bars",
-    "calmar",
-    "trades",
-    "win_rate",
-    "profit_factor",
-    "avg_trade_return",
-    "exposure",
-    "total_costs",
-    "final_equity",
-    "bars",
-];
-
-fn values(m: &Metrics) -> [f64; 16] {
-    [
-        m.total_return,
-        m.annual_return,
-        m.annual_volatility,
-        m.sharpe,
-        m.sortino,
-        m.max_drawdown,
-        m.max_drawdown_bars,
-        m.calmar,
-        m.trades,
-        m.win_rate,
-        m.profit_factor,
-        m.avg_trade_return,
-        m.exposure,
-        m.total_costs,
-        m.final_equity,
-        m.bars,
-    ]
-}
-
 /// A number for JSON: NaN and infinities become null (JSON has no such values).
 fn json_number(x: f64) -> String {
     if x.is_finite() { format!("{x}") } else { "null".to_owned() }
@@ -209,7 +169,7 @@ pub fn run(req: &Request) -> Result<(), String> {
         );
         for (c, m) in result.metrics.iter().enumerate() {
             let fields: Vec<String> =
-                COLUMNS.iter().zip(values(m)).map(|(k, v)| format!("\"{k}\": {}", json_number(v))).collect();
+                Metrics::NAMES.iter().zip(m.values()).map(|(k, v)| format!("\"{k}\": {}", json_number(v))).collect();
             let _ = writeln!(
                 out,
                 "    {{\"fast\": {}, \"slow\": {}, \"rank\": {}, {}}}{}",
@@ -225,10 +185,10 @@ pub fn run(req: &Request) -> Result<(), String> {
         println!("JSON: {}", path.display());
     }
     if let Some(path) = &req.csv {
-        let mut out = format!("fast,slow,rank,{}\n", COLUMNS.join(","));
+        let mut out = format!("fast,slow,rank,{}\n", Metrics::NAMES.join(","));
         for (c, m) in result.metrics.iter().enumerate() {
             let rank = order.iter().position(|&x| x == c).map_or(0, |r| r + 1);
-            let fields: Vec<String> = values(m).iter().map(|v| v.to_string()).collect();
+            let fields: Vec<String> = m.values().iter().map(|v| v.to_string()).collect();
             let _ = writeln!(out, "{},{},{rank},{}", grid[c].fast, grid[c].slow, fields.join(","));
         }
         std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;

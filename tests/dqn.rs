@@ -11,7 +11,7 @@ use gpu_kernels::dqn::{DqnArgs, DqnParams, param_gradient, train_sample, update_
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use tradesim::synthetic::normal;
 use tradesim::train::{evaluate, save_weights, trial_tensors};
-use tradesim::{Backend, Bar, DqnAgent, EnvBatch, EnvConfig, MarketData, SimLayout, TrialParams};
+use tradesim::{Backend, DqnAgent, EnvBatch, EnvConfig, SimLayout, TrialParams};
 
 const D_IN: usize = 7;
 const STRIDE: usize = 24;
@@ -158,25 +158,6 @@ fn tradesim_host_init(l: &Layout, trial: u64) -> Vec<f32> {
     tradesim_host::dqn::init_weights(l, H, 9, trial)
 }
 
-/// Bars whose next move is announced, 85% of the time, by feature 0 (the other feature is noise): the
-/// decision at the close of bar t sees f0 = sign of bar t+1's open-to-close move.
-fn planted_market(n: usize, seed: u64) -> MarketData {
-    let mut bars = Vec::with_capacity(n);
-    let mut features = Vec::with_capacity(n * 2);
-    let mut close = 100.0f64;
-    let moves: Vec<f64> = (0..n as u64).map(|t| 0.01 * normal(seed, 1, t).signum()).collect();
-    for t in 0..n {
-        let open = close;
-        close = open * (1.0 + moves[t]);
-        bars.push(Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.01 });
-        let next = moves.get(t + 1).copied().unwrap_or(0.0).signum();
-        let honest = normal(seed, 2, t as u64) > -1.04; // P = 0.85
-        features.push(if honest { next as f32 } else { -next as f32 });
-        features.push(normal(seed, 3, t as u64) as f32);
-    }
-    MarketData::from_bars(bars, features, 2).unwrap()
-}
-
 fn sanity_params() -> (TrialParams, DqnParams) {
     let env = TrialParams { w_pnl: 100.0, ..TrialParams::frictionless(10_000.0) };
     let dqn = DqnParams {
@@ -195,8 +176,8 @@ fn sanity_params() -> (TrialParams, DqnParams) {
 /// held-out bars by a wide margin.
 fn learns_a_planted_pattern(backend: &Backend) {
     let (env_p, dqn_p) = sanity_params();
-    let train = planted_market(2_000, 1);
-    let held_out = planted_market(600, 2);
+    let train = common::planted_market(2_000, 1);
+    let held_out = common::planted_market(600, 2);
     let cfg = EnvConfig { segment_len: 50, ring_capacity: 16 * 400, seed: 4, trial_groups: 1 };
     let mut env = EnvBatch::new(backend, &train, &[env_p], SimLayout::new(1, 16).unwrap(), cfg).unwrap();
     let mut agent = DqnAgent::new(backend, &env, &[dqn_p], 16, 64, 4).unwrap();
@@ -250,7 +231,7 @@ test_device!(learns_a_planted_pattern);
 
 fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
     let (env_p, dqn_p) = sanity_params();
-    let market = planted_market(1_000, 5);
+    let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 100, ring_capacity: 64 * 100, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
     let dqn =
@@ -283,7 +264,7 @@ fn gpu_training_matches_cpu_bitwise() {
 #[test]
 fn safetensors_round_trip_into_candle() {
     let (env_p, dqn_p) = sanity_params();
-    let market = planted_market(300, 7);
+    let market = common::planted_market(300, 7);
     let cfg = EnvConfig { segment_len: 50, ring_capacity: 400, seed: 1, trial_groups: 1 };
     let env = EnvBatch::new(&Backend::Cpu, &market, &[env_p, env_p], SimLayout::new(2, 4).unwrap(), cfg).unwrap();
     let agent = DqnAgent::new(&Backend::Cpu, &env, &[dqn_p, DqnParams { hidden: 8, ..dqn_p }], 16, 64, 3).unwrap();

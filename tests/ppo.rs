@@ -7,9 +7,7 @@ use gpu_kernels::ppo::gae_env;
 use gpu_kernels::rng::draw_below;
 use tradesim::synthetic::normal;
 use tradesim::train::{TrainConfig, evaluate, train_ppo};
-use tradesim::{
-    Backend, Bar, EnvBatch, EnvConfig, MarketData, PpoAgent, PpoParams, SimLayout, Transition, TrialParams,
-};
+use tradesim::{Backend, EnvBatch, EnvConfig, PpoAgent, PpoParams, SimLayout, Transition, TrialParams};
 
 /// The textbook recursion, written out for one env: A_t = d_t + gamma lambda (1 - done_t) A_{t+1},
 /// d_t = r_t + gamma (1 - done_t) V_{t+1} - V_t, V_T = bootstrap.
@@ -57,24 +55,6 @@ fn gae_matches_the_reference() {
     }
 }
 
-/// The market of tests/dqn.rs: feature 0 announces the next bar's move 85% of the time.
-fn planted_market(n: usize, seed: u64) -> MarketData {
-    let mut bars = Vec::with_capacity(n);
-    let mut features = Vec::with_capacity(n * 2);
-    let mut close = 100.0f64;
-    let moves: Vec<f64> = (0..n as u64).map(|t| 0.01 * normal(seed, 1, t).signum()).collect();
-    for t in 0..n {
-        let open = close;
-        close = open * (1.0 + moves[t]);
-        bars.push(Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.01 });
-        let next = moves.get(t + 1).copied().unwrap_or(0.0).signum();
-        let honest = normal(seed, 2, t as u64) > -1.04;
-        features.push(if honest { next as f32 } else { -next as f32 });
-        features.push(normal(seed, 3, t as u64) as f32);
-    }
-    MarketData::from_bars(bars, features, 2).unwrap()
-}
-
 fn params() -> (TrialParams, PpoParams) {
     let env = TrialParams { w_pnl: 100.0, ..TrialParams::frictionless(10_000.0) };
     let ppo = PpoParams {
@@ -92,8 +72,8 @@ fn params() -> (TrialParams, PpoParams) {
 
 fn learns_a_planted_pattern(backend: &Backend) {
     let (env_p, ppo) = params();
-    let train = planted_market(2_000, 1);
-    let held_out = planted_market(600, 2);
+    let train = common::planted_market(2_000, 1);
+    let held_out = common::planted_market(600, 2);
     let (steps, envs) = (50, 16);
     let cfg = EnvConfig { segment_len: steps, ring_capacity: steps as usize * envs, seed: 4, trial_groups: 1 };
     let mut env = EnvBatch::new(backend, &train, &[env_p], SimLayout::new(1, envs).unwrap(), cfg).unwrap();
@@ -139,7 +119,7 @@ test_device!(learns_a_planted_pattern);
 
 fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
     let (env_p, ppo) = params();
-    let market = planted_market(1_000, 5);
+    let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
     let ppos = [ppo, PpoParams { hidden: 8, batch: 32, ..ppo }, PpoParams { lr: 1e-2, epochs: 2, ..ppo }];

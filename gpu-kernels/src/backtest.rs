@@ -75,6 +75,50 @@ pub struct Metrics {
 
 const _: () = assert!(core::mem::size_of::<Metrics>() == 128);
 
+impl Metrics {
+    /// Field names, in [`Metrics::values`] order.
+    pub const NAMES: [&'static str; 16] = [
+        "total_return",
+        "annual_return",
+        "annual_volatility",
+        "sharpe",
+        "sortino",
+        "max_drawdown",
+        "max_drawdown_bars",
+        "calmar",
+        "trades",
+        "win_rate",
+        "profit_factor",
+        "avg_trade_return",
+        "exposure",
+        "total_costs",
+        "final_equity",
+        "bars",
+    ];
+
+    /// Every field, in [`Metrics::NAMES`] order.
+    pub fn values(&self) -> [f64; 16] {
+        [
+            self.total_return,
+            self.annual_return,
+            self.annual_volatility,
+            self.sharpe,
+            self.sortino,
+            self.max_drawdown,
+            self.max_drawdown_bars,
+            self.calmar,
+            self.trades,
+            self.win_rate,
+            self.profit_factor,
+            self.avg_trade_return,
+            self.exposure,
+            self.total_costs,
+            self.final_equity,
+            self.bars,
+        ]
+    }
+}
+
 /// A moving-average crossover: long while SMA(fast) > SMA(slow), short (or flat) while below.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -52,17 +52,15 @@ pub fn load_bytes(
     build(name, table, default_symbol, policy)
 }
 
+/// An error about the whole file (`row` 1 for the header).
+fn file_finding(file: &str, row: Option<usize>, class: IssueClass, message: String) -> Finding {
+    Finding { file: file.to_owned(), row, column: None, class, severity: Severity::Error, message }
+}
+
 fn file_error(file: &str, class: IssueClass, message: String) -> LoadReport {
     LoadReport {
         file: file.to_owned(),
-        findings: vec![Finding {
-            file: file.to_owned(),
-            row: None,
-            column: None,
-            class,
-            severity: Severity::Error,
-            message,
-        }],
+        findings: vec![file_finding(file, None, class, message)],
         ..LoadReport::default()
     }
 }
@@ -228,25 +226,16 @@ fn build(
     let missing = map.missing();
     if !missing.is_empty() {
         let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();
-        report.findings.push(Finding {
-            file: name.to_owned(),
-            row: Some(1),
-            column: None,
-            class: IssueClass::MissingColumn,
-            severity: Severity::Error,
-            message: format!("missing column(s) {} (header: {})", names.join(", "), table.headers.join(",")),
-        });
+        report.findings.push(file_finding(
+            name,
+            Some(1),
+            IssueClass::MissingColumn,
+            format!("missing column(s) {} (header: {})", names.join(", "), table.headers.join(",")),
+        ));
         return Err(report);
     }
     if table.rows.is_empty() {
-        report.findings.push(Finding {
-            file: name.to_owned(),
-            row: None,
-            column: None,
-            class: IssueClass::EmptyFile,
-            severity: Severity::Error,
-            message: "no data rows".to_owned(),
-        });
+        report.findings.push(file_finding(name, None, IssueClass::EmptyFile, "no data rows".to_owned()));
         return Err(report);
     }
     let header = |i: usize| table.headers[i].as_str();
@@ -363,14 +352,7 @@ fn build(
         Ok((Dataset { source: name.to_owned(), synthetic: false, series }, report))
     } else {
         if series.iter().all(|s| s.bars.is_empty()) && report.blocking().next().is_none() {
-            report.findings.push(Finding {
-                file: name.to_owned(),
-                row: None,
-                column: None,
-                class: IssueClass::EmptyFile,
-                severity: Severity::Error,
-                message: "no usable rows left".to_owned(),
-            });
+            report.findings.push(file_finding(name, None, IssueClass::EmptyFile, "no usable rows left".to_owned()));
         }
         Err(report)
     }

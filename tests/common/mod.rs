@@ -157,28 +157,7 @@ pub fn assert_bitwise<T: Bits + std::fmt::Debug>(what: &str, a: &[T], b: &[T]) {
 
 impl Bits for tradesim::Metrics {
     fn bits(&self) -> Vec<u64> {
-        let m = self;
-        [
-            m.total_return,
-            m.annual_return,
-            m.annual_volatility,
-            m.sharpe,
-            m.sortino,
-            m.max_drawdown,
-            m.max_drawdown_bars,
-            m.calmar,
-            m.trades,
-            m.win_rate,
-            m.profit_factor,
-            m.avg_trade_return,
-            m.exposure,
-            m.total_costs,
-            m.final_equity,
-            m.bars,
-        ]
-        .iter()
-        .map(|x| x.to_bits())
-        .collect()
+        self.values().iter().map(|x| x.to_bits()).collect()
     }
 }
 
@@ -196,4 +175,23 @@ impl Bits for f64 {
     fn bits(&self) -> Vec<u64> {
         vec![self.to_bits()]
     }
+}
+
+/// Bars whose next move is announced, 85% of the time, by feature 0 (the other feature is noise): the
+/// decision at the close of bar t sees f0 = sign of bar t+1's open-to-close move.
+pub fn planted_market(n: usize, seed: u64) -> tradesim::MarketData {
+    let mut bars = Vec::with_capacity(n);
+    let mut features = Vec::with_capacity(n * 2);
+    let mut close = 100.0f64;
+    let moves: Vec<f64> = (0..n as u64).map(|t| 0.01 * tradesim::synthetic::normal(seed, 1, t).signum()).collect();
+    for t in 0..n {
+        let open = close;
+        close = open * (1.0 + moves[t]);
+        bars.push(tradesim::Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.01 });
+        let next = moves.get(t + 1).copied().unwrap_or(0.0).signum();
+        let honest = tradesim::synthetic::normal(seed, 2, t as u64) > -1.04; // P = 0.85
+        features.push(if honest { next as f32 } else { -next as f32 });
+        features.push(tradesim::synthetic::normal(seed, 3, t as u64) as f32);
+    }
+    tradesim::MarketData::from_bars(bars, features, 2).unwrap()
 }
