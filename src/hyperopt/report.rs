@@ -101,6 +101,17 @@ fn num(x: f64) -> String {
     if x.is_finite() { format!("{x:.4}") } else { "NaN".to_owned() }
 }
 
+/// A parameter for the table: whole numbers as such, small values in scientific notation.
+fn param(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e9 {
+        format!("{x:.0}")
+    } else if x != 0.0 && x.abs() < 0.01 {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
 fn json_num(x: f64) -> String {
     if x.is_finite() { format!("{x}") } else { "null".to_owned() }
 }
@@ -249,7 +260,7 @@ pub fn write_report(
     let mut html = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>tradesim hyperopt</title><style>\
          body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
-         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#eee}}</style></head><body>\
+         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}}th{{background:#eee}}</style></head><body>\
          <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned), {}, {} epochs each, \
          {} trials at a time. Metric: validation Sharpe of the last epoch.</p>",
         html_escape(data_label),
@@ -261,7 +272,7 @@ pub fn write_report(
         cfg.study.epochs,
         cfg.study.parallel
     );
-    html += "<h2>Leaderboard</h2><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>";
+    html += "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>";
     for n in &names {
         let _ = write!(html, "<th>{}</th>", html_escape(n));
     }
@@ -278,11 +289,11 @@ pub fn write_report(
             num(t.test_sharpe)
         );
         for n in &names {
-            let _ = write!(html, "<td>{}</td>", t.params.get(n).map_or(String::new(), |v| format!("{v:.4}")));
+            let _ = write!(html, "<td>{}</td>", t.params.get(n).map_or(String::new(), |v| param(*v)));
         }
         html += "</tr>";
     }
-    html += "</table>";
+    html += "</table></div>";
     if let (Some(b), Some(m)) = (best, &best_test) {
         let _ = write!(html, "<h2>Best trial: {} on the test split</h2><table>", b.number);
         for (k, v) in [
