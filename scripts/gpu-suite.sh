@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every test and bench binary in release on this (CPU-only) machine and stages them, with the
 # tradesim binary and a runner, in .gpu-stage/ (git-ignored, checked to stay under 64 MiB).
+# `--no-bench` leaves the criterion benches out (room for carrying data beside the binaries).
 # On a GPU host: `bash .gpu-stage/run.sh [--bench]` runs them all with REQUIRE_GPU=1 (a skipped GPU test
 # fails) and writes gpu-suite.log and summary.txt to $OUT (or .gpu-stage/results).
 set -euo pipefail
@@ -24,9 +25,11 @@ cp target/release/tradesim "$stage/bin/"
 cargo test --workspace --release --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
   cp "$exe" "$stage/tests/"
 done
-cargo bench --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
-  case "$(basename "$exe")" in env_step-* | kernels-*) cp "$exe" "$stage/benches/" ;; esac
-done
+if [ "${1:-}" != "--no-bench" ]; then
+  cargo bench --no-run --message-format=json 2>/dev/null | executables | while read -r exe; do
+    case "$(basename "$exe")" in env_step-* | kernels-*) cp "$exe" "$stage/benches/" ;; esac
+  done
+fi
 strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
 cp scripts/gpu-run.sh "$stage/run.sh"
 size_kib=$(du -sk "$stage" | cut -f1)
