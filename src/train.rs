@@ -235,45 +235,102 @@ pub fn greedy_actions<P: Policy>(
     Ok((metrics, targets))
 }
 
-/// Trains on `series`; `progress` hears about every epoch as it ends.
-pub fn train_dqn(
+/// An agent that learns from its envs an epoch at a time.
+pub trait Learner: Policy {
+    /// One epoch of `segment_len` env steps from `env`'s fresh segments; `step` counts env steps so far.
+    fn learn_epoch(
+        &mut self,
+        env: &mut EnvBatch,
+        cfg: &TrainConfig,
+        segment_len: usize,
+        step: &mut u64,
+    ) -> Result<(), HostError>;
+    /// Mean loss of each trial in the last update.
+    fn losses(&self) -> Result<Vec<f32>, HostError>;
+    /// Gradient steps (updates) so far.
+    fn gradient_steps(&self) -> u64;
+}
+
+impl Learner for DqnAgent {
+    /// Acts every step; after the warm-up, `grad_steps` gradient steps every `train_every` env steps.
+    fn learn_epoch(
+        &mut self,
+        env: &mut EnvBatch,
+        cfg: &TrainConfig,
+        segment_len: usize,
+        step: &mut u64,
+    ) -> Result<(), HostError> {
+        for _ in 0..segment_len {
+            self.act_and_step(env, *step, false)?;
+            *step += 1;
+            if *step >= cfg.warmup_steps && step.is_multiple_of(cfg.train_every.max(1)) {
+                for _ in 0..cfg.grad_steps {
+                    self.train_step(env)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    fn losses(&self) -> Result<Vec<f32>, HostError> {
+        self.last_losses()
+    }
+    fn gradient_steps(&self) -> u64 {
+        DqnAgent::gradient_steps(self)
+    }
+}
+
+impl Learner for PpoAgent {
+    /// One rollout of `segment_len` steps, GAE, then the minibatch updates.
+    fn learn_epoch(
+        &mut self,
+        env: &mut EnvBatch,
+        _cfg: &TrainConfig,
+        segment_len: usize,
+        step: &mut u64,
+    ) -> Result<(), HostError> {
+        self.collect(env)?;
+        self.update(env)?;
+        *step += segment_len as u64;
+        Ok(())
+    }
+    fn losses(&self) -> Result<Vec<f32>, HostError> {
+        self.last_losses()
+    }
+    fn gradient_steps(&self) -> u64 {
+        self.updates()
+    }
+}
+
+/// The training loop of any learner: envs on the train split, an agent from `make_agent`, each epoch fresh
+/// segments, one learning epoch, the greedy validation; the test split at the end.
+fn train<A: Learner>(
     backend: &Backend,
     series: &Series,
     cfg: &TrainConfig,
+    ring_capacity: impl FnOnce(usize) -> usize,
+    make_agent: impl FnOnce(&EnvBatch) -> Result<A, HostError>,
     mut progress: impl FnMut(&EpochReport),
-) -> Result<Trained, String> {
-    let trials = cfg.dqn.len();
-    if cfg.env_params.len() != trials || trials == 0 {
-        return Err(format!("{} environment parameter sets for {trials} DQN parameter sets", cfg.env_params.len()));
-    }
+) -> Result<Trained<A>, String> {
+    let trials = cfg.env_params.len();
     let (split, train, valid, test) = split_market(series, cfg.split)?;
     let segment_len = cfg.segment_len.min(train.n_bars() - 1);
     let env_cfg = EnvConfig {
         segment_len: segment_len as u32,
-        ring_capacity: cfg.ring_capacity,
+        ring_capacity: ring_capacity(segment_len),
         seed: cfg.seed,
         trial_groups: 1,
     };
     let e = |err: HostError| err.to_string();
-    let mut env =
-        EnvBatch::new(backend, &train, &cfg.env_params, SimLayout::new(trials, cfg.envs).map_err(e)?, env_cfg)
-            .map_err(e)?;
-    let mut agent = DqnAgent::new(backend, &env, &cfg.dqn, cfg.hidden, cfg.batch, cfg.seed).map_err(e)?;
+    let layout = SimLayout::new(trials, cfg.envs).map_err(e)?;
+    let mut env = EnvBatch::new(backend, &train, &cfg.env_params, layout, env_cfg).map_err(e)?;
+    let mut agent = make_agent(&env).map_err(e)?;
     let mut step = 0u64;
     let mut epochs = Vec::with_capacity(cfg.epochs);
     for epoch in 0..cfg.epochs {
         let started = Instant::now();
         env.reset_epoch(epoch as u64).map_err(e)?;
-        for _ in 0..segment_len {
-            agent.act_and_step(&mut env, step, false).map_err(e)?;
-            step += 1;
-            if step >= cfg.warmup_steps && step.is_multiple_of(cfg.train_every.max(1)) {
-                for _ in 0..cfg.grad_steps {
-                    agent.train_step(&mut env).map_err(e)?;
-                }
-            }
-        }
-        let losses = agent.last_losses().map_err(e)?;
+        agent.learn_epoch(&mut env, cfg, segment_len, &mut step).map_err(e)?;
+        let losses = agent.losses().map_err(e)?;
         let train_seconds = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let valid_metrics =
@@ -295,6 +352,24 @@ pub fn train_dqn(
     Ok(Trained { agent, epochs, test: test_metrics, test_actions, split })
 }
 
+/// Trains DQN agents (one per trial, `cfg.dqn[k]`) on `series`; `progress` hears about every epoch as it ends.
+pub fn train_dqn(
+    backend: &Backend,
+    series: &Series,
+    cfg: &TrainConfig,
+    progress: impl FnMut(&EpochReport),
+) -> Result<Trained, String> {
+    if cfg.env_params.len() != cfg.dqn.len() || cfg.dqn.is_empty() {
+        return Err(format!(
+            "{} environment parameter sets for {} DQN parameter sets",
+            cfg.env_params.len(),
+            cfg.dqn.len()
+        ));
+    }
+    let make = |env: &EnvBatch| DqnAgent::new(backend, env, &cfg.dqn, cfg.hidden, cfg.batch, cfg.seed);
+    train(backend, series, cfg, |_| cfg.ring_capacity, make, progress)
+}
+
 /// Trains PPO actor-critics (one per trial, `ppo[k]`) on `series` with `cfg`'s environment, sizes and split
 /// (`cfg.dqn` is not used): each epoch is one rollout of `segment_len` steps of every env, GAE, then the
 /// minibatch updates; then the greedy policy is scored on the validation split.
@@ -303,50 +378,17 @@ pub fn train_ppo(
     series: &Series,
     cfg: &TrainConfig,
     ppo: &[gpu_kernels::ppo::PpoParams],
-    mut progress: impl FnMut(&EpochReport),
+    progress: impl FnMut(&EpochReport),
 ) -> Result<Trained<PpoAgent>, String> {
-    let trials = ppo.len();
-    if cfg.env_params.len() != trials || trials == 0 {
-        return Err(format!("{} environment parameter sets for {trials} PPO parameter sets", cfg.env_params.len()));
+    if cfg.env_params.len() != ppo.len() || ppo.is_empty() {
+        return Err(format!(
+            "{} environment parameter sets for {} PPO parameter sets",
+            cfg.env_params.len(),
+            ppo.len()
+        ));
     }
-    let (split, train, valid, test) = split_market(series, cfg.split)?;
-    let segment_len = cfg.segment_len.min(train.n_bars() - 1);
-    let env_cfg = EnvConfig {
-        segment_len: segment_len as u32,
-        ring_capacity: segment_len * cfg.envs,
-        seed: cfg.seed,
-        trial_groups: 1,
-    };
-    let e = |err: HostError| err.to_string();
-    let layout = SimLayout::new(trials, cfg.envs).map_err(e)?;
-    let mut env = EnvBatch::new(backend, &train, &cfg.env_params, layout, env_cfg).map_err(e)?;
-    let mut agent = PpoAgent::new(backend, &env, ppo, cfg.hidden, cfg.batch, cfg.seed).map_err(e)?;
-    let mut epochs = Vec::with_capacity(cfg.epochs);
-    for epoch in 0..cfg.epochs {
-        let started = Instant::now();
-        env.reset_epoch(epoch as u64).map_err(e)?;
-        agent.collect(&mut env).map_err(e)?;
-        agent.update(&mut env).map_err(e)?;
-        let losses = agent.last_losses().map_err(e)?;
-        let train_seconds = started.elapsed().as_secs_f64();
-        let started = Instant::now();
-        let valid_metrics =
-            evaluate(backend, &mut agent, &valid, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
-        let report = EpochReport {
-            epoch,
-            env_steps: ((epoch + 1) * segment_len) as u64,
-            grad_steps: agent.updates(),
-            losses,
-            valid: valid_metrics,
-            train_seconds,
-            eval_seconds: started.elapsed().as_secs_f64(),
-        };
-        progress(&report);
-        epochs.push(report);
-    }
-    let (test_metrics, test_actions) =
-        greedy_actions(backend, &mut agent, &test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
-    Ok(Trained { agent, epochs, test: test_metrics, test_actions, split })
+    let make = |env: &EnvBatch| PpoAgent::new(backend, env, ppo, cfg.hidden, cfg.batch, cfg.seed);
+    train(backend, series, cfg, |segment_len| segment_len * cfg.envs, make, progress)
 }
 
 /// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:

@@ -84,36 +84,7 @@ fn learns_a_planted_pattern(backend: &Backend) {
         agent.update(&mut env).unwrap();
     }
     let policy = evaluate(backend, &mut agent, &held_out, &[env_p], 252.0, 4).unwrap()[0];
-    let buy_and_hold = held_out.bars()[599].close / held_out.bars()[1].open - 1.0;
-    let targets: Vec<u8> = (0..599u64).map(|i| draw_below(8, 8, i, 3) as u8).collect();
-    let spec = tradesim::BacktestSpec {
-        start: 0,
-        end: 599,
-        bars_per_year: 252.0,
-        risk_free: 0.0,
-        ledger: false,
-        equity: false,
-    };
-    let random = tradesim::backtest(
-        backend,
-        &held_out,
-        &[env_p],
-        tradesim::Signals::Targets { targets: &targets, columns: 1 },
-        &spec,
-    )
-    .unwrap()
-    .metrics[0];
-    println!(
-        "PPO planted pattern: policy {:.3}, buy-and-hold {buy_and_hold:.3}, random {:.3}",
-        policy.total_return, random.total_return
-    );
-    assert!(policy.total_return > buy_and_hold + 1.0, "policy {} vs buy-and-hold {buy_and_hold}", policy.total_return);
-    assert!(
-        policy.total_return > random.total_return + 1.0,
-        "policy {} vs random {}",
-        policy.total_return,
-        random.total_return
-    );
+    common::assert_beats_baselines("PPO", backend, &held_out, env_p, policy.total_return);
 }
 test_device!(learns_a_planted_pattern);
 

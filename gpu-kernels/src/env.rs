@@ -23,6 +23,16 @@ pub struct StepOutcome {
     pub valid: bool,
 }
 
+impl StepOutcome {
+    /// The outcome of an env that no longer steps: nothing paid or labelled, an invalid (padding) transition.
+    #[inline]
+    fn no_step(state: &mut EnvState, floats: [f32; 3]) -> Self {
+        state.step_costs = 0.0;
+        state.label = 0;
+        Self { state: floats, next_state: floats, reward: 0.0, label: BarrierLabel::None, done: true, valid: false }
+    }
+}
+
 /// The 3 portfolio floats of the state: position, open-position return `(close / entry - 1) x side`
 /// (0 when flat), `equity / initial_capital - 1`.
 #[inline]
@@ -56,16 +66,7 @@ pub fn env_step_logged(
     let before = state.status();
     let floats_before = portfolio_floats(params, state, decision.close);
     if before.is_done() {
-        state.step_costs = 0.0;
-        state.label = 0;
-        return StepOutcome {
-            state: floats_before,
-            next_state: floats_before,
-            reward: 0.0,
-            label: BarrierLabel::None,
-            done: true,
-            valid: false,
-        };
+        return StepOutcome::no_step(state, floats_before);
     }
     let (equity_before, drawdown_before) = (state.equity, state.drawdown());
     let fill_bar = state.bar + 1;
@@ -108,16 +109,7 @@ pub fn env_step_on_series(params: &TrialParams, state: &mut EnvState, action: u8
             state.status = crate::EnvStatus::SegmentEnd as u32;
         }
         let floats = portfolio_floats(params, state, bars.get(t).map_or(0.0, |b| b.close));
-        state.step_costs = 0.0;
-        state.label = 0;
-        return StepOutcome {
-            state: floats,
-            next_state: floats,
-            reward: 0.0,
-            label: BarrierLabel::None,
-            done: true,
-            valid: false,
-        };
+        return StepOutcome::no_step(state, floats);
     }
     env_step(params, state, action, &bars[t], &bars[t + 1])
 }

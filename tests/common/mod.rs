@@ -195,3 +195,30 @@ pub fn planted_market(n: usize, seed: u64) -> tradesim::MarketData {
     }
     tradesim::MarketData::from_bars(bars, features, 2).unwrap()
 }
+
+/// Asserts that a policy's total return on `held_out` beats buy-and-hold (from the first fill) and a seeded
+/// random policy by more than 100 percentage points each.
+pub fn assert_beats_baselines(
+    who: &str,
+    backend: &Backend,
+    held_out: &tradesim::MarketData,
+    env: tradesim::TrialParams,
+    policy: f64,
+) {
+    let n = held_out.n_bars();
+    let buy_and_hold = held_out.bars()[n - 1].close / held_out.bars()[1].open - 1.0;
+    let targets: Vec<u8> = (0..(n - 1) as u64).map(|i| gpu_kernels::rng::draw_below(8, 8, i, 3) as u8).collect();
+    let spec = tradesim::BacktestSpec {
+        start: 0,
+        end: n - 1,
+        bars_per_year: 252.0,
+        risk_free: 0.0,
+        ledger: false,
+        equity: false,
+    };
+    let signals = tradesim::Signals::Targets { targets: &targets, columns: 1 };
+    let random = tradesim::backtest(backend, held_out, &[env], signals, &spec).unwrap().metrics[0].total_return;
+    println!("{who} planted pattern: policy {policy:.3}, buy-and-hold {buy_and_hold:.3}, random {random:.3}");
+    assert!(policy > buy_and_hold + 1.0, "{who}: policy {policy} vs buy-and-hold {buy_and_hold}");
+    assert!(policy > random + 1.0, "{who}: policy {policy} vs random {random}");
+}
