@@ -414,14 +414,14 @@ pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core:
 }
 
 /// Saves every trial's online network to `dir/trial-K.safetensors`; returns the paths.
-pub fn save_weights(agent: &impl Networks, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
     let names: Vec<String> = (0..agent.hiddens().len()).map(|k| format!("trial-{k}.safetensors")).collect();
     save_named_weights(agent, dir, &names)
 }
 
 /// Saves trial k's online network to `dir/names[k]`; returns the paths.
 pub fn save_named_weights(
-    agent: &impl Networks,
+    agent: &(impl Networks + ?Sized),
     dir: &Path,
     names: &[String],
 ) -> Result<Vec<std::path::PathBuf>, String> {

@@ -7,9 +7,10 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Backend;
+use crate::PpoParams;
 use crate::backtest_cli::infer_bars_per_year;
 use crate::data::Dataset;
-use crate::train::{TrainConfig, save_weights, train_dqn};
+use crate::train::{Networks, TrainConfig, save_weights, train_dqn, train_ppo};
 
 fn json_number(x: f64) -> String {
     if x.is_finite() { format!("{x}") } else { "null".to_owned() }
@@ -28,8 +29,8 @@ pub fn run(
     out: Option<&Path>,
     backend: Result<Backend, String>,
 ) -> Result<(), String> {
-    if algo != "dqn" {
-        return Err(format!("unknown algorithm `{algo}` (available: dqn; PPO comes with hyperopt)"));
+    if algo != "dqn" && algo != "ppo" {
+        return Err(format!("unknown algorithm `{algo}` (available: dqn, ppo)"));
     }
     if trials == 0 || epochs == 0 || envs == 0 {
         return Err("--trials, --epochs and --envs must be at least 1".to_owned());
@@ -40,11 +41,23 @@ pub fn run(
     cfg.envs = envs;
     cfg.ring_capacity = envs * 64;
     cfg.bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+    let spread = |k: usize| [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
     for (k, p) in cfg.dqn.iter_mut().enumerate() {
-        p.lr *= [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
+        p.lr *= spread(k);
     }
+    let ppo: Vec<PpoParams> = (0..trials)
+        .map(|k| PpoParams {
+            lr: 3e-4 * spread(k),
+            hidden: cfg.hidden as u32,
+            batch: cfg.batch as u32,
+            ..PpoParams::default()
+        })
+        .collect();
+    let lrs: Vec<f32> =
+        if algo == "ppo" { ppo.iter().map(|p| p.lr).collect() } else { cfg.dqn.iter().map(|p| p.lr).collect() };
     println!(
-        "train:    DQN, {trials} trials x {envs} envs, {epochs} epochs, on {} ({}, {} bars), backend {}",
+        "train:    {}, {trials} trials x {envs} envs, {epochs} epochs, on {} ({}, {} bars), backend {}",
+        algo.to_uppercase(),
         dataset.label(),
         series.symbol,
         series.bars.len(),
@@ -56,7 +69,7 @@ pub fn run(
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let started = Instant::now();
-    let trained = train_dqn(&backend, series, &cfg, |r| {
+    let progress = |r: &crate::train::EpochReport| {
         let steps_per_s =
             (r.env_steps as f64 / (r.epoch + 1) as f64) * (trials * envs) as f64 / r.train_seconds.max(1e-9);
         let best = r.valid.iter().map(|m| m.sharpe).filter(|s| s.is_finite()).fold(f64::NAN, f64::max);
@@ -66,19 +79,42 @@ pub fn run(
             steps_per_s
         ));
         bar.inc(1);
-    })?;
-    bar.finish();
-    let last = trained.epochs.last().ok_or("no epoch ran")?;
-    println!("done in {:.1} s: {} gradient steps per trial", started.elapsed().as_secs_f64(), last.grad_steps);
+    };
+    let label = dataset.label();
+    let finish = |lines: Outcome<'_>| report(lines, &lrs, out, &label, &series.symbol);
+    if algo == "ppo" {
+        let trained = train_ppo(&backend, series, &cfg, &ppo, progress)?;
+        bar.finish();
+        println!("done in {:.1} s", started.elapsed().as_secs_f64());
+        finish(Outcome { epochs: &trained.epochs, test: &trained.test, agent: &trained.agent })
+    } else {
+        let trained = train_dqn(&backend, series, &cfg, progress)?;
+        bar.finish();
+        println!("done in {:.1} s", started.elapsed().as_secs_f64());
+        finish(Outcome { epochs: &trained.epochs, test: &trained.test, agent: &trained.agent })
+    }
+}
+
+/// What a training run produced, for the table and the files.
+struct Outcome<'a> {
+    epochs: &'a [crate::train::EpochReport],
+    test: &'a [crate::Metrics],
+    agent: &'a dyn Networks,
+}
+
+/// Prints the table and writes the weights and report.json into `out`.
+fn report(o: Outcome<'_>, lrs: &[f32], out: Option<&Path>, label: &str, symbol: &str) -> Result<(), String> {
+    let last = o.epochs.last().ok_or("no epoch ran")?;
+    println!("{} gradient steps per trial", last.grad_steps);
     println!(
         "{:>5} {:>9} {:>9} {:>12} {:>12} {:>10} {:>10}",
         "trial", "lr", "loss", "valid ret%", "valid Sharpe", "test ret%", "test Sharpe"
     );
-    for k in 0..trials {
-        let (v, t) = (&last.valid[k], &trained.test[k]);
+    for (k, lr) in lrs.iter().enumerate() {
+        let (v, t) = (&last.valid[k], &o.test[k]);
         println!(
             "{k:>5} {:>9.2e} {:>9.4} {:>12.2} {:>12.3} {:>10.2} {:>10.3}",
-            cfg.dqn[k].lr,
+            lr,
             last.losses[k],
             100.0 * v.total_return,
             v.sharpe,
@@ -87,10 +123,9 @@ pub fn run(
         );
     }
     if let Some(dir) = out {
-        let paths = save_weights(&trained.agent, dir)?;
-        let mut json =
-            format!("{{\n  \"data\": {:?},\n  \"symbol\": {:?},\n  \"epochs\": [\n", dataset.label(), series.symbol);
-        for (i, r) in trained.epochs.iter().enumerate() {
+        let paths = save_weights(o.agent, dir)?;
+        let mut json = format!("{{\n  \"data\": {label:?},\n  \"symbol\": {symbol:?},\n  \"epochs\": [\n");
+        for (i, r) in o.epochs.iter().enumerate() {
             let valid: Vec<String> = r.valid.iter().map(|m| json_number(m.sharpe)).collect();
             let losses: Vec<String> = r.losses.iter().map(|l| json_number(f64::from(*l))).collect();
             let _ = writeln!(
@@ -100,10 +135,10 @@ pub fn run(
                 losses.join(", "),
                 valid.join(", "),
                 r.train_seconds,
-                if i + 1 < trained.epochs.len() { "," } else { "" }
+                if i + 1 < o.epochs.len() { "," } else { "" }
             );
         }
-        let test: Vec<String> = trained.test.iter().map(|m| json_number(m.total_return)).collect();
+        let test: Vec<String> = o.test.iter().map(|m| json_number(m.total_return)).collect();
         let _ = write!(json, "  ],\n  \"test_total_return\": [{}]\n}}\n", test.join(", "));
         let report = dir.join("report.json");
         std::fs::write(&report, json).map_err(|e| format!("writing {}: {e}", report.display()))?;

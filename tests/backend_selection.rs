@@ -200,5 +200,23 @@ fn cli_train_writes_weights_and_report() {
     assert_eq!(report.matches("\"epoch\"").count(), 2, "{report}");
     let (ok, _, stderr) = tradesim(&["train", "--algo", "a2c", "--device", "cpu"]);
     assert!(!ok && stderr.contains("unknown algorithm `a2c`"), "{stderr}");
+    let ppo_dir = dir.join("ppo");
+    let (ok, stdout, stderr) = tradesim(&[
+        "train",
+        "--algo",
+        "ppo",
+        "--device",
+        "cpu",
+        "--epochs",
+        "1",
+        "--trials",
+        "2",
+        "--envs",
+        "8",
+        "--out",
+        ppo_dir.to_str().unwrap(),
+    ]);
+    assert!(ok && stdout.contains("train:    PPO"), "{stdout}{stderr}");
+    assert!(ppo_dir.join("trial-1.safetensors").is_file());
     std::fs::remove_dir_all(dir).unwrap();
 }
