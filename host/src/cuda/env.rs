@@ -55,6 +55,18 @@ fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, len: usize) 
     stream.alloc_zeros(len.max(1)).map_err(driver("allocating device memory"))
 }
 
+/// Zeroed sampler outputs for `samples` samples of `width` floats.
+fn sample_buffers(stream: &Arc<CudaStream>, samples: usize, width: usize) -> Result<SampleBuffers, HostError> {
+    Ok(SampleBuffers {
+        obs: zeros(stream, samples * width)?,
+        next_obs: zeros(stream, samples * width)?,
+        actions: zeros(stream, samples)?,
+        rewards: zeros(stream, samples)?,
+        dones: zeros(stream, samples)?,
+        weights: zeros(stream, samples)?,
+    })
+}
+
 /// `slot` holding a zeroed buffer of at least `len` elements.
 fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
@@ -215,14 +227,7 @@ impl CudaEnv {
             let args = SampleArgs { n_trials: g.trials.len() as u32, trial_offset: g.trials.start as u32, ..*args };
             let samples = args.n_trials as usize * args.batch as usize;
             let width = args.n_features as usize + 3;
-            let mut out = SampleBuffers {
-                obs: zeros(&g.stream, samples * width)?,
-                next_obs: zeros(&g.stream, samples * width)?,
-                actions: zeros(&g.stream, samples)?,
-                rewards: zeros(&g.stream, samples)?,
-                dones: zeros(&g.stream, samples)?,
-                weights: zeros(&g.stream, samples)?,
-            };
+            let mut out = sample_buffers(&g.stream, samples, width)?;
             launch::sample_transitions(
                 &self.rt,
                 &g.stream,
@@ -284,14 +289,7 @@ impl CudaEnv {
         let samples = args.n_trials as usize * args.batch as usize;
         let width = args.n_features as usize + 3;
         if self.samples.as_ref().is_none_or(|s| s.actions.len() < samples) {
-            self.samples = Some(SampleBuffers {
-                obs: zeros(&g.stream, samples * width)?,
-                next_obs: zeros(&g.stream, samples * width)?,
-                actions: zeros(&g.stream, samples)?,
-                rewards: zeros(&g.stream, samples)?,
-                dones: zeros(&g.stream, samples)?,
-                weights: zeros(&g.stream, samples)?,
-            });
+            self.samples = Some(sample_buffers(&g.stream, samples, width)?);
         }
         let out = self.samples.as_mut().expect("allocated above");
         launch::sample_transitions(&self.rt, &g.stream, &g.ring, &self.features, self.n_feature_values, out, args)?;
