@@ -2,7 +2,7 @@
 //! one env step, one backtest column, one MLP forward and one DQN training sample.
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, SmaCross, run_column};
-use gpu_kernels::dqn::{DqnArgs, DqnParams, train_sample};
+use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::env::env_step;
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use gpu_kernels::{EnvState, TrialParams};
@@ -57,11 +57,23 @@ fn cpu_inner(c: &mut Criterion) {
             q[0]
         });
     });
-    let args = DqnArgs { n_trials: 1, input: 54, hidden: 128, batch: 1, step: 1, ..Default::default() };
-    let p = DqnParams { hidden: 128, batch: 1, ..DqnParams::default() };
-    let mut scratch = vec![0.0; args.train_scratch()];
-    c.bench_function("cpu_dqn_train_sample_54_128", |b| {
-        b.iter(|| train_sample(0, &args, &p, &w, &w, &x, &x, 1, 0.01, 0.0, 1.0, &mut scratch));
+    let batch = 256;
+    let args = DqnArgs { n_trials: 1, input: 54, hidden: 128, batch, step: 1, ..Default::default() };
+    let p = DqnParams { hidden: 128, batch, ..DqnParams::default() };
+    let n = batch as usize;
+    let obs: Vec<f32> = (0..n as u64 * 54).map(|i| normal(2, 3, i) as f32).collect();
+    let minibatch = tradesim::SampleBatch {
+        next_obs: obs.clone(),
+        obs,
+        actions: (0..n as u32).map(|i| i % 3).collect(),
+        rewards: vec![0.01; n],
+        dones: vec![0.0; n],
+        weights: vec![1.0; n],
+    };
+    let mut nets =
+        tradesim::NetState { online: w.clone(), target: w.clone(), m: vec![0.0; w.len()], v: vec![0.0; w.len()] };
+    c.bench_function("cpu_dqn_train_on_batch_54_128_b256", |b| {
+        b.iter(|| tradesim_host::dqn::train_on_batch(&args, &[p], &mut nets, &minibatch).unwrap().losses[0]);
     });
 }
 

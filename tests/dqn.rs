@@ -7,11 +7,12 @@ mod common;
 use candle_core::{D, DType, Device, Tensor, Var};
 use candle_nn::{Module, Optimizer, VarBuilder};
 use common::assert_bitwise;
-use gpu_kernels::dqn::{DqnArgs, DqnParams, param_gradient, train_sample, update_param};
+use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use tradesim::synthetic::normal;
 use tradesim::train::{evaluate, save_weights, trial_tensors};
 use tradesim::{Backend, DqnAgent, EnvBatch, EnvConfig, SimLayout, TrialParams};
+use tradesim_host::dqn::train_on_batch;
 
 const D_IN: usize = 7;
 const STRIDE: usize = 24;
@@ -109,28 +110,42 @@ fn forward_gradients_and_adam_match_candle() {
     let w = Tensor::from_slice(&weights, B, &dev).unwrap();
     let loss = ((per * w).unwrap().sum_all().unwrap() / B as f64).unwrap();
     let grads = loss.backward().unwrap();
-    // Ours.
+    // Ours: one CPU step of the tiled path on this minibatch (its gradients, then its Adam step).
     let a = args();
-    let mut scratch = vec![0.0; B * a.train_scratch()];
-    let mut our_loss = 0.0;
-    for (j, s) in scratch.chunks_mut(a.train_scratch()).enumerate() {
-        let (o, no) = (&obs[j * D_IN..(j + 1) * D_IN], &next_obs[j * D_IN..(j + 1) * D_IN]);
-        our_loss += train_sample(j, &a, &p, &online, &target, o, no, actions[j], rewards[j], dones[j], weights[j], s);
-    }
+    let mut nets = tradesim::NetState {
+        online: online.clone(),
+        target: target.clone(),
+        m: vec![0.0; l.params()],
+        v: vec![0.0; l.params()],
+    };
+    let minibatch = tradesim::SampleBatch {
+        obs: obs.clone(),
+        next_obs: next_obs.clone(),
+        actions: actions.clone(),
+        rewards: rewards.clone(),
+        dones: dones.clone(),
+        weights: weights.clone(),
+    };
+    let step = train_on_batch(&a, &[p], &mut nets, &minibatch).unwrap();
+    let our_loss: f32 = step.losses.iter().sum();
     let candle_loss = loss.to_scalar::<f32>().unwrap();
     assert!(
         (our_loss / B as f32 - candle_loss).abs() <= 1e-5 * candle_loss.abs().max(1e-3),
         "{our_loss} vs {candle_loss}"
     );
-    let g_ours: Vec<f32> = (0..l.params()).map(|q| param_gradient(q, &a, &p, &scratch, &obs)).collect();
+    let g_ours = step.gradients;
     let ours = active(&l, &g_ours);
     for (i, v) in vo.iter().enumerate() {
         let theirs = grads.get(v).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let err = max_rel_err(&ours[i], &theirs);
         assert!(err <= 1e-5, "gradient of tensor {i}: relative error {err}");
     }
-    let outside: f32 = g_ours.iter().sum::<f32>() - ours.iter().flatten().sum::<f32>();
-    assert!(outside.abs() < 1e-6, "gradients beyond the active width must be 0");
+    let inactive: Vec<usize> = (0..l.params()).filter(|&q| !is_active(&l, q)).collect();
+    assert!(!inactive.is_empty());
+    for q in inactive {
+        assert_eq!(g_ours[q], 0.0, "gradient of parameter {q} beyond the active width must be 0");
+        assert_eq!(nets.online[q], online[q], "parameter {q} beyond the active width must not move");
+    }
     // One Adam step.
     let mut opt = candle_nn::AdamW::new(
         vo.clone(),
@@ -138,11 +153,7 @@ fn forward_gradients_and_adam_match_candle() {
     )
     .unwrap();
     opt.backward_step(&loss).unwrap();
-    let mut stepped = online.clone();
-    let (mut t, mut m, mut v) = (target.clone(), vec![0.0; l.params()], vec![0.0; l.params()]);
-    for q in 0..l.params() {
-        update_param(&a, &p, g_ours[q], &mut stepped[q], &mut t[q], &mut m[q], &mut v[q]);
-    }
+    let stepped = nets.online;
     let before = active(&l, &online);
     let after = active(&l, &stepped);
     for (i, var) in vo.iter().enumerate() {
@@ -151,6 +162,23 @@ fn forward_gradients_and_adam_match_candle() {
         let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
         let err = max_rel_err(&ours, &theirs);
         assert!(err <= 1e-4, "Adam update of tensor {i}: relative error {err}");
+    }
+}
+
+/// Whether parameter `q` is inside the active width `H` of the `STRIDE`-wide block.
+fn is_active(l: &Layout, q: usize) -> bool {
+    if q < l.b1() {
+        q / l.input < H
+    } else if q < l.w2() {
+        q - l.b1() < H
+    } else if q < l.b2() {
+        (q - l.w2()) / STRIDE < H && (q - l.w2()) % STRIDE < H
+    } else if q < l.w3() {
+        q - l.b2() < H
+    } else if q < l.b3() {
+        (q - l.w3()) % STRIDE < H
+    } else {
+        true
     }
 }
 

@@ -1,11 +1,12 @@
-//! DQN on top of [`crate::mlp`]: epsilon-greedy acting for every env, and a training step for every trial
+//! DQN on top of [`crate::tile`]: epsilon-greedy acting for every env, and a training step for every trial
 //! at once (TD targets from the target network, optional Double DQN, Huber loss, backward, Adam, target
-//! update). Per-thread bodies shared by the PTX entries and the CPU backend.
+//! update). The layers, the backward pass and the weight gradients are tables of products ([`plan`]);
+//! the per-element rules between them ([`choose`], [`td_sample`], [`gradient`], [`update_param`]) are
+//! shared by the PTX entries and the CPU backend.
 
-use crate::batch::observe_env;
-use crate::mlp::{ACTIONS, Layout, adam, argmax, backward, forward, huber, huber_grad, param_gradient as mlp_gradient};
+use crate::mlp::{ACTIONS, Layout, adam, argmax, huber, huber_grad};
 use crate::rng::{draw_below, draw_u64};
-use crate::types::{Bar, EnvState, TrialParams};
+use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand};
 
 /// Per-trial DQN hyperparameters.
 #[repr(C)]
@@ -100,16 +101,6 @@ impl DqnArgs {
     pub fn layout(&self) -> Layout {
         Layout::q_net(self.input as usize, self.hidden as usize)
     }
-
-    /// Floats of per-env acting scratch: observation, two activations.
-    pub fn act_scratch(&self) -> usize {
-        self.input as usize + 2 * self.hidden as usize
-    }
-
-    /// Floats of per-sample training scratch: a1, a2, delta1, delta2, delta3, two target activations.
-    pub fn train_scratch(&self) -> usize {
-        self.layout().train_scratch()
-    }
 }
 
 /// RNG stream of exploration.
@@ -123,27 +114,9 @@ pub fn epsilon(p: &DqnParams, step: u64) -> f32 {
     p.eps_start + (p.eps_end - p.eps_start) * frac
 }
 
-/// Env `env`'s action: its observation through the trial's online network, epsilon-greedy (greedy when
-/// `args.greedy`). `scratch` holds `args.act_scratch()` floats.
+/// Epsilon-greedy (greedy when `args.greedy`) choice of env `env` from its Q-values `q`.
 #[inline]
-#[allow(clippy::too_many_arguments, reason = "the inputs of one env's decision")]
-pub fn act_env(
-    env: usize,
-    args: &DqnArgs,
-    env_params: &TrialParams,
-    state: &EnvState,
-    bars: &[Bar],
-    features: &[f32],
-    dqn: &DqnParams,
-    weights: &[f32],
-    scratch: &mut [f32],
-) -> u8 {
-    let l = args.layout();
-    let (obs, rest) = scratch.split_at_mut(l.input);
-    let (a1, a2) = rest.split_at_mut(l.hidden);
-    observe_env(env_params, state, bars, features, l.input - 3, obs);
-    let mut q = [0.0; ACTIONS];
-    forward(&l, weights, dqn.hidden as usize, obs, a1, a2, &mut q);
+pub fn choose(env: usize, args: &DqnArgs, dqn: &DqnParams, q: &[f32]) -> u8 {
     if args.greedy == 0 {
         let trial = env / args.envs_per_trial as usize;
         let counter = args.step.wrapping_mul(u64::from(args.n_trials * args.envs_per_trial)).wrapping_add(env as u64);
@@ -152,69 +125,336 @@ pub fn act_env(
             return draw_below(args.seed, EXPLORE_STREAM + 0x1000 + trial as u64, counter, ACTIONS as u32) as u8;
         }
     }
-    argmax(&q) as u8
+    argmax(q) as u8
 }
 
-/// One minibatch sample of a trial: forward, TD target, Huber loss and backward into `scratch`
-/// (`args.train_scratch()` floats). Returns the sample's loss (0 for masked samples or those past the
-/// trial's active batch, whose gradients are zero).
+/// Buffer indices of the DQN launches' buffer table ([`crate::tile::Operand::buf`]).
+pub mod buffers {
+    /// Online parameters, `K x P`.
+    pub const ONLINE: u32 = 0;
+    /// Target parameters, `K x P`.
+    pub const TARGET: u32 = 1;
+    /// Sampled observations, `K x B x D`.
+    pub const OBS: u32 = 2;
+    /// Sampled next observations, `K x B x D`.
+    pub const NEXT_OBS: u32 = 3;
+    /// Training activations and gradients ([`super::Work`]).
+    pub const WORK: u32 = 4;
+    /// Per-chunk weight gradients, `chunks x K x P`.
+    pub const PARTIAL: u32 = 5;
+    /// Acting: observations, activations and Q-values of every env ([`super::ActWork`]).
+    pub const ACT: u32 = 6;
+    /// Entries of the table.
+    pub const COUNT: usize = 7;
+}
+
+/// Samples per chunk of the split gradient sums: each chunk's products are summed in sample order, then
+/// the chunks in chunk order.
+pub const GRAD_CHUNK: usize = 256;
+
+/// Regions of the training buffer, per trial (`B x H` floats for activations and hidden gradients, `B x O`
+/// for Q-values and output gradients): online on the observations (`A1`, `A2`, `Q`), target on the next
+/// observations (`T1`, `T2`, `QT`), online on the next observations for Double DQN (`U1`, `U2`, `QO`),
+/// the output gradient `DOUT` and the hidden gradients `D1`, `D2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Work {
+    /// Minibatch buffer B.
+    pub batch: usize,
+    /// Row stride H.
+    pub hidden: usize,
+}
+
+impl Work {
+    /// Hidden-width regions.
+    pub const A1: usize = 0;
+    /// See [`Work`].
+    pub const A2: usize = 1;
+    /// See [`Work`].
+    pub const T1: usize = 2;
+    /// See [`Work`].
+    pub const T2: usize = 3;
+    /// See [`Work`].
+    pub const U1: usize = 4;
+    /// See [`Work`].
+    pub const U2: usize = 5;
+    /// See [`Work`].
+    pub const D1: usize = 6;
+    /// See [`Work`].
+    pub const D2: usize = 7;
+    /// Output-width regions (numbered after the 8 hidden ones).
+    pub const Q: usize = 8;
+    /// See [`Work`].
+    pub const QT: usize = 9;
+    /// See [`Work`].
+    pub const QO: usize = 10;
+    /// See [`Work`].
+    pub const DOUT: usize = 11;
+
+    /// The training buffer of `args`.
+    pub fn of(args: &DqnArgs) -> Self {
+        Self { batch: args.batch as usize, hidden: args.hidden as usize }
+    }
+    /// Floats per trial.
+    pub fn per_trial(&self) -> usize {
+        self.batch * (8 * self.hidden + 4 * ACTIONS)
+    }
+    /// Row stride of region `r`.
+    pub fn stride(&self, r: usize) -> usize {
+        if r < Self::Q { self.hidden } else { ACTIONS }
+    }
+    /// First float of region `r` of trial `t`.
+    pub fn at(&self, r: usize, t: usize) -> usize {
+        let region = if r < Self::Q { r * self.hidden } else { 8 * self.hidden + (r - Self::Q) * ACTIONS };
+        t * self.per_trial() + self.batch * region
+    }
+}
+
+/// The acting buffer of `n` envs with input width D and row stride H: observations `n x D`, then the two
+/// activations `n x H` each, then the Q-values `n x 3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActWork {
+    /// Envs.
+    pub envs: usize,
+    /// Input width D.
+    pub input: usize,
+    /// Row stride H.
+    pub hidden: usize,
+}
+
+impl ActWork {
+    /// Floats in all.
+    pub fn len(&self) -> usize {
+        self.envs * (self.input + 2 * self.hidden + ACTIONS)
+    }
+    /// Always false (a buffer of at least one env).
+    pub fn is_empty(&self) -> bool {
+        self.envs == 0
+    }
+    /// Observations.
+    pub fn obs(&self) -> usize {
+        0
+    }
+    /// First activation.
+    pub fn h1(&self) -> usize {
+        self.envs * self.input
+    }
+    /// Second activation.
+    pub fn h2(&self) -> usize {
+        self.h1() + self.envs * self.hidden
+    }
+    /// Q-values.
+    pub fn q(&self) -> usize {
+        self.h2() + self.envs * self.hidden
+    }
+}
+
+/// Layer `layer` (0, 1 or 2) of trial `t`'s network in buffer `net` on `rows` active input rows
+/// (`rows_pad` written) of `x` into `out`: `out = relu(x W^T + b)` (no ReLU on the output layer).
+#[allow(clippy::too_many_arguments, reason = "one dense layer of one trial")]
+pub fn dense(
+    l: &Layout,
+    net: u32,
+    t: usize,
+    layer: usize,
+    h: usize,
+    x: Operand,
+    out: Operand,
+    rows: usize,
+    rows_pad: usize,
+) -> Gemm {
+    let base = t * l.params();
+    let (w, b, k, n, n_pad, epilogue, w_stride) = match layer {
+        0 => (l.w1(), l.b1(), l.input, h, l.hidden, EPI_BIAS_RELU, l.input),
+        1 => (l.w2(), l.b2(), h, h, l.hidden, EPI_BIAS_RELU, l.hidden),
+        _ => (l.w3(), l.b3(), h, l.outputs, l.outputs, EPI_BIAS, l.hidden),
+    };
+    Gemm {
+        a: x,
+        b: Operand::cols(net, base + w, w_stride),
+        bias: Operand::rows(net, base + b, 0),
+        aux: Operand::NONE,
+        c: out,
+        m: rows as u32,
+        n: n as u32,
+        k: k as u32,
+        m_pad: rows_pad as u32,
+        n_pad: n_pad as u32,
+        epilogue,
+        _pad: [0; 2],
+    }
+}
+
+/// The stages of a DQN step, each one launch of products ([`plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Acting, layer 0, 1 or 2 on every env's observation.
+    Act(usize),
+    /// Training forward passes, layer 0, 1 or 2 (online on the observations, target on the next ones, and
+    /// online on the next ones for Double DQN trials).
+    Forward(usize),
+    /// Hidden gradient of layer 2 (from the output gradient).
+    Backward2,
+    /// Hidden gradient of layer 1.
+    Backward1,
+    /// Weight gradients, per trial and chunk of [`GRAD_CHUNK`] samples.
+    Gradients,
+}
+
+/// Every product of `stage` for the trials `dqn` (`args.envs_per_trial` envs per trial when acting), in a
+/// fixed order, through `push`.
+pub fn plan(args: &DqnArgs, dqn: &[DqnParams], stage: Stage, mut push: impl FnMut(Gemm)) {
+    use buffers::{ACT, NEXT_OBS, OBS, ONLINE, PARTIAL, TARGET, WORK};
+    let l = args.layout();
+    let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
+    let w = Work::of(args);
+    let reg = |r: usize, t: usize| Operand::rows(WORK, w.at(r, t), w.stride(r));
+    for (t, p) in dqn.iter().enumerate() {
+        let (h, bt) = (p.hidden as usize, p.batch as usize);
+        match stage {
+            Stage::Act(layer) => {
+                let e = args.envs_per_trial as usize;
+                let aw = ActWork { envs: args.n_trials as usize * e, input: d, hidden: hs };
+                let (x, out) = match layer {
+                    0 => (Operand::rows(ACT, aw.obs() + t * e * d, d), Operand::rows(ACT, aw.h1() + t * e * hs, hs)),
+                    1 => (Operand::rows(ACT, aw.h1() + t * e * hs, hs), Operand::rows(ACT, aw.h2() + t * e * hs, hs)),
+                    _ => (Operand::rows(ACT, aw.h2() + t * e * hs, hs), Operand::rows(ACT, aw.q() + t * e * o, o)),
+                };
+                push(dense(&l, ONLINE, t, layer, h, x, out, e, e));
+            }
+            Stage::Forward(layer) => {
+                let passes: [(u32, u32, [usize; 3]); 3] = [
+                    (ONLINE, OBS, [Work::A1, Work::A2, Work::Q]),
+                    (TARGET, NEXT_OBS, [Work::T1, Work::T2, Work::QT]),
+                    (ONLINE, NEXT_OBS, [Work::U1, Work::U2, Work::QO]),
+                ];
+                let n_passes = if p.double_dqn != 0 { 3 } else { 2 };
+                for &(net, input, regions) in &passes[..n_passes] {
+                    let x = if layer == 0 { Operand::rows(input, t * b * d, d) } else { reg(regions[layer - 1], t) };
+                    push(dense(&l, net, t, layer, h, x, reg(regions[layer], t), bt, b));
+                }
+            }
+            Stage::Backward2 | Stage::Backward1 => {
+                let base = t * l.params();
+                let (from, weights, aux, out, k) = if stage == Stage::Backward2 {
+                    (Work::DOUT, l.w3(), Work::A2, Work::D2, o)
+                } else {
+                    (Work::D2, l.w2(), Work::A1, Work::D1, h)
+                };
+                push(Gemm {
+                    a: reg(from, t),
+                    b: Operand::rows(ONLINE, base + weights, hs),
+                    bias: Operand::NONE,
+                    aux: reg(aux, t),
+                    c: reg(out, t),
+                    m: bt as u32,
+                    n: h as u32,
+                    k: k as u32,
+                    m_pad: b as u32,
+                    n_pad: hs as u32,
+                    epilogue: EPI_RELU_MASK,
+                    _pad: [0; 2],
+                });
+            }
+            Stage::Gradients => {
+                let n_params = l.params();
+                for c in 0..b.div_ceil(GRAD_CHUNK) {
+                    let s0 = c * GRAD_CHUNK;
+                    let k = bt.saturating_sub(s0).min(GRAD_CHUNK);
+                    let partial = (c * args.n_trials as usize + t) * n_params;
+                    // (delta region, its width and padded width, input operand, weights offset, row stride)
+                    let grads = [
+                        (Work::D1, h, hs, Operand::rows(OBS, t * b * d + s0 * d, d), l.w1(), d, d),
+                        (Work::D2, h, hs, Operand::rows(WORK, w.at(Work::A1, t) + s0 * hs, hs), l.w2(), h, hs),
+                        (Work::DOUT, o, o, Operand::rows(WORK, w.at(Work::A2, t) + s0 * hs, hs), l.w3(), h, hs),
+                    ];
+                    for (delta, m, m_pad, input, weights, n, stride) in grads {
+                        let ws = w.stride(delta);
+                        push(Gemm {
+                            a: Operand::cols(WORK, w.at(delta, t) + s0 * ws, ws),
+                            b: input,
+                            bias: Operand::NONE,
+                            aux: Operand::NONE,
+                            c: Operand::rows(PARTIAL, partial + weights, stride),
+                            m: m as u32,
+                            n: n as u32,
+                            k: k as u32,
+                            m_pad: m_pad as u32,
+                            n_pad: stride as u32,
+                            epilogue: EPI_NONE,
+                            _pad: [0; 2],
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The TD step of minibatch sample `j` of a trial from its Q-values (`q` online on the observation, `qt`
+/// target on the next one, `qo` online on the next one, read with Double DQN): writes the output gradient
+/// `dout` (3 floats: the Huber gradient at the taken action, scaled by weight / batch) and returns the
+/// weighted loss (0 and a zero gradient for masked samples and those past the trial's batch).
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "the inputs of one sample")]
-pub fn train_sample(
+pub fn td_sample(
     j: usize,
-    args: &DqnArgs,
     dqn: &DqnParams,
-    online: &[f32],
-    target: &[f32],
-    obs: &[f32],
-    next_obs: &[f32],
+    q: &[f32],
+    qt: &[f32],
+    qo: &[f32],
     action: u32,
     reward: f32,
     done: f32,
     weight: f32,
-    scratch: &mut [f32],
+    dout: &mut [f32],
 ) -> f32 {
-    let l = args.layout();
-    let (h, stride) = (dqn.hidden as usize, l.hidden);
-    let (a1, rest) = scratch.split_at_mut(stride);
-    let (a2, rest) = rest.split_at_mut(stride);
-    let (d1, rest) = rest.split_at_mut(stride);
-    let (d2, rest) = rest.split_at_mut(stride);
-    let (d3, rest) = rest.split_at_mut(ACTIONS);
-    let (t1, t2) = rest.split_at_mut(stride);
     if weight == 0.0 || j >= dqn.batch as usize {
-        for x in a1.iter_mut().chain(a2.iter_mut()).chain(d1.iter_mut()).chain(d2.iter_mut()).chain(d3.iter_mut()) {
-            *x = 0.0;
-        }
+        dout[..ACTIONS].fill(0.0);
         return 0.0;
     }
-    let mut q_next = [0.0; ACTIONS];
-    let next_action = if dqn.double_dqn != 0 {
-        forward(&l, online, h, next_obs, t1, t2, &mut q_next);
-        argmax(&q_next)
-    } else {
-        usize::MAX
-    };
-    forward(&l, target, h, next_obs, t1, t2, &mut q_next);
-    let next_value = if next_action == usize::MAX { q_next[argmax(&q_next)] } else { q_next[next_action] };
+    let next_value = if dqn.double_dqn != 0 { qt[argmax(qo)] } else { qt[argmax(qt)] };
     let y = reward + dqn.gamma * (1.0 - done) * next_value;
-    let mut q = [0.0; ACTIONS];
-    forward(&l, online, h, obs, a1, a2, &mut q);
     let a = (action as usize).min(ACTIONS - 1);
     let diff = q[a] - y;
     let g = huber_grad(diff, dqn.huber_delta) * weight / dqn.batch as f32;
-    for (k, dk) in d3.iter_mut().enumerate() {
+    for (k, dk) in dout.iter_mut().enumerate().take(ACTIONS) {
         *dk = if k == a { g } else { 0.0 };
     }
-    backward(&l, online, h, d3, a1, a2, d1, d2);
     huber(diff, dqn.huber_delta) * weight
 }
 
-/// The gradient of parameter `p` of a trial (summed over its active samples in sample order) from the
-/// samples' scratch and observations; 0 outside the active width.
+/// The gradient of parameter `p` of trial `t`: a weight's is the sum of its chunk partials (`partial`,
+/// `chunks x K x P`) in chunk order; a bias's is the sum of its unit's gradient over the trial's samples
+/// in sample order (from `work`). 0 outside the active width.
 #[inline]
-pub fn param_gradient(p: usize, args: &DqnArgs, dqn: &DqnParams, scratch: &[f32], obs: &[f32]) -> f32 {
-    mlp_gradient(&args.layout(), dqn.hidden as usize, p, dqn.batch as usize, scratch, obs)
+pub fn gradient(args: &DqnArgs, dqn: &DqnParams, t: usize, p: usize, partial: &[f32], work: &[f32]) -> f32 {
+    let l = args.layout();
+    let w = Work::of(args);
+    let bias = if (l.b1()..l.w2()).contains(&p) {
+        Some((Work::D1, p - l.b1()))
+    } else if (l.b2()..l.w3()).contains(&p) {
+        Some((Work::D2, p - l.b2()))
+    } else if p >= l.b3() {
+        Some((Work::DOUT, p - l.b3()))
+    } else {
+        None
+    };
+    let mut g = 0.0;
+    match bias {
+        Some((region, unit)) => {
+            let (base, stride) = (w.at(region, t), w.stride(region));
+            for s in 0..dqn.batch as usize {
+                g += work[base + s * stride + unit];
+            }
+        }
+        None => {
+            let (n_params, trials) = (l.params(), args.n_trials as usize);
+            for c in 0..(args.batch as usize).div_ceil(GRAD_CHUNK) {
+                g += partial[(c * trials + t) * n_params + p];
+            }
+        }
+    }
+    g
 }
 
 /// Adam step of parameter `p` with its gradient `g`, then the target update (Polyak with tau > 0, else a

@@ -12,12 +12,13 @@ use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_env,
     sample_one, scan_env,
 };
-use crate::dqn::{DqnArgs, DqnParams, act_env, param_gradient, train_sample, update_param};
-use crate::mlp::{adam, param_gradient as mlp_gradient};
+use crate::dqn::{DqnArgs, DqnParams, GRAD_CHUNK, Work, choose, gradient, td_sample, update_param};
+use crate::mlp::{ACTIONS, adam, param_gradient as mlp_gradient};
 use crate::ppo::{
     PpoArgs, PpoParams, PpoSample, act_env as ppo_act_env, gae_env, gather_obs, minibatch_index,
     train_sample as ppo_train_sample,
 };
+use crate::tile::{Gemm, gpu_tile};
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Global thread index in a 1-D launch.
@@ -255,68 +256,60 @@ pub unsafe extern "ptx-kernel" fn backtest(
     }
 }
 
-/// Epsilon-greedy (or greedy) actions of every env from its trial's online network (one thread per env).
+/// One tile of one product of the table (block `(tile, problem)`, 256 threads; [`crate::tile::gpu_tile`]).
 ///
 /// # Safety
-/// `env_params`, `dqn`: `n_trials`; `states`, `actions`: `n_trials x envs_per_trial`; `bars`: `n_bars`;
-/// `features`: `n_bars x (input - 3)`; `weights`: `n_trials x params`; `scratch`: `n_envs x act_scratch`.
+/// `problems`: `grid_dim_y` products; `buffers`: a device pointer per buffer index they name, each long
+/// enough for [`Gemm::extent`]; no product writes what another product of the launch reads; 256 threads.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn dqn_act(
-    env_params: *const TrialParams,
-    states: *const EnvState,
-    bars: *const Bar,
-    features: *const f32,
-    dqn: *const DqnParams,
-    weights: *const f32,
-    scratch: *mut f32,
-    actions: *mut u8,
-    args: DqnArgs,
-) {
+pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *const u64) {
+    let smem: u64;
+    // SAFETY: declares this block's 8 KiB tile (2 x TILE_K x TILE floats) and takes its generic address.
+    unsafe {
+        core::arch::asm!(
+            ".shared .align 16 .b8 gemm_smem[8192];",
+            "cvta.shared.u64 {p}, gemm_smem;",
+            p = out(reg64) smem,
+        );
+    }
+    // SAFETY: the caller's contract; the block index picks its product and tile.
+    unsafe {
+        let g = &*problems.add(nvptx::_block_idx_y() as usize);
+        gpu_tile(g, nvptx::_block_idx_x() as usize, buffers, smem as *mut f32, nvptx::_thread_idx_x() as usize);
+    }
+}
+
+/// Epsilon-greedy (or greedy) action of every env from its Q-values (one thread per env).
+///
+/// # Safety
+/// `dqn`: `n_trials`; `q`: `n_trials x envs_per_trial x 3`; `actions`: `n_trials x envs_per_trial`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dqn_select(dqn: *const DqnParams, q: *const f32, actions: *mut u8, args: DqnArgs) {
     let env = thread_index();
     let ept = args.envs_per_trial as usize;
     if env >= args.n_trials as usize * ept {
         return;
     }
-    let trial = env / ept;
-    let (per, n_params) = (args.act_scratch(), args.layout().params());
-    // SAFETY: lengths as documented; this thread alone writes its scratch row and its action.
+    // SAFETY: lengths as documented; this thread alone writes its action.
     unsafe {
-        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
-        let features = slice::from_raw_parts(features, args.n_bars as usize * (args.input as usize - 3));
-        let weights = slice::from_raw_parts(weights.add(trial * n_params), n_params);
-        let scratch = slice::from_raw_parts_mut(scratch.add(env * per), per);
-        *actions.add(env) = act_env(
-            env,
-            &args,
-            &*env_params.add(trial),
-            &*states.add(env),
-            bars,
-            features,
-            &*dqn.add(trial),
-            weights,
-            scratch,
-        );
+        let q = slice::from_raw_parts(q.add(env * ACTIONS), ACTIONS);
+        *actions.add(env) = choose(env, &args, &*dqn.add(env / ept), q);
     }
 }
 
-/// Forward, TD target, loss and backward of every minibatch sample (one thread per trial and sample).
+/// TD target, loss and output gradient of every minibatch sample (one thread per trial and sample).
 ///
 /// # Safety
-/// `dqn`: `n_trials`; `online`, `target`: `n_trials x params`; `obs`, `next_obs`: `n_trials x batch x input`;
-/// `actions`, `rewards`, `dones`, `weights`, `losses`: `n_trials x batch`; `scratch`:
-/// `n_trials x batch x train_scratch`.
+/// `dqn`: `n_trials`; `work`: `n_trials x Work::per_trial`; `actions`, `rewards`, `dones`, `weights`,
+/// `losses`: `n_trials x batch`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn dqn_train_samples(
+pub unsafe extern "ptx-kernel" fn dqn_td(
     dqn: *const DqnParams,
-    online: *const f32,
-    target: *const f32,
-    obs: *const f32,
-    next_obs: *const f32,
+    work: *mut f32,
     actions: *const u32,
     rewards: *const f32,
     dones: *const f32,
     weights: *const f32,
-    scratch: *mut f32,
     losses: *mut f32,
     args: DqnArgs,
 ) {
@@ -325,28 +318,26 @@ pub unsafe extern "ptx-kernel" fn dqn_train_samples(
     if i >= args.n_trials as usize * b {
         return;
     }
-    let (trial, j) = (i / b, i % b);
-    let (d, n_params, per) = (args.input as usize, args.layout().params(), args.train_scratch());
-    // SAFETY: lengths as documented; this thread alone writes sample i's scratch and loss.
+    let (t, j) = (i / b, i % b);
+    let w = Work::of(&args);
+    let row = |r: usize| w.at(r, t) + j * ACTIONS;
+    // SAFETY: lengths as documented; this thread alone writes sample i's output gradient and loss.
     unsafe {
-        let online = slice::from_raw_parts(online.add(trial * n_params), n_params);
-        let target = slice::from_raw_parts(target.add(trial * n_params), n_params);
-        let o = slice::from_raw_parts(obs.add(i * d), d);
-        let no = slice::from_raw_parts(next_obs.add(i * d), d);
-        let scratch = slice::from_raw_parts_mut(scratch.add(i * per), per);
-        *losses.add(i) = train_sample(
+        let q = slice::from_raw_parts(work.add(row(Work::Q)), ACTIONS);
+        let qt = slice::from_raw_parts(work.add(row(Work::QT)), ACTIONS);
+        let qo = slice::from_raw_parts(work.add(row(Work::QO)), ACTIONS);
+        let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTIONS);
+        *losses.add(i) = td_sample(
             j,
-            &args,
-            &*dqn.add(trial),
-            online,
-            target,
-            o,
-            no,
+            &*dqn.add(t),
+            q,
+            qt,
+            qo,
             *actions.add(i),
             *rewards.add(i),
             *dones.add(i),
             *weights.add(i),
-            scratch,
+            dout,
         );
     }
 }
@@ -354,32 +345,32 @@ pub unsafe extern "ptx-kernel" fn dqn_train_samples(
 /// Gradient, Adam step and target update of every parameter (one thread per trial and parameter).
 ///
 /// # Safety
-/// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `scratch`:
-/// `n_trials x batch x train_scratch`; `obs`: `n_trials x batch x input`.
+/// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
+/// `ceil(batch / GRAD_CHUNK) x n_trials x params`; `work`: `n_trials x Work::per_trial`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn dqn_update_params(
+pub unsafe extern "ptx-kernel" fn dqn_adam(
     dqn: *const DqnParams,
     online: *mut f32,
     target: *mut f32,
     m: *mut f32,
     v: *mut f32,
-    scratch: *const f32,
-    obs: *const f32,
+    partial: *const f32,
+    work: *const f32,
     args: DqnArgs,
 ) {
     let i = thread_index();
-    let n_params = args.layout().params();
-    if i >= args.n_trials as usize * n_params {
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    if i >= trials * n_params {
         return;
     }
-    let (trial, p) = (i / n_params, i % n_params);
-    let (b, d, per) = (args.batch as usize, args.input as usize, args.train_scratch());
+    let (t, p) = (i / n_params, i % n_params);
+    let chunks = (args.batch as usize).div_ceil(GRAD_CHUNK);
     // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
     unsafe {
-        let scratch = slice::from_raw_parts(scratch.add(trial * b * per), b * per);
-        let obs = slice::from_raw_parts(obs.add(trial * b * d), b * d);
-        let dqn = &*dqn.add(trial);
-        let g = param_gradient(p, &args, dqn, scratch, obs);
+        let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
+        let work = slice::from_raw_parts(work, trials * Work::of(&args).per_trial());
+        let dqn = &*dqn.add(t);
+        let g = gradient(&args, dqn, t, p, partial, work);
         update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
     }
 }

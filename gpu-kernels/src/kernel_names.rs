@@ -20,12 +20,14 @@ pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 /// ([`crate::backtest::run_column`]).
 pub const BACKTEST: &str = "backtest";
 
-/// Epsilon-greedy actions from the online networks ([`crate::dqn::act_env`]).
-pub const DQN_ACT: &str = "dqn_act";
-/// Per-sample forward, TD target, loss and backward ([`crate::dqn::train_sample`]).
-pub const DQN_TRAIN_SAMPLES: &str = "dqn_train_samples";
-/// Per-parameter gradient, Adam and target update ([`crate::dqn::param_gradient`]).
-pub const DQN_UPDATE_PARAMS: &str = "dqn_update_params";
+/// A table of batched, masked matrix products ([`crate::tile::gpu_tile`]).
+pub const GEMM_TILES: &str = "gemm_tiles";
+/// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
+pub const DQN_SELECT: &str = "dqn_select";
+/// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]).
+pub const DQN_TD: &str = "dqn_td";
+/// Per-parameter gradient, Adam and target update ([`crate::dqn::gradient`], [`crate::dqn::update_param`]).
+pub const DQN_ADAM: &str = "dqn_adam";
 
 /// PPO acting ([`crate::ppo::act_env`]).
 pub const PPO_ACT: &str = "ppo_act";
@@ -45,9 +47,10 @@ pub const ALL: &[&str] = &[
     REWARD_NORMALIZE,
     SAMPLE_TRANSITIONS,
     BACKTEST,
-    DQN_ACT,
-    DQN_TRAIN_SAMPLES,
-    DQN_UPDATE_PARAMS,
+    GEMM_TILES,
+    DQN_SELECT,
+    DQN_TD,
+    DQN_ADAM,
     PPO_ACT,
     PPO_GAE,
     PPO_TRAIN_SAMPLES,

@@ -1,9 +1,13 @@
 //! [`DqnAgent`]: the Q-networks of every trial, acting for every env and trained for every trial in the
 //! same launches (CUDA) or the same parallel loops (CPU), with identical bits on both.
 
-use gpu_kernels::dqn::{DqnArgs, DqnParams, act_env, param_gradient, train_sample, update_param};
-use gpu_kernels::mlp::Layout;
+use gpu_kernels::batch::observe_env;
+use gpu_kernels::dqn::{
+    ActWork, DqnArgs, DqnParams, GRAD_CHUNK, Stage, Work, buffers, choose, gradient, plan, td_sample, update_param,
+};
+use gpu_kernels::mlp::{ACTIONS, Layout};
 use gpu_kernels::rng::draw_u64;
+use gpu_kernels::tile::Gemm;
 use rayon::prelude::*;
 
 use crate::env_batch::Inner;
@@ -70,8 +74,12 @@ pub struct DqnAgent {
 enum AgentInner {
     Cpu {
         nets: NetState,
-        act_scratch: Vec<f32>,
-        train_scratch: Vec<f32>,
+        /// Acting buffer ([`ActWork`]).
+        act: Vec<f32>,
+        /// Training buffer ([`Work`]).
+        work: Vec<f32>,
+        /// Per-chunk weight gradients.
+        partial: Vec<f32>,
         losses: Vec<f32>,
     },
     #[cfg(feature = "cuda")]
@@ -138,8 +146,9 @@ impl DqnAgent {
         let inner = match backend {
             Backend::Cpu => AgentInner::Cpu {
                 nets,
-                act_scratch: vec![0.0; env.layout().n_envs() * args.act_scratch()],
-                train_scratch: vec![0.0; trials * batch * args.train_scratch()],
+                act: Vec::new(),
+                work: vec![0.0; trials * Work::of(&args).per_trial()],
+                partial: vec![0.0; partial_len(&args)],
                 losses: vec![0.0; trials * batch],
             },
             #[cfg(feature = "cuda")]
@@ -179,22 +188,31 @@ impl DqnAgent {
             n_bars: env.n_bars() as u32,
             ..self.args
         };
+        #[cfg(feature = "cuda")]
+        let env_args = env.args(1);
         match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu { nets, act_scratch, .. }, Inner::Cpu(cpu)) => {
+            (AgentInner::Cpu { nets, act, .. }, Inner::Cpu(cpu)) => {
                 let crate::cpu::PolicyView { params: env_params, states, bars, features, actions } = cpu.policy_view();
-                act_scratch.resize(states.len() * args.act_scratch(), 0.0);
-                let (ept, per, n_params) = (args.envs_per_trial as usize, args.act_scratch(), args.layout().params());
+                let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
+                let aw = ActWork { envs: states.len(), input: d, hidden: args.hidden as usize };
+                act.resize(aw.len(), 0.0);
+                act[..aw.h1()].par_chunks_mut(d).zip(states.par_iter()).enumerate().for_each(|(i, (row, state))| {
+                    observe_env(&env_params[i / ept], state, bars, features, d - 3, row);
+                });
+                for layer in 0..3 {
+                    let table = stage_plan(&args, &self.params, Stage::Act(layer));
+                    let mut bufs: [&mut [f32]; buffers::COUNT] =
+                        [&mut nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act];
+                    crate::tile::run(&table, &mut bufs)?;
+                }
+                let q = &act[aw.q()..];
                 let params = &self.params;
-                let act = |(i, (action, scratch)): (usize, (&mut u8, &mut [f32]))| {
-                    let k = i / ept;
-                    let weights = &nets.online[k * n_params..(k + 1) * n_params];
-                    *action =
-                        act_env(i, &args, &env_params[k], &states[i], bars, features, &params[k], weights, scratch);
-                };
-                actions.par_iter_mut().zip(act_scratch.par_chunks_mut(per)).enumerate().for_each(act);
+                actions.par_iter_mut().enumerate().for_each(|(i, action)| {
+                    *action = choose(i, &args, &params[i / ept], &q[i * ACTIONS..(i + 1) * ACTIONS]);
+                });
             }
             #[cfg(feature = "cuda")]
-            (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => dqn.act(&mut cuda.policy_view()?, &args)?,
+            (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => dqn.act(&mut cuda.policy_view()?, &args, &env_args)?,
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
         }
@@ -208,47 +226,9 @@ impl DqnAgent {
         self.grad_steps += 1;
         let args = DqnArgs { step: self.grad_steps, ..self.args };
         match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu { nets, train_scratch, losses, .. }, Inner::Cpu(cpu)) => {
+            (AgentInner::Cpu { nets, work, partial, losses, .. }, Inner::Cpu(cpu)) => {
                 let s = cpu.sample(&sample_args)?;
-                let (b, d, per, n_params) =
-                    (args.batch as usize, args.input as usize, args.train_scratch(), args.layout().params());
-                let params = &self.params;
-                let online = &nets.online;
-                let target = &nets.target;
-                train_scratch.par_chunks_mut(per).zip(losses.par_iter_mut()).enumerate().for_each(
-                    |(i, (scratch, loss))| {
-                        let k = i / b;
-                        let w = &online[k * n_params..(k + 1) * n_params];
-                        let t = &target[k * n_params..(k + 1) * n_params];
-                        *loss = train_sample(
-                            i % b,
-                            &args,
-                            &params[k],
-                            w,
-                            t,
-                            &s.obs[i * d..(i + 1) * d],
-                            &s.next_obs[i * d..(i + 1) * d],
-                            s.actions[i],
-                            s.rewards[i],
-                            s.dones[i],
-                            s.weights[i],
-                            scratch,
-                        );
-                    },
-                );
-                let scratch = &*train_scratch;
-                let NetState { online, target, m, v } = nets;
-                online
-                    .par_iter_mut()
-                    .zip(target.par_iter_mut())
-                    .zip(m.par_iter_mut().zip(v.par_iter_mut()))
-                    .enumerate()
-                    .for_each(|(i, ((w, t), (m, v)))| {
-                        let (k, p) = (i / n_params, i % n_params);
-                        let trial_scratch = &scratch[k * b * per..(k + 1) * b * per];
-                        let g = param_gradient(p, &args, &params[k], trial_scratch, &s.obs[k * b * d..(k + 1) * b * d]);
-                        update_param(&args, &params[k], g, w, t, m, v);
-                    });
+                cpu_train_step(&args, &self.params, nets, work, partial, losses, s)?;
             }
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
@@ -323,4 +303,117 @@ impl DqnAgent {
     pub fn params(&self) -> &[DqnParams] {
         &self.params
     }
+}
+
+/// Floats of the per-chunk weight gradients: `chunks x K x P`.
+fn partial_len(args: &DqnArgs) -> usize {
+    (args.batch as usize).div_ceil(GRAD_CHUNK) * args.n_trials as usize * args.layout().params()
+}
+
+/// The products of `stage`.
+pub(crate) fn stage_plan(args: &DqnArgs, params: &[DqnParams], stage: Stage) -> Vec<Gemm> {
+    let mut table = Vec::new();
+    plan(args, params, stage, |g| table.push(g));
+    table
+}
+
+/// What [`train_on_batch`] computed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchStep {
+    /// Weighted loss of every sample (`K x B`).
+    pub losses: Vec<f32>,
+    /// The gradient of every parameter (`K x P`) that the Adam step used.
+    pub gradients: Vec<f32>,
+}
+
+/// One gradient step of every trial of `args` on the CPU from a given minibatch (`K x B` samples laid out
+/// as the sampler writes them): the stages, products and per-element rules of [`DqnAgent::train_step`], for
+/// tests and for users who bring their own minibatches. `args.step` is the Adam step (>= 1).
+pub fn train_on_batch(
+    args: &DqnArgs,
+    params: &[DqnParams],
+    nets: &mut NetState,
+    batch: &crate::SampleBatch,
+) -> Result<BatchStep, HostError> {
+    let n = args.n_trials as usize * args.batch as usize;
+    let d = args.input as usize;
+    if params.len() != args.n_trials as usize || batch.actions.len() != n || batch.obs.len() != n * d {
+        return Err(HostError::Shape {
+            what: "minibatch samples (trials x batch)".to_owned(),
+            expected: n,
+            got: batch.actions.len(),
+        });
+    }
+    let mut work = vec![0.0; args.n_trials as usize * Work::of(args).per_trial()];
+    let mut partial = vec![0.0; partial_len(args)];
+    let mut losses = vec![0.0; n];
+    let gradients = cpu_train_step(args, params, nets, &mut work, &mut partial, &mut losses, batch.clone())?;
+    Ok(BatchStep { losses, gradients })
+}
+
+/// One gradient step of every trial on the CPU from the sampled minibatch `s`: the same stages, products
+/// and per-element rules as the CUDA launches. Returns the gradients.
+fn cpu_train_step(
+    args: &DqnArgs,
+    params: &[DqnParams],
+    nets: &mut NetState,
+    work: &mut [f32],
+    partial: &mut [f32],
+    losses: &mut [f32],
+    mut s: crate::SampleBatch,
+) -> Result<Vec<f32>, HostError> {
+    let b = args.batch as usize;
+    let run = |stage: Stage, nets: &mut NetState, s: &mut crate::SampleBatch, work: &mut [f32], partial: &mut [f32]| {
+        let table = stage_plan(args, params, stage);
+        let mut bufs: [&mut [f32]; buffers::COUNT] =
+            [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut []];
+        crate::tile::run(&table, &mut bufs)
+    };
+    for layer in 0..3 {
+        run(Stage::Forward(layer), nets, &mut s, work, partial)?;
+    }
+    let w = Work::of(args);
+    let td: Vec<([f32; ACTIONS], f32)> = (0..losses.len())
+        .into_par_iter()
+        .map(|i| {
+            let (t, j) = (i / b, i % b);
+            let row = |r: usize| &work[w.at(r, t) + j * ACTIONS..w.at(r, t) + (j + 1) * ACTIONS];
+            let mut dout = [0.0; ACTIONS];
+            let loss = td_sample(
+                j,
+                &params[t],
+                row(Work::Q),
+                row(Work::QT),
+                row(Work::QO),
+                s.actions[i],
+                s.rewards[i],
+                s.dones[i],
+                s.weights[i],
+                &mut dout,
+            );
+            (dout, loss)
+        })
+        .collect();
+    for (i, (dout, loss)) in td.into_iter().enumerate() {
+        let at = w.at(Work::DOUT, i / b) + (i % b) * ACTIONS;
+        work[at..at + ACTIONS].copy_from_slice(&dout);
+        losses[i] = loss;
+    }
+    for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
+        run(stage, nets, &mut s, work, partial)?;
+    }
+    let n_params = args.layout().params();
+    let (work, partial) = (&*work, &*partial);
+    let gradients: Vec<f32> = (0..nets.online.len())
+        .into_par_iter()
+        .map(|i| gradient(args, &params[i / n_params], i / n_params, i % n_params, partial, work))
+        .collect();
+    let NetState { online, target, m, v } = nets;
+    online
+        .par_iter_mut()
+        .zip(target.par_iter_mut())
+        .zip(m.par_iter_mut().zip(v.par_iter_mut()))
+        .enumerate()
+        .for_each(|(i, ((w, t), (m, v)))| update_param(args, &params[i / n_params], gradients[i], w, t, m, v));
+    Ok(gradients)
 }

@@ -16,6 +16,7 @@ pub mod prices;
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod tile;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
 pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};

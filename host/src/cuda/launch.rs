@@ -7,6 +7,7 @@ use gpu_kernels::backtest::{BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, T
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
+use gpu_kernels::tile::{GEMM_THREADS, Gemm};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
 use crate::HostError;
@@ -44,6 +45,8 @@ unsafe impl DeviceRepr for Dev<BacktestArgs> {}
 unsafe impl DeviceRepr for Dev<DqnArgs> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<DqnParams> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Gemm> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<PpoArgs> {}
 // SAFETY: see above.
@@ -321,7 +324,7 @@ pub(crate) fn backtest(
     Ok(())
 }
 
-/// The DQN networks of every trial on the device.
+/// The DQN networks, their Adam state and the step buffers of every trial on the device.
 #[derive(Debug)]
 pub(crate) struct DqnBuffers {
     pub(crate) params: CudaSlice<Dev<DqnParams>>,
@@ -329,71 +332,91 @@ pub(crate) struct DqnBuffers {
     pub(crate) target: CudaSlice<f32>,
     pub(crate) m: CudaSlice<f32>,
     pub(crate) v: CudaSlice<f32>,
-    pub(crate) act_scratch: CudaSlice<f32>,
-    pub(crate) train_scratch: CudaSlice<f32>,
+    /// Training activations and gradients ([`gpu_kernels::dqn::Work`]).
+    pub(crate) work: CudaSlice<f32>,
+    /// Per-chunk weight gradients.
+    pub(crate) partial: CudaSlice<f32>,
+    /// Acting buffer ([`gpu_kernels::dqn::ActWork`]).
+    pub(crate) act: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,
 }
 
-impl DqnBuffers {
-    fn check_nets(&self, kernel: &str, args: &DqnArgs) -> Result<(), HostError> {
-        let n = args.n_trials as usize * args.layout().params();
-        at_least(kernel, "DQN parameter sets", args.n_trials as usize, self.params.len())?;
-        for (what, len) in
-            [("online", self.online.len()), ("target", self.target.len()), ("m", self.m.len()), ("v", self.v.len())]
-        {
-            at_least(kernel, what, n, len)?;
-        }
-        Ok(())
-    }
+/// A table of products on the device, with its host copy (grid size), checked against the lengths of the
+/// buffers of a pointer table when it was built ([`crate::tile::check`]).
+#[derive(Debug)]
+pub(crate) struct GemmTable {
+    pub(crate) host: Vec<Gemm>,
+    pub(crate) dev: CudaSlice<Dev<Gemm>>,
 }
 
-/// `dqn_act`: every env's action into `view.actions`.
-pub(crate) fn dqn_act(
+/// `gemm_tiles`: every product of `table` (a block per 64 x 64 output tile of each) on the buffers whose
+/// device addresses `pointers` holds.
+pub(crate) fn gemm(
     rt: &CudaRuntime,
-    view: &mut super::env::PolicyView<'_>,
-    nets: &mut DqnBuffers,
-    args: &DqnArgs,
+    stream: &CudaStream,
+    table: &GemmTable,
+    pointers: &CudaSlice<u64>,
 ) -> Result<(), HostError> {
-    let kernel = "dqn_act";
-    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    nets.check_nets(kernel, args)?;
-    at_least(kernel, "env parameters", args.n_trials as usize, view.params.len())?;
-    at_least(kernel, "env states", n_envs, view.states.len())?;
-    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
-    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), view.features.len())?;
-    at_least(kernel, "acting scratch", n_envs * args.act_scratch(), nets.act_scratch.len())?;
-    at_least(kernel, "actions", n_envs, view.actions.len())?;
-    let dev_args = Dev(*args);
-    let mut launch = view.stream.launch_builder(&rt.kernels.dqn_act);
-    launch
-        .arg(view.params)
-        .arg(view.states)
-        .arg(view.bars)
-        .arg(view.features)
-        .arg(&nets.params)
-        .arg(&nets.online)
-        .arg(&mut nets.act_scratch)
-        .arg(&mut *view.actions)
-        .arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching dqn_act"))?;
+    if table.host.is_empty() {
+        return Ok(());
+    }
+    let tiles = table.host.iter().map(|g| g.tiles().0 * g.tiles().1).max().unwrap_or(0);
+    let (tiles, problems) = match (u32::try_from(tiles), u32::try_from(table.host.len())) {
+        (Ok(t), Ok(p)) if p <= 65_535 => (t.max(1), p),
+        _ => {
+            return Err(HostError::Shape {
+                what: "gemm_tiles: products per launch".to_owned(),
+                expected: 65_535,
+                got: table.host.len(),
+            });
+        }
+    };
+    let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 };
+    let mut launch = stream.launch_builder(&rt.kernels.gemm_tiles);
+    launch.arg(&table.dev).arg(pointers);
+    // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
+    // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
+    // what another reads (`gpu_kernels::dqn::plan`).
+    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching gemm_tiles"))?;
     Ok(())
 }
 
-/// `dqn_train_samples` then `dqn_update_params`: one gradient step for every trial.
-pub(crate) fn dqn_train(
+/// `dqn_select`: every env's action from the acting Q-values.
+pub(crate) fn dqn_select(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    nets: &DqnBuffers,
+    actions: &mut CudaSlice<u8>,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_select";
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    let aw = gpu_kernels::dqn::ActWork { envs: n_envs, input: args.input as usize, hidden: args.hidden as usize };
+    at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
+    at_least(kernel, "acting buffer", aw.len(), nets.act.len())?;
+    at_least(kernel, "actions", n_envs, actions.len())?;
+    let q = nets.act.slice(aw.q()..);
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_select);
+    launch.arg(&nets.params).arg(&q).arg(actions).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching dqn_select"))?;
+    Ok(())
+}
+
+/// `dqn_td`: TD targets, losses and output gradients of every sample.
+pub(crate) fn dqn_td(
     rt: &CudaRuntime,
     stream: &CudaStream,
     samples: &SampleBuffers,
     nets: &mut DqnBuffers,
     args: &DqnArgs,
 ) -> Result<(), HostError> {
+    let kernel = "dqn_td";
     let n_samples = args.n_trials as usize * args.batch as usize;
-    let n_params = args.n_trials as usize * args.layout().params();
-    nets.check_nets("dqn_train_samples", args)?;
-    for (what, len) in [("observations", samples.obs.len()), ("next observations", samples.next_obs.len())] {
-        at_least("dqn_train_samples", what, n_samples * args.input as usize, len)?;
-    }
+    at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
+    let work = args.n_trials as usize * gpu_kernels::dqn::Work::of(args).per_trial();
+    at_least(kernel, "training buffer", work, nets.work.len())?;
     for (what, len) in [
         ("sampled actions", samples.actions.len()),
         ("rewards", samples.rewards.len()),
@@ -401,40 +424,77 @@ pub(crate) fn dqn_train(
         ("weights", samples.weights.len()),
         ("losses", nets.losses.len()),
     ] {
-        at_least("dqn_train_samples", what, n_samples, len)?;
+        at_least(kernel, what, n_samples, len)?;
     }
-    at_least("dqn_train_samples", "training scratch", n_samples * args.train_scratch(), nets.train_scratch.len())?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.dqn_train_samples);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_td);
     launch
         .arg(&nets.params)
-        .arg(&nets.online)
-        .arg(&nets.target)
-        .arg(&samples.obs)
-        .arg(&samples.next_obs)
+        .arg(&mut nets.work)
         .arg(&samples.actions)
         .arg(&samples.rewards)
         .arg(&samples.dones)
         .arg(&samples.weights)
-        .arg(&mut nets.train_scratch)
         .arg(&mut nets.losses)
         .arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_train_samples`; lengths checked above.
-    unsafe { launch.launch(grid("dqn_train_samples", n_samples)?) }
-        .map_err(HostError::driver("launching dqn_train_samples"))?;
-    let mut launch = stream.launch_builder(&rt.kernels.dqn_update_params);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, n_samples)?) }.map_err(HostError::driver("launching dqn_td"))?;
+    Ok(())
+}
+
+/// `dqn_adam`: gradients from the chunk partials, Adam, target update.
+pub(crate) fn dqn_adam(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    nets: &mut DqnBuffers,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_adam";
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    at_least(kernel, "DQN parameter sets", trials, nets.params.len())?;
+    for (what, len) in
+        [("online", nets.online.len()), ("target", nets.target.len()), ("m", nets.m.len()), ("v", nets.v.len())]
+    {
+        at_least(kernel, what, trials * n_params, len)?;
+    }
+    let chunks = (args.batch as usize).div_ceil(gpu_kernels::dqn::GRAD_CHUNK);
+    at_least(kernel, "gradient partials", chunks * trials * n_params, nets.partial.len())?;
+    at_least(kernel, "training buffer", trials * gpu_kernels::dqn::Work::of(args).per_trial(), nets.work.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
     launch
         .arg(&nets.params)
         .arg(&mut nets.online)
         .arg(&mut nets.target)
         .arg(&mut nets.m)
         .arg(&mut nets.v)
-        .arg(&nets.train_scratch)
-        .arg(&samples.obs)
+        .arg(&nets.partial)
+        .arg(&nets.work)
         .arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_update_params`; lengths checked above.
-    unsafe { launch.launch(grid("dqn_update_params", n_params)?) }
-        .map_err(HostError::driver("launching dqn_update_params"))?;
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, trials * n_params)?) }.map_err(HostError::driver("launching dqn_adam"))?;
+    Ok(())
+}
+
+/// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.
+pub(crate) fn observe_view(
+    rt: &CudaRuntime,
+    view: &super::env::PolicyView<'_>,
+    out: &mut CudaSlice<f32>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = "observe";
+    let n_envs = args.n_envs();
+    at_least(kernel, "env parameters", args.n_trials as usize, view.params.len())?;
+    at_least(kernel, "env states", n_envs, view.states.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", args.n_bars as usize * args.n_features as usize, view.features.len())?;
+    at_least(kernel, "observation floats", n_envs * (args.n_features as usize + 3), out.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = view.stream.launch_builder(&rt.kernels.observe);
+    launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching observe"))?;
     Ok(())
 }
 

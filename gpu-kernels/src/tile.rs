@@ -1,0 +1,255 @@
+//! Batched, masked matrix products: the arithmetic of every network layer, backward pass and gradient.
+//!
+//! A launch runs a table of [`Gemm`] problems (one per trial, network and layer), each
+//! `C = epilogue(A x B)` with its own active sizes inside padded extents. Operands are addressed as
+//! `(buffer, offset, row stride, column stride)` into a small table of buffers, so one kernel serves the
+//! forward pass (`X W^T`), the backward pass (`Delta W`) and the weight gradient (`Delta^T X`) without copies.
+//!
+//! **The summation order is the contract**: element `(m, n)` is `acc = 0; for k in 0..K: acc = fma(A(m, k),
+//! B(k, n), acc)` with a correctly rounded fused multiply-add, then [`finish`]. The GPU tiles (64 x 64
+//! outputs per block, K in steps of [`TILE_K`], operands staged in shared memory) and the CPU loops
+//! (`f32::mul_add`, packed rows) run exactly that sequence per element, so both give the same bits whatever
+//! the tiling. Padded `k` (beyond the active K) contributes `fma(0, 0, acc) = acc`.
+
+/// Outputs per block side on the GPU.
+pub const TILE: usize = 64;
+/// K step of the GPU tiles.
+pub const TILE_K: usize = 16;
+/// Threads per GEMM block (16 x 16, each 4 x 4 outputs).
+pub const GEMM_THREADS: u32 = 256;
+
+/// No buffer (an absent bias or auxiliary operand).
+pub const NO_BUFFER: u32 = u32::MAX;
+
+/// `C = acc`.
+pub const EPI_NONE: u32 = 0;
+/// `C = acc + bias[n]`.
+pub const EPI_BIAS: u32 = 1;
+/// `C = relu(acc + bias[n])`.
+pub const EPI_BIAS_RELU: u32 = 2;
+/// `C = acc` where `aux(m, n) > 0`, else 0 (the backward pass through a ReLU, `aux` = its output).
+pub const EPI_RELU_MASK: u32 = 3;
+
+/// A strided view into one buffer of the launch's table: element `(r, c)` is
+/// `buffers[buf][off + r * row + c * col]`. For `A` the rows are `m` and the columns `k`; for `B` the rows
+/// are `k` and the columns `n`; a bias uses `off + n * col`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Operand {
+    /// Index into the buffer table ([`NO_BUFFER`]: absent).
+    pub buf: u32,
+    /// First element.
+    pub off: u32,
+    /// Stride between rows.
+    pub row: u32,
+    /// Stride between columns.
+    pub col: u32,
+}
+
+impl Operand {
+    /// An absent operand.
+    pub const NONE: Self = Self { buf: NO_BUFFER, off: 0, row: 0, col: 0 };
+
+    /// A row-major view: rows `row` apart, columns adjacent.
+    pub const fn rows(buf: u32, off: usize, row: usize) -> Self {
+        Self { buf, off: off as u32, row: row as u32, col: 1 }
+    }
+
+    /// A column-major view (the transpose of a row-major matrix with rows `col` apart).
+    pub const fn cols(buf: u32, off: usize, col: usize) -> Self {
+        Self { buf, off: off as u32, row: 1, col: col as u32 }
+    }
+
+    /// Index of element `(r, c)` in its buffer.
+    #[inline]
+    pub fn at(&self, r: usize, c: usize) -> usize {
+        self.off as usize + r * self.row as usize + c * self.col as usize
+    }
+}
+
+/// One product of a launch: `C(m, n)` for `m < m_pad`, `n < n_pad`; zero outside the active `m x n`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gemm {
+    /// Left operand, `m x k`.
+    pub a: Operand,
+    /// Right operand, `k x n`.
+    pub b: Operand,
+    /// Bias per column `n` ([`EPI_BIAS`], [`EPI_BIAS_RELU`]).
+    pub bias: Operand,
+    /// The ReLU output the mask reads ([`EPI_RELU_MASK`]), shaped like `C`.
+    pub aux: Operand,
+    /// Output.
+    pub c: Operand,
+    /// Active rows.
+    pub m: u32,
+    /// Active columns.
+    pub n: u32,
+    /// Active inner length.
+    pub k: u32,
+    /// Rows written.
+    pub m_pad: u32,
+    /// Columns written.
+    pub n_pad: u32,
+    /// One of the `EPI_*` codes.
+    pub epilogue: u32,
+    /// Keeps the size a multiple of 16.
+    pub _pad: [u32; 2],
+}
+
+const _: () = assert!(core::mem::size_of::<Gemm>() == 112);
+
+impl Gemm {
+    /// Output tiles of the GPU launch: (row tiles, column tiles).
+    pub fn tiles(&self) -> (usize, usize) {
+        ((self.m_pad as usize).div_ceil(TILE), (self.n_pad as usize).div_ceil(TILE))
+    }
+
+    /// Floats of buffer `buf` this product may touch (1 + the largest index), for length checks.
+    pub fn extent(&self, buf: u32) -> usize {
+        let reach = |o: &Operand, rows: u32, cols: u32| {
+            if o.buf != buf || rows == 0 || cols == 0 { 0 } else { o.at(rows as usize - 1, cols as usize - 1) + 1 }
+        };
+        let (m, n, k) = (self.m, self.n, self.k);
+        let bias = if matches!(self.epilogue, EPI_BIAS | EPI_BIAS_RELU) { reach(&self.bias, 1, n) } else { 0 };
+        let aux = if self.epilogue == EPI_RELU_MASK { reach(&self.aux, m, n) } else { 0 };
+        reach(&self.a, m, k).max(reach(&self.b, k, n)).max(bias).max(aux).max(reach(&self.c, self.m_pad, self.n_pad))
+    }
+}
+
+#[inline]
+fn relu(x: f32) -> f32 {
+    if x > 0.0 { x } else { 0.0 }
+}
+
+/// The value stored at `(m, n)` from the accumulated product `acc`, the column's bias and the
+/// auxiliary value (each 0 where the epilogue does not read it); 0 outside the active sizes.
+#[inline]
+pub fn finish(g: &Gemm, m: usize, n: usize, acc: f32, bias: f32, aux: f32) -> f32 {
+    if m >= g.m as usize || n >= g.n as usize {
+        return 0.0;
+    }
+    match g.epilogue {
+        EPI_BIAS => acc + bias,
+        EPI_BIAS_RELU => relu(acc + bias),
+        EPI_RELU_MASK => {
+            if aux > 0.0 {
+                acc
+            } else {
+                0.0
+            }
+        }
+        _ => acc,
+    }
+}
+
+/// `fma(a, b, c)`, correctly rounded: the PTX `fma.rn.f32` on the GPU, `libm::fmaf` on the host (the
+/// host backend uses `f32::mul_add` in its hot loops: the same correctly rounded result).
+#[inline]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::nvptx_ops::fma_f32(a, b, c)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::fmaf(a, b, c)
+    }
+}
+
+/// The reference of one product, element by element in the contract's order (slow; for tests and for tiny
+/// products). `read(buf, index)` reads the buffer table; `write(index, value)` stores into `C`'s buffer.
+pub fn reference(g: &Gemm, read: impl Fn(u32, usize) -> f32, mut write: impl FnMut(usize, f32)) {
+    for m in 0..g.m_pad as usize {
+        for n in 0..g.n_pad as usize {
+            let active = m < g.m as usize && n < g.n as usize;
+            let mut acc = 0.0f32;
+            let (mut bias, mut aux) = (0.0, 0.0);
+            if active {
+                for k in 0..g.k as usize {
+                    acc = fma(read(g.a.buf, g.a.at(m, k)), read(g.b.buf, g.b.at(k, n)), acc);
+                }
+                if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+                    bias = read(g.bias.buf, g.bias.at(0, n));
+                }
+                if g.epilogue == EPI_RELU_MASK {
+                    aux = read(g.aux.buf, g.aux.at(m, n));
+                }
+            }
+            write(g.c.at(m, n), finish(g, m, n, acc, bias, aux));
+        }
+    }
+}
+
+/// One GPU block's tile of problem `g` (`tile` counts row-major over [`Gemm::tiles`]): 256 threads, each
+/// 4 x 4 outputs, `A` and `B` staged through `smem` (`2 x TILE_K x TILE` floats) in steps of [`TILE_K`].
+///
+/// # Safety
+/// `buffers` holds a valid device pointer for every buffer index `g` names, each long enough for
+/// [`Gemm::extent`]; `smem` is this block's shared memory of `2 x TILE_K x TILE` floats; every thread of the
+/// block calls this (it synchronizes the block).
+#[cfg(target_arch = "nvptx64")]
+#[inline]
+pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use core::arch::nvptx::_syncthreads;
+    let (tiles_m, tiles_n) = g.tiles();
+    if tile >= tiles_m * tiles_n {
+        return; // uniform over the block: no thread reaches a barrier
+    }
+    let (m0, n0) = (tile / tiles_n * TILE, tile % tiles_n * TILE);
+    let (tx, ty) = (thread % 16, thread / 16);
+    let (m_act, n_act, k_act) = (g.m as usize, g.n as usize, g.k as usize);
+    // SAFETY: the caller's contract; every index below is bounds-checked against the active sizes.
+    unsafe {
+        let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
+        let (a_base, b_base) = (buf(&g.a), buf(&g.b));
+        let (a_s, b_s) = (smem, smem.add(TILE_K * TILE));
+        let mut acc = [[0.0f32; 4]; 4];
+        let mut k0 = 0;
+        while k0 < k_act {
+            for q in 0..4 {
+                let idx = thread + 256 * q;
+                // A(m, k) into a_s[kk * TILE + r]: consecutive threads walk the operand's unit stride.
+                let (r, kk) = if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) };
+                let (m, k) = (m0 + r, k0 + kk);
+                *a_s.add(kk * TILE + r) = if m < m_act && k < k_act { *a_base.add(g.a.at(m, k)) } else { 0.0 };
+                let (c, kk) = if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) };
+                let (n, k) = (n0 + c, k0 + kk);
+                *b_s.add(kk * TILE + c) = if n < n_act && k < k_act { *b_base.add(g.b.at(k, n)) } else { 0.0 };
+            }
+            _syncthreads();
+            for kk in 0..TILE_K {
+                let mut av = [0.0f32; 4];
+                let mut bv = [0.0f32; 4];
+                for i in 0..4 {
+                    av[i] = *a_s.add(kk * TILE + ty + 16 * i);
+                    bv[i] = *b_s.add(kk * TILE + tx + 16 * i);
+                }
+                for i in 0..4 {
+                    for j in 0..4 {
+                        acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+                    }
+                }
+            }
+            _syncthreads();
+            k0 += TILE_K;
+        }
+        let c_base = *buffers.add(g.c.buf as usize) as *mut f32;
+        for i in 0..4 {
+            for j in 0..4 {
+                let (m, n) = (m0 + ty + 16 * i, n0 + tx + 16 * j);
+                if m >= g.m_pad as usize || n >= g.n_pad as usize {
+                    continue;
+                }
+                let active = m < m_act && n < n_act;
+                let bias = if active && matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+                    *buf(&g.bias).add(g.bias.at(0, n))
+                } else {
+                    0.0
+                };
+                let aux = if active && g.epilogue == EPI_RELU_MASK { *buf(&g.aux).add(g.aux.at(m, n)) } else { 0.0 };
+                *c_base.add(g.c.at(m, n)) = finish(g, m, n, acc[i][j], bias, aux);
+            }
+        }
+    }
+}
