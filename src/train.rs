@@ -113,6 +113,12 @@ pub trait Policy: Sized {
     fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError>;
     /// Actions for every env, then one env step.
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError>;
+    /// The greedy actions of `env`'s single env per trial over `steps` bars, walked on the agent's device in
+    /// one launch; `None` where the agent has no device walk (the walk then runs on the CPU).
+    fn device_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        let _ = (env, steps);
+        Ok(None)
+    }
 }
 
 impl Policy for DqnAgent {
@@ -121,6 +127,9 @@ impl Policy for DqnAgent {
     }
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
         DqnAgent::act_and_step(self, env, step, greedy)
+    }
+    fn device_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        DqnAgent::device_walk(self, env, steps)
     }
 }
 
@@ -205,9 +214,9 @@ pub fn evaluate<P: Policy>(
 
 /// [`evaluate`], also returning the greedy actions (`trials x (bars - 1)`, trial-major) it backtested.
 ///
-/// The greedy walk is one env per trial, bar after bar: a sequential job with one tiny launch per bar on a
-/// GPU. It therefore always runs on the CPU, from a copy of the agent's networks; the CPU and GPU paths give
-/// the same bits (tests/dqn.rs, tests/gpu_parity.rs), so the result is the one the GPU would produce.
+/// The greedy walk is one env per trial, bar after bar. On a GPU, an agent with a device walk (DQN) runs it in
+/// one launch, a block per trial; otherwise it runs on the CPU from a copy of the agent's networks. Both
+/// give the same bits (tests/dqn.rs, tests/gpu_parity.rs).
 pub fn greedy_actions<P: Policy>(
     backend: &Backend,
     agent: &mut P,
@@ -216,18 +225,29 @@ pub fn greedy_actions<P: Policy>(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
-    let _ = backend;
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
-    let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
-    let mut env = EnvBatch::new(&Backend::Cpu, market, env_params, SimLayout::new(trials, 1)?, cfg)?;
-    env.reset_segments(&vec![(0, steps as u32); trials])?;
-    let mut cpu_agent = agent.cpu_copy(&env)?;
-    for step in 0..steps as u64 {
-        cpu_agent.act_and_step(&mut env, step, true)?;
+    let layout = SimLayout::new(trials, 1)?;
+    let mut targets = None;
+    if backend.is_cuda() {
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed, trial_groups: 1 };
+        let mut env = EnvBatch::new(backend, market, env_params, layout, cfg)?;
+        env.reset_segments(&vec![(0, steps as u32); trials])?;
+        targets = agent.device_walk(&mut env, steps)?;
     }
-    let ring = env.transitions()?;
-    let targets: Vec<u8> = ring.iter().map(|t| t.action).collect();
+    let targets = match targets {
+        Some(t) => t,
+        None => {
+            let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
+            let mut env = EnvBatch::new(&Backend::Cpu, market, env_params, layout, cfg)?;
+            env.reset_segments(&vec![(0, steps as u32); trials])?;
+            let mut cpu_agent = agent.cpu_copy(&env)?;
+            for step in 0..steps as u64 {
+                cpu_agent.act_and_step(&mut env, step, true)?;
+            }
+            env.transitions()?.iter().map(|t| t.action).collect()
+        }
+    };
     let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
     let metrics =
         backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?

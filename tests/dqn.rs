@@ -10,7 +10,7 @@ use common::assert_bitwise;
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use tradesim::synthetic::normal;
-use tradesim::train::{evaluate, save_weights, trial_tensors};
+use tradesim::train::{evaluate, greedy_actions, save_weights, trial_tensors};
 use tradesim::{Backend, DqnAgent, EnvBatch, EnvConfig, SimLayout, TrialParams};
 use tradesim_host::dqn::train_on_batch;
 
@@ -225,20 +225,47 @@ fn learns_a_planted_pattern(backend: &Backend) {
 }
 test_device!(learns_a_planted_pattern);
 
-fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
+/// 3 trials (widths and batches that are not multiples of anything, Double DQN on and off, hard and Polyak
+/// targets) after 100 steps of acting and training.
+fn hundred_steps_agent(backend: &Backend) -> (DqnAgent, [TrialParams; 3]) {
     let (env_p, dqn_p) = sanity_params();
     let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 100, ring_capacity: 64 * 100, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
-    let dqn =
-        [dqn_p, DqnParams { hidden: 8, batch: 32, double_dqn: 0, tau: 0.01, ..dqn_p }, DqnParams { lr: 1e-2, ..dqn_p }];
+    let dqn = [
+        dqn_p,
+        DqnParams { hidden: 11, batch: 45, double_dqn: 0, tau: 0.01, ..dqn_p },
+        DqnParams { lr: 1e-2, hidden: 13, ..dqn_p },
+    ];
     let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 64).unwrap(), cfg).unwrap();
     let mut agent = DqnAgent::new(backend, &env, &dqn, 16, 64, 6).unwrap();
     for step in 0..100 {
         agent.act_and_step(&mut env, step, false).unwrap();
         agent.train_step(&mut env).unwrap();
     }
+    (agent, trials)
+}
+
+fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
+    let (agent, _) = hundred_steps_agent(backend);
     (agent.state().unwrap(), agent.last_losses().unwrap())
+}
+
+/// The greedy walk on the GPU (a block per trial, one launch) chooses the CPU walk's actions, bit for bit.
+#[test]
+fn gpu_greedy_walk_matches_cpu_walk() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (mut agent, trials) = hundred_steps_agent(&gpu);
+    let market = common::planted_market(700, 8);
+    let (gpu_metrics, gpu_actions) = greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+    let (cpu_metrics, cpu_actions) = greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+    assert_eq!(gpu_actions.len(), 3 * 699);
+    assert_eq!(gpu_actions, cpu_actions, "greedy actions differ between the GPU and the CPU walk");
+    let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
+    assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+    for (g, c) in gpu_metrics.iter().zip(&cpu_metrics) {
+        assert_eq!(g.total_return.to_bits(), c.total_return.to_bits());
+    }
 }
 
 /// 100 steps of acting and training for 3 trials (different widths, batches, Double DQN on and off, hard

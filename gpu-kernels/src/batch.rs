@@ -1,7 +1,7 @@
 //! Per-thread bodies of the batch kernels, shared by the PTX entries and the CPU backend: the same function
 //! computes the same element on both, in the same order.
 
-use crate::env::{env_step_on_series, ring_slot, transition, write_observation};
+use crate::env::{env_step_on_series, portfolio_floats, ring_slot, transition, write_observation};
 use crate::reward::{MOMENT_CHUNK, merge, normalize, push};
 use crate::rng::draw_u64;
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
@@ -166,19 +166,45 @@ pub fn sample_one(
     obs: &mut [f32],
     next_obs: &mut [f32],
 ) -> SampleRow {
+    let slot = sample_of(args, ring, i);
+    for c in 0..args.n_features as usize + 3 {
+        (obs[c], next_obs[c]) = sample_entry(args, ring, features, slot, c);
+    }
+    sample_row(ring, slot)
+}
+
+/// The ring slot of sample `i` (trial-major), `None` where the trial's ring holds no valid transition.
+#[inline]
+pub fn sample_of(args: &SampleArgs, ring: &[Transition], i: usize) -> Option<usize> {
     let (trial, j) = (args.trial_offset as usize + i / args.batch as usize, i % args.batch as usize);
-    let Some(slot) = sample_slot(ring, args.count, args.seed, trial as u64, args.draw + j as u64) else {
-        obs.fill(0.0);
-        next_obs.fill(0.0);
-        return SampleRow { action: 0, reward: 0.0, done: 1.0, weight: 0.0 };
-    };
+    sample_slot(ring, args.count, args.seed, trial as u64, args.draw + j as u64)
+}
+
+/// Column `c` of the rebuilt observation and next observation of the transition in `slot` (features of
+/// bars t and t+1, then the portfolio floats); zeros without a slot.
+#[inline]
+pub fn sample_entry(
+    args: &SampleArgs,
+    ring: &[Transition],
+    features: &[f32],
+    slot: Option<usize>,
+    c: usize,
+) -> (f32, f32) {
+    let Some(slot) = slot else { return (0.0, 0.0) };
     let t = &ring[slot];
     let f = args.n_features as usize;
-    let row = |bar: u32| &features[bar as usize * f..(bar as usize + 1) * f];
-    obs[..f].copy_from_slice(row(t.bar));
-    obs[f..f + 3].copy_from_slice(&t.state);
-    next_obs[..f].copy_from_slice(row(t.bar + 1));
-    next_obs[f..f + 3].copy_from_slice(&t.next_state);
+    if c < f {
+        (features[t.bar as usize * f + c], features[(t.bar as usize + 1) * f + c])
+    } else {
+        (t.state[c - f], t.next_state[c - f])
+    }
+}
+
+/// The scalars of the transition in `slot` (a zero-weight terminal row without one).
+#[inline]
+pub fn sample_row(ring: &[Transition], slot: Option<usize>) -> SampleRow {
+    let Some(slot) = slot else { return SampleRow { action: 0, reward: 0.0, done: 1.0, weight: 0.0 } };
+    let t = &ring[slot];
     SampleRow { action: u32::from(t.action), reward: t.reward, done: if t.done != 0 { 1.0 } else { 0.0 }, weight: 1.0 }
 }
 
@@ -196,6 +222,25 @@ pub fn observe_env(
     let close = bars.get(t).map_or(0.0, |b| b.close);
     let row = &features[t * n_features..(t + 1) * n_features];
     write_observation(params, state, row, close, out);
+}
+
+/// Column `c` of [`observe_env`]'s observation (the same values, one at a time: a thread per column).
+#[inline]
+pub fn observe_entry(
+    params: &TrialParams,
+    state: &EnvState,
+    bars: &[Bar],
+    features: &[f32],
+    n_features: usize,
+    c: usize,
+) -> f32 {
+    let t = state.bar as usize;
+    if c < n_features {
+        features[t * n_features + c]
+    } else {
+        let close = bars.get(t).map_or(0.0, |b| b.close);
+        portfolio_floats(params, state, close)[c - n_features]
+    }
 }
 
 /// Scalar arguments of the replay sampler.

@@ -144,13 +144,15 @@ pub mod buffers {
     pub const PARTIAL: u32 = 5;
     /// Acting: observations, activations and Q-values of every env ([`super::ActWork`]).
     pub const ACT: u32 = 6;
+    /// [`super::GRAD_CHUNK`] ones: the input of the bias gradients.
+    pub const ONES: u32 = 7;
     /// Entries of the table.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
 }
 
 /// Samples per chunk of the split gradient sums: each chunk's products are summed in sample order, then
 /// the chunks in chunk order.
-pub const GRAD_CHUNK: usize = 256;
+pub const GRAD_CHUNK: usize = 128;
 
 /// Regions of the training buffer, per trial (`B x H` floats for activations and hidden gradients, `B x O`
 /// for Q-values and output gradients): online on the observations (`A1`, `A2`, `Q`), target on the next
@@ -284,6 +286,33 @@ pub fn dense(
     }
 }
 
+/// Output `n` of layer `layer` (0, 1 or 2) of one network `w` (a trial's block, active width `h`) for one
+/// input row `x`: the product contract's order ([`crate::tile`]: `acc = fma(x[k], W(n, k), acc)` for k
+/// ascending, then the bias and the ReLU), so it equals the element of a [`dense`] product bit for bit.
+#[inline]
+pub fn dense_unit(l: &Layout, w: &[f32], layer: usize, h: usize, n: usize, x: &[f32]) -> f32 {
+    let (wo, bo, k, stride, relu) = match layer {
+        0 => (l.w1(), l.b1(), l.input, l.input, true),
+        1 => (l.w2(), l.b2(), h, l.hidden, true),
+        _ => (l.w3(), l.b3(), h, l.hidden, false),
+    };
+    let row = &w[wo + n * stride..wo + n * stride + k];
+    let mut acc = 0.0f32;
+    for j in 0..k {
+        acc = crate::tile::fma(x[j], row[j], acc);
+    }
+    let s = acc + w[bo + n];
+    if relu && !(s > 0.0) { 0.0 } else { s }
+}
+
+/// Floats of shared memory of a greedy-walk block (16 KiB; the PTX entry declares that many bytes).
+pub const WALK_SHARED: usize = 4096;
+
+/// Floats of shared memory the greedy walk of one trial needs: observation, two activations, the outputs.
+pub fn walk_shared(args: &DqnArgs) -> usize {
+    args.input as usize + 2 * args.hidden as usize + ACTIONS
+}
+
 /// The stages of a DQN step, each one launch of products ([`plan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -296,14 +325,14 @@ pub enum Stage {
     Backward2,
     /// Hidden gradient of layer 1.
     Backward1,
-    /// Weight gradients, per trial and chunk of [`GRAD_CHUNK`] samples.
+    /// Weight and bias gradients, per trial and chunk of [`GRAD_CHUNK`] samples.
     Gradients,
 }
 
 /// Every product of `stage` for the trials `dqn` (`args.envs_per_trial` envs per trial when acting), in a
 /// fixed order, through `push`.
 pub fn plan(args: &DqnArgs, dqn: &[DqnParams], stage: Stage, mut push: impl FnMut(Gemm)) {
-    use buffers::{ACT, NEXT_OBS, OBS, ONLINE, PARTIAL, TARGET, WORK};
+    use buffers::{ACT, NEXT_OBS, OBS, ONES, ONLINE, PARTIAL, TARGET, WORK};
     let l = args.layout();
     let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
     let w = Work::of(args);
@@ -361,13 +390,18 @@ pub fn plan(args: &DqnArgs, dqn: &[DqnParams], stage: Stage, mut push: impl FnMu
                     let s0 = c * GRAD_CHUNK;
                     let k = bt.saturating_sub(s0).min(GRAD_CHUNK);
                     let partial = (c * args.n_trials as usize + t) * n_params;
-                    // (delta region, its width and padded width, input operand, weights offset, row stride)
+                    // (delta region, its width and padded width, input operand, weights offset, row stride,
+                    // input width); a bias is the weight of an input of ones.
+                    let ones = Operand { buf: ONES, off: 0, row: 1, col: 0 };
                     let grads = [
                         (Work::D1, h, hs, Operand::rows(OBS, t * b * d + s0 * d, d), l.w1(), d, d),
-                        (Work::D2, h, hs, Operand::rows(WORK, w.at(Work::A1, t) + s0 * hs, hs), l.w2(), h, hs),
-                        (Work::DOUT, o, o, Operand::rows(WORK, w.at(Work::A2, t) + s0 * hs, hs), l.w3(), h, hs),
+                        (Work::D2, h, hs, Operand::rows(WORK, w.at(Work::A1, t) + s0 * hs, hs), l.w2(), hs, h),
+                        (Work::DOUT, o, o, Operand::rows(WORK, w.at(Work::A2, t) + s0 * hs, hs), l.w3(), hs, h),
+                        (Work::D1, h, hs, ones, l.b1(), 1, 1),
+                        (Work::D2, h, hs, ones, l.b2(), 1, 1),
+                        (Work::DOUT, o, o, ones, l.b3(), 1, 1),
                     ];
-                    for (delta, m, m_pad, input, weights, n, stride) in grads {
+                    for (delta, m, m_pad, input, weights, stride, n) in grads {
                         let ws = w.stride(delta);
                         push(Gemm {
                             a: Operand::cols(WORK, w.at(delta, t) + s0 * ws, ws),
@@ -379,7 +413,7 @@ pub fn plan(args: &DqnArgs, dqn: &[DqnParams], stage: Stage, mut push: impl FnMu
                             n: n as u32,
                             k: k as u32,
                             m_pad: m_pad as u32,
-                            n_pad: stride as u32,
+                            n_pad: if n == 1 { 1 } else { stride as u32 },
                             epilogue: EPI_NONE,
                             _pad: [0; 2],
                         });
@@ -423,36 +457,14 @@ pub fn td_sample(
     huber(diff, dqn.huber_delta) * weight
 }
 
-/// The gradient of parameter `p` of trial `t`: a weight's is the sum of its chunk partials (`partial`,
-/// `chunks x K x P`) in chunk order; a bias's is the sum of its unit's gradient over the trial's samples
-/// in sample order (from `work`). 0 outside the active width.
+/// The gradient of parameter `p` of trial `t`: the sum of its chunk partials (`partial`, `chunks x K x P`,
+/// [`Stage::Gradients`]) in chunk order (0 outside the active width, where every partial is 0).
 #[inline]
-pub fn gradient(args: &DqnArgs, dqn: &DqnParams, t: usize, p: usize, partial: &[f32], work: &[f32]) -> f32 {
-    let l = args.layout();
-    let w = Work::of(args);
-    let bias = if (l.b1()..l.w2()).contains(&p) {
-        Some((Work::D1, p - l.b1()))
-    } else if (l.b2()..l.w3()).contains(&p) {
-        Some((Work::D2, p - l.b2()))
-    } else if p >= l.b3() {
-        Some((Work::DOUT, p - l.b3()))
-    } else {
-        None
-    };
+pub fn gradient(args: &DqnArgs, t: usize, p: usize, partial: &[f32]) -> f32 {
+    let (n_params, trials) = (args.layout().params(), args.n_trials as usize);
     let mut g = 0.0;
-    match bias {
-        Some((region, unit)) => {
-            let (base, stride) = (w.at(region, t), w.stride(region));
-            for s in 0..dqn.batch as usize {
-                g += work[base + s * stride + unit];
-            }
-        }
-        None => {
-            let (n_params, trials) = (l.params(), args.n_trials as usize);
-            for c in 0..(args.batch as usize).div_ceil(GRAD_CHUNK) {
-                g += partial[(c * trials + t) * n_params + p];
-            }
-        }
+    for c in 0..(args.batch as usize).div_ceil(GRAD_CHUNK) {
+        g += partial[(c * trials + t) * n_params + p];
     }
     g
 }

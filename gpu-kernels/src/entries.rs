@@ -9,11 +9,12 @@ use crate::backtest::{
     BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER, run_column,
 };
 use crate::batch::{
-    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_env,
-    sample_one, scan_env,
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
+    observe_env, sample_entry, sample_of, sample_row, scan_env,
 };
-use crate::dqn::{DqnArgs, DqnParams, GRAD_CHUNK, Work, choose, gradient, td_sample, update_param};
-use crate::mlp::{ACTIONS, adam, param_gradient as mlp_gradient};
+use crate::dqn::{DqnArgs, DqnParams, GRAD_CHUNK, Work, choose, dense_unit, gradient, td_sample, update_param};
+use crate::env::env_step_on_series;
+use crate::mlp::{ACTIONS, adam, argmax, param_gradient as mlp_gradient};
 use crate::ppo::{
     PpoArgs, PpoParams, PpoSample, act_env as ppo_act_env, gae_env, gather_obs, minibatch_index,
     train_sample as ppo_train_sample,
@@ -57,7 +58,7 @@ pub unsafe extern "ptx-kernel" fn env_scan(
     }
 }
 
-/// Writes each env's observation (F + 3 floats) to `out` (one thread per env).
+/// Writes each env's observation (F + 3 floats) to `out` (one thread per env and column: coalesced rows).
 ///
 /// # Safety
 /// `params`: `n_trials`; `states`: `n_envs`; `bars`: `n_bars`; `features`: `n_bars x n_features`;
@@ -71,18 +72,18 @@ pub unsafe extern "ptx-kernel" fn observe(
     out: *mut f32,
     args: BatchArgs,
 ) {
-    let env = thread_index();
-    if env >= args.n_envs() {
+    let i = thread_index();
+    let width = args.n_features as usize + 3;
+    if i >= args.n_envs() * width {
         return;
     }
-    let width = args.n_features as usize + 3;
-    // SAFETY: lengths as documented; this thread alone writes its row of `out`.
+    let (env, c) = (i / width, i % width);
+    // SAFETY: lengths as documented; this thread alone writes `out[i]`.
     unsafe {
         let params = &*params.add(env / args.envs_per_trial as usize);
         let bars = slice::from_raw_parts(bars, args.n_bars as usize);
         let features = slice::from_raw_parts(features, args.n_bars as usize * args.n_features as usize);
-        let out = slice::from_raw_parts_mut(out.add(env * width), width);
-        observe_env(params, &*states.add(env), bars, features, args.n_features as usize, out);
+        *out.add(i) = observe_entry(params, &*states.add(env), bars, features, args.n_features as usize, c);
     }
 }
 
@@ -174,23 +175,26 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     weights: *mut f32,
     args: SampleArgs,
 ) {
-    let i = thread_index();
-    if i >= args.n_trials as usize * args.batch as usize {
+    let idx = thread_index();
+    let width = args.n_features as usize + 3;
+    if idx >= args.n_trials as usize * args.batch as usize * width {
         return;
     }
+    let (i, c) = (idx / width, idx % width);
     let trial = i / args.batch as usize;
-    let width = args.n_features as usize + 3;
-    // SAFETY: lengths as documented; this thread alone writes sample `i` of every output.
+    // SAFETY: lengths as documented; this thread alone writes column c of sample i (and its scalars for c = 0).
     unsafe {
         let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        let obs = slice::from_raw_parts_mut(obs.add(i * width), width);
-        let next_obs = slice::from_raw_parts_mut(next_obs.add(i * width), width);
-        let row = sample_one(&args, ring, features, i, obs, next_obs);
-        *actions.add(i) = row.action;
-        *rewards.add(i) = row.reward;
-        *dones.add(i) = row.done;
-        *weights.add(i) = row.weight;
+        let slot = sample_of(&args, ring, i);
+        (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
+        if c == 0 {
+            let row = sample_row(ring, slot);
+            *actions.add(i) = row.action;
+            *rewards.add(i) = row.reward;
+            *dones.add(i) = row.done;
+            *weights.add(i) = row.weight;
+        }
     }
 }
 
@@ -279,6 +283,86 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     }
 }
 
+/// The greedy walk of every trial's single env over `steps` bars (a block per trial): thread 0 builds the
+/// observation and steps the env, the block computes each layer's units in parallel (one unit per thread,
+/// [`dense_unit`]), and the chosen action of every bar goes to `actions[trial * steps + step]`.
+///
+/// # Safety
+/// `env_params`, `dqn`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
+/// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `actions`: `n_trials x steps`;
+/// `walk_shared(args) <= WALK_SHARED`; one block per trial.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
+    env_params: *const TrialParams,
+    states: *mut EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    dqn: *const DqnParams,
+    weights: *const f32,
+    actions: *mut u8,
+    args: DqnArgs,
+    steps: u32,
+) {
+    let smem: u64;
+    // SAFETY: declares this block's walk buffers (`WALK_SHARED` floats) and takes their generic address.
+    unsafe {
+        core::arch::asm!(
+            ".shared .align 16 .b8 walk_smem[16384];",
+            "cvta.shared.u64 {p}, walk_smem;",
+            p = out(reg64) smem,
+        );
+    }
+    // SAFETY: the caller's contract; thread 0 alone touches the env state and the actions, and the barriers
+    // order every shared-buffer write before its reads.
+    unsafe {
+        let (t, tid, nt) =
+            (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize, nvptx::_block_dim_x() as usize);
+        if t >= args.n_trials as usize {
+            return;
+        }
+        let l = args.layout();
+        let (d, hs) = (l.input, l.hidden);
+        let smem = smem as *mut f32;
+        let obs = slice::from_raw_parts_mut(smem, d);
+        let h1 = slice::from_raw_parts_mut(smem.add(d), hs);
+        let h2 = slice::from_raw_parts_mut(smem.add(d + hs), hs);
+        let q = slice::from_raw_parts_mut(smem.add(d + 2 * hs), ACTIONS);
+        let params = &*env_params.add(t);
+        let p = &*dqn.add(t);
+        let h = p.hidden as usize;
+        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
+        let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
+        let w = slice::from_raw_parts(weights.add(t * l.params()), l.params());
+        for step in 0..steps as usize {
+            if tid == 0 {
+                observe_env(params, &*states.add(t), bars, features, d - 3, obs);
+            }
+            nvptx::_syncthreads();
+            let mut n = tid;
+            while n < h {
+                h1[n] = dense_unit(&l, w, 0, h, n, obs);
+                n += nt;
+            }
+            nvptx::_syncthreads();
+            let mut n = tid;
+            while n < h {
+                h2[n] = dense_unit(&l, w, 1, h, n, h1);
+                n += nt;
+            }
+            nvptx::_syncthreads();
+            if tid < ACTIONS {
+                q[tid] = dense_unit(&l, w, 2, h, tid, h2);
+            }
+            nvptx::_syncthreads();
+            if tid == 0 {
+                let a = argmax(q) as u8;
+                *actions.add(t * steps as usize + step) = a;
+                env_step_on_series(params, &mut *states.add(t), a, bars);
+            }
+        }
+    }
+}
+
 /// Epsilon-greedy (or greedy) action of every env from its Q-values (one thread per env).
 ///
 /// # Safety
@@ -346,7 +430,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
-/// `ceil(batch / GRAD_CHUNK) x n_trials x params`; `work`: `n_trials x Work::per_trial`.
+/// `ceil(batch / GRAD_CHUNK) x n_trials x params`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn dqn_adam(
     dqn: *const DqnParams,
@@ -355,7 +439,6 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     m: *mut f32,
     v: *mut f32,
     partial: *const f32,
-    work: *const f32,
     args: DqnArgs,
 ) {
     let i = thread_index();
@@ -368,9 +451,8 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
     unsafe {
         let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
-        let work = slice::from_raw_parts(work, trials * Work::of(&args).per_trial());
         let dqn = &*dqn.add(t);
-        let g = gradient(&args, dqn, t, p, partial, work);
+        let g = gradient(&args, t, p, partial);
         update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
     }
 }

@@ -204,20 +204,44 @@ pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
         let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
         let (a_base, b_base) = (buf(&g.a), buf(&g.b));
         let (a_s, b_s) = (smem, smem.add(TILE_K * TILE));
-        let mut acc = [[0.0f32; 4]; 4];
-        let mut k0 = 0;
-        while k0 < k_act {
+        // This thread's 4 + 4 staging elements of the k-step at `k0` (zero outside the active sizes); the
+        // next step's are loaded before the current one is computed, so the loads overlap the FMAs.
+        let fetch = |k0: usize| {
+            let (mut av, mut bv) = ([0.0f32; 4], [0.0f32; 4]);
             for q in 0..4 {
                 let idx = thread + 256 * q;
-                // A(m, k) into a_s[kk * TILE + r]: consecutive threads walk the operand's unit stride.
+                // A(m, k) goes to a_s[kk * TILE + r]: consecutive threads walk the operand's unit stride.
                 let (r, kk) = if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) };
                 let (m, k) = (m0 + r, k0 + kk);
-                *a_s.add(kk * TILE + r) = if m < m_act && k < k_act { *a_base.add(g.a.at(m, k)) } else { 0.0 };
+                if m < m_act && k < k_act {
+                    av[q] = *a_base.add(g.a.at(m, k));
+                }
                 let (c, kk) = if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) };
                 let (n, k) = (n0 + c, k0 + kk);
-                *b_s.add(kk * TILE + c) = if n < n_act && k < k_act { *b_base.add(g.b.at(k, n)) } else { 0.0 };
+                if n < n_act && k < k_act {
+                    bv[q] = *b_base.add(g.b.at(k, n));
+                }
             }
+            (av, bv)
+        };
+        let store = |av: [f32; 4], bv: [f32; 4]| {
+            for q in 0..4 {
+                let idx = thread + 256 * q;
+                let (r, kk) = if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) };
+                *a_s.add(kk * TILE + r) = av[q];
+                let (c, kk) = if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) };
+                *b_s.add(kk * TILE + c) = bv[q];
+            }
+        };
+        let mut acc = [[0.0f32; 4]; 4];
+        let mut k0 = 0;
+        let (mut a_next, mut b_next) = fetch(0);
+        while k0 < k_act {
+            store(a_next, b_next);
             _syncthreads();
+            if k0 + TILE_K < k_act {
+                (a_next, b_next) = fetch(k0 + TILE_K);
+            }
             for kk in 0..TILE_K {
                 let mut av = [0.0f32; 4];
                 let mut bv = [0.0f32; 4];

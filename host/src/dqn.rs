@@ -202,7 +202,7 @@ impl DqnAgent {
                 for layer in 0..3 {
                     let table = stage_plan(&args, &self.params, Stage::Act(layer));
                     let mut bufs: [&mut [f32]; buffers::COUNT] =
-                        [&mut nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act];
+                        [&mut nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act, &mut []];
                     crate::tile::run(&table, &mut bufs)?;
                 }
                 let q = &act[aw.q()..];
@@ -239,6 +239,26 @@ impl DqnAgent {
             _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
         }
         Ok(())
+    }
+
+    /// The greedy actions of `env`'s single env per trial over `steps` bars from its current states, walked on
+    /// the device by one block per trial (`trials x steps`, trial-major); `None` for a CPU agent or a
+    /// network too wide for the walk's shared memory (the caller walks on the CPU: the same bits).
+    pub fn device_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        let args = DqnArgs { envs_per_trial: 1, n_bars: env.n_bars() as u32, greedy: 1, ..self.args };
+        if env.layout().envs_per_trial() != 1 || env.layout().trials() != args.n_trials as usize {
+            return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
+        }
+        if gpu_kernels::dqn::walk_shared(&args) > gpu_kernels::dqn::WALK_SHARED {
+            return Ok(None);
+        }
+        match (&mut self.inner, env.inner_mut()) {
+            #[cfg(feature = "cuda")]
+            (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
+                Ok(Some(dqn.greedy_walk(&cuda.policy_view()?, &args, steps)?))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Mean loss of each trial in the last gradient step.
@@ -365,8 +385,9 @@ fn cpu_train_step(
     let b = args.batch as usize;
     let run = |stage: Stage, nets: &mut NetState, s: &mut crate::SampleBatch, work: &mut [f32], partial: &mut [f32]| {
         let table = stage_plan(args, params, stage);
+        let mut ones = [1.0f32; GRAD_CHUNK];
         let mut bufs: [&mut [f32]; buffers::COUNT] =
-            [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut []];
+            [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
         crate::tile::run(&table, &mut bufs)
     };
     for layer in 0..3 {
@@ -403,11 +424,9 @@ fn cpu_train_step(
         run(stage, nets, &mut s, work, partial)?;
     }
     let n_params = args.layout().params();
-    let (work, partial) = (&*work, &*partial);
-    let gradients: Vec<f32> = (0..nets.online.len())
-        .into_par_iter()
-        .map(|i| gradient(args, &params[i / n_params], i / n_params, i % n_params, partial, work))
-        .collect();
+    let partial = &*partial;
+    let gradients: Vec<f32> =
+        (0..nets.online.len()).into_par_iter().map(|i| gradient(args, i / n_params, i % n_params, partial)).collect();
     let NetState { online, target, m, v } = nets;
     online
         .par_iter_mut()

@@ -73,10 +73,15 @@ pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(
         }
     }
     for g in problems {
-        for o in [g.a, g.b, g.c] {
-            if o.buf as usize >= lens.len() {
-                return Err(HostError::Config(format!("{kernel}: buffer index {} out of the table", o.buf)));
-            }
+        let mut used = vec![g.a, g.b, g.c];
+        if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+            used.push(g.bias);
+        }
+        if g.epilogue == EPI_RELU_MASK {
+            used.push(g.aux);
+        }
+        if let Some(o) = used.iter().find(|o| o.buf as usize >= lens.len()) {
+            return Err(HostError::Config(format!("{kernel}: buffer index {} out of the table", o.buf)));
         }
     }
     Ok(())
@@ -100,4 +105,88 @@ pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), Host
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use gpu_kernels::tile::{EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand, reference};
+
+    use super::run;
+
+    fn noise(seed: u32, n: usize) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| {
+                let x = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)).wrapping_mul(2_246_822_519);
+                (x >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// Products of odd sizes (not multiples of anything), strided and transposed operands and every
+    /// epilogue: the packed, parallel CPU path gives the element-by-element reference's bits.
+    #[test]
+    fn cpu_products_equal_the_reference_bitwise() {
+        let (m, n, k) = (37, 29, 53);
+        let cases = [
+            // X W^T + b, ReLU (a forward layer).
+            Gemm {
+                a: Operand::rows(0, 3, k + 2),
+                b: Operand::cols(1, 5, k),
+                bias: Operand::rows(1, 2, 0),
+                c: Operand::rows(2, 1, n + 4),
+                epilogue: EPI_BIAS_RELU,
+                ..Gemm::default()
+            },
+            // Delta^T X (a weight gradient).
+            Gemm {
+                a: Operand::cols(0, 0, m + 1),
+                b: Operand::rows(1, 7, n),
+                c: Operand::rows(2, 0, n + 3),
+                epilogue: EPI_NONE,
+                ..Gemm::default()
+            },
+            // Delta W masked by a ReLU output (a backward pass).
+            Gemm {
+                a: Operand::rows(0, 0, k),
+                b: Operand::rows(1, 0, n),
+                aux: Operand::rows(1, 11, n + 1),
+                c: Operand::rows(2, 0, n + 1),
+                epilogue: EPI_RELU_MASK,
+                ..Gemm::default()
+            },
+        ];
+        for (i, g) in cases.into_iter().enumerate() {
+            let g = Gemm { m: m as u32, n: n as u32, k: k as u32, m_pad: m as u32 + 5, n_pad: n as u32 + 1, ..g };
+            let a = noise(1 + i as u32, 8_000);
+            let b = noise(7 + i as u32, 8_000);
+            let mut want = vec![f32::NAN; 3_000];
+            reference(&g, |buf, idx| if buf == 0 { a[idx] } else { b[idx] }, |idx, x| want[idx] = x);
+            let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 3_000]);
+            run(&[g], &mut [&mut a2, &mut b2, &mut got]).unwrap();
+            let differ = want.iter().zip(&got).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+            assert_eq!(differ, 0, "case {i}: {differ} outputs differ from the reference");
+            let written = got.iter().filter(|x| !x.is_nan()).count();
+            assert_eq!(written, (m + 5) * (n + 1), "case {i}: every padded output is written once");
+            assert!(got.iter().any(|x| *x != 0.0 && !x.is_nan()), "case {i}: all zero");
+        }
+    }
+
+    /// A product that reaches past its buffer is refused with the lengths, not run.
+    #[test]
+    fn short_buffers_are_refused() {
+        let g = Gemm {
+            a: Operand::rows(0, 0, 4),
+            b: Operand::rows(1, 0, 4),
+            c: Operand::rows(2, 0, 4),
+            m: 4,
+            n: 4,
+            k: 4,
+            m_pad: 4,
+            n_pad: 4,
+            ..Gemm::default()
+        };
+        let (mut a, mut b, mut c) = (vec![0.0; 16], vec![0.0; 15], vec![0.0; 16]);
+        let err = run(&[g], &mut [&mut a, &mut b, &mut c]).unwrap_err();
+        assert!(matches!(err, crate::HostError::Shape { expected: 16, got: 15, .. }), "{err}");
+    }
 }

@@ -53,6 +53,7 @@ impl CudaDqn {
             work: zeros(trials * Work::of(args).per_trial())?,
             partial: zeros(chunks * trials * args.layout().params())?,
             act: zeros(aw.len())?,
+            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(driver("uploading DQN buffers"))?,
             losses: zeros(n_samples)?,
         };
         let pointers = stream.alloc_zeros::<u64>(buffers::COUNT).map_err(driver("allocating DQN buffers"))?;
@@ -83,6 +84,7 @@ impl CudaDqn {
             (buffers::WORK, &n.work),
             (buffers::PARTIAL, &n.partial),
             (buffers::ACT, &n.act),
+            (buffers::ONES, &n.ones),
         ] {
             (ptrs[id as usize], lens[id as usize]) = (addr(buf), buf.len());
         }
@@ -152,6 +154,21 @@ impl CudaDqn {
             self.launch_stage(stream, args, stage)?;
         }
         launch::dqn_adam(&self.rt, stream, &mut self.nets, args)
+    }
+
+    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`).
+    pub(crate) fn greedy_walk(
+        &mut self,
+        view: &PolicyView<'_>,
+        args: &DqnArgs,
+        steps: usize,
+    ) -> Result<Vec<u8>, HostError> {
+        let n = args.n_trials as usize * steps;
+        let mut actions = view.stream.alloc_zeros::<u8>(n.max(1)).map_err(driver("allocating walk actions"))?;
+        launch::dqn_greedy_walk(&self.rt, view, &self.nets, &mut actions, args, steps)?;
+        let mut out = view.stream.clone_dtoh(&actions).map_err(driver("downloading walk actions"))?;
+        out.truncate(n);
+        Ok(out)
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {

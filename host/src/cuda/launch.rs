@@ -152,7 +152,7 @@ pub(crate) fn observe(
         features.len(),
     )?;
     at_least(kernel, "observation floats", args.n_envs() * (args.n_features as usize + 3), out.len())?;
-    let cfg = grid(kernel, args.n_envs())?;
+    let cfg = grid(kernel, args.n_envs() * (args.n_features as usize + 3))?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.observe);
     launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
@@ -254,7 +254,8 @@ pub(crate) fn sample_transitions(
         .arg(&mut out.weights)
         .arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, samples)?) }.map_err(HostError::driver("launching sample_transitions"))?;
+    unsafe { launch.launch(grid(kernel, samples * width)?) }
+        .map_err(HostError::driver("launching sample_transitions"))?;
     Ok(())
 }
 
@@ -338,6 +339,8 @@ pub(crate) struct DqnBuffers {
     pub(crate) partial: CudaSlice<f32>,
     /// Acting buffer ([`gpu_kernels::dqn::ActWork`]).
     pub(crate) act: CudaSlice<f32>,
+    /// `GRAD_CHUNK` ones (the input of the bias gradients).
+    pub(crate) ones: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,
 }
 
@@ -459,7 +462,6 @@ pub(crate) fn dqn_adam(
     }
     let chunks = (args.batch as usize).div_ceil(gpu_kernels::dqn::GRAD_CHUNK);
     at_least(kernel, "gradient partials", chunks * trials * n_params, nets.partial.len())?;
-    at_least(kernel, "training buffer", trials * gpu_kernels::dqn::Work::of(args).per_trial(), nets.work.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
     launch
@@ -469,10 +471,59 @@ pub(crate) fn dqn_adam(
         .arg(&mut nets.m)
         .arg(&mut nets.v)
         .arg(&nets.partial)
-        .arg(&nets.work)
         .arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
     unsafe { launch.launch(grid(kernel, trials * n_params)?) }.map_err(HostError::driver("launching dqn_adam"))?;
+    Ok(())
+}
+
+/// `dqn_greedy_walk`: the greedy actions of each trial's single env over `steps` bars into `actions`
+/// (`n_trials x steps`), a block of 128 threads per trial.
+pub(crate) fn dqn_greedy_walk(
+    rt: &CudaRuntime,
+    view: &super::env::PolicyView<'_>,
+    nets: &DqnBuffers,
+    actions: &mut CudaSlice<u8>,
+    args: &DqnArgs,
+    steps: usize,
+) -> Result<(), HostError> {
+    let kernel = "dqn_greedy_walk";
+    let trials = args.n_trials as usize;
+    if args.envs_per_trial != 1 || gpu_kernels::dqn::walk_shared(args) > gpu_kernels::dqn::WALK_SHARED {
+        return Err(HostError::Config(format!(
+            "{kernel}: needs one env per trial and input + 2 x hidden + 3 <= {} floats",
+            gpu_kernels::dqn::WALK_SHARED
+        )));
+    }
+    at_least(kernel, "DQN parameter sets", trials, nets.params.len())?;
+    at_least(kernel, "weights", trials * args.layout().params(), nets.online.len())?;
+    at_least(kernel, "env parameters", trials, view.params.len())?;
+    at_least(kernel, "env states", trials, view.states.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), view.features.len())?;
+    at_least(kernel, "actions", trials * steps, actions.len())?;
+    let steps = u32::try_from(steps).map_err(|_| HostError::Shape {
+        what: format!("{kernel}: steps (must fit in u32)"),
+        expected: u32::MAX as usize,
+        got: steps,
+    })?;
+    let trials = u32::try_from(trials).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
+    let cfg = LaunchConfig { grid_dim: (trials, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    let dev_args = Dev(*args);
+    let mut launch = view.stream.launch_builder(&rt.kernels.dqn_greedy_walk);
+    launch
+        .arg(view.params)
+        .arg(view.states)
+        .arg(view.bars)
+        .arg(view.features)
+        .arg(&nets.params)
+        .arg(&nets.online)
+        .arg(actions)
+        .arg(&dev_args)
+        .arg(&steps);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_greedy_walk`; lengths and the shared-memory need
+    // checked above; one block per trial.
+    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching dqn_greedy_walk"))?;
     Ok(())
 }
 
@@ -494,7 +545,8 @@ pub(crate) fn observe_view(
     let mut launch = view.stream.launch_builder(&rt.kernels.observe);
     launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching observe"))?;
+    unsafe { launch.launch(grid(kernel, n_envs * (args.n_features as usize + 3))?) }
+        .map_err(HostError::driver("launching observe"))?;
     Ok(())
 }
 
