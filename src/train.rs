@@ -113,9 +113,10 @@ pub trait Policy: Sized {
     fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError>;
     /// Actions for every env, then one env step.
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError>;
-    /// The greedy actions of `env`'s single env per trial over `steps` bars, walked on the agent's device in
-    /// one launch; `None` where the agent has no device walk (the walk then runs on the CPU).
-    fn device_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+    /// The greedy actions of `env`'s single env per trial over `steps` bars, walked in one piece per trial
+    /// (DQN: one launch on a GPU, a thread per trial on the CPU); `None` where the agent has no such walk (the
+    /// caller then steps a CPU copy bar by bar).
+    fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
         let _ = (env, steps);
         Ok(None)
     }
@@ -128,8 +129,8 @@ impl Policy for DqnAgent {
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
         DqnAgent::act_and_step(self, env, step, greedy)
     }
-    fn device_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
-        DqnAgent::device_walk(self, env, steps)
+    fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        DqnAgent::greedy_walk(self, env, steps)
     }
 }
 
@@ -214,9 +215,9 @@ pub fn evaluate<P: Policy>(
 
 /// [`evaluate`], also returning the greedy actions (`trials x (bars - 1)`, trial-major) it backtested.
 ///
-/// The greedy walk is one env per trial, bar after bar. On a GPU, an agent with a device walk (DQN) runs it in
-/// one launch, a block per trial; otherwise it runs on the CPU from a copy of the agent's networks. Both
-/// give the same bits (tests/dqn.rs, tests/gpu_parity.rs).
+/// The greedy walk is one env per trial, bar after bar. An agent with a walk of its own (DQN) runs it in one
+/// piece per trial on its backend (a GPU launch with a block per trial, or a CPU thread per trial);
+/// otherwise a CPU copy of the agent steps the envs bar by bar. All give the same bits (tests/dqn.rs).
 pub fn greedy_actions<P: Policy>(
     backend: &Backend,
     agent: &mut P,
@@ -228,14 +229,10 @@ pub fn greedy_actions<P: Policy>(
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let layout = SimLayout::new(trials, 1)?;
-    let mut targets = None;
-    if backend.is_cuda() {
-        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed, trial_groups: 1 };
-        let mut env = EnvBatch::new(backend, market, env_params, layout, cfg)?;
-        env.reset_segments(&vec![(0, steps as u32); trials])?;
-        targets = agent.device_walk(&mut env, steps)?;
-    }
-    let targets = match targets {
+    let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed, trial_groups: 1 };
+    let mut env = EnvBatch::new(backend, market, env_params, layout, cfg)?;
+    env.reset_segments(&vec![(0, steps as u32); trials])?;
+    let targets = match agent.greedy_walk(&mut env, steps)? {
         Some(t) => t,
         None => {
             let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };

@@ -251,6 +251,33 @@ fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
     (agent.state().unwrap(), agent.last_losses().unwrap())
 }
 
+/// The CPU greedy walk (a thread per trial, interleaved FMA chains) chooses the actions of stepping the envs
+/// bar by bar through the product tables, bit for bit.
+#[test]
+fn cpu_greedy_walk_matches_stepping() {
+    let (agent, trials) = hundred_steps_agent(&Backend::Cpu);
+    let market = common::planted_market(400, 9);
+    let steps = market.n_bars() - 1;
+    let env = |capacity: usize| {
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: capacity, seed: 6, trial_groups: 1 };
+        let mut env = EnvBatch::new(&Backend::Cpu, &market, &trials, SimLayout::new(3, 1).unwrap(), cfg).unwrap();
+        env.reset_segments(&[(0, steps as u32); 3]).unwrap();
+        env
+    };
+    let mut walker = agent.cpu_copy(&env(0)).unwrap();
+    let walked = walker.greedy_walk(&mut env(0), steps).unwrap().expect("a CPU agent walks");
+    let mut stepping = env(steps);
+    let mut stepper = agent.cpu_copy(&stepping).unwrap();
+    for step in 0..steps as u64 {
+        stepper.act_and_step(&mut stepping, step, true).unwrap();
+    }
+    let stepped: Vec<u8> = stepping.transitions().unwrap().iter().map(|t| t.action).collect();
+    assert_eq!(walked.len(), 3 * steps);
+    assert_eq!(walked, stepped, "the walk and the stepping choose different actions");
+    let distinct: std::collections::BTreeSet<u8> = walked.iter().copied().collect();
+    assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+}
+
 /// The greedy walk on the GPU (a block per trial, one launch) chooses the CPU walk's actions, bit for bit.
 #[test]
 fn gpu_greedy_walk_matches_cpu_walk() {
