@@ -137,6 +137,7 @@ pub fn run(
     let epochs_bar = multi.add(ProgressBar::new(s.epochs as u64));
     epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
+    let timing = std::sync::Mutex::new((0.0f64, 0.0f64));
     drop(study);
     run_search(&backends, series, &cfg, bars_per_year, &paths, &|p| match p {
         Progress::Batch { numbers, finished } => {
@@ -144,7 +145,10 @@ pub fn run(
             trials_bar.set_message(format!("running {numbers:?}"));
             epochs_bar.reset();
         }
-        Progress::Epoch { epoch, env_steps_per_s, best } => {
+        Progress::Epoch { epoch, env_steps_per_s, best, train_seconds, eval_seconds } => {
+            let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            t.0 += train_seconds;
+            t.1 += eval_seconds;
             epochs_bar.set_position(*epoch as u64 + 1);
             epochs_bar.set_message(format!("{env_steps_per_s:.2e} env-steps/s, best valid Sharpe {best:.2}"));
         }
@@ -154,7 +158,13 @@ pub fn run(
     epochs_bar.finish();
     let study = Study::reopen(&study_path)?;
     let summary = write_report(&backend, &study, series, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
-    println!("search done in {:.1} s", started.elapsed().as_secs_f64());
+    let (train_s, eval_s) = timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let total = started.elapsed().as_secs_f64();
+    println!(
+        "search done in {total:.1} s: training {train_s:.2} s, validation {eval_s:.2} s, the rest (data, test \
+         walks, study, checkpoints, report) {:.2} s",
+        total - train_s - eval_s
+    );
     println!(
         "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
         "rank", "trial", "status", "valid Sharpe", "test ret%", "test Sharpe", "lr", "gamma", "hidden"

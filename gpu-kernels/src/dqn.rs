@@ -390,30 +390,36 @@ pub fn plan(args: &DqnArgs, dqn: &[DqnParams], stage: Stage, mut push: impl FnMu
                     let s0 = c * GRAD_CHUNK;
                     let k = bt.saturating_sub(s0).min(GRAD_CHUNK);
                     let partial = (c * args.n_trials as usize + t) * n_params;
-                    // (delta region, its width and padded width, input operand, weights offset, row stride,
-                    // input width); a bias is the weight of an input of ones.
+                    // (left operand: a delta transposed, rows and padded rows; right operand: the layer's input,
+                    // columns and padded columns; output offset and its row/column strides). A bias is the
+                    // weight of an input of ones. The output layer's gradient is computed transposed
+                    // (`a2^T dout`, 3 columns: a narrow product) and stored in W3's layout.
                     let ones = Operand { buf: ONES, off: 0, row: 1, col: 0 };
+                    let delta = |r: usize| Operand::cols(WORK, w.at(r, t) + s0 * w.stride(r), w.stride(r));
+                    let a1 = Operand::rows(WORK, w.at(Work::A1, t) + s0 * hs, hs);
+                    let a2_t = Operand::cols(WORK, w.at(Work::A2, t) + s0 * hs, hs);
+                    let dout = Operand::rows(WORK, w.at(Work::DOUT, t) + s0 * o, o);
+                    let obs = Operand::rows(OBS, t * b * d + s0 * d, d);
                     let grads = [
-                        (Work::D1, h, hs, Operand::rows(OBS, t * b * d + s0 * d, d), l.w1(), d, d),
-                        (Work::D2, h, hs, Operand::rows(WORK, w.at(Work::A1, t) + s0 * hs, hs), l.w2(), hs, h),
-                        (Work::DOUT, o, o, Operand::rows(WORK, w.at(Work::A2, t) + s0 * hs, hs), l.w3(), hs, h),
-                        (Work::D1, h, hs, ones, l.b1(), 1, 1),
-                        (Work::D2, h, hs, ones, l.b2(), 1, 1),
-                        (Work::DOUT, o, o, ones, l.b3(), 1, 1),
+                        (delta(Work::D1), h, hs, obs, d, d, l.w1(), d, 1),
+                        (delta(Work::D2), h, hs, a1, h, hs, l.w2(), hs, 1),
+                        (a2_t, h, hs, dout, o, o, l.w3(), 1, hs),
+                        (delta(Work::D1), h, hs, ones, 1, 1, l.b1(), 1, 0),
+                        (delta(Work::D2), h, hs, ones, 1, 1, l.b2(), 1, 0),
+                        (delta(Work::DOUT), o, o, ones, 1, 1, l.b3(), 1, 0),
                     ];
-                    for (delta, m, m_pad, input, weights, stride, n) in grads {
-                        let ws = w.stride(delta);
+                    for (a, m, m_pad, input, n, n_pad, at, row, col) in grads {
                         push(Gemm {
-                            a: Operand::cols(WORK, w.at(delta, t) + s0 * ws, ws),
+                            a,
                             b: input,
                             bias: Operand::NONE,
                             aux: Operand::NONE,
-                            c: Operand::rows(PARTIAL, partial + weights, stride),
+                            c: Operand { buf: PARTIAL, off: (partial + at) as u32, row: row as u32, col: col as u32 },
                             m: m as u32,
                             n: n as u32,
                             k: k as u32,
                             m_pad: m_pad as u32,
-                            n_pad: if n == 1 { 1 } else { stride as u32 },
+                            n_pad: n_pad as u32,
                             epilogue: EPI_NONE,
                             _pad: [0; 2],
                         });

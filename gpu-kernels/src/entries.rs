@@ -19,7 +19,9 @@ use crate::ppo::{
     PpoArgs, PpoParams, PpoSample, act_env as ppo_act_env, gae_env, gather_obs, minibatch_index,
     train_sample as ppo_train_sample,
 };
-use crate::tile::{Gemm, gpu_tile};
+use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
+
+const _: () = assert!(GEMM_SHARED * 4 <= 17_920, "gemm_tiles declares 17,920 bytes of shared memory");
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Global thread index in a 1-D launch.
@@ -268,10 +270,10 @@ pub unsafe extern "ptx-kernel" fn backtest(
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *const u64) {
     let smem: u64;
-    // SAFETY: declares this block's 8 KiB tile (2 x TILE_K x TILE floats) and takes its generic address.
+    // SAFETY: declares this block's tiles (GEMM_SHARED floats) and takes their generic address.
     unsafe {
         core::arch::asm!(
-            ".shared .align 16 .b8 gemm_smem[8192];",
+            ".shared .align 16 .b8 gemm_smem[17920];", // GEMM_SHARED floats
             "cvta.shared.u64 {p}, gemm_smem;",
             p = out(reg64) smem,
         );

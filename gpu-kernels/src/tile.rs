@@ -10,6 +10,9 @@
 //! outputs per block, K in steps of [`TILE_K`], operands staged in shared memory) and the CPU loops
 //! (`f32::mul_add`, packed rows) run exactly that sequence per element, so both give the same bits whatever
 //! the tiling. Padded `k` (beyond the active K) contributes `fma(0, 0, acc) = acc`.
+//!
+//! Narrow products (the 3 Q-values, the output layer's gradient written transposed, the bias gradients)
+//! take their own tile shape (a row per thread), so a 64 x 64 tile is not spent on 3 columns.
 
 /// Outputs per block side on the GPU.
 pub const TILE: usize = 64;
@@ -100,9 +103,14 @@ pub struct Gemm {
 const _: () = assert!(core::mem::size_of::<Gemm>() == 112);
 
 impl Gemm {
-    /// Output tiles of the GPU launch: (row tiles, column tiles).
+    /// Output tiles of the GPU launch: (row tiles, column tiles); narrow products ([`NARROW`] columns or
+    /// fewer) take [`NARROW_ROWS`] rows per tile.
     pub fn tiles(&self) -> (usize, usize) {
-        ((self.m_pad as usize).div_ceil(TILE), (self.n_pad as usize).div_ceil(TILE))
+        if self.n_pad as usize <= NARROW {
+            ((self.m_pad as usize).div_ceil(NARROW_ROWS), 1)
+        } else {
+            ((self.m_pad as usize).div_ceil(TILE), (self.n_pad as usize).div_ceil(TILE))
+        }
     }
 
     /// Floats of buffer `buf` this product may touch (1 + the largest index), for length checks.
@@ -181,74 +189,123 @@ pub fn reference(g: &Gemm, read: impl Fn(u32, usize) -> f32, mut write: impl FnM
     }
 }
 
-/// One GPU block's tile of problem `g` (`tile` counts row-major over [`Gemm::tiles`]): 256 threads, each
-/// 4 x 4 outputs, `A` and `B` staged through `smem` (`2 x TILE_K x TILE` floats) in steps of [`TILE_K`].
+/// Columns up to which a product takes the narrow tiles ([`NARROW_ROWS`] x `NARROW` outputs per block).
+pub const NARROW: usize = 4;
+/// Rows of a narrow tile (a row per thread).
+pub const NARROW_ROWS: usize = 256;
+/// Floats of shared memory a GEMM block uses (the narrow tile's, the larger).
+pub const GEMM_SHARED: usize = NARROW_ROWS * (TILE_K + 1) + TILE_K * NARROW;
+
+/// Four floats, 16-byte aligned (one vector load from shared memory).
+#[cfg(target_arch = "nvptx64")]
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct F4([f32; 4]);
+
+/// One GPU block's tile of problem `g` (`tile` counts row-major over [`Gemm::tiles`]): wide products get
+/// 64 x 64 outputs per block (256 threads, each a 4 x 4 patch), narrow ones ([`NARROW`] columns or fewer)
+/// 256 x 4 (a row per thread). `A` and `B` are staged through `smem` in steps of [`TILE_K`], the next step's
+/// elements loaded into registers while the current step is computed.
 ///
 /// # Safety
 /// `buffers` holds a valid device pointer for every buffer index `g` names, each long enough for
-/// [`Gemm::extent`]; `smem` is this block's shared memory of `2 x TILE_K x TILE` floats; every thread of the
-/// block calls this (it synchronizes the block).
+/// [`Gemm::extent`]; `smem` is this block's shared memory of [`GEMM_SHARED`] floats, 16-byte aligned; every
+/// thread of the block calls this (it synchronizes the block).
 #[cfg(target_arch = "nvptx64")]
 #[inline]
 pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
-    use core::arch::nvptx::_syncthreads;
     let (tiles_m, tiles_n) = g.tiles();
     if tile >= tiles_m * tiles_n {
         return; // uniform over the block: no thread reaches a barrier
     }
-    let (m0, n0) = (tile / tiles_n * TILE, tile % tiles_n * TILE);
+    // SAFETY: the caller's contract.
+    unsafe {
+        if (g.n_pad as usize) <= NARROW {
+            narrow_tile(g, tile, buffers, smem, thread);
+        } else {
+            wide_tile(g, tile / tiles_n * TILE, tile % tiles_n * TILE, buffers, smem, thread);
+        }
+    }
+}
+
+/// The stored value of output `(m, n)` from its accumulator: reads the bias and the auxiliary operand
+/// where the epilogue needs them.
+///
+/// # Safety
+/// As [`gpu_tile`].
+#[cfg(target_arch = "nvptx64")]
+#[inline]
+unsafe fn store(g: &Gemm, buffers: *const u64, m: usize, n: usize, acc: f32) {
+    // SAFETY: the caller's contract; the bias and aux indices are inside their extents for active outputs.
+    unsafe {
+        let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
+        let active = m < g.m as usize && n < g.n as usize;
+        let bias = if active && matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+            *buf(&g.bias).add(g.bias.at(0, n))
+        } else {
+            0.0
+        };
+        let aux = if active && g.epilogue == EPI_RELU_MASK { *buf(&g.aux).add(g.aux.at(m, n)) } else { 0.0 };
+        let c = *buffers.add(g.c.buf as usize) as *mut f32;
+        *c.add(g.c.at(m, n)) = finish(g, m, n, acc, bias, aux);
+    }
+}
+
+/// 64 x 64 outputs from `(m0, n0)`: thread `(tx, ty)` owns rows `m0 + 4 ty ..` and columns `n0 + 4 tx ..`.
+#[cfg(target_arch = "nvptx64")]
+#[inline]
+unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use core::arch::nvptx::_syncthreads;
     let (tx, ty) = (thread % 16, thread / 16);
     let (m_act, n_act, k_act) = (g.m as usize, g.n as usize, g.k as usize);
-    // SAFETY: the caller's contract; every index below is bounds-checked against the active sizes.
+    // SAFETY: the caller's contract; every global index is checked against the active sizes, every shared
+    // index stays inside the 2 x TILE_K x TILE floats of this path, and F4 reads are 16-byte aligned (4-float
+    // offsets from an aligned base).
     unsafe {
         let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
         let (a_base, b_base) = (buf(&g.a), buf(&g.b));
         let (a_s, b_s) = (smem, smem.add(TILE_K * TILE));
-        // This thread's 4 + 4 staging elements of the k-step at `k0` (zero outside the active sizes); the
-        // next step's are loaded before the current one is computed, so the loads overlap the FMAs.
+        // Staging slot of this thread's q-th element: A(m, k) goes to a_s[kk * TILE + r], B(k, n) to
+        // b_s[kk * TILE + c]; consecutive threads walk each operand's unit stride.
+        let a_slot = |q: usize| {
+            let idx = thread + 256 * q;
+            if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) }
+        };
+        let b_slot = |q: usize| {
+            let idx = thread + 256 * q;
+            if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) }
+        };
         let fetch = |k0: usize| {
             let (mut av, mut bv) = ([0.0f32; 4], [0.0f32; 4]);
             for q in 0..4 {
-                let idx = thread + 256 * q;
-                // A(m, k) goes to a_s[kk * TILE + r]: consecutive threads walk the operand's unit stride.
-                let (r, kk) = if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) };
-                let (m, k) = (m0 + r, k0 + kk);
-                if m < m_act && k < k_act {
-                    av[q] = *a_base.add(g.a.at(m, k));
+                let (r, kk) = a_slot(q);
+                if m0 + r < m_act && k0 + kk < k_act {
+                    av[q] = *a_base.add(g.a.at(m0 + r, k0 + kk));
                 }
-                let (c, kk) = if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) };
-                let (n, k) = (n0 + c, k0 + kk);
-                if n < n_act && k < k_act {
-                    bv[q] = *b_base.add(g.b.at(k, n));
+                let (c, kk) = b_slot(q);
+                if n0 + c < n_act && k0 + kk < k_act {
+                    bv[q] = *b_base.add(g.b.at(k0 + kk, n0 + c));
                 }
             }
             (av, bv)
-        };
-        let store = |av: [f32; 4], bv: [f32; 4]| {
-            for q in 0..4 {
-                let idx = thread + 256 * q;
-                let (r, kk) = if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) };
-                *a_s.add(kk * TILE + r) = av[q];
-                let (c, kk) = if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) };
-                *b_s.add(kk * TILE + c) = bv[q];
-            }
         };
         let mut acc = [[0.0f32; 4]; 4];
         let mut k0 = 0;
         let (mut a_next, mut b_next) = fetch(0);
         while k0 < k_act {
-            store(a_next, b_next);
+            for q in 0..4 {
+                let (r, kk) = a_slot(q);
+                *a_s.add(kk * TILE + r) = a_next[q];
+                let (c, kk) = b_slot(q);
+                *b_s.add(kk * TILE + c) = b_next[q];
+            }
             _syncthreads();
             if k0 + TILE_K < k_act {
                 (a_next, b_next) = fetch(k0 + TILE_K);
             }
             for kk in 0..TILE_K {
-                let mut av = [0.0f32; 4];
-                let mut bv = [0.0f32; 4];
-                for i in 0..4 {
-                    av[i] = *a_s.add(kk * TILE + ty + 16 * i);
-                    bv[i] = *b_s.add(kk * TILE + tx + 16 * i);
-                }
+                let av = (*(a_s.add(kk * TILE + 4 * ty) as *const F4)).0;
+                let bv = (*(b_s.add(kk * TILE + 4 * tx) as *const F4)).0;
                 for i in 0..4 {
                     for j in 0..4 {
                         acc[i][j] = fma(av[i], bv[j], acc[i][j]);
@@ -258,21 +315,80 @@ pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             _syncthreads();
             k0 += TILE_K;
         }
-        let c_base = *buffers.add(g.c.buf as usize) as *mut f32;
         for i in 0..4 {
             for j in 0..4 {
-                let (m, n) = (m0 + ty + 16 * i, n0 + tx + 16 * j);
-                if m >= g.m_pad as usize || n >= g.n_pad as usize {
-                    continue;
+                let (m, n) = (m0 + 4 * ty + i, n0 + 4 * tx + j);
+                if m < g.m_pad as usize && n < g.n_pad as usize {
+                    store(g, buffers, m, n, acc[i][j]);
                 }
-                let active = m < m_act && n < n_act;
-                let bias = if active && matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
-                    *buf(&g.bias).add(g.bias.at(0, n))
-                } else {
-                    0.0
-                };
-                let aux = if active && g.epilogue == EPI_RELU_MASK { *buf(&g.aux).add(g.aux.at(m, n)) } else { 0.0 };
-                *c_base.add(g.c.at(m, n)) = finish(g, m, n, acc[i][j], bias, aux);
+            }
+        }
+    }
+}
+
+/// [`NARROW_ROWS`] x [`NARROW`] outputs from row `tile x NARROW_ROWS`: thread t owns one row's columns.
+#[cfg(target_arch = "nvptx64")]
+#[inline]
+unsafe fn narrow_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use core::arch::nvptx::_syncthreads;
+    const A_ROW: usize = TILE_K + 1; // padded: a thread reads its row across kk without bank conflicts
+    let m0 = tile * NARROW_ROWS;
+    let (m_act, n_act, k_act) = (g.m as usize, g.n as usize, g.k as usize);
+    // SAFETY: the caller's contract; every global index is checked against the active sizes and every shared
+    // index stays inside GEMM_SHARED floats.
+    unsafe {
+        let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
+        let (a_base, b_base) = (buf(&g.a), buf(&g.b));
+        let (a_s, b_s) = (smem, smem.add(NARROW_ROWS * A_ROW));
+        let a_slot = |q: usize| {
+            let idx = thread + 256 * q;
+            if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % NARROW_ROWS, idx / NARROW_ROWS) }
+        };
+        // B: TILE_K x NARROW elements, one per thread below 64.
+        let (b_k, b_c) = (thread / NARROW, thread % NARROW);
+        let fetch = |k0: usize| {
+            let mut av = [0.0f32; TILE_K];
+            for (q, a) in av.iter_mut().enumerate() {
+                let (r, kk) = a_slot(q);
+                if m0 + r < m_act && k0 + kk < k_act {
+                    *a = *a_base.add(g.a.at(m0 + r, k0 + kk));
+                }
+            }
+            let b = if thread < TILE_K * NARROW && b_c < n_act && k0 + b_k < k_act {
+                *b_base.add(g.b.at(k0 + b_k, b_c))
+            } else {
+                0.0
+            };
+            (av, b)
+        };
+        let mut acc = [0.0f32; NARROW];
+        let mut k0 = 0;
+        let (mut a_next, mut b_next) = fetch(0);
+        while k0 < k_act {
+            for (q, &a) in a_next.iter().enumerate() {
+                let (r, kk) = a_slot(q);
+                *a_s.add(r * A_ROW + kk) = a;
+            }
+            if thread < TILE_K * NARROW {
+                *b_s.add(thread) = b_next;
+            }
+            _syncthreads();
+            if k0 + TILE_K < k_act {
+                (a_next, b_next) = fetch(k0 + TILE_K);
+            }
+            for kk in 0..TILE_K {
+                let a = *a_s.add(thread * A_ROW + kk);
+                for (j, c) in acc.iter_mut().enumerate() {
+                    *c = fma(a, *b_s.add(kk * NARROW + j), *c);
+                }
+            }
+            _syncthreads();
+            k0 += TILE_K;
+        }
+        let m = m0 + thread;
+        if m < g.m_pad as usize {
+            for (n, &c) in acc.iter().enumerate().take(g.n_pad as usize) {
+                store(g, buffers, m, n, c);
             }
         }
     }

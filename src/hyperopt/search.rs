@@ -152,6 +152,10 @@ pub enum Progress {
         env_steps_per_s: f64,
         /// Best validation Sharpe in the batch.
         best: f64,
+        /// Seconds of collection and training in this epoch.
+        train_seconds: f64,
+        /// Seconds of the validation walk and backtest in this epoch.
+        eval_seconds: f64,
     },
     /// A batch finished.
     BatchDone {
@@ -262,7 +266,13 @@ fn run_batch(
     let transitions = (tc.envs * tc.segment_len) as f64 * batch.len() as f64;
     let mut record = |r: &EpochReport| {
         let best = r.valid.iter().map(|m| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
-        progress(&Progress::Epoch { epoch: r.epoch, env_steps_per_s: transitions / r.train_seconds.max(1e-9), best });
+        progress(&Progress::Epoch {
+            epoch: r.epoch,
+            env_steps_per_s: transitions / r.train_seconds.max(1e-9),
+            best,
+            train_seconds: r.train_seconds,
+            eval_seconds: r.eval_seconds,
+        });
         for (k, (number, _)) in batch.iter().enumerate() {
             if pruned[k] {
                 continue;
