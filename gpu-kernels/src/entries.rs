@@ -10,7 +10,7 @@ use crate::backtest::{
 };
 use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
-    observe_env, sample_entry, sample_of, sample_row, scan_env,
+    sample_entry, sample_of, sample_row, scan_env,
 };
 use crate::dqn::{DqnArgs, DqnParams, GRAD_CHUNK, Work, choose, dense_unit, gradient, td_sample, update_param};
 use crate::env::env_step_on_series;
@@ -21,7 +21,8 @@ use crate::ppo::{
 };
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
-const _: () = assert!(GEMM_SHARED * 4 <= 17_920, "gemm_tiles declares 17,920 bytes of shared memory");
+const _: () = assert!(GEMM_SHARED * 4 <= 8_192, "gemm_tiles declares 8,192 bytes of shared memory");
+const _: () = assert!(crate::tile::NARROW_ROWS * (crate::tile::TILE_K + 1) + crate::tile::TILE_K * 4 <= GEMM_SHARED);
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Global thread index in a 1-D launch.
@@ -273,7 +274,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     // SAFETY: declares this block's tiles (GEMM_SHARED floats) and takes their generic address.
     unsafe {
         core::arch::asm!(
-            ".shared .align 16 .b8 gemm_smem[17920];", // GEMM_SHARED floats
+            ".shared .align 16 .b8 gemm_smem[8192];", // GEMM_SHARED floats
             "cvta.shared.u64 {p}, gemm_smem;",
             p = out(reg64) smem,
         );
@@ -285,9 +286,10 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     }
 }
 
-/// The greedy walk of every trial's single env over `steps` bars (a block per trial): thread 0 builds the
-/// observation and steps the env, the block computes each layer's units in parallel (one unit per thread,
-/// [`dense_unit`]), and the chosen action of every bar goes to `actions[trial * steps + step]`.
+/// The greedy walk of every trial's single env over `steps` bars (a block per trial): the block builds the
+/// observation (a column per thread) and computes each layer's units in parallel (a unit per thread,
+/// [`dense_unit`]), thread 0 steps the env, and the chosen action of every bar goes to
+/// `actions[trial * steps + step]`.
 ///
 /// # Safety
 /// `env_params`, `dqn`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
@@ -336,8 +338,11 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
         let w = slice::from_raw_parts(weights.add(t * l.params()), l.params());
         for step in 0..steps as usize {
-            if tid == 0 {
-                observe_env(params, &*states.add(t), bars, features, d - 3, obs);
+            // Every thread reads the state thread 0 left before the last barrier; a column each.
+            let mut c = tid;
+            while c < d {
+                obs[c] = observe_entry(params, &*states.add(t), bars, features, d - 3, c);
+                c += nt;
             }
             nvptx::_syncthreads();
             let mut n = tid;
@@ -361,6 +366,7 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
                 *actions.add(t * steps as usize + step) = a;
                 env_step_on_series(params, &mut *states.add(t), a, bars);
             }
+            nvptx::_syncthreads();
         }
     }
 }

@@ -191,10 +191,10 @@ pub fn reference(g: &Gemm, read: impl Fn(u32, usize) -> f32, mut write: impl FnM
 
 /// Columns up to which a product takes the narrow tiles ([`NARROW_ROWS`] x `NARROW` outputs per block).
 pub const NARROW: usize = 4;
-/// Rows of a narrow tile (a row per thread).
-pub const NARROW_ROWS: usize = 256;
-/// Floats of shared memory a GEMM block uses (the narrow tile's, the larger).
-pub const GEMM_SHARED: usize = NARROW_ROWS * (TILE_K + 1) + TILE_K * NARROW;
+/// Rows of a narrow tile (256 threads: one output each).
+pub const NARROW_ROWS: usize = 256 / NARROW;
+/// Floats of shared memory a GEMM block uses (the larger of the two tile shapes).
+pub const GEMM_SHARED: usize = 2 * TILE_K * TILE;
 
 /// Four floats, 16-byte aligned (one vector load from shared memory).
 #[cfg(target_arch = "nvptx64")]
@@ -204,7 +204,7 @@ struct F4([f32; 4]);
 
 /// One GPU block's tile of problem `g` (`tile` counts row-major over [`Gemm::tiles`]): wide products get
 /// 64 x 64 outputs per block (256 threads, each a 4 x 4 patch), narrow ones ([`NARROW`] columns or fewer)
-/// 256 x 4 (a row per thread). `A` and `B` are staged through `smem` in steps of [`TILE_K`], the next step's
+/// 64 x 4 (an output per thread). `A` and `B` are staged through `smem` in steps of [`TILE_K`], the next step's
 /// elements loaded into registers while the current step is computed.
 ///
 /// # Safety
@@ -326,13 +326,16 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
     }
 }
 
-/// [`NARROW_ROWS`] x [`NARROW`] outputs from row `tile x NARROW_ROWS`: thread t owns one row's columns.
+/// [`NARROW_ROWS`] x [`NARROW`] outputs from row `tile x NARROW_ROWS`: thread t owns output
+/// `(t / NARROW, t % NARROW)`; all 256 threads stage the operands.
 #[cfg(target_arch = "nvptx64")]
 #[inline]
 unsafe fn narrow_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
     use core::arch::nvptx::_syncthreads;
-    const A_ROW: usize = TILE_K + 1; // padded: a thread reads its row across kk without bank conflicts
+    const A_ROW: usize = TILE_K + 1; // padded rows: threads of different rows read different banks
+    const A_PER_THREAD: usize = NARROW_ROWS * TILE_K / 256;
     let m0 = tile * NARROW_ROWS;
+    let (row, col) = (thread / NARROW, thread % NARROW);
     let (m_act, n_act, k_act) = (g.m as usize, g.n as usize, g.k as usize);
     // SAFETY: the caller's contract; every global index is checked against the active sizes and every shared
     // index stays inside GEMM_SHARED floats.
@@ -347,7 +350,7 @@ unsafe fn narrow_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32
         // B: TILE_K x NARROW elements, one per thread below 64.
         let (b_k, b_c) = (thread / NARROW, thread % NARROW);
         let fetch = |k0: usize| {
-            let mut av = [0.0f32; TILE_K];
+            let mut av = [0.0f32; A_PER_THREAD];
             for (q, a) in av.iter_mut().enumerate() {
                 let (r, kk) = a_slot(q);
                 if m0 + r < m_act && k0 + kk < k_act {
@@ -361,7 +364,7 @@ unsafe fn narrow_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32
             };
             (av, b)
         };
-        let mut acc = [0.0f32; NARROW];
+        let mut acc = 0.0f32;
         let mut k0 = 0;
         let (mut a_next, mut b_next) = fetch(0);
         while k0 < k_act {
@@ -377,19 +380,14 @@ unsafe fn narrow_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32
                 (a_next, b_next) = fetch(k0 + TILE_K);
             }
             for kk in 0..TILE_K {
-                let a = *a_s.add(thread * A_ROW + kk);
-                for (j, c) in acc.iter_mut().enumerate() {
-                    *c = fma(a, *b_s.add(kk * NARROW + j), *c);
-                }
+                acc = fma(*a_s.add(row * A_ROW + kk), *b_s.add(kk * NARROW + col), acc);
             }
             _syncthreads();
             k0 += TILE_K;
         }
-        let m = m0 + thread;
-        if m < g.m_pad as usize {
-            for (n, &c) in acc.iter().enumerate().take(g.n_pad as usize) {
-                store(g, buffers, m, n, c);
-            }
+        let m = m0 + row;
+        if m < g.m_pad as usize && col < g.n_pad as usize {
+            store(g, buffers, m, col, acc);
         }
     }
 }
