@@ -308,9 +308,10 @@ pub fn dense_unit(l: &Layout, w: &[f32], layer: usize, h: usize, n: usize, x: &[
 /// Floats of shared memory of a greedy-walk block (16 KiB; the PTX entry declares that many bytes).
 pub const WALK_SHARED: usize = 4096;
 
-/// Floats of shared memory the greedy walk of one trial needs: observation, two activations, the outputs.
+/// Floats of shared memory the greedy walk of one trial needs: observation, two activations, the outputs
+/// and the published bar index.
 pub fn walk_shared(args: &DqnArgs) -> usize {
-    args.input as usize + 2 * args.hidden as usize + ACTIONS
+    args.input as usize + 2 * args.hidden as usize + ACTIONS + 1
 }
 
 /// The stages of a DQN step, each one launch of products ([`plan`]).

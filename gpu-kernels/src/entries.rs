@@ -316,8 +316,8 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
             p = out(reg64) smem,
         );
     }
-    // SAFETY: the caller's contract; thread 0 alone touches the env state and the actions, and the barriers
-    // order every shared-buffer write before its reads.
+    // SAFETY: the caller's contract; thread 0 alone steps the env state (a copy in its registers, written back
+    // at the end) and writes the actions, and the barriers order every shared-buffer write before its reads.
     unsafe {
         let (t, tid, nt) =
             (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize, nvptx::_block_dim_x() as usize);
@@ -331,17 +331,33 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
         let h1 = slice::from_raw_parts_mut(smem.add(d), hs);
         let h2 = slice::from_raw_parts_mut(smem.add(d + hs), hs);
         let q = slice::from_raw_parts_mut(smem.add(d + 2 * hs), ACTIONS);
+        // The bar of the state the observation describes (thread 0 writes it with the portfolio floats).
+        let shared_bar = smem.add(d + 2 * hs + ACTIONS) as *mut u32;
         let params = &*env_params.add(t);
         let p = &*dqn.add(t);
         let h = p.hidden as usize;
+        let f = d - 3;
         let bars = slice::from_raw_parts(bars, args.n_bars as usize);
-        let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
+        let features = slice::from_raw_parts(features, args.n_bars as usize * f);
         let w = slice::from_raw_parts(weights.add(t * l.params()), l.params());
+        // Thread 0 keeps the env state in registers and publishes what the observation needs.
+        let mut state = *states.add(t);
+        let publish = |state: &EnvState, obs: &mut [f32]| {
+            for c in f..d {
+                obs[c] = observe_entry(params, state, bars, features, f, c);
+            }
+            *shared_bar = state.bar;
+        };
+        if tid == 0 {
+            publish(&state, obs);
+        }
+        nvptx::_syncthreads();
         for step in 0..steps as usize {
-            // Every thread reads the state thread 0 left before the last barrier; a column each.
+            // The features of the published bar, a column per thread.
+            let bar = *shared_bar as usize;
             let mut c = tid;
-            while c < d {
-                obs[c] = observe_entry(params, &*states.add(t), bars, features, d - 3, c);
+            while c < f {
+                obs[c] = features[bar * f + c];
                 c += nt;
             }
             nvptx::_syncthreads();
@@ -364,9 +380,13 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
             if tid == 0 {
                 let a = argmax(q) as u8;
                 *actions.add(t * steps as usize + step) = a;
-                env_step_on_series(params, &mut *states.add(t), a, bars);
+                env_step_on_series(params, &mut state, a, bars);
+                publish(&state, obs);
             }
             nvptx::_syncthreads();
+        }
+        if tid == 0 {
+            *states.add(t) = state;
         }
     }
 }
