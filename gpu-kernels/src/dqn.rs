@@ -1,12 +1,12 @@
-//! DQN on top of [`crate::tile`]: epsilon-greedy acting for every env, and a training step for every trial
+//! DQN on top of [`crate::net`]: epsilon-greedy acting for every env, and a training step for every trial
 //! at once (TD targets from the target network, optional Double DQN, Huber loss, backward, Adam, target
-//! update). The layers, the backward pass and the weight gradients are tables of products ([`plan`]);
-//! the per-element rules between them ([`choose`], [`td_sample`], [`gradient`], [`update_param`]) are
-//! shared by the PTX entries and the CPU backend.
+//! update). The layers, the backward pass and the weight gradients are tables of products
+//! ([`crate::net::plan`]); the per-element rules between them ([`choose`], [`td_sample`],
+//! [`update_param`]) are shared by the PTX entries and the CPU backend.
 
 use crate::mlp::{ACTIONS, Layout, adam, argmax, huber, huber_grad};
+use crate::net::{NetArgs, NetTrial};
 use crate::rng::{draw_below, draw_u64};
-use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand};
 
 /// Per-trial DQN hyperparameters.
 #[repr(C)]
@@ -45,6 +45,13 @@ pub struct DqnParams {
 }
 
 const _: () = assert!(core::mem::size_of::<DqnParams>() == 64);
+
+impl DqnParams {
+    /// The active sizes: two forward passes, three with Double DQN.
+    pub fn net(&self) -> NetTrial {
+        NetTrial { hidden: self.hidden, batch: self.batch, passes: if self.double_dqn != 0 { 3 } else { 2 }, _pad: 0 }
+    }
+}
 
 impl Default for DqnParams {
     fn default() -> Self {
@@ -101,6 +108,20 @@ impl DqnArgs {
     pub fn layout(&self) -> Layout {
         Layout::q_net(self.input as usize, self.hidden as usize)
     }
+
+    /// The network sizes.
+    pub fn net(&self) -> NetArgs {
+        NetArgs {
+            n_trials: self.n_trials,
+            envs_per_trial: self.envs_per_trial,
+            input: self.input,
+            hidden: self.hidden,
+            outputs: ACTIONS as u32,
+            batch: self.batch,
+            n_bars: self.n_bars,
+            _pad: 0,
+        }
+    }
 }
 
 /// RNG stream of exploration.
@@ -126,309 +147,6 @@ pub fn choose(env: usize, args: &DqnArgs, dqn: &DqnParams, q: &[f32]) -> u8 {
         }
     }
     argmax(q) as u8
-}
-
-/// Buffer indices of the DQN launches' buffer table ([`crate::tile::Operand::buf`]).
-pub mod buffers {
-    /// Online parameters, `K x P`.
-    pub const ONLINE: u32 = 0;
-    /// Target parameters, `K x P`.
-    pub const TARGET: u32 = 1;
-    /// Sampled observations, `K x B x D`.
-    pub const OBS: u32 = 2;
-    /// Sampled next observations, `K x B x D`.
-    pub const NEXT_OBS: u32 = 3;
-    /// Training activations and gradients ([`super::Work`]).
-    pub const WORK: u32 = 4;
-    /// Per-chunk weight gradients, `chunks x K x P`.
-    pub const PARTIAL: u32 = 5;
-    /// Acting: observations, activations and Q-values of every env ([`super::ActWork`]).
-    pub const ACT: u32 = 6;
-    /// [`super::GRAD_CHUNK`] ones: the input of the bias gradients.
-    pub const ONES: u32 = 7;
-    /// Entries of the table.
-    pub const COUNT: usize = 8;
-}
-
-/// Samples per chunk of the split gradient sums: each chunk's products are summed in sample order, then
-/// the chunks in chunk order.
-pub const GRAD_CHUNK: usize = 128;
-
-/// Regions of the training buffer, per trial (`B x H` floats for activations and hidden gradients, `B x O`
-/// for Q-values and output gradients): online on the observations (`A1`, `A2`, `Q`), target on the next
-/// observations (`T1`, `T2`, `QT`), online on the next observations for Double DQN (`U1`, `U2`, `QO`),
-/// the output gradient `DOUT` and the hidden gradients `D1`, `D2`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Work {
-    /// Minibatch buffer B.
-    pub batch: usize,
-    /// Row stride H.
-    pub hidden: usize,
-}
-
-impl Work {
-    /// Hidden-width regions.
-    pub const A1: usize = 0;
-    /// See [`Work`].
-    pub const A2: usize = 1;
-    /// See [`Work`].
-    pub const T1: usize = 2;
-    /// See [`Work`].
-    pub const T2: usize = 3;
-    /// See [`Work`].
-    pub const U1: usize = 4;
-    /// See [`Work`].
-    pub const U2: usize = 5;
-    /// See [`Work`].
-    pub const D1: usize = 6;
-    /// See [`Work`].
-    pub const D2: usize = 7;
-    /// Output-width regions (numbered after the 8 hidden ones).
-    pub const Q: usize = 8;
-    /// See [`Work`].
-    pub const QT: usize = 9;
-    /// See [`Work`].
-    pub const QO: usize = 10;
-    /// See [`Work`].
-    pub const DOUT: usize = 11;
-
-    /// The training buffer of `args`.
-    pub fn of(args: &DqnArgs) -> Self {
-        Self { batch: args.batch as usize, hidden: args.hidden as usize }
-    }
-    /// Floats per trial.
-    pub fn per_trial(&self) -> usize {
-        self.batch * (8 * self.hidden + 4 * ACTIONS)
-    }
-    /// Row stride of region `r`.
-    pub fn stride(&self, r: usize) -> usize {
-        if r < Self::Q { self.hidden } else { ACTIONS }
-    }
-    /// First float of region `r` of trial `t`.
-    pub fn at(&self, r: usize, t: usize) -> usize {
-        let region = if r < Self::Q { r * self.hidden } else { 8 * self.hidden + (r - Self::Q) * ACTIONS };
-        t * self.per_trial() + self.batch * region
-    }
-}
-
-/// The acting buffer of `n` envs with input width D and row stride H: observations `n x D`, then the two
-/// activations `n x H` each, then the Q-values `n x 3`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ActWork {
-    /// Envs.
-    pub envs: usize,
-    /// Input width D.
-    pub input: usize,
-    /// Row stride H.
-    pub hidden: usize,
-}
-
-impl ActWork {
-    /// Floats in all.
-    pub fn len(&self) -> usize {
-        self.envs * (self.input + 2 * self.hidden + ACTIONS)
-    }
-    /// Always false (a buffer of at least one env).
-    pub fn is_empty(&self) -> bool {
-        self.envs == 0
-    }
-    /// Observations.
-    pub fn obs(&self) -> usize {
-        0
-    }
-    /// First activation.
-    pub fn h1(&self) -> usize {
-        self.envs * self.input
-    }
-    /// Second activation.
-    pub fn h2(&self) -> usize {
-        self.h1() + self.envs * self.hidden
-    }
-    /// Q-values.
-    pub fn q(&self) -> usize {
-        self.h2() + self.envs * self.hidden
-    }
-}
-
-/// Layer `layer` (0, 1 or 2) of trial `t`'s network in buffer `net` on `rows` active input rows
-/// (`rows_pad` written) of `x` into `out`: `out = relu(x W^T + b)` (no ReLU on the output layer).
-#[allow(clippy::too_many_arguments, reason = "one dense layer of one trial")]
-pub fn dense(
-    l: &Layout,
-    net: u32,
-    t: usize,
-    layer: usize,
-    h: usize,
-    x: Operand,
-    out: Operand,
-    rows: usize,
-    rows_pad: usize,
-) -> Gemm {
-    let base = t * l.params();
-    let (w, b, k, n, n_pad, epilogue, w_stride) = match layer {
-        0 => (l.w1(), l.b1(), l.input, h, l.hidden, EPI_BIAS_RELU, l.input),
-        1 => (l.w2(), l.b2(), h, h, l.hidden, EPI_BIAS_RELU, l.hidden),
-        _ => (l.w3(), l.b3(), h, l.outputs, l.outputs, EPI_BIAS, l.hidden),
-    };
-    Gemm {
-        a: x,
-        b: Operand::cols(net, base + w, w_stride),
-        bias: Operand::rows(net, base + b, 0),
-        aux: Operand::NONE,
-        c: out,
-        m: rows as u32,
-        n: n as u32,
-        k: k as u32,
-        m_pad: rows_pad as u32,
-        n_pad: n_pad as u32,
-        epilogue,
-        _pad: [0; 2],
-    }
-}
-
-/// Output `n` of layer `layer` (0, 1 or 2) of one network `w` (a trial's block, active width `h`) for one
-/// input row `x`: the product contract's order ([`crate::tile`]: `acc = fma(x[k], W(n, k), acc)` for k
-/// ascending, then the bias and the ReLU), so it equals the element of a [`dense`] product bit for bit.
-#[inline]
-pub fn dense_unit(l: &Layout, w: &[f32], layer: usize, h: usize, n: usize, x: &[f32]) -> f32 {
-    let (wo, bo, k, stride, relu) = match layer {
-        0 => (l.w1(), l.b1(), l.input, l.input, true),
-        1 => (l.w2(), l.b2(), h, l.hidden, true),
-        _ => (l.w3(), l.b3(), h, l.hidden, false),
-    };
-    let row = &w[wo + n * stride..wo + n * stride + k];
-    let mut acc = 0.0f32;
-    for j in 0..k {
-        acc = crate::tile::fma(x[j], row[j], acc);
-    }
-    let s = acc + w[bo + n];
-    if relu && !(s > 0.0) { 0.0 } else { s }
-}
-
-/// Floats of shared memory of a greedy-walk block (16 KiB; the PTX entry declares that many bytes).
-pub const WALK_SHARED: usize = 4096;
-
-/// Floats of shared memory the greedy walk of one trial needs: observation, two activations, the outputs
-/// and the published bar index.
-pub fn walk_shared(args: &DqnArgs) -> usize {
-    args.input as usize + 2 * args.hidden as usize + ACTIONS + 1
-}
-
-/// The stages of a DQN step, each one launch of products ([`plan`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// Acting, layer 0, 1 or 2 on every env's observation.
-    Act(usize),
-    /// Training forward passes, layer 0, 1 or 2 (online on the observations, target on the next ones, and
-    /// online on the next ones for Double DQN trials).
-    Forward(usize),
-    /// Hidden gradient of layer 2 (from the output gradient).
-    Backward2,
-    /// Hidden gradient of layer 1.
-    Backward1,
-    /// Weight and bias gradients, per trial and chunk of [`GRAD_CHUNK`] samples.
-    Gradients,
-}
-
-/// Every product of `stage` for the trials `dqn` (`args.envs_per_trial` envs per trial when acting), in a
-/// fixed order, through `push`.
-pub fn plan(args: &DqnArgs, dqn: &[DqnParams], stage: Stage, mut push: impl FnMut(Gemm)) {
-    use buffers::{ACT, NEXT_OBS, OBS, ONES, ONLINE, PARTIAL, TARGET, WORK};
-    let l = args.layout();
-    let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
-    let w = Work::of(args);
-    let reg = |r: usize, t: usize| Operand::rows(WORK, w.at(r, t), w.stride(r));
-    for (t, p) in dqn.iter().enumerate() {
-        let (h, bt) = (p.hidden as usize, p.batch as usize);
-        match stage {
-            Stage::Act(layer) => {
-                let e = args.envs_per_trial as usize;
-                let aw = ActWork { envs: args.n_trials as usize * e, input: d, hidden: hs };
-                let (x, out) = match layer {
-                    0 => (Operand::rows(ACT, aw.obs() + t * e * d, d), Operand::rows(ACT, aw.h1() + t * e * hs, hs)),
-                    1 => (Operand::rows(ACT, aw.h1() + t * e * hs, hs), Operand::rows(ACT, aw.h2() + t * e * hs, hs)),
-                    _ => (Operand::rows(ACT, aw.h2() + t * e * hs, hs), Operand::rows(ACT, aw.q() + t * e * o, o)),
-                };
-                push(dense(&l, ONLINE, t, layer, h, x, out, e, e));
-            }
-            Stage::Forward(layer) => {
-                let passes: [(u32, u32, [usize; 3]); 3] = [
-                    (ONLINE, OBS, [Work::A1, Work::A2, Work::Q]),
-                    (TARGET, NEXT_OBS, [Work::T1, Work::T2, Work::QT]),
-                    (ONLINE, NEXT_OBS, [Work::U1, Work::U2, Work::QO]),
-                ];
-                let n_passes = if p.double_dqn != 0 { 3 } else { 2 };
-                for &(net, input, regions) in &passes[..n_passes] {
-                    let x = if layer == 0 { Operand::rows(input, t * b * d, d) } else { reg(regions[layer - 1], t) };
-                    push(dense(&l, net, t, layer, h, x, reg(regions[layer], t), bt, b));
-                }
-            }
-            Stage::Backward2 | Stage::Backward1 => {
-                let base = t * l.params();
-                let (from, weights, aux, out, k) = if stage == Stage::Backward2 {
-                    (Work::DOUT, l.w3(), Work::A2, Work::D2, o)
-                } else {
-                    (Work::D2, l.w2(), Work::A1, Work::D1, h)
-                };
-                push(Gemm {
-                    a: reg(from, t),
-                    b: Operand::rows(ONLINE, base + weights, hs),
-                    bias: Operand::NONE,
-                    aux: reg(aux, t),
-                    c: reg(out, t),
-                    m: bt as u32,
-                    n: h as u32,
-                    k: k as u32,
-                    m_pad: b as u32,
-                    n_pad: hs as u32,
-                    epilogue: EPI_RELU_MASK,
-                    _pad: [0; 2],
-                });
-            }
-            Stage::Gradients => {
-                let n_params = l.params();
-                for c in 0..b.div_ceil(GRAD_CHUNK) {
-                    let s0 = c * GRAD_CHUNK;
-                    let k = bt.saturating_sub(s0).min(GRAD_CHUNK);
-                    let partial = (c * args.n_trials as usize + t) * n_params;
-                    // (left operand: a delta transposed, rows and padded rows; right operand: the layer's input,
-                    // columns and padded columns; output offset and its row/column strides). A bias is the
-                    // weight of an input of ones. The output layer's gradient is computed transposed
-                    // (`a2^T dout`, 3 columns: a narrow product) and stored in W3's layout.
-                    let ones = Operand { buf: ONES, off: 0, row: 1, col: 0 };
-                    let delta = |r: usize| Operand::cols(WORK, w.at(r, t) + s0 * w.stride(r), w.stride(r));
-                    let a1 = Operand::rows(WORK, w.at(Work::A1, t) + s0 * hs, hs);
-                    let a2_t = Operand::cols(WORK, w.at(Work::A2, t) + s0 * hs, hs);
-                    let dout = Operand::rows(WORK, w.at(Work::DOUT, t) + s0 * o, o);
-                    let obs = Operand::rows(OBS, t * b * d + s0 * d, d);
-                    let grads = [
-                        (delta(Work::D1), h, hs, obs, d, d, l.w1(), d, 1),
-                        (delta(Work::D2), h, hs, a1, h, hs, l.w2(), hs, 1),
-                        (a2_t, h, hs, dout, o, o, l.w3(), 1, hs),
-                        (delta(Work::D1), h, hs, ones, 1, 1, l.b1(), 1, 0),
-                        (delta(Work::D2), h, hs, ones, 1, 1, l.b2(), 1, 0),
-                        (delta(Work::DOUT), o, o, ones, 1, 1, l.b3(), 1, 0),
-                    ];
-                    for (a, m, m_pad, input, n, n_pad, at, row, col) in grads {
-                        push(Gemm {
-                            a,
-                            b: input,
-                            bias: Operand::NONE,
-                            aux: Operand::NONE,
-                            c: Operand { buf: PARTIAL, off: (partial + at) as u32, row: row as u32, col: col as u32 },
-                            m: m as u32,
-                            n: n as u32,
-                            k: k as u32,
-                            m_pad: m_pad as u32,
-                            n_pad: n_pad as u32,
-                            epilogue: EPI_NONE,
-                            _pad: [0; 2],
-                        });
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The TD step of minibatch sample `j` of a trial from its Q-values (`q` online on the observation, `qt`
@@ -462,18 +180,6 @@ pub fn td_sample(
         *dk = if k == a { g } else { 0.0 };
     }
     huber(diff, dqn.huber_delta) * weight
-}
-
-/// The gradient of parameter `p` of trial `t`: the sum of its chunk partials (`partial`, `chunks x K x P`,
-/// [`Stage::Gradients`]) in chunk order (0 outside the active width, where every partial is 0).
-#[inline]
-pub fn gradient(args: &DqnArgs, t: usize, p: usize, partial: &[f32]) -> f32 {
-    let (n_params, trials) = (args.layout().params(), args.n_trials as usize);
-    let mut g = 0.0;
-    for c in 0..(args.batch as usize).div_ceil(GRAD_CHUNK) {
-        g += partial[(c * trials + t) * n_params + p];
-    }
-    g
 }
 
 /// Adam step of parameter `p` with its gradient `g`, then the target update (Polyak with tau > 0, else a

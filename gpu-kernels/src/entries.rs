@@ -12,9 +12,10 @@ use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
     sample_entry, sample_of, sample_row, scan_env,
 };
-use crate::dqn::{DqnArgs, DqnParams, GRAD_CHUNK, Work, choose, dense_unit, gradient, td_sample, update_param};
+use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, adam, argmax, param_gradient as mlp_gradient};
+use crate::net::{GRAD_CHUNK, NetArgs, NetTrial, Work, dense_unit, gradient};
 use crate::ppo::{
     PpoArgs, PpoParams, PpoSample, act_env as ppo_act_env, gae_env, gather_obs, minibatch_index,
     train_sample as ppo_train_sample,
@@ -292,19 +293,19 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
 /// `actions[trial * steps + step]`.
 ///
 /// # Safety
-/// `env_params`, `dqn`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
+/// `env_params`, `trials`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
 /// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `actions`: `n_trials x steps`;
 /// `walk_shared(args) <= WALK_SHARED`; one block per trial.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
+pub unsafe extern "ptx-kernel" fn greedy_walk(
     env_params: *const TrialParams,
     states: *mut EnvState,
     bars: *const Bar,
     features: *const f32,
-    dqn: *const DqnParams,
+    trials: *const NetTrial,
     weights: *const f32,
     actions: *mut u8,
-    args: DqnArgs,
+    args: NetArgs,
     steps: u32,
 ) {
     let smem: u64;
@@ -330,12 +331,12 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
         let obs = slice::from_raw_parts_mut(smem, d);
         let h1 = slice::from_raw_parts_mut(smem.add(d), hs);
         let h2 = slice::from_raw_parts_mut(smem.add(d + hs), hs);
-        let q = slice::from_raw_parts_mut(smem.add(d + 2 * hs), ACTIONS);
+        let o = l.outputs;
+        let q = slice::from_raw_parts_mut(smem.add(d + 2 * hs), o);
         // The bar of the state the observation describes (thread 0 writes it with the portfolio floats).
-        let shared_bar = smem.add(d + 2 * hs + ACTIONS) as *mut u32;
+        let shared_bar = smem.add(d + 2 * hs + o) as *mut u32;
         let params = &*env_params.add(t);
-        let p = &*dqn.add(t);
-        let h = p.hidden as usize;
+        let h = (*trials.add(t)).hidden as usize;
         let f = d - 3;
         let bars = slice::from_raw_parts(bars, args.n_bars as usize);
         let features = slice::from_raw_parts(features, args.n_bars as usize * f);
@@ -373,7 +374,7 @@ pub unsafe extern "ptx-kernel" fn dqn_greedy_walk(
                 n += nt;
             }
             nvptx::_syncthreads();
-            if tid < ACTIONS {
+            if tid < o {
                 q[tid] = dense_unit(&l, w, 2, h, tid, h2);
             }
             nvptx::_syncthreads();
@@ -431,7 +432,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
         return;
     }
     let (t, j) = (i / b, i % b);
-    let w = Work::of(&args);
+    let w = Work::of(&args.net());
     let row = |r: usize| w.at(r, t) + j * ACTIONS;
     // SAFETY: lengths as documented; this thread alone writes sample i's output gradient and loss.
     unsafe {
@@ -480,7 +481,7 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     unsafe {
         let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
         let dqn = &*dqn.add(t);
-        let g = gradient(&args, t, p, partial);
+        let g = gradient(&args.net(), t, p, partial);
         update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
     }
 }

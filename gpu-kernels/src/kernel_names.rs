@@ -28,8 +28,8 @@ pub const DQN_SELECT: &str = "dqn_select";
 pub const DQN_TD: &str = "dqn_td";
 /// Per-parameter gradient, Adam and target update ([`crate::dqn::gradient`], [`crate::dqn::update_param`]).
 pub const DQN_ADAM: &str = "dqn_adam";
-/// The greedy walk of one env per trial, a block per trial ([`crate::dqn::dense_unit`]).
-pub const DQN_GREEDY_WALK: &str = "dqn_greedy_walk";
+/// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
+pub const GREEDY_WALK: &str = "greedy_walk";
 
 /// PPO acting ([`crate::ppo::act_env`]).
 pub const PPO_ACT: &str = "ppo_act";
@@ -53,7 +53,7 @@ pub const ALL: &[&str] = &[
     DQN_SELECT,
     DQN_TD,
     DQN_ADAM,
-    DQN_GREEDY_WALK,
+    GREEDY_WALK,
     PPO_ACT,
     PPO_GAE,
     PPO_TRAIN_SAMPLES,

@@ -24,6 +24,7 @@ pub mod env;
 pub mod kernel_names;
 pub mod layout;
 pub mod mlp;
+pub mod net;
 pub mod portfolio;
 pub mod ppo;
 pub mod reward;

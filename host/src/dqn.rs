@@ -2,12 +2,10 @@
 //! same launches (CUDA) or the same parallel loops (CPU), with identical bits on both.
 
 use gpu_kernels::batch::observe_env;
-use gpu_kernels::dqn::{
-    ActWork, DqnArgs, DqnParams, GRAD_CHUNK, Stage, Work, buffers, choose, gradient, plan, td_sample, update_param,
-};
+use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use gpu_kernels::mlp::{ACTIONS, Layout};
+use gpu_kernels::net::{ActWork, GRAD_CHUNK, Stage, Work, buffers, gradient};
 use gpu_kernels::rng::draw_u64;
-use gpu_kernels::tile::Gemm;
 use rayon::prelude::*;
 
 use crate::env_batch::Inner;
@@ -147,14 +145,12 @@ impl DqnAgent {
             Backend::Cpu => AgentInner::Cpu {
                 nets,
                 act: Vec::new(),
-                work: vec![0.0; trials * Work::of(&args).per_trial()],
+                work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
                 partial: vec![0.0; partial_len(&args)],
                 losses: vec![0.0; trials * batch],
             },
             #[cfg(feature = "cuda")]
-            Backend::Cuda(rt) => {
-                AgentInner::Cuda(Box::new(crate::cuda::CudaDqn::new(rt, &nets, params, &args, env.layout().n_envs())?))
-            }
+            Backend::Cuda(rt) => AgentInner::Cuda(Box::new(crate::cuda::CudaDqn::new(rt, &nets, params, &args)?)),
         };
         Ok(Self { params: params.to_vec(), args, grad_steps: 0, inner })
     }
@@ -194,13 +190,13 @@ impl DqnAgent {
             (AgentInner::Cpu { nets, act, .. }, Inner::Cpu(cpu)) => {
                 let crate::cpu::PolicyView { params: env_params, states, bars, features, actions } = cpu.policy_view();
                 let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
-                let aw = ActWork { envs: states.len(), input: d, hidden: args.hidden as usize };
+                let aw = ActWork::of(&args.net());
                 act.resize(aw.len(), 0.0);
                 act[..aw.h1()].par_chunks_mut(d).zip(states.par_iter()).enumerate().for_each(|(i, (row, state))| {
                     observe_env(&env_params[i / ept], state, bars, features, d - 3, row);
                 });
                 for layer in 0..3 {
-                    let table = stage_plan(&args, &self.params, Stage::Act(layer));
+                    let table = crate::tile::stage_plan(&args.net(), &trials_of(&self.params), Stage::Act(layer));
                     let mut bufs: [&mut [f32]; buffers::COUNT] =
                         [&mut nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act, &mut []];
                     crate::tile::run(&table, &mut bufs)?;
@@ -275,10 +271,11 @@ impl DqnAgent {
             }
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
-                if gpu_kernels::dqn::walk_shared(&args) > gpu_kernels::dqn::WALK_SHARED {
+                let net = args.net();
+                if gpu_kernels::net::walk_shared(&net) > gpu_kernels::net::WALK_SHARED {
                     return Ok(None);
                 }
-                Ok(Some(dqn.greedy_walk(&cuda.policy_view()?, &args, steps)?))
+                Ok(Some(dqn.greedy_walk(&cuda.policy_view()?, &net, steps)?))
             }
             #[cfg(feature = "cuda")]
             _ => Ok(None), // agent and envs on different backends: the caller steps a CPU copy
@@ -354,11 +351,9 @@ fn partial_len(args: &DqnArgs) -> usize {
     (args.batch as usize).div_ceil(GRAD_CHUNK) * args.n_trials as usize * args.layout().params()
 }
 
-/// The products of `stage`.
-pub(crate) fn stage_plan(args: &DqnArgs, params: &[DqnParams], stage: Stage) -> Vec<Gemm> {
-    let mut table = Vec::new();
-    plan(args, params, stage, |g| table.push(g));
-    table
+/// The per-trial sizes of `params`.
+fn trials_of(params: &[DqnParams]) -> Vec<gpu_kernels::net::NetTrial> {
+    params.iter().map(DqnParams::net).collect()
 }
 
 /// What [`train_on_batch`] computed.
@@ -388,7 +383,7 @@ pub fn train_on_batch(
             got: batch.actions.len(),
         });
     }
-    let mut work = vec![0.0; args.n_trials as usize * Work::of(args).per_trial()];
+    let mut work = vec![0.0; args.n_trials as usize * Work::of(&args.net()).per_trial()];
     let mut partial = vec![0.0; partial_len(args)];
     let mut losses = vec![0.0; n];
     let gradients = cpu_train_step(args, params, nets, &mut work, &mut partial, &mut losses, batch.clone())?;
@@ -407,8 +402,9 @@ fn cpu_train_step(
     mut s: crate::SampleBatch,
 ) -> Result<Vec<f32>, HostError> {
     let b = args.batch as usize;
+    let (net, trials) = (args.net(), trials_of(params));
     let run = |stage: Stage, nets: &mut NetState, s: &mut crate::SampleBatch, work: &mut [f32], partial: &mut [f32]| {
-        let table = stage_plan(args, params, stage);
+        let table = crate::tile::stage_plan(&net, &trials, stage);
         let mut ones = [1.0f32; GRAD_CHUNK];
         let mut bufs: [&mut [f32]; buffers::COUNT] =
             [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
@@ -417,7 +413,7 @@ fn cpu_train_step(
     for layer in 0..3 {
         run(Stage::Forward(layer), nets, &mut s, work, partial)?;
     }
-    let w = Work::of(args);
+    let w = Work::of(&net);
     let td: Vec<([f32; ACTIONS], f32)> = (0..losses.len())
         .into_par_iter()
         .map(|i| {
@@ -450,7 +446,7 @@ fn cpu_train_step(
     let n_params = args.layout().params();
     let partial = &*partial;
     let gradients: Vec<f32> =
-        (0..nets.online.len()).into_par_iter().map(|i| gradient(args, i / n_params, i % n_params, partial)).collect();
+        (0..nets.online.len()).into_par_iter().map(|i| gradient(&net, i / n_params, i % n_params, partial)).collect();
     let NetState { online, target, m, v } = nets;
     online
         .par_iter_mut()
@@ -489,7 +485,7 @@ fn walk_cpu(
 }
 
 /// Every output of layer `layer` of one network for one input row: each the element
-/// [`gpu_kernels::dqn::dense_unit`] computes, in its order (`acc = fma(x[k], W(n, k), acc)`, k ascending,
+/// [`gpu_kernels::net::dense_unit`] computes, in its order (`acc = fma(x[k], W(n, k), acc)`, k ascending,
 /// then bias and ReLU), eight outputs' chains interleaved so the FMA units stay busy.
 fn dense_row(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]

@@ -4,6 +4,7 @@
 //! multiply-add over the row's outputs (AVX2 + FMA where the CPU has them, `f32::mul_add` elsewhere: both
 //! correctly rounded).
 
+use gpu_kernels::net::{NetArgs, NetTrial, Stage, plan};
 use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm, finish};
 use rayon::prelude::*;
 
@@ -62,6 +63,13 @@ fn compute(g: &Gemm, bufs: &[&[f32]]) -> Vec<f32> {
         out.chunks_mut(n_pad).take(m).enumerate().for_each(row);
     }
     out
+}
+
+/// The products of `stage` ([`gpu_kernels::net::plan`]).
+pub(crate) fn stage_plan(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Vec<Gemm> {
+    let mut table = Vec::new();
+    plan(net, trials, stage, |g| table.push(g));
+    table
 }
 
 /// Fails unless every buffer `problems` touch is long enough.

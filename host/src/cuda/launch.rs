@@ -6,6 +6,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, 
 use gpu_kernels::backtest::{BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
+use gpu_kernels::net::{NetArgs, NetTrial};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 use gpu_kernels::tile::{GEMM_THREADS, Gemm};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
@@ -47,6 +48,10 @@ unsafe impl DeviceRepr for Dev<DqnArgs> {}
 unsafe impl DeviceRepr for Dev<DqnParams> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<Gemm> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<NetArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<NetTrial> {}
 // SAFETY: see above.
 unsafe impl DeviceRepr for Dev<PpoArgs> {}
 // SAFETY: see above.
@@ -333,11 +338,11 @@ pub(crate) struct DqnBuffers {
     pub(crate) target: CudaSlice<f32>,
     pub(crate) m: CudaSlice<f32>,
     pub(crate) v: CudaSlice<f32>,
-    /// Training activations and gradients ([`gpu_kernels::dqn::Work`]).
+    /// Training activations and gradients ([`gpu_kernels::net::Work`]).
     pub(crate) work: CudaSlice<f32>,
     /// Per-chunk weight gradients.
     pub(crate) partial: CudaSlice<f32>,
-    /// Acting buffer ([`gpu_kernels::dqn::ActWork`]).
+    /// Acting buffer ([`gpu_kernels::net::ActWork`]).
     pub(crate) act: CudaSlice<f32>,
     /// `GRAD_CHUNK` ones (the input of the bias gradients).
     pub(crate) ones: CudaSlice<f32>,
@@ -379,7 +384,7 @@ pub(crate) fn gemm(
     launch.arg(&table.dev).arg(pointers);
     // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
     // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
-    // what another reads (`gpu_kernels::dqn::plan`).
+    // what another reads (`gpu_kernels::net::plan`).
     unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching gemm_tiles"))?;
     Ok(())
 }
@@ -394,7 +399,7 @@ pub(crate) fn dqn_select(
 ) -> Result<(), HostError> {
     let kernel = "dqn_select";
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    let aw = gpu_kernels::dqn::ActWork { envs: n_envs, input: args.input as usize, hidden: args.hidden as usize };
+    let aw = gpu_kernels::net::ActWork::of(&args.net());
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
     at_least(kernel, "acting buffer", aw.len(), nets.act.len())?;
     at_least(kernel, "actions", n_envs, actions.len())?;
@@ -418,7 +423,7 @@ pub(crate) fn dqn_td(
     let kernel = "dqn_td";
     let n_samples = args.n_trials as usize * args.batch as usize;
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
-    let work = args.n_trials as usize * gpu_kernels::dqn::Work::of(args).per_trial();
+    let work = args.n_trials as usize * gpu_kernels::net::Work::of(&args.net()).per_trial();
     at_least(kernel, "training buffer", work, nets.work.len())?;
     for (what, len) in [
         ("sampled actions", samples.actions.len()),
@@ -460,7 +465,7 @@ pub(crate) fn dqn_adam(
     {
         at_least(kernel, what, trials * n_params, len)?;
     }
-    let chunks = (args.batch as usize).div_ceil(gpu_kernels::dqn::GRAD_CHUNK);
+    let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
     at_least(kernel, "gradient partials", chunks * trials * n_params, nets.partial.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
@@ -477,54 +482,57 @@ pub(crate) fn dqn_adam(
     Ok(())
 }
 
-/// `dqn_greedy_walk`: the greedy actions of each trial's single env over `steps` bars into `actions`
-/// (`n_trials x steps`), a block of 128 threads per trial.
-pub(crate) fn dqn_greedy_walk(
+/// `greedy_walk`: the greedy actions of each trial's single env over `steps` bars (`n_trials x steps`,
+/// downloaded), a block of 128 threads per trial.
+pub(crate) fn greedy_walk(
     rt: &CudaRuntime,
     view: &super::env::PolicyView<'_>,
-    nets: &DqnBuffers,
-    actions: &mut CudaSlice<u8>,
-    args: &DqnArgs,
+    trials: &CudaSlice<Dev<NetTrial>>,
+    weights: &CudaSlice<f32>,
+    net: &NetArgs,
     steps: usize,
-) -> Result<(), HostError> {
-    let kernel = "dqn_greedy_walk";
-    let trials = args.n_trials as usize;
-    if args.envs_per_trial != 1 || gpu_kernels::dqn::walk_shared(args) > gpu_kernels::dqn::WALK_SHARED {
+) -> Result<Vec<u8>, HostError> {
+    let kernel = "greedy_walk";
+    let k = net.n_trials as usize;
+    if net.envs_per_trial != 1 || gpu_kernels::net::walk_shared(net) > gpu_kernels::net::WALK_SHARED {
         return Err(HostError::Config(format!(
-            "{kernel}: needs one env per trial and input + 2 x hidden + 3 <= {} floats",
-            gpu_kernels::dqn::WALK_SHARED
+            "{kernel}: needs one env per trial and input + 2 x hidden + outputs + 1 <= {} floats",
+            gpu_kernels::net::WALK_SHARED
         )));
     }
-    at_least(kernel, "DQN parameter sets", trials, nets.params.len())?;
-    at_least(kernel, "weights", trials * args.layout().params(), nets.online.len())?;
-    at_least(kernel, "env parameters", trials, view.params.len())?;
-    at_least(kernel, "env states", trials, view.states.len())?;
-    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
-    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), view.features.len())?;
-    at_least(kernel, "actions", trials * steps, actions.len())?;
-    let steps = u32::try_from(steps).map_err(|_| HostError::Shape {
+    at_least(kernel, "trial sizes", k, trials.len())?;
+    at_least(kernel, "weights", k * net.layout().params(), weights.len())?;
+    at_least(kernel, "env parameters", k, view.params.len())?;
+    at_least(kernel, "env states", k, view.states.len())?;
+    at_least(kernel, "bars", net.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", net.n_bars as usize * (net.input as usize - 3), view.features.len())?;
+    let n = k * steps;
+    let mut actions = view.stream.alloc_zeros::<u8>(n.max(1)).map_err(HostError::driver("allocating walk actions"))?;
+    let steps32 = u32::try_from(steps).map_err(|_| HostError::Shape {
         what: format!("{kernel}: steps (must fit in u32)"),
         expected: u32::MAX as usize,
         got: steps,
     })?;
-    let trials = u32::try_from(trials).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
-    let cfg = LaunchConfig { grid_dim: (trials, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-    let dev_args = Dev(*args);
-    let mut launch = view.stream.launch_builder(&rt.kernels.dqn_greedy_walk);
+    let blocks = u32::try_from(k).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    let dev_net = Dev(*net);
+    let mut launch = view.stream.launch_builder(&rt.kernels.greedy_walk);
     launch
         .arg(view.params)
         .arg(view.states)
         .arg(view.bars)
         .arg(view.features)
-        .arg(&nets.params)
-        .arg(&nets.online)
-        .arg(actions)
-        .arg(&dev_args)
-        .arg(&steps);
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_greedy_walk`; lengths and the shared-memory need
+        .arg(trials)
+        .arg(weights)
+        .arg(&mut actions)
+        .arg(&dev_net)
+        .arg(&steps32);
+    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths and the shared-memory need
     // checked above; one block per trial.
-    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching dqn_greedy_walk"))?;
-    Ok(())
+    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching greedy_walk"))?;
+    let mut out = view.stream.clone_dtoh(&actions).map_err(HostError::driver("downloading walk actions"))?;
+    out.truncate(n);
+    Ok(out)
 }
 
 /// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.

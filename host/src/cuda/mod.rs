@@ -7,6 +7,7 @@ mod env;
 mod launch;
 mod ppo;
 mod runtime;
+mod tables;
 
 pub(crate) use backtest::backtest;
 pub(crate) use dqn::CudaDqn;

@@ -1,0 +1,78 @@
+//! Product tables on the device ([`gpu_kernels::net::plan`]): the buffer-address table a learner's
+//! launches read, and each stage's table of products, built, checked and uploaded once.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use gpu_kernels::net::{NetArgs, NetTrial, Stage, buffers};
+
+use super::launch::{self, Dev, GemmTable};
+use crate::{CudaRuntime, HostError};
+
+fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
+    HostError::driver(context)
+}
+
+#[derive(Debug)]
+pub(crate) struct ProductTables {
+    rt: Arc<CudaRuntime>,
+    stream: Arc<CudaStream>,
+    /// Device addresses of the buffers in [`buffers`] order, and their host copy.
+    pointers: CudaSlice<u64>,
+    host_pointers: [u64; buffers::COUNT],
+    /// Lengths of the buffers the addresses name (what the tables were checked against).
+    lens: [usize; buffers::COUNT],
+    /// Tables by stage and envs per trial (acting) or 0 (training).
+    tables: Vec<((Stage, u32), GemmTable)>,
+}
+
+impl ProductTables {
+    pub(crate) fn new(rt: &Arc<CudaRuntime>, stream: &Arc<CudaStream>) -> Result<Self, HostError> {
+        Ok(Self {
+            rt: rt.clone(),
+            stream: stream.clone(),
+            pointers: stream.alloc_zeros::<u64>(buffers::COUNT).map_err(driver("allocating buffer tables"))?,
+            host_pointers: [0; buffers::COUNT],
+            lens: [0; buffers::COUNT],
+            tables: Vec::new(),
+        })
+    }
+
+    /// Points the table's entries at `bufs` (buffer index, buffer); uploads the addresses when they changed
+    /// (and drops the tables checked against the old lengths).
+    pub(crate) fn point(&mut self, bufs: &[(u32, &CudaSlice<f32>)]) -> Result<(), HostError> {
+        let (mut ptrs, mut lens) = (self.host_pointers, self.lens);
+        for &(id, buf) in bufs {
+            (ptrs[id as usize], lens[id as usize]) = (buf.device_ptr(&self.stream).0, buf.len());
+        }
+        if ptrs != self.host_pointers || lens != self.lens {
+            self.stream.memcpy_htod(&ptrs, &mut self.pointers).map_err(driver("uploading buffer addresses"))?;
+            (self.host_pointers, self.lens) = (ptrs, lens);
+            self.tables.clear();
+        }
+        Ok(())
+    }
+
+    /// Launches `stage`'s products on `stream` (the table built, checked and uploaded on first use).
+    pub(crate) fn launch(
+        &mut self,
+        stream: &CudaStream,
+        net: &NetArgs,
+        trials: &[NetTrial],
+        stage: Stage,
+    ) -> Result<(), HostError> {
+        let key = (stage, if matches!(stage, Stage::Act(_)) { net.envs_per_trial } else { 0 });
+        let i = match self.tables.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let host = crate::tile::stage_plan(net, trials, stage);
+                crate::tile::check("gemm_tiles", &host, &self.lens)?;
+                let dev_table: Vec<_> = host.iter().copied().map(Dev).collect();
+                let dev = self.stream.clone_htod(&dev_table).map_err(driver("uploading product tables"))?;
+                self.tables.push((key, GemmTable { host, dev }));
+                self.tables.len() - 1
+            }
+        };
+        launch::gemm(&self.rt, stream, &self.tables[i].1, &self.pointers)
+    }
+}
