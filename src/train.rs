@@ -141,6 +141,9 @@ impl Policy for PpoAgent {
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
         PpoAgent::act_and_step(self, env, step, greedy)
     }
+    fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        PpoAgent::greedy_walk(self, env, steps)
+    }
 }
 
 /// Networks that can be saved: their layout, each trial's active width, and their parameters.

@@ -6,7 +6,7 @@ use common::assert_bitwise;
 use gpu_kernels::ppo::gae_env;
 use gpu_kernels::rng::draw_below;
 use tradesim::synthetic::normal;
-use tradesim::train::{TrainConfig, evaluate, train_ppo};
+use tradesim::train::{TrainConfig, evaluate, greedy_actions, train_ppo};
 use tradesim::{Backend, EnvBatch, EnvConfig, PpoAgent, PpoParams, SimLayout, Transition, TrialParams};
 
 /// The textbook recursion, written out for one env: A_t = d_t + gamma lambda (1 - done_t) A_{t+1},
@@ -88,12 +88,14 @@ fn learns_a_planted_pattern(backend: &Backend) {
 }
 test_device!(learns_a_planted_pattern);
 
-fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
+/// 3 trials (widths and batches that are not multiples of anything, different learning rates and epochs)
+/// after three rollouts and their updates.
+fn updated_agent(backend: &Backend) -> (PpoAgent, [TrialParams; 3]) {
     let (env_p, ppo) = params();
     let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
-    let ppos = [ppo, PpoParams { hidden: 8, batch: 32, ..ppo }, PpoParams { lr: 1e-2, epochs: 2, ..ppo }];
+    let ppos = [ppo, PpoParams { hidden: 11, batch: 37, ..ppo }, PpoParams { lr: 1e-2, epochs: 2, hidden: 13, ..ppo }];
     let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 32).unwrap(), cfg).unwrap();
     let mut agent = PpoAgent::new(backend, &env, &ppos, 16, 64, 6).unwrap();
     for epoch in 0..3 {
@@ -101,7 +103,39 @@ fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
         agent.collect(&mut env).unwrap();
         agent.update(&mut env).unwrap();
     }
+    (agent, trials)
+}
+
+fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
+    let (agent, _) = updated_agent(backend);
     (agent.state().unwrap(), agent.last_losses().unwrap())
+}
+
+/// The greedy walks (GPU: a block per trial; CPU: a thread per trial) choose the actions of stepping a CPU
+/// copy bar by bar through the product tables, bit for bit.
+#[test]
+fn greedy_walks_match_stepping() {
+    let market = common::planted_market(500, 8);
+    let mut backends = vec![Backend::Cpu];
+    backends.extend(common::gpu_backend());
+    for backend in &backends {
+        let (mut agent, trials) = updated_agent(backend);
+        let (walk_metrics, walked) = greedy_actions(backend, &mut agent, &market, &trials, 252.0, 6).unwrap();
+        let steps = market.n_bars() - 1;
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed: 6, trial_groups: 1 };
+        let mut env = EnvBatch::new(&Backend::Cpu, &market, &trials, SimLayout::new(3, 1).unwrap(), cfg).unwrap();
+        env.reset_segments(&[(0, steps as u32); 3]).unwrap();
+        let mut copy = agent.cpu_copy(&env).unwrap();
+        for step in 0..steps as u64 {
+            copy.act_and_step(&mut env, step, true).unwrap();
+        }
+        let stepped: Vec<u8> = env.transitions().unwrap().iter().map(|t| t.action).collect();
+        assert_eq!(walked.len(), 3 * steps);
+        assert_eq!(walked, stepped, "{}: the walk and the stepping choose different actions", backend.info().backend);
+        let distinct: std::collections::BTreeSet<u8> = walked.iter().copied().collect();
+        assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+        assert!(walk_metrics.iter().all(|m| m.total_return.is_finite()));
+    }
 }
 
 /// Three rollouts and their updates for 3 trials (different widths, batches, learning rates): the GPU gives

@@ -14,11 +14,11 @@ use crate::batch::{
 };
 use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use crate::env::env_step_on_series;
-use crate::mlp::{ACTIONS, adam, argmax, param_gradient as mlp_gradient};
+use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{GRAD_CHUNK, NetArgs, NetTrial, Work, dense_unit, gradient};
 use crate::ppo::{
-    PpoArgs, PpoParams, PpoSample, act_env as ppo_act_env, gae_env, gather_obs, minibatch_index,
-    train_sample as ppo_train_sample,
+    PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, gae_env, gather_entry, loss_sample,
+    minibatch_index, minibatch_sample,
 };
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
@@ -486,23 +486,17 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     }
 }
 
-/// PPO acting (one thread per env): the sampled (or greedy) action into `actions`, its log-probability and the
-/// state's value at rollout step `slot` (`trial x steps x E + slot x E + e`); with `slot >= steps`, the value
-/// goes to `values[env]` (the bootstrap after the last step) and no log-probability is written.
+/// PPO acting (one thread per env) from the acting outputs `out` (3 logits and a value per env): the sampled
+/// (or greedy) action into `actions`, its log-probability and the state's value at rollout step `slot`
+/// (`trial x steps x E + slot x E + e`); with `slot >= steps`, the value goes to `values[env]` (the
+/// bootstrap after the last step) and no log-probability is written.
 ///
 /// # Safety
-/// `env_params`, `ppo`: `n_trials`; `states`, `actions`: `n_envs`; `bars`: `n_bars`; `features`:
-/// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `scratch`: `n_envs x act_scratch`; `logps`,
-/// `values`: `n_trials x steps x E` (or `n_envs` values for the bootstrap).
+/// `out`: `n_envs x 4`; `actions`: `n_envs`; `logps`, `values`: `n_trials x steps x E` (or `n_envs` values
+/// for the bootstrap).
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn ppo_act(
-    env_params: *const TrialParams,
-    states: *const EnvState,
-    bars: *const Bar,
-    features: *const f32,
-    ppo: *const PpoParams,
-    weights: *const f32,
-    scratch: *mut f32,
+pub unsafe extern "ptx-kernel" fn ppo_select(
+    out: *const f32,
     actions: *mut u8,
     logps: *mut f32,
     values: *mut f32,
@@ -515,24 +509,10 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
         return;
     }
     let (trial, e) = (env / ept, env % ept);
-    let (per, n_params) = (args.act_scratch(), args.layout().params());
-    // SAFETY: lengths as documented; this thread alone writes its scratch row and its outputs.
+    // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
-        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
-        let features = slice::from_raw_parts(features, args.n_bars as usize * (args.input as usize - 3));
-        let weights = slice::from_raw_parts(weights.add(trial * n_params), n_params);
-        let scratch = slice::from_raw_parts_mut(scratch.add(env * per), per);
-        let (action, logp, value) = ppo_act_env(
-            env,
-            &args,
-            &*env_params.add(trial),
-            &*states.add(env),
-            bars,
-            features,
-            &*ppo.add(trial),
-            weights,
-            scratch,
-        );
+        let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
+        let (action, logp, value) = ppo_choose(env, &args, out);
         *actions.add(env) = action;
         if slot < args.steps {
             let i = (trial * args.steps as usize + slot as usize) * ept + e;
@@ -541,6 +521,102 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
         } else {
             *values.add(env) = value;
         }
+    }
+}
+
+/// The minibatch observations of update `args.counter` (one thread per trial, sample and column).
+///
+/// # Safety
+/// `ring`: `n_trials x steps x E` transitions; `features`: `n_bars x (input - 3)`; `obs`:
+/// `n_trials x batch x input`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_gather(
+    ring: *const Transition,
+    features: *const f32,
+    obs: *mut f32,
+    args: PpoArgs,
+) {
+    let idx = thread_index();
+    let (b, d) = (args.batch as usize, args.input as usize);
+    if idx >= args.n_trials as usize * b * d {
+        return;
+    }
+    let (i, c) = (idx / d, idx % d);
+    let (t, j) = (i / b, i % b);
+    let n = args.steps as usize * args.envs_per_trial as usize;
+    // SAFETY: lengths as documented; this thread alone writes `obs[idx]`.
+    unsafe {
+        let ring = slice::from_raw_parts(ring.add(t * n), n);
+        let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
+        let slot = minibatch_index(ring, n, args.seed, t as u64, args.counter, j as u64);
+        *obs.add(idx) = gather_entry(ring, features, d - 3, slot, c);
+    }
+}
+
+/// Loss and output gradient of every minibatch sample (one thread per trial and sample), from the forward
+/// outputs in `work`'s region `Q` into its region `DOUT`.
+///
+/// # Safety
+/// `ppo`: `n_trials`; `ring`, `logps`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
+/// `n_trials x Work::per_trial`; `losses`: `n_trials x batch`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_loss(
+    ppo: *const PpoParams,
+    ring: *const Transition,
+    logps: *const f32,
+    advantages: *const f32,
+    returns: *const f32,
+    work: *mut f32,
+    losses: *mut f32,
+    args: PpoArgs,
+) {
+    let i = thread_index();
+    let b = args.batch as usize;
+    if i >= args.n_trials as usize * b {
+        return;
+    }
+    let (t, j) = (i / b, i % b);
+    let n = args.steps as usize * args.envs_per_trial as usize;
+    let w = Work::of(&args.net());
+    let row = |r: usize| w.at(r, t) + j * ACTOR_CRITIC;
+    // SAFETY: lengths as documented; this thread alone writes sample i's output gradient and loss.
+    unsafe {
+        let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
+        let ring = slice::from_raw_parts(ring.add(t * n), n);
+        let sample = minibatch_sample(&args, t, j, ring, at(logps), at(advantages), at(returns)).map(|(_, s)| s);
+        let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
+        let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
+        *losses.add(i) = loss_sample(j, &*ppo.add(t), out, sample, dout);
+    }
+}
+
+/// Gradient and Adam step of every parameter (one thread per trial and parameter).
+///
+/// # Safety
+/// `ppo`: `n_trials`; `weights`, `m`, `v`: `n_trials x params`; `partial`:
+/// `ceil(batch / GRAD_CHUNK) x n_trials x params`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_adam(
+    ppo: *const PpoParams,
+    weights: *mut f32,
+    m: *mut f32,
+    v: *mut f32,
+    partial: *const f32,
+    args: PpoArgs,
+) {
+    let i = thread_index();
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    if i >= trials * n_params {
+        return;
+    }
+    let (t, p) = (i / n_params, i % n_params);
+    let chunks = (args.batch as usize).div_ceil(GRAD_CHUNK);
+    // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
+    unsafe {
+        let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
+        let g = gradient(&args.net(), t, p, partial);
+        let pp = &*ppo.add(t);
+        ppo_adam_step(pp, g, &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i), args.counter);
     }
 }
 
@@ -575,99 +651,5 @@ pub unsafe extern "ptx-kernel" fn ppo_gae(
             *advantages.add(trial * n + i) = adv;
             *returns.add(trial * n + i) = ret;
         });
-    }
-}
-
-/// PPO minibatch samples (one thread per trial and sample): draw a rollout slot, gather its observation into
-/// `obs`, forward, loss, backward into `scratch`.
-///
-/// # Safety
-/// `ppo`: `n_trials`; `weights`: `n_trials x params`; `ring`, `logps`, `advantages`, `returns`:
-/// `n_trials x steps x E`; `features`: `n_bars x (input - 3)`; `obs`: `n_trials x batch x input`;
-/// `scratch`: `n_trials x batch x train_scratch`; `losses`: `n_trials x batch`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn ppo_train_samples(
-    ppo: *const PpoParams,
-    weights: *const f32,
-    ring: *const Transition,
-    features: *const f32,
-    logps: *const f32,
-    advantages: *const f32,
-    returns: *const f32,
-    obs: *mut f32,
-    scratch: *mut f32,
-    losses: *mut f32,
-    args: PpoArgs,
-) {
-    let i = thread_index();
-    let b = args.batch as usize;
-    if i >= args.n_trials as usize * b {
-        return;
-    }
-    let (trial, j) = (i / b, i % b);
-    let l = args.layout();
-    let (d, n_params, per, n) =
-        (l.input, l.params(), l.train_scratch(), args.steps as usize * args.envs_per_trial as usize);
-    // SAFETY: lengths as documented; this thread alone writes sample i's row of obs, scratch and losses.
-    unsafe {
-        let ring = slice::from_raw_parts(ring.add(trial * n), n);
-        let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
-        let row = slice::from_raw_parts_mut(obs.add(i * d), d);
-        let slot = minibatch_index(ring, n, args.seed, trial as u64, args.counter, j as u64);
-        let sample = slot.map(|s| {
-            gather_obs(&ring[s], features, d - 3, row);
-            PpoSample {
-                action: ring[s].action,
-                logp_old: *logps.add(trial * n + s),
-                advantage: *advantages.add(trial * n + s),
-                ret: *returns.add(trial * n + s),
-            }
-        });
-        let weights = slice::from_raw_parts(weights.add(trial * n_params), n_params);
-        let scratch = slice::from_raw_parts_mut(scratch.add(i * per), per);
-        *losses.add(i) = ppo_train_sample(j, &args, &*ppo.add(trial), weights, row, sample, scratch);
-    }
-}
-
-/// PPO parameter update (one thread per trial and parameter): gradient over the minibatch, then Adam.
-///
-/// # Safety
-/// `ppo`: `n_trials`; `weights`, `m`, `v`: `n_trials x params`; `scratch`: `n_trials x batch x train_scratch`;
-/// `obs`: `n_trials x batch x input`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn ppo_update_params(
-    ppo: *const PpoParams,
-    weights: *mut f32,
-    m: *mut f32,
-    v: *mut f32,
-    scratch: *const f32,
-    obs: *const f32,
-    args: PpoArgs,
-) {
-    let i = thread_index();
-    let l = args.layout();
-    let n_params = l.params();
-    if i >= args.n_trials as usize * n_params {
-        return;
-    }
-    let (trial, p) = (i / n_params, i % n_params);
-    let (b, d, per) = (args.batch as usize, l.input, l.train_scratch());
-    // SAFETY: lengths as documented; this thread alone writes parameter i.
-    unsafe {
-        let scratch = slice::from_raw_parts(scratch.add(trial * b * per), b * per);
-        let obs = slice::from_raw_parts(obs.add(trial * b * d), b * d);
-        let pp = &*ppo.add(trial);
-        let g = mlp_gradient(&l, pp.hidden as usize, p, pp.batch as usize, scratch, obs);
-        adam(
-            &mut *weights.add(i),
-            &mut *m.add(i),
-            &mut *v.add(i),
-            g,
-            pp.lr,
-            pp.beta1,
-            pp.beta2,
-            pp.adam_eps,
-            args.counter as u32,
-        );
     }
 }

@@ -31,14 +31,16 @@ pub const DQN_ADAM: &str = "dqn_adam";
 /// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
 pub const GREEDY_WALK: &str = "greedy_walk";
 
-/// PPO acting ([`crate::ppo::act_env`]).
-pub const PPO_ACT: &str = "ppo_act";
+/// PPO acting from the acting outputs ([`crate::ppo::choose`]).
+pub const PPO_SELECT: &str = "ppo_select";
 /// GAE ([`crate::ppo::gae_env`]).
 pub const PPO_GAE: &str = "ppo_gae";
-/// PPO minibatch samples ([`crate::ppo::train_sample`]).
-pub const PPO_TRAIN_SAMPLES: &str = "ppo_train_samples";
-/// PPO parameter update ([`crate::mlp::param_gradient`], Adam).
-pub const PPO_UPDATE_PARAMS: &str = "ppo_update_params";
+/// The minibatch observations ([`crate::ppo::gather_entry`]).
+pub const PPO_GATHER: &str = "ppo_gather";
+/// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]).
+pub const PPO_LOSS: &str = "ppo_loss";
+/// PPO gradient and Adam per parameter ([`crate::net::gradient`], [`crate::ppo::adam_step`]).
+pub const PPO_ADAM: &str = "ppo_adam";
 
 /// Every kernel the host expects in the PTX module.
 pub const ALL: &[&str] = &[
@@ -54,8 +56,9 @@ pub const ALL: &[&str] = &[
     DQN_TD,
     DQN_ADAM,
     GREEDY_WALK,
-    PPO_ACT,
+    PPO_SELECT,
     PPO_GAE,
-    PPO_TRAIN_SAMPLES,
-    PPO_UPDATE_PARAMS,
+    PPO_GATHER,
+    PPO_LOSS,
+    PPO_ADAM,
 ];

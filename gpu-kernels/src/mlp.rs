@@ -1,7 +1,8 @@
 //! The networks: input D (F + 3) -> hidden h (ReLU) -> hidden h (ReLU) -> O outputs (3 Q-values for DQN;
-//! 3 action logits and a value for PPO), one flat f32 block of parameters per trial. The block is laid out for the largest hidden width H of the batch (row stride
-//! H), and each trial uses its own active width `h <= H`; entries beyond it stay zero. Every sum runs in a
-//! fixed order with plain f32 operations, so the CPU and the GPU give the same bits.
+//! 3 action logits and a value for PPO), one flat f32 block of parameters per trial. The block is laid out
+//! for the largest hidden width H of the batch (row stride H), and each trial uses its own active width
+//! `h <= H`; entries beyond it stay zero. The learners compute the layers as products ([`crate::net`]);
+//! [`forward`] here is the plain single-row reference (no FMA) that tests compare with candle.
 
 /// Q-values per state (FLAT, LONG, SHORT).
 pub const ACTIONS: usize = 3;
@@ -61,12 +62,6 @@ impl Layout {
     /// Parameters per trial.
     pub fn params(&self) -> usize {
         self.b3() + self.outputs
-    }
-
-    /// Floats of per-sample training scratch: a1, a2, delta1, delta2 (H each), the output gradient (O),
-    /// and two spare activations (H each) for a second forward pass.
-    pub fn train_scratch(&self) -> usize {
-        6 * self.hidden + self.outputs
     }
 }
 
@@ -135,91 +130,6 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
     } else {
         d
     }
-}
-
-/// Backward pass of one sample given the loss gradient `dout` w.r.t. its `l.outputs` outputs: writes the
-/// pre-activation gradients `delta2`, `delta1` (first `h` entries) from the activations of [`forward`].
-#[inline]
-#[allow(clippy::too_many_arguments, reason = "the activations and gradients of one sample")]
-pub fn backward(
-    l: &Layout,
-    w: &[f32],
-    h: usize,
-    dout: &[f32],
-    a1: &[f32],
-    a2: &[f32],
-    delta1: &mut [f32],
-    delta2: &mut [f32],
-) {
-    let stride = l.hidden;
-    for i in 0..h {
-        let mut back = 0.0;
-        for (k, &g) in dout.iter().enumerate().take(l.outputs) {
-            back += w[l.w3() + k * stride + i] * g;
-        }
-        delta2[i] = if a2[i] > 0.0 { back } else { 0.0 };
-    }
-    for i in 0..h {
-        let mut s = 0.0;
-        for m in 0..h {
-            s += w[l.w2() + m * stride + i] * delta2[m];
-        }
-        delta1[i] = if a1[i] > 0.0 { s } else { 0.0 };
-    }
-}
-
-/// The gradient of parameter `p` summed over samples `0..batch` in sample order, from each sample's
-/// scratch (`l.train_scratch()` floats: a1, a2, delta1, delta2, output gradient) and input row; 0 outside the
-/// active width `h`.
-#[inline]
-pub fn param_gradient(l: &Layout, h: usize, p: usize, batch: usize, scratch: &[f32], inputs: &[f32]) -> f32 {
-    let (d, stride, per) = (l.input, l.hidden, l.train_scratch());
-    let (a1, a2, d1, d2, d3) = (0, stride, 2 * stride, 3 * stride, 4 * stride);
-    // (delta offset, input: None for a bias, Some((from the inputs?, offset))) of parameter p.
-    let (delta, input): (usize, Option<(bool, usize)>) = if p < l.b1() {
-        let (i, c) = (p / d, p % d);
-        if i >= h {
-            return 0.0;
-        }
-        (d1 + i, Some((true, c)))
-    } else if p < l.w2() {
-        let i = p - l.b1();
-        if i >= h {
-            return 0.0;
-        }
-        (d1 + i, None)
-    } else if p < l.b2() {
-        let (i, c) = ((p - l.w2()) / stride, (p - l.w2()) % stride);
-        if i >= h || c >= h {
-            return 0.0;
-        }
-        (d2 + i, Some((false, a1 + c)))
-    } else if p < l.w3() {
-        let i = p - l.b2();
-        if i >= h {
-            return 0.0;
-        }
-        (d2 + i, None)
-    } else if p < l.b3() {
-        let (k, c) = ((p - l.w3()) / stride, (p - l.w3()) % stride);
-        if c >= h {
-            return 0.0;
-        }
-        (d3 + k, Some((false, a2 + c)))
-    } else {
-        (d3 + (p - l.b3()), None)
-    };
-    let mut g = 0.0;
-    for j in 0..batch {
-        let s = &scratch[j * per..(j + 1) * per];
-        let x = match input {
-            None => 1.0,
-            Some((true, c)) => inputs[j * d + c],
-            Some((false, c)) => s[c],
-        };
-        g += s[delta] * x;
-    }
-    g
 }
 
 /// Adam moments and step of one parameter (bias-corrected; `t` >= 1 is the step number).

@@ -238,7 +238,10 @@ pub fn dense_unit(l: &Layout, w: &[f32], layer: usize, h: usize, n: usize, x: &[
         acc = crate::tile::fma(x[j], row[j], acc);
     }
     let s = acc + w[bo + n];
-    if relu && !(s > 0.0) { 0.0 } else { s }
+    match (relu, s > 0.0) {
+        (true, false) => 0.0,
+        _ => s,
+    }
 }
 
 /// Floats of shared memory of a greedy-walk block (16 KiB; the PTX entry declares that many bytes).

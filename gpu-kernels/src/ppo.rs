@@ -1,11 +1,13 @@
-//! PPO on the actor-critic of [`crate::mlp`] (3 logits and a value): sampling actions for every env, GAE as a
+//! PPO on the actor-critic of [`crate::net`] (3 logits and a value): sampling actions for every env, GAE as a
 //! reverse scan per env, and the clipped-surrogate update with a value loss and an entropy bonus over
-//! minibatches drawn from the rollout. Per-thread bodies shared by the PTX entries and the CPU backend.
+//! minibatches drawn from the rollout. The layers, backward pass and gradients are the products of
+//! [`crate::net::plan`]; the per-element rules between them ([`choose`], [`gae_env`], [`minibatch_sample`],
+//! [`gather_entry`], [`loss_sample`]) are shared by the PTX entries and the CPU backend.
 
-use crate::batch::observe_env;
-use crate::mlp::{ACTIONS, ACTOR_CRITIC, Layout, argmax, backward, forward};
+use crate::mlp::{ACTIONS, ACTOR_CRITIC, Layout, argmax};
+use crate::net::{NetArgs, NetTrial};
 use crate::rng::draw_u64;
-use crate::types::{Bar, EnvState, Transition, TrialParams};
+use crate::types::Transition;
 
 /// Per-trial PPO hyperparameters.
 #[repr(C)]
@@ -95,9 +97,25 @@ impl PpoArgs {
         Layout::actor_critic(self.input as usize, self.hidden as usize)
     }
 
-    /// Floats of per-env acting scratch: observation, two activations.
-    pub fn act_scratch(&self) -> usize {
-        self.input as usize + 2 * self.hidden as usize
+    /// The network sizes.
+    pub fn net(&self) -> NetArgs {
+        NetArgs {
+            n_trials: self.n_trials,
+            envs_per_trial: self.envs_per_trial,
+            input: self.input,
+            hidden: self.hidden,
+            outputs: ACTOR_CRITIC as u32,
+            batch: self.batch,
+            n_bars: self.n_bars,
+            _pad: 0,
+        }
+    }
+}
+
+impl PpoParams {
+    /// The active sizes: one forward pass (online on the minibatch).
+    pub fn net(&self) -> NetTrial {
+        NetTrial { hidden: self.hidden, batch: self.batch, passes: 1, _pad: 0 }
     }
 }
 
@@ -120,30 +138,13 @@ fn uniform(seed: u64, stream: u64, counter: u64) -> f32 {
     ((draw_u64(seed, stream, counter) >> 40) as f32 + 0.5) / (1u32 << 24) as f32
 }
 
-/// Env `env`'s action from its trial's policy (sampled, or argmax when greedy), with its log-probability and
-/// the value of its state. `scratch` holds `args.act_scratch()` floats.
+/// Env `env`'s action from its trial's outputs `out` (3 logits and the value): sampled from the softmax, or
+/// the argmax when greedy; with its log-probability and the value.
 #[inline]
-#[allow(clippy::too_many_arguments, reason = "the inputs of one env's decision")]
-pub fn act_env(
-    env: usize,
-    args: &PpoArgs,
-    env_params: &TrialParams,
-    state: &EnvState,
-    bars: &[Bar],
-    features: &[f32],
-    ppo: &PpoParams,
-    weights: &[f32],
-    scratch: &mut [f32],
-) -> (u8, f32, f32) {
-    let l = args.layout();
-    let (obs, rest) = scratch.split_at_mut(l.input);
-    let (a1, a2) = rest.split_at_mut(l.hidden);
-    observe_env(env_params, state, bars, features, l.input - 3, obs);
-    let mut out = [0.0; ACTOR_CRITIC];
-    forward(&l, weights, ppo.hidden as usize, obs, a1, a2, &mut out);
-    let logp = log_softmax(&out);
+pub fn choose(env: usize, args: &PpoArgs, out: &[f32]) -> (u8, f32, f32) {
+    let logp = log_softmax(out);
     let action = if args.greedy != 0 {
-        argmax(&out)
+        argmax(out)
     } else {
         let counter =
             args.counter.wrapping_mul(u64::from(args.n_trials * args.envs_per_trial)).wrapping_add(env as u64);
@@ -219,35 +220,16 @@ pub struct PpoSample {
     pub ret: f32,
 }
 
-/// One minibatch sample: forward, clipped surrogate, value loss, entropy bonus; the output gradient goes
-/// through the backward pass into `scratch` (`layout.train_scratch()` floats). Returns the sample's loss.
-/// Samples past the trial's active batch (or without a transition) have zero gradients.
+/// The loss of one minibatch sample from its outputs `out` (3 logits and the value): clipped surrogate,
+/// value loss, entropy bonus; writes the output gradient `dout` (4 floats, scaled by 1 / batch). Samples past
+/// the trial's active batch (or without a transition) have zero loss and gradient.
 #[inline]
-pub fn train_sample(
-    j: usize,
-    args: &PpoArgs,
-    ppo: &PpoParams,
-    weights: &[f32],
-    obs: &[f32],
-    sample: Option<PpoSample>,
-    scratch: &mut [f32],
-) -> f32 {
-    let l = args.layout();
-    let (h, stride) = (ppo.hidden as usize, l.hidden);
-    let (a1, rest) = scratch.split_at_mut(stride);
-    let (a2, rest) = rest.split_at_mut(stride);
-    let (d1, rest) = rest.split_at_mut(stride);
-    let (d2, rest) = rest.split_at_mut(stride);
-    let d3 = &mut rest[..ACTOR_CRITIC];
+pub fn loss_sample(j: usize, ppo: &PpoParams, out: &[f32], sample: Option<PpoSample>, dout: &mut [f32]) -> f32 {
     let Some(s) = sample.filter(|_| j < ppo.batch as usize) else {
-        for x in a1.iter_mut().chain(a2.iter_mut()).chain(d1.iter_mut()).chain(d2.iter_mut()).chain(d3.iter_mut()) {
-            *x = 0.0;
-        }
+        dout[..ACTOR_CRITIC].fill(0.0);
         return 0.0;
     };
-    let mut out = [0.0; ACTOR_CRITIC];
-    forward(&l, weights, h, obs, a1, a2, &mut out);
-    let logp = log_softmax(&out);
+    let logp = log_softmax(out);
     let a = (s.action as usize).min(ACTIONS - 1);
     let ratio = libm::expf(logp[a] - s.logp_old);
     let (lo, hi) = (1.0 - ppo.clip, 1.0 + ppo.clip);
@@ -272,17 +254,40 @@ pub fn train_sample(
         let d_logp_k = d_logp * (if k == a { 1.0 } else { 0.0 } - p[k]);
         // dH/dz_k = -p_k (log p_k + H); the loss subtracts ent_coef x H.
         let d_entropy = -p[k] * (logp[k] + entropy);
-        d3[k] = (d_logp_k - ppo.ent_coef * d_entropy) * scale;
+        dout[k] = (d_logp_k - ppo.ent_coef * d_entropy) * scale;
     }
-    d3[ACTIONS] = ppo.vf_coef * v_err * scale;
-    backward(&l, weights, h, d3, a1, a2, d1, d2);
+    dout[ACTIONS] = ppo.vf_coef * v_err * scale;
     loss
 }
 
-/// Gathers the observation of transition `t` (features of its bar, then its portfolio floats) into `obs`.
+/// Minibatch sample `j` of trial `t` for update `args.counter`: its slot in the trial's rollout (`ring`, the
+/// trial's `n` slots) and its training inputs; `None` without a valid transition.
 #[inline]
-pub fn gather_obs(t: &Transition, features: &[f32], n_features: usize, obs: &mut [f32]) {
-    let bar = t.bar as usize;
-    obs[..n_features].copy_from_slice(&features[bar * n_features..(bar + 1) * n_features]);
-    obs[n_features..n_features + 3].copy_from_slice(&t.state);
+pub fn minibatch_sample(
+    args: &PpoArgs,
+    t: usize,
+    j: usize,
+    ring: &[Transition],
+    logps: &[f32],
+    advantages: &[f32],
+    returns: &[f32],
+) -> Option<(usize, PpoSample)> {
+    let n = ring.len();
+    let s = minibatch_index(ring, n, args.seed, t as u64, args.counter, j as u64)?;
+    Some((s, PpoSample { action: ring[s].action, logp_old: logps[s], advantage: advantages[s], ret: returns[s] }))
+}
+
+/// Column `c` of the observation of the transition in rollout slot `slot` (features of its bar, then its
+/// portfolio floats); 0 without a slot.
+#[inline]
+pub fn gather_entry(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, c: usize) -> f32 {
+    let Some(slot) = slot else { return 0.0 };
+    let t = &ring[slot];
+    if c < n_features { features[t.bar as usize * n_features + c] } else { t.state[c - n_features] }
+}
+
+/// Adam step of one parameter with its gradient `g` (`update` >= 1 is the update number).
+#[inline]
+pub fn adam_step(p: &PpoParams, g: f32, w: &mut f32, m: &mut f32, v: &mut f32, update: u64) {
+    crate::mlp::adam(w, m, v, g, p.lr, p.beta1, p.beta2, p.adam_eps, update as u32);
 }

@@ -1,8 +1,10 @@
 //! [`PpoAgent`]: the actor-critics of every trial, collecting rollouts for every env and updating every
 //! trial in the same launches (CUDA) or parallel loops (CPU), with identical bits on both.
 
-use gpu_kernels::mlp::{Layout, adam, param_gradient};
-use gpu_kernels::ppo::{PpoArgs, PpoParams, PpoSample, act_env, gae_env, gather_obs, minibatch_index, train_sample};
+use gpu_kernels::batch::observe_env;
+use gpu_kernels::mlp::{ACTOR_CRITIC, Layout};
+use gpu_kernels::net::{ActWork, GRAD_CHUNK, NetTrial, Stage, Work, buffers, gradient};
+use gpu_kernels::ppo::{PpoArgs, PpoParams, adam_step, choose, gae_env, gather_entry, loss_sample, minibatch_sample};
 use rayon::prelude::*;
 
 use crate::dqn::{NetState, init_weights};
@@ -13,15 +15,25 @@ use crate::{Backend, EnvBatch, HostError};
 #[derive(Debug, Default)]
 struct CpuPpo {
     nets: NetState,
-    act_scratch: Vec<f32>,
+    /// Acting buffer ([`ActWork`]).
+    act: Vec<f32>,
     logps: Vec<f32>,
     values: Vec<f32>,
     bootstrap: Vec<f32>,
     advantages: Vec<f32>,
     returns: Vec<f32>,
+    /// Minibatch observations, `K x B x D`.
     obs: Vec<f32>,
-    train_scratch: Vec<f32>,
+    /// Training buffer ([`Work`]).
+    work: Vec<f32>,
+    /// Per-chunk gradients.
+    partial: Vec<f32>,
     losses: Vec<f32>,
+}
+
+/// The per-trial sizes of `params`.
+fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
+    params.iter().map(PpoParams::net).collect()
 }
 
 #[derive(Debug)]
@@ -112,9 +124,10 @@ impl PpoAgent {
                 advantages: vec![0.0; rollout],
                 returns: vec![0.0; rollout],
                 obs: vec![0.0; trials * batch * l.input],
-                train_scratch: vec![0.0; trials * batch * l.train_scratch()],
+                work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
+                partial: vec![0.0; batch.div_ceil(GRAD_CHUNK) * trials * l.params()],
                 losses: vec![0.0; trials * batch],
-                act_scratch: Vec::new(),
+                act: Vec::new(),
             })),
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => PpoInner::Cuda(Box::new(crate::cuda::CudaPpo::new(rt, &nets, params, &args)?)),
@@ -154,32 +167,29 @@ impl PpoAgent {
             n_bars: env.n_bars() as u32,
             ..self.args
         };
+        #[cfg(feature = "cuda")]
+        let env_args = env.args(1);
         match (&mut self.inner, env.inner_mut()) {
             (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
                 let view = cpu.policy_view();
-                let (ept, per, n_params) = (args.envs_per_trial as usize, args.act_scratch(), args.layout().params());
-                c.act_scratch.resize(view.states.len() * per, 0.0);
-                let params = &self.params;
-                let weights = &c.nets.online;
-                let outs: Vec<(u8, f32, f32)> = c
-                    .act_scratch
-                    .par_chunks_mut(per)
-                    .enumerate()
-                    .map(|(i, scratch)| {
-                        let k = i / ept;
-                        let w = &weights[k * n_params..(k + 1) * n_params];
-                        act_env(
-                            i,
-                            &args,
-                            &view.params[k],
-                            &view.states[i],
-                            view.bars,
-                            view.features,
-                            &params[k],
-                            w,
-                            scratch,
-                        )
-                    })
+                let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
+                let net = args.net();
+                let aw = ActWork::of(&net);
+                c.act.resize(aw.len(), 0.0);
+                c.act[..aw.h1()].par_chunks_mut(d).zip(view.states.par_iter()).enumerate().for_each(
+                    |(i, (row, state))| observe_env(&view.params[i / ept], state, view.bars, view.features, d - 3, row),
+                );
+                let trials = trials_of(&self.params);
+                for layer in 0..3 {
+                    let table = crate::tile::stage_plan(&net, &trials, Stage::Act(layer));
+                    let mut bufs: [&mut [f32]; buffers::COUNT] =
+                        [&mut c.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], &mut c.act, &mut []];
+                    crate::tile::run(&table, &mut bufs)?;
+                }
+                let out = &c.act[aw.q()..];
+                let outs: Vec<(u8, f32, f32)> = (0..view.states.len())
+                    .into_par_iter()
+                    .map(|i| choose(i, &args, &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC]))
                     .collect();
                 for (i, (action, logp, value)) in outs.into_iter().enumerate() {
                     let (k, e) = (i / ept, i % ept);
@@ -194,7 +204,7 @@ impl PpoAgent {
                 }
             }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, slot)?,
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, &env_args, slot)?,
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
         }
@@ -265,52 +275,7 @@ impl PpoAgent {
             self.updates += 1;
             let args = PpoArgs { counter: self.updates, ..self.args };
             match (&mut self.inner, env.inner_mut()) {
-                (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
-                    let ring = cpu.ring();
-                    let features = cpu.features();
-                    let l = args.layout();
-                    let (b, d, per, n_params) = (args.batch as usize, l.input, l.train_scratch(), l.params());
-                    let params = &self.params;
-                    let CpuPpo { nets, logps, advantages, returns, obs, train_scratch, losses, .. } = &mut **c;
-                    let online = &nets.online;
-                    obs.par_chunks_mut(d)
-                        .zip(train_scratch.par_chunks_mut(per))
-                        .zip(losses.par_iter_mut())
-                        .enumerate()
-                        .for_each(|(i, ((row, scratch), loss))| {
-                            let (k, j) = (i / b, i % b);
-                            let trial_ring = &ring[k * n..(k + 1) * n];
-                            let slot = minibatch_index(trial_ring, n, args.seed, k as u64, args.counter, j as u64);
-                            let sample = slot.map(|s| {
-                                gather_obs(&trial_ring[s], features, d - 3, row);
-                                PpoSample {
-                                    action: trial_ring[s].action,
-                                    logp_old: logps[k * n + s],
-                                    advantage: advantages[k * n + s],
-                                    ret: returns[k * n + s],
-                                }
-                            });
-                            let w = &online[k * n_params..(k + 1) * n_params];
-                            *loss = train_sample(j, &args, &params[k], w, row, sample, scratch);
-                        });
-                    let (scratch, obs) = (&*train_scratch, &*obs);
-                    let NetState { online, m, v, .. } = nets;
-                    online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(
-                        |(i, (w, (m, v)))| {
-                            let (k, p) = (i / n_params, i % n_params);
-                            let pp = &params[k];
-                            let g = param_gradient(
-                                &l,
-                                pp.hidden as usize,
-                                p,
-                                pp.batch as usize,
-                                &scratch[k * b * per..(k + 1) * b * per],
-                                &obs[k * b * d..(k + 1) * b * d],
-                            );
-                            adam(w, m, v, g, pp.lr, pp.beta1, pp.beta2, pp.adam_eps, args.counter as u32);
-                        },
-                    );
-                }
+                (PpoInner::Cpu(c), Inner::Cpu(cpu)) => cpu_update(&args, &self.params, c, cpu.ring(), cpu.features())?,
                 #[cfg(feature = "cuda")]
                 (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.update(cuda, &args)?,
                 #[cfg(feature = "cuda")]
@@ -318,6 +283,30 @@ impl PpoAgent {
             }
         }
         Ok(())
+    }
+
+    /// The greedy actions (argmax of the logits) of `env`'s single env per trial over `steps` bars
+    /// (`trials x steps`), walked in one piece per trial as [`crate::DqnAgent::greedy_walk`] does.
+    pub fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        let net = PpoArgs { envs_per_trial: 1, n_bars: env.n_bars() as u32, ..self.args }.net();
+        if env.layout().envs_per_trial() != 1 || env.layout().trials() != net.n_trials as usize {
+            return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
+        }
+        let hiddens: Vec<usize> = self.params.iter().map(|p| p.hidden as usize).collect();
+        match (&mut self.inner, env.inner_mut()) {
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
+                Ok(Some(crate::tile::walk_all(&net, &hiddens, &c.nets.online, &cpu.policy_view(), steps)))
+            }
+            #[cfg(feature = "cuda")]
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
+                if gpu_kernels::net::walk_shared(&net) > gpu_kernels::net::WALK_SHARED {
+                    return Ok(None);
+                }
+                Ok(Some(g.greedy_walk(&cuda.policy_view()?, &net, steps)?))
+            }
+            #[cfg(feature = "cuda")]
+            _ => Ok(None),
+        }
     }
 
     /// Mean loss of each trial in the last minibatch.
@@ -349,4 +338,75 @@ impl PpoAgent {
             PpoArgs { envs_per_trial: env.layout().envs_per_trial() as u32, n_bars: env.n_bars() as u32, ..self.args };
         Ok(Self { params: self.params.clone(), args, updates: self.updates, rollouts: self.rollouts, inner })
     }
+}
+
+/// One minibatch update of every trial on the CPU: the stages, products and per-element rules of the CUDA
+/// launches (gather, forward, loss, backward, gradients, Adam).
+fn cpu_update(
+    args: &PpoArgs,
+    params: &[PpoParams],
+    c: &mut CpuPpo,
+    ring: &[gpu_kernels::Transition],
+    features: &[f32],
+) -> Result<(), HostError> {
+    let (net, trials) = (args.net(), trials_of(params));
+    let l = args.layout();
+    let (b, d, n) = (args.batch as usize, l.input, args.steps as usize * args.envs_per_trial as usize);
+    let CpuPpo { nets, logps, advantages, returns, obs, work, partial, losses, .. } = c;
+    obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
+        let (t, j) = (i / b, i % b);
+        let trial_ring = &ring[t * n..(t + 1) * n];
+        let slot = gpu_kernels::ppo::minibatch_index(trial_ring, n, args.seed, t as u64, args.counter, j as u64);
+        for (col, x) in row.iter_mut().enumerate() {
+            *x = gather_entry(trial_ring, features, d - 3, slot, col);
+        }
+    });
+    let mut ones = [1.0f32; GRAD_CHUNK];
+    let mut run = |stage: Stage, online: &mut [f32], obs: &mut [f32], work: &mut [f32], partial: &mut [f32]| {
+        let table = crate::tile::stage_plan(&net, &trials, stage);
+        let mut bufs: [&mut [f32]; buffers::COUNT] = [online, &mut [], obs, &mut [], work, partial, &mut [], &mut ones];
+        crate::tile::run(&table, &mut bufs)
+    };
+    for layer in 0..3 {
+        run(Stage::Forward(layer), &mut nets.online, obs, work, partial)?;
+    }
+    let w = Work::of(&net);
+    let per_sample: Vec<([f32; ACTOR_CRITIC], f32)> = (0..losses.len())
+        .into_par_iter()
+        .map(|i| {
+            let (t, j) = (i / b, i % b);
+            let trial = t * n..(t + 1) * n;
+            let sample = minibatch_sample(
+                args,
+                t,
+                j,
+                &ring[trial.clone()],
+                &logps[trial.clone()],
+                &advantages[trial.clone()],
+                &returns[trial],
+            )
+            .map(|(_, s)| s);
+            let out = &work[w.at(Work::Q, t) + j * ACTOR_CRITIC..w.at(Work::Q, t) + (j + 1) * ACTOR_CRITIC];
+            let mut dout = [0.0; ACTOR_CRITIC];
+            let loss = loss_sample(j, &params[t], out, sample, &mut dout);
+            (dout, loss)
+        })
+        .collect();
+    for (i, (dout, loss)) in per_sample.into_iter().enumerate() {
+        let at = w.at(Work::DOUT, i / b) + (i % b) * ACTOR_CRITIC;
+        work[at..at + ACTOR_CRITIC].copy_from_slice(&dout);
+        losses[i] = loss;
+    }
+    for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
+        run(stage, &mut nets.online, obs, work, partial)?;
+    }
+    let n_params = l.params();
+    let partial = &*partial;
+    let gradients: Vec<f32> =
+        (0..nets.online.len()).into_par_iter().map(|i| gradient(&net, i / n_params, i % n_params, partial)).collect();
+    let NetState { online, m, v, .. } = nets;
+    online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
+        adam_step(&params[i / n_params], gradients[i], w, m, v, args.counter);
+    });
+    Ok(())
 }

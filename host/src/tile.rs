@@ -4,6 +4,8 @@
 //! multiply-add over the row's outputs (AVX2 + FMA where the CPU has them, `f32::mul_add` elsewhere: both
 //! correctly rounded).
 
+use gpu_kernels::batch::observe_env;
+use gpu_kernels::mlp::Layout;
 use gpu_kernels::net::{NetArgs, NetTrial, Stage, plan};
 use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm, finish};
 use rayon::prelude::*;
@@ -113,6 +115,100 @@ pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), Host
         }
     }
     Ok(())
+}
+
+/// The greedy walks of every trial's single env in `view` over `steps` bars from their current states
+/// (`trials x steps`, trial-major), a thread per trial; `hiddens` are the trials' widths and `online` their
+/// parameters.
+pub(crate) fn walk_all(
+    net: &NetArgs,
+    hiddens: &[usize],
+    online: &[f32],
+    view: &crate::cpu::PolicyView<'_>,
+    steps: usize,
+) -> Vec<u8> {
+    let l = net.layout();
+    let walks: Vec<Vec<u8>> = (0..hiddens.len())
+        .into_par_iter()
+        .map(|t| {
+            let w = &online[t * l.params()..(t + 1) * l.params()];
+            let mut state = view.states[t];
+            walk_one(&l, w, hiddens[t], &view.params[t], &mut state, view.bars, view.features, steps)
+        })
+        .collect();
+    walks.concat()
+}
+
+/// One trial's greedy walk on the CPU: observation, the three layers ([`dense_row`]), argmax of the first 3
+/// outputs, env step, bar after bar; the GPU walk's sequence (`gpu_kernels::entries::greedy_walk`).
+#[allow(clippy::too_many_arguments, reason = "one trial's network and env")]
+fn walk_one(
+    l: &Layout,
+    w: &[f32],
+    h: usize,
+    params: &gpu_kernels::TrialParams,
+    state: &mut gpu_kernels::EnvState,
+    bars: &[gpu_kernels::Bar],
+    features: &[f32],
+    steps: usize,
+) -> Vec<u8> {
+    let (mut obs, mut h1, mut h2, mut q) = (vec![0.0; l.input], vec![0.0; h], vec![0.0; h], vec![0.0; l.outputs]);
+    let mut actions = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        observe_env(params, state, bars, features, l.input - 3, &mut obs);
+        dense_row(l, w, 0, h, &obs, &mut h1);
+        dense_row(l, w, 1, h, &h1, &mut h2);
+        dense_row(l, w, 2, h, &h2, &mut q);
+        let a = gpu_kernels::mlp::argmax(&q) as u8;
+        actions.push(a);
+        gpu_kernels::env::env_step_on_series(params, state, a, bars);
+    }
+    actions
+}
+
+/// Every output of layer `layer` of one network for one input row: each the element
+/// [`gpu_kernels::net::dense_unit`] computes, in its order (`acc = fma(x[k], W(n, k), acc)`, k ascending,
+/// then bias and ReLU), eight outputs' chains interleaved so the FMA units stay busy.
+fn dense_row(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the feature the function is compiled for.
+        unsafe { dense_row_fma(l, w, layer, h, x, out) };
+        return;
+    }
+    dense_row_plain(l, w, layer, h, x, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn dense_row_fma(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
+    dense_row_plain(l, w, layer, h, x, out);
+}
+
+#[inline(always)]
+fn dense_row_plain(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
+    let (wo, bo, k, stride, relu) = match layer {
+        0 => (l.w1(), l.b1(), l.input, l.input, true),
+        1 => (l.w2(), l.b2(), h, l.hidden, true),
+        _ => (l.w3(), l.b3(), h, l.hidden, false),
+    };
+    let n_out = out.len();
+    for n0 in (0..n_out).step_by(8) {
+        let rows: [usize; 8] = std::array::from_fn(|j| wo + (n0 + j).min(n_out - 1) * stride);
+        let mut acc = [0.0f32; 8];
+        for (kk, &xk) in x[..k].iter().enumerate() {
+            for j in 0..8 {
+                acc[j] = xk.mul_add(w[rows[j] + kk], acc[j]);
+            }
+        }
+        for j in 0..8.min(n_out - n0) {
+            let s = acc[j] + w[bo + n0 + j];
+            out[n0 + j] = match (relu, s > 0.0) {
+                (true, false) => 0.0,
+                _ => s,
+            };
+        }
+    }
 }
 
 #[cfg(test)]

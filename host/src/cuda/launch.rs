@@ -558,25 +558,32 @@ pub(crate) fn observe_view(
     Ok(())
 }
 
-/// The PPO networks and rollout buffers of every trial on the device.
+/// The PPO networks, rollout buffers and step buffers of every trial on the device.
 #[derive(Debug)]
 pub(crate) struct PpoBuffers {
     pub(crate) params: CudaSlice<Dev<PpoParams>>,
     pub(crate) weights: CudaSlice<f32>,
     pub(crate) m: CudaSlice<f32>,
     pub(crate) v: CudaSlice<f32>,
-    pub(crate) act_scratch: CudaSlice<f32>,
+    /// Acting buffer ([`gpu_kernels::net::ActWork`]).
+    pub(crate) act: CudaSlice<f32>,
     pub(crate) logps: CudaSlice<f32>,
     pub(crate) values: CudaSlice<f32>,
     pub(crate) bootstrap: CudaSlice<f32>,
     pub(crate) advantages: CudaSlice<f32>,
     pub(crate) returns: CudaSlice<f32>,
+    /// Minibatch observations, `K x B x D`.
     pub(crate) obs: CudaSlice<f32>,
-    pub(crate) train_scratch: CudaSlice<f32>,
+    /// Training buffer ([`gpu_kernels::net::Work`]).
+    pub(crate) work: CudaSlice<f32>,
+    /// Per-chunk gradients.
+    pub(crate) partial: CudaSlice<f32>,
+    /// `GRAD_CHUNK` ones (the input of the bias gradients).
+    pub(crate) ones: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,
 }
 
-fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs, n_envs: usize) -> Result<(), HostError> {
+fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostError> {
     let l = args.layout();
     let trials = args.n_trials as usize;
     let rollout = trials * args.steps as usize * args.envs_per_trial as usize;
@@ -586,14 +593,13 @@ fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs, n_envs: usize) -> Res
         ("weights", trials * l.params(), b.weights.len()),
         ("adam m", trials * l.params(), b.m.len()),
         ("adam v", trials * l.params(), b.v.len()),
-        ("acting scratch", n_envs * args.act_scratch(), b.act_scratch.len()),
         ("log-probabilities", rollout, b.logps.len()),
         ("values", rollout, b.values.len()),
         ("bootstrap values", trials * args.envs_per_trial as usize, b.bootstrap.len()),
         ("advantages", rollout, b.advantages.len()),
         ("returns", rollout, b.returns.len()),
         ("minibatch observations", samples * l.input, b.obs.len()),
-        ("training scratch", samples * l.train_scratch(), b.train_scratch.len()),
+        ("training buffer", trials * gpu_kernels::net::Work::of(&args.net()).per_trial(), b.work.len()),
         ("losses", samples, b.losses.len()),
     ] {
         at_least(kernel, what, needed, got)?;
@@ -601,46 +607,40 @@ fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs, n_envs: usize) -> Res
     Ok(())
 }
 
-/// `ppo_act`: actions (and log-probabilities and values at rollout step `slot`, or bootstrap values).
-pub(crate) fn ppo_act(
+/// `ppo_select`: actions (and log-probabilities and values at rollout step `slot`, or bootstrap values) from
+/// the acting outputs.
+pub(crate) fn ppo_select(
     rt: &CudaRuntime,
-    view: &mut super::env::PolicyView<'_>,
+    stream: &CudaStream,
     b: &mut PpoBuffers,
+    actions: &mut CudaSlice<u8>,
     args: &PpoArgs,
     slot: u32,
-    bootstrap: bool,
 ) -> Result<(), HostError> {
-    let kernel = "ppo_act";
+    let kernel = "ppo_select";
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    if !bootstrap {
-        check_ppo(kernel, b, args, n_envs)?;
+    let aw = gpu_kernels::net::ActWork::of(&args.net());
+    at_least(kernel, "acting buffer", aw.len(), b.act.len())?;
+    at_least(kernel, "actions", n_envs, actions.len())?;
+    let bootstrap = slot >= args.steps;
+    if bootstrap {
+        at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
+    } else {
+        check_ppo(kernel, b, args)?;
     }
-    at_least(kernel, "acting scratch", n_envs * args.act_scratch(), b.act_scratch.len())?;
-    at_least(kernel, "env states", n_envs, view.states.len())?;
-    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
-    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), view.features.len())?;
-    at_least(kernel, "actions", n_envs, view.actions.len())?;
-    at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
+    let out = b.act.slice(aw.q()..);
     let dev_args = Dev(*args);
-    let mut launch = view.stream.launch_builder(&rt.kernels.ppo_act);
-    launch
-        .arg(view.params)
-        .arg(view.states)
-        .arg(view.bars)
-        .arg(view.features)
-        .arg(&b.params)
-        .arg(&b.weights)
-        .arg(&mut b.act_scratch)
-        .arg(&mut *view.actions);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_select);
+    launch.arg(&out).arg(actions);
     if bootstrap {
         launch.arg(&mut b.logps).arg(&mut b.bootstrap);
     } else {
         launch.arg(&mut b.logps).arg(&mut b.values);
     }
     launch.arg(&slot).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_act`; lengths checked above (with `slot >= steps`
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_select`; lengths checked above (with `slot >= steps`
     // the kernel writes only `n_envs` values, into the bootstrap buffer).
-    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching ppo_act"))?;
+    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching ppo_select"))?;
     Ok(())
 }
 
@@ -653,7 +653,7 @@ pub(crate) fn ppo_gae(
     args: &PpoArgs,
 ) -> Result<(), HostError> {
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    check_ppo("ppo_gae", b, args, n_envs)?;
+    check_ppo("ppo_gae", b, args)?;
     at_least("ppo_gae", "ring slots", n_envs * args.steps as usize, ring.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_gae);
@@ -670,8 +670,8 @@ pub(crate) fn ppo_gae(
     Ok(())
 }
 
-/// `ppo_train_samples` then `ppo_update_params`: one minibatch update for every trial.
-pub(crate) fn ppo_update(
+/// `ppo_gather`: the minibatch observations of update `args.counter`.
+pub(crate) fn ppo_gather(
     rt: &CudaRuntime,
     stream: &CudaStream,
     ring: &CudaSlice<Dev<Transition>>,
@@ -679,40 +679,65 @@ pub(crate) fn ppo_update(
     b: &mut PpoBuffers,
     args: &PpoArgs,
 ) -> Result<(), HostError> {
+    let kernel = "ppo_gather";
+    check_ppo(kernel, b, args)?;
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    check_ppo("ppo_train_samples", b, args, n_envs)?;
-    at_least("ppo_train_samples", "ring slots", n_envs * args.steps as usize, ring.len())?;
-    at_least("ppo_train_samples", "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
-    let samples = args.n_trials as usize * args.batch as usize;
+    at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
+    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_train_samples);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
+    launch.arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
+    let threads = args.n_trials as usize * args.batch as usize * args.input as usize;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_gather`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, threads)?) }.map_err(HostError::driver("launching ppo_gather"))?;
+    Ok(())
+}
+
+/// `ppo_loss`: loss and output gradient of every minibatch sample.
+pub(crate) fn ppo_loss(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let kernel = "ppo_loss";
+    check_ppo(kernel, b, args)?;
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_loss);
     launch
         .arg(&b.params)
-        .arg(&b.weights)
         .arg(ring)
-        .arg(features)
         .arg(&b.logps)
         .arg(&b.advantages)
         .arg(&b.returns)
-        .arg(&mut b.obs)
-        .arg(&mut b.train_scratch)
+        .arg(&mut b.work)
         .arg(&mut b.losses)
         .arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_train_samples`; lengths checked above.
-    unsafe { launch.launch(grid("ppo_train_samples", samples)?) }
-        .map_err(HostError::driver("launching ppo_train_samples"))?;
-    let n_params = args.n_trials as usize * args.layout().params();
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_update_params);
-    launch
-        .arg(&b.params)
-        .arg(&mut b.weights)
-        .arg(&mut b.m)
-        .arg(&mut b.v)
-        .arg(&b.train_scratch)
-        .arg(&b.obs)
-        .arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_update_params`; lengths checked above.
-    unsafe { launch.launch(grid("ppo_update_params", n_params)?) }
-        .map_err(HostError::driver("launching ppo_update_params"))?;
+    let samples = args.n_trials as usize * args.batch as usize;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, samples)?) }.map_err(HostError::driver("launching ppo_loss"))?;
+    Ok(())
+}
+
+/// `ppo_adam`: gradients from the chunk partials, Adam.
+pub(crate) fn ppo_adam(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let kernel = "ppo_adam";
+    check_ppo(kernel, b, args)?;
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
+    at_least(kernel, "gradient partials", chunks * trials * n_params, b.partial.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_adam);
+    launch.arg(&b.params).arg(&mut b.weights).arg(&mut b.m).arg(&mut b.v).arg(&b.partial).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_adam`; lengths checked above.
+    unsafe { launch.launch(grid(kernel, trials * n_params)?) }.map_err(HostError::driver("launching ppo_adam"))?;
     Ok(())
 }

@@ -1,12 +1,15 @@
-//! The PPO networks and rollout buffers on the device.
+//! The PPO networks and rollout buffers on the device: acting and the minibatch updates are the stages of
+//! [`gpu_kernels::net::plan`] (`gemm_tiles`) with the selection, gather, loss and Adam kernels between them.
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaSlice, CudaStream};
+use gpu_kernels::net::{ActWork, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::env::{CudaEnv, PolicyView};
 use super::launch::{self, Dev, PpoBuffers};
+use super::tables::ProductTables;
 use crate::{CudaRuntime, HostError, NetState};
 
 fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
@@ -18,6 +21,10 @@ pub(crate) struct CudaPpo {
     rt: Arc<CudaRuntime>,
     stream: Arc<CudaStream>,
     b: PpoBuffers,
+    trials: Vec<NetTrial>,
+    /// Per-trial sizes on the device (the greedy walk reads them).
+    dev_trials: CudaSlice<Dev<NetTrial>>,
+    tables: ProductTables,
 }
 
 impl CudaPpo {
@@ -29,10 +36,12 @@ impl CudaPpo {
     ) -> Result<Self, HostError> {
         let stream = rt.new_stream()?;
         let l = args.layout();
-        let trials = args.n_trials as usize;
-        let n_envs = trials * args.envs_per_trial as usize;
+        let net = args.net();
+        let trials: Vec<NetTrial> = params.iter().map(PpoParams::net).collect();
+        let k = args.n_trials as usize;
+        let n_envs = k * args.envs_per_trial as usize;
         let rollout = n_envs * args.steps as usize;
-        let samples = trials * args.batch as usize;
+        let samples = k * args.batch as usize;
         let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(driver("allocating PPO buffers"));
         let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
         let b = PpoBuffers {
@@ -40,28 +49,61 @@ impl CudaPpo {
             weights: stream.clone_htod(&state.online).map_err(driver("uploading weights"))?,
             m: stream.clone_htod(&state.m).map_err(driver("uploading Adam state"))?,
             v: stream.clone_htod(&state.v).map_err(driver("uploading Adam state"))?,
-            act_scratch: zeros(n_envs * args.act_scratch())?,
+            act: zeros(ActWork::of(&net).len())?,
             logps: zeros(rollout)?,
             values: zeros(rollout)?,
             bootstrap: zeros(n_envs)?,
             advantages: zeros(rollout)?,
             returns: zeros(rollout)?,
             obs: zeros(samples * l.input)?,
-            train_scratch: zeros(samples * l.train_scratch())?,
+            work: zeros(k * Work::of(&net).per_trial())?,
+            partial: zeros((args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params())?,
+            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(driver("uploading PPO buffers"))?,
             losses: zeros(samples)?,
         };
-        stream.synchronize().map_err(driver("uploading PPO state"))?;
-        Ok(Self { rt: rt.clone(), stream, b })
+        let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
+        let dev_trials = stream.clone_htod(&dev_trials).map_err(driver("uploading PPO parameters"))?;
+        let tables = ProductTables::new(rt, &stream)?;
+        let mut ppo = Self { rt: rt.clone(), stream, b, trials, dev_trials, tables };
+        ppo.point()?;
+        ppo.stream.synchronize().map_err(driver("uploading PPO state"))?;
+        Ok(ppo)
     }
 
-    pub(crate) fn act(&mut self, view: &mut PolicyView<'_>, args: &PpoArgs, slot: u32) -> Result<(), HostError> {
-        let needed = args.n_trials as usize * args.envs_per_trial as usize;
-        if self.b.act_scratch.len() < needed * args.act_scratch() || self.b.bootstrap.len() < needed {
-            self.b.act_scratch =
-                self.stream.alloc_zeros(needed * args.act_scratch()).map_err(driver("allocating PPO buffers"))?;
-            self.b.bootstrap = self.stream.alloc_zeros(needed).map_err(driver("allocating PPO buffers"))?;
+    /// Points the buffer table at this agent's buffers.
+    fn point(&mut self) -> Result<(), HostError> {
+        let b = &self.b;
+        self.tables.point(&[
+            (buffers::ONLINE, &b.weights),
+            (buffers::OBS, &b.obs),
+            (buffers::WORK, &b.work),
+            (buffers::PARTIAL, &b.partial),
+            (buffers::ACT, &b.act),
+            (buffers::ONES, &b.ones),
+        ])
+    }
+
+    pub(crate) fn act(
+        &mut self,
+        view: &mut PolicyView<'_>,
+        args: &PpoArgs,
+        env_args: &gpu_kernels::batch::BatchArgs,
+        slot: u32,
+    ) -> Result<(), HostError> {
+        let net = args.net();
+        let n_envs = net.n_trials as usize * net.envs_per_trial as usize;
+        let aw = ActWork::of(&net);
+        if self.b.act.len() < aw.len() || self.b.bootstrap.len() < n_envs {
+            self.b.act = self.stream.alloc_zeros(aw.len()).map_err(driver("allocating PPO buffers"))?;
+            self.b.bootstrap = self.stream.alloc_zeros(n_envs).map_err(driver("allocating PPO buffers"))?;
+            self.point()?;
         }
-        launch::ppo_act(&self.rt, view, &mut self.b, args, slot, slot >= args.steps)
+        let stream = view.stream.clone();
+        launch::observe_view(&self.rt, view, &mut self.b.act, env_args)?;
+        for layer in 0..3 {
+            self.tables.launch(&stream, &net, &self.trials, Stage::Act(layer))?;
+        }
+        launch::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)
     }
 
     pub(crate) fn gae(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
@@ -69,17 +111,47 @@ impl CudaPpo {
         launch::ppo_gae(&self.rt, stream, ring, &mut self.b, args)
     }
 
+    /// One minibatch update: gather, forward, loss, backward, gradients, Adam.
     pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, features) = env.rollout_view()?;
-        launch::ppo_update(&self.rt, stream, ring, features, &mut self.b, args)
+        let net = args.net();
+        launch::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
+        for layer in 0..3 {
+            self.tables.launch(stream, &net, &self.trials, Stage::Forward(layer))?;
+        }
+        launch::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
+        for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
+            self.tables.launch(stream, &net, &self.trials, stage)?;
+        }
+        launch::ppo_adam(&self.rt, stream, &mut self.b, args)
+    }
+
+    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`).
+    pub(crate) fn greedy_walk(
+        &mut self,
+        view: &PolicyView<'_>,
+        net: &NetArgs,
+        steps: usize,
+    ) -> Result<Vec<u8>, HostError> {
+        launch::greedy_walk(&self.rt, view, &self.dev_trials, &self.b.weights, net, steps)
+    }
+
+    /// Downloads `buf` after all device work (kernels also reach the buffers through the address table).
+    fn download(&self, buf: &CudaSlice<f32>, context: &'static str) -> Result<Vec<f32>, HostError> {
+        self.rt.synchronize()?;
+        self.stream.clone_dtoh(buf).map_err(driver(context))
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {
-        self.stream.clone_dtoh(&self.b.losses).map_err(driver("downloading losses"))
+        self.download(&self.b.losses, "downloading losses")
     }
 
     pub(crate) fn state(&self) -> Result<NetState, HostError> {
-        let down = |buf| self.stream.clone_dtoh(buf).map_err(driver("downloading PPO state"));
-        Ok(NetState { online: down(&self.b.weights)?, target: Vec::new(), m: down(&self.b.m)?, v: down(&self.b.v)? })
+        Ok(NetState {
+            online: self.download(&self.b.weights, "downloading PPO state")?,
+            target: Vec::new(),
+            m: self.download(&self.b.m, "downloading PPO state")?,
+            v: self.download(&self.b.v, "downloading PPO state")?,
+        })
     }
 }

@@ -23,10 +23,11 @@ pub(crate) struct Kernels {
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
     pub(crate) greedy_walk: CudaFunction,
-    pub(crate) ppo_act: CudaFunction,
+    pub(crate) ppo_select: CudaFunction,
     pub(crate) ppo_gae: CudaFunction,
-    pub(crate) ppo_train_samples: CudaFunction,
-    pub(crate) ppo_update_params: CudaFunction,
+    pub(crate) ppo_gather: CudaFunction,
+    pub(crate) ppo_loss: CudaFunction,
+    pub(crate) ppo_adam: CudaFunction,
 }
 
 /// A CUDA device with the PTX module loaded.
@@ -68,10 +69,11 @@ impl CudaRuntime {
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
             greedy_walk: load(kernel_names::GREEDY_WALK)?,
-            ppo_act: load(kernel_names::PPO_ACT)?,
+            ppo_select: load(kernel_names::PPO_SELECT)?,
             ppo_gae: load(kernel_names::PPO_GAE)?,
-            ppo_train_samples: load(kernel_names::PPO_TRAIN_SAMPLES)?,
-            ppo_update_params: load(kernel_names::PPO_UPDATE_PARAMS)?,
+            ppo_gather: load(kernel_names::PPO_GATHER)?,
+            ppo_loss: load(kernel_names::PPO_LOSS)?,
+            ppo_adam: load(kernel_names::PPO_ADAM)?,
         };
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
