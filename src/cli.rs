@@ -181,7 +181,7 @@ enum Command {
     },
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
-        /// Workload: experience (W1), backtest (W2), dqn (W3) or all.
+        /// Workload: experience (W1), backtest (W2), dqn (W3), ppo (W4), learners (W3 + W4) or all.
         #[arg(default_value = "all")]
         workload: String,
         /// Small sizes (a smoke test, e.g. in CI).

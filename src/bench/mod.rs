@@ -6,6 +6,7 @@
 //!   CPU path env-parallel, (e) the GPU in the seed's design (one env per trial, one stream per trial),
 //!   (f) the GPU env-parallel (E = 1,024, 16,384, 65,536; scan and step mode).
 //! - W2 backtest: an SMA grid of 10,000 parameter sets over all bars, CPU vs GPU.
+//! - W4 PPO: one epoch (a rollout of every env, GAE, 4 update epochs of minibatches), CPU vs GPU.
 //! - W3 DQN: gradient steps per second and one epoch (collect + train, 5 trials x all bars), CPU vs GPU,
 //!   with the GPU's utilization sampled through NVML.
 
@@ -249,6 +250,39 @@ pub fn dqn(
     Ok(rows)
 }
 
+/// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of minibatches of the
+/// DQN bench's batch per trial), CPU vs GPU.
+pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
+    let w = workload(sizes.bars)?;
+    let (envs, batch, _) = sizes.dqn;
+    let hidden = 128;
+    let env_params: Vec<_> = (0..TRIALS).map(demo_params).collect();
+    let ppo =
+        gpu_kernels::ppo::PpoParams { hidden: hidden as u32, batch: batch as u32, epochs: 4, ..Default::default() };
+    let steps = ((w.market.n_bars() - 1) / envs).max(1);
+    let mut rows = Vec::new();
+    for backend in backends {
+        let layout = SimLayout::new(TRIALS, envs)?;
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps, seed: 3, trial_groups: 1 };
+        let mut env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
+        let mut agent = crate::PpoAgent::new(backend, &env, &vec![ppo; TRIALS], hidden, batch, 3)?;
+        env.reset_epoch(0)?;
+        agent.collect(&mut env)?; // warm-up: tables and buffers
+        agent.update(&mut env)?;
+        agent.last_losses()?;
+        let before = agent.updates();
+        env.reset_epoch(1)?;
+        let started = Instant::now();
+        agent.collect(&mut env)?;
+        agent.update(&mut env)?;
+        agent.last_losses()?;
+        let seconds = started.elapsed().as_secs_f64();
+        let updates = (agent.updates() - before) as usize;
+        rows.push(Row::ppo(backend.info().backend, TRIALS * envs * steps, seconds, updates as f64 / seconds, updates));
+    }
+    Ok(rows)
+}
+
 /// The GPU facts: copy bandwidth and device memory.
 pub fn gpu_facts(request: DeviceRequest) -> Option<GpuFacts> {
     #[cfg(feature = "cuda")]
@@ -318,16 +352,18 @@ impl GpuMonitor {
     }
 }
 
-/// Runs the named workloads (`experience`, `backtest`, `dqn` or `all`).
+/// Runs the named workloads (`experience`, `backtest`, `dqn`, `ppo`, `learners` = both, or `all`).
 pub fn run(workload: &str, quick: bool, request: DeviceRequest) -> Result<BenchReport, HostError> {
     let names: &[&str] = match workload {
-        "all" => &["experience", "backtest", "dqn"],
+        "all" => &["experience", "backtest", "dqn", "ppo"],
         "experience" => &["experience"],
         "backtest" => &["backtest"],
         "dqn" => &["dqn"],
+        "ppo" => &["ppo"],
+        "learners" => &["dqn", "ppo"],
         other => {
             return Err(HostError::Config(format!(
-                "unknown bench workload `{other}` (available: experience, backtest, dqn, all)"
+                "unknown bench workload `{other}` (available: experience, backtest, dqn, ppo, learners, all)"
             )));
         }
     };
@@ -340,6 +376,7 @@ pub fn run(workload: &str, quick: bool, request: DeviceRequest) -> Result<BenchR
         rows.extend(match *name {
             "experience" => experience(&backends, &sizes)?,
             "backtest" => backtest_grid(&backends, &sizes)?,
+            "ppo" => ppo(&backends, &sizes)?,
             _ => dqn(&backends, &sizes, || monitor.sample())?,
         });
         monitor.sample();

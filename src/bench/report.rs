@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 /// One measured line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// "W1", "W2" or "W3".
+    /// "W1", "W2", "W3" or "W4".
     pub workload: &'static str,
     /// Variant letter (W1) or backend name.
     pub variant: String,
@@ -115,6 +115,21 @@ impl Row {
             grad_steps_per_s: Some(grad_steps_per_s),
             epoch_grad_steps: Some(epoch_grad_steps),
             ..Self::experience(backend, "", backend, 0, transitions, seconds, None)
+        }
+    }
+
+    /// A W4 row (PPO).
+    pub fn ppo(
+        backend: &'static str,
+        transitions: usize,
+        seconds: f64,
+        updates_per_s: f64,
+        epoch_updates: usize,
+    ) -> Self {
+        Self {
+            workload: "W4",
+            label: "PPO epoch: a rollout of every env, GAE, 4 update epochs of minibatches".to_owned(),
+            ..Self::dqn(backend, transitions, seconds, updates_per_s, epoch_updates)
         }
     }
 
@@ -274,6 +289,18 @@ impl BenchReport {
             let _ = writeln!(
                 out,
                 "| {} | {} | {:.2} | {:.3e} | {} | {u} |",
+                r.backend,
+                opt(r.grad_steps_per_s, 1),
+                r.seconds,
+                r.throughput,
+                r.epoch_grad_steps.unwrap_or(0)
+            );
+        }
+        out += "\nW4 PPO (minibatch per trial, hidden 128, 4 update epochs)\n\n| backend | updates/s | epoch seconds | env-steps/s | updates per epoch |\n|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W4") {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.2} | {:.3e} | {} |",
                 r.backend,
                 opt(r.grad_steps_per_s, 1),
                 r.seconds,
