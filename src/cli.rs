@@ -193,6 +193,9 @@ enum Command {
         /// auto (CPU, plus CUDA when usable), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
+        /// Trials of the learner workloads (W3, W4; default 5), e.g. 1024 for the wide-batch figure.
+        #[arg(long)]
+        trials: Option<usize>,
     },
 }
 
@@ -289,8 +292,8 @@ pub fn main() -> ExitCode {
             });
             crate::hyperopt_cli::run(load(&data), data.symbol.as_deref(), &args, backends)
         }
-        Command::Bench { workload, quick, json, device } => {
-            bench(&workload, quick, json.as_deref(), device).map_err(|e| e.to_string())
+        Command::Bench { workload, quick, json, device, trials } => {
+            bench(&workload, quick, json.as_deref(), device, trials).map_err(|e| e.to_string())
         }
     };
     match result {
@@ -393,8 +396,14 @@ fn features(args: &DataArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn bench(workload: &str, quick: bool, json: Option<&Path>, device: DeviceRequest) -> Result<(), HostError> {
-    let report = crate::bench::run(workload, quick, device)?;
+fn bench(
+    workload: &str,
+    quick: bool,
+    json: Option<&Path>,
+    device: DeviceRequest,
+    trials: Option<usize>,
+) -> Result<(), HostError> {
+    let report = crate::bench::run(workload, quick, device, trials)?;
     print!("{}", report.markdown());
     if let Some(path) = json {
         std::fs::write(path, report.json())

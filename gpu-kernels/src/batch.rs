@@ -235,12 +235,13 @@ pub fn observe_entry(
     c: usize,
 ) -> f32 {
     let t = state.bar as usize;
-    if c < n_features {
-        features[t * n_features + c]
-    } else {
-        let close = bars.get(t).map_or(0.0, |b| b.close);
-        portfolio_floats(params, state, close)[c - n_features]
-    }
+    if c < n_features { features[t * n_features + c] } else { observe_floats(params, state, bars)[c - n_features] }
+}
+
+/// The portfolio floats of [`observe_env`]'s observation (its last 3 columns).
+#[inline]
+pub fn observe_floats(params: &TrialParams, state: &EnvState, bars: &[Bar]) -> [f32; 3] {
+    portfolio_floats(params, state, bars.get(state.bar as usize).map_or(0.0, |b| b.close))
 }
 
 /// Scalar arguments of the replay sampler.

@@ -10,7 +10,7 @@ use crate::backtest::{
 };
 use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
-    sample_entry, sample_of, sample_row, scan_env,
+    observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
 use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use crate::env::env_step_on_series;
@@ -344,9 +344,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         // Thread 0 keeps the env state in registers and publishes what the observation needs.
         let mut state = *states.add(t);
         let publish = |state: &EnvState, obs: &mut [f32]| {
-            for c in f..d {
-                obs[c] = observe_entry(params, state, bars, features, f, c);
-            }
+            obs[f..d].copy_from_slice(&observe_floats(params, state, bars));
             *shared_bar = state.bar;
         };
         if tid == 0 {

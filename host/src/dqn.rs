@@ -103,6 +103,9 @@ impl DqnAgent {
                 got: params.len(),
             });
         }
+        if u32::try_from(hidden).is_err() || u32::try_from(batch).is_err() {
+            return Err(HostError::Config(format!("hidden {hidden} and batch {batch} must fit in 32 bits")));
+        }
         for (k, p) in params.iter().enumerate() {
             let bad = |what: &str| Err(HostError::Config(format!("trial {k}: {what} ({p:?})")));
             if p.hidden == 0 || p.hidden as usize > hidden {

@@ -94,6 +94,20 @@ pub enum HostError {
         /// Feature column.
         feature: usize,
     },
+    /// A job that would not fit in device memory, refused before it allocates.
+    #[error(
+        "{what} needs {needed} bytes ({:.2} GiB) of device memory; {free} bytes ({:.2} GiB) are free",
+        *needed as f64 / 1073741824.0,
+        *free as f64 / 1073741824.0
+    )]
+    OutOfDeviceMemory {
+        /// What would be allocated.
+        what: String,
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes free on the device.
+        free: usize,
+    },
     /// A request the batch's configuration cannot serve.
     #[error("{0}")]
     Config(String),

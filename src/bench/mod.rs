@@ -45,6 +45,10 @@ pub struct Sizes {
     pub sma_grid: (u32, u32),
     /// DQN: envs per trial, minibatch per trial, timed gradient steps.
     pub dqn: (usize, usize, usize),
+    /// Trials of the learner workloads (W3, W4).
+    pub trials: usize,
+    /// Bars of the greedy-walk row of W3 (0: none).
+    pub walk_bars: usize,
 }
 
 impl Sizes {
@@ -55,14 +59,25 @@ impl Sizes {
         cpu_envs: 16_384,
         sma_grid: (100, 100),
         dqn: (1_024, 1_024, 50),
+        trials: TRIALS,
+        walk_bars: 45_000,
     };
     /// A smoke test for CI.
-    pub const QUICK: Self =
-        Self { bars: 2_001, wide_envs: [16, 64, 250], cpu_envs: 64, sma_grid: (4, 5), dqn: (16, 32, 2) };
+    pub const QUICK: Self = Self {
+        bars: 2_001,
+        wide_envs: [16, 64, 250],
+        cpu_envs: 64,
+        sma_grid: (4, 5),
+        dqn: (16, 32, 2),
+        trials: TRIALS,
+        walk_bars: 300,
+    };
 }
 
 /// The market of every workload: `bars` synthetic bars of one symbol, their features and Decimal bars.
 struct Workload {
+    /// The features fitted on all bars, for parts of the series.
+    prepared: Prepared,
     dataset: crate::data::Dataset,
     market: MarketData,
 }
@@ -78,7 +93,7 @@ fn workload(bars: usize) -> Result<Workload, HostError> {
     let n = series.bars.len();
     let prepared = Prepared::new(series, crate::data::features::WARMUP..n)?;
     let market = prepared.market_data(crate::data::features::WARMUP..n)?;
-    Ok(Workload { dataset, market })
+    Ok(Workload { prepared, dataset, market })
 }
 
 /// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable.
@@ -206,15 +221,15 @@ pub fn dqn(
     let w = workload(sizes.bars)?;
     let (envs, batch, timed) = sizes.dqn;
     let hidden = 128;
-    let env_params: Vec<_> = (0..TRIALS).map(demo_params).collect();
+    let env_params: Vec<_> = (0..sizes.trials).map(demo_params).collect();
     let dqn = gpu_kernels::dqn::DqnParams { hidden: hidden as u32, batch: batch as u32, ..Default::default() };
     let steps = ((w.market.n_bars() - 1) / envs).max(1);
     let mut rows = Vec::new();
     for backend in backends {
-        let layout = SimLayout::new(TRIALS, envs)?;
+        let layout = SimLayout::new(sizes.trials, envs)?;
         let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps.max(8), seed: 3, trial_groups: 1 };
         let mut env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
-        let mut agent = crate::DqnAgent::new(backend, &env, &vec![dqn; TRIALS], hidden, batch, 3)?;
+        let mut agent = crate::DqnAgent::new(backend, &env, &vec![dqn; sizes.trials], hidden, batch, 3)?;
         for step in 0..8 {
             agent.act_and_step(&mut env, step, false)?;
         }
@@ -241,11 +256,20 @@ pub fn dqn(
         }
         agent.last_losses()?;
         let seconds = started.elapsed().as_secs_f64();
-        let mut row = Row::dqn(backend.info().backend, TRIALS * envs * steps, seconds, grad_steps_per_s, steps);
+        let mut row = Row::dqn(backend.info().backend, sizes.trials * envs * steps, seconds, grad_steps_per_s, steps);
         if utilization.samples > 0 {
             row = row.with_utilization(utilization);
         }
         rows.push(row);
+        if sizes.walk_bars > 0 {
+            // The greedy evaluation walk: one env per trial over the first `walk_bars` bars.
+            let first = crate::data::features::WARMUP;
+            let part = w.prepared.market_data(first..first + sizes.walk_bars.min(w.market.n_bars()))?;
+            let started = Instant::now();
+            let (_, actions) = crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3)?;
+            let seconds = started.elapsed().as_secs_f64();
+            rows.push(Row::walk(backend.info().backend, sizes.trials, actions.len(), seconds));
+        }
     }
     Ok(rows)
 }
@@ -256,16 +280,16 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
     let w = workload(sizes.bars)?;
     let (envs, batch, _) = sizes.dqn;
     let hidden = 128;
-    let env_params: Vec<_> = (0..TRIALS).map(demo_params).collect();
+    let env_params: Vec<_> = (0..sizes.trials).map(demo_params).collect();
     let ppo =
         gpu_kernels::ppo::PpoParams { hidden: hidden as u32, batch: batch as u32, epochs: 4, ..Default::default() };
     let steps = ((w.market.n_bars() - 1) / envs).max(1);
     let mut rows = Vec::new();
     for backend in backends {
-        let layout = SimLayout::new(TRIALS, envs)?;
+        let layout = SimLayout::new(sizes.trials, envs)?;
         let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps, seed: 3, trial_groups: 1 };
         let mut env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
-        let mut agent = crate::PpoAgent::new(backend, &env, &vec![ppo; TRIALS], hidden, batch, 3)?;
+        let mut agent = crate::PpoAgent::new(backend, &env, &vec![ppo; sizes.trials], hidden, batch, 3)?;
         env.reset_epoch(0)?;
         agent.collect(&mut env)?; // warm-up: tables and buffers
         agent.update(&mut env)?;
@@ -278,7 +302,13 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
         agent.last_losses()?;
         let seconds = started.elapsed().as_secs_f64();
         let updates = (agent.updates() - before) as usize;
-        rows.push(Row::ppo(backend.info().backend, TRIALS * envs * steps, seconds, updates as f64 / seconds, updates));
+        rows.push(Row::ppo(
+            backend.info().backend,
+            sizes.trials * envs * steps,
+            seconds,
+            updates as f64 / seconds,
+            updates,
+        ));
     }
     Ok(rows)
 }
@@ -352,8 +382,14 @@ impl GpuMonitor {
     }
 }
 
-/// Runs the named workloads (`experience`, `backtest`, `dqn`, `ppo`, `learners` = both, or `all`).
-pub fn run(workload: &str, quick: bool, request: DeviceRequest) -> Result<BenchReport, HostError> {
+/// Runs the named workloads (`experience`, `backtest`, `dqn`, `ppo`, `learners` = both, or `all`); `trials`
+/// overrides the learner workloads' trial count (5).
+pub fn run(
+    workload: &str,
+    quick: bool,
+    request: DeviceRequest,
+    trials: Option<usize>,
+) -> Result<BenchReport, HostError> {
     let names: &[&str] = match workload {
         "all" => &["experience", "backtest", "dqn", "ppo"],
         "experience" => &["experience"],
@@ -367,7 +403,10 @@ pub fn run(workload: &str, quick: bool, request: DeviceRequest) -> Result<BenchR
             )));
         }
     };
-    let sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
+    let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
+    if let Some(k) = trials {
+        sizes.trials = k.max(1);
+    }
     let started = Instant::now();
     let mut monitor = GpuMonitor::open(request);
     let backends = backends(request)?;

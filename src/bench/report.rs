@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 /// One measured line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// "W1", "W2", "W3" or "W4".
+    /// "W1" to "W5".
     pub workload: &'static str,
     /// Variant letter (W1) or backend name.
     pub variant: String,
@@ -130,6 +130,16 @@ impl Row {
             workload: "W4",
             label: "PPO epoch: a rollout of every env, GAE, 4 update epochs of minibatches".to_owned(),
             ..Self::dqn(backend, transitions, seconds, updates_per_s, epoch_updates)
+        }
+    }
+
+    /// A W5 row (the greedy evaluation walk).
+    pub fn walk(backend: &'static str, trials: usize, bar_steps: usize, seconds: f64) -> Self {
+        Self {
+            workload: "W5",
+            label: "greedy walk: one env per trial, bar by bar, forward pass each bar".to_owned(),
+            width: trials,
+            ..Self::experience(backend, "", backend, trials, bar_steps, seconds, None)
         }
     }
 
@@ -307,6 +317,11 @@ impl BenchReport {
                 r.throughput,
                 r.epoch_grad_steps.unwrap_or(0)
             );
+        }
+        out += "\nW5 greedy evaluation walk (one env per trial, hidden 128; env setup, walk and backtest)\n\n| backend | trials | bar-steps | seconds | bar-steps/s |\n|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W5") {
+            let _ =
+                writeln!(out, "| {} | {} | {} | {:.3} | {:.3e} |", r.backend, r.width, r.work, r.seconds, r.throughput);
         }
         if let Some(g) = &self.gpu {
             let peak =

@@ -35,11 +35,17 @@ impl CudaDqn {
         params: &[DqnParams],
         args: &DqnArgs,
     ) -> Result<Self, HostError> {
+        let net = args.net();
+        let k = args.n_trials as usize;
+        let floats = 4 * k * args.layout().params()
+            + k * Work::of(&net).per_trial()
+            + (args.batch as usize).div_ceil(GRAD_CHUNK) * k * args.layout().params()
+            + ActWork::of(&net).len()
+            + k * args.batch as usize;
+        rt.ensure_fits(&format!("the DQN networks and step buffers of {k} trials"), 4 * floats)?;
         let stream = rt.new_stream()?;
         let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
-        let net = args.net();
         let trials: Vec<NetTrial> = params.iter().map(DqnParams::net).collect();
-        let k = args.n_trials as usize;
         let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(driver("allocating DQN buffers"));
         let nets = DqnBuffers {
             params: stream.clone_htod(&host_params).map_err(driver("uploading DQN parameters"))?,

@@ -95,6 +95,15 @@ impl CudaEnv {
         layout: SimLayout,
         cfg: EnvConfig,
     ) -> Result<Self, HostError> {
+        let n_envs = layout.n_envs();
+        let bytes = size_of_val(market.bars())
+            + size_of_val(market.features())
+            + layout.trials() * (size_of::<TrialParams>() + cfg.ring_capacity * size_of::<Transition>())
+            + n_envs * (size_of::<EnvState>() + 1);
+        rt.ensure_fits(
+            &format!("the envs of {} trials x {} (ring, states, bars)", layout.trials(), layout.envs_per_trial()),
+            bytes,
+        )?;
         let upload = &rt.new_stream()?;
         let bars: Vec<_> = market.bars().iter().copied().map(Dev).collect();
         let bars = upload.clone_htod(&bars).map_err(driver("uploading bars"))?;

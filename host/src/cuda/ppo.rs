@@ -34,7 +34,6 @@ impl CudaPpo {
         params: &[PpoParams],
         args: &PpoArgs,
     ) -> Result<Self, HostError> {
-        let stream = rt.new_stream()?;
         let l = args.layout();
         let net = args.net();
         let trials: Vec<NetTrial> = params.iter().map(PpoParams::net).collect();
@@ -42,6 +41,15 @@ impl CudaPpo {
         let n_envs = k * args.envs_per_trial as usize;
         let rollout = n_envs * args.steps as usize;
         let samples = k * args.batch as usize;
+        let floats = 3 * k * l.params()
+            + ActWork::of(&net).len()
+            + 4 * rollout
+            + n_envs
+            + samples * (l.input + 1)
+            + k * Work::of(&net).per_trial()
+            + (args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params();
+        rt.ensure_fits(&format!("the PPO networks, rollout and step buffers of {k} trials"), 4 * floats)?;
+        let stream = rt.new_stream()?;
         let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(driver("allocating PPO buffers"));
         let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
         let b = PpoBuffers {

@@ -149,4 +149,14 @@ impl CudaRuntime {
     pub fn memory(&self) -> Result<(usize, usize), HostError> {
         self.ctx.mem_get_info().map_err(HostError::driver("reading device memory"))
     }
+
+    /// Refuses `what` before it allocates when its `needed` bytes (plus a 5% margin for the driver and
+    /// small buffers) exceed the free device memory.
+    pub fn ensure_fits(&self, what: &str, needed: usize) -> Result<(), HostError> {
+        let (free, _) = self.memory()?;
+        if needed + needed / 20 > free {
+            return Err(HostError::OutOfDeviceMemory { what: what.to_owned(), needed, free });
+        }
+        Ok(())
+    }
 }
