@@ -651,3 +651,22 @@ pub unsafe extern "ptx-kernel" fn ppo_gae(
         });
     }
 }
+
+/// `iters` rounds of 8 independent FMA chains per thread, the sum written to `out[thread]` (the FP32
+/// throughput reference of the benchmarks: 16 FLOP per thread and round).
+///
+/// # Safety
+/// `out`: one float per launched thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn fma_peak(out: *mut f32, iters: u32) {
+    let i = thread_index();
+    let mut acc = [0.0f32; 8];
+    let (a, b) = (1.0f32 + i as f32 * 1e-9, 0.999_f32);
+    for _ in 0..iters {
+        for (j, x) in acc.iter_mut().enumerate() {
+            *x = crate::tile::fma(*x, b, a + j as f32);
+        }
+    }
+    // SAFETY: one output per thread, as documented.
+    unsafe { *out.add(i) = acc.iter().sum() };
+}

@@ -42,6 +42,9 @@ pub const PPO_LOSS: &str = "ppo_loss";
 /// PPO gradient and Adam per parameter ([`crate::net::gradient`], [`crate::ppo::adam_step`]).
 pub const PPO_ADAM: &str = "ppo_adam";
 
+/// The FP32 FMA throughput reference of the benchmarks ([`crate::tile::fma`] chains).
+pub const FMA_PEAK: &str = "fma_peak";
+
 /// Every kernel the host expects in the PTX module.
 pub const ALL: &[&str] = &[
     ENV_SCAN,
@@ -56,6 +59,7 @@ pub const ALL: &[&str] = &[
     DQN_TD,
     DQN_ADAM,
     GREEDY_WALK,
+    FMA_PEAK,
     PPO_SELECT,
     PPO_GAE,
     PPO_GATHER,

@@ -65,6 +65,10 @@ pub struct DqnAgent {
     params: Vec<DqnParams>,
     args: DqnArgs,
     grad_steps: u64,
+    /// FLOPs of the products of acting with the construction env's layout, and of one training step.
+    step_flops: (u64, u64),
+    /// FLOPs of the products run so far (acting with that layout, and training).
+    flops: u64,
     inner: AgentInner,
 }
 
@@ -155,7 +159,8 @@ impl DqnAgent {
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => AgentInner::Cuda(Box::new(crate::cuda::CudaDqn::new(rt, &nets, params, &args)?)),
         };
-        Ok(Self { params: params.to_vec(), args, grad_steps: 0, inner })
+        let step_flops = crate::tile::step_flops(&args.net(), &trials_of(params));
+        Ok(Self { params: params.to_vec(), args, grad_steps: 0, step_flops, flops: 0, inner })
     }
 
     /// The parameter layout.
@@ -166,6 +171,12 @@ impl DqnAgent {
     /// Gradient steps taken.
     pub fn gradient_steps(&self) -> u64 {
         self.grad_steps
+    }
+
+    /// Floating-point operations of the matrix products this agent ran for acting (on envs laid out like
+    /// the ones it was made for) and training: 2 per multiply-add of the trials' active sizes.
+    pub fn product_flops(&self) -> u64 {
+        self.flops
     }
 
     /// Chooses every env's action for env step `step` (epsilon-greedy, or greedy) and advances `env` one
@@ -179,6 +190,9 @@ impl DqnAgent {
                 env.layout().trials(),
                 env.n_features()
             )));
+        }
+        if env.layout().envs_per_trial() == self.args.envs_per_trial as usize {
+            self.flops += self.step_flops.0;
         }
         let args = DqnArgs {
             step,
@@ -223,6 +237,7 @@ impl DqnAgent {
     pub fn train_step(&mut self, env: &mut EnvBatch) -> Result<(), HostError> {
         let sample_args = env.sample_args(self.args.batch as usize)?;
         self.grad_steps += 1;
+        self.flops += self.step_flops.1;
         let args = DqnArgs { step: self.grad_steps, ..self.args };
         match (&mut self.inner, env.inner_mut()) {
             (AgentInner::Cpu { nets, work, partial, losses, .. }, Inner::Cpu(cpu)) => {

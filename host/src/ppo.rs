@@ -50,6 +50,10 @@ pub struct PpoAgent {
     args: PpoArgs,
     updates: u64,
     rollouts: u64,
+    /// FLOPs of the products of acting with the construction env's layout, and of one minibatch update.
+    step_flops: (u64, u64),
+    /// FLOPs of the products run so far (rollouts and updates).
+    flops: u64,
     inner: PpoInner,
 }
 
@@ -132,7 +136,8 @@ impl PpoAgent {
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => PpoInner::Cuda(Box::new(crate::cuda::CudaPpo::new(rt, &nets, params, &args)?)),
         };
-        Ok(Self { params: params.to_vec(), args, updates: 0, rollouts: 0, inner })
+        let step_flops = crate::tile::step_flops(&args.net(), &trials_of(params));
+        Ok(Self { params: params.to_vec(), args, updates: 0, rollouts: 0, step_flops, flops: 0, inner })
     }
 
     /// The parameter layout.
@@ -148,6 +153,12 @@ impl PpoAgent {
     /// Minibatch updates so far.
     pub fn updates(&self) -> u64 {
         self.updates
+    }
+
+    /// Floating-point operations of the matrix products of the rollouts and updates so far (2 per
+    /// multiply-add of the trials' active sizes).
+    pub fn product_flops(&self) -> u64 {
+        self.flops
     }
 
     fn check_env(&self, env: &EnvBatch) -> Result<(), HostError> {
@@ -229,6 +240,7 @@ impl PpoAgent {
             self.act(env, counter, t, false)?;
             env.run_loaded(1, 1)?;
         }
+        self.flops += (u64::from(steps) + 1) * self.step_flops.0;
         self.act(env, self.rollouts * u64::from(steps) + u64::from(steps), steps, false)?;
         self.rollouts += 1;
         let args = self.args;
@@ -273,6 +285,7 @@ impl PpoAgent {
         let minibatches = n.div_ceil(self.args.batch as usize);
         for _ in 0..epochs * minibatches {
             self.updates += 1;
+            self.flops += self.step_flops.1;
             let args = PpoArgs { counter: self.updates, ..self.args };
             match (&mut self.inner, env.inner_mut()) {
                 (PpoInner::Cpu(c), Inner::Cpu(cpu)) => cpu_update(&args, &self.params, c, cpu.ring(), cpu.features())?,
@@ -336,7 +349,15 @@ impl PpoAgent {
             PpoInner::Cpu(Box::new(CpuPpo { nets, bootstrap: vec![0.0; env.layout().n_envs()], ..CpuPpo::default() }));
         let args =
             PpoArgs { envs_per_trial: env.layout().envs_per_trial() as u32, n_bars: env.n_bars() as u32, ..self.args };
-        Ok(Self { params: self.params.clone(), args, updates: self.updates, rollouts: self.rollouts, inner })
+        Ok(Self {
+            params: self.params.clone(),
+            args,
+            updates: self.updates,
+            rollouts: self.rollouts,
+            step_flops: self.step_flops,
+            flops: self.flops,
+            inner,
+        })
     }
 }
 

@@ -74,6 +74,22 @@ pub(crate) fn stage_plan(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Ve
     table
 }
 
+/// Floating-point operations of `stage`'s products (2 per multiply-add of the active sizes).
+pub(crate) fn stage_flops(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> u64 {
+    stage_plan(net, trials, stage).iter().map(|g| 2 * u64::from(g.m) * u64::from(g.n) * u64::from(g.k)).sum()
+}
+
+/// Floating-point operations of acting (the three layers) and of one training step's products.
+pub(crate) fn step_flops(net: &NetArgs, trials: &[NetTrial]) -> (u64, u64) {
+    let act = (0..3).map(|layer| stage_flops(net, trials, Stage::Act(layer))).sum();
+    let train = (0..3)
+        .map(Stage::Forward)
+        .chain([Stage::Backward2, Stage::Backward1, Stage::Gradients])
+        .map(|stage| stage_flops(net, trials, stage))
+        .sum();
+    (act, train)
+}
+
 /// Fails unless every buffer `problems` touch is long enough.
 pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(), HostError> {
     for (buf, &len) in lens.iter().enumerate() {

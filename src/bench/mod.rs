@@ -15,6 +15,8 @@ mod seed;
 
 use std::time::Instant;
 
+use report::Profile;
+
 use gpu_kernels::rng::draw_below;
 
 pub use report::{BenchReport, GpuFacts, Machine, Row};
@@ -243,6 +245,7 @@ pub fn dqn(
         let grad_steps_per_s = timed as f64 / started.elapsed().as_secs_f64();
         env.reset_epoch(1)?;
         let mut utilization = report::Utilization::default();
+        let flops_before = agent.product_flops();
         let started = Instant::now();
         for step in 0..steps as u64 {
             agent.act_and_step(&mut env, 8 + step, false)?;
@@ -256,11 +259,21 @@ pub fn dqn(
         }
         agent.last_losses()?;
         let seconds = started.elapsed().as_secs_f64();
+        let flops = agent.product_flops() - flops_before;
         let mut row = Row::dqn(backend.info().backend, sizes.trials * envs * steps, seconds, grad_steps_per_s, steps);
         if utilization.samples > 0 {
             row = row.with_utilization(utilization);
         }
-        rows.push(row);
+        // The same epoch again with every launch bracketed by CUDA events: kernel time per kernel.
+        let profile = profiled(backend, || {
+            env.reset_epoch(2)?;
+            for step in 0..steps as u64 {
+                agent.act_and_step(&mut env, 8 + steps as u64 + step, false)?;
+                agent.train_step(&mut env)?;
+            }
+            agent.last_losses().map(|_| ())
+        })?;
+        rows.push(row.with_compute(flops, profile, steps));
         if sizes.walk_bars > 0 {
             // The greedy evaluation walk: one env per trial over the first `walk_bars` bars.
             let first = crate::data::features::WARMUP;
@@ -272,6 +285,22 @@ pub fn dqn(
         }
     }
     Ok(rows)
+}
+
+/// Runs `epoch` with every launch bracketed by CUDA events on a GPU backend and returns the per-kernel
+/// profile with the device's measured FMA peak; on the CPU runs nothing and returns `None`.
+fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), HostError>) -> Result<Option<Profile>, HostError> {
+    #[cfg(feature = "cuda")]
+    if let Backend::Cuda(rt) = backend {
+        let fma_peak = rt.fma_peak()?;
+        rt.start_profile();
+        let ran = epoch();
+        let kernels = rt.stop_profile()?;
+        ran?;
+        return Ok(Some(Profile { kernels, fma_peak }));
+    }
+    let _ = (backend, epoch);
+    Ok(None)
 }
 
 /// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of minibatches of the
@@ -294,7 +323,7 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
         agent.collect(&mut env)?; // warm-up: tables and buffers
         agent.update(&mut env)?;
         agent.last_losses()?;
-        let before = agent.updates();
+        let (before, flops_before) = (agent.updates(), agent.product_flops());
         env.reset_epoch(1)?;
         let started = Instant::now();
         agent.collect(&mut env)?;
@@ -302,13 +331,16 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
         agent.last_losses()?;
         let seconds = started.elapsed().as_secs_f64();
         let updates = (agent.updates() - before) as usize;
-        rows.push(Row::ppo(
-            backend.info().backend,
-            sizes.trials * envs * steps,
-            seconds,
-            updates as f64 / seconds,
-            updates,
-        ));
+        let flops = agent.product_flops() - flops_before;
+        let row =
+            Row::ppo(backend.info().backend, sizes.trials * envs * steps, seconds, updates as f64 / seconds, updates);
+        let profile = profiled(backend, || {
+            env.reset_epoch(2)?;
+            agent.collect(&mut env)?;
+            agent.update(&mut env)?;
+            agent.last_losses().map(|_| ())
+        })?;
+        rows.push(row.with_compute(flops, profile, steps));
     }
     Ok(rows)
 }

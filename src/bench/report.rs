@@ -29,8 +29,22 @@ pub struct Row {
     pub epoch_grad_steps: Option<usize>,
     /// W3: GPU utilization sampled through NVML during the epoch.
     pub utilization: Option<Utilization>,
+    /// W3, W4: FP32 FLOP/s of the epoch's matrix products (their FLOPs over the epoch's wall time).
+    pub flops_per_s: Option<f64>,
+    /// W3, W4 on a GPU: the FMA throughput measured in the same run (FLOP/s).
+    pub fma_peak: Option<f64>,
     /// Anything else worth printing.
     pub note: String,
+}
+
+/// Kernel times of one event-bracketed epoch: per kernel name, launches and summed milliseconds; and the
+/// device's FMA throughput measured in the same run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// (kernel, launches, milliseconds).
+    pub kernels: Vec<(&'static str, usize, f64)>,
+    /// FLOP/s of the FMA reference kernel.
+    pub fma_peak: f64,
 }
 
 /// GPU utilization samples (NVML).
@@ -85,6 +99,8 @@ impl Row {
             grad_steps_per_s: None,
             epoch_grad_steps: None,
             utilization: None,
+            flops_per_s: None,
+            fma_peak: None,
             note: String::new(),
         }
     }
@@ -147,6 +163,34 @@ impl Row {
     pub fn with_note(mut self, note: String) -> Self {
         self.note = note;
         self
+    }
+
+    /// With the epoch's product FLOPs and, on a GPU, the kernel profile of a second, event-bracketed epoch:
+    /// `kernel_ms` becomes that epoch's summed kernel time, the note the per-step time of each kernel.
+    pub fn with_compute(mut self, flops: u64, profile: Option<Profile>, steps: usize) -> Self {
+        self.flops_per_s = Some(flops as f64 / self.seconds);
+        if let Some(p) = profile {
+            self.kernel_ms = Some(p.kernels.iter().map(|k| k.2).sum());
+            self.fma_peak = Some(p.fma_peak);
+            let per_step: Vec<String> = p
+                .kernels
+                .iter()
+                .map(|(name, launches, ms)| {
+                    format!(
+                        "{name} {:.1} us ({:.1} launches)",
+                        1e3 * ms / steps as f64,
+                        *launches as f64 / steps as f64
+                    )
+                })
+                .collect();
+            self.note = format!("per env step: {}", per_step.join(", "));
+        }
+        self
+    }
+
+    /// Kernel time over wall time (the event-bracketed epoch's kernel time over the plain epoch's wall).
+    pub fn kernel_fraction(&self) -> Option<f64> {
+        self.kernel_ms.map(|ms| ms / (1e3 * self.seconds))
     }
 
     /// With NVML samples.
@@ -293,30 +337,36 @@ impl BenchReport {
                 r.backend, r.width, r.work, r.seconds, r.throughput, r.note
             );
         }
-        out += "\nW3 DQN (batch per trial, hidden 128)\n\n| backend | gradient steps/s | epoch seconds | env-steps/s | gradient steps per epoch | GPU busy mean / max % |\n|---|---|---|---|---|---|\n";
-        for r in self.rows.iter().filter(|r| r.workload == "W3") {
-            let u = r.utilization.map_or("-".to_owned(), |u| format!("{:.0} / {:.0}", u.mean_gpu(), u.max_gpu));
-            let _ = writeln!(
+        for (workload, title, steps) in [
+            ("W3", "W3 DQN (batch per trial, hidden 128)", "gradient steps"),
+            ("W4", "W4 PPO (minibatch per trial, hidden 128, 4 update epochs)", "updates"),
+        ] {
+            let _ = write!(
                 out,
-                "| {} | {} | {:.2} | {:.3e} | {} | {u} |",
-                r.backend,
-                opt(r.grad_steps_per_s, 1),
-                r.seconds,
-                r.throughput,
-                r.epoch_grad_steps.unwrap_or(0)
+                "\n{title}\n\n| backend | {steps}/s | epoch seconds | env-steps/s | {steps} per epoch | kernel time / wall | \
+                 FP32 TFLOP/s (% of FMA peak) | GPU busy (NVML) mean / max % |\n|---|---|---|---|---|---|---|---|\n"
             );
-        }
-        out += "\nW4 PPO (minibatch per trial, hidden 128, 4 update epochs)\n\n| backend | updates/s | epoch seconds | env-steps/s | updates per epoch |\n|---|---|---|---|---|\n";
-        for r in self.rows.iter().filter(|r| r.workload == "W4") {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {:.2} | {:.3e} | {} |",
-                r.backend,
-                opt(r.grad_steps_per_s, 1),
-                r.seconds,
-                r.throughput,
-                r.epoch_grad_steps.unwrap_or(0)
-            );
+            for r in self.rows.iter().filter(|r| r.workload == workload) {
+                let u = r.utilization.map_or("-".to_owned(), |u| format!("{:.0} / {:.0}", u.mean_gpu(), u.max_gpu));
+                let kernel = r.kernel_fraction().map_or("-".to_owned(), |f| format!("{:.0}%", 100.0 * f));
+                let flops = match (r.flops_per_s, r.fma_peak) {
+                    (Some(f), Some(p)) => format!("{:.2} ({:.1}% of {:.1})", f / 1e12, 100.0 * f / p, p / 1e12),
+                    (Some(f), None) => format!("{:.3}", f / 1e12),
+                    _ => "-".to_owned(),
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.3} | {:.3e} | {} | {kernel} | {flops} | {u} |",
+                    r.backend,
+                    opt(r.grad_steps_per_s, 1),
+                    r.seconds,
+                    r.throughput,
+                    r.epoch_grad_steps.unwrap_or(0)
+                );
+            }
+            for r in self.rows.iter().filter(|r| r.workload == workload && !r.note.is_empty()) {
+                let _ = writeln!(out, "\n{} {}: {}", r.backend, workload, r.note);
+            }
         }
         out += "\nW5 greedy evaluation walk (one env per trial, hidden 128; env setup, walk and backtest)\n\n| backend | trials | bar-steps | seconds | bar-steps/s |\n|---|---|---|---|---|\n";
         for r in self.rows.iter().filter(|r| r.workload == "W5") {
@@ -381,7 +431,8 @@ impl BenchReport {
                 out,
                 "    {{\"workload\": {:?}, \"variant\": {:?}, \"label\": {:?}, \"backend\": {:?}, \"width\": {}, \"work\": {}, \"seconds\": {}, \
                  \"throughput\": {}, \"ratio_to_a\": {}, \"ratio_to_c\": {}, \"kernel_ms\": {}, \"grad_steps_per_s\": {}, \
-                 \"epoch_grad_steps\": {}, \"utilization\": {u}, \"note\": {:?}}}{}",
+                 \"epoch_grad_steps\": {}, \"utilization\": {u}, \"flops_per_s\": {}, \"fma_peak_flops\": {}, \
+                 \"note\": {:?}}}{}",
                 r.workload,
                 r.variant,
                 r.label,
@@ -395,6 +446,8 @@ impl BenchReport {
                 json_opt(r.kernel_ms),
                 json_opt(r.grad_steps_per_s),
                 r.epoch_grad_steps.map_or("null".to_owned(), |n| n.to_string()),
+                json_opt(r.flops_per_s),
+                json_opt(r.fma_peak),
                 r.note,
                 if i + 1 < self.rows.len() { "," } else { "" }
             );

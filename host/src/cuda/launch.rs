@@ -81,6 +81,28 @@ fn grid(kernel: &str, threads: usize) -> Result<LaunchConfig, HostError> {
     Ok(LaunchConfig { grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 })
 }
 
+/// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
+/// ([`CudaRuntime::start_profile`]).
+fn timed<T>(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    kernel: &'static str,
+    go: impl FnOnce() -> Result<T, cudarc::driver::DriverError>,
+) -> Result<(), HostError> {
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = if rt.profiling() {
+        Some(stream.record_event(timing).map_err(HostError::driver("recording an event"))?)
+    } else {
+        None
+    };
+    go().map_err(HostError::driver(format!("launching {kernel}")))?;
+    if let Some(start) = start {
+        let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+        rt.record_launch(kernel, start, end);
+    }
+    Ok(())
+}
+
 /// Fails unless `got >= needed` (a buffer may be larger than a launch uses, never smaller).
 fn at_least(kernel: &str, what: &str, needed: usize, got: usize) -> Result<(), HostError> {
     if got >= needed {
@@ -135,7 +157,7 @@ pub(crate) fn env_scan(
     launch.arg(buf.params).arg(buf.states).arg(actions).arg(buf.bars).arg(buf.ring).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
     // contract names was checked above, including that no two threads write one ring slot.
-    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching env_scan"))?;
+    timed(rt, stream, "env_scan", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -162,7 +184,7 @@ pub(crate) fn observe(
     let mut launch = stream.launch_builder(&rt.kernels.observe);
     launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
-    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching observe"))?;
+    timed(rt, stream, "observe", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -192,18 +214,19 @@ pub(crate) fn update_rewards(
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.reward_chunk_moments);
     launch.arg(&*ring).arg(&mut *chunks).arg(&dev_args);
+    let cfg = grid("reward_chunk_moments", n_chunk_values)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
-    unsafe { launch.launch(grid("reward_chunk_moments", n_chunk_values)?) }
-        .map_err(HostError::driver("launching reward_chunk_moments"))?;
+    timed(rt, stream, "reward_chunk_moments", || unsafe { launch.launch(cfg) })?;
     let mut launch = stream.launch_builder(&rt.kernels.reward_merge);
     launch.arg(running).arg(&*chunks).arg(&mut *after_step).arg(&dev_args);
+    let cfg = grid("reward_merge", trials)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
-    unsafe { launch.launch(grid("reward_merge", trials)?) }.map_err(HostError::driver("launching reward_merge"))?;
+    timed(rt, stream, "reward_merge", || unsafe { launch.launch(cfg) })?;
     let mut launch = stream.launch_builder(&rt.kernels.reward_normalize);
     launch.arg(params).arg(ring).arg(&*after_step).arg(&dev_args);
+    let cfg = grid("reward_normalize", args.n_envs() * steps)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
-    unsafe { launch.launch(grid("reward_normalize", args.n_envs() * steps)?) }
-        .map_err(HostError::driver("launching reward_normalize"))?;
+    timed(rt, stream, "reward_normalize", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -258,9 +281,9 @@ pub(crate) fn sample_transitions(
         .arg(&mut out.dones)
         .arg(&mut out.weights)
         .arg(&dev_args);
+    let cfg = grid(kernel, samples * width)?;
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, samples * width)?) }
-        .map_err(HostError::driver("launching sample_transitions"))?;
+    timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -324,9 +347,10 @@ pub(crate) fn backtest(
         .arg(out.ledger)
         .arg(out.equity)
         .arg(&dev_args);
+    let cfg = grid(kernel, columns)?;
     // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
     // computed from this launch's own count pass, so each column's trades fit at its offset.
-    unsafe { launch.launch(grid(kernel, columns)?) }.map_err(HostError::driver("launching backtest"))?;
+    timed(rt, stream, "backtest", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -385,7 +409,7 @@ pub(crate) fn gemm(
     // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
     // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
-    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching gemm_tiles"))?;
+    timed(rt, stream, "gemm_tiles", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -407,8 +431,9 @@ pub(crate) fn dqn_select(
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.dqn_select);
     launch.arg(&nets.params).arg(&q).arg(actions).arg(&dev_args);
+    let cfg = grid(kernel, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching dqn_select"))?;
+    timed(rt, stream, "dqn_select", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -445,8 +470,9 @@ pub(crate) fn dqn_td(
         .arg(&samples.weights)
         .arg(&mut nets.losses)
         .arg(&dev_args);
+    let cfg = grid(kernel, n_samples)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, n_samples)?) }.map_err(HostError::driver("launching dqn_td"))?;
+    timed(rt, stream, "dqn_td", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -477,8 +503,9 @@ pub(crate) fn dqn_adam(
         .arg(&mut nets.v)
         .arg(&nets.partial)
         .arg(&dev_args);
+    let cfg = grid(kernel, trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, trials * n_params)?) }.map_err(HostError::driver("launching dqn_adam"))?;
+    timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -529,7 +556,7 @@ pub(crate) fn greedy_walk(
         .arg(&steps32);
     // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths and the shared-memory need
     // checked above; one block per trial.
-    unsafe { launch.launch(cfg) }.map_err(HostError::driver("launching greedy_walk"))?;
+    timed(rt, view.stream, "greedy_walk", || unsafe { launch.launch(cfg) })?;
     let mut out = view.stream.clone_dtoh(&actions).map_err(HostError::driver("downloading walk actions"))?;
     out.truncate(n);
     Ok(out)
@@ -552,9 +579,9 @@ pub(crate) fn observe_view(
     let dev_args = Dev(*args);
     let mut launch = view.stream.launch_builder(&rt.kernels.observe);
     launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
+    let cfg = grid(kernel, n_envs * (args.n_features as usize + 3))?;
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, n_envs * (args.n_features as usize + 3))?) }
-        .map_err(HostError::driver("launching observe"))?;
+    timed(rt, view.stream, "observe", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -638,9 +665,10 @@ pub(crate) fn ppo_select(
         launch.arg(&mut b.logps).arg(&mut b.values);
     }
     launch.arg(&slot).arg(&dev_args);
+    let cfg = grid(kernel, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_select`; lengths checked above (with `slot >= steps`
     // the kernel writes only `n_envs` values, into the bootstrap buffer).
-    unsafe { launch.launch(grid(kernel, n_envs)?) }.map_err(HostError::driver("launching ppo_select"))?;
+    timed(rt, stream, "ppo_select", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -665,8 +693,9 @@ pub(crate) fn ppo_gae(
         .arg(&mut b.advantages)
         .arg(&mut b.returns)
         .arg(&dev_args);
+    let cfg = grid("ppo_gae", n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gae`; lengths checked above.
-    unsafe { launch.launch(grid("ppo_gae", n_envs)?) }.map_err(HostError::driver("launching ppo_gae"))?;
+    timed(rt, stream, "ppo_gae", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -688,8 +717,9 @@ pub(crate) fn ppo_gather(
     let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
     launch.arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let threads = args.n_trials as usize * args.batch as usize * args.input as usize;
+    let cfg = grid(kernel, threads)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gather`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, threads)?) }.map_err(HostError::driver("launching ppo_gather"))?;
+    timed(rt, stream, "ppo_gather", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -717,8 +747,9 @@ pub(crate) fn ppo_loss(
         .arg(&mut b.losses)
         .arg(&dev_args);
     let samples = args.n_trials as usize * args.batch as usize;
+    let cfg = grid(kernel, samples)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, samples)?) }.map_err(HostError::driver("launching ppo_loss"))?;
+    timed(rt, stream, "ppo_loss", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -737,7 +768,24 @@ pub(crate) fn ppo_adam(
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_adam);
     launch.arg(&b.params).arg(&mut b.weights).arg(&mut b.m).arg(&mut b.v).arg(&b.partial).arg(&dev_args);
+    let cfg = grid(kernel, trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_adam`; lengths checked above.
-    unsafe { launch.launch(grid(kernel, trials * n_params)?) }.map_err(HostError::driver("launching ppo_adam"))?;
+    timed(rt, stream, "ppo_adam", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `fma_peak`: `iters` rounds of 8 independent FMA chains per thread (the throughput reference).
+pub(crate) fn fma_peak(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    out: &mut CudaSlice<f32>,
+    iters: u32,
+    cfg: LaunchConfig,
+) -> Result<(), HostError> {
+    at_least("fma_peak", "outputs", (cfg.grid_dim.0 * cfg.block_dim.0) as usize, out.len())?;
+    let mut launch = stream.launch_builder(&rt.kernels.fma_peak);
+    launch.arg(out).arg(&iters);
+    // SAFETY: arguments match `gpu_kernels::entries::fma_peak`; one output per thread, checked above.
+    timed(rt, stream, "fma_peak", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use std::sync::Mutex;
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 use gpu_kernels::kernel_names;
 
@@ -23,12 +25,16 @@ pub(crate) struct Kernels {
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
     pub(crate) greedy_walk: CudaFunction,
+    pub(crate) fma_peak: CudaFunction,
     pub(crate) ppo_select: CudaFunction,
     pub(crate) ppo_gae: CudaFunction,
     pub(crate) ppo_gather: CudaFunction,
     pub(crate) ppo_loss: CudaFunction,
     pub(crate) ppo_adam: CudaFunction,
 }
+
+/// A launch bracketed by timing events: kernel name, start, end.
+type TimedLaunch = (&'static str, CudaEvent, CudaEvent);
 
 /// A CUDA device with the PTX module loaded.
 #[derive(Debug)]
@@ -37,6 +43,8 @@ pub struct CudaRuntime {
     _module: Arc<CudaModule>,
     pub(crate) kernels: Kernels,
     name: String,
+    /// Launches bracketed by timing events while profiling (kernel name, start, end).
+    profile: Mutex<Option<Vec<TimedLaunch>>>,
     multiprocessors: usize,
     compute_capability: (i32, i32),
     total_memory: usize,
@@ -69,6 +77,7 @@ impl CudaRuntime {
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
             greedy_walk: load(kernel_names::GREEDY_WALK)?,
+            fma_peak: load(kernel_names::FMA_PEAK)?,
             ppo_select: load(kernel_names::PPO_SELECT)?,
             ppo_gae: load(kernel_names::PPO_GAE)?,
             ppo_gather: load(kernel_names::PPO_GATHER)?,
@@ -83,6 +92,7 @@ impl CudaRuntime {
             _module: module,
             kernels,
             name,
+            profile: Mutex::new(None),
             multiprocessors: usize::try_from(multiprocessors).unwrap_or(0),
             compute_capability,
             total_memory,
@@ -143,6 +153,63 @@ impl CudaRuntime {
         end.synchronize().map_err(HostError::driver("waiting for the copies"))?;
         let ms = start.elapsed_ms(&end).map_err(HostError::driver("reading event times"))?;
         Ok((2 * n * 4 * reps) as f64 / (f64::from(ms) * 1e-3) / 1e9)
+    }
+
+    /// Starts recording a timing-event pair around every launch (until [`Self::stop_profile`]).
+    pub fn start_profile(&self) {
+        *self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Vec::new());
+    }
+
+    pub(crate) fn profiling(&self) -> bool {
+        self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    pub(crate) fn record_launch(&self, kernel: &'static str, start: CudaEvent, end: CudaEvent) {
+        if let Some(p) = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            p.push((kernel, start, end));
+        }
+    }
+
+    /// Stops profiling; waits for the device and returns, per kernel name (in order of first launch), the
+    /// launches and their summed device milliseconds (each from its own pair of CUDA events).
+    pub fn stop_profile(&self) -> Result<Vec<(&'static str, usize, f64)>, HostError> {
+        let launches =
+            self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
+        self.synchronize()?;
+        let mut out: Vec<(&'static str, usize, f64)> = Vec::new();
+        for (kernel, start, end) in &launches {
+            let ms = f64::from(start.elapsed_ms(end).map_err(HostError::driver("reading event times"))?);
+            match out.iter_mut().find(|(k, _, _)| k == kernel) {
+                Some(row) => {
+                    row.1 += 1;
+                    row.2 += ms;
+                }
+                None => out.push((kernel, 1, ms)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The FP32 FMA throughput of this device in FLOP/s (2 per FMA), measured by `fma_peak`: 8 independent
+    /// FMA chains per thread, enough blocks to fill every multiprocessor, timed with CUDA events.
+    pub fn fma_peak(&self) -> Result<f64, HostError> {
+        let stream = self.new_stream()?;
+        let blocks = (self.multiprocessors.max(1) * 16) as u32;
+        let threads = blocks as usize * 256;
+        let iters: u32 = 1 << 14;
+        let mut out = stream.alloc_zeros::<f32>(threads).map_err(HostError::driver("allocating the FMA output"))?;
+        let cfg =
+            cudarc::driver::LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let start = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+            super::launch::fma_peak(self, &stream, &mut out, iters, cfg)?;
+            let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+            end.synchronize().map_err(HostError::driver("waiting for fma_peak"))?;
+            best = best.min(f64::from(start.elapsed_ms(&end).map_err(HostError::driver("reading event times"))?));
+        }
+        Ok((threads as f64 * f64::from(iters) * 8.0 * 2.0) / (best * 1e-3))
     }
 
     /// Free and total device memory in bytes.
