@@ -136,10 +136,11 @@ fn cli_bench_all_quick_writes_json() {
         assert!(stdout.contains(variant), "{variant} missing:\n{stdout}");
     }
     let json = std::fs::read_to_string(&path).unwrap();
-    for workload in ["\"W1\"", "\"W2\"", "\"W3\"", "\"W4\""] {
+    for workload in ["\"W1\"", "\"W2\"", "\"W3\"", "\"W4\"", "\"W5\""] {
         assert!(json.contains(workload), "{workload} missing: {json}");
     }
-    assert_eq!(json.matches("\"workload\"").count(), 7, "{json}");
+    assert_eq!(json.matches("\"workload\"").count(), 8, "{json}");
+    assert!(json.contains("\"flops_per_s\": ") && !json.contains("\"flops_per_s\": 0,"), "{json}");
     assert!(stdout.contains("W4 PPO") && stdout.contains("| cpu |"), "{stdout}");
     assert!(json.contains("\"ratio_to_a\": 1,") || json.contains("\"ratio_to_a\": 1.0"), "{json}");
     let (ok, _, stderr) = tradesim(&["bench", "nonsense", "--quick"]);
