@@ -269,6 +269,11 @@ pub enum Stage {
     Gradients,
 }
 
+/// The training forward passes, one launch per layer.
+pub const FORWARD: [Stage; 3] = [Stage::Forward(0), Stage::Forward(1), Stage::Forward(2)];
+/// The backward pass (hidden gradients) and the weight gradients, after the output gradient is known.
+pub const BACKWARD: [Stage; 3] = [Stage::Backward2, Stage::Backward1, Stage::Gradients];
+
 /// Every product of `stage` for the trials `trials` of `args` (`args.envs_per_trial` envs per trial when
 /// acting), in a fixed order, through `push`.
 pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl FnMut(Gemm)) {

@@ -4,7 +4,7 @@
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use gpu_kernels::mlp::{ACTIONS, Layout};
-use gpu_kernels::net::{ActWork, GRAD_CHUNK, Stage, Work, buffers, gradient};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, Stage, Work, buffers, gradient};
 use gpu_kernels::rng::draw_u64;
 use rayon::prelude::*;
 
@@ -410,8 +410,8 @@ fn cpu_train_step(
             [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
         crate::tile::run(&table, &mut bufs)
     };
-    for layer in 0..3 {
-        run(Stage::Forward(layer), nets, &mut s, work, partial)?;
+    for stage in FORWARD {
+        run(stage, nets, &mut s, work, partial)?;
     }
     let w = Work::of(&net);
     let td: Vec<([f32; ACTIONS], f32)> = (0..losses.len())
@@ -440,7 +440,7 @@ fn cpu_train_step(
         work[at..at + ACTIONS].copy_from_slice(&dout);
         losses[i] = loss;
     }
-    for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
+    for stage in BACKWARD {
         run(stage, nets, &mut s, work, partial)?;
     }
     let n_params = args.layout().params();

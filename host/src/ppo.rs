@@ -3,7 +3,7 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::{ACTOR_CRITIC, Layout};
-use gpu_kernels::net::{ActWork, GRAD_CHUNK, NetTrial, Stage, Work, buffers, gradient};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetTrial, Stage, Work, buffers, gradient};
 use gpu_kernels::ppo::{PpoArgs, PpoParams, adam_step, choose, gae_env, gather_entry, loss_sample, minibatch_sample};
 use rayon::prelude::*;
 
@@ -388,8 +388,8 @@ fn cpu_update(
         let mut bufs: [&mut [f32]; buffers::COUNT] = [online, &mut [], obs, &mut [], work, partial, &mut [], &mut ones];
         crate::tile::run(&table, &mut bufs)
     };
-    for layer in 0..3 {
-        run(Stage::Forward(layer), &mut nets.online, obs, work, partial)?;
+    for stage in FORWARD {
+        run(stage, &mut nets.online, obs, work, partial)?;
     }
     let w = Work::of(&net);
     let per_sample: Vec<([f32; ACTOR_CRITIC], f32)> = (0..losses.len())
@@ -418,7 +418,7 @@ fn cpu_update(
         work[at..at + ACTOR_CRITIC].copy_from_slice(&dout);
         losses[i] = loss;
     }
-    for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
+    for stage in BACKWARD {
         run(stage, &mut nets.online, obs, work, partial)?;
     }
     let n_params = l.params();

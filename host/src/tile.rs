@@ -6,7 +6,7 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::Layout;
-use gpu_kernels::net::{NetArgs, NetTrial, Stage, plan};
+use gpu_kernels::net::{BACKWARD, FORWARD, NetArgs, NetTrial, Stage, plan};
 use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm, finish};
 use rayon::prelude::*;
 
@@ -82,11 +82,7 @@ pub(crate) fn stage_flops(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> u
 /// Floating-point operations of acting (the three layers) and of one training step's products.
 pub(crate) fn step_flops(net: &NetArgs, trials: &[NetTrial]) -> (u64, u64) {
     let act = (0..3).map(|layer| stage_flops(net, trials, Stage::Act(layer))).sum();
-    let train = (0..3)
-        .map(Stage::Forward)
-        .chain([Stage::Backward2, Stage::Backward1, Stage::Gradients])
-        .map(|stage| stage_flops(net, trials, stage))
-        .sum();
+    let train = FORWARD.into_iter().chain(BACKWARD).map(|stage| stage_flops(net, trials, stage)).sum();
     (act, train)
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{ActWork, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 
 use super::env::PolicyView;
 use super::launch::{self, Dev, DqnBuffers, SampleBuffers};
@@ -113,13 +113,9 @@ impl CudaDqn {
     ) -> Result<(), HostError> {
         self.point(Some(samples))?;
         let net = self.net;
-        for layer in 0..3 {
-            self.tables.launch(stream, &net, &self.trials, Stage::Forward(layer))?;
-        }
+        self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
         launch::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
-        for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
-            self.tables.launch(stream, &net, &self.trials, stage)?;
-        }
+        self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
         launch::dqn_adam(&self.rt, stream, &mut self.nets, args)
     }
 

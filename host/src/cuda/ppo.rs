@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{ActWork, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::env::{CudaEnv, PolicyView};
@@ -124,13 +124,9 @@ impl CudaPpo {
         let (stream, ring, features) = env.rollout_view()?;
         let net = args.net();
         launch::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
-        for layer in 0..3 {
-            self.tables.launch(stream, &net, &self.trials, Stage::Forward(layer))?;
-        }
+        self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
         launch::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
-        for stage in [Stage::Backward2, Stage::Backward1, Stage::Gradients] {
-            self.tables.launch(stream, &net, &self.trials, stage)?;
-        }
+        self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
         launch::ppo_adam(&self.rt, stream, &mut self.b, args)
     }
 

@@ -53,6 +53,17 @@ impl ProductTables {
         Ok(())
     }
 
+    /// Launches `stages` in order ([`Self::launch`]).
+    pub(crate) fn launch_all(
+        &mut self,
+        stream: &CudaStream,
+        net: &NetArgs,
+        trials: &[NetTrial],
+        stages: &[Stage],
+    ) -> Result<(), HostError> {
+        stages.iter().try_for_each(|&stage| self.launch(stream, net, trials, stage))
+    }
+
     /// Launches `stage`'s products on `stream` (the table built, checked and uploaded on first use).
     pub(crate) fn launch(
         &mut self,
