@@ -6,7 +6,7 @@ mod common;
 use common::{Bits, assert_bitwise, bars};
 use gpu_kernels::rng::draw_below;
 use tradesim::synthetic::{normal, random_walk};
-use tradesim::{Backend, EnvBatch, EnvConfig, MarketData, SimLayout, TrialParams};
+use tradesim::{Backend, EnvBatch, EnvConfig, MarketData, SimLayout, Transition, TrialParams};
 
 const LONG: u8 = 1;
 const SHORT: u8 = 2;
@@ -165,3 +165,45 @@ fn epochs_redraw_segments(backend: &Backend) {
     assert_eq!(starts(&envs), epoch0, "an epoch's segments depend on the seed and epoch only");
 }
 test_device!(epochs_redraw_segments);
+
+/// Chi-square statistic of `counts` against a uniform expectation.
+fn chi_square(counts: &[u64]) -> f64 {
+    let total: u64 = counts.iter().sum();
+    let expected = total as f64 / counts.len() as f64;
+    counts.iter().map(|&c| (c as f64 - expected).powi(2) / expected).sum()
+}
+
+/// The replay sampler and PPO's minibatch draw are uniform over the valid transitions of a ring with holes
+/// (a run of 300 invalid slots and every 7th slot invalid): a chi-square test over 300,000 draws, and no
+/// draw on an invalid slot. Moving a draw to the next valid slot (the old rule) made the slot after the run
+/// ~300 times as likely, far outside this bound.
+#[test]
+fn replay_and_minibatch_draws_are_uniform_over_valid_slots() {
+    let n = 1_000;
+    let ring: Vec<Transition> = (0..n)
+        .map(|i| Transition { valid: u8::from(!((400..700).contains(&i) || i % 7 == 0)), ..Transition::default() })
+        .collect();
+    let valid: Vec<usize> = (0..n).filter(|&i| ring[i].valid != 0).collect();
+    let draws = 300_000u64;
+    let replay = |d: u64| gpu_kernels::batch::sample_slot(&ring, n as u32, 11, 2, d);
+    let minibatch = |d: u64| gpu_kernels::ppo::minibatch_index(&ring, n, 11, 2, d / 1000, d % 1000);
+    let samplers: [(&str, &dyn Fn(u64) -> Option<usize>); 2] = [("replay", &replay), ("minibatch", &minibatch)];
+    for (name, draw) in samplers {
+        let mut counts = vec![0u64; n];
+        let mut dropped = 0;
+        for d in 0..draws {
+            match draw(d) {
+                Some(slot) => counts[slot] += 1,
+                None => dropped += 1,
+            }
+        }
+        assert!(counts.iter().zip(&ring).all(|(&c, t)| t.valid != 0 || c == 0), "{name}: drew an invalid slot");
+        assert_eq!(dropped, 0, "{name}: with 60% valid slots no sample should exhaust its draws");
+        let kept: Vec<u64> = valid.iter().map(|&i| counts[i]).collect();
+        let (stat, df) = (chi_square(&kept), (kept.len() - 1) as f64);
+        assert!(
+            (stat - df).abs() < 5.0 * (2.0 * df).sqrt(),
+            "{name}: chi-square {stat:.0} with {df} degrees of freedom"
+        );
+    }
+}

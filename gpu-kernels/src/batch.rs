@@ -128,17 +128,30 @@ pub fn normalize_transition(params: &TrialParams, t: &mut Transition, moments: &
 /// RNG stream of the replay sampler.
 const SAMPLE_STREAM: u64 = 0x5a3_0000;
 
-/// Ring slot (within the trial) of sample `sample` of draw `draw`: a uniform slot among the `count` written,
-/// moved forward to the next valid transition (at most `count` probes). `None` when none is valid.
+/// Uniform draws per sample before a sample is dropped ([`draw_valid`]).
+pub const MAX_DRAWS: u64 = 64;
+
+/// A slot among the first `n` of `ring`, uniform over the valid ones, by rejection: up to [`MAX_DRAWS`]
+/// uniform draws (counters `counter x MAX_DRAWS + attempt` of `stream`), the first valid one wins. `None`
+/// when every draw lands on an invalid slot (likely only when fewer than ~1 in 15 slots is valid): the sample
+/// is dropped rather than moved to a neighbour, so the kept samples stay exactly uniform.
 #[inline]
-pub fn sample_slot(ring: &[Transition], count: u32, seed: u64, trial: u64, draw: u64) -> Option<usize> {
-    if count == 0 {
+pub fn draw_valid(ring: &[Transition], n: usize, seed: u64, stream: u64, counter: u64) -> Option<usize> {
+    if n == 0 {
         return None;
     }
-    let x = draw_u64(seed, SAMPLE_STREAM + trial, draw) >> 32;
-    let start = ((x * u64::from(count)) >> 32) as usize;
-    let count = count as usize;
-    (0..count).map(|probe| (start + probe) % count).find(|&slot| ring[slot].valid != 0)
+    (0..MAX_DRAWS).find_map(|attempt| {
+        let x = draw_u64(seed, stream, counter.wrapping_mul(MAX_DRAWS).wrapping_add(attempt)) >> 32;
+        let slot = ((x * n as u64) >> 32) as usize;
+        (ring[slot].valid != 0).then_some(slot)
+    })
+}
+
+/// Ring slot (within the trial) of sample `draw`: uniform over the valid transitions among the `count`
+/// written ([`draw_valid`]); `None` (a zero-weight sample) when none was found.
+#[inline]
+pub fn sample_slot(ring: &[Transition], count: u32, seed: u64, trial: u64, draw: u64) -> Option<usize> {
+    draw_valid(ring, count as usize, seed, SAMPLE_STREAM + trial, draw)
 }
 
 /// The scalar outputs of one sample.

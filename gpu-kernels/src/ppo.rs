@@ -198,13 +198,12 @@ pub fn gae_env(
     }
 }
 
-/// The index (within the trial's `n` rollout slots) of minibatch sample `j` of update `counter`: uniform,
-/// moved forward to the next valid transition; `None` when none is valid.
+/// The index (within the trial's `n` rollout slots) of minibatch sample `j` of update `counter`: uniform
+/// over the valid transitions ([`crate::batch::draw_valid`]); `None` (a zero-weight sample) when none was
+/// found.
 #[inline]
 pub fn minibatch_index(ring: &[Transition], n: usize, seed: u64, trial: u64, counter: u64, j: u64) -> Option<usize> {
-    let x = draw_u64(seed, MINIBATCH_STREAM + trial, counter.wrapping_mul(1 << 20).wrapping_add(j)) >> 32;
-    let start = ((x * n as u64) >> 32) as usize;
-    (0..n).map(|p| (start + p) % n).find(|&i| ring[i].valid != 0)
+    crate::batch::draw_valid(ring, n, seed, MINIBATCH_STREAM + trial, counter.wrapping_mul(1 << 20).wrapping_add(j))
 }
 
 /// Inputs of one PPO training sample.
