@@ -63,7 +63,9 @@ fn info_reports_the_backend_and_kernels() {
         }
         CudaAvailability::NoDriver => {
             assert!(stdout.contains("no CUDA driver was found"), "{stdout}");
-            assert!(stdout.contains("backend:     cpu"), "{stdout}");
+            assert!(stdout.contains("backend:     cpu (CUDA not used: no CUDA driver"), "{stdout}");
+            // `auto` asked for nothing in particular: the fallback reason must not say CUDA was requested.
+            assert!(!stdout.contains("was requested"), "{stdout}");
         }
         _ => assert!(stdout.contains("backend:     cpu"), "{stdout}"),
     }

@@ -187,7 +187,8 @@ fn replay_and_minibatch_draws_are_uniform_over_valid_slots() {
     let draws = 300_000u64;
     let replay = |d: u64| gpu_kernels::batch::sample_slot(&ring, n as u32, 11, 2, d);
     let minibatch = |d: u64| gpu_kernels::ppo::minibatch_index(&ring, n, 11, 2, d / 1000, d % 1000);
-    let samplers: [(&str, &dyn Fn(u64) -> Option<usize>); 2] = [("replay", &replay), ("minibatch", &minibatch)];
+    type Draw<'a> = &'a dyn Fn(u64) -> Option<usize>;
+    let samplers: [(&str, Draw); 2] = [("replay", &replay), ("minibatch", &minibatch)];
     for (name, draw) in samplers {
         let mut counts = vec![0u64; n];
         let mut dropped = 0;

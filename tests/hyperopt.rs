@@ -220,3 +220,24 @@ fn two_workers_share_a_study() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A corrupt parameter row in a study is an error naming the trial (a resume must not run the trial with an
+/// empty parameter set).
+#[test]
+fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
+    use tradesim::hyperopt::Study;
+    let dir = temp_dir("corrupt");
+    let path = dir.join("study.sqlite");
+    let study = Study::open(&path, false, "{}").unwrap();
+    let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3), ("hidden".to_owned(), 16.0)].into();
+    study.start(0, &params).unwrap();
+    study.start(1, &params).unwrap();
+    assert_eq!(study.trials().unwrap()[1].params, params);
+    drop(study);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute("UPDATE trials SET params = '{\"lr\": \"oops\"' WHERE number = 1", []).unwrap();
+    drop(conn);
+    let err = Study::reopen(&path).unwrap().trials().unwrap_err();
+    assert!(err.contains("trial 1") && err.contains("stored parameters"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -165,3 +165,21 @@ fn train_ppo_runs_on_real_data() {
     assert_eq!(trained.test_actions.len(), 2 * (trained.split.test.len() - 1));
     assert!(trained.epochs[1].losses.iter().all(|l| l.is_finite()));
 }
+
+/// A CPU copy of an agent keeps learning: its rollout and update buffers are sized for the env it is
+/// copied for (a copy used to panic on `collect`).
+#[test]
+fn a_cpu_copy_collects_and_updates() {
+    let (agent, trials) = updated_agent(&Backend::Cpu);
+    let market = common::planted_market(1_000, 5);
+    let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
+    let mut env = EnvBatch::new(&Backend::Cpu, &market, &trials, SimLayout::new(3, 32).unwrap(), cfg).unwrap();
+    let mut copy = agent.cpu_copy(&env).unwrap();
+    let before = copy.state().unwrap().online;
+    env.reset_epoch(7).unwrap();
+    copy.collect(&mut env).unwrap();
+    copy.update(&mut env).unwrap();
+    assert!(copy.updates() > agent.updates());
+    assert!(copy.last_losses().unwrap().iter().all(|l| l.is_finite()));
+    assert_ne!(copy.state().unwrap().online, before, "the copy's update changed nothing");
+}

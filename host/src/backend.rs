@@ -147,6 +147,8 @@ pub fn select_with_reason(request: DeviceRequest, ptx: Option<&str>) -> Result<(
         DeviceRequest::Cuda => open_cuda(ptx).map(|b| (b, None)),
         DeviceRequest::Auto => match open_cuda(ptx) {
             Ok(b) => Ok((b, None)),
+            // `auto` requested nothing: the reason alone, not "the CUDA backend was requested but ...".
+            Err(HostError::CudaUnavailable { reason }) => Ok((Backend::Cpu, Some(reason))),
             Err(e) => Ok((Backend::Cpu, Some(e.to_string()))),
         },
     }

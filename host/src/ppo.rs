@@ -31,6 +31,29 @@ struct CpuPpo {
     losses: Vec<f32>,
 }
 
+impl CpuPpo {
+    /// Networks `nets` with every rollout and step buffer sized for `args` (rollouts of `steps` steps of
+    /// `envs_per_trial` envs, minibatches of `batch`).
+    fn sized(nets: NetState, args: &PpoArgs) -> Self {
+        let (trials, ept, batch) = (args.n_trials as usize, args.envs_per_trial as usize, args.batch as usize);
+        let rollout = trials * args.steps as usize * ept;
+        let l = args.layout();
+        Self {
+            nets,
+            logps: vec![0.0; rollout],
+            values: vec![0.0; rollout],
+            bootstrap: vec![0.0; trials * ept],
+            advantages: vec![0.0; rollout],
+            returns: vec![0.0; rollout],
+            obs: vec![0.0; trials * batch * l.input],
+            work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
+            partial: vec![0.0; batch.div_ceil(GRAD_CHUNK) * trials * l.params()],
+            losses: vec![0.0; trials * batch],
+            act: Vec::new(),
+        }
+    }
+}
+
 /// The per-trial sizes of `params`.
 fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
     params.iter().map(PpoParams::net).collect()
@@ -118,21 +141,8 @@ impl PpoAgent {
         let online: Vec<f32> =
             params.iter().enumerate().flat_map(|(k, p)| init_weights(&l, p.hidden as usize, seed, k as u64)).collect();
         let nets = NetState { target: Vec::new(), m: vec![0.0; online.len()], v: vec![0.0; online.len()], online };
-        let rollout = trials * steps * ept;
         let inner = match backend {
-            Backend::Cpu => PpoInner::Cpu(Box::new(CpuPpo {
-                nets,
-                logps: vec![0.0; rollout],
-                values: vec![0.0; rollout],
-                bootstrap: vec![0.0; trials * ept],
-                advantages: vec![0.0; rollout],
-                returns: vec![0.0; rollout],
-                obs: vec![0.0; trials * batch * l.input],
-                work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
-                partial: vec![0.0; batch.div_ceil(GRAD_CHUNK) * trials * l.params()],
-                losses: vec![0.0; trials * batch],
-                act: Vec::new(),
-            })),
+            Backend::Cpu => PpoInner::Cpu(Box::new(CpuPpo::sized(nets, &args))),
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => PpoInner::Cuda(Box::new(crate::cuda::CudaPpo::new(rt, &nets, params, &args)?)),
         };
@@ -344,11 +354,9 @@ impl PpoAgent {
 
     /// A CPU agent with these networks, acting on `env` (sequential evaluation).
     pub fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
-        let nets = self.state()?;
-        let inner =
-            PpoInner::Cpu(Box::new(CpuPpo { nets, bootstrap: vec![0.0; env.layout().n_envs()], ..CpuPpo::default() }));
         let args =
             PpoArgs { envs_per_trial: env.layout().envs_per_trial() as u32, n_bars: env.n_bars() as u32, ..self.args };
+        let inner = PpoInner::Cpu(Box::new(CpuPpo::sized(self.state()?, &args)));
         Ok(Self {
             params: self.params.clone(),
             args,

@@ -167,7 +167,8 @@ impl Study {
         Ok(())
     }
 
-    /// Every trial, by number.
+    /// Every trial, by number. A parameter row that is not the JSON object tradesim wrote (a corrupt or
+    /// hand-edited study) is an error naming the trial, never an empty parameter set.
     pub fn trials(&self) -> Result<Vec<TrialRecord>, String> {
         let mut stmt = self
             .conn
@@ -176,19 +177,31 @@ impl Study {
         let rows = stmt
             .query_map([], |r| {
                 let params: String = r.get(1)?;
-                Ok(TrialRecord {
+                let record = TrialRecord {
                     number: r.get::<_, i64>(0)? as u64,
-                    params: serde_json::from_str(&params).unwrap_or_default(),
+                    params: Params::new(),
                     status: r.get(2)?,
                     value: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
                     pruned_at: r.get::<_, Option<i64>>(4)?.map(|e| e as u64),
                     test_return: r.get::<_, Option<f64>>(5)?.unwrap_or(f64::NAN),
                     test_sharpe: r.get::<_, Option<f64>>(6)?.unwrap_or(f64::NAN),
                     checkpoint: r.get(7)?,
-                })
+                };
+                Ok((record, params))
             })
             .map_err(sql)?;
-        rows.collect::<Result<_, _>>().map_err(sql)
+        let mut out = Vec::new();
+        for row in rows {
+            let (mut record, params) = row.map_err(sql)?;
+            record.params = serde_json::from_str(&params).map_err(|e| {
+                format!(
+                    "study database: trial {}: stored parameters are not a JSON object of numbers ({e}): {params:?}",
+                    record.number
+                )
+            })?;
+            out.push(record);
+        }
+        Ok(out)
     }
 
     /// Every epoch of every trial.
