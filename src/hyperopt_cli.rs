@@ -27,7 +27,7 @@ pub struct HyperoptArgs {
     pub epochs: Option<usize>,
     /// Seed override.
     pub seed: Option<u64>,
-    /// Study file (default: runs/<time>/study.sqlite).
+    /// Study file (default: `runs/<time>/study.sqlite`).
     pub study: Option<PathBuf>,
     /// Continue the study.
     pub resume: bool,

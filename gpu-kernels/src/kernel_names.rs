@@ -11,22 +11,22 @@ pub const OBSERVE: &str = "observe";
 pub const REWARD_CHUNK_MOMENTS: &str = "reward_chunk_moments";
 /// Running reward moments per trial ([`crate::batch::merge_trial_moments`]).
 pub const REWARD_MERGE: &str = "reward_merge";
-/// Reward normalization ([`crate::batch::normalized_reward`]).
+/// Reward normalization ([`crate::batch::normalize_transition`]).
 pub const REWARD_NORMALIZE: &str = "reward_normalize";
-/// Replay sampling with state reconstruction ([`crate::batch::gather_sample`]).
+/// Replay sampling with state reconstruction ([`crate::batch::sample_entry`]).
 pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 
 /// Backtest of every column: metrics, trade counts, equity curves or the ledger
 /// ([`crate::backtest::run_column`]).
 pub const BACKTEST: &str = "backtest";
 
-/// A table of batched, masked matrix products ([`crate::tile::gpu_tile`]).
+/// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
 pub const GEMM_TILES: &str = "gemm_tiles";
 /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
 pub const DQN_SELECT: &str = "dqn_select";
 /// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]).
 pub const DQN_TD: &str = "dqn_td";
-/// Per-parameter gradient, Adam and target update ([`crate::dqn::gradient`], [`crate::dqn::update_param`]).
+/// Per-parameter gradient, Adam and target update ([`crate::net::gradient`], [`crate::dqn::update_param`]).
 pub const DQN_ADAM: &str = "dqn_adam";
 /// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
 pub const GREEDY_WALK: &str = "greedy_walk";

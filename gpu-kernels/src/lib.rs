@@ -2,7 +2,7 @@
 //!
 //! Every rule of the trading environment is a plain `pub fn` here. The host links this crate as the CPU
 //! backend; `build.rs` compiles the same source for `nvptx64-nvidia-cuda` into the PTX module, where the thin
-//! `extern "ptx-kernel"` shims in [`entries`] index threads and call these functions. One source, two
+//! `extern "ptx-kernel"` shims in `entries` (nvptx only) index threads and call these functions. One source, two
 //! targets: results agree bit for bit because both sides run the same IEEE operations (no FMA
 //! contraction; an FMA only where it is written explicitly, [`tile::fma`], which is correctly rounded on
 //! both sides; math from `libm`).
