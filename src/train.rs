@@ -439,7 +439,8 @@ pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<
     save_named_weights(agent, dir, &names)
 }
 
-/// Saves trial k's online network to `dir/names[k]`; returns the paths.
+/// Saves trial k's online network to `dir/names[k]` (each written to a temporary file, synced, then renamed
+/// into place); returns the paths.
 pub fn save_named_weights(
     agent: &(impl Networks + ?Sized),
     dir: &Path,
@@ -453,7 +454,16 @@ pub fn save_named_weights(
         let w = &online[k * l.params()..(k + 1) * l.params()];
         let tensors = trial_tensors(&l, w, hidden).map_err(|e| e.to_string())?;
         let path = dir.join(name);
-        candle_core::safetensors::save(&tensors, &path).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        // Written beside, flushed to disk, then renamed over the target: a kill leaves the old file or the new
+        // one, never a torn checkpoint (the study records the path only after this returns).
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let write = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
+        candle_core::safetensors::save(&tensors, &tmp).map_err(|e| write(&e))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| write(&e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| write(&e))?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all(); // the rename itself, where the platform allows syncing a directory
+        }
         paths.push(path);
     }
     Ok(paths)

@@ -241,3 +241,28 @@ fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
     assert!(err.contains("trial 1") && err.contains("stored parameters"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A trial whose objective is undefined (NaN) is marked `fail`, ranks after complete and pruned trials, and
+/// is never the best: a study of failed trials has no best trial.
+#[test]
+fn failed_trials_are_never_best() {
+    use tradesim::hyperopt::Study;
+    use tradesim::hyperopt::report::leaderboard;
+    let dir = temp_dir("failed");
+    let path = dir.join("study.sqlite");
+    let study = Study::open(&path, false, "{}").unwrap();
+    let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3)].into();
+    for n in 0..3 {
+        study.start(n, &params).unwrap();
+    }
+    study.finish(0, f64::NAN, 0.0, 0.0, &[], "a").unwrap();
+    study.finish(1, -0.5, 0.0, 0.0, &[], "b").unwrap();
+    study.finish(2, f64::NAN, 0.0, 0.0, &[], "c").unwrap();
+    let board = leaderboard(study.trials().unwrap());
+    let order: Vec<(u64, &str)> = board.iter().map(|t| (t.number, t.status.as_str())).collect();
+    assert_eq!(order, [(1, "complete"), (0, "fail"), (2, "fail")]);
+    let only_failed: Vec<_> = board.iter().filter(|t| t.status == "fail").cloned().collect();
+    let board = leaderboard(only_failed);
+    assert!(board.first().is_none_or(|t| t.status != "complete"), "no complete trial, so no best trial");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -8,8 +8,12 @@
 //! parallel = 5          # trials trained at once in the same launches (K)
 //! epochs = 4            # epochs per trial
 //! startup_trials = 5    # random trials before TPE
-//! prune = "median"      # median | none: stop recording a trial whose validation metric falls below
-//!                       # the median of finished trials at the same epoch
+//! prune = "median"      # median | none: Optuna's MedianPruner: from epoch `prune_warmup_epochs` on,
+//!                       # once `prune_startup_trials` trials are complete, a trial whose best validation
+//!                       # metric so far is below the median of the complete trials' metrics at the same
+//!                       # epoch is pruned (all-NaN so far: pruned; no complete trial has the epoch: kept)
+//! prune_startup_trials = 5
+//! prune_warmup_epochs = 0
 //! envs = 64             # envs per trial
 //! segment_len = 128     # steps per env and epoch
 //!
@@ -79,6 +83,10 @@ pub struct StudyConfig {
     pub startup_trials: usize,
     /// Pruning rule.
     pub prune: String,
+    /// Median pruning starts once this many trials are complete (Optuna's `n_startup_trials`).
+    pub prune_startup_trials: usize,
+    /// Median pruning never acts before this epoch (Optuna's `n_warmup_steps`).
+    pub prune_warmup_epochs: u64,
     /// Envs per trial.
     pub envs: usize,
     /// Steps per env and epoch.
@@ -96,6 +104,8 @@ impl Default for StudyConfig {
             epochs: 4,
             startup_trials: 5,
             prune: "median".to_owned(),
+            prune_startup_trials: 5,
+            prune_warmup_epochs: 0,
             envs: 64,
             segment_len: 128,
             seed: 7,
@@ -192,6 +202,11 @@ impl Default for SearchConfig {
     fn default() -> Self {
         Self::for_algo("dqn")
     }
+}
+
+/// Whether parameter `name` takes whole numbers (ranges of it are sampled as integers, both ends included).
+pub fn is_integer(name: &str) -> bool {
+    bounds(name).is_some_and(|b| b.2)
 }
 
 /// Allowed values of each parameter: (min, max, integer).

@@ -28,12 +28,14 @@ pub struct ReportSummary {
     pub files: Vec<PathBuf>,
 }
 
-/// Orders trials: complete before pruned before running, then by value (NaN last), then by number.
+/// Orders trials: complete before pruned before failed (an undefined objective) before running, then by
+/// value (NaN last), then by number. The best trial is the first, when it is complete.
 pub fn leaderboard(mut trials: Vec<TrialRecord>) -> Vec<TrialRecord> {
     let rank = |s: &str| match s {
         "complete" => 0,
         "pruned" => 1,
-        _ => 2,
+        "fail" => 2,
+        _ => 3,
     };
     trials.sort_by(|a, b| {
         rank(&a.status)

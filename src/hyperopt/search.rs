@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use rust_decimal::Decimal;
 
 use super::config::{EnvSettings, SearchConfig};
-use super::sampler::{Params, sample};
+use super::sampler::{Params, sample, tpe_loss};
 use super::study::{EpochRecord, Study, TrialRecord};
 use crate::data::Series;
 use crate::train::{EpochReport, Networks, TrainConfig, Trained, save_named_weights, train_dqn, train_ppo};
@@ -16,9 +16,6 @@ use crate::{Backend, DqnParams, PpoParams, TrialParams};
 
 /// Rewards are in percent: the log return, costs and drawdown terms are scaled by this.
 pub const REWARD_SCALE: f64 = 100.0;
-
-/// Epochs before the median rule may prune a trial.
-const PRUNE_WARMUP_EPOCHS: u64 = 1;
 
 /// The environment settings as Decimal values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,21 +105,35 @@ pub fn ppo_params(p: &Params) -> Result<PpoParams, String> {
     })
 }
 
-/// Median rule: prune when the trial's metric at `epoch` is below the median of the finished trials' metrics
-/// at that epoch (with at least `min_trials` of them).
-pub fn should_prune(value: f64, epoch: u64, finished: &[EpochRecord], min_trials: usize) -> bool {
-    if epoch < PRUNE_WARMUP_EPOCHS {
+/// The median rule of Optuna's `MedianPruner` (maximizing): prune at `epoch` when the trial's best value so
+/// far (`own`: its values at epochs 0..=epoch; NaN ignored) is below the median of the complete trials'
+/// values at `epoch` (`complete`: their epoch records; NaN ignored; the mean of the two middle values for
+/// an even count). Never before `warmup` epochs, nor before `startup` trials (at least one) are complete,
+/// nor when no complete trial has a value at `epoch`. A trial whose values so far are all NaN is pruned.
+pub fn should_prune(
+    own: &[f64],
+    epoch: u64,
+    complete: &[EpochRecord],
+    n_complete: usize,
+    startup: usize,
+    warmup: u64,
+) -> bool {
+    if n_complete == 0 || n_complete < startup || epoch < warmup {
         return false;
     }
+    let best = own.iter().copied().filter(|x| !x.is_nan()).fold(f64::NAN, f64::max);
+    if best.is_nan() {
+        return true;
+    }
     let mut at: Vec<f64> =
-        finished.iter().filter(|e| e.epoch == epoch && e.valid_sharpe.is_finite()).map(|e| e.valid_sharpe).collect();
-    if at.len() < min_trials.max(1) {
+        complete.iter().filter(|e| e.epoch == epoch && !e.valid_sharpe.is_nan()).map(|e| e.valid_sharpe).collect();
+    if at.is_empty() {
         return false;
     }
     at.sort_by(f64::total_cmp);
-    let median = if at.len() % 2 == 1 { at[at.len() / 2] } else { 0.5 * (at[at.len() / 2 - 1] + at[at.len() / 2]) };
-    // An undefined metric (NaN) is below any median.
-    value.is_nan() || value < median
+    let n = at.len();
+    let median = if n % 2 == 1 { at[n / 2] } else { 0.5 * (at[n / 2 - 1] + at[n / 2]) };
+    best < median
 }
 
 /// Where a search writes.
@@ -180,8 +191,11 @@ fn next_batch(
         .map(|t| (t.number, t.params.clone()))
         .take(s.parallel)
         .collect();
-    let history: Vec<(Params, f64)> =
-        trials.iter().filter(|t| t.status != "running").map(|t| (t.params.clone(), t.value)).collect();
+    let epochs = s.epochs as u64;
+    let history: Vec<(Params, f64)> = trials
+        .iter()
+        .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
+        .collect();
     let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
     while batch.len() < s.parallel && (next as usize) < s.trials {
         batch.push((next, sample(&cfg.space, &history, s.startup_trials, s.seed, next)?));
@@ -256,12 +270,14 @@ fn run_batch(
     tc.ring_capacity = s.envs * 64;
     tc.bars_per_year = bars_per_year;
     tc.env_params = batch.iter().map(|(_, p)| env_params(p, env)).collect::<Result<_, _>>()?;
-    let finished_epochs: Vec<EpochRecord> = {
+    let (complete_epochs, n_complete) = {
         let trials: Vec<TrialRecord> = study.trials()?;
-        let done: Vec<u64> = trials.iter().filter(|t| t.status != "running").map(|t| t.number).collect();
-        study.epochs()?.into_iter().filter(|e| done.contains(&e.trial)).collect()
+        let complete: HashSet<u64> = trials.iter().filter(|t| t.status == "complete").map(|t| t.number).collect();
+        let epochs: Vec<EpochRecord> = study.epochs()?.into_iter().filter(|e| complete.contains(&e.trial)).collect();
+        (epochs, complete.len())
     };
     let mut pruned = vec![false; batch.len()];
+    let mut own: Vec<Vec<f64>> = vec![Vec::new(); batch.len()];
     let mut failure: Option<String> = None;
     let transitions = (tc.envs * tc.segment_len) as f64 * batch.len() as f64;
     let mut record = |r: &EpochReport| {
@@ -285,9 +301,17 @@ fn run_batch(
                 valid_sharpe: m.sharpe,
                 valid_return: m.total_return,
             };
+            own[k].push(m.sharpe);
             let result = study.record_epoch(&epoch).and_then(|()| {
                 if s.prune == "median"
-                    && should_prune(m.sharpe, r.epoch as u64, &finished_epochs, s.startup_trials.min(3))
+                    && should_prune(
+                        &own[k],
+                        r.epoch as u64,
+                        &complete_epochs,
+                        n_complete,
+                        s.prune_startup_trials,
+                        s.prune_warmup_epochs,
+                    )
                 {
                     pruned[k] = true;
                     study.prune(*number, r.epoch as u64, m.sharpe)
@@ -346,4 +370,48 @@ fn finish_batch<A: Networks>(
 /// The default study and report locations under `dir`.
 pub fn default_paths(dir: &Path) -> SearchPaths {
     SearchPaths { study: dir.join("study.sqlite"), checkpoints: dir.join("checkpoints") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(epoch: u64, values: &[f64]) -> Vec<EpochRecord> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| EpochRecord { trial: i as u64, epoch, loss: 0.0, valid_sharpe: v, valid_return: 0.0 })
+            .collect()
+    }
+
+    #[test]
+    fn median_rule_compares_the_best_value_so_far_with_the_median_of_complete_trials() {
+        // Odd count: median 0.5. The trial's value now (0.4) is below, but its best so far (0.6) is not.
+        let complete = at(2, &[0.1, 0.5, 0.9]);
+        assert!(!should_prune(&[0.6, 0.3, 0.4], 2, &complete, 3, 1, 0));
+        assert!(should_prune(&[0.2, 0.3, 0.4], 2, &complete, 3, 1, 0));
+        // Even count: the mean of the two middle values (0.5 and 0.7 -> 0.6).
+        let complete = at(1, &[0.1, 0.5, 0.7, 0.9]);
+        assert!(should_prune(&[0.55, 0.59], 1, &complete, 4, 1, 0));
+        assert!(!should_prune(&[0.55, 0.61], 1, &complete, 4, 1, 0));
+        // Equal to the median is not below it.
+        assert!(!should_prune(&[0.6], 1, &complete, 4, 1, 0));
+    }
+
+    #[test]
+    fn median_rule_handles_nan_startup_and_warmup() {
+        let complete = at(1, &[0.1, f64::NAN, 0.9]);
+        // NaN values of complete trials are ignored: median of [0.1, 0.9] = 0.5.
+        assert!(should_prune(&[0.4, 0.45], 1, &complete, 3, 1, 0));
+        // NaN in the trial's own history: only an all-NaN history prunes.
+        assert!(!should_prune(&[0.8, f64::NAN], 1, &complete, 3, 1, 0));
+        assert!(should_prune(&[f64::NAN, f64::NAN], 1, &complete, 3, 1, 0));
+        // Start-up: fewer complete trials than asked (or none at all): no pruning.
+        assert!(!should_prune(&[0.0, 0.0], 1, &complete, 3, 4, 0));
+        assert!(!should_prune(&[f64::NAN, f64::NAN], 1, &[], 0, 0, 0));
+        // Warm-up: before epoch 2, no pruning.
+        assert!(!should_prune(&[0.0, 0.0], 1, &complete, 3, 1, 2));
+        // No complete trial reached this epoch: no pruning.
+        assert!(!should_prune(&[0.0, 0.0, 0.0], 2, &complete, 3, 1, 0));
+    }
 }

@@ -151,7 +151,8 @@ impl Study {
     ) -> Result<(), String> {
         self.conn
             .execute(
-                "UPDATE trials SET status = CASE status WHEN 'pruned' THEN 'pruned' ELSE 'complete' END,
+                "UPDATE trials SET status = CASE WHEN status = 'pruned' THEN 'pruned'
+                                            WHEN ?2 IS NULL THEN 'fail' ELSE 'complete' END,
                      value = CASE status WHEN 'pruned' THEN value ELSE ?2 END,
                      test_return = ?3, test_sharpe = ?4, test_actions = ?5, checkpoint = ?6 WHERE number = ?1",
                 params![
