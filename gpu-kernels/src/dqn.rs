@@ -141,7 +141,7 @@ pub fn choose(env: usize, args: &DqnArgs, dqn: &DqnParams, q: &[f32]) -> u8 {
     if args.greedy == 0 {
         let trial = env / args.envs_per_trial as usize;
         let counter = args.step.wrapping_mul(u64::from(args.n_trials * args.envs_per_trial)).wrapping_add(env as u64);
-        let u = (draw_u64(args.seed, EXPLORE_STREAM + trial as u64, counter) >> 40) as f32 / (1u32 << 24) as f32;
+        let u = crate::rng::unit(draw_u64(args.seed, EXPLORE_STREAM + trial as u64, counter));
         if u < epsilon(dqn, args.step) {
             return draw_below(args.seed, EXPLORE_STREAM + 0x1000 + trial as u64, counter, ACTIONS as u32) as u8;
         }

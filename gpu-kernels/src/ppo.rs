@@ -135,7 +135,7 @@ pub fn log_softmax(logits: &[f32]) -> [f32; ACTIONS] {
 }
 
 fn uniform(seed: u64, stream: u64, counter: u64) -> f32 {
-    ((draw_u64(seed, stream, counter) >> 40) as f32 + 0.5) / (1u32 << 24) as f32
+    crate::rng::unit_open(draw_u64(seed, stream, counter))
 }
 
 /// Env `env`'s action from its trial's outputs `out` (3 logits and the value): sampled from the softmax, or

@@ -48,3 +48,37 @@ mod tests {
         }
     }
 }
+
+/// A uniform f32 in the open interval (0, 1) from a 64-bit draw: the top 23 bits plus one half, over 2^23.
+/// Every step is exact in f32 (at most 24 significant bits), so the result is never 0 and never 1 (the
+/// largest is 1 - 2^-24).
+#[inline]
+pub fn unit_open(bits: u64) -> f32 {
+    ((bits >> 41) as f32 + 0.5) / (1u32 << 23) as f32
+}
+
+/// A uniform f32 in [0, 1) from a 64-bit draw: the top 24 bits over 2^24 (exact; the largest is
+/// 1 - 2^-24).
+#[inline]
+pub fn unit(bits: u64) -> f32 {
+    (bits >> 40) as f32 / (1u32 << 24) as f32
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::{unit, unit_open};
+
+    #[test]
+    fn uniforms_stay_inside_their_intervals() {
+        for bits in [0, 1 << 40, 1 << 41, (1 << 63) - 1, 1 << 63, u64::MAX - (1 << 41), u64::MAX] {
+            let u = unit_open(bits);
+            assert!(u > 0.0 && u < 1.0, "unit_open({bits:#x}) = {u}");
+            let v = unit(bits);
+            assert!((0.0..1.0).contains(&v), "unit({bits:#x}) = {v}");
+        }
+        assert_eq!(unit_open(u64::MAX), 1.0 - f32::EPSILON / 2.0);
+        // Every value of the top bits maps to a distinct f32 (no rounding merges neighbours).
+        let top = (1u64 << 23) - 1;
+        assert!(unit_open(top << 41) > unit_open((top - 1) << 41));
+    }
+}

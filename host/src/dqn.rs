@@ -21,7 +21,7 @@ pub fn init_weights(l: &Layout, hidden: usize, seed: u64, trial: u64) -> Vec<f32
     let mut counter = 0;
     let mut draw = |fan_in: usize| {
         counter += 1;
-        let u = ((draw_u64(seed, INIT_STREAM + trial, counter) >> 40) as f32 + 0.5) / (1u32 << 24) as f32;
+        let u = gpu_kernels::rng::unit_open(draw_u64(seed, INIT_STREAM + trial, counter));
         (2.0 * u - 1.0) / (fan_in as f32).sqrt()
     };
     let (d, stride) = (l.input, l.hidden);
