@@ -31,6 +31,20 @@ pub struct NetArgs {
 const _: () = assert!(core::mem::size_of::<NetArgs>() == 32);
 
 impl NetArgs {
+    /// The sizes of `n_trials` networks of `outputs` outputs (the learners' `net()` build them).
+    #[allow(clippy::too_many_arguments, reason = "every size of the learner's buffers")]
+    pub fn new(
+        n_trials: u32,
+        envs_per_trial: u32,
+        input: u32,
+        hidden: u32,
+        outputs: usize,
+        batch: u32,
+        n_bars: u32,
+    ) -> Self {
+        Self { n_trials, envs_per_trial, input, hidden, outputs: outputs as u32, batch, n_bars, _pad: 0 }
+    }
+
     /// The parameter layout.
     pub fn layout(&self) -> Layout {
         Layout { input: self.input as usize, hidden: self.hidden as usize, outputs: self.outputs as usize }

@@ -99,16 +99,7 @@ impl PpoArgs {
 
     /// The network sizes.
     pub fn net(&self) -> NetArgs {
-        NetArgs {
-            n_trials: self.n_trials,
-            envs_per_trial: self.envs_per_trial,
-            input: self.input,
-            hidden: self.hidden,
-            outputs: ACTOR_CRITIC as u32,
-            batch: self.batch,
-            n_bars: self.n_bars,
-            _pad: 0,
-        }
+        NetArgs::new(self.n_trials, self.envs_per_trial, self.input, self.hidden, ACTOR_CRITIC, self.batch, self.n_bars)
     }
 }
 
