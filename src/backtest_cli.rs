@@ -80,11 +80,6 @@ pub fn infer_bars_per_year(times: &[chrono::DateTime<chrono::FixedOffset>]) -> f
     252.0 * per_day.get(per_day.len() / 2).copied().unwrap_or(1) as f64
 }
 
-/// A number for JSON: NaN and infinities become null (JSON has no such values).
-fn json_number(x: f64) -> String {
-    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
-}
-
 /// Runs the command.
 pub fn run(req: &Request) -> Result<(), String> {
     if req.strategy != "sma-cross" {
@@ -162,26 +157,31 @@ pub fn run(req: &Request) -> Result<(), String> {
         Err(e) => println!("best column: no Decimal audit: {e}"),
     }
     if let Some(path) = &req.json {
-        let mut out = format!(
-            "{{\n  \"data\": {:?},\n  \"symbol\": {:?},\n  \"bars\": {n},\n  \"bars_per_year\": {bars_per_year},\n  \"columns\": [\n",
-            dataset.label(),
-            series.symbol
-        );
-        for (c, m) in result.metrics.iter().enumerate() {
-            let fields: Vec<String> =
-                Metrics::NAMES.iter().zip(m.values()).map(|(k, v)| format!("\"{k}\": {}", json_number(v))).collect();
-            let _ = writeln!(
-                out,
-                "    {{\"fast\": {}, \"slow\": {}, \"rank\": {}, {}}}{}",
-                grid[c].fast,
-                grid[c].slow,
-                order.iter().position(|&x| x == c).map_or(0, |r| r + 1),
-                fields.join(", "),
-                if c + 1 < grid.len() { "," } else { "" }
-            );
-        }
-        out += "  ]\n}\n";
-        std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let columns: Vec<serde_json::Value> = result
+            .metrics
+            .iter()
+            .enumerate()
+            .map(|(c, m)| {
+                let mut row = serde_json::Map::new();
+                row.insert("fast".to_owned(), grid[c].fast.into());
+                row.insert("slow".to_owned(), grid[c].slow.into());
+                row.insert("rank".to_owned(), order.iter().position(|&x| x == c).map_or(0, |r| r + 1).into());
+                for (k, v) in Metrics::NAMES.iter().zip(m.values()) {
+                    row.insert((*k).to_owned(), crate::json::number(v));
+                }
+                serde_json::Value::Object(row)
+            })
+            .collect();
+        crate::json::write(
+            path,
+            &serde_json::json!({
+                "data": dataset.label(),
+                "symbol": series.symbol,
+                "bars": n,
+                "bars_per_year": crate::json::number(bars_per_year),
+                "columns": columns,
+            }),
+        )?;
         println!("JSON: {}", path.display());
     }
     if let Some(path) = &req.csv {

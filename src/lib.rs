@@ -43,6 +43,7 @@ pub mod data;
 pub mod demo;
 pub mod hyperopt;
 pub mod hyperopt_cli;
+pub mod json;
 pub mod synthetic;
 pub mod train;
 pub mod train_cli;

@@ -1,6 +1,5 @@
 //! `tradesim train`: progress bars per epoch, a table of the trials, weights and a JSON report.
 
-use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
@@ -10,11 +9,8 @@ use crate::Backend;
 use crate::PpoParams;
 use crate::backtest_cli::infer_bars_per_year;
 use crate::data::Dataset;
+use crate::json;
 use crate::train::{Networks, TrainConfig, save_weights, train_dqn, train_ppo};
-
-fn json_number(x: f64) -> String {
-    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
-}
 
 /// Runs the command.
 #[allow(clippy::too_many_arguments, reason = "the command's flags")]
@@ -124,24 +120,24 @@ fn report(o: Outcome<'_>, lrs: &[f32], out: Option<&Path>, label: &str, symbol: 
     }
     if let Some(dir) = out {
         let paths = save_weights(o.agent, dir)?;
-        let mut json = format!("{{\n  \"data\": {label:?},\n  \"symbol\": {symbol:?},\n  \"epochs\": [\n");
-        for (i, r) in o.epochs.iter().enumerate() {
-            let valid: Vec<String> = r.valid.iter().map(|m| json_number(m.sharpe)).collect();
-            let losses: Vec<String> = r.losses.iter().map(|l| json_number(f64::from(*l))).collect();
-            let _ = writeln!(
-                json,
-                "    {{\"epoch\": {}, \"losses\": [{}], \"valid_sharpe\": [{}], \"train_seconds\": {}}}{}",
-                r.epoch,
-                losses.join(", "),
-                valid.join(", "),
-                r.train_seconds,
-                if i + 1 < o.epochs.len() { "," } else { "" }
-            );
-        }
-        let test: Vec<String> = o.test.iter().map(|m| json_number(m.total_return)).collect();
-        let _ = write!(json, "  ],\n  \"test_total_return\": [{}]\n}}\n", test.join(", "));
+        let epochs: Vec<serde_json::Value> = o
+            .epochs
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "epoch": r.epoch,
+                    "losses": r.losses.iter().map(|l| json::number(f64::from(*l))).collect::<Vec<_>>(),
+                    "valid_sharpe": r.valid.iter().map(|m| json::number(m.sharpe)).collect::<Vec<_>>(),
+                    "train_seconds": json::number(r.train_seconds),
+                })
+            })
+            .collect();
+        let test: Vec<serde_json::Value> = o.test.iter().map(|m| json::number(m.total_return)).collect();
         let report = dir.join("report.json");
-        std::fs::write(&report, json).map_err(|e| format!("writing {}: {e}", report.display()))?;
+        json::write(
+            &report,
+            &serde_json::json!({"data": label, "symbol": symbol, "epochs": epochs, "test_total_return": test}),
+        )?;
         println!("weights:  {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
         println!("report:   {}", report.display());
     }

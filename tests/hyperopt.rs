@@ -81,8 +81,9 @@ fn tiny_search_writes_a_consistent_study_and_report() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no rank 1 row in:\n{stdout}"));
     let json = std::fs::read_to_string(report.join("leaderboard.json")).unwrap();
-    let json_best: i64 =
-        json.split("\"best\": ").nth(1).and_then(|s| s.trim().trim_end_matches('}').trim().parse().ok()).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let json_best = parsed["best"].as_i64().unwrap();
+    assert!(parsed["trials"].as_array().is_some_and(|t| !t.is_empty()), "{json}");
     assert_eq!((table_best, json_best), (best_sql, best_sql), "table, JSON and SQLite disagree:\n{stdout}\n{json}");
     assert!(stdout.contains(&format!("best trial {best_sql}:")), "{stdout}");
     assert!(stdout.contains("Decimal audit"), "{stdout}");

@@ -272,14 +272,6 @@ fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
 }
 
-fn json_number(x: f64) -> String {
-    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
-}
-
-fn json_opt(x: Option<f64>) -> String {
-    x.map_or_else(|| "null".to_owned(), json_number)
-}
-
 impl BenchReport {
     fn throughput_of(&self, variant: &str) -> Option<f64> {
         self.rows.iter().find(|r| r.workload == "W1" && r.variant == variant).map(|r| r.throughput)
@@ -393,65 +385,57 @@ impl BenchReport {
 
     /// The JSON document (every figure, the machine, the sizes).
     pub fn json(&self) -> String {
-        let mut out = format!(
-            "{{\n  \"machine\": {{\"cpu\": {:?}, \"threads\": {}, \"gpu\": {}}},\n  \"data\": \"synthetic\",\n  \"bars\": {},\n  \"quick\": {},\n  \"seconds\": {},\n",
-            self.machine.cpu,
-            self.machine.threads,
-            self.machine.gpu.as_ref().map_or("null".to_owned(), |g| format!("{g:?}")),
-            self.bars,
-            self.quick,
-            self.seconds
-        );
-        match &self.gpu {
-            Some(g) => {
-                let _ = writeln!(
-                    out,
-                    "  \"gpu_facts\": {{\"copy_gbs\": {}, \"total_memory\": {}, \"used_memory_at_end\": {}, \"peak_used_memory\": {}}},",
-                    g.copy_gbs,
-                    g.total_memory,
-                    g.used_memory_at_end,
-                    g.peak_used_memory.map_or("null".to_owned(), |p| p.to_string())
-                );
-            }
-            None => out += "  \"gpu_facts\": null,\n",
-        }
+        use serde_json::json;
         let (a, c) = (self.throughput_of("a"), self.throughput_of("c"));
-        out += "  \"rows\": [\n";
-        for (i, r) in self.rows.iter().enumerate() {
-            let u = r.utilization.map_or("null".to_owned(), |u| {
-                format!(
-                    "{{\"samples\": {}, \"mean_gpu\": {}, \"max_gpu\": {}, \"max_used_memory\": {}}}",
-                    u.samples,
-                    json_number(u.mean_gpu()),
-                    u.max_gpu,
-                    u.max_used_memory
-                )
-            });
-            let _ = writeln!(
-                out,
-                "    {{\"workload\": {:?}, \"variant\": {:?}, \"label\": {:?}, \"backend\": {:?}, \"width\": {}, \"work\": {}, \"seconds\": {}, \
-                 \"throughput\": {}, \"ratio_to_a\": {}, \"ratio_to_c\": {}, \"kernel_ms\": {}, \"grad_steps_per_s\": {}, \
-                 \"epoch_grad_steps\": {}, \"utilization\": {u}, \"flops_per_s\": {}, \"fma_peak_flops\": {}, \
-                 \"note\": {:?}}}{}",
-                r.workload,
-                r.variant,
-                r.label,
-                r.backend,
-                r.width,
-                r.work,
-                r.seconds,
-                json_number(r.throughput),
-                json_opt(a.filter(|_| r.workload == "W1").map(|a| r.throughput / a)),
-                json_opt(c.filter(|_| r.workload == "W1").map(|c| r.throughput / c)),
-                json_opt(r.kernel_ms),
-                json_opt(r.grad_steps_per_s),
-                r.epoch_grad_steps.map_or("null".to_owned(), |n| n.to_string()),
-                json_opt(r.flops_per_s),
-                json_opt(r.fma_peak),
-                r.note,
-                if i + 1 < self.rows.len() { "," } else { "" }
-            );
-        }
-        out + "  ]\n}\n"
+        let rows: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let u = r.utilization.map_or(serde_json::Value::Null, |u| {
+                    json!({
+                        "samples": u.samples,
+                        "mean_gpu": crate::json::number(u.mean_gpu()),
+                        "max_gpu": crate::json::number(u.max_gpu),
+                        "max_used_memory": u.max_used_memory,
+                    })
+                });
+                json!({
+                    "workload": r.workload,
+                    "variant": r.variant,
+                    "label": r.label,
+                    "backend": r.backend,
+                    "width": r.width,
+                    "work": r.work,
+                    "seconds": crate::json::number(r.seconds),
+                    "throughput": crate::json::number(r.throughput),
+                    "ratio_to_a": crate::json::opt(a.filter(|_| r.workload == "W1").map(|a| r.throughput / a)),
+                    "ratio_to_c": crate::json::opt(c.filter(|_| r.workload == "W1").map(|c| r.throughput / c)),
+                    "kernel_ms": crate::json::opt(r.kernel_ms),
+                    "grad_steps_per_s": crate::json::opt(r.grad_steps_per_s),
+                    "epoch_grad_steps": r.epoch_grad_steps,
+                    "utilization": u,
+                    "flops_per_s": crate::json::opt(r.flops_per_s),
+                    "fma_peak_flops": crate::json::opt(r.fma_peak),
+                    "note": r.note,
+                })
+            })
+            .collect();
+        let gpu = self.gpu.as_ref().map_or(serde_json::Value::Null, |g| {
+            json!({
+                "copy_gbs": crate::json::number(g.copy_gbs),
+                "total_memory": g.total_memory,
+                "used_memory_at_end": g.used_memory_at_end,
+                "peak_used_memory": g.peak_used_memory,
+            })
+        });
+        crate::json::text(&json!({
+            "machine": {"cpu": self.machine.cpu, "threads": self.machine.threads, "gpu": self.machine.gpu},
+            "data": "synthetic",
+            "bars": self.bars,
+            "quick": self.quick,
+            "seconds": crate::json::number(self.seconds),
+            "gpu_facts": gpu,
+            "rows": rows,
+        }))
     }
 }

@@ -114,10 +114,6 @@ fn param(x: f64) -> String {
     }
 }
 
-fn json_num(x: f64) -> String {
-    if x.is_finite() { format!("{x}") } else { "null".to_owned() }
-}
-
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
@@ -144,29 +140,24 @@ pub fn write_report(
         Ok(())
     };
     // Leaderboard JSON and CSV.
-    let mut json = format!(
-        "{{\n  \"data\": {data_label:?},\n  \"metric\": \"validation Sharpe (last epoch)\",\n  \"trials\": [\n"
-    );
+    let mut json_trials = Vec::with_capacity(board.len());
     let mut csv = format!("rank,number,status,value,test_return,test_sharpe,pruned_at,{}\n", names.join(","));
     for (rank, t) in board.iter().enumerate() {
-        let params: Vec<String> = t.params.iter().map(|(k, v)| format!("{k:?}: {v}")).collect();
-        let curve: Vec<String> =
-            epochs.iter().filter(|e| e.trial == t.number).map(|e| json_num(e.valid_sharpe)).collect();
-        let _ = writeln!(
-            json,
-            "    {{\"rank\": {}, \"number\": {}, \"status\": {:?}, \"value\": {}, \"test_return\": {}, \"test_sharpe\": {}, \
-             \"pruned_at\": {}, \"valid_sharpe_by_epoch\": [{}], \"params\": {{{}}}}}{}",
-            rank + 1,
-            t.number,
-            t.status,
-            json_num(t.value),
-            json_num(t.test_return),
-            json_num(t.test_sharpe),
-            t.pruned_at.map_or("null".to_owned(), |e| e.to_string()),
-            curve.join(", "),
-            params.join(", "),
-            if rank + 1 < board.len() { "," } else { "" }
-        );
+        let params: serde_json::Map<String, serde_json::Value> =
+            t.params.iter().map(|(k, v)| (k.clone(), crate::json::number(*v))).collect();
+        let curve: Vec<serde_json::Value> =
+            epochs.iter().filter(|e| e.trial == t.number).map(|e| crate::json::number(e.valid_sharpe)).collect();
+        json_trials.push(serde_json::json!({
+            "rank": rank + 1,
+            "number": t.number,
+            "status": t.status,
+            "value": crate::json::number(t.value),
+            "test_return": crate::json::number(t.test_return),
+            "test_sharpe": crate::json::number(t.test_sharpe),
+            "pruned_at": t.pruned_at,
+            "valid_sharpe_by_epoch": curve,
+            "params": params,
+        }));
         let values: Vec<String> =
             names.iter().map(|n| t.params.get(n).map_or(String::new(), |v| v.to_string())).collect();
         let _ = writeln!(
@@ -183,8 +174,13 @@ pub fn write_report(
         );
     }
     let best = board.first().filter(|t| t.status == "complete");
-    let _ = write!(json, "  ],\n  \"best\": {}\n}}\n", best.map_or("null".to_owned(), |b| b.number.to_string()));
-    write("leaderboard.json", &json)?;
+    let json = serde_json::json!({
+        "data": data_label,
+        "metric": "validation Sharpe (last epoch)",
+        "trials": json_trials,
+        "best": best.map(|b| b.number),
+    });
+    write("leaderboard.json", &crate::json::text(&json))?;
     write("leaderboard.csv", &csv)?;
     // Learning curves.
     let curves: Vec<(String, Vec<(f64, f64)>)> = board
