@@ -86,8 +86,16 @@ pub(crate) fn step_flops(net: &NetArgs, trials: &[NetTrial]) -> (u64, u64) {
     (act, train)
 }
 
-/// Fails unless every buffer `problems` touch is long enough.
+/// Fails unless every buffer `problems` touch is long enough, and every buffer is addressable by the
+/// products' 32-bit offsets.
 pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(), HostError> {
+    if let Some((buf, len)) = lens.iter().enumerate().find(|(_, l)| **l > u32::MAX as usize) {
+        return Err(HostError::Config(format!(
+            "{kernel}: buffer {buf} holds {len} floats, beyond the products' 32-bit offsets ({}): train fewer \
+             trials, envs or samples per batch",
+            u32::MAX
+        )));
+    }
     for (buf, &len) in lens.iter().enumerate() {
         let needed = problems.iter().map(|g| g.extent(buf as u32)).max().unwrap_or(0);
         if needed > len {
@@ -285,6 +293,14 @@ mod tests {
             assert_eq!(written, (m + 5) * (n + 1), "case {i}: every padded output is written once");
             assert!(got.iter().any(|x| *x != 0.0 && !x.is_nan()), "case {i}: all zero");
         }
+    }
+
+    /// Buffers beyond the products' 32-bit offsets are refused before anything is planned against them.
+    #[test]
+    fn buffers_beyond_32_bit_offsets_are_refused() {
+        let err = super::check("gemm_tiles", &[], &[16, u32::MAX as usize + 1]).unwrap_err();
+        assert!(err.to_string().contains("buffer 1") && err.to_string().contains("32-bit"), "{err}");
+        assert!(super::check("gemm_tiles", &[], &[16, u32::MAX as usize]).is_ok());
     }
 
     /// A product that reaches past its buffer is refused with the lengths, not run.
