@@ -4,7 +4,7 @@
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use gpu_kernels::mlp::{ACTIONS, Layout};
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, Stage, Work, buffers, gradient};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, Stage, Work, buffers};
 use gpu_kernels::rng::draw_u64;
 use rayon::prelude::*;
 
@@ -435,18 +435,12 @@ fn cpu_train_step(
             (dout, loss)
         })
         .collect();
-    for (i, (dout, loss)) in td.into_iter().enumerate() {
-        let at = w.at(Work::DOUT, i / b) + (i % b) * ACTIONS;
-        work[at..at + ACTIONS].copy_from_slice(&dout);
-        losses[i] = loss;
-    }
+    crate::tile::store_outputs(&w, work, losses, td);
     for stage in BACKWARD {
         run(stage, nets, &mut s, work, partial)?;
     }
     let n_params = args.layout().params();
-    let partial = &*partial;
-    let gradients: Vec<f32> =
-        (0..nets.online.len()).into_par_iter().map(|i| gradient(&net, i / n_params, i % n_params, partial)).collect();
+    let gradients = crate::tile::gradients(&net, partial);
     let NetState { online, target, m, v } = nets;
     online
         .par_iter_mut()

@@ -3,7 +3,7 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::{ACTOR_CRITIC, Layout};
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetTrial, Stage, Work, buffers, gradient};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams, adam_step, choose, gae_env, gather_entry, loss_sample, minibatch_sample};
 use rayon::prelude::*;
 
@@ -421,18 +421,12 @@ fn cpu_update(
             (dout, loss)
         })
         .collect();
-    for (i, (dout, loss)) in per_sample.into_iter().enumerate() {
-        let at = w.at(Work::DOUT, i / b) + (i % b) * ACTOR_CRITIC;
-        work[at..at + ACTOR_CRITIC].copy_from_slice(&dout);
-        losses[i] = loss;
-    }
+    crate::tile::store_outputs(&w, work, losses, per_sample);
     for stage in BACKWARD {
         run(stage, &mut nets.online, obs, work, partial)?;
     }
     let n_params = l.params();
-    let partial = &*partial;
-    let gradients: Vec<f32> =
-        (0..nets.online.len()).into_par_iter().map(|i| gradient(&net, i / n_params, i % n_params, partial)).collect();
+    let gradients = crate::tile::gradients(&net, partial);
     let NetState { online, m, v, .. } = nets;
     online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
         adam_step(&params[i / n_params], gradients[i], w, m, v, args.counter);

@@ -6,7 +6,7 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::Layout;
-use gpu_kernels::net::{BACKWARD, FORWARD, NetArgs, NetTrial, Stage, plan};
+use gpu_kernels::net::{BACKWARD, FORWARD, NetArgs, NetTrial, Stage, Work, gradient, plan};
 use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm, finish};
 use rayon::prelude::*;
 
@@ -72,6 +72,31 @@ pub(crate) fn stage_plan(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Ve
     let mut table = Vec::new();
     plan(net, trials, stage, |g| table.push(g));
     table
+}
+
+/// Stores each sample's output gradient (`per_sample[i].0`, sample `i` trial-major) in region `DOUT` of
+/// the training buffer `work` laid out as `w`, and its loss in `losses[i]`: the CPU side of a learner's
+/// loss kernel.
+pub(crate) fn store_outputs<const O: usize>(
+    w: &Work,
+    work: &mut [f32],
+    losses: &mut [f32],
+    per_sample: Vec<([f32; O], f32)>,
+) {
+    for (i, (dout, loss)) in per_sample.into_iter().enumerate() {
+        let at = w.at(Work::DOUT, i / w.batch) + (i % w.batch) * O;
+        work[at..at + O].copy_from_slice(&dout);
+        losses[i] = loss;
+    }
+}
+
+/// Every parameter's gradient (`K x P`) from the chunk partials ([`gpu_kernels::net::gradient`]).
+pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
+    let n_params = net.layout().params();
+    (0..net.n_trials as usize * n_params)
+        .into_par_iter()
+        .map(|i| gradient(net, i / n_params, i % n_params, partial))
+        .collect()
 }
 
 /// Floating-point operations of `stage`'s products (2 per multiply-add of the active sizes).
