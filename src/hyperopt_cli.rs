@@ -137,9 +137,12 @@ pub fn run(
     let epochs_bar = multi.add(ProgressBar::new(s.epochs as u64));
     epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
-    let timing = std::sync::Mutex::new((0.0f64, 0.0f64));
+    // Seconds of training, validation, setup (the splits' features, then each batch's envs and networks) and
+    // test walks, summed over batches.
+    let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT)?;
+    let timing = std::sync::Mutex::new([0.0, 0.0, started.elapsed().as_secs_f64(), 0.0]);
     drop(study);
-    run_search(&backends, series, &cfg, bars_per_year, &paths, &|p| match p {
+    run_search(&backends, &data, &cfg, bars_per_year, &paths, &|p| match p {
         Progress::Batch { numbers, finished } => {
             trials_bar.set_position(*finished as u64);
             trials_bar.set_message(format!("running {numbers:?}"));
@@ -147,23 +150,28 @@ pub fn run(
         }
         Progress::Epoch { epoch, env_steps_per_s, best, train_seconds, eval_seconds } => {
             let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            t.0 += train_seconds;
-            t.1 += eval_seconds;
+            t[0] += train_seconds;
+            t[1] += eval_seconds;
             epochs_bar.set_position(*epoch as u64 + 1);
             epochs_bar.set_message(format!("{env_steps_per_s:.2e} env-steps/s, best valid Sharpe {best:.2}"));
+        }
+        Progress::Trained { setup_seconds, test_seconds } => {
+            let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            t[2] += setup_seconds;
+            t[3] += test_seconds;
         }
         Progress::BatchDone { finished } => trials_bar.set_position(*finished as u64),
     })?;
     trials_bar.finish();
     epochs_bar.finish();
     let study = Study::reopen(&study_path)?;
-    let summary = write_report(&backend, &study, series, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
-    let (train_s, eval_s) = timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let summary = write_report(&backend, &study, series, &data, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
+    let [train_s, eval_s, setup_s, test_s] = timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let total = started.elapsed().as_secs_f64();
     println!(
-        "search done in {total:.1} s: training {train_s:.2} s, validation {eval_s:.2} s, the rest (data, test \
-         walks, study, checkpoints, report) {:.2} s",
-        total - train_s - eval_s
+        "search done in {total:.1} s: training {train_s:.2} s, validation {eval_s:.2} s, setup (features, envs, \
+         networks) {setup_s:.2} s, test walks {test_s:.2} s, the rest (study, checkpoints, report) {:.2} s",
+        total - train_s - eval_s - setup_s - test_s
     );
     println!(
         "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",

@@ -80,7 +80,7 @@ impl TrainConfig {
             grad_steps: 1,
             ring_capacity: envs * 64,
             seed,
-            split: (0.7, 0.15),
+            split: DEFAULT_SPLIT,
             bars_per_year: 252.0,
             env_params: vec![env; trials],
             dqn: vec![dqn; trials],
@@ -193,15 +193,38 @@ pub struct Trained<A = DqnAgent> {
     pub test_actions: Vec<u8>,
     /// The split used.
     pub split: Split,
+    /// Seconds of setup: features, splits, envs and networks.
+    pub setup_seconds: f64,
+    /// Seconds of the test walks and backtests.
+    pub test_seconds: f64,
 }
 
-/// Train, validation and test market data of `series` (features normalized on the train split).
-pub fn split_market(series: &Series, split: (f64, f64)) -> Result<(Split, MarketData, MarketData, MarketData), String> {
-    let n = series.bars.len();
-    let s = time_split(WARMUP.min(n), n, split.0, split.1)?;
-    let prepared = Prepared::new(series, s.train.clone()).map_err(|e| e.to_string())?;
-    let part = |r: std::ops::Range<usize>| prepared.market_data(r).map_err(|e| e.to_string());
-    Ok((s.clone(), part(s.train.clone())?, part(s.valid.clone())?, part(s.test.clone())?))
+/// Fractions of the bars (after the feature warm-up) in the train and validation splits; the rest is test.
+pub const DEFAULT_SPLIT: (f64, f64) = (0.7, 0.15);
+
+/// Train, validation and test market data of a series (features normalized on the train split): computed
+/// once, then shared by every batch of a search and by its report.
+#[derive(Clone, Debug)]
+pub struct SplitData {
+    /// The split used.
+    pub split: Split,
+    /// Training bars.
+    pub train: MarketData,
+    /// Validation bars.
+    pub valid: MarketData,
+    /// Test bars.
+    pub test: MarketData,
+}
+
+impl SplitData {
+    /// Splits `series` by time (`split`: train and validation fractions) and prepares the three parts.
+    pub fn new(series: &Series, split: (f64, f64)) -> Result<Self, String> {
+        let n = series.bars.len();
+        let s = time_split(WARMUP.min(n), n, split.0, split.1)?;
+        let prepared = Prepared::new(series, s.train.clone()).map_err(|e| e.to_string())?;
+        let part = |r: std::ops::Range<usize>| prepared.market_data(r).map_err(|e| e.to_string());
+        Ok(Self { train: part(s.train.clone())?, valid: part(s.valid.clone())?, test: part(s.test.clone())?, split: s })
+    }
 }
 
 /// The greedy policy of every trial over all of `market`, as a backtest (one env per trial).
@@ -325,14 +348,15 @@ impl Learner for PpoAgent {
 /// segments, one learning epoch, the greedy validation; the test split at the end.
 fn train<A: Learner>(
     backend: &Backend,
-    series: &Series,
+    data: &SplitData,
     cfg: &TrainConfig,
     ring_capacity: impl FnOnce(usize) -> usize,
     make_agent: impl FnOnce(&EnvBatch) -> Result<A, HostError>,
     mut progress: impl FnMut(&EpochReport),
 ) -> Result<Trained<A>, String> {
     let trials = cfg.env_params.len();
-    let (split, train, valid, test) = split_market(series, cfg.split)?;
+    let setup = Instant::now();
+    let (train, valid, test) = (&data.train, &data.valid, &data.test);
     let segment_len = cfg.segment_len.min(train.n_bars() - 1);
     let env_cfg = EnvConfig {
         segment_len: segment_len as u32,
@@ -342,8 +366,9 @@ fn train<A: Learner>(
     };
     let e = |err: HostError| err.to_string();
     let layout = SimLayout::new(trials, cfg.envs).map_err(e)?;
-    let mut env = EnvBatch::new(backend, &train, &cfg.env_params, layout, env_cfg).map_err(e)?;
+    let mut env = EnvBatch::new(backend, train, &cfg.env_params, layout, env_cfg).map_err(e)?;
     let mut agent = make_agent(&env).map_err(e)?;
+    let setup_seconds = setup.elapsed().as_secs_f64();
     let mut step = 0u64;
     let mut epochs = Vec::with_capacity(cfg.epochs);
     for epoch in 0..cfg.epochs {
@@ -354,7 +379,7 @@ fn train<A: Learner>(
         let train_seconds = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let valid_metrics =
-            evaluate(backend, &mut agent, &valid, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+            evaluate(backend, &mut agent, valid, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
         let report = EpochReport {
             epoch,
             env_steps: step,
@@ -367,15 +392,25 @@ fn train<A: Learner>(
         progress(&report);
         epochs.push(report);
     }
+    let started = Instant::now();
     let (test_metrics, test_actions) =
-        greedy_actions(backend, &mut agent, &test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
-    Ok(Trained { agent, epochs, test: test_metrics, test_actions, split })
+        greedy_actions(backend, &mut agent, test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+    let test_seconds = started.elapsed().as_secs_f64();
+    Ok(Trained {
+        agent,
+        epochs,
+        test: test_metrics,
+        test_actions,
+        split: data.split.clone(),
+        setup_seconds,
+        test_seconds,
+    })
 }
 
 /// Trains DQN agents (one per trial, `cfg.dqn[k]`) on `series`; `progress` hears about every epoch as it ends.
 pub fn train_dqn(
     backend: &Backend,
-    series: &Series,
+    data: &SplitData,
     cfg: &TrainConfig,
     progress: impl FnMut(&EpochReport),
 ) -> Result<Trained, String> {
@@ -387,7 +422,7 @@ pub fn train_dqn(
         ));
     }
     let make = |env: &EnvBatch| DqnAgent::new(backend, env, &cfg.dqn, cfg.hidden, cfg.batch, cfg.seed);
-    train(backend, series, cfg, |_| cfg.ring_capacity, make, progress)
+    train(backend, data, cfg, |_| cfg.ring_capacity, make, progress)
 }
 
 /// Trains PPO actor-critics (one per trial, `ppo[k]`) on `series` with `cfg`'s environment, sizes and split
@@ -395,7 +430,7 @@ pub fn train_dqn(
 /// minibatch updates; then the greedy policy is scored on the validation split.
 pub fn train_ppo(
     backend: &Backend,
-    series: &Series,
+    data: &SplitData,
     cfg: &TrainConfig,
     ppo: &[gpu_kernels::ppo::PpoParams],
     progress: impl FnMut(&EpochReport),
@@ -408,7 +443,7 @@ pub fn train_ppo(
         ));
     }
     let make = |env: &EnvBatch| PpoAgent::new(backend, env, ppo, cfg.hidden, cfg.batch, cfg.seed);
-    train(backend, series, cfg, |segment_len| segment_len * cfg.envs, make, progress)
+    train(backend, data, cfg, |segment_len| segment_len * cfg.envs, make, progress)
 }
 
 /// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:

@@ -77,14 +77,15 @@ pub fn run(
         bar.inc(1);
     };
     let label = dataset.label();
+    let data = crate::train::SplitData::new(series, cfg.split)?;
     let finish = |lines: Outcome<'_>| report(lines, &lrs, out, &label, &series.symbol);
     if algo == "ppo" {
-        let trained = train_ppo(&backend, series, &cfg, &ppo, progress)?;
+        let trained = train_ppo(&backend, &data, &cfg, &ppo, progress)?;
         bar.finish();
         println!("done in {:.1} s", started.elapsed().as_secs_f64());
         finish(Outcome { epochs: &trained.epochs, test: &trained.test, agent: &trained.agent })
     } else {
-        let trained = train_dqn(&backend, series, &cfg, progress)?;
+        let trained = train_dqn(&backend, &data, &cfg, progress)?;
         bar.finish();
         println!("done in {:.1} s", started.elapsed().as_secs_f64());
         finish(Outcome { epochs: &trained.epochs, test: &trained.test, agent: &trained.agent })

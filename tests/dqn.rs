@@ -295,6 +295,30 @@ fn gpu_greedy_walk_matches_cpu_walk() {
     }
 }
 
+/// Networks too wide for a block's shared memory (hidden 240 and 233 on 54 inputs: ~290 KB transposed) are
+/// walked with the weights read in place; the GPU still chooses the CPU walk's actions, bit for bit.
+#[test]
+fn gpu_wide_greedy_walk_matches_cpu_walk() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (env_p, dqn_p) = sanity_params();
+    let market = common::planted_market(600, 5);
+    let cfg = EnvConfig { segment_len: 50, ring_capacity: 8 * 50, seed: 6, trial_groups: 1 };
+    let trials = [env_p, TrialParams { spread: 0.001, ..env_p }];
+    let dqn = [DqnParams { hidden: 240, ..dqn_p }, DqnParams { hidden: 233, double_dqn: 0, ..dqn_p }];
+    let mut env = EnvBatch::new(&gpu, &market, &trials, SimLayout::new(2, 8).unwrap(), cfg).unwrap();
+    let mut agent = DqnAgent::new(&gpu, &env, &dqn, 240, 64, 6).unwrap();
+    for step in 0..30 {
+        agent.act_and_step(&mut env, step, false).unwrap();
+        agent.train_step(&mut env).unwrap();
+    }
+    let (_, gpu_actions) = greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+    let (_, cpu_actions) = greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+    assert_eq!(gpu_actions.len(), 2 * 599);
+    assert_eq!(gpu_actions, cpu_actions, "greedy actions differ between the GPU and the CPU walk");
+    let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
+    assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+}
+
 /// 100 steps of acting and training for 3 trials (different widths, batches, Double DQN on and off, hard
 /// and Polyak targets): the GPU gives the CPU's bits.
 #[test]

@@ -6,7 +6,7 @@ use common::assert_bitwise;
 use gpu_kernels::ppo::gae_env;
 use gpu_kernels::rng::draw_below;
 use tradesim::synthetic::normal;
-use tradesim::train::{TrainConfig, evaluate, greedy_actions, train_ppo};
+use tradesim::train::{SplitData, TrainConfig, evaluate, greedy_actions, train_ppo};
 use tradesim::{Backend, EnvBatch, EnvConfig, PpoAgent, PpoParams, SimLayout, Transition, TrialParams};
 
 /// The textbook recursion, written out for one env: A_t = d_t + gamma lambda (1 - done_t) A_{t+1},
@@ -160,7 +160,8 @@ fn train_ppo_runs_on_real_data() {
     cfg.hidden = 16;
     cfg.batch = 32;
     let ppo = [PpoParams { hidden: 16, batch: 32, epochs: 2, ..PpoParams::default() }; 2];
-    let trained = train_ppo(&Backend::Cpu, &d.series[0], &cfg, &ppo, |_| {}).unwrap();
+    let data = SplitData::new(&d.series[0], cfg.split).unwrap();
+    let trained = train_ppo(&Backend::Cpu, &data, &cfg, &ppo, |_| {}).unwrap();
     assert_eq!(trained.epochs.len(), 2);
     assert_eq!(trained.test_actions.len(), 2 * (trained.split.test.len() - 1));
     assert!(trained.epochs[1].losses.iter().all(|l| l.is_finite()));

@@ -15,7 +15,7 @@ use crate::batch::{
 use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
-use crate::net::{GRAD_CHUNK, NetArgs, NetTrial, Work, dense_unit, gradient};
+use crate::net::{GRAD_CHUNK, NetArgs, NetTrial, Work, dense_unit, gradient, walk_layers, walk_shared, walk_stage};
 use crate::ppo::{
     PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, gae_env, gather_entry, loss_sample,
     minibatch_index, minibatch_sample,
@@ -287,15 +287,36 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     }
 }
 
+// The dynamic shared memory of the kernels launched with `shared_mem_bytes` (the greedy walk).
+core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
+
+/// Generic address of this block's dynamic shared memory.
+#[inline(always)]
+fn dyn_smem() -> *mut f32 {
+    let p: u64;
+    // SAFETY: takes the generic address of the module's dynamic shared window (no memory access).
+    unsafe { core::arch::asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) p) };
+    p as *mut f32
+}
+
+/// Asks the memory system to bring the line holding `p` into L1 (a hint: no fault, no effect on results).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    // SAFETY: a prefetch never faults and writes nothing.
+    unsafe { core::arch::asm!("prefetch.L1 [{p}];", p = in(reg64) p) };
+}
+
 /// The greedy walk of every trial's single env over `steps` bars (a block per trial): the block builds the
 /// observation (a column per thread) and computes each layer's units in parallel (a unit per thread,
 /// [`dense_unit`]), thread 0 steps the env, and the chosen action of every bar goes to
-/// `actions[trial * steps + step]`.
+/// `actions[trial * steps + step]`. With `staged != 0` the block first copies its network, transposed, into
+/// shared memory after its buffers ([`walk_stage`]: a warp's units then read consecutive floats); otherwise
+/// it reads the weights in place. The next bar's features and prices are prefetched while a bar is computed.
 ///
 /// # Safety
 /// `env_params`, `trials`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
-/// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `actions`: `n_trials x steps`;
-/// `walk_shared(args) <= WALK_SHARED`; one block per trial.
+/// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `actions`: `n_trials x steps`; dynamic shared
+/// memory: `walk_shared(args)` floats, plus `walk_stage_floats(args)` when staged; one block per trial.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn greedy_walk(
     env_params: *const TrialParams,
@@ -307,16 +328,8 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
     actions: *mut u8,
     args: NetArgs,
     steps: u32,
+    staged: u32,
 ) {
-    let smem: u64;
-    // SAFETY: declares this block's walk buffers (`WALK_SHARED` floats) and takes their generic address.
-    unsafe {
-        core::arch::asm!(
-            ".shared .align 16 .b8 walk_smem[16384];",
-            "cvta.shared.u64 {p}, walk_smem;",
-            p = out(reg64) smem,
-        );
-    }
     // SAFETY: the caller's contract; thread 0 alone steps the env state (a copy in its registers, written back
     // at the end) and writes the actions, and the barriers order every shared-buffer write before its reads.
     unsafe {
@@ -327,10 +340,10 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         }
         let l = args.layout();
         let (d, hs) = (l.input, l.hidden);
-        let smem = smem as *mut f32;
+        let smem = dyn_smem();
         let obs = slice::from_raw_parts_mut(smem, d);
-        let h1 = slice::from_raw_parts_mut(smem.add(d), hs);
-        let h2 = slice::from_raw_parts_mut(smem.add(d + hs), hs);
+        let h1 = smem.add(d);
+        let h2 = smem.add(d + hs);
         let o = l.outputs;
         let q = slice::from_raw_parts_mut(smem.add(d + 2 * hs), o);
         // The bar of the state the observation describes (thread 0 writes it with the portfolio floats).
@@ -338,9 +351,22 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         let params = &*env_params.add(t);
         let h = (*trials.add(t)).hidden as usize;
         let f = d - 3;
-        let bars = slice::from_raw_parts(bars, args.n_bars as usize);
-        let features = slice::from_raw_parts(features, args.n_bars as usize * f);
-        let w = slice::from_raw_parts(weights.add(t * l.params()), l.params());
+        let n_bars = args.n_bars as usize;
+        let bars = slice::from_raw_parts(bars, n_bars);
+        let features = slice::from_raw_parts(features, n_bars * f);
+        let w = weights.add(t * l.params());
+        let stage = if staged != 0 {
+            let s = smem.add(walk_shared(&args));
+            let mut i = tid;
+            while i < h * (d + h + o) {
+                walk_stage(&l, w, h, s, i);
+                i += nt;
+            }
+            Some(s as *const f32)
+        } else {
+            None
+        };
+        let layers = walk_layers(&l, w, h, stage);
         // Thread 0 keeps the env state in registers and publishes what the observation needs.
         let mut state = *states.add(t);
         let publish = |state: &EnvState, obs: &mut [f32]| {
@@ -352,28 +378,32 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         }
         nvptx::_syncthreads();
         for step in 0..steps as usize {
-            // The features of the published bar, a column per thread.
+            // The features of the published bar, a column per thread; the next bar's lines requested.
             let bar = *shared_bar as usize;
             let mut c = tid;
             while c < f {
                 obs[c] = features[bar * f + c];
+                if bar + 1 < n_bars {
+                    prefetch(features.as_ptr().add((bar + 1) * f + c));
+                }
                 c += nt;
             }
-            nvptx::_syncthreads();
-            let mut n = tid;
-            while n < h {
-                h1[n] = dense_unit(&l, w, 0, h, n, obs);
-                n += nt;
+            if tid == nt - 1 && bar + 2 < n_bars {
+                prefetch(bars.as_ptr().add(bar + 2));
+                prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
             }
             nvptx::_syncthreads();
-            let mut n = tid;
-            while n < h {
-                h2[n] = dense_unit(&l, w, 1, h, n, h1);
-                n += nt;
+            for (layer, out) in [(0, h1), (1, h2)] {
+                let (x, bias) = if layer == 0 { (obs.as_ptr(), l.b1()) } else { (h1 as *const f32, l.b2()) };
+                let mut n = tid;
+                while n < h {
+                    *out.add(n) = dense_unit(&layers[layer], *w.add(bias + n), true, n, x);
+                    n += nt;
+                }
+                nvptx::_syncthreads();
             }
-            nvptx::_syncthreads();
             if tid < o {
-                q[tid] = dense_unit(&l, w, 2, h, tid, h2);
+                q[tid] = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
             }
             nvptx::_syncthreads();
             if tid == 0 {

@@ -236,35 +236,117 @@ pub fn dense(
     }
 }
 
-/// Output `n` of layer `layer` (0, 1 or 2) of one network `w` (a trial's block, active width `h`) for one
-/// input row `x`: the product contract's order ([`crate::tile`]: `acc = fma(x[k], W(n, k), acc)` for k
-/// ascending, then the bias and the ReLU), so it equals the element of a [`dense`] product bit for bit.
-#[inline]
-pub fn dense_unit(l: &Layout, w: &[f32], layer: usize, h: usize, n: usize, x: &[f32]) -> f32 {
-    let (wo, bo, k, stride, relu) = match layer {
-        0 => (l.w1(), l.b1(), l.input, l.input, true),
-        1 => (l.w2(), l.b2(), h, l.hidden, true),
-        _ => (l.w3(), l.b3(), h, l.hidden, false),
-    };
-    let row = &w[wo + n * stride..wo + n * stride + k];
+/// `acc = fma(x[j], w[j * sj], acc)` for j ascending from `acc = 0` (the product contract's order,
+/// [`crate::tile`]), the loads of eight terms issued ahead of their FMAs.
+///
+/// # Safety
+/// `x` holds `k` floats and `w` holds an element at every `j * sj` for `j < k`.
+#[inline(always)]
+pub unsafe fn dot_strided(x: *const f32, w: *const f32, sj: usize, k: usize) -> f32 {
     let mut acc = 0.0f32;
-    for j in 0..k {
-        acc = crate::tile::fma(x[j], row[j], acc);
+    let mut j = 0;
+    // SAFETY: the caller's contract bounds every offset below.
+    unsafe {
+        while j + 8 <= k {
+            let xs: [f32; 8] = core::array::from_fn(|u| *x.add(j + u));
+            let ws: [f32; 8] = core::array::from_fn(|u| *w.add((j + u) * sj));
+            for u in 0..8 {
+                acc = crate::tile::fma(xs[u], ws[u], acc);
+            }
+            j += 8;
+        }
+        while j < k {
+            acc = crate::tile::fma(*x.add(j), *w.add(j * sj), acc);
+            j += 1;
+        }
     }
-    let s = acc + w[bo + n];
+    acc
+}
+
+/// Where a walk block reads layer `layer`'s weights: the element (unit `n`, input `j`) at
+/// `base(n) + j * step`. In place (`staged = false`): the trial's row-major block; staged: the transposed
+/// copy in shared memory ([`walk_stage`]), input-major with the trial's width `h` as the stride, so a warp's
+/// units read consecutive floats.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerView {
+    /// Address of unit 0's first weight.
+    pub base: *const f32,
+    /// Distance between units.
+    pub unit: usize,
+    /// Distance between inputs.
+    pub step: usize,
+    /// Inputs.
+    pub k: usize,
+}
+
+/// The three layers of a walk block's network (`w`: the trial's weights in global memory; `staged`: the
+/// transposed copy [`walk_stage`] wrote at `stage`).
+pub fn walk_layers(l: &Layout, w: *const f32, h: usize, stage: Option<*const f32>) -> [LayerView; 3] {
+    let (d, o) = (l.input, l.outputs);
+    match stage {
+        // SAFETY (address arithmetic only): the regions [`walk_stage`] fills, back to back.
+        Some(s) => [
+            LayerView { base: s, unit: 1, step: h, k: d },
+            LayerView { base: s.wrapping_add(d * h), unit: 1, step: h, k: h },
+            LayerView { base: s.wrapping_add(d * h + h * h), unit: 1, step: o, k: h },
+        ],
+        None => [
+            LayerView { base: w.wrapping_add(l.w1()), unit: l.input, step: 1, k: d },
+            LayerView { base: w.wrapping_add(l.w2()), unit: l.hidden, step: 1, k: h },
+            LayerView { base: w.wrapping_add(l.w3()), unit: l.hidden, step: 1, k: h },
+        ],
+    }
+}
+
+/// Floats of the transposed weights a staged walk keeps in shared memory (at most; `h <= hidden`).
+pub fn walk_stage_floats(net: &NetArgs) -> usize {
+    let l = net.layout();
+    l.hidden * (l.input + l.hidden + l.outputs)
+}
+
+/// Copies element `i` of the walk's transposed weights (`i < h * (input + h + outputs)`, any order):
+/// `stage[j * h + n] = W1(n, j)`, then `W2` alike, then `stage[.. + j * outputs + n] = W3(n, j)`.
+///
+/// # Safety
+/// `w`: the trial's weights (`l.params()` floats); `stage`: `h * (input + h + outputs)` floats.
+#[inline]
+pub unsafe fn walk_stage(l: &Layout, w: *const f32, h: usize, stage: *mut f32, i: usize) {
+    let (d, o) = (l.input, l.outputs);
+    // SAFETY: the caller's lengths bound every offset (`n < h`, `j` below each layer's inputs).
+    unsafe {
+        if i < d * h {
+            let (n, j) = (i / d, i % d);
+            *stage.add(j * h + n) = *w.add(l.w1() + n * l.input + j);
+        } else if i < d * h + h * h {
+            let (n, j) = ((i - d * h) / h, (i - d * h) % h);
+            *stage.add(d * h + j * h + n) = *w.add(l.w2() + n * l.hidden + j);
+        } else if i < d * h + h * h + o * h {
+            let (n, j) = ((i - d * h - h * h) / h, (i - d * h - h * h) % h);
+            *stage.add(d * h + h * h + j * o + n) = *w.add(l.w3() + n * l.hidden + j);
+        }
+    }
+}
+
+/// Output `n` of a layer for one input row `x` ([`LayerView`]; `bias` its bias, ReLU on the hidden layers):
+/// the product contract's order ([`dot_strided`], then the bias and the ReLU), so it equals the element of a
+/// [`dense`] product bit for bit.
+///
+/// # Safety
+/// `x` holds `v.k` floats and `v` addresses the layer's weights.
+#[inline]
+pub unsafe fn dense_unit(v: &LayerView, bias: f32, relu: bool, n: usize, x: *const f32) -> f32 {
+    // SAFETY: the caller's contract.
+    let s = unsafe { dot_strided(x, v.base.wrapping_add(n * v.unit), v.step, v.k) } + bias;
     match (relu, s > 0.0) {
         (true, false) => 0.0,
         _ => s,
     }
 }
 
-/// Floats of shared memory of a greedy-walk block (16 KiB; the PTX entry declares that many bytes).
-pub const WALK_SHARED: usize = 4096;
-
-/// Floats of shared memory the greedy walk of one trial needs: observation, two activations, the outputs
-/// and the published bar index.
+/// Floats of a greedy-walk block's buffers: observation, two activations, the outputs and the published
+/// bar index, rounded up to 4 (the staged weights follow, 16-byte aligned).
 pub fn walk_shared(net: &NetArgs) -> usize {
-    net.input as usize + 2 * net.hidden as usize + net.outputs as usize + 1
+    (net.input as usize + 2 * net.hidden as usize + net.outputs as usize + 1).next_multiple_of(4)
 }
 
 /// The stages of a learner's step, each one launch of products ([`plan`]).

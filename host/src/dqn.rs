@@ -272,10 +272,7 @@ impl DqnAgent {
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
                 let net = args.net();
-                if gpu_kernels::net::walk_shared(&net) > gpu_kernels::net::WALK_SHARED {
-                    return Ok(None);
-                }
-                Ok(Some(dqn.greedy_walk(&cuda.policy_view()?, &net, steps)?))
+                dqn.greedy_walk(&cuda.policy_view()?, &net, steps)
             }
             #[cfg(feature = "cuda")]
             _ => Ok(None), // agent and envs on different backends: the caller steps a CPU copy

@@ -321,12 +321,7 @@ impl PpoAgent {
                 Ok(Some(crate::tile::walk_all(&net, &hiddens, &c.nets.online, &cpu.policy_view(), steps)))
             }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
-                if gpu_kernels::net::walk_shared(&net) > gpu_kernels::net::WALK_SHARED {
-                    return Ok(None);
-                }
-                Ok(Some(g.greedy_walk(&cuda.policy_view()?, &net, steps)?))
-            }
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.greedy_walk(&cuda.policy_view()?, &net, steps),
             #[cfg(feature = "cuda")]
             _ => Ok(None),
         }

@@ -281,7 +281,21 @@ pub fn dqn(
             let started = Instant::now();
             let (_, actions) = crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3)?;
             let seconds = started.elapsed().as_secs_f64();
-            rows.push(Row::walk(backend.info().backend, sizes.trials, actions.len(), seconds));
+            let mut row = Row::walk(backend.info().backend, sizes.trials, actions.len(), seconds);
+            // Again with the launches bracketed by events: the walk kernel's share of the wall time.
+            let profile = profiled(backend, || {
+                crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())
+            })?;
+            if let Some(p) = profile {
+                let ms: f64 = p.kernels.iter().filter(|k| k.0 == "greedy_walk").map(|k| k.2).sum();
+                let bars = actions.len() / sizes.trials.max(1);
+                row = row.with_note(format!(
+                    "greedy_walk kernel {ms:.1} ms of {:.1} ms ({:.2} us per bar)",
+                    1e3 * seconds,
+                    1e3 * ms / bars.max(1) as f64
+                ));
+            }
+            rows.push(row);
         }
     }
     Ok(rows)

@@ -365,6 +365,9 @@ impl BenchReport {
             let _ =
                 writeln!(out, "| {} | {} | {} | {:.3} | {:.3e} |", r.backend, r.width, r.work, r.seconds, r.throughput);
         }
+        for r in self.rows.iter().filter(|r| r.workload == "W5" && !r.note.is_empty()) {
+            let _ = writeln!(out, "\n{} W5: {}", r.backend, r.note);
+        }
         if let Some(g) = &self.gpu {
             let peak =
                 g.peak_used_memory.map_or("-".to_owned(), |p| format!("{:.2} GiB", p as f64 / f64::from(1u32 << 30)));

@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use num_traits::ToPrimitive;
+use rayon::prelude::*;
 use rust_decimal::Decimal;
 
 use super::Series;
@@ -16,18 +17,35 @@ fn to_f64(x: Decimal, what: &str, t: usize) -> Result<f64, HostError> {
 
 /// The series' OHLCV and calendar columns as f64.
 pub fn columns(series: &Series) -> Result<Columns, HostError> {
-    let mut cols = Columns::default();
-    for (t, b) in series.bars.iter().enumerate() {
-        cols.open.push(to_f64(b.open, "open", t)?);
-        cols.high.push(to_f64(b.high, "high", t)?);
-        cols.low.push(to_f64(b.low, "low", t)?);
-        cols.close.push(to_f64(b.close, "close", t)?);
-        cols.volume.push(to_f64(b.volume, "volume", t)?);
-        let (hour, weekday) = Columns::calendar(&b.time);
-        cols.hour.push(hour);
-        cols.weekday.push(weekday);
-    }
-    Ok(cols)
+    // Each bar converts on its own (in parallel); the first failing bar in time order is the error.
+    let rows: Vec<Result<[f64; 7], HostError>> = series
+        .bars
+        .par_iter()
+        .enumerate()
+        .map(|(t, b)| {
+            let (hour, weekday) = Columns::calendar(&b.time);
+            Ok([
+                to_f64(b.open, "open", t)?,
+                to_f64(b.high, "high", t)?,
+                to_f64(b.low, "low", t)?,
+                to_f64(b.close, "close", t)?,
+                to_f64(b.volume, "volume", t)?,
+                hour,
+                weekday,
+            ])
+        })
+        .collect();
+    let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let col = |i: usize| rows.iter().map(|r| r[i]).collect::<Vec<f64>>();
+    Ok(Columns {
+        open: col(0),
+        high: col(1),
+        low: col(2),
+        close: col(3),
+        volume: col(4),
+        hour: col(5),
+        weekday: col(6),
+    })
 }
 
 /// A series prepared for the device: its columns, raw features and the normalizer fitted on `train`.
@@ -39,6 +57,8 @@ pub struct Prepared {
     pub features: FeatureMatrix,
     /// Fitted on the training rows only.
     pub normalizer: Normalizer,
+    /// Every bar with its sigma over the whole history up to it (computed once; parts are slices).
+    bars: Vec<crate::Bar>,
 }
 
 impl Prepared {
@@ -47,16 +67,18 @@ impl Prepared {
         let columns = columns(series)?;
         let features = FeatureMatrix::compute(&columns);
         let normalizer = features.fit(train);
-        Ok(Self { columns, features, normalizer })
+        let c = &columns;
+        let prices = PriceSeries::new(c.open.clone(), c.high.clone(), c.low.clone(), c.close.clone())?;
+        let bars = MarketData::new(&prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)?.bars().to_vec();
+        Ok(Self { columns, features, normalizer, bars })
     }
 
     /// Market data of bars `range` (prices, sigma over the whole history up to each bar, normalized
     /// features), ready for an [`crate::EnvBatch`].
     pub fn market_data(&self, range: Range<usize>) -> Result<MarketData, HostError> {
-        let c = &self.columns;
-        let prices = PriceSeries::new(c.open.clone(), c.high.clone(), c.low.clone(), c.close.clone())?;
-        let full = MarketData::new(&prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)?;
-        let bars = full.bars()[range.clone()].to_vec();
-        MarketData::from_bars(bars, self.features.normalized(&self.normalizer, range), N_FEATURES)
+        let bars = self.bars.get(range.clone()).ok_or_else(|| {
+            HostError::Config(format!("bars {range:?} are outside the series' {} bars", self.bars.len()))
+        })?;
+        MarketData::from_bars(bars.to_vec(), self.features.normalized(&self.normalizer, range), N_FEATURES)
     }
 }

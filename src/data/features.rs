@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use chrono::{Datelike, Timelike};
+use rayon::prelude::*;
 
 /// Bars before the first row with every window full (the longest window is the 200-bar SMA).
 pub const WARMUP: usize = 200;
@@ -200,8 +201,10 @@ impl FeatureMatrix {
         let typical: Vec<f64> = (0..n).map(|t| (h[t] + l[t] + c[t]) / 3.0).collect();
         let sma = |t: usize, w: usize| mean(window(c, t, w));
         let mut values = vec![0.0; n * N_FEATURES];
-        for t in WARMUP.min(n)..n {
-            let row = &mut values[t * N_FEATURES..(t + 1) * N_FEATURES];
+        // Rows are independent (each reads the series only): computed in parallel, the same bits as in order.
+        let first = WARMUP.min(n);
+        values[first * N_FEATURES..].par_chunks_mut(N_FEATURES).enumerate().for_each(|(i, row)| {
+            let t = first + i;
             let lag = |k: usize| c[t - k];
             for (i, k) in [1, 2, 3, 5, 10, 20].into_iter().enumerate() {
                 row[i] = (c[t] / lag(k)).ln();
@@ -273,7 +276,7 @@ impl FeatureMatrix {
                     *x = 0.0;
                 }
             }
-        }
+        });
         Self { values, rows: n }
     }
 

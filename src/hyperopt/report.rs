@@ -12,7 +12,7 @@ use super::search::{EnvDecimals, env_params};
 use super::study::{Study, TrialRecord};
 use crate::audit::{AuditReport, audit_column};
 use crate::data::Series;
-use crate::train::split_market;
+use crate::train::SplitData;
 use crate::{Backend, BacktestSpec, ExitReason, Metrics, Signals, backtest};
 
 /// What the report found.
@@ -119,10 +119,12 @@ fn html_escape(s: &str) -> String {
 }
 
 /// Writes the report of `study` into `dir`.
+#[allow(clippy::too_many_arguments, reason = "the study, its data and where the report goes")]
 pub fn write_report(
     backend: &Backend,
     study: &Study,
     series: &Series,
+    data: &SplitData,
     data_label: &str,
     cfg: &SearchConfig,
     bars_per_year: f64,
@@ -196,13 +198,13 @@ pub fn write_report(
     let (mut best_test, mut audit, mut equity_svg, mut drawdown_svg, mut trades_html) =
         (None, None, String::new(), String::new(), String::new());
     if let Some(b) = best {
-        let (split, _, _, test) = split_market(series, (0.7, 0.15))?;
+        let (split, test) = (&data.split, &data.test);
         let targets = study.test_actions(b.number)?.ok_or_else(|| format!("trial {} has no test actions", b.number))?;
         let env = EnvDecimals::parse(&cfg.env)?;
         let params = env_params(&b.params, &env)?;
         let steps = test.n_bars() - 1;
         let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity: true };
-        let r = backtest(backend, &test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)
+        let r = backtest(backend, test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)
             .map_err(|e| e.to_string())?;
         let m = r.metrics[0];
         let eq: Vec<(f64, f64)> = r.equity.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect();

@@ -10,8 +10,7 @@ use rust_decimal::Decimal;
 use super::config::{EnvSettings, SearchConfig};
 use super::sampler::{Params, sample, tpe_loss};
 use super::study::{EpochRecord, Study, TrialRecord};
-use crate::data::Series;
-use crate::train::{EpochReport, Networks, TrainConfig, Trained, save_named_weights, train_dqn, train_ppo};
+use crate::train::{EpochReport, Networks, SplitData, TrainConfig, Trained, save_named_weights, train_dqn, train_ppo};
 use crate::{Backend, DqnParams, PpoParams, TrialParams};
 
 /// Rewards are in percent: the log return, costs and drawdown terms are scaled by this.
@@ -168,6 +167,13 @@ pub enum Progress {
         /// Seconds of the validation walk and backtest in this epoch.
         eval_seconds: f64,
     },
+    /// A batch's training ended (its test walks done; its checkpoints and study rows follow).
+    Trained {
+        /// Seconds of setup: features, splits, envs and networks.
+        setup_seconds: f64,
+        /// Seconds of the test walks and backtests.
+        test_seconds: f64,
+    },
     /// A batch finished.
     BatchDone {
         /// Trials finished so far.
@@ -214,7 +220,7 @@ fn next_batch(
 /// trials finished so far, so the sampled parameters also depend on which batch ends first.
 pub fn run_search(
     backends: &[Backend],
-    series: &Series,
+    data: &SplitData,
     cfg: &SearchConfig,
     bars_per_year: f64,
     paths: &SearchPaths,
@@ -235,7 +241,7 @@ pub fn run_search(
                 return Ok(());
             }
             progress(&Progress::Batch { numbers: batch.iter().map(|b| b.0).collect(), finished });
-            run_batch(backend, series, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, &study, progress)?;
+            run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, &study, progress)?;
             let done = study.trials()?.iter().filter(|t| t.status != "running").count();
             progress(&Progress::BatchDone { finished: done });
         }
@@ -253,7 +259,7 @@ pub fn run_search(
 #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
 fn run_batch(
     backend: &Backend,
-    series: &Series,
+    data: &SplitData,
     cfg: &SearchConfig,
     bars_per_year: f64,
     env: &EnvDecimals,
@@ -328,14 +334,16 @@ fn run_batch(
         let ppo: Vec<PpoParams> = batch.iter().map(|(_, p)| ppo_params(p)).collect::<Result<_, _>>()?;
         tc.hidden = ppo.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
         tc.batch = ppo.iter().map(|p| p.batch as usize).max().unwrap_or(64);
-        let trained = train_ppo(backend, series, &tc, &ppo, &mut record)?;
+        let trained = train_ppo(backend, data, &tc, &ppo, &mut record)?;
+        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds });
         failure.map_or(Ok(()), Err)?;
         finish_batch(&trained, batch, paths, study)
     } else {
         tc.dqn = batch.iter().map(|(_, p)| dqn_params(p, steps_per_trial)).collect::<Result<_, _>>()?;
         tc.hidden = tc.dqn.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
         tc.batch = tc.dqn.iter().map(|p| p.batch as usize).max().unwrap_or(64);
-        let trained = train_dqn(backend, series, &tc, &mut record)?;
+        let trained = train_dqn(backend, data, &tc, &mut record)?;
+        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds });
         failure.map_or(Ok(()), Err)?;
         finish_batch(&trained, batch, paths, study)
     }

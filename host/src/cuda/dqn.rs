@@ -119,13 +119,14 @@ impl CudaDqn {
         launch::dqn_adam(&self.rt, stream, &mut self.nets, args)
     }
 
-    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`).
+    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`); `None` when the
+    /// walk does not fit in a block's shared memory.
     pub(crate) fn greedy_walk(
         &mut self,
         view: &PolicyView<'_>,
         net: &NetArgs,
         steps: usize,
-    ) -> Result<Vec<u8>, HostError> {
+    ) -> Result<Option<Vec<u8>>, HostError> {
         launch::greedy_walk(&self.rt, view, &self.dev_trials, &self.nets.online, net, steps)
     }
 

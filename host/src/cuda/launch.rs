@@ -6,7 +6,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, 
 use gpu_kernels::backtest::{BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{NetArgs, NetTrial};
+use gpu_kernels::net::{NetArgs, NetTrial, Stage};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 use gpu_kernels::tile::{GEMM_THREADS, Gemm};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
@@ -388,6 +388,7 @@ pub(crate) fn gemm(
     stream: &CudaStream,
     table: &GemmTable,
     pointers: &CudaSlice<u64>,
+    stage: Stage,
 ) -> Result<(), HostError> {
     if table.host.is_empty() {
         return Ok(());
@@ -406,10 +407,21 @@ pub(crate) fn gemm(
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 };
     let mut launch = stream.launch_builder(&rt.kernels.gemm_tiles);
     launch.arg(&table.dev).arg(pointers);
+    let label = match stage {
+        Stage::Act(0) => "gemm_tiles act0",
+        Stage::Act(1) => "gemm_tiles act1",
+        Stage::Act(_) => "gemm_tiles act2",
+        Stage::Forward(0) => "gemm_tiles forward0",
+        Stage::Forward(1) => "gemm_tiles forward1",
+        Stage::Forward(_) => "gemm_tiles forward2",
+        Stage::Backward2 => "gemm_tiles backward2",
+        Stage::Backward1 => "gemm_tiles backward1",
+        Stage::Gradients => "gemm_tiles gradients",
+    };
     // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
     // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
-    timed(rt, stream, "gemm_tiles", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -510,7 +522,9 @@ pub(crate) fn dqn_adam(
 }
 
 /// `greedy_walk`: the greedy actions of each trial's single env over `steps` bars (`n_trials x steps`,
-/// downloaded), a block of 128 threads per trial.
+/// downloaded), a block of 128 threads per trial; the network staged (transposed) in shared memory when it
+/// fits in a block's, read in place otherwise. `None` when even the walk's buffers do not fit (the caller
+/// walks a CPU copy).
 pub(crate) fn greedy_walk(
     rt: &CudaRuntime,
     view: &super::env::PolicyView<'_>,
@@ -518,15 +532,21 @@ pub(crate) fn greedy_walk(
     weights: &CudaSlice<f32>,
     net: &NetArgs,
     steps: usize,
-) -> Result<Vec<u8>, HostError> {
+) -> Result<Option<Vec<u8>>, HostError> {
     let kernel = "greedy_walk";
     let k = net.n_trials as usize;
-    if net.envs_per_trial != 1 || gpu_kernels::net::walk_shared(net) > gpu_kernels::net::WALK_SHARED {
-        return Err(HostError::Config(format!(
-            "{kernel}: needs one env per trial and input + 2 x hidden + outputs + 1 <= {} floats",
-            gpu_kernels::net::WALK_SHARED
-        )));
+    if net.envs_per_trial != 1 {
+        return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
     }
+    let buffers = 4 * gpu_kernels::net::walk_shared(net);
+    let staged_bytes = buffers + 4 * gpu_kernels::net::walk_stage_floats(net);
+    let (staged, shared) = if staged_bytes <= rt.shared_per_block() {
+        (1u32, staged_bytes)
+    } else if buffers <= rt.shared_per_block() {
+        (0, buffers)
+    } else {
+        return Ok(None);
+    };
     at_least(kernel, "trial sizes", k, trials.len())?;
     at_least(kernel, "weights", k * net.layout().params(), weights.len())?;
     at_least(kernel, "env parameters", k, view.params.len())?;
@@ -541,7 +561,8 @@ pub(crate) fn greedy_walk(
         got: steps,
     })?;
     let blocks = u32::try_from(k).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
-    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    let shared_mem_bytes = u32::try_from(shared).unwrap_or(u32::MAX);
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes };
     let dev_net = Dev(*net);
     let mut launch = view.stream.launch_builder(&rt.kernels.greedy_walk);
     launch
@@ -553,13 +574,14 @@ pub(crate) fn greedy_walk(
         .arg(weights)
         .arg(&mut actions)
         .arg(&dev_net)
-        .arg(&steps32);
-    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths and the shared-memory need
-    // checked above; one block per trial.
+        .arg(&steps32)
+        .arg(&staged);
+    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths checked above, and the shared
+    // memory holds the walk's buffers (and the staged network when `staged`); one block per trial.
     timed(rt, view.stream, "greedy_walk", || unsafe { launch.launch(cfg) })?;
     let mut out = view.stream.clone_dtoh(&actions).map_err(HostError::driver("downloading walk actions"))?;
     out.truncate(n);
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.

@@ -130,13 +130,14 @@ impl CudaPpo {
         launch::ppo_adam(&self.rt, stream, &mut self.b, args)
     }
 
-    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`).
+    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`); `None` when the
+    /// walk does not fit in a block's shared memory.
     pub(crate) fn greedy_walk(
         &mut self,
         view: &PolicyView<'_>,
         net: &NetArgs,
         steps: usize,
-    ) -> Result<Vec<u8>, HostError> {
+    ) -> Result<Option<Vec<u8>>, HostError> {
         launch::greedy_walk(&self.rt, view, &self.dev_trials, &self.b.weights, net, steps)
     }
 

@@ -46,6 +46,8 @@ pub struct CudaRuntime {
     /// Launches bracketed by timing events while profiling (kernel name, start, end).
     profile: Mutex<Option<Vec<TimedLaunch>>>,
     multiprocessors: usize,
+    /// Bytes of shared memory a block may use (the opt-in maximum, set on the kernels that size it at launch).
+    shared_per_block: usize,
     compute_capability: (i32, i32),
     total_memory: usize,
 }
@@ -87,6 +89,16 @@ impl CudaRuntime {
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(HostError::driver("reading the multiprocessor count"))?;
+        let shared_per_block = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(HostError::driver("reading the shared memory per block"))?;
+        kernels
+            .greedy_walk
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared_per_block,
+            )
+            .map_err(HostError::driver("allowing the greedy walk its shared memory"))?;
         Ok(Self {
             ctx,
             _module: module,
@@ -94,6 +106,7 @@ impl CudaRuntime {
             name,
             profile: Mutex::new(None),
             multiprocessors: usize::try_from(multiprocessors).unwrap_or(0),
+            shared_per_block: usize::try_from(shared_per_block).unwrap_or(0),
             compute_capability,
             total_memory,
         })
@@ -117,6 +130,11 @@ impl CudaRuntime {
     /// Streaming multiprocessors of the device.
     pub fn multiprocessors(&self) -> usize {
         self.multiprocessors
+    }
+
+    /// Bytes of shared memory one block may use (the opt-in maximum).
+    pub fn shared_per_block(&self) -> usize {
+        self.shared_per_block
     }
 
     /// A new stream (each trial group runs on its own).

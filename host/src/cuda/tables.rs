@@ -84,6 +84,6 @@ impl ProductTables {
                 self.tables.len() - 1
             }
         };
-        launch::gemm(&self.rt, stream, &self.tables[i].1, &self.pointers)
+        launch::gemm(&self.rt, stream, &self.tables[i].1, &self.pointers, stage)
     }
 }
