@@ -15,7 +15,10 @@ use crate::batch::{
 use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
-use crate::net::{GRAD_CHUNK, NetArgs, NetTrial, Work, dense_unit, gradient, walk_layers, walk_shared, walk_stage};
+use crate::net::{
+    GRAD_CHUNK, NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient,
+    walk_layers, walk_stage, walk_stage_len,
+};
 use crate::ppo::{
     PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, gae_env, gather_entry, loss_sample,
     minibatch_index, minibatch_sample,
@@ -306,17 +309,43 @@ fn prefetch<T>(p: *const T) {
     unsafe { core::arch::asm!("prefetch.L1 [{p}];", p = in(reg64) p) };
 }
 
-/// The greedy walk of every trial's single env over `steps` bars (a block per trial): the block builds the
-/// observation (a column per thread) and computes each layer's units in parallel (a unit per thread,
-/// [`dense_unit`]), thread 0 steps the env, and the chosen action of every bar goes to
-/// `actions[trial * steps + step]`. With `staged != 0` the block first copies its network, transposed, into
-/// shared memory after its buffers ([`walk_stage`]: a warp's units then read consecutive floats); otherwise
-/// it reads the weights in place. The next bar's features and prices are prefetched while a bar is computed.
+unsafe extern "C" {
+    /// `barrier.sync id, count` (the LLVM intrinsic is convergent: the optimizer never duplicates it into
+    /// paths that threads of one warp could take apart, which an `asm!` barrier does not guarantee).
+    #[link_name = "llvm.nvvm.barrier.cta.sync.count"]
+    fn barrier_sync_count(id: u32, count: u32);
+}
+
+/// Barrier of a whole walk block (barrier 0, all [`WALK_THREADS`]; safe where a warp's threads diverged).
+#[inline(always)]
+fn walk_barrier() {
+    // SAFETY: every thread of the block executes the same sequence of these barriers.
+    unsafe { barrier_sync_count(0, WALK_THREADS as u32) };
+}
+
+/// Barrier among the walk's layer threads alone (named barrier 1; the env warps do not take part).
+#[inline(always)]
+fn layer_barrier() {
+    // SAFETY: every layer thread executes the same sequence of these barriers (uniform control flow).
+    unsafe { barrier_sync_count(1, WALK_LAYER_THREADS as u32) };
+}
+
+/// The greedy walk of every trial's single env over `steps` bars, a block of [`WALK_THREADS`] per trial.
+/// Each step, the layer threads build the observation of the state chosen at the previous step (features a
+/// column per thread) and compute the layers (a unit per thread, [`dense_unit`], barriers among themselves
+/// only); meanwhile the first lane of each env warp steps a copy of the state with its own action (0, 1, 2)
+/// and publishes the candidate and its portfolio floats. After one block-wide barrier the Q-values' argmax
+/// picks the candidate: the env lanes keep it as the state and the next step's observation reads it. So the
+/// env step is off the critical path, and every bar gets the state of stepping the argmax action, as the CPU
+/// walk's sequence does (`actions[trial * steps + step]`). With `staged != 0` the block first copies its
+/// network into shared memory after its buffers ([`walk_stage`]: padded rows read with vector loads, the
+/// next eight terms loaded while eight are summed); otherwise it reads the weights in place. The next bar's lines are prefetched.
 ///
 /// # Safety
 /// `env_params`, `trials`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
 /// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `actions`: `n_trials x steps`; dynamic shared
-/// memory: `walk_shared(args)` floats, plus `walk_stage_floats(args)` when staged; one block per trial.
+/// memory: `walk_shared(args)` floats, plus `walk_stage_floats(args)` when staged (16-byte aligned); one block of
+/// [`WALK_THREADS`] per trial.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn greedy_walk(
     env_params: *const TrialParams,
@@ -330,24 +359,23 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
     steps: u32,
     staged: u32,
 ) {
-    // SAFETY: the caller's contract; thread 0 alone steps the env state (a copy in its registers, written back
-    // at the end) and writes the actions, and the barriers order every shared-buffer write before its reads.
+    // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: candidates
+    // and Q-values of step s are written before the block-wide barrier of step s and read after it, into
+    // the parity-s buffers, which step s + 1 leaves alone (it writes the other parity).
     unsafe {
-        let (t, tid, nt) =
-            (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize, nvptx::_block_dim_x() as usize);
+        let (t, tid) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
         if t >= args.n_trials as usize {
             return;
         }
         let l = args.layout();
-        let (d, hs) = (l.input, l.hidden);
+        let (d, o) = (l.input, l.outputs);
         let smem = dyn_smem();
-        let obs = slice::from_raw_parts_mut(smem, d);
-        let h1 = smem.add(d);
-        let h2 = smem.add(d + hs);
-        let o = l.outputs;
-        let q = slice::from_raw_parts_mut(smem.add(d + 2 * hs), o);
-        // The bar of the state the observation describes (thread 0 writes it with the portfolio floats).
-        let shared_bar = smem.add(d + 2 * hs + o) as *mut u32;
+        let ws = WalkShared::of(&args);
+        let slots = smem.add(ws.slots) as *mut EnvState;
+        let floats = smem.add(ws.floats) as *mut [f32; 3];
+        let q = smem.add(ws.q);
+        let obs = smem.add(ws.obs);
+        let (h1, h2) = (smem.add(ws.h1), smem.add(ws.h2));
         let params = &*env_params.add(t);
         let h = (*trials.add(t)).hidden as usize;
         let f = d - 3;
@@ -356,66 +384,79 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         let features = slice::from_raw_parts(features, n_bars * f);
         let w = weights.add(t * l.params());
         let stage = if staged != 0 {
-            let s = smem.add(walk_shared(&args));
+            let s = smem.add(ws.len);
             let mut i = tid;
-            while i < h * (d + h + o) {
+            while i < walk_stage_len(&l, h) {
                 walk_stage(&l, w, h, s, i);
-                i += nt;
+                i += WALK_THREADS;
             }
             Some(s as *const f32)
         } else {
             None
         };
         let layers = walk_layers(&l, w, h, stage);
-        // Thread 0 keeps the env state in registers and publishes what the observation needs.
-        let mut state = *states.add(t);
-        let publish = |state: &EnvState, obs: &mut [f32]| {
-            obs[f..d].copy_from_slice(&observe_floats(params, state, bars));
-            *shared_bar = state.bar;
-        };
-        if tid == 0 {
-            publish(&state, obs);
+        // The state before step 0 is candidate 0 of parity 1 (the "previous" step), chosen by convention.
+        if tid == WALK_LAYER_THREADS {
+            let start = *states.add(t);
+            *slots.add(ACTIONS) = start;
+            *floats.add(ACTIONS) = observe_floats(params, &start, bars);
         }
-        nvptx::_syncthreads();
+        walk_barrier();
+        let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS) % 32 == 0;
+        let my_action = (tid.saturating_sub(WALK_LAYER_THREADS) / 32) as u8;
+        // The action chosen at step `s - 1` (candidate 0 before step 0).
+        let chosen = |s: usize| if s == 0 { 0 } else { argmax(slice::from_raw_parts(q.add((s - 1) % 2 * o), o)) };
         for step in 0..steps as usize {
-            // The features of the published bar, a column per thread; the next bar's lines requested.
-            let bar = *shared_bar as usize;
-            let mut c = tid;
-            while c < f {
-                obs[c] = features[bar * f + c];
-                if bar + 1 < n_bars {
-                    prefetch(features.as_ptr().add((bar + 1) * f + c));
+            let (prev, cur) = ((step + 1) % 2, step % 2);
+            let a_prev = chosen(step);
+            if tid < WALK_LAYER_THREADS {
+                // The observation of the chosen state: features of its bar, then its portfolio floats.
+                let bar = (*slots.add(prev * ACTIONS + a_prev)).bar as usize;
+                let mut c = tid;
+                while c < f {
+                    *obs.add(c) = features[bar * f + c];
+                    if bar + 1 < n_bars {
+                        prefetch(features.as_ptr().add((bar + 1) * f + c));
+                    }
+                    c += WALK_LAYER_THREADS;
                 }
-                c += nt;
-            }
-            if tid == nt - 1 && bar + 2 < n_bars {
-                prefetch(bars.as_ptr().add(bar + 2));
-                prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
-            }
-            nvptx::_syncthreads();
-            for (layer, out) in [(0, h1), (1, h2)] {
-                let (x, bias) = if layer == 0 { (obs.as_ptr(), l.b1()) } else { (h1 as *const f32, l.b2()) };
+                if tid < 3 {
+                    *obs.add(f + tid) = (*floats.add(prev * ACTIONS + a_prev))[tid];
+                }
+                if tid == WALK_LAYER_THREADS - 1 && bar + 2 < n_bars {
+                    prefetch(bars.as_ptr().add(bar + 2));
+                    prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
+                }
+                layer_barrier();
                 let mut n = tid;
                 while n < h {
-                    *out.add(n) = dense_unit(&layers[layer], *w.add(bias + n), true, n, x);
-                    n += nt;
+                    *h1.add(n) = dense_unit(&layers[0], *w.add(l.b1() + n), true, n, obs);
+                    n += WALK_LAYER_THREADS;
                 }
-                nvptx::_syncthreads();
+                layer_barrier();
+                let mut n = tid;
+                while n < h {
+                    *h2.add(n) = dense_unit(&layers[1], *w.add(l.b2() + n), true, n, h1);
+                    n += WALK_LAYER_THREADS;
+                }
+                layer_barrier();
+                if tid < o {
+                    *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
+                }
+            } else if env_lane {
+                let mut state = *slots.add(prev * ACTIONS + a_prev);
+                env_step_on_series(params, &mut state, my_action, bars);
+                *floats.add(cur * ACTIONS + my_action as usize) = observe_floats(params, &state, bars);
+                *slots.add(cur * ACTIONS + my_action as usize) = state;
             }
-            if tid < o {
-                q[tid] = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
+            walk_barrier();
+            if tid == WALK_LAYER_THREADS {
+                *actions.add(t * steps as usize + step) = chosen(step + 1) as u8;
             }
-            nvptx::_syncthreads();
-            if tid == 0 {
-                let a = argmax(q) as u8;
-                *actions.add(t * steps as usize + step) = a;
-                env_step_on_series(params, &mut state, a, bars);
-                publish(&state, obs);
-            }
-            nvptx::_syncthreads();
         }
-        if tid == 0 {
-            *states.add(t) = state;
+        if tid == WALK_LAYER_THREADS {
+            let last = steps as usize;
+            *states.add(t) = *slots.add((last + 1) % 2 * ACTIONS + chosen(last));
         }
     }
 }

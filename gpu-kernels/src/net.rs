@@ -263,90 +263,197 @@ pub unsafe fn dot_strided(x: *const f32, w: *const f32, sj: usize, k: usize) -> 
     acc
 }
 
+/// Four floats, 16-byte aligned (one vector load).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct V4([f32; 4]);
+
+/// Eight consecutive floats from a 16-byte aligned address (two vector loads).
+///
+/// # Safety
+/// `p` is 16-byte aligned and holds 8 floats.
+#[inline(always)]
+unsafe fn load8(p: *const f32) -> [f32; 8] {
+    // SAFETY: the caller's contract.
+    let (a, b) = unsafe { ((*(p as *const V4)).0, (*(p.add(4) as *const V4)).0) };
+    [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+}
+
+/// [`dot_strided`] with unit stride on 16-byte aligned `x` and `w`: the same sum in the same order, eight
+/// terms per pair of vector loads, the next eight loaded while the current ones are accumulated.
+///
+/// # Safety
+/// `x` and `w` are 16-byte aligned and hold `k` floats each.
+#[inline(always)]
+pub unsafe fn dot_aligned(x: *const f32, w: *const f32, k: usize) -> f32 {
+    let mut acc = 0.0f32;
+    let chunks = k / 8;
+    // SAFETY: the caller's contract; chunk c reads floats 8c .. 8c + 8 <= k.
+    unsafe {
+        if chunks > 0 {
+            let (mut xs, mut ws) = (load8(x), load8(w));
+            for c in 0..chunks {
+                let next = if c + 1 < chunks { (load8(x.add(8 * c + 8)), load8(w.add(8 * c + 8))) } else { (xs, ws) };
+                for u in 0..8 {
+                    acc = crate::tile::fma(xs[u], ws[u], acc);
+                }
+                (xs, ws) = next;
+            }
+        }
+        for j in 8 * chunks..k {
+            acc = crate::tile::fma(*x.add(j), *w.add(j), acc);
+        }
+    }
+    acc
+}
+
+/// Row stride of a staged walk layer with `k` inputs: `k` rounded up to 8, plus 4, so rows start 16-byte
+/// aligned and the eight rows a quarter-warp's vector loads touch fall in different banks.
+pub fn walk_row_stride(k: usize) -> usize {
+    k.next_multiple_of(8) + 4
+}
+
 /// Where a walk block reads layer `layer`'s weights: the element (unit `n`, input `j`) at
-/// `base(n) + j * step`. In place (`staged = false`): the trial's row-major block; staged: the transposed
-/// copy in shared memory ([`walk_stage`]), input-major with the trial's width `h` as the stride, so a warp's
-/// units read consecutive floats.
+/// `base + n * unit + j * step`. In place (`aligned = false`): the trial's row-major block in global memory;
+/// staged: the block's padded copy in shared memory ([`walk_stage`]: rows of [`walk_row_stride`] floats,
+/// read with vector loads).
 #[derive(Clone, Copy, Debug)]
 pub struct LayerView {
     /// Address of unit 0's first weight.
     pub base: *const f32,
     /// Distance between units.
     pub unit: usize,
-    /// Distance between inputs.
+    /// Distance between inputs (1 when aligned).
     pub step: usize,
     /// Inputs.
     pub k: usize,
+    /// Rows and inputs 16-byte aligned ([`dot_aligned`]).
+    pub aligned: bool,
 }
 
-/// The three layers of a walk block's network (`w`: the trial's weights in global memory; `staged`: the
-/// transposed copy [`walk_stage`] wrote at `stage`).
+/// The three layers of a walk block's network (`w`: the trial's weights in global memory; `stage`: the
+/// padded copy [`walk_stage`] wrote there, when staged).
 pub fn walk_layers(l: &Layout, w: *const f32, h: usize, stage: Option<*const f32>) -> [LayerView; 3] {
-    let (d, o) = (l.input, l.outputs);
+    let d = l.input;
     match stage {
-        // SAFETY (address arithmetic only): the regions [`walk_stage`] fills, back to back.
-        Some(s) => [
-            LayerView { base: s, unit: 1, step: h, k: d },
-            LayerView { base: s.wrapping_add(d * h), unit: 1, step: h, k: h },
-            LayerView { base: s.wrapping_add(d * h + h * h), unit: 1, step: o, k: h },
-        ],
+        Some(s) => {
+            let (s1, s2) = (walk_row_stride(d), walk_row_stride(h));
+            [
+                LayerView { base: s, unit: s1, step: 1, k: d, aligned: true },
+                LayerView { base: s.wrapping_add(h * s1), unit: s2, step: 1, k: h, aligned: true },
+                LayerView { base: s.wrapping_add(h * s1 + h * s2), unit: s2, step: 1, k: h, aligned: true },
+            ]
+        }
         None => [
-            LayerView { base: w.wrapping_add(l.w1()), unit: l.input, step: 1, k: d },
-            LayerView { base: w.wrapping_add(l.w2()), unit: l.hidden, step: 1, k: h },
-            LayerView { base: w.wrapping_add(l.w3()), unit: l.hidden, step: 1, k: h },
+            LayerView { base: w.wrapping_add(l.w1()), unit: l.input, step: 1, k: d, aligned: false },
+            LayerView { base: w.wrapping_add(l.w2()), unit: l.hidden, step: 1, k: h, aligned: false },
+            LayerView { base: w.wrapping_add(l.w3()), unit: l.hidden, step: 1, k: h, aligned: false },
         ],
     }
 }
 
-/// Floats of the transposed weights a staged walk keeps in shared memory (at most; `h <= hidden`).
+/// Floats of the padded weights a staged walk keeps in shared memory (at most; `h <= hidden`).
 pub fn walk_stage_floats(net: &NetArgs) -> usize {
     let l = net.layout();
-    l.hidden * (l.input + l.hidden + l.outputs)
+    l.hidden * walk_row_stride(l.input) + (l.hidden + l.outputs) * walk_row_stride(l.hidden)
 }
 
-/// Copies element `i` of the walk's transposed weights (`i < h * (input + h + outputs)`, any order):
-/// `stage[j * h + n] = W1(n, j)`, then `W2` alike, then `stage[.. + j * outputs + n] = W3(n, j)`.
+/// Elements [`walk_stage`] copies for a trial of width `h`.
+pub fn walk_stage_len(l: &Layout, h: usize) -> usize {
+    h * (l.input + h + l.outputs)
+}
+
+/// Copies element `i` of the walk's staged weights (`i < walk_stage_len`, any order): row n of `W1` to
+/// `stage[n * s1 ..]`, then the rows of `W2` and `W3` ([`walk_layers`] says where), padding untouched.
 ///
 /// # Safety
-/// `w`: the trial's weights (`l.params()` floats); `stage`: `h * (input + h + outputs)` floats.
+/// `w`: the trial's weights (`l.params()` floats); `stage`: [`walk_stage_floats`] floats.
 #[inline]
 pub unsafe fn walk_stage(l: &Layout, w: *const f32, h: usize, stage: *mut f32, i: usize) {
     let (d, o) = (l.input, l.outputs);
-    // SAFETY: the caller's lengths bound every offset (`n < h`, `j` below each layer's inputs).
+    let (s1, s2) = (walk_row_stride(d), walk_row_stride(h));
+    // SAFETY: the caller's lengths bound every offset (`n` below each layer's units, `j` below its inputs).
     unsafe {
         if i < d * h {
             let (n, j) = (i / d, i % d);
-            *stage.add(j * h + n) = *w.add(l.w1() + n * l.input + j);
+            *stage.add(n * s1 + j) = *w.add(l.w1() + n * l.input + j);
         } else if i < d * h + h * h {
             let (n, j) = ((i - d * h) / h, (i - d * h) % h);
-            *stage.add(d * h + j * h + n) = *w.add(l.w2() + n * l.hidden + j);
+            *stage.add(h * s1 + n * s2 + j) = *w.add(l.w2() + n * l.hidden + j);
         } else if i < d * h + h * h + o * h {
             let (n, j) = ((i - d * h - h * h) / h, (i - d * h - h * h) % h);
-            *stage.add(d * h + h * h + j * o + n) = *w.add(l.w3() + n * l.hidden + j);
+            *stage.add(h * s1 + h * s2 + n * s2 + j) = *w.add(l.w3() + n * l.hidden + j);
         }
     }
 }
 
 /// Output `n` of a layer for one input row `x` ([`LayerView`]; `bias` its bias, ReLU on the hidden layers):
-/// the product contract's order ([`dot_strided`], then the bias and the ReLU), so it equals the element of a
-/// [`dense`] product bit for bit.
+/// the product contract's order (the dot product, then the bias and the ReLU), so it equals the element
+/// of a [`dense`] product bit for bit.
 ///
 /// # Safety
-/// `x` holds `v.k` floats and `v` addresses the layer's weights.
-#[inline]
+/// `x` holds `v.k` floats (16-byte aligned when `v.aligned`) and `v` addresses the layer's weights.
+#[inline(always)]
 pub unsafe fn dense_unit(v: &LayerView, bias: f32, relu: bool, n: usize, x: *const f32) -> f32 {
+    let row = v.base.wrapping_add(n * v.unit);
     // SAFETY: the caller's contract.
-    let s = unsafe { dot_strided(x, v.base.wrapping_add(n * v.unit), v.step, v.k) } + bias;
+    let dot = unsafe { if v.aligned { dot_aligned(x, row, v.k) } else { dot_strided(x, row, v.step, v.k) } };
+    let s = dot + bias;
     match (relu, s > 0.0) {
         (true, false) => 0.0,
         _ => s,
     }
 }
 
-/// Floats of a greedy-walk block's buffers: observation, two activations, the outputs and the published
-/// bar index, rounded up to 4 (the staged weights follow, 16-byte aligned).
+/// Threads of a greedy-walk block that compute the layers (a unit each, looping when the width is larger).
+pub const WALK_LAYER_THREADS: usize = 128;
+/// Threads of a greedy-walk block: the layer threads, then one warp per action whose first lane steps a copy
+/// of the env with that action while the layers run (the chosen copy is kept once the Q-values are known).
+pub const WALK_THREADS: usize = WALK_LAYER_THREADS + 32 * crate::mlp::ACTIONS;
+
+/// Floats of an env state in a walk block's candidate slots.
+pub const WALK_STATE_FLOATS: usize = core::mem::size_of::<crate::types::EnvState>() / 4;
+
+/// Where a greedy-walk block keeps its buffers in shared memory (float offsets from a 16-byte aligned base).
+/// Candidates and Q-values are double-buffered by step parity, so the writers of step s + 1 never meet the
+/// readers of step s between the block-wide barriers.
+#[derive(Clone, Copy, Debug)]
+pub struct WalkShared {
+    /// `2 x ACTIONS` candidate env states ([`WALK_STATE_FLOATS`] each), first (8-byte aligned).
+    pub slots: usize,
+    /// `2 x ACTIONS x 3` portfolio floats of the candidates.
+    pub floats: usize,
+    /// `2 x outputs` Q-values (or logits and value).
+    pub q: usize,
+    /// The observation (`input` floats).
+    pub obs: usize,
+    /// First hidden activations (`hidden` floats).
+    pub h1: usize,
+    /// Second hidden activations.
+    pub h2: usize,
+    /// Floats in all, rounded up to 4 (the staged weights follow, 16-byte aligned).
+    pub len: usize,
+}
+
+impl WalkShared {
+    /// The layout for `net`.
+    pub fn of(net: &NetArgs) -> Self {
+        let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
+        let a = crate::mlp::ACTIONS;
+        let slots = 0;
+        let floats = slots + 2 * a * WALK_STATE_FLOATS;
+        let q = floats + 2 * a * 3;
+        // The layer inputs start 16-byte aligned (vector loads).
+        let obs = (q + 2 * o).next_multiple_of(4);
+        let h1 = (obs + d).next_multiple_of(4);
+        let h2 = (h1 + hs).next_multiple_of(4);
+        Self { slots, floats, q, obs, h1, h2, len: (h2 + hs).next_multiple_of(4) }
+    }
+}
+
+/// Floats of a greedy-walk block's buffers ([`WalkShared`]).
 pub fn walk_shared(net: &NetArgs) -> usize {
-    (net.input as usize + 2 * net.hidden as usize + net.outputs as usize + 1).next_multiple_of(4)
+    WalkShared::of(net).len
 }
 
 /// The stages of a learner's step, each one launch of products ([`plan`]).

@@ -522,7 +522,7 @@ pub(crate) fn dqn_adam(
 }
 
 /// `greedy_walk`: the greedy actions of each trial's single env over `steps` bars (`n_trials x steps`,
-/// downloaded), a block of 128 threads per trial; the network staged (transposed) in shared memory when it
+/// downloaded), a block of `WALK_THREADS` per trial; the network staged (padded rows) in shared memory when it
 /// fits in a block's, read in place otherwise. `None` when even the walk's buffers do not fit (the caller
 /// walks a CPU copy).
 pub(crate) fn greedy_walk(
@@ -562,7 +562,8 @@ pub(crate) fn greedy_walk(
     })?;
     let blocks = u32::try_from(k).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
     let shared_mem_bytes = u32::try_from(shared).unwrap_or(u32::MAX);
-    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes };
+    let threads = gpu_kernels::net::WALK_THREADS as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes };
     let dev_net = Dev(*net);
     let mut launch = view.stream.launch_builder(&rt.kernels.greedy_walk);
     launch
