@@ -115,7 +115,7 @@ pub fn audit_column(
         cash = cash - signed * entry - p.commission * units * entry;
         let exit = match ExitReason::from_code(t.reason) {
             ExitReason::Signal | ExitReason::Breaker => Some(bar(t.exit_bar)?.open),
-            ExitReason::EndOfData | ExitReason::Time => Some(bar(t.exit_bar)?.close),
+            ExitReason::EndOfData | ExitReason::Time | ExitReason::Bankruptcy => Some(bar(t.exit_bar)?.close),
             ExitReason::TakeProfit | ExitReason::StopLoss => None,
         };
         let exit = match exit {

@@ -172,6 +172,9 @@ enum Command {
         /// Seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// EWMA span (bars) of the volatility sigma that sets barrier widths.
+        #[arg(long, default_value_t = crate::DEFAULT_SIGMA_SPAN)]
+        sigma_span: usize,
         /// Folder for the weights (safetensors) and the report.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -261,7 +264,7 @@ pub fn main() -> ExitCode {
             csv,
             backend: select(device).map_err(|e| e.to_string()),
         }),
-        Command::Train { data, algo, trials, epochs, envs, seed, out, device } => crate::train_cli::run(
+        Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, out, device } => crate::train_cli::run(
             load(&data),
             data.symbol.as_deref(),
             &algo,
@@ -269,6 +272,7 @@ pub fn main() -> ExitCode {
             epochs,
             envs,
             seed,
+            sigma_span,
             out.as_deref(),
             select(device).map_err(|e| e.to_string()),
         ),

@@ -139,7 +139,7 @@ pub fn run(
     let started = Instant::now();
     // Seconds of training, validation, setup (the splits' features, then each batch's envs and networks) and
     // test walks, summed over batches.
-    let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT)?;
+    let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, cfg.env.sigma_span)?;
     let timing = std::sync::Mutex::new([0.0, 0.0, started.elapsed().as_secs_f64(), 0.0]);
     drop(study);
     run_search(&backends, &data, &cfg, bars_per_year, &paths, &|p| match p {

@@ -28,7 +28,9 @@ pub use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
 pub use gpu_kernels::dqn::DqnParams;
 pub use gpu_kernels::portfolio::ExitReason;
 pub use gpu_kernels::ppo::PpoParams;
-pub use gpu_kernels::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
+pub use gpu_kernels::{
+    Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
+};
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, DqnAgent,
     EnvBatch, EnvConfig, HostError, MarketData, NetState, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout,

@@ -217,11 +217,12 @@ pub struct SplitData {
 }
 
 impl SplitData {
-    /// Splits `series` by time (`split`: train and validation fractions) and prepares the three parts.
-    pub fn new(series: &Series, split: (f64, f64)) -> Result<Self, String> {
+    /// Splits `series` by time (`split`: train and validation fractions) and prepares the three parts, sigma
+    /// with an EWMA span of `sigma_span` bars.
+    pub fn new(series: &Series, split: (f64, f64), sigma_span: usize) -> Result<Self, String> {
         let n = series.bars.len();
         let s = time_split(WARMUP.min(n), n, split.0, split.1)?;
-        let prepared = Prepared::new(series, s.train.clone()).map_err(|e| e.to_string())?;
+        let prepared = Prepared::with_sigma_span(series, s.train.clone(), sigma_span).map_err(|e| e.to_string())?;
         let part = |r: std::ops::Range<usize>| prepared.market_data(r).map_err(|e| e.to_string());
         Ok(Self { train: part(s.train.clone())?, valid: part(s.valid.clone())?, test: part(s.test.clone())?, split: s })
     }

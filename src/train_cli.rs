@@ -22,6 +22,7 @@ pub fn run(
     epochs: usize,
     envs: usize,
     seed: u64,
+    sigma_span: usize,
     out: Option<&Path>,
     backend: Result<Backend, String>,
 ) -> Result<(), String> {
@@ -77,7 +78,7 @@ pub fn run(
         bar.inc(1);
     };
     let label = dataset.label();
-    let data = crate::train::SplitData::new(series, cfg.split)?;
+    let data = crate::train::SplitData::new(series, cfg.split, sigma_span)?;
     let finish = |lines: Outcome<'_>| report(lines, &lrs, out, &label, &series.symbol);
     if algo == "ppo" {
         let trained = train_ppo(&backend, &data, &cfg, &ppo, progress)?;

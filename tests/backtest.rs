@@ -217,3 +217,70 @@ fn bad_specs_are_refused() {
     let bad = [SmaCross { fast: 0, slow: 5, allow_short: 0, _pad: 0 }];
     assert!(backtest(&Backend::Cpu, &market, &p, Signals::SmaCross(&bad), &spec(2)).is_err());
 }
+
+/// Capital 100: a winning long (100 -> 120, +20), then a short of 1.2 units at 100 with the close going to
+/// 250: equity 120 - 180 = -60, bankrupt. The short is closed at that close (reason Bankruptcy), so the loss
+/// that ended the column is in the trade statistics (v1: win rate 1, profit factor inf, exposure 3/5) and
+/// exposure stops with it.
+fn a_bankrupt_column_closes_its_position(backend: &Backend) {
+    let market = path(&[100.0, 100.0, 120.0, 100.0, 250.0, 250.0]);
+    let targets = [LONG, LONG, FLAT, SHORT, FLAT];
+    let r = backtest(
+        backend,
+        &market,
+        &[TrialParams::frictionless(100.0)],
+        Signals::Targets { targets: &targets, columns: 1 },
+        &spec(5),
+    )
+    .unwrap();
+    let m = r.metrics[0];
+    let close = |what: &str, got: f64, want: f64| {
+        assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "{what}: {got} vs {want}")
+    };
+    assert_eq!((m.trades, m.win_rate), (2.0, 0.5));
+    close("profit factor", m.profit_factor, 20.0 / 180.0);
+    close("total return", m.total_return, -1.6);
+    close("exposure", m.exposure, 2.0 / 5.0);
+    let t = r.column_trades(0);
+    assert_eq!(t.len(), 2);
+    assert_eq!((t[1].side, t[1].exit_bar, ExitReason::from_code(t[1].reason)), (-1, 4, ExitReason::Bankruptcy));
+    close("bankrupt exit price", t[1].exit_price, 250.0);
+    close("bankrupt trade pnl", t[1].pnl, -180.0);
+}
+test_device!(a_bankrupt_column_closes_its_position);
+
+/// empyrical's Sortino edge: no negative return and a positive mean is +inf (v1: NaN); a flat column
+/// (mean 0) stays NaN.
+fn sortino_without_losses_is_infinite(backend: &Backend) {
+    let market = path(&[100.0, 110.0, 121.0, 133.1]);
+    let run = |targets: &[u8]| {
+        backtest(
+            backend,
+            &market,
+            &[TrialParams::frictionless(1_000.0)],
+            Signals::Targets { targets, columns: 1 },
+            &spec(3),
+        )
+        .unwrap()
+        .metrics[0]
+    };
+    assert_eq!(run(&[LONG; 3]).sortino, f64::INFINITY);
+    assert!(run(&[FLAT; 3]).sortino.is_nan());
+}
+test_device!(sortino_without_losses_is_infinite);
+
+/// `backtest` refuses the parameters an env refuses, naming the field (capital 0 gave NaN metrics).
+#[test]
+fn backtest_validates_its_parameters() {
+    let market = path(&[100.0, 110.0, 121.0]);
+    let err = backtest(
+        &Backend::Cpu,
+        &market,
+        &[TrialParams::frictionless(0.0)],
+        Signals::Targets { targets: &[LONG; 2], columns: 1 },
+        &spec(2),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("initial_capital"), "{err}");
+}

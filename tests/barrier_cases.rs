@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_close, bars, walk_bars};
-use tradesim::{Backend, BarrierLabel, EnvStatus, TrialParams};
+use tradesim::{Backend, BarrierLabel, EnvStatus, TERMINATED, TRUNCATED, TrialParams};
 
 const FLAT: u8 = 0;
 const LONG: u8 = 1;
@@ -57,6 +57,16 @@ fn gap_through_a_barrier_fills_at_the_open(backend: &Backend) {
     assert_close("cash after the gap exit", s[1].cash, 9_800.0);
 }
 test_device!(gap_through_a_barrier_fills_at_the_open);
+
+/// A position held into bar 2, which opens at 103 above the take-profit at 102 and trades down to 97 below
+/// the stop at 99: the open is checked first, so a resting take-profit fills at 103 (v1 said stop-loss at 99).
+fn gap_through_the_take_profit_fills_at_the_open(backend: &Backend) {
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), (103.0, 103.5, 97.0, 98.0)], SIGMA);
+    let (s, t) = walk_bars(backend, params(), &b, &[LONG, LONG]);
+    assert_eq!(t[1].label, BarrierLabel::TakeProfit as u8);
+    assert_close("cash after the gap exit", s[1].cash, 10_300.0);
+}
+test_device!(gap_through_the_take_profit_fills_at_the_open);
 
 /// Bar 2 touches both 102 (high 103) and 99 (low 98.5): the stop-loss wins, exit at 99.
 fn both_barriers_in_one_bar_is_a_stop_loss(backend: &Backend) {
@@ -114,7 +124,8 @@ fn costs_inside_the_reward(backend: &Backend) {
     let (_, t) = walk_bars(backend, p, &b, &[LONG]);
     let want = ((10_475.190_1f64 / 10_000.0).ln() - 19.809_9 / 10_000.0) as f32;
     assert!((t[0].reward - want).abs() < 1e-6, "reward {} vs {want}", t[0].reward);
-    assert_eq!((t[0].valid, t[0].done, t[0].action, t[0].bar), (1, 1, LONG, 0));
+    // The segment's end truncates (nothing happened to the account): not a terminal state.
+    assert_eq!((t[0].valid, t[0].done, t[0].action, t[0].bar), (1, TRUNCATED, LONG, 0));
 }
 test_device!(costs_inside_the_reward);
 
@@ -131,14 +142,35 @@ fn drawdown_increase_is_penalized(backend: &Backend) {
 }
 test_device!(drawdown_increase_is_penalized);
 
-/// A bankrupt step ends the segment with a finite reward of ln(1e-12) and done = 1; later steps write
-/// invalid (padding) transitions.
+/// A bankrupt step terminates the env with a finite reward of ln(1e-12); its position is closed at that
+/// close; later steps write invalid (padding) transitions.
 fn bankruptcy_is_terminal(backend: &Backend) {
     let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 250.0, 100.0, 250.0), (250.0, 250.0, 250.0, 250.0)], 0.0);
     let (s, t) = walk_bars(backend, TrialParams::frictionless(1_000.0), &b, &[SHORT, FLAT]);
     assert_eq!(s[0].status(), EnvStatus::Bankrupt);
-    assert_eq!((t[0].done, t[0].valid), (1, 1));
+    assert_eq!((s[0].position, s[0].units), (0, 0.0));
+    assert_close("equity after the bankrupt close", s[0].equity, -500.0);
+    assert_eq!((t[0].done, t[0].valid), (TERMINATED, 1));
     assert_eq!(t[0].reward, (1e-12f64).ln() as f32);
     assert_eq!((t[1].valid, t[1].reward), (0, 0.0));
 }
 test_device!(bankruptcy_is_terminal);
+
+/// Max drawdown 20%: the long marked at 75 trips the breaker; at the next step the agent asks LONG but the
+/// breaker closes the position: the transition stores FLAT (what took effect) and LONG (what was chosen),
+/// and the halt terminates the env. A SHORT where shorts are not allowed acts, and is stored, as FLAT.
+fn stored_action_is_the_one_that_took_effect(backend: &Backend) {
+    let p = TrialParams { max_drawdown: 0.2, ..TrialParams::frictionless(1_000.0) };
+    let b = bars(
+        &[(100.0, 100.0, 100.0, 100.0), (100.0, 100.0, 75.0, 75.0), (80.0, 85.0, 80.0, 85.0), (90.0, 90.0, 90.0, 90.0)],
+        0.0,
+    );
+    let (s, t) = walk_bars(backend, p, &b, &[LONG, LONG]);
+    assert_eq!(s[0].status(), EnvStatus::HaltPending);
+    assert_eq!((t[0].action, t[0].chosen, t[0].done), (LONG, LONG, 0));
+    assert_eq!((t[1].action, t[1].chosen, t[1].done), (FLAT, LONG, TERMINATED));
+    let no_short = TrialParams { allow_short: 0, ..TrialParams::frictionless(1_000.0) };
+    let (_, t) = walk_bars(backend, no_short, &b, &[SHORT]);
+    assert_eq!((t[0].action, t[0].chosen), (FLAT, SHORT));
+}
+test_device!(stored_action_is_the_one_that_took_effect);

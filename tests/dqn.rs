@@ -295,6 +295,28 @@ fn gpu_greedy_walk_matches_cpu_walk() {
     }
 }
 
+/// The replay row of a truncated transition (the segment's end) keeps the bootstrap: `done` 0, so the TD
+/// target is `r + gamma x Q(s')`; a terminated one (bankruptcy, the breaker) has `done` 1 and the target `r`.
+#[test]
+fn truncated_transitions_bootstrap_in_the_td_target() {
+    use gpu_kernels::batch::sample_row;
+    let ring = [
+        tradesim::Transition { reward: 1.0, valid: 1, done: tradesim::TRUNCATED, ..Default::default() },
+        tradesim::Transition { reward: 1.0, valid: 1, done: tradesim::TERMINATED, ..Default::default() },
+    ];
+    let (truncated, terminated) = (sample_row(&ring, Some(0)), sample_row(&ring, Some(1)));
+    assert_eq!((truncated.done, terminated.done), (0.0, 1.0));
+    let dqn = DqnParams { gamma: 0.5, batch: 1, double_dqn: 0, huber_delta: 1e9, ..DqnParams::default() };
+    let (q, q_next) = ([0.0f32; 3], [4.0f32, 2.0, 1.0]);
+    let mut dout = [0.0f32; 3];
+    let target = |row: &gpu_kernels::batch::SampleRow, dout: &mut [f32; 3]| {
+        gpu_kernels::dqn::td_sample(0, &dqn, &q, &q_next, &q_next, 0, row.reward, row.done, 1.0, dout);
+        -dout[0] // Huber gradient of q - y in its linear-free range: y - q = y
+    };
+    assert_eq!(target(&truncated, &mut dout), 1.0 + 0.5 * 4.0);
+    assert_eq!(target(&terminated, &mut dout), 1.0);
+}
+
 /// Networks too wide for a block's shared memory (hidden 240 and 233 on 54 inputs: ~290 KB transposed) are
 /// walked with the weights read in place; the GPU still chooses the CPU walk's actions, bit for bit.
 #[test]

@@ -148,3 +148,36 @@ fn generator_is_seeded_consistent_and_labelled() {
     let var: f64 = r.iter().map(|x| (x - m).powi(2)).sum();
     assert!(cov / var > 0.05, "|r| autocorrelation {}", cov / var);
 }
+
+/// Flat closes: every log return is 0, so `signed_volume_z_20` is sign(0) x z = 0 (f64::signum gave +z),
+/// and `rvol_ratio_5_60` is undefined (no variation), documented as 0 (v1: -1).
+#[test]
+fn flat_prices_give_zero_sign_and_ratio() {
+    let mut d = synthetic(300, 2);
+    for (t, b) in d.series[0].bars.iter_mut().enumerate() {
+        b.open = Decimal::from(100);
+        b.close = Decimal::from(100);
+        b.high = Decimal::from(101);
+        b.low = Decimal::from(99);
+        b.volume = Decimal::from(1_000 + (t * 37) % 500);
+    }
+    let f = features(&d.series[0]);
+    let col = |name: &str| NAMES.iter().position(|n| *n == name).unwrap();
+    for t in [WARMUP, 250, 299] {
+        assert!(f.get(t, col("volume_z_20")) != 0.0, "the check needs a nonzero volume z at {t}");
+        assert_eq!(f.get(t, col("signed_volume_z_20")), 0.0, "bar {t}");
+        assert_eq!(f.get(t, col("rvol_ratio_5_60")), 0.0, "bar {t}");
+    }
+}
+
+/// The sigma EWMA span is a setting: a shorter span gives another sigma; span 0 is refused.
+#[test]
+fn sigma_span_is_configurable() {
+    let d = synthetic(400, 3);
+    let s = &d.series[0];
+    let bars = |span: usize| Prepared::with_sigma_span(s, WARMUP..300, span).unwrap().market_data(WARMUP..400).unwrap();
+    let (default, short) = (bars(tradesim::DEFAULT_SIGMA_SPAN), bars(20));
+    assert_eq!(Prepared::new(s, WARMUP..300).unwrap().market_data(WARMUP..400).unwrap().bars(), default.bars());
+    assert!(default.bars().iter().zip(short.bars()).any(|(a, b)| a.sigma != b.sigma));
+    assert!(Prepared::with_sigma_span(s, WARMUP..300, 0).is_err());
+}

@@ -206,7 +206,7 @@ fn two_workers_share_a_study() {
     drop(Study::open(&paths.study, false, "{}").unwrap());
     let d = tradesim::data::embedded().unwrap();
     let batches = std::sync::atomic::AtomicUsize::new(0);
-    let data = tradesim::train::SplitData::new(&d.series[0], tradesim::train::DEFAULT_SPLIT).unwrap();
+    let data = tradesim::train::SplitData::new(&d.series[0], tradesim::train::DEFAULT_SPLIT, 100).unwrap();
     run_search(&[tradesim::Backend::Cpu, tradesim::Backend::Cpu], &data, &cfg, 6_048.0, &paths, &|p| {
         if let tradesim::hyperopt::Progress::Batch { .. } = p {
             batches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -106,6 +106,7 @@ fn bankruptcy_ends_the_env(backend: &Backend) {
         walk(backend, params(1_000.0), &[100.0, 100.0, 50.0, 50.0], &[100.0, 250.0, 50.0, 50.0], &[SHORT, FLAT, LONG]);
     assert_close("equity", s[0].equity, -500.0);
     assert_eq!(s[0].status(), EnvStatus::Bankrupt);
+    assert_eq!((s[0].position, s[0].units), (0, 0.0), "bankruptcy closes the position at that close");
     assert_eq!(s[2].status(), EnvStatus::Bankrupt);
     assert_eq!((s[2].cash, s[2].units, s[2].bar), (s[0].cash, s[0].units, s[0].bar));
 }

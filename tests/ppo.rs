@@ -55,6 +55,47 @@ fn gae_matches_the_reference() {
     }
 }
 
+/// One env, a rollout of 4 steps (Pardo et al., 2018): when the last transition is a truncation (the
+/// segment's end), its advantage bootstraps from the value after it, so a different bootstrap value changes
+/// the advantages of the last step and, through the recursion, the earlier ones; a terminated last step does
+/// not depend on it. A truncation inside the rollout (the env's segment ended early) bootstraps from the
+/// same value: the state a done env keeps.
+#[test]
+fn truncation_bootstraps_and_termination_does_not() {
+    let ring_with = |last: u8| -> Vec<Transition> {
+        (0..4)
+            .map(|t| Transition {
+                reward: 0.1 * t as f32,
+                valid: 1,
+                done: if t == 3 { last } else { 0 },
+                ..Transition::default()
+            })
+            .collect()
+    };
+    let values = [0.5f32, 0.4, 0.3, 0.2];
+    let advantages = |ring: &[Transition], bootstrap: f32| {
+        let mut adv = [0.0f32; 4];
+        gae_env(0, 1, 4, 0.9, 0.8, ring, &values, bootstrap, |i, a, _| adv[i] = a);
+        adv
+    };
+    let truncated = ring_with(tradesim::TRUNCATED);
+    let (low, high) = (advantages(&truncated, 0.0), advantages(&truncated, 1.0));
+    assert_eq!(low[3], 0.3 - 0.2);
+    assert!((high[3] - (0.3 + 0.9 * 1.0 - 0.2)).abs() < 1e-6, "{}", high[3]);
+    assert!((0..4).all(|t| high[t] > low[t]), "every advantage feels the bootstrap: {low:?} {high:?}");
+    let terminated = ring_with(tradesim::TERMINATED);
+    assert_eq!(advantages(&terminated, 0.0), advantages(&terminated, 1.0));
+    assert_eq!(advantages(&terminated, 1.0)[3], 0.3 - 0.2);
+    // Truncated at step 1, padding after it: step 1 bootstraps from the env's final value.
+    let mut early = ring_with(0);
+    early[1].done = tradesim::TRUNCATED;
+    early[2].valid = 0;
+    early[3].valid = 0;
+    let (a0, a1) = (advantages(&early, 0.0), advantages(&early, 2.0));
+    assert!((a1[1] - a0[1] - 0.9 * 2.0).abs() < 1e-6, "{a0:?} {a1:?}");
+    assert_eq!((a1[2], a1[3]), (0.0, 0.0));
+}
+
 fn params() -> (TrialParams, PpoParams) {
     let env = TrialParams { w_pnl: 100.0, ..TrialParams::frictionless(10_000.0) };
     let ppo = PpoParams {
@@ -160,7 +201,7 @@ fn train_ppo_runs_on_real_data() {
     cfg.hidden = 16;
     cfg.batch = 32;
     let ppo = [PpoParams { hidden: 16, batch: 32, epochs: 2, ..PpoParams::default() }; 2];
-    let data = SplitData::new(&d.series[0], cfg.split).unwrap();
+    let data = SplitData::new(&d.series[0], cfg.split, tradesim::DEFAULT_SIGMA_SPAN).unwrap();
     let trained = train_ppo(&Backend::Cpu, &data, &cfg, &ppo, |_| {}).unwrap();
     assert_eq!(trained.epochs.len(), 2);
     assert_eq!(trained.test_actions.len(), 2 * (trained.split.test.len() - 1));

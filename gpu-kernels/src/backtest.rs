@@ -326,7 +326,14 @@ pub fn backtest_column(
         annual_return: annual,
         annual_volatility: std * libm::sqrt(ann),
         sharpe: ratio(mean, std) * libm::sqrt(ann),
-        sortino: ratio(mean * ann, downside_dev * libm::sqrt(ann)),
+        // empyrical's edge: no return below the target and a positive mean is +inf (a zero mean is NaN).
+        sortino: if downside_dev > 0.0 {
+            ratio(mean * ann, downside_dev * libm::sqrt(ann))
+        } else if mean > 0.0 {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        },
         max_drawdown: max_dd,
         max_drawdown_bars: max_dd_bars as f64,
         calmar: ratio(annual, libm::fabs(max_dd)),

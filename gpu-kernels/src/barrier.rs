@@ -22,10 +22,11 @@ pub fn set_barriers(params: &TrialParams, state: &mut EnvState, sigma: f64, fill
 }
 
 /// Checks the open position's barriers on bar `u` (from the fill bar on). Returns the label and exit price:
-/// stop-loss first when both barriers are touched; the open when the bar gapped beyond a barrier; the close
-/// on time expiry.
+/// first the open (`gap`: the position was held into this bar), a gap beyond either barrier filling at the
+/// open; then the range, at the barrier's price, stop-loss when both were touched; then the time expiry at
+/// the close.
 #[inline]
-pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32) -> Option<(BarrierLabel, f64)> {
+pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32, gap: bool) -> Option<(BarrierLabel, f64)> {
     if state.barrier_live == 0 || state.position == 0 {
         return None;
     }
@@ -34,13 +35,17 @@ pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32) -> Option<(BarrierLab
     // Adverse and favourable extremes of the bar for this side.
     let (adverse, favourable) = if long { (bar.low, bar.high) } else { (bar.high, bar.low) };
     let beyond = |price: f64, level: f64, up: bool| if up { price >= level } else { price <= level };
+    if gap && tp > 0.0 && beyond(bar.open, tp, long) {
+        return Some((BarrierLabel::TakeProfit, bar.open));
+    }
+    if gap && sl > 0.0 && beyond(bar.open, sl, !long) {
+        return Some((BarrierLabel::StopLoss, bar.open));
+    }
     if sl > 0.0 && beyond(adverse, sl, !long) {
-        let exit = if beyond(bar.open, sl, !long) { bar.open } else { sl };
-        return Some((BarrierLabel::StopLoss, exit));
+        return Some((BarrierLabel::StopLoss, sl));
     }
     if tp > 0.0 && beyond(favourable, tp, long) {
-        let exit = if beyond(bar.open, tp, long) { bar.open } else { tp };
-        return Some((BarrierLabel::TakeProfit, exit));
+        return Some((BarrierLabel::TakeProfit, tp));
     }
     if state.expiry_bar != NO_EXPIRY && u >= state.expiry_bar {
         return Some((BarrierLabel::Time, bar.close));

@@ -218,7 +218,9 @@ pub fn sample_entry(
 pub fn sample_row(ring: &[Transition], slot: Option<usize>) -> SampleRow {
     let Some(slot) = slot else { return SampleRow { action: 0, reward: 0.0, done: 1.0, weight: 0.0 } };
     let t = &ring[slot];
-    SampleRow { action: u32::from(t.action), reward: t.reward, done: if t.done != 0 { 1.0 } else { 0.0 }, weight: 1.0 }
+    // Only a terminal s' stops the bootstrap; a truncated one (the segment's end) bootstraps from Q(s').
+    let terminal = if t.done == crate::types::TERMINATED { 1.0 } else { 0.0 };
+    SampleRow { action: u32::from(t.action), reward: t.reward, done: terminal, weight: 1.0 }
 }
 
 /// Writes env `state`'s observation: bar `state.bar`'s features and its portfolio floats.

@@ -178,7 +178,7 @@ pub fn td_sample(
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "one parameter's online, target and Adam state")]
 pub fn update_param(args: &DqnArgs, dqn: &DqnParams, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
-    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, args.step as u32);
+    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, args.step);
     if dqn.tau > 0.0 {
         *target = dqn.tau * *w + (1.0 - dqn.tau) * *target;
     } else if dqn.target_every > 0 && args.step.is_multiple_of(u64::from(dqn.target_every)) {

@@ -17,8 +17,13 @@ pub struct StepOutcome {
     pub reward: f64,
     /// Barrier resolved on bar t+1.
     pub label: BarrierLabel,
-    /// s_{t+1} is terminal.
+    /// The env's run ended at s_{t+1} (terminated or truncated).
     pub done: bool,
+    /// It ended by reaching the end of its segment or of the data (a truncation, not a terminal state).
+    pub truncated: bool,
+    /// Action code that took effect (FLAT when the breaker overrode the agent or a disallowed SHORT acted as
+    /// FLAT).
+    pub effective: u8,
     /// The env was active at t (false: nothing happened, the transition is padding).
     pub valid: bool,
 }
@@ -29,7 +34,16 @@ impl StepOutcome {
     fn no_step(state: &mut EnvState, floats: [f32; 3]) -> Self {
         state.step_costs = 0.0;
         state.label = 0;
-        Self { state: floats, next_state: floats, reward: 0.0, label: BarrierLabel::None, done: true, valid: false }
+        Self {
+            state: floats,
+            next_state: floats,
+            reward: 0.0,
+            label: BarrierLabel::None,
+            done: true,
+            truncated: state.status() == crate::EnvStatus::SegmentEnd,
+            effective: 0,
+            valid: false,
+        }
     }
 }
 
@@ -77,7 +91,8 @@ pub fn env_step_logged(
         set_barriers(params, state, decision.sigma, fill_bar);
     }
     let mut label = BarrierLabel::None;
-    if let Some((hit, exit_price)) = check_barriers(state, next, fill_bar) {
+    // A position held into this bar can gap through a barrier at the open; one opened at this open cannot.
+    if let Some((hit, exit_price)) = check_barriers(state, next, fill_bar, !opened) {
         label = hit;
         state.barrier_live = 0;
         if params.barrier_exits != 0 {
@@ -87,6 +102,14 @@ pub fn env_step_logged(
         }
     }
     mark_at_close(params, state, before, next.close, costs);
+    if state.status() == crate::EnvStatus::Bankrupt && state.position != 0 {
+        // Bankruptcy terminates the env: its position is closed at this close, costs charged, in the ledger.
+        let fill = close_position(params, state, next.close);
+        log.closed(fill_bar, &fill, ExitReason::Bankruptcy, state.cash);
+        costs += fill.costs;
+        state.step_costs = costs;
+        state.equity = state.cash;
+    }
     state.label = label as u32;
     let r = reward(params, equity_before, state.equity, drawdown_before, state.drawdown(), costs, label);
     StepOutcome {
@@ -95,6 +118,12 @@ pub fn env_step_logged(
         reward: r,
         label,
         done: state.status().is_done(),
+        truncated: state.status() == crate::EnvStatus::SegmentEnd,
+        effective: match target {
+            1 => crate::Action::Long as u8,
+            -1 => crate::Action::Short as u8,
+            _ => crate::Action::Flat as u8,
+        },
         valid: true,
     }
 }
@@ -114,18 +143,26 @@ pub fn env_step_on_series(params: &TrialParams, state: &mut EnvState, action: u8
     env_step(params, state, action, &bars[t], &bars[t + 1])
 }
 
-/// The compressed transition of a step taken from bar `bar` with `action`.
+/// The compressed transition of a step taken from bar `bar` with the agent's `action` (the transition keeps
+/// the action that took effect, and the chosen one beside it).
 #[inline]
 pub fn transition(bar: u32, action: u8, outcome: &StepOutcome) -> Transition {
+    let done = match (outcome.done, outcome.truncated) {
+        (false, _) => 0,
+        (true, false) => crate::types::TERMINATED,
+        (true, true) => crate::types::TRUNCATED,
+    };
     Transition {
         bar,
         state: outcome.state,
         next_state: outcome.next_state,
         reward: outcome.reward as f32,
-        action,
-        done: u8::from(outcome.done),
+        action: outcome.effective,
+        done,
         label: outcome.label as u8,
         valid: u8::from(outcome.valid),
+        chosen: action,
+        _pad: [0; 3],
     }
 }
 

@@ -51,7 +51,9 @@ pub(crate) mod nvptx_ops {
     }
 }
 
-pub use types::{Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, Transition, TrialParams};
+pub use types::{
+    Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
+};
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]

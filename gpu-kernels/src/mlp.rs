@@ -135,10 +135,27 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
 /// Adam moments and step of one parameter (bias-corrected; `t` >= 1 is the step number).
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "Adam's state and hyperparameters of one parameter")]
-pub fn adam(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, lr: f32, beta1: f32, beta2: f32, eps: f32, t: u32) {
+pub fn adam(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, lr: f32, beta1: f32, beta2: f32, eps: f32, t: u64) {
     *m = beta1 * *m + (1.0 - beta1) * g;
     *v = beta2 * *v + (1.0 - beta2) * (g * g);
     let m_hat = *m / (1.0 - libm::powf(beta1, t as f32));
     let v_hat = *v / (1.0 - libm::powf(beta2, t as f32));
     *w -= lr * m_hat / (libm::sqrtf(v_hat) + eps);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::adam;
+
+    /// The step counter is u64 end to end: at step 2^32 (a u32 counter wraps to 0 there, and the bias
+    /// correction divides by 1 - beta^0 = 0) the update is finite and the bias corrections are 1.
+    #[test]
+    fn adam_past_u32_steps_stays_finite() {
+        let (mut w, mut m, mut v) = (1.0f32, 0.1f32, 0.01f32);
+        adam(&mut w, &mut m, &mut v, 0.5, 1e-3, 0.9, 0.999, 1e-8, 1u64 << 32);
+        assert!(w.is_finite() && m.is_finite() && v.is_finite(), "w {w}, m {m}, v {v}");
+        let (m_want, v_want): (f32, f32) = (0.9 * 0.1 + 0.1 * 0.5, 0.999 * 0.01 + 0.001 * 0.25);
+        let w_want = 1.0 - 1e-3 * m_want / (v_want.sqrt() + 1e-8);
+        assert!((w - w_want).abs() < 1e-6, "{w} vs {w_want}");
+    }
 }

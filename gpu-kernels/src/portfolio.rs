@@ -59,6 +59,8 @@ pub enum ExitReason {
     Breaker = 4,
     /// Closed at the last bar's close when the backtest ended.
     EndOfData = 5,
+    /// Closed at the close of the bar where equity fell to zero or below (the env terminates).
+    Bankruptcy = 6,
 }
 
 impl ExitReason {
@@ -70,6 +72,7 @@ impl ExitReason {
             3 => Self::Time,
             4 => Self::Breaker,
             5 => Self::EndOfData,
+            6 => Self::Bankruptcy,
             _ => Self::Signal,
         }
     }

@@ -154,9 +154,11 @@ pub fn choose(env: usize, args: &PpoArgs, out: &[f32]) -> (u8, f32, f32) {
 }
 
 /// GAE for env `e` of a trial over its rollout of `steps`: `ring`, `values` hold the trial's `steps x E`
-/// transitions and values (step-major), `bootstrap` the value after the last step. Writes advantages and
-/// returns (`advantage + value`). A slot of an env that was already done is not a transition: advantage and
-/// return 0, and it cuts the recursion.
+/// transitions and values (step-major), `bootstrap` the value of the env's state after the rollout. Writes
+/// advantages and returns (`advantage + value`). A slot of an env that was already done is not a transition:
+/// advantage and return 0, and it cuts the recursion. A terminated transition does not bootstrap; a truncated
+/// one (the segment's end) bootstraps from `bootstrap`, which is the value of its next state (a done env does
+/// not move), and starts a new recursion.
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "one env's rollout")]
 pub fn gae_env(
@@ -181,9 +183,13 @@ pub fn gae_env(
             write(i, 0.0, 0.0);
             continue;
         }
-        let not_done = if tr.done != 0 { 0.0 } else { 1.0 };
-        let delta = tr.reward + gamma * next_value * not_done - values[i];
-        gae = delta + gamma * lambda * not_done * gae;
+        let (next, carry) = match tr.done {
+            0 => (next_value, 1.0),
+            crate::types::TRUNCATED => (bootstrap, 0.0),
+            _ => (0.0, 0.0),
+        };
+        let delta = tr.reward + gamma * next - values[i];
+        gae = delta + gamma * lambda * carry * gae;
         write(i, gae, gae + values[i]);
         next_value = values[i];
     }
@@ -264,7 +270,7 @@ pub fn minibatch_sample(
 ) -> Option<(usize, PpoSample)> {
     let n = ring.len();
     let s = minibatch_index(ring, n, args.seed, t as u64, args.counter, j as u64)?;
-    Some((s, PpoSample { action: ring[s].action, logp_old: logps[s], advantage: advantages[s], ret: returns[s] }))
+    Some((s, PpoSample { action: ring[s].chosen, logp_old: logps[s], advantage: advantages[s], ret: returns[s] }))
 }
 
 /// Column `c` of the observation of the transition in rollout slot `slot` (features of its bar, then its
@@ -279,5 +285,5 @@ pub fn gather_entry(ring: &[Transition], features: &[f32], n_features: usize, sl
 /// Adam step of one parameter with its gradient `g` (`update` >= 1 is the update number).
 #[inline]
 pub fn adam_step(p: &PpoParams, g: f32, w: &mut f32, m: &mut f32, v: &mut f32, update: u64) {
-    crate::mlp::adam(w, m, v, g, p.lr, p.beta1, p.beta2, p.adam_eps, update as u32);
+    crate::mlp::adam(w, m, v, g, p.lr, p.beta1, p.beta2, p.adam_eps, update);
 }

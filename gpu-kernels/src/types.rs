@@ -128,8 +128,14 @@ pub enum BarrierLabel {
     Time = 3,
 }
 
+/// [`Transition::done`]: s_{t+1} is terminal (bankruptcy or the circuit breaker): targets do not bootstrap.
+pub const TERMINATED: u8 = 1;
+/// [`Transition::done`]: the segment ended at s_{t+1} (its last step, or the last bar of the data): nothing
+/// happened to the account, so targets bootstrap from the value of s_{t+1}.
+pub const TRUNCATED: u8 = 2;
+
 /// One compressed transition `s_t, a_t -> r_t, s_{t+1}`: the features are gathered from `bar` and
-/// `bar + 1` when sampled, so only the 3 portfolio floats of each state are stored (36 bytes).
+/// `bar + 1` when sampled, so only the 3 portfolio floats of each state are stored (40 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct Transition {
@@ -141,17 +147,22 @@ pub struct Transition {
     pub next_state: [f32; 3],
     /// Reward (normalized when the trial asks for it).
     pub reward: f32,
-    /// Action code taken at t.
+    /// Action code that took effect at t (FLAT where the breaker overrode the agent or a disallowed SHORT
+    /// acted as FLAT): what the replay learns from.
     pub action: u8,
-    /// 1 when s_{t+1} is terminal (bankrupt, halted, segment end).
+    /// How the env's run ended at s_{t+1}: 0 it continues, [`TERMINATED`] or [`TRUNCATED`].
     pub done: u8,
     /// [`BarrierLabel`] code resolved on bar t+1.
     pub label: u8,
     /// 0 for a slot written by an env that was already done (skipped by the sampler and the statistics).
     pub valid: u8,
+    /// Action code the agent chose at t (PPO's ratio needs the sampled action and its probability).
+    pub chosen: u8,
+    /// Padding (zero).
+    pub _pad: [u8; 3],
 }
 
-const _: () = assert!(size_of::<Transition>() == 36);
+const _: () = assert!(size_of::<Transition>() == 40);
 
 /// Running moments (Chan et al.): count, mean and sum of squared deviations.
 #[repr(C)]

@@ -172,6 +172,9 @@ pub fn backtest(
     signals: Signals<'_>,
     spec: &BacktestSpec,
 ) -> Result<BacktestResult, HostError> {
+    for (trial, p) in params.iter().enumerate() {
+        crate::env_batch::validate_params(trial, p)?;
+    }
     let args = backtest_args(market, params, &signals, spec)?;
     let prefix = close_prefix(market);
     match backend {

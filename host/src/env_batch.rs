@@ -409,7 +409,8 @@ impl EnvBatch {
     }
 }
 
-fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
+/// Checks one trial's parameters (the env and the backtest refuse the same values, naming the field).
+pub(crate) fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
     let checks: [(&'static str, f64, bool, &'static str); 11] = [
         ("initial_capital", p.initial_capital, p.initial_capital > 0.0, "finite and > 0"),
         ("spread", p.spread, (0.0..2.0).contains(&p.spread), "in [0, 2)"),

@@ -41,6 +41,9 @@ impl MarketData {
         features: Vec<f32>,
         n_features: usize,
     ) -> Result<Self, HostError> {
+        if sigma_span == 0 {
+            return Err(HostError::Config("the sigma EWMA span must be at least 1 bar".to_owned()));
+        }
         let sigma = ewma_sigma(prices.close(), sigma_span);
         let bars = (0..prices.len())
             .map(|t| Bar {

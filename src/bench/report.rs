@@ -264,9 +264,9 @@ pub struct BenchReport {
     pub seconds: f64,
 }
 
-/// Bytes an env step moves through device memory at least: its transition (36 B), its action (1 B) and two
+/// Bytes an env step moves through device memory at least: its transition (40 B), its action (1 B) and two
 /// bars (2 x 40 B, mostly cache hits); the env state stays in registers during a scan.
-pub const BYTES_PER_ENV_STEP: f64 = 36.0 + 1.0 + 80.0;
+pub const BYTES_PER_ENV_STEP: f64 = 40.0 + 1.0 + 80.0;
 
 fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))

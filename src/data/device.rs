@@ -62,14 +62,20 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Converts `series`, computes its features and fits the normalizer on rows `train`.
+    /// Converts `series`, computes its features and fits the normalizer on rows `train`; sigma with the
+    /// default span ([`DEFAULT_SIGMA_SPAN`]).
     pub fn new(series: &Series, train: Range<usize>) -> Result<Self, HostError> {
+        Self::with_sigma_span(series, train, DEFAULT_SIGMA_SPAN)
+    }
+
+    /// [`Prepared::new`] with the EWMA span (bars) of the sigma that sets barrier widths.
+    pub fn with_sigma_span(series: &Series, train: Range<usize>, sigma_span: usize) -> Result<Self, HostError> {
         let columns = columns(series)?;
         let features = FeatureMatrix::compute(&columns);
         let normalizer = features.fit(train);
         let c = &columns;
         let prices = PriceSeries::new(c.open.clone(), c.high.clone(), c.low.clone(), c.close.clone())?;
-        let bars = MarketData::new(&prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)?.bars().to_vec();
+        let bars = MarketData::new(&prices, sigma_span, Vec::new(), 0)?.bars().to_vec();
         Ok(Self { columns, features, normalizer, bars })
     }
 

@@ -213,7 +213,9 @@ impl FeatureMatrix {
                 row[6 + i] = c[t] / lag(k) - 1.0;
             }
             let (rv5, rv20, rv60) = (std(window(&r, t, 5)), std(window(&r, t, 20)), std(window(&r, t, 60)));
-            row[10..16].copy_from_slice(&[rv5, rv20, rv60, sigma100[t], sigma20[t], ratio(rv5, rv60) - 1.0]);
+            // The ratio is 0 where undefined (no 60-bar variation), not -1.
+            let rvol_ratio = if rv60 > 0.0 { ratio(rv5, rv60) - 1.0 } else { 0.0 };
+            row[10..16].copy_from_slice(&[rv5, rv20, rv60, sigma100[t], sigma20[t], rvol_ratio]);
             row[16] = rsi14[t] / 100.0 - 0.5;
             row[17] = rsi6[t] / 100.0 - 0.5;
             row[18] = macd[t] / c[t];
@@ -249,7 +251,14 @@ impl FeatureMatrix {
             row[41] = z(20);
             row[42] = z(60);
             row[43] = ((1.0 + v[t].max(0.0)) / (1.0 + mean(window(v, t, 20)).max(0.0))).ln();
-            row[44] = r[t].signum() * row[41];
+            // sign(0) = 0 (f64::signum is +1 at +0).
+            row[44] = if r[t] > 0.0 {
+                row[41]
+            } else if r[t] < 0.0 {
+                -row[41]
+            } else {
+                0.0
+            };
             let (mut pos, mut neg) = (0.0, 0.0);
             for u in t - 13..=t {
                 let flow = typical[u] * v[u].max(0.0);

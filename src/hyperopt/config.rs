@@ -23,6 +23,7 @@
 //! commission = "0"
 //! allow_short = true
 //! whole_units = false
+//! sigma_span = 100       # EWMA span (bars) of the volatility that sets barrier widths
 //!
 //! [space]               # each entry: { low, high, log = bool } | { choices = [...] } | a fixed number
 //! lr = { low = 1e-4, high = 3e-3, log = true }
@@ -127,6 +128,8 @@ pub struct EnvSettings {
     pub allow_short: bool,
     /// Whole units.
     pub whole_units: bool,
+    /// EWMA span (bars) of the volatility sigma that sets barrier widths.
+    pub sigma_span: usize,
 }
 
 impl Default for EnvSettings {
@@ -137,6 +140,7 @@ impl Default for EnvSettings {
             commission: "0".to_owned(),
             allow_short: true,
             whole_units: false,
+            sigma_span: crate::DEFAULT_SIGMA_SPAN,
         }
     }
 }
@@ -261,7 +265,9 @@ impl SearchConfig {
                 return Err(format!("{key} must be at least 1"));
             }
         }
-        for (key, v) in [("study.envs", s.envs), ("study.segment_len", s.segment_len)] {
+        for (key, v) in
+            [("study.envs", s.envs), ("study.segment_len", s.segment_len), ("env.sigma_span", self.env.sigma_span)]
+        {
             if v == 0 {
                 return Err(format!("{key} must be at least 1"));
             }

@@ -116,6 +116,7 @@ impl Bits for tradesim::Transition {
             u64::from(self.done),
             u64::from(self.label),
             u64::from(self.valid),
+            u64::from(self.chosen),
         ]);
         out
     }
