@@ -140,7 +140,7 @@ fn observations_and_samples_rebuild_states(backend: &Backend) {
                     && o[..5] == market.features()[bar * 5..bar * 5 + 5]
                     && no[..5] == market.features()[(bar + 1) * 5..(bar + 2) * 5]
                     && batch.actions[i] == u32::from(t.action)
-                    && batch.dones[i] == f32::from(t.done)
+                    && batch.dones[i] == f32::from(u8::from(t.done == tradesim::TERMINATED))
             })
             .unwrap_or_else(|| panic!("sample {i} matches no transition of trial {trial}"));
         assert!(t.bar as usize + 1 < 400);
