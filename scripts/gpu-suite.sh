@@ -32,6 +32,8 @@ if [ "${1:-}" != "--no-bench" ]; then
 fi
 strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
 cp scripts/gpu-run.sh "$stage/run.sh"
+# The seed search configurations the README's performance table runs (`--config configs/seed-dqn.toml`).
+cp -r benches/configs "$stage/configs"
 size_kib=$(du -sk "$stage" | cut -f1)
 echo "staged $(ls "$stage/tests" | wc -l) test binaries, $(ls "$stage/benches" | wc -l) bench binaries: $((size_kib / 1024)) MiB in $stage"
 if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
