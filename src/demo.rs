@@ -35,6 +35,7 @@ pub fn demo_params(k: usize) -> TrialParams {
         w_cost: 1.0,
         allow_short: u32::from(k.is_multiple_of(2)),
         whole_units: u32::from(k % 3 == 1),
+        key: k as u64,
         ..TrialParams::frictionless(100_000.0)
     }
 }

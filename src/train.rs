@@ -82,7 +82,8 @@ impl TrainConfig {
             seed,
             split: DEFAULT_SPLIT,
             bars_per_year: 252.0,
-            env_params: vec![env; trials],
+            // Trial k's random streams are keyed by k.
+            env_params: (0..trials as u64).map(|key| TrialParams { key, ..env }).collect(),
             dqn: vec![dqn; trials],
         }
     }

@@ -295,6 +295,43 @@ fn gpu_greedy_walk_matches_cpu_walk() {
     }
 }
 
+/// A trial's result depends on its own parameters, key and the seed only: trained alone (K = 1), or at slot
+/// 1 of three beside mates with other widths, batches and keys (so the batch's stride and buffer differ),
+/// it ends with the same weights, bit for bit.
+fn a_trial_alone_equals_the_trial_in_a_batch(backend: &Backend) {
+    let (env_p, dqn_p) = sanity_params();
+    let market = common::planted_market(1_000, 5);
+    let cfg = EnvConfig { segment_len: 100, ring_capacity: 64 * 100, seed: 6, trial_groups: 1 };
+    let me = (TrialParams { key: 42, ..env_p }, DqnParams { hidden: 12, batch: 40, ..dqn_p });
+    let run = |trials: &[(TrialParams, DqnParams)], hidden: usize, batch: usize| {
+        let envs: Vec<TrialParams> = trials.iter().map(|t| t.0).collect();
+        let dqns: Vec<DqnParams> = trials.iter().map(|t| t.1).collect();
+        let layout = SimLayout::new(trials.len(), 64).unwrap();
+        let mut env = EnvBatch::new(backend, &market, &envs, layout, cfg).unwrap();
+        let mut agent = DqnAgent::new(backend, &env, &dqns, hidden, batch, 6).unwrap();
+        for step in 0..60 {
+            agent.act_and_step(&mut env, step, false).unwrap();
+            agent.train_step(&mut env).unwrap();
+        }
+        (agent.layout(), agent.state().unwrap())
+    };
+    let (l1, alone) = run(&[me], 12, 40);
+    let mates = [
+        (TrialParams { key: 7, spread: 0.001, ..env_p }, DqnParams { hidden: 16, batch: 64, ..dqn_p }),
+        me,
+        (TrialParams { key: 99, ..env_p }, DqnParams { hidden: 9, batch: 20, double_dqn: 0, ..dqn_p }),
+    ];
+    let (l3, batched) = run(&mates, 16, 64);
+    assert_eq!(common::trial_bits(&l1, &alone.online, 0, 12), common::trial_bits(&l3, &batched.online, 1, 12));
+    assert_eq!(common::trial_bits(&l1, &alone.m, 0, 12), common::trial_bits(&l3, &batched.m, 1, 12));
+    assert_ne!(
+        common::trial_bits(&l3, &batched.online, 0, 12)[..50],
+        common::trial_bits(&l3, &batched.online, 1, 12)[..50],
+        "mates with other keys draw other numbers"
+    );
+}
+test_device!(a_trial_alone_equals_the_trial_in_a_batch);
+
 /// The replay row of a truncated transition (the segment's end) keeps the bootstrap: `done` 0, so the TD
 /// target is `r + gamma x Q(s')`; a terminated one (bankruptcy, the breaker) has `done` 1 and the target `r`.
 #[test]

@@ -147,6 +147,39 @@ fn updated_agent(backend: &Backend) -> (PpoAgent, [TrialParams; 3]) {
     (agent, trials)
 }
 
+/// A PPO trial's updates are its own: `epochs x ceil(rollout / batch)` of its batch whatever its mates ask
+/// for, with its key's draws; alone or at slot 1 of three (mates with bigger batches, more epochs, other
+/// widths and keys), it ends with the same weights, bit for bit.
+fn a_trial_alone_equals_the_trial_in_a_batch(backend: &Backend) {
+    let (env_p, ppo) = params();
+    let market = common::planted_market(1_000, 5);
+    let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
+    let me = (TrialParams { key: 42, ..env_p }, PpoParams { hidden: 11, batch: 37, epochs: 2, ..ppo });
+    let run = |trials: &[(TrialParams, PpoParams)], hidden: usize, batch: usize| {
+        let envs: Vec<TrialParams> = trials.iter().map(|t| t.0).collect();
+        let ppos: Vec<PpoParams> = trials.iter().map(|t| t.1).collect();
+        let mut env = EnvBatch::new(backend, &market, &envs, SimLayout::new(trials.len(), 32).unwrap(), cfg).unwrap();
+        let mut agent = PpoAgent::new(backend, &env, &ppos, hidden, batch, 6).unwrap();
+        for epoch in 0..2 {
+            env.reset_epoch(epoch).unwrap();
+            agent.collect(&mut env).unwrap();
+            agent.update(&mut env).unwrap();
+        }
+        (agent.layout(), agent.state().unwrap(), agent.last_losses().unwrap())
+    };
+    let (l1, alone, alone_losses) = run(&[me], 11, 37);
+    let mates = [
+        (TrialParams { key: 7, ..env_p }, PpoParams { hidden: 16, batch: 64, epochs: 4, ..ppo }),
+        me,
+        (TrialParams { key: 99, spread: 0.001, ..env_p }, PpoParams { hidden: 13, batch: 20, epochs: 1, ..ppo }),
+    ];
+    let (l3, batched, batched_losses) = run(&mates, 16, 64);
+    assert_eq!(common::trial_bits(&l1, &alone.online, 0, 11), common::trial_bits(&l3, &batched.online, 1, 11));
+    assert_eq!(common::trial_bits(&l1, &alone.v, 0, 11), common::trial_bits(&l3, &batched.v, 1, 11));
+    assert_bitwise("the trial's last mean loss", &alone_losses[..1], &batched_losses[1..2]);
+}
+test_device!(a_trial_alone_equals_the_trial_in_a_batch);
+
 fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
     let (agent, _) = updated_agent(backend);
     (agent.state().unwrap(), agent.last_losses().unwrap())

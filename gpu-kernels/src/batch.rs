@@ -147,11 +147,11 @@ pub fn draw_valid(ring: &[Transition], n: usize, seed: u64, stream: u64, counter
     })
 }
 
-/// Ring slot (within the trial) of sample `draw`: uniform over the valid transitions among the `count`
+/// Ring slot (within the trial keyed `key`) of sample `draw`: uniform over the valid transitions among the `count`
 /// written ([`draw_valid`]); `None` (a zero-weight sample) when none was found.
 #[inline]
-pub fn sample_slot(ring: &[Transition], count: u32, seed: u64, trial: u64, draw: u64) -> Option<usize> {
-    draw_valid(ring, count as usize, seed, SAMPLE_STREAM + trial, draw)
+pub fn sample_slot(ring: &[Transition], count: u32, seed: u64, key: u64, draw: u64) -> Option<usize> {
+    draw_valid(ring, count as usize, seed, crate::rng::keyed(SAMPLE_STREAM, key), draw)
 }
 
 /// The scalar outputs of one sample.
@@ -173,24 +173,26 @@ pub struct SampleRow {
 #[inline]
 pub fn sample_one(
     args: &SampleArgs,
+    key: u64,
     ring: &[Transition],
     features: &[f32],
     i: usize,
     obs: &mut [f32],
     next_obs: &mut [f32],
 ) -> SampleRow {
-    let slot = sample_of(args, ring, i);
+    let slot = sample_of(args, key, ring, i);
     for c in 0..args.n_features as usize + 3 {
         (obs[c], next_obs[c]) = sample_entry(args, ring, features, slot, c);
     }
     sample_row(ring, slot)
 }
 
-/// The ring slot of sample `i` (trial-major), `None` where the trial's ring holds no valid transition.
+/// The ring slot of sample `i` (trial-major) of the trial keyed `key` ([`crate::TrialParams::key`]), `None`
+/// where the trial's ring holds no valid transition.
 #[inline]
-pub fn sample_of(args: &SampleArgs, ring: &[Transition], i: usize) -> Option<usize> {
-    let (trial, j) = (args.trial_offset as usize + i / args.batch as usize, i % args.batch as usize);
-    sample_slot(ring, args.count, args.seed, trial as u64, args.draw + j as u64)
+pub fn sample_of(args: &SampleArgs, key: u64, ring: &[Transition], i: usize) -> Option<usize> {
+    let j = (i % args.batch as usize) as u64;
+    sample_slot(ring, args.count, args.seed, key, args.draw.wrapping_mul(1 << 20).wrapping_add(j))
 }
 
 /// Column `c` of the rebuilt observation and next observation of the transition in `slot` (features of
@@ -265,7 +267,8 @@ pub fn observe_floats(params: &TrialParams, state: &EnvState, bars: &[Bar]) -> [
 pub struct SampleArgs {
     /// Seed of the draws.
     pub seed: u64,
-    /// Draw counter of this minibatch's first sample (advanced by `batch` per minibatch).
+    /// Minibatch number: sample j's draw counter is `draw x 2^20 + j` (the same for a trial whatever the
+    /// other trials' batches).
     pub draw: u64,
     /// Transitions written per trial (capped at the capacity).
     pub count: u32,

@@ -6,7 +6,7 @@
 
 use crate::mlp::{ACTIONS, Layout, adam, argmax, huber, huber_grad};
 use crate::net::{NetArgs, NetTrial};
-use crate::rng::{draw_below, draw_u64};
+use crate::rng::{draw_below, draw_u64, keyed};
 
 /// Per-trial DQN hyperparameters.
 #[repr(C)]
@@ -40,8 +40,8 @@ pub struct DqnParams {
     pub target_every: u32,
     /// 1: Double DQN targets.
     pub double_dqn: u32,
-    /// Keeps the size a multiple of 8.
-    pub _pad: [u32; 2],
+    /// The trial's random-number key (the agent sets it from the env's `TrialParams::key`).
+    pub key: u64,
 }
 
 const _: () = assert!(core::mem::size_of::<DqnParams>() == 64);
@@ -70,7 +70,7 @@ impl Default for DqnParams {
             batch: 256,
             target_every: 250,
             double_dqn: 1,
-            _pad: [0; 2],
+            key: 0,
         }
     }
 }
@@ -130,11 +130,12 @@ pub fn epsilon(p: &DqnParams, step: u64) -> f32 {
 #[inline]
 pub fn choose(env: usize, args: &DqnArgs, dqn: &DqnParams, q: &[f32]) -> u8 {
     if args.greedy == 0 {
-        let trial = env / args.envs_per_trial as usize;
-        let counter = args.step.wrapping_mul(u64::from(args.n_trials * args.envs_per_trial)).wrapping_add(env as u64);
-        let u = crate::rng::unit(draw_u64(args.seed, EXPLORE_STREAM + trial as u64, counter));
+        // Keyed by the trial's key and its own env index: the draws do not depend on the batch.
+        let ept = u64::from(args.envs_per_trial);
+        let counter = args.step.wrapping_mul(ept).wrapping_add(env as u64 % ept);
+        let u = crate::rng::unit(draw_u64(args.seed, keyed(EXPLORE_STREAM, dqn.key), counter));
         if u < epsilon(dqn, args.step) {
-            return draw_below(args.seed, EXPLORE_STREAM + 0x1000 + trial as u64, counter, ACTIONS as u32) as u8;
+            return draw_below(args.seed, keyed(EXPLORE_STREAM + 1, dqn.key), counter, ACTIONS as u32) as u8;
         }
     }
     argmax(q) as u8

@@ -21,7 +21,7 @@ use crate::net::{
 };
 use crate::ppo::{
     PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, gae_env, gather_entry, loss_sample,
-    minibatch_index, minibatch_sample,
+    minibatch_index, minibatch_sample, trial_update,
 };
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
@@ -167,10 +167,12 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
 /// Samples `batch` transitions per trial and rebuilds their states (one thread per sample).
 ///
 /// # Safety
+/// `params`: `n_trials` (the launch's trials: each sample's RNG key);
 /// `ring`: `n_trials x capacity`; `features`: the feature matrix; `obs`, `next_obs`:
 /// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn sample_transitions(
+    params: *const TrialParams,
     ring: *const Transition,
     features: *const f32,
     n_feature_values: u64,
@@ -193,7 +195,8 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     unsafe {
         let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        let slot = sample_of(&args, ring, i);
+        let key = (*params.add(trial)).key;
+        let slot = sample_of(&args, key, ring, i);
         (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
         if c == 0 {
             let row = sample_row(ring, slot);
@@ -561,10 +564,11 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
 /// bootstrap after the last step) and no log-probability is written.
 ///
 /// # Safety
-/// `out`: `n_envs x 4`; `actions`: `n_envs`; `logps`, `values`: `n_trials x steps x E` (or `n_envs` values
-/// for the bootstrap).
+/// `ppo`: `n_trials`; `out`: `n_envs x 4`; `actions`: `n_envs`; `logps`, `values`: `n_trials x steps x E`
+/// (or `n_envs` values for the bootstrap).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_select(
+    ppo: *const PpoParams,
     out: *const f32,
     actions: *mut u8,
     logps: *mut f32,
@@ -581,7 +585,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
         let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
-        let (action, logp, value) = ppo_choose(env, &args, out);
+        let (action, logp, value) = ppo_choose(env, &args, (*ppo.add(trial)).key, out);
         *actions.add(env) = action;
         if slot < args.steps {
             let i = (trial * args.steps as usize + slot as usize) * ept + e;
@@ -593,13 +597,15 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     }
 }
 
-/// The minibatch observations of update `args.counter` (one thread per trial, sample and column).
+/// The minibatch observations of update `args.counter` (one thread per trial, sample and column; zeros for
+/// a trial that sits the update out).
 ///
 /// # Safety
-/// `ring`: `n_trials x steps x E` transitions; `features`: `n_bars x (input - 3)`; `obs`:
+/// `ppo`: `n_trials`; `ring`: `n_trials x steps x E` transitions; `features`: `n_bars x (input - 3)`; `obs`:
 /// `n_trials x batch x input`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_gather(
+    ppo: *const PpoParams,
     ring: *const Transition,
     features: *const f32,
     obs: *mut f32,
@@ -617,7 +623,8 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
     unsafe {
         let ring = slice::from_raw_parts(ring.add(t * n), n);
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
-        let slot = minibatch_index(ring, n, args.seed, t as u64, args.counter, j as u64);
+        let p = &*ppo.add(t);
+        let slot = trial_update(p, &args).and_then(|u| minibatch_index(ring, n, args.seed, p.key, u, j as u64));
         *obs.add(idx) = gather_entry(ring, features, d - 3, slot, c);
     }
 }
@@ -652,10 +659,15 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     unsafe {
         let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
         let ring = slice::from_raw_parts(ring.add(t * n), n);
-        let sample = minibatch_sample(&args, t, j, ring, at(logps), at(advantages), at(returns)).map(|(_, s)| s);
+        let p = &*ppo.add(t);
+        let sample = minibatch_sample(&args, p, j, ring, at(logps), at(advantages), at(returns)).map(|(_, s)| s);
         let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
         let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
-        *losses.add(i) = loss_sample(j, &*ppo.add(t), out, sample, dout);
+        let loss = loss_sample(j, p, out, sample, dout);
+        // A trial that sits the update out keeps the losses of its last one.
+        if trial_update(p, &args).is_some() {
+            *losses.add(i) = loss;
+        }
     }
 }
 
@@ -685,7 +697,10 @@ pub unsafe extern "ptx-kernel" fn ppo_adam(
         let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
         let g = gradient(&args.net(), t, p, partial);
         let pp = &*ppo.add(t);
-        ppo_adam_step(pp, g, &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i), args.counter);
+        // Adam's step is the trial's own update number; a trial that sits the update out is left alone.
+        if let Some(u) = trial_update(pp, &args) {
+            ppo_adam_step(pp, g, &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i), u + 1);
+        }
     }
 }
 

@@ -38,7 +38,10 @@ pub struct PpoParams {
     /// Passes over each rollout.
     pub epochs: u32,
     /// Keeps the size a multiple of 8.
-    pub _pad: [u32; 4],
+    /// The trial's random-number key (the agent sets it from the env's `TrialParams::key`).
+    pub key: u64,
+    /// Keeps the size a multiple of 16.
+    pub _pad: [u32; 2],
 }
 
 const _: () = assert!(core::mem::size_of::<PpoParams>() == 64);
@@ -58,7 +61,8 @@ impl Default for PpoParams {
             hidden: 64,
             batch: 256,
             epochs: 4,
-            _pad: [0; 4],
+            key: 0,
+            _pad: [0; 2],
         }
     }
 }
@@ -85,11 +89,29 @@ pub struct PpoArgs {
     pub greedy: u32,
     /// Seed of the draws.
     pub seed: u64,
-    /// Acting: the rollout step (global); training: the update number (Adam's step, >= 1).
+    /// Acting: the rollout step (global); training: the update's index within this rollout (0-based).
     pub counter: u64,
+    /// Training: rollouts whose updates are done (each trial's update number is
+    /// `rollout x` [`updates_per_rollout`] `+ counter`).
+    pub rollout: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<PpoArgs>() == 48);
+const _: () = assert!(core::mem::size_of::<PpoArgs>() == 56);
+
+/// Updates trial `p` makes per rollout of `n` transitions: `epochs x ceil(n / batch)` minibatches of its own
+/// batch (so a trial's passes over its rollout do not depend on its batch-mates).
+#[inline]
+pub fn updates_per_rollout(p: &PpoParams, n: usize) -> u64 {
+    u64::from(p.epochs) * n.div_ceil(p.batch.max(1) as usize) as u64
+}
+
+/// The trial's own update number (0-based, over all its rollouts) at update `args.counter` of this rollout,
+/// or `None` when the trial has made all its updates of the rollout (it sits the rest out).
+#[inline]
+pub fn trial_update(p: &PpoParams, args: &PpoArgs) -> Option<u64> {
+    let per = updates_per_rollout(p, args.steps as usize * args.envs_per_trial as usize);
+    (args.counter < per).then(|| args.rollout * per + args.counter)
+}
 
 impl PpoArgs {
     /// The actor-critic layout.
@@ -132,14 +154,15 @@ fn uniform(seed: u64, stream: u64, counter: u64) -> f32 {
 /// Env `env`'s action from its trial's outputs `out` (3 logits and the value): sampled from the softmax, or
 /// the argmax when greedy; with its log-probability and the value.
 #[inline]
-pub fn choose(env: usize, args: &PpoArgs, out: &[f32]) -> (u8, f32, f32) {
+pub fn choose(env: usize, args: &PpoArgs, key: u64, out: &[f32]) -> (u8, f32, f32) {
     let logp = log_softmax(out);
     let action = if args.greedy != 0 {
         argmax(out)
     } else {
-        let counter =
-            args.counter.wrapping_mul(u64::from(args.n_trials * args.envs_per_trial)).wrapping_add(env as u64);
-        let u = uniform(args.seed, ACT_STREAM, counter);
+        // Keyed by the trial's key and its own env index: the draws do not depend on the batch.
+        let ept = u64::from(args.envs_per_trial);
+        let counter = args.counter.wrapping_mul(ept).wrapping_add(env as u64 % ept);
+        let u = uniform(args.seed, crate::rng::keyed(ACT_STREAM, key), counter);
         let (mut cdf, mut pick) = (0.0, ACTIONS - 1);
         for (k, lp) in logp.iter().enumerate() {
             cdf += libm::expf(*lp);
@@ -195,12 +218,13 @@ pub fn gae_env(
     }
 }
 
-/// The index (within the trial's `n` rollout slots) of minibatch sample `j` of update `counter`: uniform
-/// over the valid transitions ([`crate::batch::draw_valid`]); `None` (a zero-weight sample) when none was
-/// found.
+/// The index (within the trial's `n` rollout slots) of minibatch sample `j` of the trial's update `update`
+/// (the trial keyed `key`): uniform over the valid transitions ([`crate::batch::draw_valid`]); `None` (a
+/// zero-weight sample) when none was found.
 #[inline]
-pub fn minibatch_index(ring: &[Transition], n: usize, seed: u64, trial: u64, counter: u64, j: u64) -> Option<usize> {
-    crate::batch::draw_valid(ring, n, seed, MINIBATCH_STREAM + trial, counter.wrapping_mul(1 << 20).wrapping_add(j))
+pub fn minibatch_index(ring: &[Transition], n: usize, seed: u64, key: u64, update: u64, j: u64) -> Option<usize> {
+    let stream = crate::rng::keyed(MINIBATCH_STREAM, key);
+    crate::batch::draw_valid(ring, n, seed, stream, update.wrapping_mul(1 << 20).wrapping_add(j))
 }
 
 /// Inputs of one PPO training sample.
@@ -256,12 +280,13 @@ pub fn loss_sample(j: usize, ppo: &PpoParams, out: &[f32], sample: Option<PpoSam
     loss
 }
 
-/// Minibatch sample `j` of trial `t` for update `args.counter`: its slot in the trial's rollout (`ring`, the
-/// trial's `n` slots) and its training inputs; `None` without a valid transition.
+/// Minibatch sample `j` of trial `p` at update `args.counter`: its slot in the trial's rollout (`ring`, the
+/// trial's `n` slots) and its training inputs; `None` without a valid transition or when the trial sits
+/// this update out ([`trial_update`]).
 #[inline]
 pub fn minibatch_sample(
     args: &PpoArgs,
-    t: usize,
+    p: &PpoParams,
     j: usize,
     ring: &[Transition],
     logps: &[f32],
@@ -269,7 +294,7 @@ pub fn minibatch_sample(
     returns: &[f32],
 ) -> Option<(usize, PpoSample)> {
     let n = ring.len();
-    let s = minibatch_index(ring, n, args.seed, t as u64, args.counter, j as u64)?;
+    let s = minibatch_index(ring, n, args.seed, p.key, trial_update(p, args)?, j as u64)?;
     Some((s, PpoSample { action: ring[s].chosen, logp_old: logps[s], advantage: advantages[s], ret: returns[s] }))
 }
 

@@ -15,6 +15,13 @@ pub fn draw_u64(seed: u64, stream: u64, counter: u64) -> u64 {
     mix64(mix64(seed ^ mix64(stream.wrapping_add(0x9e37_79b9_7f4a_7c15))).wrapping_add(counter))
 }
 
+/// The stream `base` of the trial keyed `key` (`base` < 2^32: the key fills the high half, so the streams of
+/// different keys and bases never meet).
+#[inline]
+pub fn keyed(base: u64, key: u64) -> u64 {
+    base ^ (key << 32)
+}
+
 /// A draw in `[0, n)` (`n > 0`), by Lemire's multiply-shift (bias below 2^-32 for n < 2^32).
 #[inline]
 pub fn draw_below(seed: u64, stream: u64, counter: u64, n: u32) -> u32 {

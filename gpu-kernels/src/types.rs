@@ -67,9 +67,14 @@ pub struct TrialParams {
     pub normalize_reward: u32,
     /// Keeps the size a multiple of 8.
     pub _pad: u32,
+    /// The trial's random-number key: every stream of the trial (weight init, exploration, replay and
+    /// minibatch draws, PPO's action sampling) is keyed by it and the seed, never by the trial's position in
+    /// a batch, so a trial gives the same bits alone or beside any others. `train` sets the trial index,
+    /// `hyperopt` the trial number; trials with equal keys and seeds draw the same numbers.
+    pub key: u64,
 }
 
-const _: () = assert!(size_of::<TrialParams>() == 112);
+const _: () = assert!(size_of::<TrialParams>() == 120);
 
 impl TrialParams {
     /// No costs, reserve, risk limit or barriers; long and short; fractional units; reward = log return.
@@ -92,6 +97,7 @@ impl TrialParams {
             barrier_exits: 1,
             normalize_reward: 0,
             _pad: 0,
+            key: 0,
         }
     }
 }

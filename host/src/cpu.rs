@@ -149,7 +149,8 @@ impl CpuEnv {
             let ring = &self.ring[trial * capacity..(trial + 1) * capacity];
             let obs = &mut out.obs[i * width..(i + 1) * width];
             let next_obs = &mut out.next_obs[i * width..(i + 1) * width];
-            let row = sample_one(args, ring, &self.features, i, obs, next_obs);
+            let key = self.params[args.trial_offset as usize + trial].key;
+            let row = sample_one(args, key, ring, &self.features, i, obs, next_obs);
             (out.actions[i], out.rewards[i], out.dones[i], out.weights[i]) =
                 (row.action, row.reward, row.done, row.weight);
         }

@@ -16,12 +16,12 @@ const INIT_STREAM: u64 = 0x1417_0000;
 
 /// The initial parameters of one trial: PyTorch's default for linear layers, U(-1/sqrt(fan_in),
 /// 1/sqrt(fan_in)) for weights and biases, over the active width; zero beyond it.
-pub fn init_weights(l: &Layout, hidden: usize, seed: u64, trial: u64) -> Vec<f32> {
+pub fn init_weights(l: &Layout, hidden: usize, seed: u64, key: u64) -> Vec<f32> {
     let mut w = vec![0.0f32; l.params()];
     let mut counter = 0;
     let mut draw = |fan_in: usize| {
         counter += 1;
-        let u = gpu_kernels::rng::unit_open(draw_u64(seed, INIT_STREAM + trial, counter));
+        let u = gpu_kernels::rng::unit_open(draw_u64(seed, gpu_kernels::rng::keyed(INIT_STREAM, key), counter));
         (2.0 * u - 1.0) / (fan_in as f32).sqrt()
     };
     let (d, stride) = (l.input, l.hidden);
@@ -144,9 +144,12 @@ impl DqnAgent {
             greedy: 0,
             _pad: 0,
         };
+        // Each trial's random streams are keyed by its env's key, not by its position in the batch.
+        let params: Vec<DqnParams> =
+            params.iter().zip(env.params()).map(|(p, e)| DqnParams { key: e.key, ..*p }).collect();
+        let params = params.as_slice();
         let l = args.layout();
-        let online: Vec<f32> =
-            params.iter().enumerate().flat_map(|(k, p)| init_weights(&l, p.hidden as usize, seed, k as u64)).collect();
+        let online: Vec<f32> = params.iter().flat_map(|p| init_weights(&l, p.hidden as usize, seed, p.key)).collect();
         let nets = NetState { target: online.clone(), m: vec![0.0; online.len()], v: vec![0.0; online.len()], online };
         let inner = match backend {
             Backend::Cpu => AgentInner::Cpu {

@@ -88,7 +88,7 @@ pub struct EnvBatch {
     n_features: usize,
     /// Transitions written per trial since creation (the ring head is this modulo the capacity).
     written: u64,
-    /// Sampler draws so far (per trial).
+    /// Minibatches sampled so far.
     draws: u64,
     inner: Inner,
 }
@@ -329,9 +329,9 @@ impl EnvBatch {
 
     /// The sampler's arguments for a minibatch of `batch` per trial; advances the draw counter.
     pub(crate) fn sample_args(&mut self, batch: usize) -> Result<SampleArgs, HostError> {
-        if self.cfg.ring_capacity == 0 || batch == 0 || batch > u32::MAX as usize {
+        if self.cfg.ring_capacity == 0 || batch == 0 || batch > 1 << 20 {
             return Err(HostError::Config(format!(
-                "sampling {batch} transitions needs a replay ring (ring_capacity > 0) and 1 <= batch < 2^32"
+                "sampling {batch} transitions needs a replay ring (ring_capacity > 0) and 1 <= batch <= 2^20"
             )));
         }
         let args = SampleArgs {
@@ -344,7 +344,7 @@ impl EnvBatch {
             n_features: self.n_features as u32,
             trial_offset: 0,
         };
-        self.draws += batch as u64;
+        self.draws += 1;
         Ok(args)
     }
 

@@ -73,6 +73,8 @@ pub struct PpoAgent {
     args: PpoArgs,
     updates: u64,
     rollouts: u64,
+    /// Rollouts whose updates are done (each trial's update numbers continue from them).
+    trained: u64,
     /// FLOPs of the products of acting with the construction env's layout, and of one minibatch update.
     step_flops: (u64, u64),
     /// FLOPs of the products run so far (rollouts and updates).
@@ -136,10 +138,14 @@ impl PpoAgent {
             greedy: 0,
             seed,
             counter: 0,
+            rollout: 0,
         };
+        // Each trial's random streams are keyed by its env's key, not by its position in the batch.
+        let params: Vec<PpoParams> =
+            params.iter().zip(env.params()).map(|(p, e)| PpoParams { key: e.key, ..*p }).collect();
+        let params = params.as_slice();
         let l = args.layout();
-        let online: Vec<f32> =
-            params.iter().enumerate().flat_map(|(k, p)| init_weights(&l, p.hidden as usize, seed, k as u64)).collect();
+        let online: Vec<f32> = params.iter().flat_map(|p| init_weights(&l, p.hidden as usize, seed, p.key)).collect();
         let nets = NetState { target: Vec::new(), m: vec![0.0; online.len()], v: vec![0.0; online.len()], online };
         let inner = match backend {
             Backend::Cpu => PpoInner::Cpu(Box::new(CpuPpo::sized(nets, &args))),
@@ -147,7 +153,7 @@ impl PpoAgent {
             Backend::Cuda(rt) => PpoInner::Cuda(Box::new(crate::cuda::CudaPpo::new(rt, &nets, params, &args)?)),
         };
         let step_flops = crate::tile::step_flops(&args.net(), &trials_of(params));
-        Ok(Self { params: params.to_vec(), args, updates: 0, rollouts: 0, step_flops, flops: 0, inner })
+        Ok(Self { params: params.to_vec(), args, updates: 0, rollouts: 0, trained: 0, step_flops, flops: 0, inner })
     }
 
     /// The parameter layout.
@@ -208,9 +214,10 @@ impl PpoAgent {
                     crate::tile::run(&table, &mut bufs)?;
                 }
                 let out = &c.act[aw.q()..];
+                let params = &self.params;
                 let outs: Vec<(u8, f32, f32)> = (0..view.states.len())
                     .into_par_iter()
-                    .map(|i| choose(i, &args, &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC]))
+                    .map(|i| choose(i, &args, params[i / ept].key, &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC]))
                     .collect();
                 for (i, (action, logp, value)) in outs.into_iter().enumerate() {
                     let (k, e) = (i / ept, i % ept);
@@ -287,16 +294,17 @@ impl PpoAgent {
         Ok(())
     }
 
-    /// The updates of the last rollout: for the largest `epochs` of the trials, `ceil(steps x E / B)`
-    /// minibatches of B drawn from the rollout (with replacement), each a gradient step for every trial.
+    /// The updates of the last rollout: trial k makes `epochs_k x ceil(steps x E / batch_k)` updates
+    /// ([`gpu_kernels::ppo::updates_per_rollout`]), each a minibatch of its own batch drawn from the rollout
+    /// (with replacement) and a gradient step; the launches run until the trial with the most is done, the
+    /// others sitting out (no gradient, no Adam step), so a trial's updates do not depend on its batch-mates.
     pub fn update(&mut self, env: &mut EnvBatch) -> Result<(), HostError> {
-        let epochs = self.params.iter().map(|p| p.epochs).max().unwrap_or(1) as usize;
         let n = self.args.steps as usize * self.args.envs_per_trial as usize;
-        let minibatches = n.div_ceil(self.args.batch as usize);
-        for _ in 0..epochs * minibatches {
+        let total = self.params.iter().map(|p| gpu_kernels::ppo::updates_per_rollout(p, n)).max().unwrap_or(0);
+        for u in 0..total {
             self.updates += 1;
             self.flops += self.step_flops.1;
-            let args = PpoArgs { counter: self.updates, ..self.args };
+            let args = PpoArgs { counter: u, rollout: self.trained, ..self.args };
             match (&mut self.inner, env.inner_mut()) {
                 (PpoInner::Cpu(c), Inner::Cpu(cpu)) => cpu_update(&args, &self.params, c, cpu.ring(), cpu.features())?,
                 #[cfg(feature = "cuda")]
@@ -305,6 +313,7 @@ impl PpoAgent {
                 _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
             }
         }
+        self.trained += 1;
         Ok(())
     }
 
@@ -357,6 +366,7 @@ impl PpoAgent {
             args,
             updates: self.updates,
             rollouts: self.rollouts,
+            trained: self.trained,
             step_flops: self.step_flops,
             flops: self.flops,
             inner,
@@ -380,7 +390,9 @@ fn cpu_update(
     obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
         let (t, j) = (i / b, i % b);
         let trial_ring = &ring[t * n..(t + 1) * n];
-        let slot = gpu_kernels::ppo::minibatch_index(trial_ring, n, args.seed, t as u64, args.counter, j as u64);
+        let p = &params[t];
+        let slot = gpu_kernels::ppo::trial_update(p, args)
+            .and_then(|u| gpu_kernels::ppo::minibatch_index(trial_ring, n, args.seed, p.key, u, j as u64));
         for (col, x) in row.iter_mut().enumerate() {
             *x = gather_entry(trial_ring, features, d - 3, slot, col);
         }
@@ -402,7 +414,7 @@ fn cpu_update(
             let trial = t * n..(t + 1) * n;
             let sample = minibatch_sample(
                 args,
-                t,
+                &params[t],
                 j,
                 &ring[trial.clone()],
                 &logps[trial.clone()],
@@ -413,7 +425,8 @@ fn cpu_update(
             let out = &work[w.at(Work::Q, t) + j * ACTOR_CRITIC..w.at(Work::Q, t) + (j + 1) * ACTOR_CRITIC];
             let mut dout = [0.0; ACTOR_CRITIC];
             let loss = loss_sample(j, &params[t], out, sample, &mut dout);
-            (dout, loss)
+            // A trial that sits the update out keeps the losses of its last one.
+            (dout, if gpu_kernels::ppo::trial_update(&params[t], args).is_some() { loss } else { losses[i] })
         })
         .collect();
     crate::tile::store_outputs(&w, work, losses, per_sample);
@@ -424,7 +437,10 @@ fn cpu_update(
     let gradients = crate::tile::gradients(&net, partial);
     let NetState { online, m, v, .. } = nets;
     online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
-        adam_step(&params[i / n_params], gradients[i], w, m, v, args.counter);
+        let p = &params[i / n_params];
+        if let Some(u) = gpu_kernels::ppo::trial_update(p, args) {
+            adam_step(p, gradients[i], w, m, v, u + 1);
+        }
     });
     Ok(())
 }

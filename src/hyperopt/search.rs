@@ -270,12 +270,17 @@ fn run_batch(
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<(), String> {
     let s = &cfg.study;
-    let mut tc = TrainConfig::default_for(batch.len(), s.epochs, s.seed ^ batch[0].0);
+    // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
+    // on its batch-mates, its slot or K (the same trial gives the same bits in any batch, and on resume).
+    let mut tc = TrainConfig::default_for(batch.len(), s.epochs, s.seed);
     tc.envs = s.envs;
     tc.segment_len = s.segment_len;
     tc.ring_capacity = s.envs * 64;
     tc.bars_per_year = bars_per_year;
-    tc.env_params = batch.iter().map(|(_, p)| env_params(p, env)).collect::<Result<_, _>>()?;
+    tc.env_params = batch
+        .iter()
+        .map(|(number, p)| env_params(p, env).map(|e| TrialParams { key: *number, ..e }))
+        .collect::<Result<_, _>>()?;
     let (complete_epochs, n_complete) = {
         let trials: Vec<TrialRecord> = study.trials()?;
         let complete: HashSet<u64> = trials.iter().filter(|t| t.status == "complete").map(|t| t.number).collect();

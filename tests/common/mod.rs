@@ -223,3 +223,17 @@ pub fn assert_beats_baselines(
     assert!(policy > buy_and_hold + 1.0, "{who}: policy {policy} vs buy-and-hold {buy_and_hold}");
     assert!(policy > random + 1.0, "{who}: policy {policy} vs random {random}");
 }
+
+/// Trial `k`'s active parameters (its own width `hidden`, whatever the batch's stride), flattened in
+/// [`tradesim::train::trial_tensors`]'s names' order, as bits.
+pub fn trial_bits(l: &gpu_kernels::mlp::Layout, weights: &[f32], k: usize, hidden: usize) -> Vec<u32> {
+    let block = &weights[k * l.params()..(k + 1) * l.params()];
+    let tensors = tradesim::train::trial_tensors(l, block, hidden).unwrap();
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .flat_map(|n| tensors[n].flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        .map(f32::to_bits)
+        .collect()
+}

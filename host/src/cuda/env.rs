@@ -240,6 +240,7 @@ impl CudaEnv {
             launch::sample_transitions(
                 &self.rt,
                 &g.stream,
+                &g.params,
                 &g.ring,
                 &self.features,
                 self.n_feature_values,
@@ -301,7 +302,16 @@ impl CudaEnv {
             self.samples = Some(sample_buffers(&g.stream, samples, width)?);
         }
         let out = self.samples.as_mut().expect("allocated above");
-        launch::sample_transitions(&self.rt, &g.stream, &g.ring, &self.features, self.n_feature_values, out, args)?;
+        launch::sample_transitions(
+            &self.rt,
+            &g.stream,
+            &g.params,
+            &g.ring,
+            &self.features,
+            self.n_feature_values,
+            out,
+            args,
+        )?;
         Ok((&g.stream, out))
     }
 

@@ -242,9 +242,11 @@ pub(crate) struct SampleBuffers {
 }
 
 /// `sample_transitions`: `args.batch` samples per trial into `out`.
+#[allow(clippy::too_many_arguments, reason = "the sampler's inputs and outputs")]
 pub(crate) fn sample_transitions(
     rt: &CudaRuntime,
     stream: &CudaStream,
+    params: &CudaSlice<Dev<TrialParams>>,
     ring: &CudaSlice<Dev<Transition>>,
     features: &CudaSlice<f32>,
     n_feature_values: usize,
@@ -254,6 +256,7 @@ pub(crate) fn sample_transitions(
     let kernel = "sample_transitions";
     let samples = args.n_trials as usize * args.batch as usize;
     let width = args.n_features as usize + 3;
+    at_least(kernel, "trial parameters", args.n_trials as usize, params.len())?;
     at_least(kernel, "ring slots", args.n_trials as usize * args.capacity as usize, ring.len())?;
     at_least(kernel, "feature values", n_feature_values, features.len())?;
     for (what, got) in [("observation floats", out.obs.len()), ("next-observation floats", out.next_obs.len())] {
@@ -271,6 +274,7 @@ pub(crate) fn sample_transitions(
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.sample_transitions);
     launch
+        .arg(params)
         .arg(ring)
         .arg(features)
         .arg(&n_values)
@@ -680,8 +684,9 @@ pub(crate) fn ppo_select(
     }
     let out = b.act.slice(aw.q()..);
     let dev_args = Dev(*args);
+    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
     let mut launch = stream.launch_builder(&rt.kernels.ppo_select);
-    launch.arg(&out).arg(actions);
+    launch.arg(&b.params).arg(&out).arg(actions);
     if bootstrap {
         launch.arg(&mut b.logps).arg(&mut b.bootstrap);
     } else {
@@ -737,8 +742,9 @@ pub(crate) fn ppo_gather(
     at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
     at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
     let dev_args = Dev(*args);
+    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
     let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
-    launch.arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
+    launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let threads = args.n_trials as usize * args.batch as usize * args.input as usize;
     let cfg = grid(kernel, threads)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gather`; lengths checked above.
