@@ -26,7 +26,7 @@ fn cpu_inner(c: &mut Criterion) {
         });
     });
     let prefix = close_prefix(&market);
-    let sma = [SmaCross { fast: 10, slow: 50, allow_short: 1, _pad: 0 }];
+    let sma = [SmaCross { fast: 10, slow: 50, allow_short: 1, rule: 0 }];
     let args = BacktestArgs {
         start: 0,
         end: 10_000,

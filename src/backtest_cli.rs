@@ -19,6 +19,8 @@ pub struct Request {
     pub symbol: Option<String>,
     /// Strategy family (sma-cross).
     pub strategy: String,
+    /// `cross` (act on crossover events) or `state` (the side of the averages).
+    pub signal: String,
     /// Fast windows.
     pub fast: String,
     /// Slow windows.
@@ -97,6 +99,11 @@ pub fn run(req: &Request) -> Result<(), String> {
         allow_short: req.allow_short,
     };
     let params = dp.to_params()?;
+    let rule = match req.signal.as_str() {
+        "cross" => gpu_kernels::backtest::RULE_CROSS,
+        "state" => gpu_kernels::backtest::RULE_STATE,
+        other => return Err(format!("unknown signal rule `{other}` (available: cross, state)")),
+    };
     let (fast, slow) = (parse_windows("fast", &req.fast)?, parse_windows("slow", &req.slow)?);
     let grid: Vec<SmaCross> = fast
         .iter()
@@ -105,7 +112,7 @@ pub fn run(req: &Request) -> Result<(), String> {
                 fast: f,
                 slow: s,
                 allow_short: u32::from(req.allow_short),
-                _pad: 0,
+                rule,
             })
         })
         .collect();

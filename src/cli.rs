@@ -116,6 +116,11 @@ enum Command {
         /// Strategy family.
         #[arg(long, default_value = "sma-cross")]
         strategy: String,
+        /// cross: change the target only on a crossover (long when fast crosses above slow, short or flat
+        /// when it crosses below; flat before the first); state: long while fast > slow, short or flat while
+        /// below, flat on a tie.
+        #[arg(long, default_value = "cross")]
+        signal: String,
         /// Fast SMA windows: N, A:B or A:B:STEP.
         #[arg(long, default_value = "5:50:5")]
         fast: String,
@@ -235,6 +240,7 @@ pub fn main() -> ExitCode {
         Command::Backtest {
             data,
             strategy,
+            signal,
             fast,
             slow,
             allow_short,
@@ -251,6 +257,7 @@ pub fn main() -> ExitCode {
             dataset: load(&data),
             symbol: data.symbol.clone(),
             strategy,
+            signal,
             fast,
             slow,
             allow_short,

@@ -24,7 +24,7 @@
 //! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
-pub use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
+pub use gpu_kernels::backtest::{Metrics, RULE_CROSS, RULE_STATE, SmaCross, Trade};
 pub use gpu_kernels::dqn::DqnParams;
 pub use gpu_kernels::portfolio::ExitReason;
 pub use gpu_kernels::ppo::PpoParams;

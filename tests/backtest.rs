@@ -145,7 +145,7 @@ fn metrics_match_a_plain_reference(backend: &Backend) {
     let market = Prepared::new(&d.series[0], 0..3_000).unwrap().market_data(0..3_000).unwrap();
     let grid: Vec<SmaCross> = [(5, 20, 0), (10, 50, 1), (3, 7, 1), (20, 100, 0)]
         .iter()
-        .map(|&(fast, slow, allow_short)| SmaCross { fast, slow, allow_short, _pad: 0 })
+        .map(|&(fast, slow, allow_short)| SmaCross { fast, slow, allow_short, rule: 0 })
         .collect();
     let p = TrialParams { spread: 0.0005, commission: 0.0002, ..TrialParams::frictionless(10_000.0) };
     let s = BacktestSpec { risk_free: 0.0001, ..spec(2_999) };
@@ -196,7 +196,7 @@ fn decimal_audit_agrees(backend: &Backend) {
         whole_units: false,
         allow_short: true,
     };
-    let grid = [SmaCross { fast: 12, slow: 60, allow_short: 1, _pad: 0 }];
+    let grid = [SmaCross { fast: 12, slow: 60, allow_short: 1, rule: 0 }];
     let r = backtest(backend, &market, &[dp.to_params().unwrap()], Signals::SmaCross(&grid), &spec(19_999)).unwrap();
     let report = audit_column(&series.bars, &dp, r.column_trades(0), &r.metrics[0]).unwrap();
     assert!(report.trades > 100, "{report}");
@@ -214,7 +214,7 @@ fn bad_specs_are_refused() {
     let err = backtest(&Backend::Cpu, &market, &p, Signals::Targets { targets: &[FLAT; 3], columns: 1 }, &spec(2))
         .unwrap_err();
     assert!(err.to_string().contains("expected 2, got 3"), "{err}");
-    let bad = [SmaCross { fast: 0, slow: 5, allow_short: 0, _pad: 0 }];
+    let bad = [SmaCross { fast: 0, slow: 5, allow_short: 0, rule: 0 }];
     assert!(backtest(&Backend::Cpu, &market, &p, Signals::SmaCross(&bad), &spec(2)).is_err());
 }
 
@@ -284,3 +284,38 @@ fn backtest_validates_its_parameters() {
     .to_string();
     assert!(err.contains("initial_capital"), "{err}");
 }
+
+/// SMA 2 / 4 columns of both rules over `closes`: the (side, entry bar) of their trades.
+fn rule_trades(backend: &Backend, closes: &[f64]) -> (Vec<(i32, u32)>, Vec<(i32, u32)>) {
+    let market = path(closes);
+    let run = |rule: u32| {
+        let grid = [SmaCross { fast: 2, slow: 4, allow_short: 1, rule }];
+        let p = [TrialParams::frictionless(1_000.0)];
+        let r = backtest(backend, &market, &p, Signals::SmaCross(&grid), &spec(closes.len() - 1)).unwrap();
+        r.column_trades(0).iter().map(|t| (t.side, t.entry_bar)).collect::<Vec<_>>()
+    };
+    (run(tradesim::RULE_STATE), run(tradesim::RULE_CROSS))
+}
+
+/// The cross rule acts on events only: closes rising from the start put fast (2) above slow (4) as soon as
+/// both exist (bar 3), which is no crossover, so `cross` stays flat where `state` goes long at once; the
+/// fall crosses fast below slow at bar 6's close (short from bar 7), the rise crosses back above at bar
+/// 10's (long from bar 11). From the first event on, both rules hold the same side.
+fn cross_acts_on_crossover_events_only(backend: &Backend) {
+    let closes = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 11.0, 9.0, 8.0, 9.0, 12.0, 15.0, 16.0, 17.0];
+    let (state, cross) = rule_trades(backend, &closes);
+    assert_eq!(state, [(1, 4), (-1, 7), (1, 11)]);
+    assert_eq!(cross, [(-1, 7), (1, 11)]);
+}
+test_device!(cross_acts_on_crossover_events_only);
+
+/// A tie is not a crossover: fast above slow, then equal at bar 6's close (SMA 2 = SMA 4 = 13.5, exact in
+/// binary), then below: no cross-below event (fast was not above at t - 1 when it went below), so `cross`
+/// holds flat until the cross above at bar 10's close; `state` goes flat on the tie and short after it.
+fn a_tie_is_not_a_crossover(backend: &Backend) {
+    let closes = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 12.0, 9.0, 8.0, 9.0, 12.0, 15.0, 16.0, 17.0];
+    let (state, cross) = rule_trades(backend, &closes);
+    assert_eq!(state, [(1, 4), (-1, 8), (1, 11)]);
+    assert_eq!(cross, [(1, 11)]);
+}
+test_device!(a_tie_is_not_a_crossover);

@@ -32,7 +32,7 @@ fn spec() -> BacktestSpec {
 
 fn sma_grid() -> Vec<SmaCross> {
     (0..COLUMNS as u32)
-        .map(|i| SmaCross { fast: 2 + i % 64, slow: 70 + i / 64 * 3, allow_short: i % 2, _pad: 0 })
+        .map(|i| SmaCross { fast: 2 + i % 64, slow: 70 + i / 64 * 3, allow_short: i % 2, rule: 0 })
         .collect()
 }
 

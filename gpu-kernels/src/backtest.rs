@@ -129,9 +129,18 @@ pub struct SmaCross {
     pub slow: u32,
     /// 1: short below; 0: flat below.
     pub allow_short: u32,
-    /// Keeps the size a multiple of 8.
-    pub _pad: u32,
+    /// [`RULE_CROSS`] (act on crossover events, hold otherwise) or [`RULE_STATE`] (the side of the averages).
+    pub rule: u32,
 }
+
+/// [`SmaCross::rule`]: the target is the side the averages are on at each close (long while fast > slow,
+/// short or flat while fast < slow, flat on a tie), from the first bar where both exist.
+pub const RULE_STATE: u32 = 0;
+/// [`SmaCross::rule`]: the target changes only on a crossover event, as backtesting.py's `crossover` and
+/// vectorbt's `crossed_above`/`crossed_below` act: up at bar t when fast < slow at t - 1 and fast > slow at
+/// t (long), down when fast > slow at t - 1 and fast < slow at t (short, or flat without shorts); otherwise
+/// the last target holds (flat before the first event).
+pub const RULE_CROSS: u32 = 1;
 
 /// Where a column's decisions come from.
 pub const SIGNAL_TARGETS: u32 = 0;
@@ -171,22 +180,74 @@ pub const WRITE_LEDGER: u32 = 1;
 /// Write equity curves (`n_columns x (end - start + 1)`).
 pub const WRITE_EQUITY: u32 = 2;
 
-/// The target action of an SMA crossover at the close of bar `t`, from prefix sums of closes
-/// (`prefix[i]` = sum of closes of bars `0..i`). FLAT until the slow window is full.
+/// The sign of fast SMA - slow SMA at the close of bar `t` (1, -1, 0 on a tie), from prefix sums of closes
+/// (`prefix[i]` = sum of closes of bars `0..i`); `None` until both windows are full.
 #[inline]
-pub fn sma_target(prefix: &[f64], t: usize, s: &SmaCross) -> u8 {
+pub fn sma_side(prefix: &[f64], t: usize, s: &SmaCross) -> Option<i32> {
     let (fast, slow) = (s.fast as usize, s.slow as usize);
     if fast == 0 || slow == 0 || t + 1 < slow.max(fast) {
-        return Action::Flat as u8;
+        return None;
     }
     let fast_ma = (prefix[t + 1] - prefix[t + 1 - fast]) / fast as f64;
     let slow_ma = (prefix[t + 1] - prefix[t + 1 - slow]) / slow as f64;
-    if fast_ma > slow_ma {
-        Action::Long as u8
-    } else if fast_ma < slow_ma && s.allow_short != 0 {
-        Action::Short as u8
+    Some(if fast_ma > slow_ma {
+        1
+    } else if fast_ma < slow_ma {
+        -1
     } else {
-        Action::Flat as u8
+        0
+    })
+}
+
+/// The target action of side `side` (1 long, -1 short or flat without shorts, 0 flat).
+#[inline]
+fn side_action(side: i32, s: &SmaCross) -> u8 {
+    match side {
+        1 => Action::Long as u8,
+        -1 if s.allow_short != 0 => Action::Short as u8,
+        _ => Action::Flat as u8,
+    }
+}
+
+/// The target action of [`RULE_STATE`] at the close of bar `t`: FLAT until the slow window is full.
+#[inline]
+pub fn sma_target(prefix: &[f64], t: usize, s: &SmaCross) -> u8 {
+    side_action(sma_side(prefix, t, s).unwrap_or(0), s)
+}
+
+/// The target actions of an SMA column bar after bar, by its rule ([`RULE_STATE`], [`RULE_CROSS`]); called
+/// with t ascending (the cross rule holds its last target).
+#[derive(Debug)]
+pub struct SmaSignal<'a> {
+    prefix: &'a [f64],
+    s: SmaCross,
+    held: u8,
+}
+
+impl<'a> SmaSignal<'a> {
+    /// The signal of column `s` over the prefix sums `prefix`.
+    #[inline]
+    pub fn new(prefix: &'a [f64], s: SmaCross) -> Self {
+        Self { prefix, s, held: Action::Flat as u8 }
+    }
+
+    /// The target at the close of bar `t` (t ascending from call to call).
+    #[inline]
+    pub fn target(&mut self, t: usize) -> u8 {
+        if self.s.rule != RULE_CROSS {
+            return sma_target(self.prefix, t, &self.s);
+        }
+        if t > 0
+            && let (Some(before), Some(now)) =
+                (sma_side(self.prefix, t - 1, &self.s), sma_side(self.prefix, t, &self.s))
+        {
+            if before < 0 && now > 0 {
+                self.held = side_action(1, &self.s);
+            } else if before > 0 && now < 0 {
+                self.held = side_action(-1, &self.s);
+            }
+        }
+        self.held
     }
 }
 
@@ -373,8 +434,8 @@ pub fn run_column(
     let steps = (args.end - args.start) as usize;
     let start = args.start as usize;
     if args.signal == SIGNAL_SMA_CROSS {
-        let s = sma[col];
-        backtest_column(args, p, bars, |t| sma_target(prefix, t, &s), equity, sink)
+        let mut signal = SmaSignal::new(prefix, sma[col]);
+        backtest_column(args, p, bars, |t| signal.target(t), equity, sink)
     } else {
         let column = &targets[col * steps..(col + 1) * steps];
         backtest_column(args, p, bars, |t| column[t - start], equity, sink)

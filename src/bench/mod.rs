@@ -194,7 +194,7 @@ pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Ho
     let w = workload(sizes.bars)?;
     let (nf, ns) = sizes.sma_grid;
     let grid: Vec<SmaCross> = (0..nf)
-        .flat_map(|f| (0..ns).map(move |s| SmaCross { fast: 2 + f, slow: 2 + nf + s, allow_short: 1, _pad: 0 }))
+        .flat_map(|f| (0..ns).map(move |s| SmaCross { fast: 2 + f, slow: 2 + nf + s, allow_short: 1, rule: 0 }))
         .collect();
     let params = [demo_params(0)];
     let n = w.market.n_bars();
