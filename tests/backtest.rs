@@ -285,8 +285,11 @@ fn backtest_validates_its_parameters() {
     assert!(err.contains("initial_capital"), "{err}");
 }
 
+/// (side, entry bar) of each trade of a column.
+type Entries = Vec<(i32, u32)>;
+
 /// SMA 2 / 4 columns of both rules over `closes`: the (side, entry bar) of their trades.
-fn rule_trades(backend: &Backend, closes: &[f64]) -> (Vec<(i32, u32)>, Vec<(i32, u32)>) {
+fn rule_trades(backend: &Backend, closes: &[f64]) -> (Entries, Entries) {
     let market = path(closes);
     let run = |rule: u32| {
         let grid = [SmaCross { fast: 2, slow: 4, allow_short: 1, rule }];
