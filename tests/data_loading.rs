@@ -233,3 +233,22 @@ proptest! {
         }
     }
 }
+
+/// A CSV as pandas' `df.to_csv()` writes it: the DatetimeIndex first, under an empty header (and under
+/// `Unnamed: 0` after a round trip through `read_csv`). That column is the time, and the report says so;
+/// without timestamps in it, the file is still refused for its missing time column.
+#[test]
+fn pandas_index_column_is_the_time() {
+    for first in ["", "Unnamed: 0"] {
+        let csv = format!(
+            "{first},Open,High,Low,Close,Volume\n2024-01-02,10,11,9.5,10.5,100\n2024-01-03,10.5,12,10,11.5,120\n"
+        );
+        let (d, report) = load(&csv).unwrap_or_else(|r| panic!("{r}"));
+        assert_eq!(d.series[0].bars.len(), 2);
+        assert_eq!(d.series[0].bars[1].close, dec("11.5"));
+        assert!(report.notes.iter().any(|n| n.contains("pandas")), "{report}");
+        assert!(report.to_string().contains("note: the first column"), "{report}");
+    }
+    let report = refused(",Open,High,Low,Close\n0,10,11,9.5,10.5\n");
+    assert!(report.findings.iter().any(|f| f.class == IssueClass::MissingColumn), "{report}");
+}

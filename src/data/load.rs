@@ -222,7 +222,26 @@ fn build(
 ) -> Result<(Dataset, LoadReport), LoadReport> {
     let mut report =
         LoadReport { file: name.to_owned(), rows: table.rows.len(), findings: table.findings, ..LoadReport::default() };
-    let (map, date_time_pair) = ColumnMap::from_headers(&table.headers);
+    let (mut map, date_time_pair) = ColumnMap::from_headers(&table.headers);
+    // pandas' `to_csv()` writes the index (a DatetimeIndex) first with an empty header (`Unnamed: 0` once
+    // read back and written again): that column is the time when its first value is a written date or
+    // time that parses (a bare integer is a RangeIndex, not epoch seconds).
+    let dated = |c: &Cell| match c {
+        Cell::Text(t) => !t.trim().chars().all(|ch| ch.is_ascii_digit()) && time(c, None).is_ok(),
+        Cell::Time(_) => true,
+        _ => false,
+    };
+    if map.time.is_none()
+        && let Some(first) = table.headers.first()
+        && (first.trim().trim_matches('"').is_empty() || first.trim().eq_ignore_ascii_case("unnamed: 0"))
+        && table.rows.first().is_some_and(|(_, cells)| cells.first().is_some_and(dated))
+    {
+        map.time = Some(0);
+        report.notes.push(format!(
+            "the first column (header `{}`, pandas' index) holds timestamps: it is the time column",
+            first.trim()
+        ));
+    }
     let missing = map.missing();
     if !missing.is_empty() {
         let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();

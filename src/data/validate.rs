@@ -193,6 +193,8 @@ pub struct LoadReport {
     pub repaired: usize,
     /// Whether the data can be used (no unhandled error).
     pub usable: bool,
+    /// How the columns were read where that was a choice (e.g. pandas' unnamed index taken as the time).
+    pub notes: Vec<String>,
 }
 
 impl LoadReport {
@@ -215,6 +217,9 @@ impl fmt::Display for LoadReport {
             "{}: {} rows, {} dropped, {} repaired: {state}",
             self.file, self.rows, self.dropped, self.repaired
         )?;
+        for note in &self.notes {
+            writeln!(f, "  note: {note}")?;
+        }
         for class in IssueClass::ALL {
             let of_class: Vec<&Finding> = self.findings.iter().filter(|x| x.class == class).collect();
             if of_class.is_empty() {
