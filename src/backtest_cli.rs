@@ -43,8 +43,54 @@ pub struct Request {
     pub json: Option<PathBuf>,
     /// CSV output.
     pub csv: Option<PathBuf>,
+    /// Columns whose equity and trades are exported: `best`, `top:N`, `all` or `FAST/SLOW[,FAST/SLOW...]`.
+    pub columns: String,
+    /// Per-bar equity of the selected columns (CSV).
+    pub equity: Option<PathBuf>,
+    /// Trade ledger of the selected columns (CSV).
+    pub trades: Option<PathBuf>,
     /// The backend (or why none).
     pub backend: Result<Backend, String>,
+}
+
+/// The grid columns `spec` selects (`best`, `top:N`, `all`, or `FAST/SLOW` pairs separated by commas), in
+/// rank order for `best`/`top`, grid order otherwise; `order` is the ranking.
+pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<Vec<usize>, String> {
+    let spec = spec.trim();
+    let bad = |why: &str| format!("--columns `{spec}`: {why} (best, top:N, all or FAST/SLOW[,FAST/SLOW...])");
+    match spec {
+        "best" => Ok(order.iter().take(1).copied().collect()),
+        "all" => Ok((0..grid.len()).collect()),
+        _ if spec.starts_with("top:") => {
+            let n: usize = spec[4..].trim().parse().map_err(|_| bad("N is not a whole number"))?;
+            if n == 0 {
+                return Err(bad("N must be at least 1"));
+            }
+            Ok(order.iter().take(n).copied().collect())
+        }
+        _ => spec
+            .split(',')
+            .map(|pair| {
+                let (f, s) = pair.split_once('/').ok_or_else(|| bad(&format!("`{pair}` is not FAST/SLOW")))?;
+                let (f, s): (u32, u32) = (
+                    f.trim().parse().map_err(|_| bad(&format!("`{f}` is not a window")))?,
+                    s.trim().parse().map_err(|_| bad(&format!("`{s}` is not a window")))?,
+                );
+                grid.iter()
+                    .position(|g| g.fast == f && g.slow == s)
+                    .ok_or_else(|| bad(&format!("{f}/{s} is not in the grid")))
+            })
+            .collect(),
+    }
+}
+
+/// Refuses an export path whose extension is not `.csv`.
+fn csv_path(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("csv") => Ok(()),
+        Some("parquet") => Err(format!("--{flag} {}: Parquet export is not implemented yet; use .csv", path.display())),
+        _ => Err(format!("--{flag} {}: the file must end in .csv", path.display())),
+    }
 }
 
 /// Parses `N`, `A:B` or `A:B:STEP` into window lengths.
@@ -99,6 +145,11 @@ pub fn run(req: &Request) -> Result<(), String> {
         allow_short: req.allow_short,
     };
     let params = dp.to_params()?;
+    for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
+        if let Some(p) = path {
+            csv_path(flag, p)?;
+        }
+    }
     let rule = match req.signal.as_str() {
         "cross" => gpu_kernels::backtest::RULE_CROSS,
         "state" => gpu_kernels::backtest::RULE_STATE,
@@ -200,6 +251,58 @@ pub fn run(req: &Request) -> Result<(), String> {
         }
         std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
         println!("CSV:  {}", path.display());
+    }
+    if req.equity.is_some() || req.trades.is_some() {
+        let chosen = select_columns(&req.columns, &grid, &order)?;
+        let sub: Vec<SmaCross> = chosen.iter().map(|&c| grid[c]).collect();
+        let spec = BacktestSpec { equity: true, ..spec };
+        let r = backtest(&backend, &market, &[params], Signals::SmaCross(&sub), &spec).map_err(|e| e.to_string())?;
+        let name = |g: &SmaCross| format!("sma_{}_{}", g.fast, g.slow);
+        let time = |bar: usize| times.get(bar).map_or_else(String::new, |t| t.to_rfc3339());
+        if let Some(path) = &req.equity {
+            let per = r.equity.len() / sub.len().max(1);
+            let names: Vec<String> = sub.iter().map(name).collect();
+            let mut out = format!("time,bar,{}\n", names.join(","));
+            for i in 0..per {
+                let values: Vec<String> = (0..sub.len()).map(|c| r.equity[c * per + i].to_string()).collect();
+                let _ = writeln!(out, "{},{i},{}", time(i), values.join(","));
+            }
+            std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+            println!("equity: {} ({} columns x {per} bars)", path.display(), sub.len());
+        }
+        if let Some(path) = &req.trades {
+            let mut out = String::from(
+                "column,fast,slow,entry_time,entry_bar,exit_time,exit_bar,side,units,entry_price,exit_price,costs,pnl,\
+                 return,exit_reason\n",
+            );
+            let mut count = 0;
+            for (c, g) in sub.iter().enumerate() {
+                for t in r.column_trades(c) {
+                    count += 1;
+                    let _ = writeln!(
+                        out,
+                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:?}",
+                        name(g),
+                        g.fast,
+                        g.slow,
+                        time(t.entry_bar as usize),
+                        t.entry_bar,
+                        time(t.exit_bar as usize),
+                        t.exit_bar,
+                        if t.side > 0 { "long" } else { "short" },
+                        t.units.abs(),
+                        t.entry_price,
+                        t.exit_price,
+                        t.costs,
+                        t.pnl,
+                        t.ret,
+                        crate::ExitReason::from_code(t.reason)
+                    );
+                }
+            }
+            std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+            println!("trades: {} ({count} trades of {} columns)", path.display(), sub.len());
+        }
     }
     Ok(())
 }

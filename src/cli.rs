@@ -154,6 +154,18 @@ enum Command {
         /// Write every column's metrics as CSV.
         #[arg(long)]
         csv: Option<PathBuf>,
+        /// Columns whose equity and trades --equity and --trades write: best, top:N, all, or FAST/SLOW pairs
+        /// separated by commas.
+        #[arg(long, default_value = "best")]
+        columns: String,
+        /// Write the per-bar equity of the selected columns (CSV: time, bar, one column per strategy; bar 0 is
+        /// the capital before the first decision).
+        #[arg(long)]
+        equity: Option<PathBuf>,
+        /// Write the trades of the selected columns (CSV: times and bars of entry and exit, side, units, fill
+        /// prices, costs, PnL, return on the equity at entry, exit reason).
+        #[arg(long)]
+        trades: Option<PathBuf>,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -252,6 +264,9 @@ pub fn main() -> ExitCode {
             top,
             json,
             csv,
+            columns,
+            equity,
+            trades,
             device,
         } => crate::backtest_cli::run(&crate::backtest_cli::Request {
             dataset: load(&data),
@@ -269,6 +284,9 @@ pub fn main() -> ExitCode {
             top,
             json,
             csv,
+            columns,
+            equity,
+            trades,
             backend: select(device).map_err(|e| e.to_string()),
         }),
         Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, out, device } => crate::train_cli::run(

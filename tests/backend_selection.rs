@@ -231,3 +231,64 @@ fn cli_train_writes_weights_and_report() {
     assert!(ppo_dir.join("trial-1.safetensors").is_file());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `--equity` and `--trades` round-trip: for each selected column (top 2 by Sharpe), the equity file's last
+/// value is the column's final equity in the JSON, and its trades' PnL sums to final equity minus capital;
+/// times come from the data; a `FAST/SLOW` outside the grid and a `.parquet` path are refused by name.
+#[test]
+fn cli_backtest_exports_equity_and_trades() {
+    let dir = std::env::temp_dir().join(format!("tradesim-exports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, equity, trades) = (dir.join("bt.json"), dir.join("eq.csv"), dir.join("tr.csv"));
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let base = ["backtest", "--device", "cpu", "--fast", "5:15:5", "--slow", "20:40:10", "--capital", "100000"];
+    let (ok, stdout, stderr) = tradesim(
+        &[
+            &base[..],
+            &["--columns", "top:2", "--json", &path(&json), "--equity", &path(&equity), "--trades", &path(&trades)],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("equity:") && stdout.contains("trades:"), "{stdout}");
+    let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let final_of = |name: &str| {
+        let (f, s) = name.trim_start_matches("sma_").split_once('_').unwrap();
+        let col = parsed["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["fast"].to_string() == f && c["slow"].to_string() == s)
+            .unwrap();
+        assert!(col["rank"].as_u64().unwrap() <= 2, "{name} is not in the top 2");
+        col["final_equity"].as_f64().unwrap()
+    };
+    let eq = std::fs::read_to_string(&equity).unwrap();
+    let header: Vec<&str> = eq.lines().next().unwrap().split(',').collect();
+    assert_eq!(&header[..2], &["time", "bar"]);
+    assert_eq!(header.len(), 4, "two strategy columns: {header:?}");
+    let last: Vec<&str> = eq.lines().last().unwrap().split(',').collect();
+    assert!(last[0].starts_with("2017-"), "times come from the data: {}", last[0]);
+    let tr = std::fs::read_to_string(&trades).unwrap();
+    for (k, name) in header[2..].iter().enumerate() {
+        let final_equity = final_of(name);
+        let curve_end: f64 = last[2 + k].parse().unwrap();
+        assert_eq!(curve_end, final_equity, "{name}: the curve ends at the final equity");
+        let pnl: f64 = tr
+            .lines()
+            .skip(1)
+            .filter(|l| l.starts_with(&format!("{name},")))
+            .map(|l| l.split(',').nth(12).unwrap().parse::<f64>().unwrap())
+            .sum();
+        assert!(
+            ((final_equity - 100_000.0) - pnl).abs() <= 1e-9 * 100_000.0,
+            "{name}: PnL {pnl} vs {}",
+            final_equity - 100_000.0
+        );
+    }
+    let (ok, _, stderr) = tradesim(&[&base[..], &["--columns", "7/99", "--trades", &path(&trades)]].concat());
+    assert!(!ok && stderr.contains("7/99 is not in the grid"), "{stderr}");
+    let (ok, _, stderr) = tradesim(&[&base[..], &["--equity", &path(&dir.join("eq.parquet"))]].concat());
+    assert!(!ok && stderr.contains("Parquet export is not implemented"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
