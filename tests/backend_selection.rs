@@ -254,11 +254,12 @@ fn cli_backtest_exports_equity_and_trades() {
     let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let final_of = |name: &str| {
         let (f, s) = name.trim_start_matches("sma_").split_once('_').unwrap();
+        let (f, s): (u64, u64) = (f.parse().unwrap(), s.parse().unwrap());
         let col = parsed["columns"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|c| c["fast"].to_string() == f && c["slow"].to_string() == s)
+            .find(|c| c["fast"].as_u64() == Some(f) && c["slow"].as_u64() == Some(s))
             .unwrap();
         assert!(col["rank"].as_u64().unwrap() <= 2, "{name} is not in the top 2");
         col["final_equity"].as_f64().unwrap()
