@@ -61,15 +61,16 @@ pub struct Metrics {
     pub win_rate: f64,
     /// Gross profit / gross loss of trade pnl.
     pub profit_factor: f64,
-    /// Mean trade return.
+    /// Mean trade return (each trade's PnL over the equity at its entry).
     pub avg_trade_return: f64,
-    /// Share of bars held in a position at their close (before an end-of-data close).
+    /// Share of the per-bar returns whose bar closed in a position (before an end-of-data close): the
+    /// denominator is the number of returns, n - 1 for n bars.
     pub exposure: f64,
     /// Spread plus commission paid.
     pub total_costs: f64,
     /// Equity after the last bar.
     pub final_equity: f64,
-    /// Number of per-bar returns.
+    /// Number of per-bar returns (n - 1 for a column over n bars; the CLI's top-level `bars` counts bars).
     pub bars: f64,
 }
 
