@@ -8,7 +8,7 @@ use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use gpu_kernels::{EnvState, TrialParams};
 use tradesim::demo::demo_params;
 use tradesim::synthetic::{normal, random_walk};
-use tradesim::{MarketData, backtest::close_prefix};
+use tradesim::{MarketData, backtest::tick_prefix};
 
 fn cpu_inner(c: &mut Criterion) {
     let market = MarketData::prices_only(&random_walk(10_001, 0.01, 1)).expect("market");
@@ -25,7 +25,7 @@ fn cpu_inner(c: &mut Criterion) {
             s.equity
         });
     });
-    let prefix = close_prefix(&market);
+    let (prefix, _) = tick_prefix(&market).unwrap();
     let sma = [SmaCross { fast: 10, slow: 50, allow_short: 1, rule: 0 }];
     let args = BacktestArgs {
         start: 0,

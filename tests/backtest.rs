@@ -322,3 +322,17 @@ fn a_tie_is_not_a_crossover(backend: &Backend) {
     assert_eq!(cross, [(1, 11)]);
 }
 test_device!(a_tie_is_not_a_crossover);
+
+/// Exact ties: closes 1.1, 2.2, 1.65, 1.65 put SMA 2 and SMA 4 both at 1.65 at bar 3's close. Summed as
+/// f64 the fast one came out 1.6499999999999997 (below: a short); on the data's ticks (cents, scale 2) the
+/// sums are compared as integers, so the tie is a tie (flat, no trade) on both backends.
+fn exact_ties_are_ties(backend: &Backend) {
+    let market = path(&[1.1, 2.2, 1.65, 1.65, 1.65]);
+    let (prefix, scale) = tradesim::backtest::tick_prefix(&market).unwrap();
+    assert_eq!((scale, prefix.clone()), (2, vec![0, 110, 330, 495, 660, 825]));
+    let grid = [SmaCross { fast: 2, slow: 4, allow_short: 1, rule: tradesim::RULE_STATE }];
+    let r =
+        backtest(backend, &market, &[TrialParams::frictionless(1_000.0)], Signals::SmaCross(&grid), &spec(4)).unwrap();
+    assert_eq!(r.metrics[0].trades, 0.0, "{:?}", r.column_trades(0));
+}
+test_device!(exact_ties_are_ties);

@@ -181,19 +181,22 @@ pub const WRITE_LEDGER: u32 = 1;
 /// Write equity curves (`n_columns x (end - start + 1)`).
 pub const WRITE_EQUITY: u32 = 2;
 
-/// The sign of fast SMA - slow SMA at the close of bar `t` (1, -1, 0 on a tie), from prefix sums of closes
-/// (`prefix[i]` = sum of closes of bars `0..i`); `None` until both windows are full.
+/// The sign of fast SMA - slow SMA at the close of bar `t` (1, -1, 0 on a tie), from prefix sums of the
+/// closes in integer ticks (`prefix[i]` = sum of the ticks of bars `0..i`): `sum_fast x slow` against
+/// `sum_slow x fast` in 128-bit integers, so a tie is exact whatever the prices' floats; `None` until both
+/// windows are full.
 #[inline]
-pub fn sma_side(prefix: &[f64], t: usize, s: &SmaCross) -> Option<i32> {
+pub fn sma_side(prefix: &[i64], t: usize, s: &SmaCross) -> Option<i32> {
     let (fast, slow) = (s.fast as usize, s.slow as usize);
     if fast == 0 || slow == 0 || t + 1 < slow.max(fast) {
         return None;
     }
-    let fast_ma = (prefix[t + 1] - prefix[t + 1 - fast]) / fast as f64;
-    let slow_ma = (prefix[t + 1] - prefix[t + 1 - slow]) / slow as f64;
-    Some(if fast_ma > slow_ma {
+    let sum_fast = i128::from(prefix[t + 1] - prefix[t + 1 - fast]);
+    let sum_slow = i128::from(prefix[t + 1] - prefix[t + 1 - slow]);
+    let (lhs, rhs) = (sum_fast * slow as i128, sum_slow * fast as i128);
+    Some(if lhs > rhs {
         1
-    } else if fast_ma < slow_ma {
+    } else if lhs < rhs {
         -1
     } else {
         0
@@ -212,7 +215,7 @@ fn side_action(side: i32, s: &SmaCross) -> u8 {
 
 /// The target action of [`RULE_STATE`] at the close of bar `t`: FLAT until the slow window is full.
 #[inline]
-pub fn sma_target(prefix: &[f64], t: usize, s: &SmaCross) -> u8 {
+pub fn sma_target(prefix: &[i64], t: usize, s: &SmaCross) -> u8 {
     side_action(sma_side(prefix, t, s).unwrap_or(0), s)
 }
 
@@ -220,7 +223,7 @@ pub fn sma_target(prefix: &[f64], t: usize, s: &SmaCross) -> u8 {
 /// with t ascending (the cross rule holds its last target).
 #[derive(Debug)]
 pub struct SmaSignal<'a> {
-    prefix: &'a [f64],
+    prefix: &'a [i64],
     s: SmaCross,
     held: u8,
 }
@@ -228,7 +231,7 @@ pub struct SmaSignal<'a> {
 impl<'a> SmaSignal<'a> {
     /// The signal of column `s` over the prefix sums `prefix`.
     #[inline]
-    pub fn new(prefix: &'a [f64], s: SmaCross) -> Self {
+    pub fn new(prefix: &'a [i64], s: SmaCross) -> Self {
         Self { prefix, s, held: Action::Flat as u8 }
     }
 
@@ -426,7 +429,7 @@ pub fn run_column(
     params: &[TrialParams],
     targets: &[u8],
     sma: &[SmaCross],
-    prefix: &[f64],
+    prefix: &[i64],
     bars: &[Bar],
     equity: impl FnMut(usize, f64),
     sink: impl FnMut(Trade),

@@ -221,7 +221,7 @@ pub unsafe extern "ptx-kernel" fn backtest(
     params: *const TrialParams,
     targets: *const u8,
     sma: *const SmaCross,
-    prefix: *const f64,
+    prefix: *const i64,
     bars: *const Bar,
     metrics: *mut Metrics,
     counts: *mut u32,

@@ -88,16 +88,42 @@ impl BacktestResult {
     }
 }
 
-/// Prefix sums of closes (`prefix[i]` = closes of bars `0..i`), summed in bar order.
-pub fn close_prefix(market: &MarketData) -> Vec<f64> {
-    let mut out = Vec::with_capacity(market.n_bars() + 1);
-    let mut sum = 0.0;
+/// The closes in integer ticks and their prefix sums (`prefix[i]` = ticks of bars `0..i`), with the tick's
+/// decimal scale: the finest scale of 0..=9 places on which every close lies (each close's f64 within 1e-9,
+/// relative, of a tick: the f64 of a Decimal price with that many places), so SMA comparisons are exact on
+/// the data's own prices. Closes on no such grid (or too large for it) are rounded to the finest scale
+/// whose sums stay within 64 bits (refused when not even whole units do). The same integers go to both
+/// backends.
+pub fn tick_prefix(market: &MarketData) -> Result<(Vec<i64>, u32), HostError> {
+    let closes: Vec<f64> = market.bars().iter().map(|b| b.close).collect();
+    let max = closes.iter().fold(0.0f64, |m, &c| m.max(c.abs()));
+    let n = closes.len().max(1) as f64;
+    let pow = |s: u32| 10f64.powi(s as i32);
+    let fits = |s: u32| max * pow(s) * n < 4.0e18;
+    let on_grid = |s: u32| {
+        closes.iter().all(|&c| {
+            let x = c * pow(s);
+            (x - x.round()).abs() <= 1e-9 * x.abs().max(1.0)
+        })
+    };
+    if !fits(0) {
+        return Err(HostError::Config(format!(
+            "closes up to {max} over {} bars are too large for exact 64-bit SMA sums",
+            closes.len()
+        )));
+    }
+    let scale = (0..=9u32)
+        .filter(|&s| fits(s))
+        .find(|&s| on_grid(s))
+        .unwrap_or_else(|| (0..=9u32).rev().find(|&s| fits(s)).unwrap_or(0));
+    let mut out = Vec::with_capacity(closes.len() + 1);
+    let mut sum = 0i64;
     out.push(sum);
-    for b in market.bars() {
-        sum += b.close;
+    for c in closes {
+        sum += (c * pow(scale)).round() as i64;
         out.push(sum);
     }
-    out
+    Ok((out, scale))
 }
 
 /// The checked launch arguments of a backtest.
@@ -176,7 +202,7 @@ pub fn backtest(
         crate::env_batch::validate_params(trial, p)?;
     }
     let args = backtest_args(market, params, &signals, spec)?;
-    let prefix = close_prefix(market);
+    let (prefix, _) = tick_prefix(market)?;
     match backend {
         Backend::Cpu => Ok(backtest_cpu(market, params, &signals, &prefix, &args)),
         #[cfg(feature = "cuda")]
@@ -200,7 +226,7 @@ fn backtest_cpu(
     market: &MarketData,
     params: &[TrialParams],
     signals: &Signals<'_>,
-    prefix: &[f64],
+    prefix: &[i64],
     args: &BacktestArgs,
 ) -> BacktestResult {
     let (targets, sma): (&[u8], &[SmaCross]) = match signals {

@@ -24,7 +24,7 @@ pub(crate) fn backtest(
     market: &MarketData,
     params: &[TrialParams],
     signals: &Signals<'_>,
-    prefix: &[f64],
+    prefix: &[i64],
     args: &BacktestArgs,
 ) -> Result<BacktestResult, HostError> {
     let stream = rt.new_stream()?;

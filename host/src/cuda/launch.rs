@@ -296,7 +296,7 @@ pub(crate) struct BacktestInputs<'a> {
     pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
     pub(crate) targets: &'a CudaSlice<u8>,
     pub(crate) sma: &'a CudaSlice<Dev<SmaCross>>,
-    pub(crate) prefix: &'a CudaSlice<f64>,
+    pub(crate) prefix: &'a CudaSlice<i64>,
     pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
 }
 
@@ -326,7 +326,7 @@ pub(crate) fn backtest(
     } else {
         at_least(kernel, "target actions", columns * steps, input.targets.len())?;
     }
-    at_least(kernel, "close prefix sums", args.n_bars as usize + 1, input.prefix.len())?;
+    at_least(kernel, "close tick prefix sums", args.n_bars as usize + 1, input.prefix.len())?;
     at_least(kernel, "bars", args.n_bars as usize, input.bars.len())?;
     at_least(kernel, "metrics", columns, out.metrics.len())?;
     at_least(kernel, "trade counts", columns, out.counts.len())?;
