@@ -53,7 +53,8 @@ pub struct Request {
     pub backend: Result<Backend, String>,
 }
 
-/// The grid columns `spec` selects (`best`, `top:N`, `all`, or `FAST/SLOW` pairs separated by commas), in
+/// The grid columns `spec` selects (`best`, `top:N`, `all`, or `FAST/SLOW` pairs, or `sma_FAST_SLOW` names as
+/// the exports write them, separated by commas), in
 /// rank order for `best`/`top`, grid order otherwise; `order` is the ranking.
 pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<Vec<usize>, String> {
     let spec = spec.trim();
@@ -71,7 +72,10 @@ pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<
         _ => spec
             .split(',')
             .map(|pair| {
-                let (f, s) = pair.split_once('/').ok_or_else(|| bad(&format!("`{pair}` is not FAST/SLOW")))?;
+                // `FAST/SLOW`, or an exported column's name `sma_FAST_SLOW`.
+                let named = pair.trim().strip_prefix("sma_").and_then(|p| p.split_once('_'));
+                let (f, s) =
+                    named.or_else(|| pair.split_once('/')).ok_or_else(|| bad(&format!("`{pair}` is not FAST/SLOW")))?;
                 let (f, s): (u32, u32) = (
                     f.trim().parse().map_err(|_| bad(&format!("`{f}` is not a window")))?,
                     s.trim().parse().map_err(|_| bad(&format!("`{s}` is not a window")))?,
@@ -84,12 +88,11 @@ pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<
     }
 }
 
-/// Refuses an export path whose extension is not `.csv`.
-fn csv_path(flag: &str, path: &std::path::Path) -> Result<(), String> {
+/// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
+fn table_path(flag: &str, path: &std::path::Path) -> Result<(), String> {
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("csv") => Ok(()),
-        Some("parquet") => Err(format!("--{flag} {}: Parquet export is not implemented yet; use .csv", path.display())),
-        _ => Err(format!("--{flag} {}: the file must end in .csv", path.display())),
+        Some("csv" | "parquet") => Ok(()),
+        _ => Err(format!("--{flag} {}: the file must end in .csv or .parquet", path.display())),
     }
 }
 
@@ -147,7 +150,7 @@ pub fn run(req: &Request) -> Result<(), String> {
     let params = dp.to_params()?;
     for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
         if let Some(p) = path {
-            csv_path(flag, p)?;
+            table_path(flag, p)?;
         }
     }
     let rule = match req.signal.as_str() {
@@ -260,48 +263,45 @@ pub fn run(req: &Request) -> Result<(), String> {
         let name = |g: &SmaCross| format!("sma_{}_{}", g.fast, g.slow);
         let time = |bar: usize| times.get(bar).map_or_else(String::new, |t| t.to_rfc3339());
         if let Some(path) = &req.equity {
+            use crate::table::Column;
             let per = r.equity.len() / sub.len().max(1);
-            let names: Vec<String> = sub.iter().map(name).collect();
-            let mut out = format!("time,bar,{}\n", names.join(","));
-            for i in 0..per {
-                let values: Vec<String> = (0..sub.len()).map(|c| r.equity[c * per + i].to_string()).collect();
-                let _ = writeln!(out, "{},{i},{}", time(i), values.join(","));
+            let mut columns = vec![
+                ("time".to_owned(), Column::Text((0..per).map(time).collect())),
+                ("bar".to_owned(), Column::Int((0..per as i64).collect())),
+            ];
+            for (c, g) in sub.iter().enumerate() {
+                columns.push((name(g), Column::Float(r.equity[c * per..(c + 1) * per].to_vec())));
             }
-            std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+            crate::table::write_table(path, &columns)?;
             println!("equity: {} ({} columns x {per} bars)", path.display(), sub.len());
         }
         if let Some(path) = &req.trades {
-            let mut out = String::from(
-                "column,fast,slow,entry_time,entry_bar,exit_time,exit_bar,side,units,entry_price,exit_price,costs,pnl,\
-                 return,exit_reason\n",
-            );
-            let mut count = 0;
-            for (c, g) in sub.iter().enumerate() {
-                for t in r.column_trades(c) {
-                    count += 1;
-                    let _ = writeln!(
-                        out,
-                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:?}",
-                        name(g),
-                        g.fast,
-                        g.slow,
-                        time(t.entry_bar as usize),
-                        t.entry_bar,
-                        time(t.exit_bar as usize),
-                        t.exit_bar,
-                        if t.side > 0 { "long" } else { "short" },
-                        t.units.abs(),
-                        t.entry_price,
-                        t.exit_price,
-                        t.costs,
-                        t.pnl,
-                        t.ret,
-                        crate::ExitReason::from_code(t.reason)
-                    );
-                }
-            }
-            std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
-            println!("trades: {} ({count} trades of {} columns)", path.display(), sub.len());
+            use crate::table::Column;
+            let all: Vec<(usize, crate::Trade)> =
+                (0..sub.len()).flat_map(|c| r.column_trades(c).iter().map(move |t| (c, *t))).collect();
+            let text =
+                |f: &dyn Fn(usize, &crate::Trade) -> String| Column::Text(all.iter().map(|(c, t)| f(*c, t)).collect());
+            let int = |f: &dyn Fn(&crate::Trade) -> i64| Column::Int(all.iter().map(|(_, t)| f(t)).collect());
+            let float = |f: &dyn Fn(&crate::Trade) -> f64| Column::Float(all.iter().map(|(_, t)| f(t)).collect());
+            let columns = vec![
+                ("column".to_owned(), text(&|c, _| name(&sub[c]))),
+                ("fast".to_owned(), Column::Int(all.iter().map(|(c, _)| i64::from(sub[*c].fast)).collect())),
+                ("slow".to_owned(), Column::Int(all.iter().map(|(c, _)| i64::from(sub[*c].slow)).collect())),
+                ("entry_time".to_owned(), text(&|_, t| time(t.entry_bar as usize))),
+                ("entry_bar".to_owned(), int(&|t| i64::from(t.entry_bar))),
+                ("exit_time".to_owned(), text(&|_, t| time(t.exit_bar as usize))),
+                ("exit_bar".to_owned(), int(&|t| i64::from(t.exit_bar))),
+                ("side".to_owned(), text(&|_, t| if t.side > 0 { "long" } else { "short" }.to_owned())),
+                ("units".to_owned(), float(&|t| t.units.abs())),
+                ("entry_price".to_owned(), float(&|t| t.entry_price)),
+                ("exit_price".to_owned(), float(&|t| t.exit_price)),
+                ("costs".to_owned(), float(&|t| t.costs)),
+                ("pnl".to_owned(), float(&|t| t.pnl)),
+                ("return".to_owned(), float(&|t| t.ret)),
+                ("exit_reason".to_owned(), text(&|_, t| format!("{:?}", crate::ExitReason::from_code(t.reason)))),
+            ];
+            crate::table::write_table(path, &columns)?;
+            println!("trades: {} ({} trades of {} columns)", path.display(), all.len(), sub.len());
         }
     }
     Ok(())

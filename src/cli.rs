@@ -158,12 +158,12 @@ enum Command {
         /// separated by commas.
         #[arg(long, default_value = "best")]
         columns: String,
-        /// Write the per-bar equity of the selected columns (CSV: time, bar, one column per strategy; bar 0 is
-        /// the capital before the first decision).
+        /// Write the per-bar equity of the selected columns (.csv or .parquet: time, bar, one column per
+        /// strategy; bar 0 is the capital before the first decision).
         #[arg(long)]
         equity: Option<PathBuf>,
-        /// Write the trades of the selected columns (CSV: times and bars of entry and exit, side, units, fill
-        /// prices, costs, PnL, return on the equity at entry, exit reason).
+        /// Write the trades of the selected columns (.csv or .parquet: times and bars of entry and exit, side,
+        /// units, fill prices, costs, PnL, return on the equity at entry, exit reason).
         #[arg(long)]
         trades: Option<PathBuf>,
         /// auto (CUDA when usable, else CPU), cpu or cuda.

@@ -47,6 +47,7 @@ pub mod hyperopt;
 pub mod hyperopt_cli;
 pub mod json;
 pub mod synthetic;
+pub mod table;
 pub mod train;
 pub mod train_cli;
 

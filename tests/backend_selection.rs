@@ -234,7 +234,8 @@ fn cli_train_writes_weights_and_report() {
 
 /// `--equity` and `--trades` round-trip: for each selected column (top 2 by Sharpe), the equity file's last
 /// value is the column's final equity in the JSON, and its trades' PnL sums to final equity minus capital;
-/// times come from the data; a `FAST/SLOW` outside the grid and a `.parquet` path are refused by name.
+/// times come from the data; the same as Parquet; a `FAST/SLOW` outside the grid and another extension are
+/// refused by name.
 #[test]
 fn cli_backtest_exports_equity_and_trades() {
     let dir = std::env::temp_dir().join(format!("tradesim-exports-{}", std::process::id()));
@@ -289,7 +290,26 @@ fn cli_backtest_exports_equity_and_trades() {
     }
     let (ok, _, stderr) = tradesim(&[&base[..], &["--columns", "7/99", "--trades", &path(&trades)]].concat());
     assert!(!ok && stderr.contains("7/99 is not in the grid"), "{stderr}");
-    let (ok, _, stderr) = tradesim(&[&base[..], &["--equity", &path(&dir.join("eq.parquet"))]].concat());
-    assert!(!ok && stderr.contains("Parquet export is not implemented"), "{stderr}");
+    // The same exports as Parquet: the equity column of the best column ends at its final equity, and the
+    // trades file holds as many rows as the CSV's trades of that column.
+    let (pq_eq, pq_tr) = (dir.join("eq.parquet"), dir.join("tr.parquet"));
+    let (ok, _, stderr) = tradesim(
+        &[&base[..], &["--columns", header[2], "--equity", &path(&pq_eq), "--trades", &path(&pq_tr)]].concat(),
+    );
+    assert!(ok, "{stderr}");
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::RowAccessor;
+    let rows = |p: &std::path::Path| {
+        let reader = SerializedFileReader::new(std::fs::File::open(p).unwrap()).unwrap();
+        reader.get_row_iter(None).unwrap().map(|r| r.unwrap()).collect::<Vec<_>>()
+    };
+    let eq_rows = rows(&pq_eq);
+    assert_eq!(eq_rows.len(), eq.lines().count() - 1);
+    let last_value = eq_rows.last().unwrap().get_double(2).unwrap();
+    assert_eq!(last_value, final_of(header[2]));
+    let csv_trades = tr.lines().filter(|l| l.starts_with(&format!("{},", header[2]))).count();
+    assert_eq!(rows(&pq_tr).len(), csv_trades);
+    let (ok, _, stderr) = tradesim(&[&base[..], &["--equity", &path(&dir.join("eq.txt"))]].concat());
+    assert!(!ok && stderr.contains("must end in .csv or .parquet"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -1,0 +1,97 @@
+//! Tables written as CSV or Parquet, chosen by the file's extension (`.csv`, `.parquet`): the backtest's
+//! equity and trade exports. CSV fields are written with full precision (Rust's shortest round-trip form
+//! for floats) and quoted where they hold a comma or a quote; Parquet columns are UTF-8 strings, INT64 or
+//! DOUBLE, required, in one row group.
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// One column's values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// Text (timestamps, names, reasons).
+    Text(Vec<String>),
+    /// Integers (bars).
+    Int(Vec<i64>),
+    /// Floats (prices, money, returns).
+    Float(Vec<f64>),
+}
+
+impl Column {
+    fn len(&self) -> usize {
+        match self {
+            Self::Text(v) => v.len(),
+            Self::Int(v) => v.len(),
+            Self::Float(v) => v.len(),
+        }
+    }
+
+    fn cell(&self, i: usize) -> String {
+        match self {
+            Self::Text(v) if v[i].contains([',', '"', '\n']) => format!("\"{}\"", v[i].replace('"', "\"\"")),
+            Self::Text(v) => v[i].clone(),
+            Self::Int(v) => v[i].to_string(),
+            Self::Float(v) => v[i].to_string(),
+        }
+    }
+}
+
+/// Writes `columns` (name, values; all the same length) to `path` as CSV or Parquet by its extension.
+pub fn write_table(path: &Path, columns: &[(String, Column)]) -> Result<(), String> {
+    let rows = columns.first().map_or(0, |c| c.1.len());
+    if let Some((name, _)) = columns.iter().find(|c| c.1.len() != rows) {
+        return Err(format!("writing {}: column {name} has another length", path.display()));
+    }
+    let fail = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("csv") => {
+            let names: Vec<&str> = columns.iter().map(|c| c.0.as_str()).collect();
+            let mut out = names.join(",") + "\n";
+            for i in 0..rows {
+                let cells: Vec<String> = columns.iter().map(|c| c.1.cell(i)).collect();
+                out += &cells.join(",");
+                out.push('\n');
+            }
+            std::fs::write(path, out).map_err(|e| fail(&e))
+        }
+        Some("parquet") => write_parquet(path, columns).map_err(|e| fail(&e)),
+        _ => Err(format!("{}: the file must end in .csv or .parquet", path.display())),
+    }
+}
+
+fn write_parquet(path: &Path, columns: &[(String, Column)]) -> parquet::errors::Result<()> {
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+    use parquet::file::writer::SerializedFileWriter;
+    let fields: Vec<String> = columns
+        .iter()
+        .map(|(name, c)| match c {
+            Column::Text(_) => format!("REQUIRED BYTE_ARRAY {name} (UTF8);"),
+            Column::Int(_) => format!("REQUIRED INT64 {name};"),
+            Column::Float(_) => format!("REQUIRED DOUBLE {name};"),
+        })
+        .collect();
+    let schema =
+        Arc::new(parquet::schema::parser::parse_message_type(&format!("message table {{ {} }}", fields.join(" ")))?);
+    let file = std::fs::File::create(path)?;
+    let mut writer = SerializedFileWriter::new(file, schema, Default::default())?;
+    let mut group = writer.next_row_group()?;
+    for (_, values) in columns {
+        let Some(mut column) = group.next_column()? else { break };
+        match values {
+            Column::Text(v) => {
+                let v: Vec<ByteArray> = v.iter().map(|s| ByteArray::from(s.as_str())).collect();
+                column.typed::<ByteArrayType>().write_batch(&v, None, None)?;
+            }
+            Column::Int(v) => {
+                column.typed::<Int64Type>().write_batch(v, None, None)?;
+            }
+            Column::Float(v) => {
+                column.typed::<DoubleType>().write_batch(v, None, None)?;
+            }
+        }
+        column.close()?;
+    }
+    group.close()?;
+    writer.close()?;
+    Ok(())
+}
