@@ -276,30 +276,13 @@ pub fn run(req: &Request) -> Result<(), String> {
             println!("equity: {} ({} columns x {per} bars)", path.display(), sub.len());
         }
         if let Some(path) = &req.trades {
-            use crate::table::Column;
-            let all: Vec<(usize, crate::Trade)> =
-                (0..sub.len()).flat_map(|c| r.column_trades(c).iter().map(move |t| (c, *t))).collect();
-            let text =
-                |f: &dyn Fn(usize, &crate::Trade) -> String| Column::Text(all.iter().map(|(c, t)| f(*c, t)).collect());
-            let int = |f: &dyn Fn(&crate::Trade) -> i64| Column::Int(all.iter().map(|(_, t)| f(t)).collect());
-            let float = |f: &dyn Fn(&crate::Trade) -> f64| Column::Float(all.iter().map(|(_, t)| f(t)).collect());
-            let columns = vec![
-                ("column".to_owned(), text(&|c, _| name(&sub[c]))),
-                ("fast".to_owned(), Column::Int(all.iter().map(|(c, _)| i64::from(sub[*c].fast)).collect())),
-                ("slow".to_owned(), Column::Int(all.iter().map(|(c, _)| i64::from(sub[*c].slow)).collect())),
-                ("entry_time".to_owned(), text(&|_, t| time(t.entry_bar as usize))),
-                ("entry_bar".to_owned(), int(&|t| i64::from(t.entry_bar))),
-                ("exit_time".to_owned(), text(&|_, t| time(t.exit_bar as usize))),
-                ("exit_bar".to_owned(), int(&|t| i64::from(t.exit_bar))),
-                ("side".to_owned(), text(&|_, t| if t.side > 0 { "long" } else { "short" }.to_owned())),
-                ("units".to_owned(), float(&|t| t.units.abs())),
-                ("entry_price".to_owned(), float(&|t| t.entry_price)),
-                ("exit_price".to_owned(), float(&|t| t.exit_price)),
-                ("costs".to_owned(), float(&|t| t.costs)),
-                ("pnl".to_owned(), float(&|t| t.pnl)),
-                ("return".to_owned(), float(&|t| t.ret)),
-                ("exit_reason".to_owned(), text(&|_, t| format!("{:?}", crate::ExitReason::from_code(t.reason)))),
-            ];
+            let all: Vec<(String, crate::Trade)> = (0..sub.len())
+                .flat_map(|c| {
+                    let label = name(&sub[c]);
+                    r.column_trades(c).iter().map(move |t| (label.clone(), *t))
+                })
+                .collect();
+            let columns = crate::table::trade_columns(&all, &|bar| time(bar as usize));
             crate::table::write_table(path, &columns)?;
             println!("trades: {} ({} trades of {} columns)", path.display(), all.len(), sub.len());
         }

@@ -44,19 +44,23 @@ pub fn write_table(path: &Path, columns: &[(String, Column)]) -> Result<(), Stri
     }
     let fail = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("csv") => {
-            let names: Vec<&str> = columns.iter().map(|c| c.0.as_str()).collect();
-            let mut out = names.join(",") + "\n";
-            for i in 0..rows {
-                let cells: Vec<String> = columns.iter().map(|c| c.1.cell(i)).collect();
-                out += &cells.join(",");
-                out.push('\n');
-            }
-            std::fs::write(path, out).map_err(|e| fail(&e))
-        }
+        Some("csv") => std::fs::write(path, csv_text(columns)).map_err(|e| fail(&e)),
         Some("parquet") => write_parquet(path, columns).map_err(|e| fail(&e)),
         _ => Err(format!("{}: the file must end in .csv or .parquet", path.display())),
     }
+}
+
+/// `columns` (all the same length) as CSV text: a header of the names, then a line per row.
+pub fn csv_text(columns: &[(String, Column)]) -> String {
+    let rows = columns.first().map_or(0, |c| c.1.len());
+    let names: Vec<&str> = columns.iter().map(|c| c.0.as_str()).collect();
+    let mut out = names.join(",") + "\n";
+    for i in 0..rows {
+        let cells: Vec<String> = columns.iter().map(|c| c.1.cell(i)).collect();
+        out += &cells.join(",");
+        out.push('\n');
+    }
+    out
 }
 
 fn write_parquet(path: &Path, columns: &[(String, Column)]) -> parquet::errors::Result<()> {
@@ -94,4 +98,29 @@ fn write_parquet(path: &Path, columns: &[(String, Column)]) -> parquet::errors::
     group.close()?;
     writer.close()?;
     Ok(())
+}
+
+/// A trade ledger as table columns, the layout of every trades export (`tradesim backtest --trades`, the
+/// hyperopt report's `best-trades.csv`): `column` (the name of each trade's column), entry and exit time
+/// (`time(bar)`) and bar, side, units, fill prices (spread included), costs, PnL, return (PnL over the
+/// equity at entry) and exit reason.
+pub fn trade_columns(trades: &[(String, crate::Trade)], time: &dyn Fn(u32) -> String) -> Vec<(String, Column)> {
+    let text = |f: &dyn Fn(&(String, crate::Trade)) -> String| Column::Text(trades.iter().map(f).collect());
+    let int = |f: &dyn Fn(&crate::Trade) -> i64| Column::Int(trades.iter().map(|(_, t)| f(t)).collect());
+    let float = |f: &dyn Fn(&crate::Trade) -> f64| Column::Float(trades.iter().map(|(_, t)| f(t)).collect());
+    vec![
+        ("column".to_owned(), text(&|(name, _)| name.clone())),
+        ("entry_time".to_owned(), text(&|(_, t)| time(t.entry_bar))),
+        ("entry_bar".to_owned(), int(&|t| i64::from(t.entry_bar))),
+        ("exit_time".to_owned(), text(&|(_, t)| time(t.exit_bar))),
+        ("exit_bar".to_owned(), int(&|t| i64::from(t.exit_bar))),
+        ("side".to_owned(), text(&|(_, t)| if t.side > 0 { "long" } else { "short" }.to_owned())),
+        ("units".to_owned(), float(&|t| t.units.abs())),
+        ("entry_price".to_owned(), float(&|t| t.entry_price)),
+        ("exit_price".to_owned(), float(&|t| t.exit_price)),
+        ("costs".to_owned(), float(&|t| t.costs)),
+        ("pnl".to_owned(), float(&|t| t.pnl)),
+        ("return".to_owned(), float(&|t| t.ret)),
+        ("exit_reason".to_owned(), text(&|(_, t)| format!("{:?}", crate::ExitReason::from_code(t.reason)))),
+    ]
 }

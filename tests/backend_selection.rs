@@ -272,6 +272,7 @@ fn cli_backtest_exports_equity_and_trades() {
     let last: Vec<&str> = eq.lines().last().unwrap().split(',').collect();
     assert!(last[0].starts_with("2017-"), "times come from the data: {}", last[0]);
     let tr = std::fs::read_to_string(&trades).unwrap();
+    let pnl_at = tr.lines().next().unwrap().split(',').position(|h| h == "pnl").unwrap();
     for (k, name) in header[2..].iter().enumerate() {
         let final_equity = final_of(name);
         let curve_end: f64 = last[2 + k].parse().unwrap();
@@ -280,7 +281,7 @@ fn cli_backtest_exports_equity_and_trades() {
             .lines()
             .skip(1)
             .filter(|l| l.starts_with(&format!("{name},")))
-            .map(|l| l.split(',').nth(12).unwrap().parse::<f64>().unwrap())
+            .map(|l| l.split(',').nth(pnl_at).unwrap().parse::<f64>().unwrap())
             .sum();
         assert!(
             ((final_equity - 100_000.0) - pnl).abs() <= 1e-9 * 100_000.0,

@@ -13,7 +13,7 @@ use super::study::{Study, TrialRecord};
 use crate::audit::{AuditReport, audit_column};
 use crate::data::Series;
 use crate::train::SplitData;
-use crate::{Backend, BacktestSpec, ExitReason, Metrics, Signals, backtest};
+use crate::{Backend, BacktestSpec, Metrics, Signals, backtest};
 
 /// What the report found.
 #[derive(Clone, Debug)]
@@ -227,25 +227,13 @@ pub fn write_report(
         )?;
         write("equity.svg", &equity_svg)?;
         write("drawdown.svg", &drawdown_svg)?;
-        let mut trades_csv =
-            String::from("entry_bar,exit_bar,side,units,entry_price,exit_price,pnl,return,costs,reason\n");
-        for t in r.column_trades(0) {
-            let _ = writeln!(
-                trades_csv,
-                "{},{},{},{},{},{},{},{},{},{:?}",
-                t.entry_bar,
-                t.exit_bar,
-                t.side,
-                t.units,
-                t.entry_price,
-                t.exit_price,
-                t.pnl,
-                t.ret,
-                t.costs,
-                ExitReason::from_code(t.reason)
-            );
-        }
-        write("best-trades.csv", &trades_csv)?;
+        let test_start = split.test.start;
+        let trades: Vec<(String, crate::Trade)> =
+            r.column_trades(0).iter().map(|t| (format!("trial_{}", b.number), *t)).collect();
+        let time =
+            |bar: u32| series.bars.get(test_start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339());
+        write("best-trades.csv", &crate::table::csv_text(&crate::table::trade_columns(&trades, &time)))?;
+
         audit = Some(audit_column(&series.bars[split.test.start..], &env.audit_params(), r.column_trades(0), &m));
         let _ = write!(
             trades_html,
