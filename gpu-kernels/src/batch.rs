@@ -280,7 +280,8 @@ pub struct SampleArgs {
     pub capacity: u32,
     /// Features per bar.
     pub n_features: u32,
-    /// Global index of the launch's first trial (selects each trial's RNG stream).
+    /// Index in the env batch of the launch's first trial (a launch per trial group). The draws no longer
+    /// depend on it: each trial's stream is keyed by its `TrialParams::key`.
     pub trial_offset: u32,
 }
 
