@@ -43,6 +43,7 @@ pub mod bench;
 pub mod cli;
 pub mod data;
 pub mod demo;
+mod failpoint;
 pub mod hyperopt;
 pub mod hyperopt_cli;
 pub mod json;

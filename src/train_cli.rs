@@ -47,6 +47,8 @@ pub fn run(
             lr: 3e-4 * spread(k),
             hidden: cfg.hidden as u32,
             batch: cfg.batch as u32,
+            // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts (one per epoch).
+            anneal_rollouts: epochs as u32,
             ..PpoParams::default()
         })
         .collect();

@@ -46,6 +46,12 @@ fn stored(study: &Path) -> Vec<(i64, String, Option<f64>)> {
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().collect::<Result<_, _>>().unwrap()
 }
 
+/// Whether trial `number`'s results are recorded (a pruned trial is not finished before its checkpoint is).
+fn finished(study: &Path, number: i64) -> bool {
+    let conn = Connection::open(study).unwrap();
+    conn.query_row("SELECT checkpoint IS NOT NULL FROM trials WHERE number = ?1", [number], |r| r.get(0)).unwrap()
+}
+
 #[test]
 fn tiny_search_writes_a_consistent_study_and_report() {
     let dir = temp_dir("hyperopt");
@@ -111,7 +117,7 @@ fn killed_search_resumes_without_losing_or_repeating_trials() {
         assert!(child.try_wait().unwrap().is_none(), "the search ended before it could be killed");
         if study.exists() {
             let trials = std::panic::catch_unwind(|| stored(&study)).unwrap_or_default();
-            let finished = trials.iter().filter(|t| t.1 != "running").count();
+            let finished = trials.iter().filter(|t| finished(&study, t.0)).count();
             if finished >= 2 && trials.iter().any(|t| t.1 == "running") {
                 break trials;
             }
@@ -121,7 +127,7 @@ fn killed_search_resumes_without_losing_or_repeating_trials() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let after_kill = stored(&study);
-    let finished: Vec<_> = after_kill.iter().filter(|t| t.1 != "running").cloned().collect();
+    let finished: Vec<_> = after_kill.iter().filter(|t| finished(&study, t.0)).cloned().collect();
     assert!(finished.len() >= 2 && after_kill.iter().any(|t| t.1 == "running"), "{before_kill:?} / {after_kill:?}");
     let (ok, stdout, stderr) = hyperopt(&["--study", study.to_str().unwrap(), "--resume"]);
     assert!(ok, "{stderr}");
@@ -174,7 +180,7 @@ fn tiny_ppo_search_completes() {
     std::fs::write(
         &path,
         "[study]\nalgo = \"ppo\"\ntrials = 2\nparallel = 2\nepochs = 2\nenvs = 8\nsegment_len = 32\n\
-         [space]\nhidden = 16\nbatch = 32\nppo_epochs = 2\n",
+         [space]\nhidden = 16\nppo_epochs = 2\n",
     )
     .unwrap();
     let study = dir.join("study.sqlite");
@@ -232,8 +238,8 @@ fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
     let path = dir.join("study.sqlite");
     let study = Study::open(&path, false, "{}").unwrap();
     let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3), ("hidden".to_owned(), 16.0)].into();
-    study.start(0, &params).unwrap();
-    study.start(1, &params).unwrap();
+    study.start(0, &params, &[]).unwrap();
+    study.start(1, &params, &[0]).unwrap();
     assert_eq!(study.trials().unwrap()[1].params, params);
     drop(study);
     let conn = Connection::open(&path).unwrap();
@@ -255,7 +261,7 @@ fn failed_trials_are_never_best() {
     let study = Study::open(&path, false, "{}").unwrap();
     let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3)].into();
     for n in 0..3 {
-        study.start(n, &params).unwrap();
+        study.start(n, &params, &[]).unwrap();
     }
     study.finish(0, f64::NAN, 0.0, 0.0, &[], "a").unwrap();
     study.finish(1, -0.5, 0.0, 0.0, &[], "b").unwrap();
@@ -266,5 +272,112 @@ fn failed_trials_are_never_best() {
     let only_failed: Vec<_> = board.iter().filter(|t| t.status == "fail").cloned().collect();
     let board = leaderboard(only_failed);
     assert!(board.first().is_none_or(|t| t.status != "complete"), "no complete trial, so no best trial");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Everything a study records about its trials and epochs, checkpoints by content (their folders differ).
+fn snapshot(study: &Path) -> (Vec<String>, Vec<String>) {
+    let conn = Connection::open(study).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT number, params, status, value, pruned_at, test_return, test_sharpe, test_actions, checkpoint,
+                    history FROM trials ORDER BY number",
+        )
+        .unwrap();
+    let trials = stmt
+        .query_map([], |r| {
+            let bits = |i: usize| r.get::<_, Option<f64>>(i).map(|v| v.map(f64::to_bits));
+            let checkpoint: Option<String> = r.get(8)?;
+            let hash = |b: &[u8]| {
+                b.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3))
+            };
+            let weights = checkpoint.map(|c| hash(&std::fs::read(c).expect("the recorded checkpoint exists")));
+            Ok(format!(
+                "{} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {}",
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                bits(3)?,
+                r.get::<_, Option<i64>>(4)?,
+                bits(5)?,
+                bits(6)?,
+                r.get::<_, Option<Vec<u8>>>(7)?.map(|a| hash(&a)),
+                weights,
+                r.get::<_, String>(9)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut stmt = conn
+        .prepare("SELECT trial, epoch, loss, valid_sharpe, valid_return FROM epochs ORDER BY trial, epoch")
+        .unwrap();
+    let epochs = stmt
+        .query_map([], |r| {
+            let bits = |i: usize| r.get::<_, Option<f64>>(i).map(|v| v.map(f64::to_bits));
+            Ok(format!("{} {} {:?} {:?} {:?}", r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, bits(2)?, bits(3)?, bits(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    (trials, epochs)
+}
+
+/// Issue 17 item 5: a search killed right after a prune in its second batch, resumed, killed again while
+/// that batch is finishing, and resumed to the end equals the uninterrupted search: every trial's
+/// parameters, state, values, epochs, test results, history and checkpoint bytes.
+#[test]
+fn a_resumed_search_equals_the_uninterrupted_one() {
+    let dir = temp_dir("exact-resume");
+    let cfg = dir.join("search.toml");
+    std::fs::write(
+        &cfg,
+        "[study]\ntrials = 20\nparallel = 5\nepochs = 3\nstartup_trials = 5\nprune_startup_trials = 3\n\
+         envs = 4\nsegment_len = 24\nseed = 11\n[space]\nhidden = { choices = [8, 16] }\nbatch = { choices = [16, 32] }\n",
+    )
+    .unwrap();
+    let run = |study: &Path, resume: bool, failpoint: Option<&str>| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["hyperopt", "--device", "cpu", "--study", study.to_str().unwrap()]);
+        if resume {
+            cmd.arg("--resume");
+        } else {
+            cmd.args(["--config", cfg.to_str().unwrap()]);
+        }
+        if let Some(f) = failpoint {
+            cmd.env("TRADESIM_FAILPOINT", f);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let whole = dir.join("whole").join("study.sqlite");
+    let (ok, stderr) = run(&whole, false, None);
+    assert!(ok, "{stderr}");
+    let expected = snapshot(&whole);
+    let pruned_in_batch_2 = expected
+        .0
+        .iter()
+        .filter(|t| t.split(' ').nth(2) == Some("pruned"))
+        .filter_map(|t| t.split(' ').next()?.parse::<u64>().ok());
+    assert!(pruned_in_batch_2.clone().any(|n| (5..10).contains(&n)), "no prune in the second batch: {:?}", expected.0);
+
+    let killed = dir.join("killed").join("study.sqlite");
+    // The first prune of the search is in the second batch (the first has no complete trial to compare with).
+    let (ok, stderr) = run(&killed, false, Some("prune:1"));
+    assert!(!ok && stderr.contains("failpoint prune:1"), "{stderr}");
+    let after_prune = snapshot(&killed);
+    assert!(after_prune.0.iter().any(|t| t.contains(" pruned ")), "the kill came after a prune: {:?}", after_prune.0);
+    // Resumed, then killed after two of the second batch's trials are finished.
+    let (ok, stderr) = run(&killed, true, Some("finish:2"));
+    assert!(!ok && stderr.contains("failpoint finish:2"), "{stderr}");
+    let (ok, stderr) = run(&killed, true, None);
+    assert!(ok, "{stderr}");
+    let resumed = snapshot(&killed);
+    let strip = |v: &[String]| v.iter().map(|t| t.replace(dir.to_str().unwrap(), "")).collect::<Vec<_>>();
+    assert_eq!(resumed.0.len(), 20);
+    for (a, b) in strip(&expected.0).iter().zip(strip(&resumed.0).iter()) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(expected.1, resumed.1, "epoch records differ");
     std::fs::remove_dir_all(dir).unwrap();
 }

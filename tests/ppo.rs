@@ -129,14 +129,25 @@ fn learns_a_planted_pattern(backend: &Backend) {
 }
 test_device!(learns_a_planted_pattern);
 
-/// 3 trials (widths and batches that are not multiples of anything, different learning rates and epochs)
+/// The old fixed-batch mode: minibatches of `batch` drawn with replacement, no gradient clipping, no value
+/// clipping, PyTorch's default initialization.
+fn fixed_batch(p: PpoParams, batch: u32) -> PpoParams {
+    PpoParams { minibatches: 0, batch, max_grad_norm: 0.0, clip_vloss: 0, orthogonal_init: 0, adam_eps: 1e-8, ..p }
+}
+
+/// 3 trials (widths and batches that are not multiples of anything, different learning rates and epochs;
+/// CleanRL's defaults, the fixed-batch mode, and a split into 3 with annealing and a tight gradient clip)
 /// after three rollouts and their updates.
 fn updated_agent(backend: &Backend) -> (PpoAgent, [TrialParams; 3]) {
     let (env_p, ppo) = params();
     let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
-    let ppos = [ppo, PpoParams { hidden: 11, batch: 37, ..ppo }, PpoParams { lr: 1e-2, epochs: 2, hidden: 13, ..ppo }];
+    let ppos = [
+        ppo,
+        fixed_batch(PpoParams { hidden: 11, ..ppo }, 37),
+        PpoParams { lr: 1e-2, epochs: 2, hidden: 13, minibatches: 3, anneal_rollouts: 3, max_grad_norm: 0.05, ..ppo },
+    ];
     let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 32).unwrap(), cfg).unwrap();
     let mut agent = PpoAgent::new(backend, &env, &ppos, 16, 64, 6).unwrap();
     for epoch in 0..3 {
@@ -147,14 +158,17 @@ fn updated_agent(backend: &Backend) -> (PpoAgent, [TrialParams; 3]) {
     (agent, trials)
 }
 
-/// A PPO trial's updates are its own: `epochs x ceil(rollout / batch)` of its batch whatever its mates ask
-/// for, with its key's draws; alone or at slot 1 of three (mates with bigger batches, more epochs, other
+/// A PPO trial's updates are its own: `epochs x minibatches` of its share of the rollout whatever its mates
+/// ask for (a fixed batch, another split, more epochs), with its key's draws and its own gradient norm; alone or at slot 1 of three (mates with bigger batches, more epochs, other
 /// widths and keys), it ends with the same weights, bit for bit.
 fn a_trial_alone_equals_the_trial_in_a_batch(backend: &Backend) {
     let (env_p, ppo) = params();
     let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
-    let me = (TrialParams { key: 42, ..env_p }, PpoParams { hidden: 11, batch: 37, epochs: 2, ..ppo });
+    let me = (
+        TrialParams { key: 42, ..env_p },
+        PpoParams { hidden: 11, epochs: 2, minibatches: 3, anneal_rollouts: 2, max_grad_norm: 0.1, ..ppo },
+    );
     let run = |trials: &[(TrialParams, PpoParams)], hidden: usize, batch: usize| {
         let envs: Vec<TrialParams> = trials.iter().map(|t| t.0).collect();
         let ppos: Vec<PpoParams> = trials.iter().map(|t| t.1).collect();
@@ -167,11 +181,11 @@ fn a_trial_alone_equals_the_trial_in_a_batch(backend: &Backend) {
         }
         (agent.layout(), agent.state().unwrap(), agent.last_losses().unwrap())
     };
-    let (l1, alone, alone_losses) = run(&[me], 11, 37);
+    let (l1, alone, alone_losses) = run(&[me], 11, 1);
     let mates = [
-        (TrialParams { key: 7, ..env_p }, PpoParams { hidden: 16, batch: 64, epochs: 4, ..ppo }),
+        (TrialParams { key: 7, ..env_p }, fixed_batch(PpoParams { hidden: 16, epochs: 4, ..ppo }, 64)),
         me,
-        (TrialParams { key: 99, spread: 0.001, ..env_p }, PpoParams { hidden: 13, batch: 20, epochs: 1, ..ppo }),
+        (TrialParams { key: 99, spread: 0.001, ..env_p }, PpoParams { hidden: 13, epochs: 1, ..ppo }),
     ];
     let (l3, batched, batched_losses) = run(&mates, 16, 64);
     assert_eq!(common::trial_bits(&l1, &alone.online, 0, 11), common::trial_bits(&l3, &batched.online, 1, 11));
@@ -257,4 +271,41 @@ fn a_cpu_copy_collects_and_updates() {
     assert!(copy.updates() > agent.updates());
     assert!(copy.last_losses().unwrap().iter().all(|l| l.is_finite()));
     assert_ne!(copy.state().unwrap().online, before, "the copy's update changed nothing");
+}
+
+/// CleanRL's initialization: orthogonal hidden layers with gain sqrt(2), policy rows with gain 0.01, the
+/// value row with gain 1, zero biases (over the active width; zero beyond).
+#[test]
+fn ppo_starts_from_orthogonal_weights() {
+    let l = gpu_kernels::mlp::Layout::actor_critic(20, 16);
+    let h = 12;
+    let w = tradesim_host::dqn::init_orthogonal(&l, h, 3, 4);
+    let row = |at: usize, stride: usize, r: usize, cols: usize| w[at + r * stride..at + r * stride + cols].to_vec();
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
+    // W1 (12 x 20): rows orthogonal, each of norm sqrt(2).
+    for i in 0..h {
+        for j in 0..h {
+            let want = if i == j { 2.0 } else { 0.0 };
+            let got = dot(&row(l.w1(), l.input, i, l.input), &row(l.w1(), l.input, j, l.input));
+            assert!((got - want).abs() < 1e-5, "W1 rows {i}, {j}: {got}");
+        }
+    }
+    // W2 (12 x 12 of a 16-wide row): square, so orthogonal rows of norm sqrt(2); zero past the width.
+    for i in 0..h {
+        let r = row(l.w2(), l.hidden, i, l.hidden);
+        assert!((dot(&r, &r) - 2.0).abs() < 1e-5);
+        assert!(r[h..].iter().all(|&x| x == 0.0));
+        assert!((dot(&r, &row(l.w2(), l.hidden, (i + 1) % h, l.hidden))).abs() < 1e-5);
+    }
+    // Head: three policy rows of norm 0.01, orthogonal; the value row of norm 1.
+    for k in 0..3 {
+        let r = row(l.w3(), l.hidden, k, h);
+        assert!((dot(&r, &r).sqrt() - 0.01).abs() < 1e-7);
+        assert!(dot(&r, &row(l.w3(), l.hidden, (k + 1) % 3, h)).abs() < 1e-9);
+    }
+    let v = row(l.w3(), l.hidden, 3, h);
+    assert!((dot(&v, &v).sqrt() - 1.0).abs() < 1e-6);
+    let biases = [l.b1()..l.b1() + l.hidden, l.b2()..l.b2() + l.hidden, l.b3()..l.b3() + 4];
+    assert!(biases.into_iter().all(|r| w[r].iter().all(|&b| b == 0.0)));
+    assert_ne!(w, tradesim_host::dqn::init_orthogonal(&l, h, 3, 5), "another key, other weights");
 }

@@ -20,8 +20,8 @@ use crate::net::{
     walk_layers, walk_stage, walk_stage_len,
 };
 use crate::ppo::{
-    PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, gae_env, gather_entry, loss_sample,
-    minibatch_index, minibatch_sample, trial_update,
+    NORM_LANES, PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, clip_scale, gae_env,
+    gather_entry, loss_sample, minibatch_sample, minibatch_slot, norm_lane, trial_update,
 };
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
@@ -623,8 +623,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
     unsafe {
         let ring = slice::from_raw_parts(ring.add(t * n), n);
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
-        let p = &*ppo.add(t);
-        let slot = trial_update(p, &args).and_then(|u| minibatch_index(ring, n, args.seed, p.key, u, j as u64));
+        let slot = minibatch_slot(&args, &*ppo.add(t), j, ring);
         *obs.add(idx) = gather_entry(ring, features, d - 3, slot, c);
     }
 }
@@ -633,13 +632,15 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
 /// outputs in `work`'s region `Q` into its region `DOUT`.
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `ring`, `logps`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
+/// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
 /// `n_trials x Work::per_trial`; `losses`: `n_trials x batch`.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
 pub unsafe extern "ptx-kernel" fn ppo_loss(
     ppo: *const PpoParams,
     ring: *const Transition,
     logps: *const f32,
+    values: *const f32,
     advantages: *const f32,
     returns: *const f32,
     work: *mut f32,
@@ -660,7 +661,8 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
         let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
         let ring = slice::from_raw_parts(ring.add(t * n), n);
         let p = &*ppo.add(t);
-        let sample = minibatch_sample(&args, p, j, ring, at(logps), at(advantages), at(returns)).map(|(_, s)| s);
+        let sample =
+            minibatch_sample(&args, p, j, ring, at(logps), at(values), at(advantages), at(returns)).map(|(_, s)| s);
         let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
         let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
         let loss = loss_sample(j, p, out, sample, dout);
@@ -671,18 +673,56 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     }
 }
 
-/// Gradient and Adam step of every parameter (one thread per trial and parameter).
+/// The gradient of every parameter from the chunk partials (one thread per trial and parameter).
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `weights`, `m`, `v`: `n_trials x params`; `partial`:
-/// `ceil(batch / GRAD_CHUNK) x n_trials x params`.
+/// `grads`: `n_trials x params`; `partial`: `ceil(batch / GRAD_CHUNK) x n_trials x params`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32, args: PpoArgs) {
+    let i = thread_index();
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    if i >= trials * n_params {
+        return;
+    }
+    let chunks = (args.batch as usize).div_ceil(GRAD_CHUNK);
+    // SAFETY: lengths as documented; this thread alone writes gradient i.
+    unsafe {
+        let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
+        *grads.add(i) = gradient(&args.net(), i / n_params, i % n_params, partial);
+    }
+}
+
+/// The lanes of every trial's gradient-norm sum (one thread per trial and lane, [`norm_lane`]).
+///
+/// # Safety
+/// `ppo`: `n_trials`; `grads`: `n_trials x params`; `lanes`: `n_trials x NORM_LANES`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_norm(ppo: *const PpoParams, grads: *const f32, lanes: *mut f32, args: PpoArgs) {
+    let i = thread_index();
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    if i >= trials * NORM_LANES {
+        return;
+    }
+    let (t, lane) = (i / NORM_LANES, i % NORM_LANES);
+    // SAFETY: lengths as documented; this thread alone writes lane i.
+    unsafe {
+        let g = slice::from_raw_parts(grads.add(t * n_params), n_params);
+        *lanes.add(i) = norm_lane(lane, &args.layout(), &*ppo.add(t), |p| g[p]);
+    }
+}
+
+/// The clipped gradient and Adam step of every parameter (one thread per trial and parameter).
+///
+/// # Safety
+/// `ppo`: `n_trials`; `weights`, `m`, `v`, `grads`: `n_trials x params`; `lanes`: `n_trials x NORM_LANES`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_adam(
     ppo: *const PpoParams,
     weights: *mut f32,
     m: *mut f32,
     v: *mut f32,
-    partial: *const f32,
+    grads: *const f32,
+    lanes: *const f32,
     args: PpoArgs,
 ) {
     let i = thread_index();
@@ -690,16 +730,15 @@ pub unsafe extern "ptx-kernel" fn ppo_adam(
     if i >= trials * n_params {
         return;
     }
-    let (t, p) = (i / n_params, i % n_params);
-    let chunks = (args.batch as usize).div_ceil(GRAD_CHUNK);
+    let t = i / n_params;
     // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
     unsafe {
-        let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
-        let g = gradient(&args.net(), t, p, partial);
         let pp = &*ppo.add(t);
         // Adam's step is the trial's own update number; a trial that sits the update out is left alone.
         if let Some(u) = trial_update(pp, &args) {
-            ppo_adam_step(pp, g, &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i), u + 1);
+            let scale = clip_scale(pp, slice::from_raw_parts(lanes.add(t * NORM_LANES), NORM_LANES));
+            let g = *grads.add(i) * scale;
+            ppo_adam_step(pp, g, &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i), u, args.rollout);
         }
     }
 }

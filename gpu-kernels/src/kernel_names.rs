@@ -39,7 +39,11 @@ pub const PPO_GAE: &str = "ppo_gae";
 pub const PPO_GATHER: &str = "ppo_gather";
 /// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]).
 pub const PPO_LOSS: &str = "ppo_loss";
-/// PPO gradient and Adam per parameter ([`crate::net::gradient`], [`crate::ppo::adam_step`]).
+/// PPO gradient per parameter from the chunk partials ([`crate::net::gradient`]).
+pub const PPO_GRAD: &str = "ppo_grad";
+/// Lanes of the PPO gradient-norm sums ([`crate::ppo::norm_lane`]).
+pub const PPO_NORM: &str = "ppo_norm";
+/// PPO clipped gradient and Adam per parameter ([`crate::ppo::clip_scale`], [`crate::ppo::adam_step`]).
 pub const PPO_ADAM: &str = "ppo_adam";
 
 /// The FP32 FMA throughput reference of the benchmarks ([`crate::tile::fma`] chains).
@@ -64,5 +68,7 @@ pub const ALL: &[&str] = &[
     PPO_GAE,
     PPO_GATHER,
     PPO_LOSS,
+    PPO_GRAD,
+    PPO_NORM,
     PPO_ADAM,
 ];

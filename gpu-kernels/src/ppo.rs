@@ -33,18 +33,31 @@ pub struct PpoParams {
     pub adam_eps: f32,
     /// Active hidden width (<= H).
     pub hidden: u32,
-    /// Active minibatch size (<= B).
+    /// Active minibatch size (<= B). With `minibatches > 0` the agent sets it to `ceil(n / minibatches)`
+    /// for rollouts of `n` transitions.
     pub batch: u32,
-    /// Passes over each rollout.
+    /// Passes over each rollout (update epochs).
     pub epochs: u32,
-    /// Keeps the size a multiple of 8.
+    /// Minibatches per update epoch (CleanRL's `num_minibatches`): each epoch shuffles the rollout and
+    /// splits it into this many minibatches, every transition used once. 0: minibatches of `batch` drawn
+    /// uniformly with replacement, `ceil(n / batch)` of them per epoch.
+    pub minibatches: u32,
+    /// Clip the trial's gradient to this global L2 norm before Adam (CleanRL's `max_grad_norm`); 0: off.
+    pub max_grad_norm: f32,
+    /// 1: clip the value loss around the rollout's values with `clip` (CleanRL's `clip_vloss`); 0: off.
+    pub clip_vloss: u32,
+    /// Anneal the learning rate linearly to 0 over this many rollouts (CleanRL's `anneal_lr`, where it
+    /// is the run's number of iterations); 0: constant.
+    pub anneal_rollouts: u32,
     /// The trial's random-number key (the agent sets it from the env's `TrialParams::key`).
     pub key: u64,
+    /// Initial weights: 1, orthogonal with CleanRL's gains; 0, PyTorch's default uniform (host only).
+    pub orthogonal_init: u32,
     /// Keeps the size a multiple of 16.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<PpoParams>() == 64);
+const _: () = assert!(core::mem::size_of::<PpoParams>() == 80);
 
 impl Default for PpoParams {
     fn default() -> Self {
@@ -57,12 +70,17 @@ impl Default for PpoParams {
             ent_coef: 0.01,
             beta1: 0.9,
             beta2: 0.999,
-            adam_eps: 1e-8,
+            adam_eps: 1e-5,
             hidden: 64,
             batch: 256,
             epochs: 4,
+            minibatches: 4,
+            max_grad_norm: 0.5,
+            clip_vloss: 1,
+            anneal_rollouts: 0,
             key: 0,
-            _pad: [0; 2],
+            orthogonal_init: 1,
+            _pad: 0,
         }
     }
 }
@@ -98,11 +116,31 @@ pub struct PpoArgs {
 
 const _: () = assert!(core::mem::size_of::<PpoArgs>() == 56);
 
-/// Updates trial `p` makes per rollout of `n` transitions: `epochs x ceil(n / batch)` minibatches of its own
-/// batch (so a trial's passes over its rollout do not depend on its batch-mates).
+/// Updates trial `p` makes per rollout of `n` transitions: `epochs x minibatches`, or `epochs x
+/// ceil(n / batch)` minibatches of its own batch without a split (so a trial's passes over its rollout do
+/// not depend on its batch-mates).
 #[inline]
 pub fn updates_per_rollout(p: &PpoParams, n: usize) -> u64 {
-    u64::from(p.epochs) * n.div_ceil(p.batch.max(1) as usize) as u64
+    let per_epoch = if p.minibatches > 0 { p.minibatches as usize } else { n.div_ceil(p.batch.max(1) as usize) };
+    u64::from(p.epochs) * per_epoch as u64
+}
+
+/// The minibatch size of the split into `minibatches` of a rollout of `n` (`ceil(n / minibatches)`; the last
+/// minibatch is short when `minibatches` does not divide `n`).
+#[inline]
+pub fn split_batch(n: usize, minibatches: u32) -> u32 {
+    n.div_ceil(minibatches.max(1) as usize) as u32
+}
+
+/// The learning rate of trial `p` in rollout `rollout` (0-based): `lr x (1 - rollout / anneal_rollouts)`
+/// with annealing (CleanRL's schedule, per iteration), else `lr`.
+#[inline]
+pub fn learning_rate(p: &PpoParams, rollout: u64) -> f32 {
+    if p.anneal_rollouts == 0 {
+        return p.lr;
+    }
+    let done = rollout.min(u64::from(p.anneal_rollouts)) as f32;
+    p.lr * (1.0 - done / p.anneal_rollouts as f32)
 }
 
 /// The trial's own update number (0-based, over all its rollouts) at update `args.counter` of this rollout,
@@ -134,6 +172,42 @@ impl PpoParams {
 
 const ACT_STREAM: u64 = 0x9_0000;
 const MINIBATCH_STREAM: u64 = 0x9_8000;
+const SHUFFLE_STREAM: u64 = 0x9_c000;
+
+/// Position `q` (< `n`) of a keyed pseudo-random permutation of `0..n`: a 4-round Feistel network on the
+/// smallest even-bit power of two >= n, walked until it lands below `n` (cycle walking: a bijection of
+/// `0..n`, a few rounds on average). `keys` are the rounds' keys. Stateless, so every GPU thread computes
+/// its own sample and the CPU the same.
+#[inline]
+pub fn permute(q: u64, n: u64, keys: &[u64; 4]) -> u64 {
+    let mut half = 1u32;
+    while (1u64 << (2 * half)) < n {
+        half += 1;
+    }
+    let mask = (1u64 << half) - 1;
+    let mut x = q;
+    loop {
+        let (mut l, mut r) = (x >> half, x & mask);
+        for k in keys {
+            let f = crate::rng::mix64(r ^ k) & mask;
+            (l, r) = (r, l ^ f);
+        }
+        x = (l << half) | r;
+        if x < n {
+            return x;
+        }
+    }
+}
+
+/// The rollout slot of position `q` of the trial's shuffle for update epoch `epoch` of rollout `rollout`
+/// (the trial keyed `key`).
+#[inline]
+pub fn shuffled(q: u64, n: u64, seed: u64, key: u64, rollout: u64, epoch: u64) -> u64 {
+    let stream = crate::rng::keyed(SHUFFLE_STREAM, key);
+    let base = rollout.wrapping_mul(1 << 16).wrapping_add(epoch).wrapping_mul(4);
+    let keys = [0, 1, 2, 3].map(|i| draw_u64(seed, stream, base + i));
+    permute(q, n, &keys)
+}
 
 /// log-softmax of the 3 logits.
 #[inline]
@@ -238,6 +312,8 @@ pub struct PpoSample {
     pub advantage: f32,
     /// Return (value target).
     pub ret: f32,
+    /// The value predicted when it was taken (the centre of the value clip).
+    pub value_old: f32,
 }
 
 /// The loss of one minibatch sample from its outputs `out` (3 logits and the value): clipped surrogate,
@@ -268,7 +344,27 @@ pub fn loss_sample(j: usize, ppo: &PpoParams, out: &[f32], sample: Option<PpoSam
     let p: [f32; ACTIONS] = [libm::expf(logp[0]), libm::expf(logp[1]), libm::expf(logp[2])];
     let entropy = -(p[0] * logp[0] + p[1] * logp[1] + p[2] * logp[2]);
     let v_err = out[ACTIONS] - s.ret;
-    let loss = policy_loss + ppo.vf_coef * 0.5 * v_err * v_err - ppo.ent_coef * entropy;
+    // Value clipping (CleanRL's clip_vloss): 0.5 max((v - R)^2, (v_clip - R)^2) with v_clip the value
+    // moved at most `clip` from the rollout's; the clipped branch has no gradient where it clips.
+    let (v_sq, v_grad) = if ppo.clip_vloss != 0 {
+        let dv = out[ACTIONS] - s.value_old;
+        let dv_clipped = if dv < -ppo.clip {
+            -ppo.clip
+        } else if dv > ppo.clip {
+            ppo.clip
+        } else {
+            dv
+        };
+        let c_err = s.value_old + dv_clipped - s.ret;
+        if c_err * c_err > v_err * v_err {
+            (c_err * c_err, if dv_clipped == dv { c_err } else { 0.0 })
+        } else {
+            (v_err * v_err, v_err)
+        }
+    } else {
+        (v_err * v_err, v_err)
+    };
+    let loss = policy_loss + ppo.vf_coef * 0.5 * v_sq - ppo.ent_coef * entropy;
     let scale = 1.0 / ppo.batch as f32;
     for k in 0..ACTIONS {
         let d_logp_k = d_logp * (if k == a { 1.0 } else { 0.0 } - p[k]);
@@ -276,26 +372,129 @@ pub fn loss_sample(j: usize, ppo: &PpoParams, out: &[f32], sample: Option<PpoSam
         let d_entropy = -p[k] * (logp[k] + entropy);
         dout[k] = (d_logp_k - ppo.ent_coef * d_entropy) * scale;
     }
-    dout[ACTIONS] = ppo.vf_coef * v_err * scale;
+    dout[ACTIONS] = ppo.vf_coef * v_grad * scale;
     loss
 }
 
-/// Minibatch sample `j` of trial `p` at update `args.counter`: its slot in the trial's rollout (`ring`, the
-/// trial's `n` slots) and its training inputs; `None` without a valid transition or when the trial sits
-/// this update out ([`trial_update`]).
+/// The rollout slot of minibatch sample `j` of trial `p` at update `args.counter` (`ring`: the trial's `n`
+/// slots): with a split, position `m x batch + j` of the update epoch's shuffle (`m` the minibatch), else a
+/// draw with replacement ([`minibatch_index`]); `None` (a zero-weight sample) past the rollout or the batch,
+/// without a valid transition, or when the trial sits this update out ([`trial_update`]).
 #[inline]
+pub fn minibatch_slot(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition]) -> Option<usize> {
+    let n = ring.len();
+    let update = trial_update(p, args)?;
+    if j >= p.batch as usize {
+        return None;
+    }
+    if p.minibatches == 0 {
+        return minibatch_index(ring, n, args.seed, p.key, update, j as u64);
+    }
+    let per = updates_per_rollout(p, n);
+    let (rollout, c) = (update / per, update % per);
+    let (epoch, m) = (c / u64::from(p.minibatches), c % u64::from(p.minibatches));
+    let q = m * u64::from(p.batch) + j as u64;
+    if q >= n as u64 {
+        return None;
+    }
+    let s = shuffled(q, n as u64, args.seed, p.key, rollout, epoch) as usize;
+    (ring[s].valid != 0).then_some(s)
+}
+
+/// Minibatch sample `j` of trial `p` at update `args.counter`: its slot ([`minibatch_slot`]) and its
+/// training inputs.
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
 pub fn minibatch_sample(
     args: &PpoArgs,
     p: &PpoParams,
     j: usize,
     ring: &[Transition],
     logps: &[f32],
+    values: &[f32],
     advantages: &[f32],
     returns: &[f32],
 ) -> Option<(usize, PpoSample)> {
-    let n = ring.len();
-    let s = minibatch_index(ring, n, args.seed, p.key, trial_update(p, args)?, j as u64)?;
-    Some((s, PpoSample { action: ring[s].chosen, logp_old: logps[s], advantage: advantages[s], ret: returns[s] }))
+    let s = minibatch_slot(args, p, j, ring)?;
+    let sample = PpoSample {
+        action: ring[s].chosen,
+        logp_old: logps[s],
+        advantage: advantages[s],
+        ret: returns[s],
+        value_old: values[s],
+    };
+    Some((s, sample))
+}
+
+/// Lanes of the gradient-norm sum: lane `l` of a trial sums the squares of its active gradients `l,
+/// l + LANES, ...` (in [`active_param`] order, so the sum does not depend on the padded width of the
+/// batch's layout) with FMAs, then the lanes are added in lane order ([`clip_scale`]).
+pub const NORM_LANES: usize = 64;
+
+/// The number of active parameters of a trial of width `h` ([`active_param`]).
+#[inline]
+pub fn active_params(l: &Layout, h: usize) -> usize {
+    let (d, o) = (l.input, l.outputs);
+    h * d + h + h * h + h + o * h + o
+}
+
+/// The layout position of active parameter `a` of a trial of width `h`: W1 (`h x D`), b1, W2 (`h x h`),
+/// b2, W3 (`O x h`), b3, each row-major.
+#[inline]
+pub fn active_param(l: &Layout, h: usize, a: usize) -> usize {
+    let (d, s) = (l.input, l.hidden);
+    let mut a = a;
+    if a < h * d {
+        return l.w1() + a;
+    }
+    a -= h * d;
+    if a < h {
+        return l.b1() + a;
+    }
+    a -= h;
+    if a < h * h {
+        return l.w2() + (a / h) * s + a % h;
+    }
+    a -= h * h;
+    if a < h {
+        return l.b2() + a;
+    }
+    a -= h;
+    if a < l.outputs * h {
+        return l.w3() + (a / h) * s + a % h;
+    }
+    l.b3() + (a - l.outputs * h)
+}
+
+/// Lane `lane`'s sum of squares over the active gradients of trial `p` (`g(i)`: the gradient at layout
+/// position `i`).
+#[inline]
+pub fn norm_lane(lane: usize, l: &Layout, p: &PpoParams, g: impl Fn(usize) -> f32) -> f32 {
+    let h = p.hidden as usize;
+    let n = active_params(l, h);
+    let mut s = 0.0f32;
+    let mut a = lane;
+    while a < n {
+        let x = g(active_param(l, h, a));
+        s = crate::tile::fma(x, x, s);
+        a += NORM_LANES;
+    }
+    s
+}
+
+/// The factor a trial's gradient is multiplied by before Adam: `min(1, max_grad_norm / (norm + 1e-6))`
+/// (PyTorch's `clip_grad_norm_`), `norm` the square root of the lanes' sum; 1 without clipping.
+#[inline]
+pub fn clip_scale(p: &PpoParams, lanes: &[f32]) -> f32 {
+    if p.max_grad_norm <= 0.0 {
+        return 1.0;
+    }
+    let mut sq = 0.0f32;
+    for &l in &lanes[..NORM_LANES] {
+        sq += l;
+    }
+    let c = p.max_grad_norm / (libm::sqrtf(sq) + 1e-6);
+    if c < 1.0 { c } else { 1.0 }
 }
 
 /// Column `c` of the observation of the transition in rollout slot `slot` (features of its bar, then its
@@ -307,8 +506,150 @@ pub fn gather_entry(ring: &[Transition], features: &[f32], n_features: usize, sl
     if c < n_features { features[t.bar as usize * n_features + c] } else { t.state[c - n_features] }
 }
 
-/// Adam step of one parameter with its gradient `g` (`update` >= 1 is the update number).
+/// Adam step of one parameter with its gradient `g` (already clipped) at the trial's update `update`
+/// (0-based) of rollout `rollout` (the learning rate's schedule, [`learning_rate`]).
 #[inline]
-pub fn adam_step(p: &PpoParams, g: f32, w: &mut f32, m: &mut f32, v: &mut f32, update: u64) {
-    crate::mlp::adam(w, m, v, g, p.lr, p.beta1, p.beta2, p.adam_eps, update);
+pub fn adam_step(p: &PpoParams, g: f32, w: &mut f32, m: &mut f32, v: &mut f32, update: u64, rollout: u64) {
+    crate::mlp::adam(w, m, v, g, learning_rate(p, rollout), p.beta1, p.beta2, p.adam_eps, update + 1);
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    #[test]
+    fn permute_is_a_bijection_of_any_size() {
+        for n in [1u64, 2, 3, 5, 16, 17, 100, 1_000, 4_097] {
+            let keys = [n, 7, 11, 13];
+            let mut seen = vec![false; n as usize];
+            for q in 0..n {
+                let s = permute(q, n, &keys) as usize;
+                assert!(!seen[s], "n {n}: {s} twice");
+                seen[s] = true;
+            }
+        }
+        // Different epochs shuffle differently.
+        let a: Vec<u64> = (0..100).map(|q| shuffled(q, 100, 1, 2, 0, 0)).collect();
+        let b: Vec<u64> = (0..100).map(|q| shuffled(q, 100, 1, 2, 0, 1)).collect();
+        assert_ne!(a, b);
+        assert_ne!(a, (0..100).collect::<Vec<u64>>(), "not the identity");
+    }
+
+    fn ring(n: usize, invalid: &[usize]) -> Vec<Transition> {
+        (0..n).map(|i| Transition { valid: u8::from(!invalid.contains(&i)), ..Transition::default() }).collect()
+    }
+
+    /// With a split, each update epoch uses every valid transition exactly once over its minibatches; the
+    /// last minibatch is short when the split does not divide the rollout; positions of invalid slots are
+    /// zero-weight samples.
+    #[test]
+    fn a_split_epoch_uses_every_transition_once() {
+        let (steps, envs) = (10u32, 7u32);
+        let n = (steps * envs) as usize;
+        let ring = ring(n, &[3, 40]);
+        let p = PpoParams { minibatches: 4, epochs: 2, batch: split_batch(n, 4), key: 5, ..PpoParams::default() };
+        assert_eq!((p.batch, updates_per_rollout(&p, n)), (18, 8));
+        for rollout in 0..2u64 {
+            for epoch in 0..2u64 {
+                let mut count = vec![0u32; n];
+                let mut empty = 0;
+                for m in 0..4u64 {
+                    let args = PpoArgs {
+                        steps,
+                        envs_per_trial: envs,
+                        seed: 9,
+                        counter: epoch * 4 + m,
+                        rollout,
+                        ..PpoArgs::default()
+                    };
+                    for j in 0..p.batch as usize + 3 {
+                        match minibatch_slot(&args, &p, j, &ring) {
+                            Some(s) => count[s] += 1,
+                            None => empty += 1,
+                        }
+                    }
+                }
+                let want: Vec<u32> = (0..n).map(|i| u32::from(i != 3 && i != 40)).collect();
+                assert_eq!(count, want, "rollout {rollout} epoch {epoch}");
+                // 4 x 18 = 72 positions for 70 slots, 2 of them invalid, and 3 past the batch per minibatch.
+                assert_eq!(empty, 2 + 2 + 4 * 3);
+            }
+        }
+        // After its 8 updates the trial sits out.
+        let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
+        assert_eq!(minibatch_slot(&args, &p, 0, &ring), None);
+    }
+
+    #[test]
+    fn the_gradient_is_clipped_to_its_norm() {
+        let layout = Layout::actor_critic(5, 8);
+        let p = PpoParams { max_grad_norm: 0.5, hidden: 8, ..PpoParams::default() };
+        let lanes_of =
+            |g: &[f32]| -> Vec<f32> { (0..NORM_LANES).map(|l| norm_lane(l, &layout, &p, |i| g[i])).collect() };
+        assert_eq!(active_params(&layout, 8), layout.params());
+        // Norm 5 (3 and 4 in two of the parameters, in different lanes).
+        let mut g = vec![0.0f32; layout.params()];
+        (g[7], g[130]) = (3.0, 4.0);
+        let scale = clip_scale(&p, &lanes_of(&g));
+        assert!((scale - 0.1).abs() < 1e-6, "{scale}");
+        g[7] = 0.03;
+        g[130] = 0.04;
+        assert_eq!(clip_scale(&p, &lanes_of(&g)), 1.0, "a small gradient is left alone");
+        let off = PpoParams { max_grad_norm: 0.0, ..p };
+        assert_eq!(clip_scale(&off, &lanes_of(&g)), 1.0);
+    }
+
+    /// The active parameters of a narrower trial map one to one onto its positions in a wider layout.
+    #[test]
+    fn active_parameters_cover_the_trial_once() {
+        let wide = Layout::actor_critic(6, 16);
+        let (h, n) = (11, active_params(&wide, 11));
+        let mut seen = vec![false; wide.params()];
+        for a in 0..n {
+            let i = active_param(&wide, h, a);
+            assert!(!seen[i], "{i} twice");
+            seen[i] = true;
+        }
+        assert_eq!(seen.iter().filter(|&&s| s).count(), n);
+        // Row 3 of W2 starts at its padded row.
+        assert_eq!(active_param(&wide, h, 6 * h + h + 3 * h), wide.w2() + 3 * 16);
+    }
+
+    #[test]
+    fn the_learning_rate_anneals_to_zero() {
+        let p = PpoParams { lr: 1e-3, anneal_rollouts: 4, ..PpoParams::default() };
+        let lrs: Vec<f32> = (0..6).map(|r| learning_rate(&p, r)).collect();
+        assert_eq!(lrs, [1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0.0, 0.0]);
+        assert_eq!(learning_rate(&PpoParams { anneal_rollouts: 0, ..p }, 3), 1e-3);
+    }
+
+    /// CleanRL's clipped value loss: 0.5 max((v - R)^2, (v_clip - R)^2) with v_clip within `clip` of the
+    /// rollout's value; no value gradient where the clipped branch is the larger and clips.
+    #[test]
+    fn the_value_loss_is_clipped() {
+        let p = PpoParams { batch: 1, clip: 0.2, vf_coef: 0.5, ent_coef: 0.0, ..PpoParams::default() };
+        let sample = PpoSample { action: 0, logp_old: 0.0, advantage: 0.0, ret: 1.0, value_old: 0.0 };
+        let value_grad = |p: &PpoParams, v: f32| {
+            let mut dout = [0.0f32; ACTOR_CRITIC];
+            let loss = loss_sample(0, p, &[0.0, 0.0, 0.0, v], Some(sample), &mut dout);
+            (loss, dout[ACTIONS])
+        };
+        let policy_loss = -0.0; // advantage 0
+        // v = 0.5 moved 0.5 > 0.2: clipped value 0.2, (0.2 - 1)^2 = 0.64 > (0.5 - 1)^2: no gradient.
+        let (loss, g) = value_grad(&p, 0.5);
+        assert_eq!(g, 0.0);
+        assert!((loss - (policy_loss + 0.5 * 0.5 * 0.64)).abs() < 1e-6, "{loss}");
+        // Inside the clip range: the plain gradient vf_coef (v - R).
+        let (_, g) = value_grad(&p, 0.1);
+        assert!((g - 0.5 * (0.1 - 1.0)).abs() < 1e-7, "{g}");
+        // Moved away from the return (v = -0.5): the unclipped error (1.5 vs 1.2) is the larger: its gradient.
+        let (_, g) = value_grad(&p, -0.5);
+        assert!((g - 0.5 * (-0.5 - 1.0)).abs() < 1e-7, "{g}");
+        // Off: the plain gradient at v = 0.5.
+        let (_, g) = value_grad(&PpoParams { clip_vloss: 0, ..p }, 0.5);
+        assert!((g - 0.5 * (0.5 - 1.0)).abs() < 1e-7, "{g}");
+    }
 }

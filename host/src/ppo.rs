@@ -4,10 +4,13 @@
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::{ACTOR_CRITIC, Layout};
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetTrial, Stage, Work, buffers};
-use gpu_kernels::ppo::{PpoArgs, PpoParams, adam_step, choose, gae_env, gather_entry, loss_sample, minibatch_sample};
+use gpu_kernels::ppo::{
+    NORM_LANES, PpoArgs, PpoParams, adam_step, choose, clip_scale, gae_env, gather_entry, loss_sample,
+    minibatch_sample, norm_lane,
+};
 use rayon::prelude::*;
 
-use crate::dqn::{NetState, init_weights};
+use crate::dqn::{NetState, init_orthogonal, init_weights};
 use crate::env_batch::Inner;
 use crate::{Backend, EnvBatch, HostError};
 
@@ -84,7 +87,9 @@ pub struct PpoAgent {
 
 impl PpoAgent {
     /// Networks for the trials of `env`, whose rollouts are `steps` long: `env`'s ring must hold exactly
-    /// `steps x E` transitions per trial (one rollout).
+    /// `steps x E` transitions per trial (one rollout). `batch` is the minibatch buffer per trial: at least
+    /// every unsplit trial's `batch`; it grows to the largest split's share (`ceil(n / minibatches)`, which
+    /// becomes that trial's `batch`). Each trial's initial weights follow its `orthogonal_init`.
     pub fn new(
         backend: &Backend,
         env: &EnvBatch,
@@ -111,6 +116,17 @@ impl PpoAgent {
                 got: params.len(),
             });
         }
+        // With a split, a trial's minibatch is its share of the rollout.
+        let n = steps * ept;
+        let params: Vec<PpoParams> = params
+            .iter()
+            .map(|p| {
+                let batch = if p.minibatches > 0 { gpu_kernels::ppo::split_batch(n, p.minibatches) } else { p.batch };
+                PpoParams { batch, ..*p }
+            })
+            .collect();
+        // The minibatch buffer holds the largest split's share.
+        let batch = params.iter().filter(|p| p.minibatches > 0).map(|p| p.batch as usize).fold(batch, usize::max);
         for (k, p) in params.iter().enumerate() {
             let ok = p.hidden >= 1
                 && p.hidden as usize <= hidden
@@ -120,10 +136,13 @@ impl PpoAgent {
                 && (0.0..=1.0).contains(&p.gamma)
                 && (0.0..=1.0).contains(&p.lambda)
                 && p.clip > 0.0
-                && p.epochs >= 1;
+                && p.epochs >= 1
+                && p.max_grad_norm >= 0.0
+                && p.minibatches as usize <= n;
             if !ok {
                 return Err(HostError::Config(format!(
-                    "trial {k}: invalid PPO parameters {p:?} (hidden <= {hidden}, batch <= {batch})"
+                    "trial {k}: invalid PPO parameters {p:?} (hidden <= {hidden}, batch <= {batch}, the minibatch \
+                     split's share of a rollout of {n} included, minibatches <= {n})"
                 )));
             }
         }
@@ -145,7 +164,17 @@ impl PpoAgent {
             params.iter().zip(env.params()).map(|(p, e)| PpoParams { key: e.key, ..*p }).collect();
         let params = params.as_slice();
         let l = args.layout();
-        let online: Vec<f32> = params.iter().flat_map(|p| init_weights(&l, p.hidden as usize, seed, p.key)).collect();
+        let online: Vec<f32> = params
+            .iter()
+            .flat_map(|p| {
+                let h = p.hidden as usize;
+                if p.orthogonal_init != 0 {
+                    init_orthogonal(&l, h, seed, p.key)
+                } else {
+                    init_weights(&l, h, seed, p.key)
+                }
+            })
+            .collect();
         let nets = NetState { target: Vec::new(), m: vec![0.0; online.len()], v: vec![0.0; online.len()], online };
         let inner = match backend {
             Backend::Cpu => PpoInner::Cpu(Box::new(CpuPpo::sized(nets, &args))),
@@ -294,10 +323,13 @@ impl PpoAgent {
         Ok(())
     }
 
-    /// The updates of the last rollout: trial k makes `epochs_k x ceil(steps x E / batch_k)` updates
-    /// ([`gpu_kernels::ppo::updates_per_rollout`]), each a minibatch of its own batch drawn from the rollout
-    /// (with replacement) and a gradient step; the launches run until the trial with the most is done, the
-    /// others sitting out (no gradient, no Adam step), so a trial's updates do not depend on its batch-mates.
+    /// The updates of the last rollout: trial k makes `epochs_k x minibatches_k` updates, each epoch a fresh
+    /// shuffle of the rollout cut into `minibatches_k` minibatches (or, without a split, `epochs_k x
+    /// ceil(steps x E / batch_k)` minibatches of its batch drawn with replacement;
+    /// [`gpu_kernels::ppo::updates_per_rollout`]), each a gradient clipped to the trial's norm and an Adam
+    /// step at its learning rate of this rollout; the launches run until the trial with the most is done,
+    /// the others sitting out (no gradient, no Adam step), so a trial's updates do not depend on its
+    /// batch-mates.
     pub fn update(&mut self, env: &mut EnvBatch) -> Result<(), HostError> {
         let n = self.args.steps as usize * self.args.envs_per_trial as usize;
         let total = self.params.iter().map(|p| gpu_kernels::ppo::updates_per_rollout(p, n)).max().unwrap_or(0);
@@ -386,13 +418,11 @@ fn cpu_update(
     let (net, trials) = (args.net(), trials_of(params));
     let l = args.layout();
     let (b, d, n) = (args.batch as usize, l.input, args.steps as usize * args.envs_per_trial as usize);
-    let CpuPpo { nets, logps, advantages, returns, obs, work, partial, losses, .. } = c;
+    let CpuPpo { nets, logps, values, advantages, returns, obs, work, partial, losses, .. } = c;
     obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
         let (t, j) = (i / b, i % b);
         let trial_ring = &ring[t * n..(t + 1) * n];
-        let p = &params[t];
-        let slot = gpu_kernels::ppo::trial_update(p, args)
-            .and_then(|u| gpu_kernels::ppo::minibatch_index(trial_ring, n, args.seed, p.key, u, j as u64));
+        let slot = gpu_kernels::ppo::minibatch_slot(args, &params[t], j, trial_ring);
         for (col, x) in row.iter_mut().enumerate() {
             *x = gather_entry(trial_ring, features, d - 3, slot, col);
         }
@@ -418,6 +448,7 @@ fn cpu_update(
                 j,
                 &ring[trial.clone()],
                 &logps[trial.clone()],
+                &values[trial.clone()],
                 &advantages[trial.clone()],
                 &returns[trial],
             )
@@ -435,11 +466,19 @@ fn cpu_update(
     }
     let n_params = l.params();
     let gradients = crate::tile::gradients(&net, partial);
+    let scales: Vec<f32> = gradients
+        .chunks(n_params)
+        .zip(params)
+        .map(|(g, p)| {
+            let lanes: Vec<f32> = (0..NORM_LANES).map(|lane| norm_lane(lane, &l, p, |i| g[i])).collect();
+            clip_scale(p, &lanes)
+        })
+        .collect();
     let NetState { online, m, v, .. } = nets;
     online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
-        let p = &params[i / n_params];
+        let (t, p) = (i / n_params, &params[i / n_params]);
         if let Some(u) = gpu_kernels::ppo::trial_update(p, args) {
-            adam_step(p, gradients[i], w, m, v, u + 1);
+            adam_step(p, gradients[i] * scales[t], w, m, v, u, args.rollout);
         }
     });
     Ok(())

@@ -317,8 +317,8 @@ fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), HostError>) ->
     Ok(None)
 }
 
-/// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of minibatches of the
-/// DQN bench's batch per trial), CPU vs GPU.
+/// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of 4 minibatches each,
+/// CleanRL's defaults: gradient clipping, value clipping), CPU vs GPU.
 pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
     let w = workload(sizes.bars)?;
     let (envs, batch, _) = sizes.dqn;

@@ -3,7 +3,10 @@
 //!
 //! ```toml
 //! [study]
-//! algo = "dqn"          # dqn (ppo is not implemented yet)
+//! algo = "dqn"          # dqn | ppo (PPO's space: lr, gamma, lambda, clip, ent_coef, hidden, ppo_epochs,
+//!                       # minibatches = 4, max_grad_norm = 0.5, clip_vloss = 1, anneal_lr = 1,
+//!                       # adam_eps = 1e-5, orthogonal_init = 1 (CleanRL's defaults; `batch` only with
+//!                       # minibatches = 0), and the reward and barrier keys below)
 //! trials = 10           # trials in the study
 //! parallel = 5          # trials trained at once in the same launches (K)
 //! epochs = 4            # epochs per trial
@@ -175,8 +178,13 @@ pub fn space_for(algo: &str) -> BTreeMap<String, Dimension> {
             ("clip", range(0.1, 0.3, false)),
             ("ent_coef", range(0.0, 0.02, false)),
             ("hidden", choice(&[32.0, 64.0, 128.0])),
-            ("batch", choice(&[64.0, 128.0])),
             ("ppo_epochs", choice(&[2.0, 4.0])),
+            ("minibatches", Dimension::Fixed(4.0)),
+            ("max_grad_norm", Dimension::Fixed(0.5)),
+            ("clip_vloss", Dimension::Fixed(1.0)),
+            ("anneal_lr", Dimension::Fixed(1.0)),
+            ("adam_eps", Dimension::Fixed(1e-5)),
+            ("orthogonal_init", Dimension::Fixed(1.0)),
         ]
     } else {
         vec![
@@ -229,6 +237,10 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
         "clip" => (0.01, 1.0, false),
         "ent_coef" => (0.0, 1.0, false),
         "ppo_epochs" => (1.0, 100.0, true),
+        "minibatches" => (0.0, 65_536.0, true),
+        "max_grad_norm" => (0.0, 1e6, false),
+        "clip_vloss" | "anneal_lr" | "orthogonal_init" => (0.0, 1.0, true),
+        "adam_eps" => (1e-12, 1.0, false),
         _ => return None,
     })
 }
@@ -285,7 +297,31 @@ impl SearchConfig {
                 return Err(format!("{key}: {text} must be positive"));
             }
         }
-        let known = space_for(&s.algo);
+        let mut known = space_for(&s.algo);
+        if s.algo == "ppo" {
+            // The minibatch size of the old fixed-batch mode (minibatches = 0).
+            known.insert("batch".to_owned(), Dimension::Fixed(64.0));
+            let split = self.space.get("minibatches") != Some(&Dimension::Fixed(0.0));
+            match (self.space.get("batch"), split) {
+                (Some(_), true) => {
+                    return Err("space.batch: PPO splits each rollout into `minibatches` (default 4); a fixed \
+                                batch needs minibatches = 0"
+                        .to_owned());
+                }
+                (None, false) => return Err("space.minibatches: 0 (a fixed batch) needs space.batch".to_owned()),
+                _ => {}
+            }
+            let zero_among = match self.space.get("minibatches") {
+                Some(Dimension::Range { low, .. }) => *low < 1.0,
+                Some(Dimension::Choice { choices }) => choices.contains(&0.0),
+                _ => false,
+            };
+            if zero_among {
+                return Err("space.minibatches: searched values must be at least 1 (0, a fixed batch, only as a \
+                            fixed value)"
+                    .to_owned());
+            }
+        }
         for (name, dim) in &self.space {
             let unknown = || {
                 let names: Vec<&str> = known.keys().map(String::as_str).collect();
@@ -342,6 +378,20 @@ mod tests {
         let cfg = SearchConfig::from_toml("[study]\nalgo = \"ppo\"\n[space]\nclip = 0.25\n").unwrap();
         assert_eq!(cfg.space["clip"], Dimension::Fixed(0.25));
         assert!(cfg.space.contains_key("lambda") && !cfg.space.contains_key("eps_decay"), "{:?}", cfg.space.keys());
+    }
+
+    #[test]
+    fn ppo_splits_rollouts_unless_asked_for_a_fixed_batch() {
+        let err =
+            |text: &str| SearchConfig::from_toml(&format!("[study]\nalgo = \"ppo\"\n[space]\n{text}")).unwrap_err();
+        assert!(err("batch = 64\n").contains("space.batch: PPO splits each rollout"));
+        assert!(err("minibatches = 0\n").contains("needs space.batch"));
+        assert!(err("minibatches = { choices = [0, 4] }\n").contains("at least 1"));
+        let cfg = SearchConfig::from_toml("[study]\nalgo = \"ppo\"\n[space]\nminibatches = 0\nbatch = 64\n").unwrap();
+        assert_eq!(cfg.space["batch"], Dimension::Fixed(64.0));
+        let cfg = SearchConfig::from_toml("[study]\nalgo = \"ppo\"\n").unwrap();
+        assert_eq!(cfg.space["minibatches"], Dimension::Fixed(4.0));
+        assert_eq!(cfg.space["max_grad_norm"], Dimension::Fixed(0.5));
     }
 
     #[test]

@@ -89,8 +89,8 @@ pub fn dqn_params(p: &Params, steps_per_trial: f64) -> Result<DqnParams, String>
     })
 }
 
-/// A trial's PPO parameters.
-pub fn ppo_params(p: &Params) -> Result<PpoParams, String> {
+/// A trial's PPO parameters; with `anneal_lr`, the learning rate falls to 0 over `epochs` rollouts.
+pub fn ppo_params(p: &Params, epochs: usize) -> Result<PpoParams, String> {
     Ok(PpoParams {
         lr: get(p, "lr")? as f32,
         gamma: get(p, "gamma")? as f32,
@@ -98,8 +98,14 @@ pub fn ppo_params(p: &Params) -> Result<PpoParams, String> {
         clip: get(p, "clip")? as f32,
         ent_coef: get(p, "ent_coef")? as f32,
         hidden: get(p, "hidden")? as u32,
-        batch: get(p, "batch")? as u32,
+        batch: p.get("batch").copied().unwrap_or(1.0) as u32,
         epochs: get(p, "ppo_epochs")? as u32,
+        minibatches: get(p, "minibatches")? as u32,
+        max_grad_norm: get(p, "max_grad_norm")? as f32,
+        clip_vloss: get(p, "clip_vloss")? as u32,
+        anneal_rollouts: if get(p, "anneal_lr")? != 0.0 { epochs as u32 } else { 0 },
+        adam_eps: get(p, "adam_eps")? as f32,
+        orthogonal_init: get(p, "orthogonal_init")? as u32,
         ..PpoParams::default()
     })
 }
@@ -133,6 +139,19 @@ pub fn should_prune(
     let n = at.len();
     let median = if n % 2 == 1 { at[n / 2] } else { 0.5 * (at[n / 2 - 1] + at[n / 2]) };
     best < median
+}
+
+/// The median rule's reference for a trial with `history`: the epochs of the complete trials among the
+/// trials it saw (not of trials finished since), and how many they are. So a trial re-run on resume is
+/// pruned where it was the first time.
+pub fn pruning_reference(trials: &[TrialRecord], epochs: &[EpochRecord], history: &[u64]) -> (Vec<EpochRecord>, usize) {
+    let seen: Vec<u64> = trials
+        .iter()
+        .filter(|t| t.finished() && t.status == "complete" && history.binary_search(&t.number).is_ok())
+        .map(|t| t.number)
+        .collect();
+    let at = epochs.iter().filter(|e| seen.binary_search(&e.trial).is_ok()).cloned().collect();
+    (at, seen.len())
 }
 
 /// Where a search writes.
@@ -181,37 +200,51 @@ pub enum Progress {
     },
 }
 
-/// Claims the next batch: interrupted trials first (status running, not claimed by a worker of this run),
-/// then new trials sampled from the finished ones, up to `parallel`; marks them running.
-fn next_batch(
-    study: &Study,
-    cfg: &SearchConfig,
-    claimed: &mut HashSet<u64>,
-) -> Result<(Vec<(u64, Params)>, usize), String> {
+/// A claimed trial: number, parameters, and the trials finished when its number was issued.
+type Claim = (u64, Params, Vec<u64>);
+
+/// Claims the next batch. Interrupted trials come first (not finished, not claimed by a worker of this
+/// run): those sharing the first one's history (its original batch, with one worker), restarted under their
+/// numbers, parameters and histories. Otherwise new trials, up to `parallel`, sampled from every finished
+/// trial, which becomes their recorded history. So a batch's membership and what its trials saw are
+/// functions of the seed and the trial numbers alone (with one worker: batch b is trials bK..bK+K-1 and saw
+/// every earlier batch), and a resumed search runs what the uninterrupted one would.
+fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>) -> Result<(Vec<Claim>, usize), String> {
     let s = &cfg.study;
     let trials = study.trials()?;
-    let finished = trials.iter().filter(|t| t.status != "running").count();
-    let mut batch: Vec<(u64, Params)> = trials
-        .iter()
-        .filter(|t| t.status == "running" && !claimed.contains(&t.number))
-        .map(|t| (t.number, t.params.clone()))
-        .take(s.parallel)
-        .collect();
-    let epochs = s.epochs as u64;
-    let history: Vec<(Params, f64)> = trials
-        .iter()
-        .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
-        .collect();
-    let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
-    while batch.len() < s.parallel && (next as usize) < s.trials {
-        batch.push((next, sample(&cfg.space, &history, s.startup_trials, s.seed, next)?));
-        next += 1;
-    }
-    for (number, params) in &batch {
-        study.start(*number, params)?;
-        claimed.insert(*number);
-    }
-    Ok((batch, finished))
+    let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
+    let interrupted: Vec<&TrialRecord> =
+        trials.iter().filter(|t| !t.finished() && !claimed.contains(&t.number)).collect();
+    let batch: Vec<Claim> = if let Some(first) = interrupted.first() {
+        let batch: Vec<Claim> = interrupted
+            .iter()
+            .filter(|t| t.history == first.history)
+            .take(s.parallel)
+            .map(|t| (t.number, t.params.clone(), t.history.clone()))
+            .collect();
+        for (number, ..) in &batch {
+            study.restart(*number)?;
+        }
+        batch
+    } else {
+        let epochs = s.epochs as u64;
+        let history: Vec<(Params, f64)> = finished
+            .iter()
+            .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
+            .collect();
+        let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
+        let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
+        let mut batch = Vec::new();
+        while batch.len() < s.parallel && (next as usize) < s.trials {
+            let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
+            study.start(next, &params, &seen)?;
+            batch.push((next, params, seen.clone()));
+            next += 1;
+        }
+        batch
+    };
+    claimed.extend(batch.iter().map(|b| b.0));
+    Ok((batch, finished.len()))
 }
 
 /// Runs (or resumes) the search until the study holds `cfg.study.trials` finished trials: one worker per
@@ -242,7 +275,7 @@ pub fn run_search(
             }
             progress(&Progress::Batch { numbers: batch.iter().map(|b| b.0).collect(), finished });
             run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, &study, progress)?;
-            let done = study.trials()?.iter().filter(|t| t.status != "running").count();
+            let done = study.trials()?.iter().filter(|t| t.finished()).count();
             progress(&Progress::BatchDone { finished: done });
         }
     };
@@ -264,7 +297,7 @@ fn run_batch(
     bars_per_year: f64,
     env: &EnvDecimals,
     steps_per_trial: f64,
-    batch: &[(u64, Params)],
+    batch: &[Claim],
     paths: &SearchPaths,
     study: &Study,
     progress: &(dyn Fn(&Progress) + Sync),
@@ -279,13 +312,13 @@ fn run_batch(
     tc.bars_per_year = bars_per_year;
     tc.env_params = batch
         .iter()
-        .map(|(number, p)| env_params(p, env).map(|e| TrialParams { key: *number, ..e }))
+        .map(|(number, p, _)| env_params(p, env).map(|e| TrialParams { key: *number, ..e }))
         .collect::<Result<_, _>>()?;
-    let (complete_epochs, n_complete) = {
-        let trials: Vec<TrialRecord> = study.trials()?;
-        let complete: HashSet<u64> = trials.iter().filter(|t| t.status == "complete").map(|t| t.number).collect();
-        let epochs: Vec<EpochRecord> = study.epochs()?.into_iter().filter(|e| complete.contains(&e.trial)).collect();
-        (epochs, complete.len())
+    // Each trial's median rule compares it with the complete trials of its history (not with whatever
+    // finished since), so a trial re-run on resume is pruned where it was the first time.
+    let references: Vec<(Vec<EpochRecord>, usize)> = {
+        let (trials, epochs) = (study.trials()?, study.epochs()?);
+        batch.iter().map(|(_, _, history)| pruning_reference(&trials, &epochs, history)).collect()
     };
     let mut pruned = vec![false; batch.len()];
     let mut own: Vec<Vec<f64>> = vec![Vec::new(); batch.len()];
@@ -300,7 +333,7 @@ fn run_batch(
             train_seconds: r.train_seconds,
             eval_seconds: r.eval_seconds,
         });
-        for (k, (number, _)) in batch.iter().enumerate() {
+        for (k, (number, ..)) in batch.iter().enumerate() {
             if pruned[k] {
                 continue;
             }
@@ -318,14 +351,14 @@ fn run_batch(
                     && should_prune(
                         &own[k],
                         r.epoch as u64,
-                        &complete_epochs,
-                        n_complete,
+                        &references[k].0,
+                        references[k].1,
                         s.prune_startup_trials,
                         s.prune_warmup_epochs,
                     )
                 {
                     pruned[k] = true;
-                    study.prune(*number, r.epoch as u64, m.sharpe)
+                    study.prune(*number, r.epoch as u64, m.sharpe).map(|()| crate::failpoint::hit("prune"))
                 } else {
                     Ok(())
                 }
@@ -336,15 +369,16 @@ fn run_batch(
         }
     };
     if s.algo == "ppo" {
-        let ppo: Vec<PpoParams> = batch.iter().map(|(_, p)| ppo_params(p)).collect::<Result<_, _>>()?;
+        let ppo: Vec<PpoParams> = batch.iter().map(|(_, p, _)| ppo_params(p, s.epochs)).collect::<Result<_, _>>()?;
         tc.hidden = ppo.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
-        tc.batch = ppo.iter().map(|p| p.batch as usize).max().unwrap_or(64);
+        // The unsplit trials' batches (the agent grows the buffer to the splits' shares).
+        tc.batch = ppo.iter().filter(|p| p.minibatches == 0).map(|p| p.batch as usize).max().unwrap_or(1);
         let trained = train_ppo(backend, data, &tc, &ppo, &mut record)?;
         progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds });
         failure.map_or(Ok(()), Err)?;
         finish_batch(&trained, batch, paths, study)
     } else {
-        tc.dqn = batch.iter().map(|(_, p)| dqn_params(p, steps_per_trial)).collect::<Result<_, _>>()?;
+        tc.dqn = batch.iter().map(|(_, p, _)| dqn_params(p, steps_per_trial)).collect::<Result<_, _>>()?;
         tc.hidden = tc.dqn.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
         tc.batch = tc.dqn.iter().map(|p| p.batch as usize).max().unwrap_or(64);
         let trained = train_dqn(backend, data, &tc, &mut record)?;
@@ -357,15 +391,15 @@ fn run_batch(
 /// Saves a batch's weights and records every trial's final metric, test evaluation and checkpoint.
 fn finish_batch<A: Networks>(
     trained: &Trained<A>,
-    batch: &[(u64, Params)],
+    batch: &[Claim],
     paths: &SearchPaths,
     study: &Study,
 ) -> Result<(), String> {
-    let names: Vec<String> = batch.iter().map(|(n, _)| format!("trial-{n}.safetensors")).collect();
+    let names: Vec<String> = batch.iter().map(|(n, ..)| format!("trial-{n}.safetensors")).collect();
     let saved = save_named_weights(&trained.agent, &paths.checkpoints, &names)?;
     let last = trained.epochs.last().ok_or("no epoch ran")?;
     let steps = trained.test_actions.len() / batch.len();
-    for (k, (number, _)) in batch.iter().enumerate() {
+    for (k, (number, ..)) in batch.iter().enumerate() {
         let t = &trained.test[k];
         let actions = &trained.test_actions[k * steps..(k + 1) * steps];
         study.finish(
@@ -376,6 +410,7 @@ fn finish_batch<A: Networks>(
             actions,
             &saved[k].display().to_string(),
         )?;
+        crate::failpoint::hit("finish");
     }
     Ok(())
 }
@@ -409,6 +444,36 @@ mod tests {
         assert!(!should_prune(&[0.55, 0.61], 1, &complete, 4, 1, 0));
         // Equal to the median is not below it.
         assert!(!should_prune(&[0.6], 1, &complete, 4, 1, 0));
+    }
+
+    #[test]
+    fn the_reference_is_the_complete_trials_of_the_history() {
+        let trial = |number: u64, status: &str, finished: bool| TrialRecord {
+            number,
+            params: Params::new(),
+            status: status.to_owned(),
+            value: 0.0,
+            pruned_at: None,
+            test_return: 0.0,
+            test_sharpe: 0.0,
+            checkpoint: finished.then(String::new),
+            history: Vec::new(),
+        };
+        // 0 complete, 1 pruned, 2 complete but finished after the trial's number was issued, 3 complete in
+        // the history but unfinished (cannot happen in a study; left out all the same).
+        let trials = [
+            trial(0, "complete", true),
+            trial(1, "pruned", true),
+            trial(2, "complete", true),
+            trial(3, "complete", false),
+        ];
+        let epochs: Vec<EpochRecord> = (0..4)
+            .map(|t| EpochRecord { trial: t, epoch: 0, loss: 0.0, valid_sharpe: t as f64, valid_return: 0.0 })
+            .collect();
+        let (at, n) = pruning_reference(&trials, &epochs, &[0, 1, 3]);
+        assert_eq!((at.iter().map(|e| e.trial).collect::<Vec<_>>(), n), (vec![0], 1));
+        let (at, n) = pruning_reference(&trials, &epochs, &[0, 1, 2, 3]);
+        assert_eq!((at.iter().map(|e| e.trial).collect::<Vec<_>>(), n), (vec![0, 2], 2));
     }
 
     #[test]

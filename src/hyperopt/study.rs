@@ -27,6 +27,48 @@ pub struct TrialRecord {
     pub test_sharpe: f64,
     /// Weights file.
     pub checkpoint: Option<String>,
+    /// The trials that were finished when this trial's number was issued (TPE sampled its parameters from
+    /// them; the median rule compares it with the complete ones among them), ascending.
+    pub history: Vec<u64>,
+}
+
+impl TrialRecord {
+    /// Whether the trial is finished: its test evaluation and checkpoint are recorded (complete, pruned or
+    /// fail). A trial that is running, or was pruned or finishing when its search was killed, is not.
+    pub fn finished(&self) -> bool {
+        self.checkpoint.is_some()
+    }
+}
+
+/// Trial numbers as ascending ranges, `0-4,7,9-12` (a trial's history in one short text however long the
+/// study).
+pub fn numbers_to_ranges(numbers: &[u64]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < numbers.len() {
+        let mut j = i;
+        while j + 1 < numbers.len() && numbers[j + 1] == numbers[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { numbers[i].to_string() } else { format!("{}-{}", numbers[i], numbers[j]) });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// The numbers of [`numbers_to_ranges`]' text.
+pub fn ranges_to_numbers(text: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let bad = || format!("`{part}` is not a trial number or range");
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b) = (a.parse::<u64>().map_err(|_| bad())?, b.parse::<u64>().map_err(|_| bad())?);
+        if b < a || out.last().is_some_and(|&l| a <= l) {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
 }
 
 /// One epoch of one trial.
@@ -79,7 +121,8 @@ impl Study {
              CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS trials (
                  number INTEGER PRIMARY KEY, params TEXT NOT NULL, status TEXT NOT NULL, value REAL,
-                 pruned_at INTEGER, test_return REAL, test_sharpe REAL, test_actions BLOB, checkpoint TEXT);
+                 pruned_at INTEGER, test_return REAL, test_sharpe REAL, test_actions BLOB, checkpoint TEXT,
+                 history TEXT NOT NULL DEFAULT '');
              CREATE TABLE IF NOT EXISTS epochs (
                  trial INTEGER NOT NULL, epoch INTEGER NOT NULL, loss REAL, valid_sharpe REAL, valid_return REAL,
                  PRIMARY KEY (trial, epoch));",
@@ -103,18 +146,30 @@ impl Study {
         self.conn.query_row("SELECT value FROM meta WHERE key = 'config'", [], |r| r.get(0)).map_err(sql)
     }
 
-    /// Starts trial `number` (or restarts an interrupted one): status running, previous epochs removed.
-    pub fn start(&self, number: u64, params: &Params) -> Result<(), String> {
+    /// Starts trial `number` with its parameters and the finished trials they were drawn from (`history`).
+    pub fn start(&self, number: u64, params: &Params, history: &[u64]) -> Result<(), String> {
         let json = serde_json::to_string(params).map_err(|e| e.to_string())?;
-        self.conn.execute("DELETE FROM epochs WHERE trial = ?1", params![number as i64]).map_err(sql)?;
         self.conn
             .execute(
-                "INSERT INTO trials (number, params, status) VALUES (?1, ?2, 'running')
-                 ON CONFLICT(number) DO UPDATE SET status = 'running', value = NULL, pruned_at = NULL",
-                params![number as i64, json],
+                "INSERT INTO trials (number, params, status, history) VALUES (?1, ?2, 'running', ?3)",
+                params![number as i64, json, numbers_to_ranges(history)],
             )
             .map_err(sql)?;
         Ok(())
+    }
+
+    /// Restarts an interrupted trial (running, or pruned or finishing when its search was killed) under its
+    /// number, parameters and history: status running, its epochs and results removed, in one transaction.
+    pub fn restart(&self, number: u64) -> Result<(), String> {
+        self.conn
+            .execute_batch(&format!(
+                "BEGIN IMMEDIATE;
+                 DELETE FROM epochs WHERE trial = {number};
+                 UPDATE trials SET status = 'running', value = NULL, pruned_at = NULL, test_return = NULL,
+                     test_sharpe = NULL, test_actions = NULL, checkpoint = NULL WHERE number = {number};
+                 COMMIT;"
+            ))
+            .map_err(sql)
     }
 
     /// Records an epoch.
@@ -173,7 +228,10 @@ impl Study {
     pub fn trials(&self) -> Result<Vec<TrialRecord>, String> {
         let mut stmt = self
             .conn
-            .prepare("SELECT number, params, status, value, pruned_at, test_return, test_sharpe, checkpoint FROM trials ORDER BY number")
+            .prepare(
+                "SELECT number, params, status, value, pruned_at, test_return, test_sharpe, checkpoint, history
+                 FROM trials ORDER BY number",
+            )
             .map_err(sql)?;
         let rows = stmt
             .query_map([], |r| {
@@ -187,13 +245,16 @@ impl Study {
                     test_return: r.get::<_, Option<f64>>(5)?.unwrap_or(f64::NAN),
                     test_sharpe: r.get::<_, Option<f64>>(6)?.unwrap_or(f64::NAN),
                     checkpoint: r.get(7)?,
+                    history: Vec::new(),
                 };
-                Ok((record, params))
+                Ok((record, params, r.get::<_, String>(8)?))
             })
             .map_err(sql)?;
         let mut out = Vec::new();
         for row in rows {
-            let (mut record, params) = row.map_err(sql)?;
+            let (mut record, params, history) = row.map_err(sql)?;
+            record.history = ranges_to_numbers(&history)
+                .map_err(|e| format!("study database: trial {}: stored history: {e}", record.number))?;
             record.params = serde_json::from_str(&params).map_err(|e| {
                 format!(
                     "study database: trial {}: stored parameters are not a JSON object of numbers ({e}): {params:?}",
@@ -234,5 +295,22 @@ impl Study {
             .optional()
             .map(Option::flatten)
             .map_err(sql)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histories_round_trip_as_ranges() {
+        for numbers in [vec![], vec![3], vec![0, 1, 2, 3, 4], vec![0, 1, 2, 5, 7, 8, 9, 12]] {
+            let text = numbers_to_ranges(&numbers);
+            assert_eq!(ranges_to_numbers(&text).unwrap(), numbers, "{text}");
+        }
+        assert_eq!(numbers_to_ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        for bad in ["x", "3-1", "4,2", "1-2,2", "-1"] {
+            assert!(ranges_to_numbers(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -632,6 +632,10 @@ pub(crate) struct PpoBuffers {
     pub(crate) work: CudaSlice<f32>,
     /// Per-chunk gradients.
     pub(crate) partial: CudaSlice<f32>,
+    /// The gradient, `K x params`.
+    pub(crate) grads: CudaSlice<f32>,
+    /// The lanes of the gradient-norm sums, `K x NORM_LANES`.
+    pub(crate) norm_lanes: CudaSlice<f32>,
     /// `GRAD_CHUNK` ones (the input of the bias gradients).
     pub(crate) ones: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,
@@ -655,6 +659,8 @@ fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostErr
         ("minibatch observations", samples * l.input, b.obs.len()),
         ("training buffer", trials * gpu_kernels::net::Work::of(&args.net()).per_trial(), b.work.len()),
         ("losses", samples, b.losses.len()),
+        ("gradients", trials * l.params(), b.grads.len()),
+        ("gradient-norm lanes", trials * gpu_kernels::ppo::NORM_LANES, b.norm_lanes.len()),
     ] {
         at_least(kernel, what, needed, got)?;
     }
@@ -770,6 +776,7 @@ pub(crate) fn ppo_loss(
         .arg(&b.params)
         .arg(ring)
         .arg(&b.logps)
+        .arg(&b.values)
         .arg(&b.advantages)
         .arg(&b.returns)
         .arg(&mut b.work)
@@ -782,7 +789,8 @@ pub(crate) fn ppo_loss(
     Ok(())
 }
 
-/// `ppo_adam`: gradients from the chunk partials, Adam.
+/// `ppo_grad`, `ppo_norm`, `ppo_adam`: the gradients from the chunk partials, their norms, the clipped
+/// gradients' Adam step.
 pub(crate) fn ppo_adam(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -795,8 +803,25 @@ pub(crate) fn ppo_adam(
     let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
     at_least(kernel, "gradient partials", chunks * trials * n_params, b.partial.len())?;
     let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_grad);
+    launch.arg(&b.partial).arg(&mut b.grads).arg(&dev_args);
+    let cfg = grid("ppo_grad", trials * n_params)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_grad`; lengths checked above.
+    timed(rt, stream, "ppo_grad", || unsafe { launch.launch(cfg) })?;
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_norm);
+    launch.arg(&b.params).arg(&b.grads).arg(&mut b.norm_lanes).arg(&dev_args);
+    let cfg = grid("ppo_norm", trials * gpu_kernels::ppo::NORM_LANES)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_norm`; lengths checked above.
+    timed(rt, stream, "ppo_norm", || unsafe { launch.launch(cfg) })?;
     let mut launch = stream.launch_builder(&rt.kernels.ppo_adam);
-    launch.arg(&b.params).arg(&mut b.weights).arg(&mut b.m).arg(&mut b.v).arg(&b.partial).arg(&dev_args);
+    launch
+        .arg(&b.params)
+        .arg(&mut b.weights)
+        .arg(&mut b.m)
+        .arg(&mut b.v)
+        .arg(&b.grads)
+        .arg(&b.norm_lanes)
+        .arg(&dev_args);
     let cfg = grid(kernel, trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_adam`; lengths checked above.
     timed(rt, stream, "ppo_adam", || unsafe { launch.launch(cfg) })?;

@@ -47,7 +47,8 @@ impl CudaPpo {
             + n_envs
             + samples * (l.input + 1)
             + k * Work::of(&net).per_trial()
-            + (args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params();
+            + (args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params()
+            + k * (l.params() + gpu_kernels::ppo::NORM_LANES);
         rt.ensure_fits(&format!("the PPO networks, rollout and step buffers of {k} trials"), 4 * floats)?;
         let stream = rt.new_stream()?;
         let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(driver("allocating PPO buffers"));
@@ -66,6 +67,8 @@ impl CudaPpo {
             obs: zeros(samples * l.input)?,
             work: zeros(k * Work::of(&net).per_trial())?,
             partial: zeros((args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params())?,
+            grads: zeros(k * l.params())?,
+            norm_lanes: zeros(k * gpu_kernels::ppo::NORM_LANES)?,
             ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(driver("uploading PPO buffers"))?,
             losses: zeros(samples)?,
         };

@@ -30,6 +30,8 @@ pub(crate) struct Kernels {
     pub(crate) ppo_gae: CudaFunction,
     pub(crate) ppo_gather: CudaFunction,
     pub(crate) ppo_loss: CudaFunction,
+    pub(crate) ppo_grad: CudaFunction,
+    pub(crate) ppo_norm: CudaFunction,
     pub(crate) ppo_adam: CudaFunction,
 }
 
@@ -84,6 +86,8 @@ impl CudaRuntime {
             ppo_gae: load(kernel_names::PPO_GAE)?,
             ppo_gather: load(kernel_names::PPO_GATHER)?,
             ppo_loss: load(kernel_names::PPO_LOSS)?,
+            ppo_grad: load(kernel_names::PPO_GRAD)?,
+            ppo_norm: load(kernel_names::PPO_NORM)?,
             ppo_adam: load(kernel_names::PPO_ADAM)?,
         };
         let multiprocessors = ctx

@@ -1,0 +1,38 @@
+//! Crash points for the kill/resume tests: `TRADESIM_FAILPOINT=NAME:N[,NAME:N]` aborts the process (as a
+//! `kill -9` would: no destructors, nothing flushed) right after the N-th time the search passes point
+//! NAME. The points: `prune` (a trial's prune is committed) and `finish` (a trial's results are committed).
+//! Unset (always, outside tests), [`hit`] only counts.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+fn plan() -> &'static HashMap<String, u64> {
+    static PLAN: OnceLock<HashMap<String, u64>> = OnceLock::new();
+    PLAN.get_or_init(|| {
+        std::env::var("TRADESIM_FAILPOINT")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|p| p.split_once(':'))
+            .filter_map(|(name, n)| Some((name.trim().to_owned(), n.trim().parse().ok()?)))
+            .collect()
+    })
+}
+
+/// Passes point `name`; aborts the process at the planned pass.
+pub fn hit(name: &str) {
+    let Some(&at) = plan().get(name) else { return };
+    static COUNTS: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+    let mut counts = COUNTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let count = match counts.iter_mut().find(|c| c.0 == name) {
+        Some(c) => &mut c.1,
+        None => {
+            counts.push((name.to_owned(), 0));
+            &mut counts.last_mut().expect("just pushed").1
+        }
+    };
+    *count += 1;
+    if *count == at {
+        eprintln!("failpoint {name}:{at}: aborting");
+        std::process::abort();
+    }
+}
