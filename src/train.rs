@@ -51,6 +51,9 @@ pub struct TrainConfig {
     pub env_params: Vec<TrialParams>,
     /// DQN hyperparameters per trial.
     pub dqn: Vec<DqnParams>,
+    /// PPO: steps per env and rollout (CleanRL's `num_steps`); an epoch's segment is collected in
+    /// `ceil(segment_len / rollout_steps)` rollouts, each followed by its updates. 0: one rollout per epoch.
+    pub rollout_steps: usize,
 }
 
 impl TrainConfig {
@@ -78,6 +81,7 @@ impl TrainConfig {
             warmup_steps: 16,
             train_every: 1,
             grad_steps: 1,
+            rollout_steps: 0,
             ring_capacity: envs * 64,
             seed,
             split: DEFAULT_SPLIT,
@@ -325,16 +329,18 @@ impl Learner for DqnAgent {
 }
 
 impl Learner for PpoAgent {
-    /// One rollout of `segment_len` steps, GAE, then the minibatch updates.
+    /// The segment's rollouts ([`rollouts_per_epoch`]), each followed by GAE and the minibatch updates.
     fn learn_epoch(
         &mut self,
         env: &mut EnvBatch,
-        _cfg: &TrainConfig,
+        cfg: &TrainConfig,
         segment_len: usize,
         step: &mut u64,
     ) -> Result<(), HostError> {
-        self.collect(env)?;
-        self.update(env)?;
+        for _ in 0..rollouts_per_epoch(cfg, segment_len) {
+            self.collect(env)?;
+            self.update(env)?;
+        }
         *step += segment_len as u64;
         Ok(())
     }
@@ -344,6 +350,18 @@ impl Learner for PpoAgent {
     fn gradient_steps(&self) -> u64 {
         self.updates()
     }
+}
+
+/// PPO's steps per rollout for segments of `segment_len` (at most the segment; the whole segment without
+/// `rollout_steps`).
+pub fn rollout_len(cfg: &TrainConfig, segment_len: usize) -> usize {
+    if cfg.rollout_steps == 0 { segment_len } else { cfg.rollout_steps.min(segment_len) }
+}
+
+/// PPO's rollouts per epoch: `ceil(segment_len / rollout_len)` (the last one's steps past the segment's end
+/// are empty slots, zero-weight samples).
+pub fn rollouts_per_epoch(cfg: &TrainConfig, segment_len: usize) -> usize {
+    segment_len.div_ceil(rollout_len(cfg, segment_len).max(1))
 }
 
 /// The training loop of any learner: envs on the train split, an agent from `make_agent`, each epoch fresh
@@ -445,7 +463,7 @@ pub fn train_ppo(
         ));
     }
     let make = |env: &EnvBatch| PpoAgent::new(backend, env, ppo, cfg.hidden, cfg.batch, cfg.seed);
-    train(backend, data, cfg, |segment_len| segment_len * cfg.envs, make, progress)
+    train(backend, data, cfg, |segment_len| rollout_len(cfg, segment_len) * cfg.envs, make, progress)
 }
 
 /// One trial's online network as named tensors (active width only), as candle's `linear` layers name them:

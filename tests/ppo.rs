@@ -247,10 +247,15 @@ fn train_ppo_runs_on_real_data() {
     cfg.segment_len = 32;
     cfg.hidden = 16;
     cfg.batch = 32;
+    // Segments of 32 steps collected in two rollouts of 16 (CleanRL's num_steps), each followed by its
+    // 2 update epochs x 4 minibatches.
+    cfg.rollout_steps = 16;
     let ppo = [PpoParams { hidden: 16, batch: 32, epochs: 2, ..PpoParams::default() }; 2];
     let data = SplitData::new(&d.series[0], cfg.split, tradesim::DEFAULT_SIGMA_SPAN).unwrap();
     let trained = train_ppo(&Backend::Cpu, &data, &cfg, &ppo, |_| {}).unwrap();
     assert_eq!(trained.epochs.len(), 2);
+    assert_eq!(trained.epochs.iter().map(|e| e.grad_steps).collect::<Vec<_>>(), [16, 32]);
+    assert_eq!(trained.epochs[1].env_steps, 64);
     assert_eq!(trained.test_actions.len(), 2 * (trained.split.test.len() - 1));
     assert!(trained.epochs[1].losses.iter().all(|l| l.is_finite()));
 }

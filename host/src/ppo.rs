@@ -86,8 +86,9 @@ pub struct PpoAgent {
 }
 
 impl PpoAgent {
-    /// Networks for the trials of `env`, whose rollouts are `steps` long: `env`'s ring must hold exactly
-    /// `steps x E` transitions per trial (one rollout). `batch` is the minibatch buffer per trial: at least
+    /// Networks for the trials of `env`, whose rollouts are `steps` long: `env`'s ring holds exactly `steps
+    /// x E` transitions per trial (one rollout; `steps` at most the env's segment, which a run collects in
+    /// several rollouts when longer; an env keeps its state from one rollout to the next). `batch` is the minibatch buffer per trial: at least
     /// every unsplit trial's `batch`; it grows to the largest split's share (`ceil(n / minibatches)`, which
     /// becomes that trial's `batch`). Each trial's initial weights follow its `orthogonal_init`.
     pub fn new(
@@ -101,12 +102,13 @@ impl PpoAgent {
         let trials = env.layout().trials();
         let ept = env.layout().envs_per_trial();
         let cfg = env.config();
-        let steps = cfg.segment_len as usize;
-        if cfg.ring_capacity != steps * ept {
+        // A rollout fills the ring: `ring_capacity / E` steps of every env (the segment, or a part of it).
+        let steps = cfg.ring_capacity / ept.max(1);
+        if steps == 0 || cfg.ring_capacity != steps * ept || steps > cfg.segment_len as usize {
             return Err(HostError::Config(format!(
-                "PPO needs a ring of exactly segment_len x envs = {} transitions per trial (got {})",
-                steps * ept,
-                cfg.ring_capacity
+                "PPO needs a ring of rollout steps x envs transitions per trial, at most a segment (ring {}, {ept} \
+                 envs, segment {})",
+                cfg.ring_capacity, cfg.segment_len
             )));
         }
         if params.len() != trials {

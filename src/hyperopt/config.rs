@@ -19,6 +19,8 @@
 //! prune_warmup_epochs = 0
 //! envs = 64             # envs per trial
 //! segment_len = 128     # steps per env and epoch
+//! rollout_steps = 128   # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
+//!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
 //!
 //! [env]                 # environment settings shared by all trials (Decimal strings for money)
 //! capital = "100000"
@@ -95,6 +97,9 @@ pub struct StudyConfig {
     pub envs: usize,
     /// Steps per env and epoch.
     pub segment_len: usize,
+    /// PPO: steps per env and rollout (CleanRL's `num_steps`); an epoch's segment is collected in
+    /// `ceil(segment_len / rollout_steps)` rollouts, each followed by its updates; 0: one per epoch.
+    pub rollout_steps: usize,
     /// Seed.
     pub seed: u64,
 }
@@ -112,6 +117,7 @@ impl Default for StudyConfig {
             prune_warmup_epochs: 0,
             envs: 64,
             segment_len: 128,
+            rollout_steps: 128,
             seed: 7,
         }
     }

@@ -89,8 +89,8 @@ pub fn dqn_params(p: &Params, steps_per_trial: f64) -> Result<DqnParams, String>
     })
 }
 
-/// A trial's PPO parameters; with `anneal_lr`, the learning rate falls to 0 over `epochs` rollouts.
-pub fn ppo_params(p: &Params, epochs: usize) -> Result<PpoParams, String> {
+/// A trial's PPO parameters; with `anneal_lr`, the learning rate falls to 0 over the run's `rollouts`.
+pub fn ppo_params(p: &Params, rollouts: usize) -> Result<PpoParams, String> {
     Ok(PpoParams {
         lr: get(p, "lr")? as f32,
         gamma: get(p, "gamma")? as f32,
@@ -103,7 +103,7 @@ pub fn ppo_params(p: &Params, epochs: usize) -> Result<PpoParams, String> {
         minibatches: get(p, "minibatches")? as u32,
         max_grad_norm: get(p, "max_grad_norm")? as f32,
         clip_vloss: get(p, "clip_vloss")? as u32,
-        anneal_rollouts: if get(p, "anneal_lr")? != 0.0 { epochs as u32 } else { 0 },
+        anneal_rollouts: if get(p, "anneal_lr")? != 0.0 { rollouts as u32 } else { 0 },
         adam_eps: get(p, "adam_eps")? as f32,
         orthogonal_init: get(p, "orthogonal_init")? as u32,
         ..PpoParams::default()
@@ -369,7 +369,10 @@ fn run_batch(
         }
     };
     if s.algo == "ppo" {
-        let ppo: Vec<PpoParams> = batch.iter().map(|(_, p, _)| ppo_params(p, s.epochs)).collect::<Result<_, _>>()?;
+        tc.rollout_steps = s.rollout_steps;
+        let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
+        let rollouts = s.epochs * crate::train::rollouts_per_epoch(&tc, segment);
+        let ppo: Vec<PpoParams> = batch.iter().map(|(_, p, _)| ppo_params(p, rollouts)).collect::<Result<_, _>>()?;
         tc.hidden = ppo.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
         // The unsplit trials' batches (the agent grows the buffer to the splits' shares).
         tc.batch = ppo.iter().filter(|p| p.minibatches == 0).map(|p| p.batch as usize).max().unwrap_or(1);
