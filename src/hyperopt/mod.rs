@@ -7,6 +7,7 @@ pub mod config;
 pub mod report;
 pub mod sampler;
 pub mod search;
+pub mod storage;
 pub mod study;
 
 pub use config::SearchConfig;
