@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The project's test command (README): formatting, lints, docs without warnings and tests of both builds,
 # the CUDA one (PTX built with nightly) and the CPU-only one (stable alone). GPU tests skip without a GPU
-# unless REQUIRE_GPU=1.
+# unless REQUIRE_GPU=1. The Optuna interop test runs the real optuna from a throwaway virtualenv
+# (scripts/setup-optuna.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-toolchain.sh
+# The real optuna (a throwaway virtualenv under target/) for the study interop test.
+TRADESIM_OPTUNA_PYTHON=$(bash scripts/setup-optuna.sh)
+export TRADESIM_OPTUNA_PYTHON
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --no-default-features -- -D warnings

@@ -93,10 +93,16 @@ enum Command {
         /// Epochs per trial.
         #[arg(long)]
         epochs: Option<usize>,
-        /// Study file (default: runs/hyperopt-<time>/study.sqlite).
-        #[arg(long)]
+        /// Study file, shorthand for --storage sqlite:///PATH (default: runs/hyperopt-<time>/study.sqlite).
+        #[arg(long, conflicts_with = "storage")]
         study: Option<PathBuf>,
-        /// Continue the study at --study (after a kill: finished trials kept, interrupted ones re-run).
+        /// Study storage URL as Optuna spells it: sqlite:///PATH (PostgreSQL is not built yet).
+        #[arg(long)]
+        storage: Option<String>,
+        /// The study's name in its storage (Optuna's study_name).
+        #[arg(long, default_value = crate::hyperopt::search::DEFAULT_STUDY_NAME)]
+        study_name: String,
+        /// Continue the study (after a kill: finished trials kept, interrupted ones re-run exactly).
         #[arg(long)]
         resume: bool,
         /// Seed.
@@ -301,7 +307,21 @@ pub fn main() -> ExitCode {
             out.as_deref(),
             select(device).map_err(|e| e.to_string()),
         ),
-        Command::Hyperopt { data, config, algo, trials, parallel, epochs, study, resume, seed, report, device } => {
+        Command::Hyperopt {
+            data,
+            config,
+            algo,
+            trials,
+            parallel,
+            epochs,
+            study,
+            storage,
+            study_name,
+            resume,
+            seed,
+            report,
+            device,
+        } => {
             let args = crate::hyperopt_cli::HyperoptArgs {
                 config,
                 algo,
@@ -310,6 +330,8 @@ pub fn main() -> ExitCode {
                 epochs,
                 seed,
                 study,
+                storage,
+                study_name,
                 resume,
                 report,
             };

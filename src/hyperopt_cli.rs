@@ -9,7 +9,8 @@ use crate::Backend;
 use crate::backtest_cli::infer_bars_per_year;
 use crate::data::Dataset;
 use crate::hyperopt::report::write_report;
-use crate::hyperopt::search::default_paths;
+use crate::hyperopt::search::folder_for;
+use crate::hyperopt::storage::StorageUrl;
 use crate::hyperopt::{Progress, SearchConfig, Study, run_search};
 
 /// The command's flags.
@@ -27,8 +28,12 @@ pub struct HyperoptArgs {
     pub epochs: Option<usize>,
     /// Seed override.
     pub seed: Option<u64>,
-    /// Study file (default: `runs/<time>/study.sqlite`).
+    /// Study file (default: `runs/<time>/study.sqlite`), shorthand for `storage = sqlite:///PATH`.
     pub study: Option<PathBuf>,
+    /// Study storage URL.
+    pub storage: Option<String>,
+    /// Study name in the storage.
+    pub study_name: String,
     /// Continue the study.
     pub resume: bool,
     /// Report folder (default: beside the study, `report/`).
@@ -79,20 +84,26 @@ pub fn run(
     args: &HyperoptArgs,
     backends: Result<Vec<Backend>, String>,
 ) -> Result<(), String> {
-    let study_path = match (&args.study, args.resume) {
-        (Some(p), _) => p.clone(),
-        (None, true) => return Err("--resume needs --study PATH".to_owned()),
-        (None, false) => {
+    let storage = match (&args.storage, &args.study, args.resume) {
+        (Some(url), _, _) => StorageUrl::parse(url)?,
+        (None, Some(p), _) => StorageUrl::Sqlite(p.clone()),
+        (None, None, true) => return Err("--resume needs --study PATH or --storage URL".to_owned()),
+        (None, None, false) => {
             let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
-            Path::new("runs").join(format!("hyperopt-{stamp}")).join("study.sqlite")
+            StorageUrl::Sqlite(Path::new("runs").join(format!("hyperopt-{stamp}")).join("study.sqlite"))
         }
     };
+    let StorageUrl::Sqlite(study_path) = &storage else {
+        return Err(format!("{storage}: PostgreSQL storage is not built yet (issue 14); use sqlite:///PATH"));
+    };
+    let study_path = study_path.clone();
+    let name = args.study_name.as_str();
     let fresh = configure(args)?;
     let fresh_json = serde_json::to_string(&fresh).map_err(|e| e.to_string())?;
-    let study = Study::open(&study_path, args.resume, &fresh_json)?;
+    let study = Study::open(&storage, name, args.resume, &fresh_json)?;
     let cfg: SearchConfig = if args.resume {
         let stored: SearchConfig = serde_json::from_str(&study.config_json()?)
-            .map_err(|e| format!("{}: stored configuration: {e}", study_path.display()))?;
+            .map_err(|e| format!("{storage}: study {name}: stored configuration: {e}"))?;
         if args.config.is_some() || args.trials.is_some() || args.parallel.is_some() || args.epochs.is_some() {
             eprintln!(
                 "note: --resume continues with the study's own configuration; --config/--trials/--parallel/--epochs are ignored"
@@ -107,9 +118,12 @@ pub fn run(
     let series = dataset.select(symbol)?;
     let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
     let dir = study_path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let paths = default_paths(&dir);
-    let paths = crate::hyperopt::SearchPaths { study: study_path.clone(), ..paths };
-    let report_dir = args.report.clone().unwrap_or_else(|| dir.join("report"));
+    let paths = crate::hyperopt::SearchPaths {
+        storage: storage.clone(),
+        study_name: name.to_owned(),
+        checkpoints: dir.join(folder_for("checkpoints", name)),
+    };
+    let report_dir = args.report.clone().unwrap_or_else(|| dir.join(folder_for("report", name)));
     let s = &cfg.study;
     println!(
         "hyperopt: {}, {} trials ({} at a time, {} epochs, {} envs x {} steps), TPE after {} random, prune {}",
@@ -124,12 +138,11 @@ pub fn run(
     );
     let devices = if backends.len() > 1 { format!(" x {} devices", backends.len()) } else { String::new() };
     println!(
-        "data:     {} ({}, {} bars); backend {}{devices}; study {}",
+        "data:     {} ({}, {} bars); backend {}{devices}; study `{name}` in {storage}",
         dataset.label(),
         series.symbol,
         series.bars.len(),
         backend.info().backend,
-        study_path.display()
     );
     let multi = MultiProgress::new();
     let trials_bar = multi.add(ProgressBar::new(s.trials as u64));
@@ -164,7 +177,7 @@ pub fn run(
     })?;
     trials_bar.finish();
     epochs_bar.finish();
-    let study = Study::reopen(&study_path)?;
+    let study = Study::reopen(&storage, name)?;
     let summary = write_report(&backend, &study, series, &data, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
     let [train_s, eval_s, setup_s, test_s] = timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let total = started.elapsed().as_secs_f64();

@@ -7,6 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
+use tradesim::hyperopt::Study;
+use tradesim::hyperopt::storage::StorageUrl;
 
 fn bin() -> String {
     std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned())
@@ -39,17 +41,19 @@ fn hyperopt(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+fn open(study: &Path) -> Result<Study, String> {
+    Study::reopen(&StorageUrl::Sqlite(study.to_owned()), "tradesim")
+}
+
 /// (number, status, value) of every trial in the study.
 fn stored(study: &Path) -> Vec<(i64, String, Option<f64>)> {
-    let conn = Connection::open(study).unwrap();
-    let mut stmt = conn.prepare("SELECT number, status, value FROM trials ORDER BY number").unwrap();
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().collect::<Result<_, _>>().unwrap()
+    let trials = open(study).and_then(|s| s.trials()).unwrap();
+    trials.into_iter().map(|t| (t.number as i64, t.status, t.value.is_finite().then_some(t.value))).collect()
 }
 
 /// Whether trial `number`'s results are recorded (a pruned trial is not finished before its checkpoint is).
 fn finished(study: &Path, number: i64) -> bool {
-    let conn = Connection::open(study).unwrap();
-    conn.query_row("SELECT checkpoint IS NOT NULL FROM trials WHERE number = ?1", [number], |r| r.get(0)).unwrap()
+    open(study).and_then(|s| s.trials()).unwrap().iter().any(|t| t.number as i64 == number && t.finished())
 }
 
 #[test]
@@ -97,6 +101,11 @@ fn tiny_search_writes_a_consistent_study_and_report() {
     assert!(html.contains("<svg") && html.contains("Leaderboard") && html.contains(&format!("Best trial: {best_sql}")));
     let (ok, _, stderr) = hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()]);
     assert!(!ok && stderr.contains("pass --resume"), "an existing study must not be overwritten: {stderr}");
+    // The same file holds a second study under another name.
+    let (ok, _, stderr) =
+        hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap(), "--study-name", "second"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(Study::reopen(&StorageUrl::Sqlite(study.clone()), "second").unwrap().trials().unwrap().len(), 3);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -138,11 +147,9 @@ fn killed_search_resumes_without_losing_or_repeating_trials() {
         let now = resumed.iter().find(|t| t.0 == f.0).unwrap();
         assert_eq!((&now.1, now.2.map(f64::to_bits)), (&f.1, f.2.map(f64::to_bits)), "finished trial {} changed", f.0);
     }
-    let conn = Connection::open(&study).unwrap();
-    let epochs: i64 = conn.query_row("SELECT COUNT(*) FROM epochs", [], |r| r.get(0)).unwrap();
-    let per_trial_max: i64 = conn
-        .query_row("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM epochs GROUP BY trial)", [], |r| r.get(0))
-        .unwrap();
+    let all = open(&study).and_then(|s| s.epochs()).unwrap();
+    let epochs = all.len();
+    let per_trial_max = (0..6).map(|n| all.iter().filter(|e| e.trial == n).count()).max().unwrap();
     assert!(per_trial_max <= 3 && epochs <= 18, "epochs counted twice: {epochs} rows, {per_trial_max} max per trial");
     assert!(stdout.contains("report:"), "{stdout}");
     std::fs::remove_dir_all(dir).unwrap();
@@ -198,7 +205,7 @@ fn tiny_ppo_search_completes() {
 #[test]
 fn two_workers_share_a_study() {
     use tradesim::hyperopt::config::Dimension;
-    use tradesim::hyperopt::{SearchConfig, SearchPaths, Study, run_search};
+    use tradesim::hyperopt::{SearchConfig, SearchPaths, run_search};
     let dir = temp_dir("workers");
     let mut cfg = SearchConfig::default();
     cfg.study.trials = 4;
@@ -208,8 +215,13 @@ fn two_workers_share_a_study() {
     cfg.study.segment_len = 16;
     cfg.space.insert("hidden".to_owned(), Dimension::Fixed(16.0));
     cfg.space.insert("batch".to_owned(), Dimension::Fixed(32.0));
-    let paths = SearchPaths { study: dir.join("study.sqlite"), checkpoints: dir.join("checkpoints") };
-    drop(Study::open(&paths.study, false, "{}").unwrap());
+    let study = dir.join("study.sqlite");
+    let paths = SearchPaths {
+        storage: StorageUrl::Sqlite(study.clone()),
+        study_name: "tradesim".to_owned(),
+        checkpoints: dir.join("checkpoints"),
+    };
+    drop(Study::open(&paths.storage, "tradesim", false, "{}").unwrap());
     let d = tradesim::data::embedded().unwrap();
     let batches = std::sync::atomic::AtomicUsize::new(0);
     let data = tradesim::train::SplitData::new(&d.series[0], tradesim::train::DEFAULT_SPLIT, 100).unwrap();
@@ -219,7 +231,7 @@ fn two_workers_share_a_study() {
         }
     })
     .unwrap();
-    let trials = stored(&paths.study);
+    let trials = stored(&study);
     assert_eq!(trials.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1, 2, 3], "{trials:?}");
     assert!(trials.iter().all(|t| t.1 != "running"), "{trials:?}");
     assert_eq!(batches.load(std::sync::atomic::Ordering::SeqCst), 4, "each trial is claimed once");
@@ -233,19 +245,23 @@ fn two_workers_share_a_study() {
 /// empty parameter set).
 #[test]
 fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
-    use tradesim::hyperopt::Study;
     let dir = temp_dir("corrupt");
     let path = dir.join("study.sqlite");
-    let study = Study::open(&path, false, "{}").unwrap();
+    let study = Study::open(&StorageUrl::Sqlite(path.clone()), "tradesim", false, "{}").unwrap();
     let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3), ("hidden".to_owned(), 16.0)].into();
     study.start(0, &params, &[]).unwrap();
     study.start(1, &params, &[0]).unwrap();
     assert_eq!(study.trials().unwrap()[1].params, params);
     drop(study);
     let conn = Connection::open(&path).unwrap();
-    conn.execute("UPDATE trials SET params = '{\"lr\": \"oops\"' WHERE number = 1", []).unwrap();
+    conn.execute(
+        "UPDATE trial_params SET distribution_json = '{\"name\": \"Bogus\"' WHERE param_name = 'lr'
+         AND trial_id = (SELECT trial_id FROM trials WHERE number = 1)",
+        [],
+    )
+    .unwrap();
     drop(conn);
-    let err = Study::reopen(&path).unwrap().trials().unwrap_err();
+    let err = open(&path).unwrap().trials().unwrap_err();
     assert!(err.contains("trial 1") && err.contains("stored parameters"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -254,11 +270,10 @@ fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
 /// is never the best: a study of failed trials has no best trial.
 #[test]
 fn failed_trials_are_never_best() {
-    use tradesim::hyperopt::Study;
     use tradesim::hyperopt::report::leaderboard;
     let dir = temp_dir("failed");
     let path = dir.join("study.sqlite");
-    let study = Study::open(&path, false, "{}").unwrap();
+    let study = Study::open(&StorageUrl::Sqlite(path), "tradesim", false, "{}").unwrap();
     let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3)].into();
     for n in 0..3 {
         study.start(n, &params, &[]).unwrap();
@@ -277,49 +292,37 @@ fn failed_trials_are_never_best() {
 
 /// Everything a study records about its trials and epochs, checkpoints by content (their folders differ).
 fn snapshot(study: &Path) -> (Vec<String>, Vec<String>) {
-    let conn = Connection::open(study).unwrap();
-    let mut stmt = conn
-        .prepare(
-            "SELECT number, params, status, value, pruned_at, test_return, test_sharpe, test_actions, checkpoint,
-                    history FROM trials ORDER BY number",
-        )
-        .unwrap();
-    let trials = stmt
-        .query_map([], |r| {
-            let bits = |i: usize| r.get::<_, Option<f64>>(i).map(|v| v.map(f64::to_bits));
-            let checkpoint: Option<String> = r.get(8)?;
-            let hash = |b: &[u8]| {
-                b.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3))
-            };
-            let weights = checkpoint.map(|c| hash(&std::fs::read(c).expect("the recorded checkpoint exists")));
-            Ok(format!(
-                "{} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {}",
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                bits(3)?,
-                r.get::<_, Option<i64>>(4)?,
-                bits(5)?,
-                bits(6)?,
-                r.get::<_, Option<Vec<u8>>>(7)?.map(|a| hash(&a)),
-                weights,
-                r.get::<_, String>(9)?,
-            ))
-        })
+    let hash =
+        |b: &[u8]| b.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3));
+    let s = open(study).unwrap();
+    let bits = |x: f64| x.to_bits();
+    let trials = s
+        .trials()
         .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut stmt = conn
-        .prepare("SELECT trial, epoch, loss, valid_sharpe, valid_return FROM epochs ORDER BY trial, epoch")
-        .unwrap();
-    let epochs = stmt
-        .query_map([], |r| {
-            let bits = |i: usize| r.get::<_, Option<f64>>(i).map(|v| v.map(f64::to_bits));
-            Ok(format!("{} {} {:?} {:?} {:?}", r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, bits(2)?, bits(3)?, bits(4)?))
+        .into_iter()
+        .map(|t| {
+            let weights =
+                t.checkpoint.as_ref().map(|c| hash(&std::fs::read(c).expect("the recorded checkpoint exists")));
+            let actions = s.test_actions(t.number).unwrap().map(|a| hash(&a));
+            format!(
+                "{} {} {} {} {:?} {} {} {actions:?} {weights:?} {:?}",
+                t.number,
+                serde_json::to_string(&t.params).unwrap(),
+                t.status,
+                bits(t.value),
+                t.pruned_at,
+                bits(t.test_return),
+                bits(t.test_sharpe),
+                t.history
+            )
         })
+        .collect();
+    let epochs = s
+        .epochs()
         .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .iter()
+        .map(|e| format!("{} {} {} {} {}", e.trial, e.epoch, bits(e.loss), bits(e.valid_sharpe), bits(e.valid_return)))
+        .collect();
     (trials, epochs)
 }
 
@@ -379,5 +382,74 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
         assert_eq!(a, b);
     }
     assert_eq!(expected.1, resumed.1, "epoch records differ");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 14: a study tradesim writes is an Optuna study. The real `optuna` (the release whose schema tradesim
+/// writes, in the throwaway virtualenv of `scripts/setup-optuna.sh`, whose python `TRADESIM_OPTUNA_PYTHON`
+/// names; `scripts/test.sh` sets it) loads it and finds every trial's state, value, parameters (with their
+/// distributions), intermediate values per epoch and test attributes, and the same best trial.
+#[test]
+fn optuna_loads_the_study() {
+    let Ok(python) = std::env::var("TRADESIM_OPTUNA_PYTHON") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must run the Optuna check: TRADESIM_OPTUNA_PYTHON is unset");
+        eprintln!("skipped: TRADESIM_OPTUNA_PYTHON is unset (scripts/test.sh sets it)");
+        return;
+    };
+    let dir = temp_dir("optuna");
+    let cfg = dir.join("search.toml");
+    // Ranges (log and integer), choices and fixed values; pruning on, so the study has every state it can.
+    std::fs::write(
+        &cfg,
+        "[study]\ntrials = 8\nparallel = 4\nepochs = 3\nstartup_trials = 4\nprune_startup_trials = 2\nenvs = 4\n\
+         segment_len = 24\nseed = 5\n[space]\nhidden = { low = 8, high = 16 }\nbatch = { choices = [16, 32] }\n\
+         lr = { low = 1e-4, high = 1e-2, log = true }\ntarget_every = 50\n",
+    )
+    .unwrap();
+    let study = dir.join("study.sqlite");
+    let (ok, _, stderr) = hyperopt(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--storage",
+        &format!("sqlite:///{}", study.display()),
+        "--study-name",
+        "interop",
+    ]);
+    assert!(ok, "{stderr}");
+    let s = Study::reopen(&StorageUrl::Sqlite(study.clone()), "interop").unwrap();
+    let trials = s.trials().unwrap();
+    let epochs = s.epochs().unwrap();
+    let finite = |x: f64| if x.is_finite() { serde_json::json!(x) } else { serde_json::Value::Null };
+    let expected: Vec<serde_json::Value> = trials
+        .iter()
+        .map(|t| {
+            let steps: Vec<u64> = epochs.iter().filter(|e| e.trial == t.number).map(|e| e.epoch).collect();
+            serde_json::json!({
+                "number": t.number,
+                "state": t.status.to_uppercase(),
+                "value": finite(t.value),
+                "params": t.params,
+                "steps": steps,
+                "user_attrs": {"test_return": finite(t.test_return), "test_sharpe": finite(t.test_sharpe), "checkpoint": t.checkpoint},
+            })
+        })
+        .collect();
+    let board = tradesim::hyperopt::report::leaderboard(trials.clone());
+    let best = board.first().filter(|t| t.status == "complete").map(|t| t.number);
+    let path = dir.join("expected.json");
+    std::fs::write(&path, serde_json::json!({"best": best, "trials": expected}).to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("optuna_check.py");
+    let out = Command::new(&python)
+        .arg(script)
+        .arg(format!("sqlite:///{}", study.display()))
+        .arg("interop")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(summary["trials"], 8, "{stdout}");
+    assert!(trials.iter().any(|t| t.status == "pruned"), "the study should hold a pruned trial: {trials:?}");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 
 use super::config::{EnvSettings, SearchConfig};
 use super::sampler::{Params, sample, tpe_loss};
+use super::storage::StorageUrl;
 use super::study::{EpochRecord, Study, TrialRecord};
 use crate::train::{EpochReport, Networks, SplitData, TrainConfig, Trained, save_named_weights, train_dqn, train_ppo};
 use crate::{Backend, DqnParams, PpoParams, TrialParams};
@@ -157,8 +158,10 @@ pub fn pruning_reference(trials: &[TrialRecord], epochs: &[EpochRecord], history
 /// Where a search writes.
 #[derive(Clone, Debug)]
 pub struct SearchPaths {
-    /// The SQLite study.
-    pub study: PathBuf,
+    /// The study's storage (a SQLite file today).
+    pub storage: StorageUrl,
+    /// The study's name in the storage.
+    pub study_name: String,
     /// Checkpoints folder.
     pub checkpoints: PathBuf,
 }
@@ -264,7 +267,7 @@ pub fn run_search(
     let steps_per_trial = (s.epochs * s.segment_len) as f64;
     let claimed = Mutex::new(HashSet::new());
     let worker = |backend: &Backend| -> Result<(), String> {
-        let study = Study::reopen(&paths.study)?;
+        let study = Study::reopen(&paths.storage, &paths.study_name)?;
         loop {
             let (batch, finished) = {
                 let mut claimed = claimed.lock().map_err(|_| "a search worker failed".to_owned())?;
@@ -418,9 +421,30 @@ fn finish_batch<A: Networks>(
     Ok(())
 }
 
-/// The default study and report locations under `dir`.
+/// The study name when none is given.
+pub const DEFAULT_STUDY_NAME: &str = "tradesim";
+
+/// The default study (`dir/study.sqlite`, named [`DEFAULT_STUDY_NAME`]) and checkpoint locations under `dir`.
 pub fn default_paths(dir: &Path) -> SearchPaths {
-    SearchPaths { study: dir.join("study.sqlite"), checkpoints: dir.join("checkpoints") }
+    SearchPaths {
+        storage: StorageUrl::Sqlite(dir.join("study.sqlite")),
+        study_name: DEFAULT_STUDY_NAME.to_owned(),
+        checkpoints: dir.join(folder_for("checkpoints", DEFAULT_STUDY_NAME)),
+    }
+}
+
+/// A per-study folder name beside the study: `base` for the default study, `base-NAME` for another (the
+/// name's characters outside `[A-Za-z0-9._-]` replaced by `_`), so that studies sharing a file do not
+/// overwrite each other's checkpoints and reports.
+pub fn folder_for(base: &str, study_name: &str) -> String {
+    if study_name == DEFAULT_STUDY_NAME {
+        return base.to_owned();
+    }
+    let safe: String = study_name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    format!("{base}-{safe}")
 }
 
 #[cfg(test)]
