@@ -103,8 +103,12 @@ enum Command {
         #[arg(long, default_value = crate::hyperopt::search::DEFAULT_STUDY_NAME)]
         study_name: String,
         /// Continue the study (after a kill: finished trials kept, interrupted ones re-run exactly).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "load_if_exists")]
         resume: bool,
+        /// Create the study, or join it when it exists (Optuna's load_if_exists: start any number of workers
+        /// on one study this way).
+        #[arg(long)]
+        load_if_exists: bool,
         /// Seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -318,6 +322,7 @@ pub fn main() -> ExitCode {
             storage,
             study_name,
             resume,
+            load_if_exists,
             seed,
             report,
             device,
@@ -333,6 +338,7 @@ pub fn main() -> ExitCode {
                 storage,
                 study_name,
                 resume,
+                load_if_exists,
                 report,
             };
             let backends = crate::select_backends(device).map_err(|e| e.to_string()).map(|(b, reason)| {

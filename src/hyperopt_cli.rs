@@ -11,7 +11,7 @@ use crate::data::Dataset;
 use crate::hyperopt::report::write_report;
 use crate::hyperopt::search::folder_for;
 use crate::hyperopt::storage::StorageUrl;
-use crate::hyperopt::{Progress, SearchConfig, Study, run_search};
+use crate::hyperopt::{Open, Progress, SearchConfig, Study, run_search};
 
 /// The command's flags.
 #[derive(Debug, Default)]
@@ -36,6 +36,8 @@ pub struct HyperoptArgs {
     pub study_name: String,
     /// Continue the study.
     pub resume: bool,
+    /// Create the study or join it.
+    pub load_if_exists: bool,
     /// Report folder (default: beside the study, `report/`).
     pub report: Option<PathBuf>,
 }
@@ -100,13 +102,22 @@ pub fn run(
     let name = args.study_name.as_str();
     let fresh = configure(args)?;
     let fresh_json = serde_json::to_string(&fresh).map_err(|e| e.to_string())?;
-    let study = Study::open(&storage, name, args.resume, &fresh_json)?;
-    let cfg: SearchConfig = if args.resume {
+    let how = match (args.resume, args.load_if_exists) {
+        (true, _) => Open::Resume,
+        (false, true) => Open::LoadIfExists,
+        (false, false) => Open::Create,
+    };
+    let study = Study::open_with(&storage, name, how, &fresh_json)?;
+    // A study that exists (resumed or joined) runs with its own configuration, whoever created it.
+    let cfg: SearchConfig = if how != Open::Create {
         let stored: SearchConfig = serde_json::from_str(&study.config_json()?)
             .map_err(|e| format!("{storage}: study {name}: stored configuration: {e}"))?;
-        if args.config.is_some() || args.trials.is_some() || args.parallel.is_some() || args.epochs.is_some() {
+        if args.resume
+            && (args.config.is_some() || args.trials.is_some() || args.parallel.is_some() || args.epochs.is_some())
+        {
             eprintln!(
-                "note: --resume continues with the study's own configuration; --config/--trials/--parallel/--epochs are ignored"
+                "note: an existing study continues with its own configuration; --config/--trials/--parallel/--epochs \
+                 are ignored"
             );
         }
         stored
@@ -174,6 +185,10 @@ pub fn run(
             t[3] += test_seconds;
         }
         Progress::BatchDone { finished } => trials_bar.set_position(*finished as u64),
+        Progress::Waiting { numbers } => trials_bar.set_message(format!(
+            "waiting: other workers run {numbers:?} (taken over if their worker goes silent for {} s)",
+            cfg.study.stale_seconds
+        )),
     })?;
     trials_bar.finish();
     epochs_bar.finish();

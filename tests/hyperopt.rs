@@ -453,3 +453,111 @@ fn optuna_loads_the_study() {
     assert!(trials.iter().any(|t| t.status == "pruned"), "the study should hold a pruned trial: {trials:?}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A search configuration for worker tests: 8 trials of 2 epochs in batches of 2, fast heartbeats.
+fn worker_config(dir: &Path) -> PathBuf {
+    let path = dir.join("workers.toml");
+    std::fs::write(
+        &path,
+        "[study]\ntrials = 8\nparallel = 2\nepochs = 2\nstartup_trials = 4\nenvs = 4\nsegment_len = 24\nseed = 9\n\
+         heartbeat_seconds = 0.2\nstale_seconds = 2.0\n[space]\nhidden = { choices = [8, 16] }\nbatch = 16\n",
+    )
+    .unwrap();
+    path
+}
+
+/// `tradesim hyperopt --load-if-exists` on `storage` as a background worker (`id`: TRADESIM_WORKER_ID).
+fn spawn_worker(cfg: &Path, storage: &str, id: Option<&str>) -> std::process::Child {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "hyperopt",
+        "--device",
+        "cpu",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--storage",
+        storage,
+        "--load-if-exists",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if let Some(id) = id {
+        cmd.env("TRADESIM_WORKER_ID", id);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn wait_ok(child: std::process::Child) {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "a worker failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Two worker processes started at once on one study (one creates it, the other joins) share its trials:
+/// all 8 finish, each claimed exactly once, and both workers ran some.
+fn two_processes_share_a_study_on(storage: &str, study: &dyn Fn() -> Result<Study, String>, dir: &Path) {
+    let cfg = worker_config(dir);
+    let a = spawn_worker(&cfg, storage, Some("host-a:1"));
+    let b = spawn_worker(&cfg, storage, Some("host-b:1"));
+    wait_ok(a);
+    wait_ok(b);
+    let trials = study().unwrap().trials().unwrap();
+    assert_eq!(trials.iter().map(|t| t.number).collect::<Vec<_>>(), (0..8).collect::<Vec<u64>>());
+    assert!(trials.iter().all(|t| t.finished() && t.runs == 1), "{trials:#?}");
+    for w in ["host-a:1", "host-b:1"] {
+        assert!(trials.iter().any(|t| t.worker.as_deref() == Some(w)), "{w} ran no trial");
+    }
+}
+
+/// A worker killed with SIGKILL mid-batch while another runs: the other takes its trials over once their
+/// heartbeats are older than `stale_seconds` (the killed worker acts as another host, so its process cannot
+/// be seen to be gone) and finishes the study; the killed trials ran twice under their numbers, every
+/// other trial once.
+fn a_killed_worker_is_taken_over_on(storage: &str, study: &dyn Fn() -> Result<Study, String>, dir: &Path) {
+    let cfg = worker_config(dir);
+    let mut a = spawn_worker(&cfg, storage, Some("host-a:1"));
+    let started = Instant::now();
+    let killed: Vec<u64> = loop {
+        assert!(started.elapsed() < Duration::from_secs(120), "worker a never claimed a trial");
+        let running: Vec<u64> = study()
+            .and_then(|s| s.trials())
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.status == "running" && t.worker.as_deref() == Some("host-a:1"))
+            .map(|t| t.number)
+            .collect();
+        if !running.is_empty() {
+            break running;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let b = spawn_worker(&cfg, storage, Some("host-b:1"));
+    a.kill().unwrap();
+    a.wait().unwrap();
+    wait_ok(b);
+    let trials = study().unwrap().trials().unwrap();
+    assert_eq!(trials.len(), 8, "{trials:#?}");
+    assert!(trials.iter().all(|t| t.finished()), "{trials:#?}");
+    for t in &trials {
+        let want = if killed.contains(&t.number) { 2 } else { 1 };
+        assert_eq!(t.runs, want, "trial {}: {trials:#?}", t.number);
+    }
+    assert!(killed.iter().all(|n| trials[*n as usize].worker.as_deref() == Some("host-b:1")));
+}
+
+#[test]
+fn two_processes_share_a_sqlite_study() {
+    let dir = temp_dir("share-sqlite");
+    let path = dir.join("study.sqlite");
+    let storage = format!("sqlite:///{}", path.display());
+    two_processes_share_a_study_on(&storage, &|| open(&path), &dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_killed_worker_is_taken_over_on_sqlite() {
+    let dir = temp_dir("takeover-sqlite");
+    let path = dir.join("study.sqlite");
+    let storage = format!("sqlite:///{}", path.display());
+    a_killed_worker_is_taken_over_on(&storage, &|| open(&path), &dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -19,6 +19,9 @@
 //! prune_warmup_epochs = 0
 //! envs = 64             # envs per trial
 //! segment_len = 128     # steps per env and epoch
+//! heartbeat_seconds = 10 # a worker's heartbeat for its running trials (Optuna's trial_heartbeats)
+//! stale_seconds = 60    # a running trial without a heartbeat this long (or whose worker process on this
+//!                       # host is gone) is re-run by another worker under its number and parameters
 //! rollout_steps = 128   # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
 //!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
 //!
@@ -102,6 +105,11 @@ pub struct StudyConfig {
     pub rollout_steps: usize,
     /// Seed.
     pub seed: u64,
+    /// Seconds between a worker's heartbeats for the trials it runs.
+    pub heartbeat_seconds: f64,
+    /// A running trial whose heartbeat is older than this (or whose worker process on this host is gone) is
+    /// re-run by another worker under the same number and parameters.
+    pub stale_seconds: f64,
 }
 
 impl Default for StudyConfig {
@@ -119,6 +127,8 @@ impl Default for StudyConfig {
             segment_len: 128,
             rollout_steps: 128,
             seed: 7,
+            heartbeat_seconds: 10.0,
+            stale_seconds: 60.0,
         }
     }
 }
@@ -289,6 +299,12 @@ impl SearchConfig {
             if v == 0 {
                 return Err(format!("{key} must be at least 1"));
             }
+        }
+        if !(s.heartbeat_seconds > 0.0 && s.stale_seconds > s.heartbeat_seconds) {
+            return Err(format!(
+                "study.stale_seconds ({}) must exceed study.heartbeat_seconds ({}), which must be positive",
+                s.stale_seconds, s.heartbeat_seconds
+            ));
         }
         if s.prune != "median" && s.prune != "none" {
             return Err(format!("study.prune: `{}` is not median or none", s.prune));

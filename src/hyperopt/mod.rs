@@ -12,4 +12,4 @@ pub mod study;
 
 pub use config::SearchConfig;
 pub use search::{Progress, SearchPaths, run_search};
-pub use study::Study;
+pub use study::{Open, Study};

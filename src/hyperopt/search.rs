@@ -196,6 +196,11 @@ pub enum Progress {
         /// Seconds of the test walks and backtests.
         test_seconds: f64,
     },
+    /// Nothing to claim: other workers run these trials; waiting for them to finish (or go silent).
+    Waiting {
+        /// Their numbers.
+        numbers: Vec<u64>,
+    },
     /// A batch finished.
     BatchDone {
         /// Trials finished so far.
@@ -206,54 +211,101 @@ pub enum Progress {
 /// A claimed trial: number, parameters, and the trials finished when its number was issued.
 type Claim = (u64, Params, Vec<u64>);
 
-/// Claims the next batch. Interrupted trials come first (not finished, not claimed by a worker of this
-/// run): those sharing the first one's history (its original batch, with one worker), restarted under their
-/// numbers, parameters and histories. Otherwise new trials, up to `parallel`, sampled from every finished
-/// trial, which becomes their recorded history. So a batch's membership and what its trials saw are
-/// functions of the seed and the trial numbers alone (with one worker: batch b is trials bK..bK+K-1 and saw
-/// every earlier batch), and a resumed search runs what the uninterrupted one would.
-fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>) -> Result<(Vec<Claim>, usize), String> {
-    let s = &cfg.study;
-    let trials = study.trials()?;
-    let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
-    let interrupted: Vec<&TrialRecord> =
-        trials.iter().filter(|t| !t.finished() && !claimed.contains(&t.number)).collect();
-    let batch: Vec<Claim> = if let Some(first) = interrupted.first() {
-        let batch: Vec<Claim> = interrupted
-            .iter()
-            .filter(|t| t.history == first.history)
-            .take(s.parallel)
-            .map(|t| (t.number, t.params.clone(), t.history.clone()))
-            .collect();
-        for (number, ..) in &batch {
-            study.restart(*number)?;
-        }
-        batch
-    } else {
-        let epochs = s.epochs as u64;
-        let history: Vec<(Params, f64)> = finished
-            .iter()
-            .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
-            .collect();
-        let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
-        let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
-        let mut batch = Vec::new();
-        while batch.len() < s.parallel && (next as usize) < s.trials {
-            let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
-            study.start(next, &params, &seen)?;
-            batch.push((next, params, seen.clone()));
-            next += 1;
-        }
-        batch
-    };
-    claimed.extend(batch.iter().map(|b| b.0));
-    Ok((batch, finished.len()))
+/// This process as a worker: `host:pid`, or `TRADESIM_WORKER_ID` when set (a name that says which host, for
+/// machines whose host names are not unique; the tests use it to act as another host).
+pub fn worker_id() -> String {
+    if let Ok(id) = std::env::var("TRADESIM_WORKER_ID") {
+        return id;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{}:{}", host.trim(), std::process::id())
 }
 
-/// Runs (or resumes) the search until the study holds `cfg.study.trials` finished trials: one worker per
-/// backend (every GPU of the host), each taking the next batch of K trials as it frees up. With one
-/// backend the order of trials and their parameters depend only on the seed; with several, TPE sees the
-/// trials finished so far, so the sampled parameters also depend on which batch ends first.
+/// Whether `worker` (`host:pid`) is a process of this host that is gone (Linux: no `/proc/PID`). A worker of
+/// another host, or on a system without `/proc`, is never known to be gone: its heartbeat decides.
+fn gone(worker: &str, me: &str) -> bool {
+    let (Some((host, pid)), Some((my_host, _))) = (worker.rsplit_once(':'), me.rsplit_once(':')) else {
+        return false;
+    };
+    host == my_host && Path::new("/proc/self").exists() && !Path::new("/proc").join(pid).exists()
+}
+
+/// What a claim found.
+struct Claimed {
+    batch: Vec<Claim>,
+    finished: usize,
+    /// Unfinished trials that live workers elsewhere are running.
+    elsewhere: Vec<u64>,
+}
+
+/// Claims the next batch, in one write transaction (so two workers, in this process or any other, never
+/// claim the same trial). Interrupted trials come first: tradesim's unfinished trials that no worker of this
+/// process runs and whose worker is gone (a process of this host that no longer exists) or silent (no
+/// heartbeat for `stale_seconds`), those sharing the first one's history (its original batch, with one
+/// worker), restarted under their numbers, parameters and histories. Otherwise new trials, up to
+/// `parallel`, sampled from every finished trial, which becomes their recorded history. So with one worker
+/// a batch's membership and what its trials saw are functions of the seed and the trial numbers alone
+/// (batch b is trials bK..bK+K-1 and saw every earlier batch), and a resumed search runs what the
+/// uninterrupted one would. Trials of other Optuna workers are left alone (their numbers are skipped).
+fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &str) -> Result<Claimed, String> {
+    let s = &cfg.study;
+    let cutoff = crate::hyperopt::study::timestamp(
+        chrono::Utc::now() - chrono::Duration::milliseconds((s.stale_seconds * 1e3) as i64),
+    );
+    let claimed_now = study.in_tx(|| {
+        let trials = study.trials()?;
+        let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
+        let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
+            trials.iter().filter(|t| t.ours && !t.finished() && !claimed.contains(&t.number)).partition(|t| {
+                t.worker.as_deref().is_none_or(|w| w != me && gone(w, me))
+                    || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
+            });
+        let batch: Vec<Claim> = if let Some(first) = interrupted.first() {
+            let batch: Vec<Claim> = interrupted
+                .iter()
+                .filter(|t| t.history == first.history)
+                .take(s.parallel)
+                .map(|t| (t.number, t.params.clone(), t.history.clone()))
+                .collect();
+            for (number, ..) in &batch {
+                study.restart(*number)?;
+            }
+            batch
+        } else {
+            let epochs = s.epochs as u64;
+            let history: Vec<(Params, f64)> = finished
+                .iter()
+                .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
+                .collect();
+            let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
+            let ours_total = trials.iter().filter(|t| t.ours).count();
+            let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
+            let mut batch = Vec::new();
+            while batch.len() < s.parallel && ours_total + batch.len() < s.trials {
+                let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
+                study.start(next, &params, &seen)?;
+                batch.push((next, params, seen.clone()));
+                next += 1;
+            }
+            batch
+        };
+        study.claim_for(&batch.iter().map(|b| b.0).collect::<Vec<_>>(), me)?;
+        Ok(Claimed { batch, finished: finished.len(), elsewhere: elsewhere.iter().map(|t| t.number).collect() })
+    })?;
+    claimed.extend(claimed_now.batch.iter().map(|b| b.0));
+    Ok(claimed_now)
+}
+
+/// Runs (or resumes) the search until the study holds `cfg.study.trials` finished trials of tradesim: one
+/// worker per backend (every GPU of the host), each claiming the next batch of K trials as it frees up, and
+/// any number of other processes on the same study. A heartbeat thread marks this process's running
+/// trials every `heartbeat_seconds`; when nothing is left to claim but other workers still run trials, a
+/// worker waits and takes over those whose worker went silent. With one worker the order of trials and
+/// their parameters depend only on the seed; with several, TPE sees the trials finished so far, so the
+/// sampled parameters also depend on which batch ends first.
 pub fn run_search(
     backends: &[Backend],
     data: &SplitData,
@@ -265,29 +317,62 @@ pub fn run_search(
     let s = &cfg.study;
     let env = EnvDecimals::parse(&cfg.env)?;
     let steps_per_trial = (s.epochs * s.segment_len) as f64;
+    let me = worker_id();
     let claimed = Mutex::new(HashSet::new());
+    // Trials this process is running (the heartbeat thread's list).
+    let running: Mutex<HashSet<u64>> = Mutex::new(HashSet::new());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let lock = |m: &'_ Mutex<HashSet<u64>>| -> Result<Vec<u64>, String> {
+        Ok(m.lock().map_err(|_| "a search worker failed".to_owned())?.iter().copied().collect())
+    };
     let worker = |backend: &Backend| -> Result<(), String> {
         let study = Study::reopen(&paths.storage, &paths.study_name)?;
         loop {
-            let (batch, finished) = {
+            let c = {
                 let mut claimed = claimed.lock().map_err(|_| "a search worker failed".to_owned())?;
-                next_batch(&study, cfg, &mut claimed)?
+                next_batch(&study, cfg, &mut claimed, &me)?
             };
-            if batch.is_empty() {
-                return Ok(());
+            if c.batch.is_empty() {
+                if c.elsewhere.is_empty() {
+                    return Ok(());
+                }
+                progress(&Progress::Waiting { numbers: c.elsewhere });
+                std::thread::sleep(std::time::Duration::from_secs_f64(s.heartbeat_seconds));
+                continue;
             }
-            progress(&Progress::Batch { numbers: batch.iter().map(|b| b.0).collect(), finished });
-            run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &batch, paths, &study, progress)?;
-            let done = study.trials()?.iter().filter(|t| t.finished()).count();
-            progress(&Progress::BatchDone { finished: done });
+            let numbers: Vec<u64> = c.batch.iter().map(|b| b.0).collect();
+            running.lock().map_err(|_| "a search worker failed".to_owned())?.extend(&numbers);
+            progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished });
+            let result =
+                run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &c.batch, paths, &study, progress);
+            running.lock().map_err(|_| "a search worker failed".to_owned())?.retain(|n| !numbers.contains(n));
+            result?;
+            let finished = study.trials()?.iter().filter(|t| t.finished()).count();
+            progress(&Progress::BatchDone { finished });
         }
     };
-    if let [backend] = backends {
-        return worker(backend);
-    }
+    let heartbeat = || -> Result<(), String> {
+        let study = Study::reopen(&paths.storage, &paths.study_name)?;
+        let mut last = std::time::Instant::now();
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if last.elapsed().as_secs_f64() >= s.heartbeat_seconds {
+                study.beat(&lock(&running)?)?;
+                last = std::time::Instant::now();
+            }
+        }
+        Ok(())
+    };
     let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let beats = scope.spawn(heartbeat);
         let handles: Vec<_> = backends.iter().map(|b| scope.spawn(|| worker(b))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a search worker panicked".to_owned()))).collect()
+        let mut out: Vec<Result<(), String>> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a search worker panicked".to_owned())))
+            .collect();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        out.push(beats.join().unwrap_or_else(|_| Err("the heartbeat thread panicked".to_owned())));
+        out
     });
     results.into_iter().collect()
 }
@@ -485,6 +570,10 @@ mod tests {
             test_sharpe: 0.0,
             checkpoint: finished.then(String::new),
             history: Vec::new(),
+            ours: true,
+            worker: None,
+            runs: 1,
+            heartbeat: None,
         };
         // 0 complete, 1 pruned, 2 complete but finished after the trial's number was issued, 3 complete in
         // the history but unfinished (cannot happen in a study; left out all the same).

@@ -95,13 +95,22 @@ pub struct TrialRecord {
     /// The trials that were finished when this trial's number was issued (TPE sampled its parameters from
     /// them; the median rule compares it with the complete ones among them), ascending.
     pub history: Vec<u64>,
+    /// Whether tradesim ran it (it has a history); a trial another Optuna worker added is not ours.
+    pub ours: bool,
+    /// The worker that last claimed it (`host:pid`).
+    pub worker: Option<String>,
+    /// How many times a worker claimed it (1; more when it was re-run after its worker died).
+    pub runs: u64,
+    /// Its last heartbeat (UTC, `YYYY-MM-DD HH:MM:SS.ffffff`, sortable as text).
+    pub heartbeat: Option<String>,
 }
 
 impl TrialRecord {
     /// Whether the trial is finished: its test evaluation and checkpoint are recorded (complete, pruned or
-    /// fail). A trial that is running, or was pruned or finishing when its search was killed, is not.
+    /// fail). A trial that is running, or was pruned or finishing when its search was killed, is not. A trial
+    /// of another Optuna worker is finished once it left RUNNING.
     pub fn finished(&self) -> bool {
-        self.checkpoint.is_some()
+        self.checkpoint.is_some() || (!self.ours && self.status != "running")
     }
 }
 
@@ -149,6 +158,17 @@ pub struct EpochRecord {
     pub valid_sharpe: f64,
     /// Validation total return.
     pub valid_return: f64,
+}
+
+/// How [`Study::open_with`] treats an existing study.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// Create it; an existing study of that name is an error.
+    Create,
+    /// Continue it; it must exist.
+    Resume,
+    /// Create it, or join it when it exists (Optuna's `load_if_exists`).
+    LoadIfExists,
 }
 
 /// A row of the trials query: trial id, number, state, objective value and its type.
@@ -236,7 +256,12 @@ fn param_value(stored: f64, distribution: &str) -> Result<f64, String> {
 }
 
 fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+    timestamp(chrono::Utc::now())
+}
+
+/// A UTC time as Optuna writes it (`YYYY-MM-DD HH:MM:SS.ffffff`; text order is time order).
+pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
 }
 
 fn sqlite_path(storage: &StorageUrl) -> Result<&Path, String> {
@@ -256,6 +281,13 @@ impl Study {
     /// Creates study `name` in `storage` (refusing to overwrite one of that name unless `resume`), or reopens
     /// it with `resume`. A storage may hold other studies (Optuna's or tradesim's); they are left alone.
     pub fn open(storage: &StorageUrl, name: &str, resume: bool, config_json: &str) -> Result<Self, String> {
+        Self::open_with(storage, name, if resume { Open::Resume } else { Open::Create }, config_json)
+    }
+
+    /// [`Study::open`] with Optuna's `load_if_exists` as a third way: create the study, or join it when it
+    /// exists (two workers starting at once: one creates it, the other joins).
+    pub fn open_with(storage: &StorageUrl, name: &str, how: Open, config_json: &str) -> Result<Self, String> {
+        let resume = how == Open::Resume;
         let path = sqlite_path(storage)?;
         if !path.exists() && resume {
             return Err(format!("--resume: no study at {}", path.display()));
@@ -296,6 +328,7 @@ impl Study {
             .optional()
             .map_err(sql)?;
         let study_id = match (existing, resume) {
+            (Some(id), false) if how == Open::LoadIfExists => id,
             (Some(_), false) => {
                 return Err(format!(
                     "study `{name}` exists in {}: pass --resume to continue it, or choose another --study-name or \
@@ -372,6 +405,25 @@ impl Study {
         Ok(text)
     }
 
+    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`: other writers wait, so what `f` reads stays true
+    /// until it commits), or inside the caller's transaction when one is open. Rolled back when `f` fails.
+    pub fn in_tx<T>(&self, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+        if !self.conn.is_autocommit() {
+            return f();
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql)?;
+        match f() {
+            Ok(v) => {
+                self.conn.execute_batch("COMMIT").map_err(sql)?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
     fn trial_id(&self, number: u64) -> Result<i64, String> {
         self.conn
             .query_row(
@@ -386,7 +438,8 @@ impl Study {
 
     /// Starts trial `number` with its parameters and the finished trials they were drawn from (`history`).
     pub fn start(&self, number: u64, params: &Params, history: &[u64]) -> Result<(), String> {
-        let tx = self.conn.unchecked_transaction().map_err(sql)?;
+        let tx = &self.conn;
+        self.in_tx(|| {
         tx.execute(
             "INSERT INTO trials (number, study_id, state, datetime_start) VALUES (?1, ?2, 'RUNNING', ?3)",
             params![number as i64, self.study_id, now()],
@@ -406,34 +459,37 @@ impl Study {
             params![id, json!(numbers_to_ranges(history)).to_string()],
         )
         .map_err(sql)?;
-        tx.commit().map_err(sql)
+        Ok(())
+        })
     }
 
     /// Restarts an interrupted trial (running, or pruned or finishing when its search was killed) under its
     /// number, parameters and history: state RUNNING, its epochs and results removed, in one transaction.
     pub fn restart(&self, number: u64) -> Result<(), String> {
         let id = self.trial_id(number)?;
-        let tx = self.conn.unchecked_transaction().map_err(sql)?;
-        for table in [
-            "trial_intermediate_values",
-            "trial_values",
-            "trial_user_attributes",
-            "tradesim_epochs",
-            "tradesim_test_actions",
-        ] {
-            tx.execute(&format!("DELETE FROM {table} WHERE trial_id = ?1"), params![id]).map_err(sql)?;
-        }
-        tx.execute(
-            "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_pruned_at'",
-            params![id],
-        )
-        .map_err(sql)?;
-        tx.execute(
+        let tx = &self.conn;
+        self.in_tx(|| {
+            for table in [
+                "trial_intermediate_values",
+                "trial_values",
+                "trial_user_attributes",
+                "tradesim_epochs",
+                "tradesim_test_actions",
+            ] {
+                tx.execute(&format!("DELETE FROM {table} WHERE trial_id = ?1"), params![id]).map_err(sql)?;
+            }
+            tx.execute(
+                "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_pruned_at'",
+                params![id],
+            )
+            .map_err(sql)?;
+            tx.execute(
             "UPDATE trials SET state = 'RUNNING', datetime_start = ?2, datetime_complete = NULL WHERE trial_id = ?1",
             params![id, now()],
         )
         .map_err(sql)?;
-        tx.commit().map_err(sql)
+            Ok(())
+        })
     }
 
     /// Records an epoch: the validation Sharpe as Optuna's intermediate value (step = epoch), the rest in
@@ -441,7 +497,8 @@ impl Study {
     pub fn record_epoch(&self, e: &EpochRecord) -> Result<(), String> {
         let id = self.trial_id(e.trial)?;
         let (value, kind) = typed(e.valid_sharpe);
-        let tx = self.conn.unchecked_transaction().map_err(sql)?;
+        let tx = &self.conn;
+        self.in_tx(|| {
         tx.execute(
             "INSERT OR REPLACE INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type)
              VALUES (?1, ?2, ?3, ?4)",
@@ -453,7 +510,8 @@ impl Study {
             params![id, e.epoch as i64, nan_to_null(e.loss), nan_to_null(e.valid_sharpe), nan_to_null(e.valid_return)],
         )
         .map_err(sql)?;
-        tx.commit().map_err(sql)
+        Ok(())
+        })
     }
 
     fn set_value(tx: &Connection, id: i64, value: f64) -> Result<(), String> {
@@ -472,19 +530,21 @@ impl Study {
     /// last intermediate value).
     pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), String> {
         let id = self.trial_id(number)?;
-        let tx = self.conn.unchecked_transaction().map_err(sql)?;
+        let tx = &self.conn;
+        self.in_tx(|| {
         tx.execute(
             "UPDATE trials SET state = 'PRUNED', datetime_complete = ?2 WHERE trial_id = ?1",
             params![id, now()],
         )
         .map_err(sql)?;
-        Self::set_value(&tx, id, value)?;
+        Self::set_value(tx, id, value)?;
         tx.execute(
             "INSERT OR REPLACE INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, 'tradesim_pruned_at', ?2)",
             params![id, epoch.to_string()],
         )
         .map_err(sql)?;
-        tx.commit().map_err(sql)
+        Ok(())
+        })
     }
 
     /// Finishes a trial (COMPLETE with its value, FAIL when the value is NaN, or left PRUNED) with its test
@@ -499,35 +559,37 @@ impl Study {
         checkpoint: &str,
     ) -> Result<(), String> {
         let id = self.trial_id(number)?;
-        let tx = self.conn.unchecked_transaction().map_err(sql)?;
-        let state: String =
-            tx.query_row("SELECT state FROM trials WHERE trial_id = ?1", params![id], |r| r.get(0)).map_err(sql)?;
-        if state != "PRUNED" {
-            let state = if value.is_nan() { "FAIL" } else { "COMPLETE" };
+        let tx = &self.conn;
+        self.in_tx(|| {
+            let state: String =
+                tx.query_row("SELECT state FROM trials WHERE trial_id = ?1", params![id], |r| r.get(0)).map_err(sql)?;
+            if state != "PRUNED" {
+                let state = if value.is_nan() { "FAIL" } else { "COMPLETE" };
+                tx.execute(
+                    "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
+                    params![id, state, now()],
+                )
+                .map_err(sql)?;
+                Self::set_value(tx, id, value)?;
+            }
+            for (key, v) in [
+                ("test_return", json!(nan_to_null(test_return))),
+                ("test_sharpe", json!(nan_to_null(test_sharpe))),
+                ("checkpoint", json!(checkpoint)),
+            ] {
+                tx.execute(
+                    "INSERT OR REPLACE INTO trial_user_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3)",
+                    params![id, key, v.to_string()],
+                )
+                .map_err(sql)?;
+            }
             tx.execute(
-                "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
-                params![id, state, now()],
+                "INSERT OR REPLACE INTO tradesim_test_actions (trial_id, actions) VALUES (?1, ?2)",
+                params![id, test_actions],
             )
             .map_err(sql)?;
-            Self::set_value(&tx, id, value)?;
-        }
-        for (key, v) in [
-            ("test_return", json!(nan_to_null(test_return))),
-            ("test_sharpe", json!(nan_to_null(test_sharpe))),
-            ("checkpoint", json!(checkpoint)),
-        ] {
-            tx.execute(
-                "INSERT OR REPLACE INTO trial_user_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3)",
-                params![id, key, v.to_string()],
-            )
-            .map_err(sql)?;
-        }
-        tx.execute(
-            "INSERT OR REPLACE INTO tradesim_test_actions (trial_id, actions) VALUES (?1, ?2)",
-            params![id, test_actions],
-        )
-        .map_err(sql)?;
-        tx.commit().map_err(sql)
+            Ok(())
+        })
     }
 
     /// Attributes of every trial of the study: `(trial_id, key) -> JSON value`.
@@ -593,6 +655,18 @@ impl Study {
         }
         let user = self.attributes("trial_user_attributes")?;
         let system = self.attributes("trial_system_attributes")?;
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT h.trial_id, h.heartbeat FROM trial_heartbeats h JOIN trials t ON t.trial_id = h.trial_id
+                 WHERE t.study_id = ?1",
+            )
+            .map_err(sql)?;
+        let beats: BTreeMap<i64, String> = stmt
+            .query_map(params![self.study_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
         let mut out = Vec::with_capacity(rows.len());
         for (id, number, state, value, kind) in rows {
             let attr = |m: &BTreeMap<(i64, String), Value>, k: &str| m.get(&(id, k.to_owned())).cloned();
@@ -603,10 +677,13 @@ impl Study {
                     .map_err(|e| format!("study database: trial {number}: stored parameters: {name}: {e}"))?;
                 params.insert(name, v);
             }
-            let history = match attr(&system, "tradesim_history") {
-                Some(Value::String(text)) => ranges_to_numbers(&text)
-                    .map_err(|e| format!("study database: trial {number}: stored history: {e}"))?,
-                _ => Vec::new(),
+            let (history, ours) = match attr(&system, "tradesim_history") {
+                Some(Value::String(text)) => (
+                    ranges_to_numbers(&text)
+                        .map_err(|e| format!("study database: trial {number}: stored history: {e}"))?,
+                    true,
+                ),
+                _ => (Vec::new(), false),
             };
             out.push(TrialRecord {
                 number: number as u64,
@@ -618,9 +695,56 @@ impl Study {
                 test_sharpe: float("test_sharpe"),
                 checkpoint: attr(&user, "checkpoint").and_then(|v| v.as_str().map(str::to_owned)),
                 history,
+                ours,
+                worker: attr(&system, "tradesim_worker").and_then(|v| v.as_str().map(str::to_owned)),
+                runs: attr(&system, "tradesim_runs").and_then(|v| v.as_u64()).unwrap_or(0),
+                heartbeat: beats.get(&id).cloned(),
             });
         }
         Ok(out)
+    }
+
+    /// Claims trials `numbers` for `worker` and writes their heartbeats (in the caller's transaction, or one
+    /// of its own).
+    pub fn claim_for(&self, numbers: &[u64], worker: &str) -> Result<(), String> {
+        self.in_tx(|| {
+            for &n in numbers {
+                let id = self.trial_id(n)?;
+                self.conn
+                    .execute(
+                        "INSERT OR REPLACE INTO trial_system_attributes (trial_id, key, value_json)
+                         VALUES (?1, 'tradesim_worker', ?2)",
+                        params![id, json!(worker).to_string()],
+                    )
+                    .map_err(sql)?;
+                self.conn
+                    .execute(
+                        "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, 'tradesim_runs', '1')
+                         ON CONFLICT(trial_id, key) DO UPDATE SET value_json = CAST(value_json AS INTEGER) + 1",
+                        params![id],
+                    )
+                    .map_err(sql)?;
+            }
+            self.beat(numbers)
+        })
+    }
+
+    /// Writes the heartbeats of trials `numbers` (now).
+    pub fn beat(&self, numbers: &[u64]) -> Result<(), String> {
+        let t = now();
+        self.in_tx(|| {
+            for &n in numbers {
+                let id = self.trial_id(n)?;
+                self.conn
+                    .execute(
+                        "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2)
+                         ON CONFLICT(trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+                        params![id, t],
+                    )
+                    .map_err(sql)?;
+            }
+            Ok(())
+        })
     }
 
     /// Every epoch of every trial.
