@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway virtualenv with the real `optuna` from PyPI, for the interop tests (never a project
-# dependency): target/optuna-venv, pinned to the release whose schema tradesim writes (docs/OPTUNA-SCHEMA.md).
+# dependency; psycopg2 for PostgreSQL studies): target/optuna-venv, pinned to the release whose schema tradesim writes (docs/OPTUNA-SCHEMA.md).
 # Prints the venv's python. Needs python3 with venv (Debian: python3-venv); installs it with apt when missing
 # and allowed (root or sudo without a password).
 set -euo pipefail
@@ -12,9 +12,9 @@ if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
   $sudo apt-get install -y -q python3-venv >/dev/null
 fi
-if ! "$venv/bin/python" -c "import optuna, sys; sys.exit(optuna.__version__ != '$version')" >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import optuna, psycopg2, sys; sys.exit(optuna.__version__ != '$version')" >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv" >/dev/null
-  "$venv/bin/pip" install -q --disable-pip-version-check "optuna==$version" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check "optuna==$version" psycopg2-binary >&2
 fi
 echo "$PWD/$venv/bin/python"

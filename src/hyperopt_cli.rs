@@ -95,11 +95,12 @@ pub fn run(
             StorageUrl::Sqlite(Path::new("runs").join(format!("hyperopt-{stamp}")).join("study.sqlite"))
         }
     };
-    let StorageUrl::Sqlite(study_path) = &storage else {
-        return Err(format!("{storage}: PostgreSQL storage is not built yet (issue 14); use sqlite:///PATH"));
-    };
-    let study_path = study_path.clone();
     let name = args.study_name.as_str();
+    // Checkpoints and the report go beside a SQLite study; with a database, under runs/<study name>/ here.
+    let dir = match &storage {
+        StorageUrl::Sqlite(path) => path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        StorageUrl::Postgres { .. } => Path::new("runs").join(folder_for("study", name)),
+    };
     let fresh = configure(args)?;
     let fresh_json = serde_json::to_string(&fresh).map_err(|e| e.to_string())?;
     let how = match (args.resume, args.load_if_exists) {
@@ -128,7 +129,6 @@ pub fn run(
     let backend = backends.first().cloned().ok_or("no backend")?;
     let series = dataset.select(symbol)?;
     let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
-    let dir = study_path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let paths = crate::hyperopt::SearchPaths {
         storage: storage.clone(),
         study_name: name.to_owned(),

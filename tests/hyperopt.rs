@@ -561,3 +561,136 @@ fn a_killed_worker_is_taken_over_on_sqlite() {
     a_killed_worker_is_taken_over_on(&storage, &|| open(&path), &dir);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The PostgreSQL server of the tests (`scripts/test.sh` starts a throwaway one with `scripts/postgres.sh` and
+/// sets `TRADESIM_POSTGRES_URL`); `None` outside CI when it is unset.
+fn postgres_url() -> Option<String> {
+    let url = std::env::var("TRADESIM_POSTGRES_URL").ok();
+    assert!(
+        url.is_some() || std::env::var_os("CI").is_none(),
+        "CI must run the PostgreSQL tests: TRADESIM_POSTGRES_URL is unset"
+    );
+    if url.is_none() {
+        eprintln!("skipped: TRADESIM_POSTGRES_URL is unset (scripts/test.sh sets it)");
+    }
+    url
+}
+
+/// `storage` with the study name chosen by the workers' flag: a name unique to this test run.
+fn pg_study(url: &str, name: &str) -> Result<Study, String> {
+    Study::reopen(&StorageUrl::parse(url).unwrap(), name)
+}
+
+#[test]
+fn two_processes_share_a_postgres_study() {
+    let Some(url) = postgres_url() else { return };
+    let dir = temp_dir("share-pg");
+    let name = format!("share-{}", std::process::id());
+    let storage = format!("{url}?application_name={name}");
+    let cfg = worker_config(&dir);
+    let a = spawn_named(&cfg, &storage, &name, "host-a:1");
+    let b = spawn_named(&cfg, &storage, &name, "host-b:1");
+    wait_ok(a);
+    wait_ok(b);
+    let trials = pg_study(&url, &name).unwrap().trials().unwrap();
+    assert_eq!(trials.iter().map(|t| t.number).collect::<Vec<_>>(), (0..8).collect::<Vec<u64>>());
+    assert!(trials.iter().all(|t| t.finished() && t.runs == 1), "{trials:#?}");
+    for w in ["host-a:1", "host-b:1"] {
+        assert!(trials.iter().any(|t| t.worker.as_deref() == Some(w)), "{w} ran no trial");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_killed_worker_is_taken_over_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    let dir = temp_dir("takeover-pg");
+    let name = format!("takeover-{}", std::process::id());
+    let cfg = worker_config(&dir);
+    let mut a = spawn_named(&cfg, &url, &name, "host-a:1");
+    let started = Instant::now();
+    let killed: Vec<u64> = loop {
+        assert!(started.elapsed() < Duration::from_secs(120), "worker a never claimed a trial");
+        let running: Vec<u64> = pg_study(&url, &name)
+            .and_then(|s| s.trials())
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.status == "running" && t.worker.as_deref() == Some("host-a:1"))
+            .map(|t| t.number)
+            .collect();
+        if !running.is_empty() {
+            break running;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let b = spawn_named(&cfg, &url, &name, "host-b:1");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    wait_ok(b);
+    let trials = pg_study(&url, &name).unwrap().trials().unwrap();
+    assert_eq!(trials.len(), 8, "{trials:#?}");
+    assert!(trials.iter().all(|t| t.finished()), "{trials:#?}");
+    for t in &trials {
+        assert_eq!(t.runs, if killed.contains(&t.number) { 2 } else { 1 }, "trial {}: {trials:#?}", t.number);
+    }
+    // The password never shows in what a worker prints.
+    let password = match StorageUrl::parse(&url).unwrap() {
+        StorageUrl::Postgres { password, .. } => password.unwrap(),
+        StorageUrl::Sqlite(_) => unreachable!(),
+    };
+    let out = Command::new(bin())
+        .args(["hyperopt", "--device", "cpu", "--storage", &url, "--study-name", &name, "--resume"])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains(&password) && text.contains(":***@"), "{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A worker with an explicit study name (the PostgreSQL tests share one database).
+fn spawn_named(cfg: &Path, storage: &str, name: &str, id: &str) -> std::process::Child {
+    Command::new(bin())
+        .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--storage", storage])
+        .args(["--study-name", name, "--load-if-exists"])
+        .env("TRADESIM_WORKER_ID", id)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// An Optuna worker (the real optuna, Python) runs its own trials on the same PostgreSQL study while a
+/// tradesim worker runs the search: every trial number is used once, tradesim's 8 trials each ran once and
+/// finished, Optuna's 4 are COMPLETE, and Optuna loads the study afterwards.
+#[test]
+fn an_optuna_worker_beside_tradesim_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    let Ok(python) = std::env::var("TRADESIM_OPTUNA_PYTHON") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must run the Optuna check: TRADESIM_OPTUNA_PYTHON is unset");
+        return;
+    };
+    let dir = temp_dir("beside-pg");
+    let name = format!("beside-{}", std::process::id());
+    let cfg = worker_config(&dir);
+    let ours = spawn_named(&cfg, &url, &name, "host-a:1");
+    let started = Instant::now();
+    while pg_study(&url, &name).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the study was never created");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("optuna_worker.py");
+    let theirs = Command::new(&python).arg(script).args([url.as_str(), name.as_str(), "4"]).output().unwrap();
+    assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
+    wait_ok(ours);
+    let trials = pg_study(&url, &name).unwrap().trials().unwrap();
+    let numbers: std::collections::BTreeSet<u64> = trials.iter().map(|t| t.number).collect();
+    assert_eq!(numbers.len(), trials.len(), "a trial number used twice: {trials:#?}");
+    assert_eq!(numbers.into_iter().collect::<Vec<_>>(), (0..12).collect::<Vec<u64>>());
+    let (mine, foreign): (Vec<_>, Vec<_>) = trials.iter().partition(|t| t.ours);
+    assert_eq!(mine.len(), 8);
+    assert!(mine.iter().all(|t| t.finished() && t.runs == 1), "{mine:#?}");
+    assert_eq!(foreign.len(), 4);
+    assert!(foreign.iter().all(|t| t.status == "complete" && t.params.contains_key("lr")), "{foreign:#?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -4,6 +4,7 @@
 //! with the best trial re-evaluated on the test split by the backtest engine and audited in Decimal.
 
 pub mod config;
+pub mod db;
 pub mod report;
 pub mod sampler;
 pub mod search;

@@ -131,7 +131,9 @@ pub fn write_report(
     dir: &Path,
 ) -> Result<ReportSummary, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let board = leaderboard(study.trials()?);
+    // tradesim's own trials (another Optuna worker's trials have no test evaluation or checkpoint; the
+    // Optuna tools show them).
+    let board = leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
     let epochs = study.epochs()?;
     let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
     let mut files = Vec::new();

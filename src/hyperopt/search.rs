@@ -256,6 +256,7 @@ fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me:
         chrono::Utc::now() - chrono::Duration::milliseconds((s.stale_seconds * 1e3) as i64),
     );
     let claimed_now = study.in_tx(|| {
+        study.lock()?;
         let trials = study.trials()?;
         let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
         let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) =

@@ -9,12 +9,11 @@
 //! which `--resume` runs again under the same numbers and parameters.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::config::{Dimension, SearchConfig, is_integer};
+use super::db::{Db, Val};
 use super::sampler::Params;
 use super::storage::StorageUrl;
 
@@ -171,20 +170,24 @@ pub enum Open {
     LoadIfExists,
 }
 
-/// A row of the trials query: trial id, number, state, objective value and its type.
-type TrialRow = (i64, i64, String, Option<f64>, Option<String>);
-
 /// An open study.
 #[derive(Debug)]
 pub struct Study {
-    conn: Connection,
+    db: Db,
     study_id: i64,
     space: BTreeMap<String, Dimension>,
 }
 
-fn sql(e: rusqlite::Error) -> String {
-    format!("study database: {e}")
-}
+/// Optuna's schema on PostgreSQL (its own `pg_dump -s`), run once in an empty database.
+const POSTGRES_SCHEMA: &str = include_str!("optuna_postgres.sql");
+
+/// tradesim's own tables on PostgreSQL.
+const POSTGRES_TRADESIM: &str = "
+CREATE TABLE IF NOT EXISTS tradesim_epochs (trial_id integer NOT NULL REFERENCES trials (trial_id), epoch integer NOT NULL,
+  loss double precision, valid_sharpe double precision, valid_return double precision, PRIMARY KEY (trial_id, epoch));
+CREATE TABLE IF NOT EXISTS tradesim_test_actions (trial_id integer NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
+  actions bytea NOT NULL);
+";
 
 fn nan_to_null(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
@@ -264,17 +267,68 @@ pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
 }
 
-fn sqlite_path(storage: &StorageUrl) -> Result<&Path, String> {
-    match storage {
-        StorageUrl::Sqlite(path) => Ok(path),
-        other => Err(format!("{other}: PostgreSQL storage is not built yet (issue 14); use sqlite:///PATH")),
-    }
+fn i64_of(v: &Val) -> i64 {
+    v.i64().unwrap_or(0)
 }
 
-fn connect(path: &Path) -> Result<Connection, String> {
-    let conn = Connection::open(path).map_err(sql)?;
-    conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(sql)?;
-    Ok(conn)
+/// Creates Optuna's schema (and tradesim's tables) where it is missing; checks the version where it is there.
+fn ensure_schema(db: &Db, shown: &str) -> Result<(), String> {
+    if db.is_postgres() {
+        db.begin()?;
+        let made = (|| {
+            // One creator at a time (workers may start together).
+            db.query("SELECT pg_advisory_xact_lock(7146811)", &[])?;
+            let exists = db.query(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'studies'",
+                &[],
+            )?;
+            if exists.first().and_then(|r| r[0].i64()) == Some(0) {
+                db.batch(POSTGRES_SCHEMA)?;
+                db.exec(
+                    "INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, ?1, ?2)",
+                    &[Val::I64(OPTUNA_SCHEMA_VERSION), OPTUNA_LIBRARY_VERSION.into()],
+                )?;
+                db.exec("INSERT INTO alembic_version (version_num) VALUES (?1)", &[OPTUNA_ALEMBIC_HEAD.into()])?;
+            }
+            db.batch(POSTGRES_TRADESIM)
+        })();
+        match made {
+            Ok(()) => db.commit()?,
+            Err(e) => {
+                db.rollback();
+                return Err(e);
+            }
+        }
+    } else {
+        let own = db.query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'", &[])?;
+        if own.first().and_then(|r| r[0].i64()).unwrap_or(0) > 0 {
+            return Err(format!(
+                "{shown}: a study in tradesim's schema before version 0.2 (not Optuna's); start a new study"
+            ));
+        }
+        db.batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
+        db.batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA}
+             INSERT INTO version_info (version_info_id, schema_version, library_version)
+                 VALUES (1, {OPTUNA_SCHEMA_VERSION}, '{OPTUNA_LIBRARY_VERSION}') ON CONFLICT DO NOTHING;
+             INSERT INTO alembic_version (version_num) SELECT '{OPTUNA_ALEMBIC_HEAD}'
+                 WHERE NOT EXISTS (SELECT 1 FROM alembic_version);
+             COMMIT;"
+        ))?;
+    }
+    let version = db.query("SELECT schema_version FROM version_info", &[])?;
+    let version = version.first().and_then(|r| r[0].i64()).unwrap_or(0);
+    if version != OPTUNA_SCHEMA_VERSION {
+        return Err(format!(
+            "{shown}: Optuna schema version {version}; tradesim writes version {OPTUNA_SCHEMA_VERSION} (optuna \
+             {OPTUNA_LIBRARY_VERSION}); upgrade the storage with `optuna storage upgrade`"
+        ));
+    }
+    Ok(())
+}
+
+fn study_id_of(db: &Db, name: &str) -> Result<Option<i64>, String> {
+    Ok(db.query("SELECT study_id FROM studies WHERE study_name = ?1", &[name.into()])?.first().map(|r| i64_of(&r[0])))
 }
 
 impl Study {
@@ -287,92 +341,83 @@ impl Study {
     /// [`Study::open`] with Optuna's `load_if_exists` as a third way: create the study, or join it when it
     /// exists (two workers starting at once: one creates it, the other joins).
     pub fn open_with(storage: &StorageUrl, name: &str, how: Open, config_json: &str) -> Result<Self, String> {
-        let resume = how == Open::Resume;
-        let path = sqlite_path(storage)?;
-        if !path.exists() && resume {
-            return Err(format!("--resume: no study at {}", path.display()));
+        let shown = storage.to_string();
+        if let StorageUrl::Sqlite(path) = storage {
+            if !path.exists() && how == Open::Resume {
+                return Err(format!("--resume: no study at {}", path.display()));
+            }
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            }
         }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        }
-        let conn = connect(path)?;
-        let own_schema: bool = conn
-            .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = 'meta'", [], |r| r.get(0))
-            .map_err(sql)?;
-        if own_schema {
-            return Err(format!(
-                "{}: a study in tradesim's schema before version 0.2 (not Optuna's); start a new study",
-                path.display()
-            ));
-        }
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").map_err(sql)?;
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {SCHEMA}
-             INSERT OR IGNORE INTO version_info (version_info_id, schema_version, library_version)
-                 VALUES (1, {OPTUNA_SCHEMA_VERSION}, '{OPTUNA_LIBRARY_VERSION}');
-             INSERT INTO alembic_version (version_num) SELECT '{OPTUNA_ALEMBIC_HEAD}'
-                 WHERE NOT EXISTS (SELECT 1 FROM alembic_version);
-             COMMIT;"
-        ))
-        .map_err(sql)?;
-        let version: i64 = conn.query_row("SELECT schema_version FROM version_info", [], |r| r.get(0)).map_err(sql)?;
-        if version != OPTUNA_SCHEMA_VERSION {
-            return Err(format!(
-                "{}: Optuna schema version {version}; tradesim writes version {OPTUNA_SCHEMA_VERSION} (optuna \
-                 {OPTUNA_LIBRARY_VERSION}); upgrade the storage with `optuna storage upgrade`",
-                path.display()
-            ));
-        }
-        let existing: Option<i64> = conn
-            .query_row("SELECT study_id FROM studies WHERE study_name = ?1", params![name], |r| r.get(0))
-            .optional()
-            .map_err(sql)?;
-        let study_id = match (existing, resume) {
-            (Some(id), false) if how == Open::LoadIfExists => id,
-            (Some(_), false) => {
+        let db = Db::connect(storage)?;
+        ensure_schema(&db, &shown)?;
+        let study_id = match (study_id_of(&db, name)?, how) {
+            (Some(id), Open::Resume | Open::LoadIfExists) => id,
+            (Some(_), Open::Create) => {
                 return Err(format!(
-                    "study `{name}` exists in {}: pass --resume to continue it, or choose another --study-name or \
-                     --study",
-                    path.display()
+                    "study `{name}` exists in {shown}: pass --resume to continue it, or choose another --study-name or \
+                     --study"
                 ));
             }
-            (Some(id), true) => id,
-            (None, true) => {
-                let names: Vec<String> = conn
-                    .prepare("SELECT study_name FROM studies ORDER BY study_id")
-                    .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-                    .map_err(sql)?;
+            (None, Open::Resume) => {
+                let names: Vec<String> = db
+                    .query("SELECT study_name FROM studies ORDER BY study_id", &[])?
+                    .iter()
+                    .filter_map(|r| r[0].text().map(str::to_owned))
+                    .collect();
                 return Err(format!(
-                    "--resume: no study named `{name}` in {} (studies there: {})",
-                    path.display(),
+                    "--resume: no study named `{name}` in {shown} (studies there: {})",
                     if names.is_empty() { "none".to_owned() } else { names.join(", ") }
                 ));
             }
-            (None, false) => {
+            (None, Open::Create | Open::LoadIfExists) => {
                 let config: Value =
                     serde_json::from_str(config_json).map_err(|e| format!("configuration JSON: {e}"))?;
-                let tx = conn.unchecked_transaction().map_err(sql)?;
-                tx.execute("INSERT INTO studies (study_name) VALUES (?1)", params![name]).map_err(sql)?;
-                let id = tx.last_insert_rowid();
-                tx.execute(
-                    "INSERT INTO study_directions (direction, study_id, objective) VALUES ('MAXIMIZE', ?1, 0)",
-                    params![id],
-                )
-                .map_err(sql)?;
-                tx.execute(
-                    "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (?1, ?2, ?3)",
-                    params![id, CONFIG_ATTR, config.to_string()],
-                )
-                .map_err(sql)?;
-                tx.commit().map_err(sql)?;
-                id
+                db.begin()?;
+                let created = (|| {
+                    if db.is_postgres() {
+                        db.query("SELECT pg_advisory_xact_lock(7146812)", &[])?;
+                    }
+                    // Another worker may have created it since the check (load_if_exists): join it then.
+                    if let Some(id) = study_id_of(&db, name)? {
+                        return if how == Open::LoadIfExists {
+                            Ok(id)
+                        } else {
+                            Err(format!("study `{name}` exists in {shown}: pass --resume to continue it"))
+                        };
+                    }
+                    let id = i64_of(
+                        &db.query("INSERT INTO studies (study_name) VALUES (?1) RETURNING study_id", &[name.into()])?
+                            [0][0],
+                    );
+                    db.exec(
+                        "INSERT INTO study_directions (direction, study_id, objective) VALUES (?1, ?2, 0)",
+                        &["MAXIMIZE".into(), Val::I64(id)],
+                    )?;
+                    db.exec(
+                        "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (?1, ?2, ?3)",
+                        &[Val::I64(id), CONFIG_ATTR.into(), config.to_string().into()],
+                    )?;
+                    Ok(id)
+                })();
+                match created {
+                    Ok(id) => {
+                        db.commit()?;
+                        id
+                    }
+                    Err(e) => {
+                        db.rollback();
+                        return Err(e);
+                    }
+                }
             }
         };
-        Self::with(conn, study_id)
+        Self::with(db, study_id)
     }
 
-    fn with(conn: Connection, study_id: i64) -> Result<Self, String> {
-        let mut study = Self { conn, study_id, space: BTreeMap::new() };
+    fn with(db: Db, study_id: i64) -> Result<Self, String> {
+        let mut study = Self { db, study_id, space: BTreeMap::new() };
         let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).unwrap_or_default();
         study.space = cfg.space;
         Ok(study)
@@ -380,95 +425,92 @@ impl Study {
 
     /// Another connection to study `name` (one per search worker).
     pub fn reopen(storage: &StorageUrl, name: &str) -> Result<Self, String> {
-        let path = sqlite_path(storage)?;
-        let conn = connect(path)?;
-        let study_id: i64 = conn
-            .query_row("SELECT study_id FROM studies WHERE study_name = ?1", params![name], |r| r.get(0))
-            .optional()
-            .map_err(sql)?
-            .ok_or_else(|| format!("no study named `{name}` in {}", path.display()))?;
-        Self::with(conn, study_id)
+        let db = Db::connect(storage)?;
+        let id = study_id_of(&db, name)?.ok_or_else(|| format!("no study named `{name}` in {storage}"))?;
+        Self::with(db, id)
     }
 
     /// The configuration the study was created with (JSON).
     pub fn config_json(&self) -> Result<String, String> {
-        let text: String = self
-            .conn
-            .query_row(
-                "SELECT value_json FROM study_user_attributes WHERE study_id = ?1 AND key = ?2",
-                params![self.study_id, CONFIG_ATTR],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(sql)?
-            .ok_or_else(|| format!("the study has no `{CONFIG_ATTR}` attribute (not written by tradesim)"))?;
-        Ok(text)
+        let rows = self.db.query(
+            "SELECT value_json FROM study_user_attributes WHERE study_id = ?1 AND key = ?2",
+            &[Val::I64(self.study_id), CONFIG_ATTR.into()],
+        )?;
+        rows.first()
+            .and_then(|r| r[0].text().map(str::to_owned))
+            .ok_or_else(|| format!("the study has no `{CONFIG_ATTR}` attribute (not written by tradesim)"))
     }
 
-    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`: other writers wait, so what `f` reads stays true
-    /// until it commits), or inside the caller's transaction when one is open. Rolled back when `f` fails.
+    /// Runs `f` in a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait; PostgreSQL: claims
+    /// also lock the study's row, [`Study::lock`]), or inside the caller's transaction when one is open.
+    /// Rolled back when `f` fails.
     pub fn in_tx<T>(&self, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-        if !self.conn.is_autocommit() {
+        if self.db.in_transaction() {
             return f();
         }
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(sql)?;
+        self.db.begin()?;
         match f() {
             Ok(v) => {
-                self.conn.execute_batch("COMMIT").map_err(sql)?;
+                self.db.commit()?;
                 Ok(v)
             }
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                self.db.rollback();
                 Err(e)
             }
         }
     }
 
+    /// Serializes claims on this study until the open transaction ends (a worker reads the trials, decides
+    /// and writes its claim while no other worker can claim).
+    pub fn lock(&self) -> Result<(), String> {
+        self.db.lock_study(self.study_id)
+    }
+
     fn trial_id(&self, number: u64) -> Result<i64, String> {
-        self.conn
-            .query_row(
-                "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
-                params![self.study_id, number as i64],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(sql)?
-            .ok_or_else(|| format!("study database: no trial {number}"))
+        let rows = self.db.query(
+            "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
+            &[Val::I64(self.study_id), Val::I64(number as i64)],
+        )?;
+        rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| format!("study database: no trial {number}"))
+    }
+
+    fn set_attr(&self, table: &str, id: i64, key: &str, json_text: String) -> Result<(), String> {
+        self.db.exec(
+            &format!(
+                "INSERT INTO {table} (trial_id, key, value_json) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json"
+            ),
+            &[Val::I64(id), key.into(), json_text.into()],
+        )?;
+        Ok(())
     }
 
     /// Starts trial `number` with its parameters and the finished trials they were drawn from (`history`).
     pub fn start(&self, number: u64, params: &Params, history: &[u64]) -> Result<(), String> {
-        let tx = &self.conn;
         self.in_tx(|| {
-        tx.execute(
-            "INSERT INTO trials (number, study_id, state, datetime_start) VALUES (?1, ?2, 'RUNNING', ?3)",
-            params![number as i64, self.study_id, now()],
-        )
-        .map_err(sql)?;
-        let id = tx.last_insert_rowid();
-        for (name, &value) in params {
-            let (stored, dist) = distribution(&self.space, name, value);
-            tx.execute(
-                "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES (?1, ?2, ?3, ?4)",
-                params![id, name, stored, dist.to_string()],
-            )
-            .map_err(sql)?;
-        }
-        tx.execute(
-            "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, 'tradesim_history', ?2)",
-            params![id, json!(numbers_to_ranges(history)).to_string()],
-        )
-        .map_err(sql)?;
-        Ok(())
+            let id = i64_of(
+                &self.db.query(
+                    "INSERT INTO trials (number, study_id, state, datetime_start) VALUES (?1, ?2, ?3, ?4) RETURNING trial_id",
+                    &[Val::I64(number as i64), Val::I64(self.study_id), "RUNNING".into(), Val::Time(now())],
+                )?[0][0],
+            );
+            for (name, &value) in params {
+                let (stored, dist) = distribution(&self.space, name, value);
+                self.db.exec(
+                    "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES (?1, ?2, ?3, ?4)",
+                    &[Val::I64(id), name.as_str().into(), Val::F64(stored), dist.to_string().into()],
+                )?;
+            }
+            self.set_attr("trial_system_attributes", id, "tradesim_history", json!(numbers_to_ranges(history)).to_string())
         })
     }
 
     /// Restarts an interrupted trial (running, or pruned or finishing when its search was killed) under its
     /// number, parameters and history: state RUNNING, its epochs and results removed, in one transaction.
     pub fn restart(&self, number: u64) -> Result<(), String> {
-        let id = self.trial_id(number)?;
-        let tx = &self.conn;
         self.in_tx(|| {
+            let id = self.trial_id(number)?;
             for table in [
                 "trial_intermediate_values",
                 "trial_values",
@@ -476,18 +518,16 @@ impl Study {
                 "tradesim_epochs",
                 "tradesim_test_actions",
             ] {
-                tx.execute(&format!("DELETE FROM {table} WHERE trial_id = ?1"), params![id]).map_err(sql)?;
+                self.db.exec(&format!("DELETE FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
             }
-            tx.execute(
+            self.db.exec(
                 "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_pruned_at'",
-                params![id],
-            )
-            .map_err(sql)?;
-            tx.execute(
-            "UPDATE trials SET state = 'RUNNING', datetime_start = ?2, datetime_complete = NULL WHERE trial_id = ?1",
-            params![id, now()],
-        )
-        .map_err(sql)?;
+                &[Val::I64(id)],
+            )?;
+            self.db.exec(
+                "UPDATE trials SET state = ?2, datetime_start = ?3, datetime_complete = NULL WHERE trial_id = ?1",
+                &[Val::I64(id), "RUNNING".into(), Val::Time(now())],
+            )?;
             Ok(())
         })
     }
@@ -495,33 +535,39 @@ impl Study {
     /// Records an epoch: the validation Sharpe as Optuna's intermediate value (step = epoch), the rest in
     /// `tradesim_epochs`.
     pub fn record_epoch(&self, e: &EpochRecord) -> Result<(), String> {
-        let id = self.trial_id(e.trial)?;
         let (value, kind) = typed(e.valid_sharpe);
-        let tx = &self.conn;
         self.in_tx(|| {
-        tx.execute(
-            "INSERT OR REPLACE INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type)
-             VALUES (?1, ?2, ?3, ?4)",
-            params![id, e.epoch as i64, value, kind],
-        )
-        .map_err(sql)?;
-        tx.execute(
-            "INSERT OR REPLACE INTO tradesim_epochs (trial_id, epoch, loss, valid_sharpe, valid_return) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, e.epoch as i64, nan_to_null(e.loss), nan_to_null(e.valid_sharpe), nan_to_null(e.valid_return)],
-        )
-        .map_err(sql)?;
-        Ok(())
+            let id = self.trial_id(e.trial)?;
+            self.db.exec(
+                "INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type)
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (trial_id, step) DO UPDATE SET
+                 intermediate_value = excluded.intermediate_value, intermediate_value_type = excluded.intermediate_value_type",
+                &[Val::I64(id), Val::I64(e.epoch as i64), value.into(), kind.into()],
+            )?;
+            self.db.exec(
+                "INSERT INTO tradesim_epochs (trial_id, epoch, loss, valid_sharpe, valid_return) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (trial_id, epoch) DO UPDATE SET loss = excluded.loss, valid_sharpe = excluded.valid_sharpe,
+                 valid_return = excluded.valid_return",
+                &[
+                    Val::I64(id),
+                    Val::I64(e.epoch as i64),
+                    nan_to_null(e.loss).into(),
+                    nan_to_null(e.valid_sharpe).into(),
+                    nan_to_null(e.valid_return).into(),
+                ],
+            )?;
+            Ok(())
         })
     }
 
-    fn set_value(tx: &Connection, id: i64, value: f64) -> Result<(), String> {
+    fn set_value(&self, id: i64, value: f64) -> Result<(), String> {
         let (v, kind) = typed(value);
         if kind != "NAN" {
-            tx.execute(
-                "INSERT OR REPLACE INTO trial_values (trial_id, objective, value, value_type) VALUES (?1, 0, ?2, ?3)",
-                params![id, v, kind],
-            )
-            .map_err(sql)?;
+            self.db.exec(
+                "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?1, 0, ?2, ?3)
+                 ON CONFLICT (trial_id, objective) DO UPDATE SET value = excluded.value, value_type = excluded.value_type",
+                &[Val::I64(id), v.into(), kind.into()],
+            )?;
         }
         Ok(())
     }
@@ -529,21 +575,14 @@ impl Study {
     /// Marks a trial PRUNED at `epoch` with its metric there as its value (Optuna stores a pruned trial's
     /// last intermediate value).
     pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), String> {
-        let id = self.trial_id(number)?;
-        let tx = &self.conn;
         self.in_tx(|| {
-        tx.execute(
-            "UPDATE trials SET state = 'PRUNED', datetime_complete = ?2 WHERE trial_id = ?1",
-            params![id, now()],
-        )
-        .map_err(sql)?;
-        Self::set_value(tx, id, value)?;
-        tx.execute(
-            "INSERT OR REPLACE INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, 'tradesim_pruned_at', ?2)",
-            params![id, epoch.to_string()],
-        )
-        .map_err(sql)?;
-        Ok(())
+            let id = self.trial_id(number)?;
+            self.db.exec(
+                "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
+                &[Val::I64(id), "PRUNED".into(), Val::Time(now())],
+            )?;
+            self.set_value(id, value)?;
+            self.set_attr("trial_system_attributes", id, "tradesim_pruned_at", epoch.to_string())
         })
     }
 
@@ -558,59 +597,48 @@ impl Study {
         test_actions: &[u8],
         checkpoint: &str,
     ) -> Result<(), String> {
-        let id = self.trial_id(number)?;
-        let tx = &self.conn;
         self.in_tx(|| {
-            let state: String =
-                tx.query_row("SELECT state FROM trials WHERE trial_id = ?1", params![id], |r| r.get(0)).map_err(sql)?;
-            if state != "PRUNED" {
+            let id = self.trial_id(number)?;
+            let state = self.db.query("SELECT state FROM trials WHERE trial_id = ?1", &[Val::I64(id)])?;
+            if state.first().and_then(|r| r[0].text()) != Some("PRUNED") {
                 let state = if value.is_nan() { "FAIL" } else { "COMPLETE" };
-                tx.execute(
+                self.db.exec(
                     "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
-                    params![id, state, now()],
-                )
-                .map_err(sql)?;
-                Self::set_value(tx, id, value)?;
+                    &[Val::I64(id), state.into(), Val::Time(now())],
+                )?;
+                self.set_value(id, value)?;
             }
             for (key, v) in [
                 ("test_return", json!(nan_to_null(test_return))),
                 ("test_sharpe", json!(nan_to_null(test_sharpe))),
                 ("checkpoint", json!(checkpoint)),
             ] {
-                tx.execute(
-                    "INSERT OR REPLACE INTO trial_user_attributes (trial_id, key, value_json) VALUES (?1, ?2, ?3)",
-                    params![id, key, v.to_string()],
-                )
-                .map_err(sql)?;
+                self.set_attr("trial_user_attributes", id, key, v.to_string())?;
             }
-            tx.execute(
-                "INSERT OR REPLACE INTO tradesim_test_actions (trial_id, actions) VALUES (?1, ?2)",
-                params![id, test_actions],
-            )
-            .map_err(sql)?;
+            self.db.exec(
+                "INSERT INTO tradesim_test_actions (trial_id, actions) VALUES (?1, ?2)
+                 ON CONFLICT (trial_id) DO UPDATE SET actions = excluded.actions",
+                &[Val::I64(id), test_actions.into()],
+            )?;
             Ok(())
         })
     }
 
     /// Attributes of every trial of the study: `(trial_id, key) -> JSON value`.
     fn attributes(&self, table: &str) -> Result<BTreeMap<(i64, String), Value>, String> {
-        let mut stmt = self
-            .conn
-            .prepare(&format!(
+        let rows = self.db.query(
+            &format!(
                 "SELECT a.trial_id, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id
                  WHERE t.study_id = ?1"
-            ))
-            .map_err(sql)?;
-        let rows = stmt
-            .query_map(params![self.study_id], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-            })
-            .map_err(sql)?;
+            ),
+            &[Val::I64(self.study_id)],
+        )?;
         let mut out = BTreeMap::new();
-        for row in rows {
-            let (id, key, text) = row.map_err(sql)?;
-            let v: Value = serde_json::from_str(&text).map_err(|e| format!("study database: attribute {key}: {e}"))?;
-            out.insert((id, key), v);
+        for r in rows {
+            let key = r[1].text().unwrap_or_default().to_owned();
+            let v: Value = serde_json::from_str(r[2].text().unwrap_or("null"))
+                .map_err(|e| format!("study database: attribute {key}: {e}"))?;
+            out.insert((i64_of(&r[0]), key), v);
         }
         Ok(out)
     }
@@ -618,65 +646,43 @@ impl Study {
     /// Every trial, by number. A parameter row tradesim cannot read (a corrupt or hand-edited study) is an
     /// error naming the trial, never an empty parameter set.
     pub fn trials(&self) -> Result<Vec<TrialRecord>, String> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT t.trial_id, t.number, t.state, v.value, v.value_type FROM trials t
-                 LEFT JOIN trial_values v ON v.trial_id = t.trial_id AND v.objective = 0
-                 WHERE t.study_id = ?1 ORDER BY t.number",
-            )
-            .map_err(sql)?;
-        let rows: Vec<TrialRow> = stmt
-            .query_map(params![self.study_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-            .map_err(sql)?
-            .collect::<Result<_, _>>()
-            .map_err(sql)?;
+        let sid = [Val::I64(self.study_id)];
+        let rows = self.db.query(
+            "SELECT t.trial_id, t.number, t.state, v.value, v.value_type FROM trials t
+             LEFT JOIN trial_values v ON v.trial_id = t.trial_id AND v.objective = 0
+             WHERE t.study_id = ?1 ORDER BY t.number",
+            &sid,
+        )?;
         let mut params_of: BTreeMap<i64, Vec<(String, f64, String)>> = BTreeMap::new();
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT p.trial_id, p.param_name, p.param_value, p.distribution_json FROM trial_params p
-                 JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1",
-            )
-            .map_err(sql)?;
-        let param_rows = stmt
-            .query_map(params![self.study_id], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<f64>>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                ))
-            })
-            .map_err(sql)?;
-        for row in param_rows {
-            let (id, name, value, dist) = row.map_err(sql)?;
-            params_of.entry(id).or_default().push((name, value.unwrap_or(f64::NAN), dist.unwrap_or_default()));
+        for r in self.db.query(
+            "SELECT p.trial_id, p.param_name, p.param_value, p.distribution_json FROM trial_params p
+             JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1",
+            &sid,
+        )? {
+            params_of.entry(i64_of(&r[0])).or_default().push((
+                r[1].text().unwrap_or_default().to_owned(),
+                r[2].f64().unwrap_or(f64::NAN),
+                r[3].text().unwrap_or_default().to_owned(),
+            ));
         }
         let user = self.attributes("trial_user_attributes")?;
         let system = self.attributes("trial_system_attributes")?;
-        let mut stmt = self
-            .conn
-            .prepare(
+        let beats: BTreeMap<i64, String> = self
+            .db
+            .query(
                 "SELECT h.trial_id, h.heartbeat FROM trial_heartbeats h JOIN trials t ON t.trial_id = h.trial_id
                  WHERE t.study_id = ?1",
-            )
-            .map_err(sql)?;
-        let beats: BTreeMap<i64, String> = stmt
-            .query_map(params![self.study_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-            .map_err(sql)?
-            .collect::<Result<_, _>>()
-            .map_err(sql)?;
+                &sid,
+            )?
+            .iter()
+            .filter_map(|r| Some((i64_of(&r[0]), r[1].text()?.to_owned())))
+            .collect();
         let mut out = Vec::with_capacity(rows.len());
-        for (id, number, state, value, kind) in rows {
+        for r in rows {
+            let (id, number) = (i64_of(&r[0]), i64_of(&r[1]));
+            let state = r[2].text().unwrap_or_default().to_owned();
             let attr = |m: &BTreeMap<(i64, String), Value>, k: &str| m.get(&(id, k.to_owned())).cloned();
             let float = |k: &str| attr(&user, k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-            let mut params = Params::new();
-            for (name, stored, dist) in params_of.remove(&id).unwrap_or_default() {
-                let v = param_value(stored, &dist)
-                    .map_err(|e| format!("study database: trial {number}: stored parameters: {name}: {e}"))?;
-                params.insert(name, v);
-            }
             let (history, ours) = match attr(&system, "tradesim_history") {
                 Some(Value::String(text)) => (
                     ranges_to_numbers(&text)
@@ -685,11 +691,22 @@ impl Study {
                 ),
                 _ => (Vec::new(), false),
             };
+            let mut params = Params::new();
+            for (name, stored, dist) in params_of.remove(&id).unwrap_or_default() {
+                match param_value(stored, &dist) {
+                    Ok(v) => {
+                        params.insert(name, v);
+                    }
+                    // Another Optuna worker's parameter tradesim cannot use (a text choice, say) is left out.
+                    Err(_) if !ours => {}
+                    Err(e) => return Err(format!("study database: trial {number}: stored parameters: {name}: {e}")),
+                }
+            }
             out.push(TrialRecord {
                 number: number as u64,
                 params,
                 status: state.to_lowercase(),
-                value: kind.map_or(f64::NAN, |k| from_typed(value, &k)),
+                value: r[4].text().map_or(f64::NAN, |k| from_typed(r[3].f64(), k)),
                 pruned_at: attr(&system, "tradesim_pruned_at").and_then(|v| v.as_u64()),
                 test_return: float("test_return"),
                 test_sharpe: float("test_sharpe"),
@@ -704,26 +721,16 @@ impl Study {
         Ok(out)
     }
 
-    /// Claims trials `numbers` for `worker` and writes their heartbeats (in the caller's transaction, or one
-    /// of its own).
+    /// Claims trials `numbers` for `worker` (counting the claims) and writes their heartbeats (in the
+    /// caller's transaction, or one of its own).
     pub fn claim_for(&self, numbers: &[u64], worker: &str) -> Result<(), String> {
         self.in_tx(|| {
+            let system = self.attributes("trial_system_attributes")?;
             for &n in numbers {
                 let id = self.trial_id(n)?;
-                self.conn
-                    .execute(
-                        "INSERT OR REPLACE INTO trial_system_attributes (trial_id, key, value_json)
-                         VALUES (?1, 'tradesim_worker', ?2)",
-                        params![id, json!(worker).to_string()],
-                    )
-                    .map_err(sql)?;
-                self.conn
-                    .execute(
-                        "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?1, 'tradesim_runs', '1')
-                         ON CONFLICT(trial_id, key) DO UPDATE SET value_json = CAST(value_json AS INTEGER) + 1",
-                        params![id],
-                    )
-                    .map_err(sql)?;
+                self.set_attr("trial_system_attributes", id, "tradesim_worker", json!(worker).to_string())?;
+                let runs = system.get(&(id, "tradesim_runs".to_owned())).and_then(Value::as_u64).unwrap_or(0);
+                self.set_attr("trial_system_attributes", id, "tradesim_runs", (runs + 1).to_string())?;
             }
             self.beat(numbers)
         })
@@ -735,13 +742,11 @@ impl Study {
         self.in_tx(|| {
             for &n in numbers {
                 let id = self.trial_id(n)?;
-                self.conn
-                    .execute(
-                        "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2)
-                         ON CONFLICT(trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-                        params![id, t],
-                    )
-                    .map_err(sql)?;
+                self.db.exec(
+                    "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2)
+                     ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+                    &[Val::I64(id), Val::Time(t.clone())],
+                )?;
             }
             Ok(())
         })
@@ -749,34 +754,28 @@ impl Study {
 
     /// Every epoch of every trial.
     pub fn epochs(&self) -> Result<Vec<EpochRecord>, String> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT t.number, e.epoch, e.loss, e.valid_sharpe, e.valid_return FROM tradesim_epochs e
-                 JOIN trials t ON t.trial_id = e.trial_id WHERE t.study_id = ?1 ORDER BY t.number, e.epoch",
-            )
-            .map_err(sql)?;
-        let rows = stmt
-            .query_map(params![self.study_id], |r| {
-                Ok(EpochRecord {
-                    trial: r.get::<_, i64>(0)? as u64,
-                    epoch: r.get::<_, i64>(1)? as u64,
-                    loss: r.get::<_, Option<f64>>(2)?.unwrap_or(f64::NAN),
-                    valid_sharpe: r.get::<_, Option<f64>>(3)?.unwrap_or(f64::NAN),
-                    valid_return: r.get::<_, Option<f64>>(4)?.unwrap_or(f64::NAN),
-                })
+        let rows = self.db.query(
+            "SELECT t.number, e.epoch, e.loss, e.valid_sharpe, e.valid_return FROM tradesim_epochs e
+             JOIN trials t ON t.trial_id = e.trial_id WHERE t.study_id = ?1 ORDER BY t.number, e.epoch",
+            &[Val::I64(self.study_id)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| EpochRecord {
+                trial: i64_of(&r[0]) as u64,
+                epoch: i64_of(&r[1]) as u64,
+                loss: r[2].f64().unwrap_or(f64::NAN),
+                valid_sharpe: r[3].f64().unwrap_or(f64::NAN),
+                valid_return: r[4].f64().unwrap_or(f64::NAN),
             })
-            .map_err(sql)?;
-        rows.collect::<Result<_, _>>().map_err(sql)
+            .collect())
     }
 
     /// A trial's greedy actions on the test split.
     pub fn test_actions(&self, number: u64) -> Result<Option<Vec<u8>>, String> {
         let id = self.trial_id(number)?;
-        self.conn
-            .query_row("SELECT actions FROM tradesim_test_actions WHERE trial_id = ?1", params![id], |r| r.get(0))
-            .optional()
-            .map_err(sql)
+        let rows = self.db.query("SELECT actions FROM tradesim_test_actions WHERE trial_id = ?1", &[Val::I64(id)])?;
+        Ok(rows.first().and_then(|r| r[0].blob().map(<[u8]>::to_vec)))
     }
 }
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL server for the tests (Debian's package; installed with apt when missing).
+#   scripts/postgres.sh start DIR   -> initdb in DIR (owned by the `postgres` user when run as root), start
+#                                      on a free port with the socket in DIR, create the role and database,
+#                                      print the storage URL (postgresql://tradesim:PASSWORD@127.0.0.1:PORT/tradesim)
+#   scripts/postgres.sh stop DIR    -> stop it and remove DIR
+set -euo pipefail
+cmd=${1:?start|stop}
+dir=${2:?data directory}
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+case "$cmd" in
+start)
+  if [ -z "$bin" ]; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
+    $sudo apt-get install -y -q postgresql >/dev/null 2>&1 || { echo "cannot install postgresql" >&2; exit 1; }
+    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$dir"
+  password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust >/dev/null
+  echo "host all all 127.0.0.1/32 scram-sha-256" >"$dir/hba"
+  echo "local all all trust" >>"$dir/hba"
+  as_owner cp "$dir/hba" "$dir/data/pg_hba.conf"
+  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/log" -w \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null
+  as_owner "$bin/psql" -h "$dir" -p "$port" -U postgres -q -v ON_ERROR_STOP=1 \
+    -c "CREATE ROLE tradesim LOGIN PASSWORD '$password'" -c "CREATE DATABASE tradesim OWNER tradesim" >/dev/null
+  echo "$port" >"$dir/port"
+  echo "postgresql://tradesim:$password@127.0.0.1:$port/tradesim"
+  ;;
+stop)
+  if [ -n "$bin" ] && [ -f "$dir/data/postmaster.pid" ]; then
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$dir"
+  ;;
+*) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
+esac
