@@ -694,3 +694,49 @@ fn an_optuna_worker_beside_tradesim_on_postgres() {
     assert!(foreign.iter().all(|t| t.status == "complete" && t.params.contains_key("lr")), "{foreign:#?}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The reverse direction: a study the real optuna created (3 trials of its own, the same parameter names and
+/// distributions) is continued by `tradesim hyperopt --load-if-exists`: tradesim adopts it with its
+/// configuration, runs its own trials after Optuna's (numbers 3..), samples them with Optuna's trials in
+/// TPE's history, and Optuna still loads the study.
+#[test]
+fn tradesim_continues_a_study_optuna_created() {
+    let Ok(python) = std::env::var("TRADESIM_OPTUNA_PYTHON") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must run the Optuna check: TRADESIM_OPTUNA_PYTHON is unset");
+        return;
+    };
+    let dir = temp_dir("adopt");
+    let study = dir.join("study.sqlite");
+    let storage = format!("sqlite:///{}", study.display());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("optuna_create.py");
+    let made = Command::new(&python).arg(script).args([storage.as_str(), "theirs", "3"]).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let cfg = config(&dir, 3, 3, 2, 24);
+    let (ok, _, stderr) = hyperopt(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--storage",
+        &storage,
+        "--study-name",
+        "theirs",
+        "--load-if-exists",
+    ]);
+    assert!(ok, "{stderr}");
+    let trials = Study::reopen(&StorageUrl::Sqlite(study.clone()), "theirs").unwrap().trials().unwrap();
+    assert_eq!(
+        trials.iter().map(|t| (t.number, t.ours)).collect::<Vec<_>>(),
+        [(0, false), (1, false), (2, false), (3, true), (4, true), (5, true)]
+    );
+    assert!(trials[..3].iter().all(|t| t.finished() && t.params.contains_key("lr")), "{trials:#?}");
+    assert!(trials[3..].iter().all(|t| t.finished() && t.history == [0, 1, 2]), "{trials:#?}");
+    let check = Command::new(&python)
+        .args([
+            "-c",
+            "import optuna, sys; s = optuna.load_study(study_name='theirs', storage=sys.argv[1]); print(len(s.trials))",
+            &storage,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "6", "{}", String::from_utf8_lossy(&check.stderr));
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -353,7 +353,35 @@ impl Study {
         let db = Db::connect(storage)?;
         ensure_schema(&db, &shown)?;
         let study_id = match (study_id_of(&db, name)?, how) {
-            (Some(id), Open::Resume | Open::LoadIfExists) => id,
+            (Some(id), Open::Resume | Open::LoadIfExists) => {
+                // A study another Optuna program created: tradesim adopts it with this configuration (its
+                // trials stay theirs; TPE learns from them).
+                let has = db.query(
+                    "SELECT COUNT(*) FROM study_user_attributes WHERE study_id = ?1 AND key = ?2",
+                    &[Val::I64(id), CONFIG_ATTR.into()],
+                )?;
+                if has.first().and_then(|r| r[0].i64()) == Some(0) {
+                    let config: Value =
+                        serde_json::from_str(config_json).map_err(|e| format!("configuration JSON: {e}"))?;
+                    let directions = db.query(
+                        "SELECT direction FROM study_directions WHERE study_id = ?1 ORDER BY objective",
+                        &[Val::I64(id)],
+                    )?;
+                    let directions: Vec<&str> = directions.iter().filter_map(|r| r[0].text()).collect();
+                    if directions != ["MAXIMIZE"] {
+                        return Err(format!(
+                            "study `{name}` in {shown} has directions {directions:?}; tradesim maximizes one objective \
+                             (the validation Sharpe)"
+                        ));
+                    }
+                    db.exec(
+                        "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (study_id, key) DO NOTHING",
+                        &[Val::I64(id), CONFIG_ATTR.into(), config.to_string().into()],
+                    )?;
+                }
+                id
+            }
             (Some(_), Open::Create) => {
                 return Err(format!(
                     "study `{name}` exists in {shown}: pass --resume to continue it, or choose another --study-name or \
