@@ -2,13 +2,17 @@
 # The project's test command (README): formatting, lints, docs without warnings and tests of both builds,
 # the CUDA one (PTX built with nightly) and the CPU-only one (stable alone). GPU tests skip without a GPU
 # unless REQUIRE_GPU=1. The Optuna interop test runs the real optuna from a throwaway virtualenv
-# (scripts/setup-optuna.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package).
+# (scripts/setup-optuna.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
+# the report test headless Chromium (scripts/setup-chromium.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-toolchain.sh
 # The real optuna (a throwaway virtualenv under target/) for the study interop tests.
 TRADESIM_OPTUNA_PYTHON=$(bash scripts/setup-optuna.sh)
 export TRADESIM_OPTUNA_PYTHON
+# Headless Chromium (Debian) renders the search report in a test.
+TRADESIM_CHROMIUM=$(bash scripts/setup-chromium.sh)
+export TRADESIM_CHROMIUM
 # A throwaway PostgreSQL server for the multi-worker tests, stopped (and its data removed) at exit.
 pg_dir=$(mktemp -d /tmp/tradesim-pg.XXXXXX)
 chmod 755 "$pg_dir"

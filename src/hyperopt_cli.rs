@@ -193,7 +193,9 @@ pub fn run(
     trials_bar.finish();
     epochs_bar.finish();
     let study = Study::reopen(&storage, name)?;
-    let summary = write_report(&backend, &study, series, &data, &dataset.label(), &cfg, bars_per_year, &report_dir)?;
+    let dashboard = format!("optuna-dashboard {storage}  (study `{name}`)");
+    let summary =
+        write_report(&backend, &study, series, &data, &dataset.label(), &cfg, bars_per_year, &report_dir, &dashboard)?;
     let [train_s, eval_s, setup_s, test_s] = timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let total = started.elapsed().as_secs_f64();
     println!(

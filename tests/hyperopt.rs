@@ -99,6 +99,7 @@ fn tiny_search_writes_a_consistent_study_and_report() {
     assert!(stdout.contains("Decimal audit"), "{stdout}");
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Leaderboard") && html.contains(&format!("Best trial: {best_sql}")));
+    renders_in_chromium(&report.join("index.html"));
     let (ok, _, stderr) = hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()]);
     assert!(!ok && stderr.contains("pass --resume"), "an existing study must not be overwritten: {stderr}");
     // The same file holds a second study under another name.
@@ -739,4 +740,44 @@ fn tradesim_continues_a_study_optuna_created() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "6", "{}", String::from_utf8_lossy(&check.stderr));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The report page in headless Chromium (Debian's, `TRADESIM_CHROMIUM`; `scripts/test.sh` sets it): it loads
+/// without console errors and its DOM holds the four charts (equity, drawdown, optimization history,
+/// intermediate values) with dates on the equity chart's axis.
+fn renders_in_chromium(page: &Path) {
+    let Ok(chromium) = std::env::var("TRADESIM_CHROMIUM") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must render the report: TRADESIM_CHROMIUM is unset");
+        eprintln!("skipped the Chromium check: TRADESIM_CHROMIUM is unset (scripts/test.sh sets it)");
+        return;
+    };
+    let profile = page.parent().unwrap().join("chromium-profile");
+    let out = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .unwrap();
+    let (dom, log) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "chromium failed: {log}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    assert!(dom.matches("<svg").count() >= 4, "charts missing from the DOM:\n{dom}");
+    for title in
+        ["equity on the test split", "drawdown on the test split", "Optimization history", "Intermediate values"]
+    {
+        assert!(dom.contains(title), "no chart `{title}` in the DOM");
+    }
+    let date = regex_like_date(&dom);
+    assert!(date, "the equity chart's x axis has no dates");
+}
+
+/// Whether `text` holds a date `YYYY-MM-DD` inside an SVG text element.
+fn regex_like_date(text: &str) -> bool {
+    text.split('>').any(|part| {
+        let b = part.trim_start().as_bytes();
+        b.len() >= 10
+            && b[..10].iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() })
+    })
 }

@@ -51,52 +51,122 @@ pub fn leaderboard(mut trials: Vec<TrialRecord>) -> Vec<TrialRecord> {
     trials
 }
 
-fn chart(title: &str, y_desc: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
-        let e = |e: &dyn std::fmt::Display| format!("drawing {title}: {e}");
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let points = lines.iter().flat_map(|l| l.1.iter()).filter(|p| p.1.is_finite());
-        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for &(x, y) in points {
-            (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
-        }
-        if x0 > x1 {
-            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-        }
-        if x1 - x0 < 1e-12 {
-            x1 = x0 + 1.0;
-        }
-        if y1 - y0 < 1e-12 {
-            (y0, y1) = (y0 - 1.0, y1 + 1.0);
-        }
-        let mut c = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(|x| e(&x))?;
-        c.configure_mesh().y_desc(y_desc).draw().map_err(|x| e(&x))?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let finite: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.1.is_finite()).collect();
-            c.draw_series(LineSeries::new(finite, color.stroke_width(2)))
-                .map_err(|x| e(&x))?
-                .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-        }
-        if lines.len() > 1 {
-            c.configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.8))
-                .draw()
-                .map_err(|x| e(&x))?;
-        }
-        root.present().map_err(|x| e(&x))?;
+/// A line chart: `lines` (NaN points left out), `markers` drawn as crosses, x labels by `x_label` (dates, say),
+/// the y axis over `y_range` when given (points outside are drawn at its edge), else over the data.
+struct Chart<'a> {
+    title: String,
+    y_desc: &'a str,
+    lines: Vec<(String, Vec<(f64, f64)>)>,
+    markers: Vec<(String, Vec<(f64, f64)>)>,
+    x_label: Option<&'a dyn Fn(f64) -> String>,
+    y_range: Option<(f64, f64)>,
+}
+
+impl<'a> Chart<'a> {
+    fn new(title: impl Into<String>, y_desc: &'a str, lines: Vec<(String, Vec<(f64, f64)>)>) -> Self {
+        Self { title: title.into(), y_desc, lines, markers: Vec::new(), x_label: None, y_range: None }
     }
-    Ok(svg)
+
+    fn svg(&self) -> Result<String, String> {
+        let title = self.title.as_str();
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
+            let e = |e: &dyn std::fmt::Display| format!("drawing {title}: {e}");
+            root.fill(&WHITE).map_err(|x| e(&x))?;
+            let points = self.lines.iter().chain(&self.markers).flat_map(|l| l.1.iter()).filter(|p| p.1.is_finite());
+            let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+            for &(x, y) in points {
+                (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+            }
+            if let Some((lo, hi)) = self.y_range {
+                (y0, y1) = (lo, hi);
+            }
+            if x0 > x1 {
+                (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+            }
+            if x1 - x0 < 1e-12 {
+                x1 = x0 + 1.0;
+            }
+            if y1 - y0 < 1e-12 {
+                (y0, y1) = (y0 - 1.0, y1 + 1.0);
+            }
+            let clamp = |p: &(f64, f64)| (p.0, p.1.clamp(y0, y1));
+            let mut c = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(30)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|x| e(&x))?;
+            // Trial numbers and epochs: whole ticks only.
+            let default_x = |x: &f64| if (x - x.round()).abs() > 1e-9 { String::new() } else { format!("{x:.0}") };
+            let x_fmt = |x: &f64| self.x_label.map_or_else(|| default_x(x), |f| f(*x));
+            c.configure_mesh().y_desc(self.y_desc).x_labels(6).x_label_formatter(&x_fmt).draw().map_err(|x| e(&x))?;
+            for (i, (name, pts)) in self.lines.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let finite: Vec<(f64, f64)> = pts.iter().filter(|p| p.1.is_finite()).map(clamp).collect();
+                c.draw_series(LineSeries::new(finite, color.stroke_width(2)))
+                    .map_err(|x| e(&x))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            }
+            for (i, (name, pts)) in self.markers.iter().enumerate() {
+                let color = if i == 0 { RED.to_rgba() } else { Palette99::pick(i + 5).to_rgba() };
+                let finite: Vec<(f64, f64)> = pts.iter().filter(|p| p.1.is_finite()).map(clamp).collect();
+                c.draw_series(finite.into_iter().map(|p| Cross::new(p, 5, color.stroke_width(2))))
+                    .map_err(|x| e(&x))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| Cross::new((x + 8, y), 5, color.stroke_width(2)));
+            }
+            if self.lines.len() + self.markers.len() > 1 {
+                c.configure_series_labels()
+                    .border_style(BLACK)
+                    .background_style(WHITE.mix(0.8))
+                    .draw()
+                    .map_err(|x| e(&x))?;
+            }
+            root.present().map_err(|x| e(&x))?;
+        }
+        Ok(svg)
+    }
+}
+
+/// The y range that keeps one outlier from flattening the rest: the 5th to 95th percentile widened by half
+/// its width on each side, or `None` when every value fits in it (then the axis spans the data).
+fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 5 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let (lo, hi) = (q(0.05), q(0.95));
+    let pad = 0.5 * (hi - lo).max(1e-9);
+    let (lo, hi) = (lo - pad, hi + pad);
+    (v[0] < lo || v[v.len() - 1] > hi).then_some((lo, hi))
+}
+
+/// A percentage with two decimals.
+fn pct(x: f64) -> String {
+    if x.is_finite() { format!("{:.2}%", 100.0 * x) } else { "NaN".to_owned() }
+}
+
+/// Money with two decimals and thousands separators.
+fn money(x: f64) -> String {
+    if !x.is_finite() {
+        return "NaN".to_owned();
+    }
+    let text = format!("{:.2}", x.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
+    let mut grouped = String::new();
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    format!("{}{grouped}.{frac}", if x < 0.0 { "-" } else { "" })
 }
 
 fn num(x: f64) -> String {
@@ -118,7 +188,8 @@ fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// Writes the report of `study` into `dir`.
+/// Writes the report of `study` into `dir`; `dashboard` is the command that opens the study in
+/// optuna-dashboard (its storage URL masked).
 #[allow(clippy::too_many_arguments, reason = "the study, its data and where the report goes")]
 pub fn write_report(
     backend: &Backend,
@@ -129,6 +200,7 @@ pub fn write_report(
     cfg: &SearchConfig,
     bars_per_year: f64,
     dir: &Path,
+    dashboard: &str,
 ) -> Result<ReportSummary, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     // tradesim's own trials (another Optuna worker's trials have no test evaluation or checkpoint; the
@@ -186,7 +258,7 @@ pub fn write_report(
     });
     write("leaderboard.json", &crate::json::text(&json))?;
     write("leaderboard.csv", &csv)?;
-    // Learning curves.
+    // Intermediate values (each epoch's validation Sharpe), pruned trials marked where they were pruned.
     let curves: Vec<(String, Vec<(f64, f64)>)> = board
         .iter()
         .map(|t| {
@@ -194,8 +266,51 @@ pub fn write_report(
             (format!("trial {}", t.number), pts)
         })
         .collect();
-    let learning = chart("Validation Sharpe by epoch", "Sharpe", &curves)?;
+    let prunes: Vec<(f64, f64)> = board
+        .iter()
+        .filter_map(|t| {
+            let at = t.pruned_at?;
+            epochs.iter().find(|e| e.trial == t.number && e.epoch == at).map(|e| (at as f64, e.valid_sharpe))
+        })
+        .collect();
+    let all: Vec<f64> =
+        epochs.iter().filter(|e| board.iter().any(|t| t.number == e.trial)).map(|e| e.valid_sharpe).collect();
+    let clip = robust_range(&all);
+    let mut chart = Chart::new("Intermediate values: validation Sharpe by epoch", "Sharpe", curves);
+    chart.markers = vec![("pruned here".to_owned(), prunes)];
+    chart.y_range = clip;
+    let learning = chart.svg()?;
     write("learning-curves.svg", &learning)?;
+    let clip_note = clip.map_or_else(String::new, |(lo, hi)| {
+        let outside = all.iter().filter(|v| v.is_finite() && (**v < lo || **v > hi)).count();
+        format!(
+            "<p>The y axis is clipped to [{lo:.2}, {hi:.2}] (the 5th to 95th percentile of the values widened by half \
+             its width on each side) so that an outlier does not flatten the rest; {outside} values outside it are \
+             drawn at its edge.</p>"
+        )
+    });
+    // Optimization history: each trial's value by number, the best complete value so far.
+    let mut best_so_far = Vec::new();
+    let mut running = f64::NEG_INFINITY;
+    let mut by_number: Vec<&TrialRecord> = board.iter().collect();
+    by_number.sort_by_key(|t| t.number);
+    for t in &by_number {
+        if t.status == "complete" && t.value.is_finite() {
+            running = running.max(t.value);
+        }
+        if running.is_finite() {
+            best_so_far.push((t.number as f64, running));
+        }
+    }
+    let values = |status: &str| -> Vec<(f64, f64)> {
+        by_number.iter().filter(|t| t.status == status).map(|t| (t.number as f64, t.value)).collect()
+    };
+    let mut history =
+        Chart::new("Optimization history", "validation Sharpe", vec![("best so far".to_owned(), best_so_far)]);
+    history.markers = vec![("complete".to_owned(), values("complete")), ("pruned".to_owned(), values("pruned"))];
+    history.y_range = robust_range(&board.iter().map(|t| t.value).collect::<Vec<_>>());
+    let history_svg = history.svg()?;
+    write("history.svg", &history_svg)?;
     // The best trial on the test split: backtest with ledger and equity, then the Decimal audit.
     let (mut best_test, mut audit, mut equity_svg, mut drawdown_svg, mut trades_html) =
         (None, None, String::new(), String::new(), String::new());
@@ -220,13 +335,38 @@ pub fn write_report(
                 (i as f64, 100.0 * (v / peak - 1.0))
             })
             .collect();
-        equity_svg =
-            chart(&format!("Trial {}: equity on the test split", b.number), "equity", &[("equity".to_owned(), eq)])?;
-        drawdown_svg = chart(
-            &format!("Trial {}: drawdown on the test split", b.number),
+        // Beside it: buy and hold (the capital in the symbol at the first close, no costs) and flat.
+        let capital = r.equity.first().copied().unwrap_or(0.0);
+        let closes: Vec<f64> = series.bars[split.test.start..]
+            .iter()
+            .take(r.equity.len())
+            .map(|b| num_traits::ToPrimitive::to_f64(&b.close).unwrap_or(f64::NAN))
+            .collect();
+        let hold: Vec<(f64, f64)> =
+            closes.iter().enumerate().map(|(i, c)| (i as f64, capital * c / closes[0])).collect();
+        let flat: Vec<(f64, f64)> = vec![(0.0, capital), ((r.equity.len().max(2) - 1) as f64, capital)];
+        let date = |x: f64| {
+            let i = (x.round().max(0.0) as usize).min(series.bars.len() - 1 - split.test.start);
+            series.bars[split.test.start + i].time.format("%Y-%m-%d").to_string()
+        };
+        let mut equity = Chart::new(
+            format!("Trial {}: equity on the test split", b.number),
+            "equity",
+            vec![
+                (format!("trial {}", b.number), eq),
+                ("buy and hold (no costs)".to_owned(), hold),
+                ("flat".to_owned(), flat),
+            ],
+        );
+        equity.x_label = Some(&date);
+        equity_svg = equity.svg()?;
+        let mut drawdown = Chart::new(
+            format!("Trial {}: drawdown on the test split", b.number),
             "drawdown %",
-            &[("drawdown".to_owned(), dd)],
-        )?;
+            vec![("drawdown".to_owned(), dd)],
+        );
+        drawdown.x_label = Some(&date);
+        drawdown_svg = drawdown.svg()?;
         write("equity.svg", &equity_svg)?;
         write("drawdown.svg", &drawdown_svg)?;
         let test_start = split.test.start;
@@ -275,7 +415,7 @@ pub fn write_report(
             t.number,
             t.status,
             num(t.value),
-            num(t.test_return),
+            pct(t.test_return),
             num(t.test_sharpe)
         );
         for n in &names {
@@ -287,23 +427,23 @@ pub fn write_report(
     if let (Some(b), Some(m)) = (best, &best_test) {
         let _ = write!(html, "<h2>Best trial: {} on the test split</h2><table>", b.number);
         for (k, v) in [
-            ("total return", m.total_return),
-            ("annual return", m.annual_return),
-            ("annual volatility", m.annual_volatility),
-            ("Sharpe", m.sharpe),
-            ("Sortino", m.sortino),
-            ("max drawdown", m.max_drawdown),
-            ("max drawdown bars", m.max_drawdown_bars),
-            ("Calmar", m.calmar),
-            ("trades", m.trades),
-            ("win rate", m.win_rate),
-            ("profit factor", m.profit_factor),
-            ("average trade return", m.avg_trade_return),
-            ("exposure", m.exposure),
-            ("total costs", m.total_costs),
-            ("final equity", m.final_equity),
+            ("total return", pct(m.total_return)),
+            ("annual return", pct(m.annual_return)),
+            ("annual volatility", pct(m.annual_volatility)),
+            ("Sharpe", num(m.sharpe)),
+            ("Sortino", num(m.sortino)),
+            ("max drawdown", pct(m.max_drawdown)),
+            ("max drawdown bars", format!("{:.0}", m.max_drawdown_bars)),
+            ("Calmar", num(m.calmar)),
+            ("trades", format!("{:.0}", m.trades)),
+            ("win rate", pct(m.win_rate)),
+            ("profit factor", num(m.profit_factor)),
+            ("average trade return", pct(m.avg_trade_return)),
+            ("exposure", pct(m.exposure)),
+            ("total costs", money(m.total_costs)),
+            ("final equity", money(m.final_equity)),
         ] {
-            let _ = write!(html, "<tr><th>{k}</th><td>{}</td></tr>", num(v));
+            let _ = write!(html, "<tr><th>{k}</th><td>{v}</td></tr>");
         }
         html += "</table>";
         html += &trades_html;
@@ -321,9 +461,19 @@ pub fn write_report(
     } else {
         html += "<p>No trial completed yet.</p>";
     }
-    html += "<h2>Learning curves</h2>";
+    html += "<h2>Optimization history</h2>";
+    html += &history_svg;
+    html += "<h2>Intermediate values</h2>";
     html += &learning;
-    html += "<p>Files: leaderboard.json, leaderboard.csv, best-trades.csv, equity.svg, drawdown.svg, learning-curves.svg.</p></body></html>\n";
+    html += &clip_note;
+    let _ = write!(
+        html,
+        "<p>The same study in optuna-dashboard (history, intermediate values, parameter importances, parallel \
+         coordinates): <code>{}</code>.</p>",
+        html_escape(dashboard)
+    );
+    html += "<p>Files: leaderboard.json, leaderboard.csv, best-trades.csv, equity.svg, drawdown.svg, history.svg, \
+             learning-curves.svg.</p></body></html>\n";
     write("index.html", &html)?;
     Ok(ReportSummary { leaderboard: board, best_test, audit, files })
 }
