@@ -743,8 +743,8 @@ fn tradesim_continues_a_study_optuna_created() {
 }
 
 /// The report page in headless Chromium (Debian's, `TRADESIM_CHROMIUM`; `scripts/test.sh` sets it): it loads
-/// without console errors and its DOM holds the four charts (equity, drawdown, optimization history,
-/// intermediate values) with dates on the equity chart's axis.
+/// without console errors and its DOM holds the six charts (equity, drawdown, optimization history,
+/// intermediate values, importances, parallel coordinates) with dates on the equity chart's axis.
 fn renders_in_chromium(page: &Path) {
     let Ok(chromium) = std::env::var("TRADESIM_CHROMIUM") else {
         assert!(std::env::var_os("CI").is_none(), "CI must render the report: TRADESIM_CHROMIUM is unset");

@@ -147,6 +147,149 @@ fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
     (v[0] < lo || v[v.len() - 1] > hi).then_some((lo, hi))
 }
 
+/// Average ranks (ties share the mean rank) of `v`.
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut r = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        for k in i..=j {
+            r[idx[k]] = (i + j) as f64 / 2.0;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+/// Parameter importances: the absolute Spearman rank correlation of each searched parameter with the
+/// objective over the complete trials with a finite value, normalized to sum to 1 (0 for a parameter that
+/// never varied). A quick, model-free measure; Optuna's default (fANOVA) fits a random forest instead.
+pub fn importances(trials: &[TrialRecord], names: &[String]) -> Vec<(String, f64)> {
+    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    let value_ranks = ranks(&done.iter().map(|t| t.value).collect::<Vec<_>>());
+    let spearman = |xs: &[f64]| -> f64 {
+        let rx = ranks(xs);
+        let n = rx.len() as f64;
+        let (mx, my) = (rx.iter().sum::<f64>() / n, value_ranks.iter().sum::<f64>() / n);
+        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        for (a, b) in rx.iter().zip(&value_ranks) {
+            sxy += (a - mx) * (b - my);
+            sxx += (a - mx) * (a - mx);
+            syy += (b - my) * (b - my);
+        }
+        if sxx == 0.0 || syy == 0.0 { 0.0 } else { (sxy / (sxx * syy).sqrt()).abs() }
+    };
+    let raw: Vec<(String, f64)> = names
+        .iter()
+        .map(|n| {
+            let xs: Vec<f64> = done.iter().map(|t| t.params.get(n).copied().unwrap_or(f64::NAN)).collect();
+            (n.clone(), if done.len() < 3 || xs.iter().any(|x| x.is_nan()) { 0.0 } else { spearman(&xs) })
+        })
+        .collect();
+    let total: f64 = raw.iter().map(|r| r.1).sum();
+    let mut out: Vec<(String, f64)> =
+        raw.into_iter().map(|(n, v)| (n, if total > 0.0 { v / total } else { 0.0 })).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+/// Horizontal bars of the importances (SVG).
+fn importance_svg(imp: &[(String, f64)]) -> String {
+    let (w, row) = (900.0, 22.0);
+    let h = 40.0 + row * imp.len() as f64;
+    let mut svg = format!(
+        "<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\" \
+         font-family=\"sans-serif\" font-size=\"12\"><text x=\"450\" y=\"18\" text-anchor=\"middle\" \
+         font-size=\"15\">Parameter importances (|Spearman rank correlation| with the value, normalized)</text>"
+    );
+    for (i, (name, v)) in imp.iter().enumerate() {
+        let y = 32.0 + row * i as f64;
+        let bar = 600.0 * v;
+        let _ = write!(
+            svg,
+            "<text x=\"175\" y=\"{:.1}\" text-anchor=\"end\">{}</text><rect x=\"180\" y=\"{y:.1}\" width=\"{bar:.1}\" \
+             height=\"{:.1}\" fill=\"#4c72b0\"/><text x=\"{:.1}\" y=\"{:.1}\">{v:.2}</text>",
+            y + 14.0,
+            html_escape(name),
+            row - 6.0,
+            185.0 + bar,
+            y + 14.0
+        );
+    }
+    svg + "</svg>"
+}
+
+/// Parallel coordinates (SVG): one axis per parameter (log scale for log ranges) and the value last; one line
+/// per complete trial, colored from blue (worst) to red (best).
+fn parallel_svg(trials: &[TrialRecord], names: &[String], cfg: &SearchConfig) -> String {
+    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    let mut axes: Vec<String> = names.to_vec();
+    axes.push("value".to_owned());
+    let (w, h, top, bottom) = (900.0, 360.0, 40.0, 310.0);
+    let step = (w - 120.0) / (axes.len().max(2) - 1) as f64;
+    let log = |n: &str| matches!(cfg.space.get(n), Some(super::config::Dimension::Range { log: true, .. }));
+    let get = |t: &TrialRecord, n: &str| -> f64 {
+        let v = if n == "value" { t.value } else { t.params.get(n).copied().unwrap_or(f64::NAN) };
+        if log(n) && v > 0.0 { v.ln() } else { v }
+    };
+    let bounds: Vec<(f64, f64)> = axes
+        .iter()
+        .map(|n| {
+            done.iter()
+                .map(|t| get(t, n))
+                .filter(|v| v.is_finite())
+                .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)))
+        })
+        .collect();
+    let mut svg = format!(
+        "<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\" \
+         font-family=\"sans-serif\" font-size=\"11\"><text x=\"450\" y=\"18\" text-anchor=\"middle\" \
+         font-size=\"15\">Parallel coordinates of the complete trials (color: value, blue worst, red best)</text>"
+    );
+    let (vlo, vhi) = *bounds.last().unwrap_or(&(0.0, 1.0));
+    for t in &done {
+        let frac = if vhi > vlo { (t.value - vlo) / (vhi - vlo) } else { 0.5 };
+        let color = format!("rgb({},{},{})", (255.0 * frac) as u8, 60, (255.0 * (1.0 - frac)) as u8);
+        let pts: Vec<String> = axes
+            .iter()
+            .zip(&bounds)
+            .enumerate()
+            .map(|(i, (n, (lo, hi)))| {
+                let v = get(t, n);
+                let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+                format!("{:.1},{:.1}", 60.0 + step * i as f64, bottom - f * (bottom - top))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            pts.join(" ")
+        );
+    }
+    for (i, (n, (lo, hi))) in axes.iter().zip(&bounds).enumerate() {
+        let x = 60.0 + step * i as f64;
+        let shown = |v: f64| if log(n) { param(v.exp()) } else { param(v) };
+        let (lo_s, hi_s) = if lo <= hi { (shown(*lo), shown(*hi)) } else { (String::new(), String::new()) };
+        let _ = write!(
+            svg,
+            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"#333\"/><text x=\"{x:.1}\" \
+             y=\"{:.1}\" text-anchor=\"middle\">{}</text><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{hi_s}</text>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{lo_s}</text>",
+            // Neighbouring names alternate between two rows so that long ones do not overlap.
+            bottom + if i % 2 == 0 { 30.0 } else { 44.0 },
+            html_escape(n),
+            top - 6.0,
+            bottom + 14.0
+        );
+    }
+    svg + "</svg>"
+}
+
 /// A percentage with two decimals.
 fn pct(x: f64) -> String {
     if x.is_finite() { format!("{:.2}%", 100.0 * x) } else { "NaN".to_owned() }
@@ -311,6 +454,16 @@ pub fn write_report(
     history.y_range = robust_range(&board.iter().map(|t| t.value).collect::<Vec<_>>());
     let history_svg = history.svg()?;
     write("history.svg", &history_svg)?;
+    // Which parameters mattered: importances and parallel coordinates over the searched parameters.
+    let searched: Vec<String> = names
+        .iter()
+        .filter(|n| !matches!(cfg.space.get(*n), Some(super::config::Dimension::Fixed(_))))
+        .cloned()
+        .collect();
+    let importance = importance_svg(&importances(&board, &searched));
+    write("importances.svg", &importance)?;
+    let parallel = parallel_svg(&board, &searched, cfg);
+    write("parallel-coordinates.svg", &parallel)?;
     // The best trial on the test split: backtest with ledger and equity, then the Decimal audit.
     let (mut best_test, mut audit, mut equity_svg, mut drawdown_svg, mut trades_html) =
         (None, None, String::new(), String::new(), String::new());
@@ -466,6 +619,9 @@ pub fn write_report(
     html += "<h2>Intermediate values</h2>";
     html += &learning;
     html += &clip_note;
+    html += "<h2>Parameters</h2>";
+    html += &importance;
+    html += &parallel;
     let _ = write!(
         html,
         "<p>The same study in optuna-dashboard (history, intermediate values, parameter importances, parallel \
@@ -473,7 +629,51 @@ pub fn write_report(
         html_escape(dashboard)
     );
     html += "<p>Files: leaderboard.json, leaderboard.csv, best-trades.csv, equity.svg, drawdown.svg, history.svg, \
-             learning-curves.svg.</p></body></html>\n";
+             learning-curves.svg, importances.svg, parallel-coordinates.svg.</p></body></html>\n";
     write("index.html", &html)?;
     Ok(ReportSummary { leaderboard: board, best_test, audit, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(number: u64, value: f64, a: f64, b: f64, c: f64) -> TrialRecord {
+        TrialRecord {
+            number,
+            params: [("a".to_owned(), a), ("b".to_owned(), b), ("c".to_owned(), c)].into(),
+            status: "complete".to_owned(),
+            value,
+            pruned_at: None,
+            test_return: 0.0,
+            test_sharpe: 0.0,
+            checkpoint: None,
+            history: Vec::new(),
+            ours: true,
+            worker: None,
+            runs: 1,
+            heartbeat: None,
+        }
+    }
+
+    /// `a` orders the values exactly (|rho| 1), `b` against them half the time, `c` never varies (0).
+    #[test]
+    fn importances_rank_the_parameters_by_rank_correlation() {
+        let trials: Vec<TrialRecord> = (0..6)
+            .map(|i| trial(i, i as f64, 10.0 * i as f64, [1.0, 3.0, 2.0, 2.0, 3.0, 1.0][i as usize], 5.0))
+            .collect();
+        let names = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        let imp = importances(&trials, &names);
+        assert_eq!(imp.iter().map(|i| i.0.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert!((imp.iter().map(|i| i.1).sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(imp[0].1 > 0.8 && imp[2].1 == 0.0, "{imp:?}");
+    }
+
+    #[test]
+    fn money_and_percentages_are_formatted() {
+        assert_eq!(money(1_234_567.891), "1,234,567.89");
+        assert_eq!(money(-99.5), "-99.50");
+        assert_eq!(pct(0.12345), "12.35%");
+        assert_eq!(pct(f64::NAN), "NaN");
+    }
 }
