@@ -71,7 +71,16 @@ fn tiny_search_writes_a_consistent_study_and_report() {
         report.to_str().unwrap(),
     ]);
     assert!(ok, "{stderr}");
-    for file in ["index.html", "leaderboard.json", "leaderboard.csv", "learning-curves.svg"] {
+    for file in [
+        "index.html",
+        "leaderboard.json",
+        "leaderboard.csv",
+        "learning-curves.svg",
+        "learning-curves.png",
+        "equity.png",
+        "history.png",
+        "parallel-coordinates.png",
+    ] {
         assert!(report.join(file).is_file(), "{file} missing");
     }
     let trials = stored(&study);

@@ -147,6 +147,31 @@ fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
     (v[0] < lo || v[v.len() - 1] > hi).then_some((lo, hi))
 }
 
+/// The font every PNG chart is drawn with: DejaVu Sans, bundled (Bitstream Vera license,
+/// `assets/fonts/LICENSE-DejaVu.txt`), so the images do not depend on the fonts of the machine.
+const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font.
+pub fn png_of(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    {
+        let db = opt.fontdb_mut();
+        db.load_font_data(FONT.to_vec());
+        db.set_sans_serif_family("DejaVu Sans");
+        db.set_serif_family("DejaVu Sans");
+        db.set_monospace_family("DejaVu Sans");
+    }
+    opt.font_family = "DejaVu Sans".to_owned();
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| format!("rasterizing a chart: {e}"))?;
+    let size = tree.size().to_int_size();
+    let (w, h) = (size.width() * 2, size.height() * 2);
+    let mut pixmap = tiny_skia::Pixmap::new(w, h).ok_or("rasterizing a chart: empty image")?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(&tree, tiny_skia::Transform::from_scale(2.0, 2.0), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| format!("encoding a PNG: {e}"))
+}
+
 /// Average ranks (ties share the mean rank) of `v`.
 fn ranks(v: &[f64]) -> Vec<f64> {
     let mut idx: Vec<usize> = (0..v.len()).collect();
@@ -355,7 +380,13 @@ pub fn write_report(
     let mut write = |name: &str, text: &str| -> Result<(), String> {
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        files.push(path);
+        files.push(path.clone());
+        // Every chart also as a PNG beside its SVG, for pasting into documents.
+        if name.ends_with(".svg") {
+            let png = path.with_extension("png");
+            std::fs::write(&png, png_of(text)?).map_err(|e| format!("writing {}: {e}", png.display()))?;
+            files.push(png);
+        }
         Ok(())
     };
     // Leaderboard JSON and CSV.
@@ -667,6 +698,23 @@ mod tests {
         assert_eq!(imp.iter().map(|i| i.0.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
         assert!((imp.iter().map(|i| i.1).sum::<f64>() - 1.0).abs() < 1e-12);
         assert!(imp[0].1 > 0.8 && imp[2].1 == 0.0, "{imp:?}");
+    }
+
+    /// A chart's PNG is a real image of it: the PNG signature, twice the SVG's size, and text drawn (dark
+    /// pixels inside the title's box, which is empty without a font).
+    #[test]
+    fn charts_rasterize_with_the_bundled_font() {
+        let svg = Chart::new("A title", "y", vec![("line".to_owned(), vec![(0.0, 1.0), (1.0, 2.0)])]).svg().unwrap();
+        let png = png_of(&svg).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let img = resvg::tiny_skia::Pixmap::decode_png(&png).unwrap();
+        assert_eq!((img.width(), img.height()), (1800, 640));
+        // The title is centred at the top (y 17..35 in SVG units, x 400..500).
+        let dark = (34..70)
+            .flat_map(|y| (800..1000).map(move |x| (x, y)))
+            .filter(|&(x, y)| img.pixel(x, y).is_some_and(|p| p.red() < 100))
+            .count();
+        assert!(dark > 50, "no text drawn in the title's box ({dark} dark pixels)");
     }
 
     #[test]
