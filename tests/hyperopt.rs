@@ -476,25 +476,17 @@ fn worker_config(dir: &Path) -> PathBuf {
     path
 }
 
-/// `tradesim hyperopt --load-if-exists` on `storage` as a background worker (`id`: TRADESIM_WORKER_ID).
-fn spawn_worker(cfg: &Path, storage: &str, id: Option<&str>) -> std::process::Child {
-    let mut cmd = Command::new(bin());
-    cmd.args([
-        "hyperopt",
-        "--device",
-        "cpu",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--storage",
-        storage,
-        "--load-if-exists",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    if let Some(id) = id {
-        cmd.env("TRADESIM_WORKER_ID", id);
-    }
-    cmd.spawn().unwrap()
+/// `tradesim hyperopt --load-if-exists` on study `name` of `storage` as a background worker acting as `id`
+/// (TRADESIM_WORKER_ID).
+fn spawn_named(cfg: &Path, storage: &str, name: &str, id: &str) -> std::process::Child {
+    Command::new(bin())
+        .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--storage", storage])
+        .args(["--study-name", name, "--load-if-exists"])
+        .env("TRADESIM_WORKER_ID", id)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 fn wait_ok(child: std::process::Child) {
@@ -502,15 +494,20 @@ fn wait_ok(child: std::process::Child) {
     assert!(out.status.success(), "a worker failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Study `name` of `storage` (an error until a worker created it).
+fn study_at(storage: &str, name: &str) -> Result<Study, String> {
+    Study::reopen(&StorageUrl::parse(storage)?, name)
+}
+
 /// Two worker processes started at once on one study (one creates it, the other joins) share its trials:
 /// all 8 finish, each claimed exactly once, and both workers ran some.
-fn two_processes_share_a_study_on(storage: &str, study: &dyn Fn() -> Result<Study, String>, dir: &Path) {
+fn two_processes_share_a_study_on(storage: &str, name: &str, dir: &Path) {
     let cfg = worker_config(dir);
-    let a = spawn_worker(&cfg, storage, Some("host-a:1"));
-    let b = spawn_worker(&cfg, storage, Some("host-b:1"));
+    let a = spawn_named(&cfg, storage, name, "host-a:1");
+    let b = spawn_named(&cfg, storage, name, "host-b:1");
     wait_ok(a);
     wait_ok(b);
-    let trials = study().unwrap().trials().unwrap();
+    let trials = study_at(storage, name).unwrap().trials().unwrap();
     assert_eq!(trials.iter().map(|t| t.number).collect::<Vec<_>>(), (0..8).collect::<Vec<u64>>());
     assert!(trials.iter().all(|t| t.finished() && t.runs == 1), "{trials:#?}");
     for w in ["host-a:1", "host-b:1"] {
@@ -522,13 +519,13 @@ fn two_processes_share_a_study_on(storage: &str, study: &dyn Fn() -> Result<Stud
 /// heartbeats are older than `stale_seconds` (the killed worker acts as another host, so its process cannot
 /// be seen to be gone) and finishes the study; the killed trials ran twice under their numbers, every
 /// other trial once.
-fn a_killed_worker_is_taken_over_on(storage: &str, study: &dyn Fn() -> Result<Study, String>, dir: &Path) {
+fn a_killed_worker_is_taken_over_on(storage: &str, name: &str, dir: &Path) {
     let cfg = worker_config(dir);
-    let mut a = spawn_worker(&cfg, storage, Some("host-a:1"));
+    let mut a = spawn_named(&cfg, storage, name, "host-a:1");
     let started = Instant::now();
     let killed: Vec<u64> = loop {
         assert!(started.elapsed() < Duration::from_secs(120), "worker a never claimed a trial");
-        let running: Vec<u64> = study()
+        let running: Vec<u64> = study_at(storage, name)
             .and_then(|s| s.trials())
             .unwrap_or_default()
             .iter()
@@ -540,11 +537,11 @@ fn a_killed_worker_is_taken_over_on(storage: &str, study: &dyn Fn() -> Result<St
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let b = spawn_worker(&cfg, storage, Some("host-b:1"));
+    let b = spawn_named(&cfg, storage, name, "host-b:1");
     a.kill().unwrap();
     a.wait().unwrap();
     wait_ok(b);
-    let trials = study().unwrap().trials().unwrap();
+    let trials = study_at(storage, name).unwrap().trials().unwrap();
     assert_eq!(trials.len(), 8, "{trials:#?}");
     assert!(trials.iter().all(|t| t.finished()), "{trials:#?}");
     for t in &trials {
@@ -557,18 +554,16 @@ fn a_killed_worker_is_taken_over_on(storage: &str, study: &dyn Fn() -> Result<St
 #[test]
 fn two_processes_share_a_sqlite_study() {
     let dir = temp_dir("share-sqlite");
-    let path = dir.join("study.sqlite");
-    let storage = format!("sqlite:///{}", path.display());
-    two_processes_share_a_study_on(&storage, &|| open(&path), &dir);
+    let storage = format!("sqlite:///{}", dir.join("study.sqlite").display());
+    two_processes_share_a_study_on(&storage, "tradesim", &dir);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn a_killed_worker_is_taken_over_on_sqlite() {
     let dir = temp_dir("takeover-sqlite");
-    let path = dir.join("study.sqlite");
-    let storage = format!("sqlite:///{}", path.display());
-    a_killed_worker_is_taken_over_on(&storage, &|| open(&path), &dir);
+    let storage = format!("sqlite:///{}", dir.join("study.sqlite").display());
+    a_killed_worker_is_taken_over_on(&storage, "tradesim", &dir);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -586,28 +581,13 @@ fn postgres_url() -> Option<String> {
     url
 }
 
-/// `storage` with the study name chosen by the workers' flag: a name unique to this test run.
-fn pg_study(url: &str, name: &str) -> Result<Study, String> {
-    Study::reopen(&StorageUrl::parse(url).unwrap(), name)
-}
-
 #[test]
 fn two_processes_share_a_postgres_study() {
     let Some(url) = postgres_url() else { return };
     let dir = temp_dir("share-pg");
+    // A study name unique to this run (the tests share one database), and a connection option on the way.
     let name = format!("share-{}", std::process::id());
-    let storage = format!("{url}?application_name={name}");
-    let cfg = worker_config(&dir);
-    let a = spawn_named(&cfg, &storage, &name, "host-a:1");
-    let b = spawn_named(&cfg, &storage, &name, "host-b:1");
-    wait_ok(a);
-    wait_ok(b);
-    let trials = pg_study(&url, &name).unwrap().trials().unwrap();
-    assert_eq!(trials.iter().map(|t| t.number).collect::<Vec<_>>(), (0..8).collect::<Vec<u64>>());
-    assert!(trials.iter().all(|t| t.finished() && t.runs == 1), "{trials:#?}");
-    for w in ["host-a:1", "host-b:1"] {
-        assert!(trials.iter().any(|t| t.worker.as_deref() == Some(w)), "{w} ran no trial");
-    }
+    two_processes_share_a_study_on(&format!("{url}?application_name={name}"), &name, &dir);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -616,33 +596,7 @@ fn a_killed_worker_is_taken_over_on_postgres() {
     let Some(url) = postgres_url() else { return };
     let dir = temp_dir("takeover-pg");
     let name = format!("takeover-{}", std::process::id());
-    let cfg = worker_config(&dir);
-    let mut a = spawn_named(&cfg, &url, &name, "host-a:1");
-    let started = Instant::now();
-    let killed: Vec<u64> = loop {
-        assert!(started.elapsed() < Duration::from_secs(120), "worker a never claimed a trial");
-        let running: Vec<u64> = pg_study(&url, &name)
-            .and_then(|s| s.trials())
-            .unwrap_or_default()
-            .iter()
-            .filter(|t| t.status == "running" && t.worker.as_deref() == Some("host-a:1"))
-            .map(|t| t.number)
-            .collect();
-        if !running.is_empty() {
-            break running;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let b = spawn_named(&cfg, &url, &name, "host-b:1");
-    a.kill().unwrap();
-    a.wait().unwrap();
-    wait_ok(b);
-    let trials = pg_study(&url, &name).unwrap().trials().unwrap();
-    assert_eq!(trials.len(), 8, "{trials:#?}");
-    assert!(trials.iter().all(|t| t.finished()), "{trials:#?}");
-    for t in &trials {
-        assert_eq!(t.runs, if killed.contains(&t.number) { 2 } else { 1 }, "trial {}: {trials:#?}", t.number);
-    }
+    a_killed_worker_is_taken_over_on(&url, &name, &dir);
     // The password never shows in what a worker prints.
     let password = match StorageUrl::parse(&url).unwrap() {
         StorageUrl::Postgres { password, .. } => password.unwrap(),
@@ -656,18 +610,6 @@ fn a_killed_worker_is_taken_over_on_postgres() {
     assert!(out.status.success(), "{text}");
     assert!(!text.contains(&password) && text.contains(":***@"), "{text}");
     std::fs::remove_dir_all(dir).unwrap();
-}
-
-/// A worker with an explicit study name (the PostgreSQL tests share one database).
-fn spawn_named(cfg: &Path, storage: &str, name: &str, id: &str) -> std::process::Child {
-    Command::new(bin())
-        .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--storage", storage])
-        .args(["--study-name", name, "--load-if-exists"])
-        .env("TRADESIM_WORKER_ID", id)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// An Optuna worker (the real optuna, Python) runs its own trials on the same PostgreSQL study while a
@@ -685,7 +627,7 @@ fn an_optuna_worker_beside_tradesim_on_postgres() {
     let cfg = worker_config(&dir);
     let ours = spawn_named(&cfg, &url, &name, "host-a:1");
     let started = Instant::now();
-    while pg_study(&url, &name).is_err() {
+    while study_at(&url, &name).is_err() {
         assert!(started.elapsed() < Duration::from_secs(60), "the study was never created");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -693,7 +635,7 @@ fn an_optuna_worker_beside_tradesim_on_postgres() {
     let theirs = Command::new(&python).arg(script).args([url.as_str(), name.as_str(), "4"]).output().unwrap();
     assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
     wait_ok(ours);
-    let trials = pg_study(&url, &name).unwrap().trials().unwrap();
+    let trials = study_at(&url, &name).unwrap().trials().unwrap();
     let numbers: std::collections::BTreeSet<u64> = trials.iter().map(|t| t.number).collect();
     assert_eq!(numbers.len(), trials.len(), "a trial number used twice: {trials:#?}");
     assert_eq!(numbers.into_iter().collect::<Vec<_>>(), (0..12).collect::<Vec<u64>>());

@@ -114,6 +114,12 @@ impl rusqlite::ToSql for Val {
 
 const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.f";
 
+/// A UTC time as Optuna writes it (`YYYY-MM-DD HH:MM:SS.ffffff`; text order is time order): what
+/// [`Val::Time`] holds on both databases.
+pub fn timestamp(t: chrono::NaiveDateTime) -> String {
+    t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+}
+
 /// A [`Val`] bound to the type PostgreSQL inferred for its placeholder.
 #[derive(Debug)]
 struct PgParam<'a>(&'a Val);
@@ -163,9 +169,7 @@ impl<'a> FromSql<'a> for PgColumn {
             Type::FLOAT8 => Val::F64(f64::from_sql(ty, raw)?),
             Type::BOOL => Val::I64(bool::from_sql(ty, raw)?.into()),
             Type::BYTEA => Val::Blob(raw.to_vec()),
-            Type::TIMESTAMP => {
-                Val::Time(chrono::NaiveDateTime::from_sql(ty, raw)?.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            }
+            Type::TIMESTAMP => Val::Time(timestamp(chrono::NaiveDateTime::from_sql(ty, raw)?)),
             _ => Val::Text(std::str::from_utf8(raw)?.to_owned()),
         }))
     }

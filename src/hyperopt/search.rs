@@ -252,8 +252,8 @@ struct Claimed {
 /// uninterrupted one would. Trials of other Optuna workers are left alone (their numbers are skipped).
 fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &str) -> Result<Claimed, String> {
     let s = &cfg.study;
-    let cutoff = crate::hyperopt::study::timestamp(
-        chrono::Utc::now() - chrono::Duration::milliseconds((s.stale_seconds * 1e3) as i64),
+    let cutoff = crate::hyperopt::db::timestamp(
+        (chrono::Utc::now() - chrono::Duration::milliseconds((s.stale_seconds * 1e3) as i64)).naive_utc(),
     );
     let claimed_now = study.in_tx(|| {
         study.lock()?;
@@ -264,17 +264,16 @@ fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me:
                 t.worker.as_deref().is_none_or(|w| w != me && gone(w, me))
                     || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
             });
+        // Each claimed trial's claims so far (0 for a new one), counted up by `claim_for`.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
         let batch: Vec<Claim> = if let Some(first) = interrupted.first() {
-            let batch: Vec<Claim> = interrupted
-                .iter()
-                .filter(|t| t.history == first.history)
-                .take(s.parallel)
-                .map(|t| (t.number, t.params.clone(), t.history.clone()))
-                .collect();
-            for (number, ..) in &batch {
-                study.restart(*number)?;
+            let again: Vec<&&TrialRecord> =
+                interrupted.iter().filter(|t| t.history == first.history).take(s.parallel).collect();
+            for t in &again {
+                study.restart(t.number)?;
+                runs.push((t.number, t.runs));
             }
-            batch
+            again.iter().map(|t| (t.number, t.params.clone(), t.history.clone())).collect()
         } else {
             let epochs = s.epochs as u64;
             let history: Vec<(Params, f64)> = finished
@@ -289,11 +288,12 @@ fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me:
                 let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
                 study.start(next, &params, &seen)?;
                 batch.push((next, params, seen.clone()));
+                runs.push((next, 0));
                 next += 1;
             }
             batch
         };
-        study.claim_for(&batch.iter().map(|b| b.0).collect::<Vec<_>>(), me)?;
+        study.claim_for(&runs, me)?;
         Ok(Claimed { batch, finished: finished.len(), elsewhere: elsewhere.iter().map(|t| t.number).collect() })
     })?;
     claimed.extend(claimed_now.batch.iter().map(|b| b.0));

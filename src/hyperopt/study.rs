@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::config::{Dimension, SearchConfig, is_integer};
-use super::db::{Db, Val};
+use super::db::{Db, Val, timestamp};
 use super::sampler::Params;
 use super::storage::StorageUrl;
 
@@ -259,12 +259,7 @@ fn param_value(stored: f64, distribution: &str) -> Result<f64, String> {
 }
 
 fn now() -> String {
-    timestamp(chrono::Utc::now())
-}
-
-/// A UTC time as Optuna writes it (`YYYY-MM-DD HH:MM:SS.ffffff`; text order is time order).
-pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+    timestamp(chrono::Utc::now().naive_utc())
 }
 
 fn i64_of(v: &Val) -> i64 {
@@ -749,18 +744,17 @@ impl Study {
         Ok(out)
     }
 
-    /// Claims trials `numbers` for `worker` (counting the claims) and writes their heartbeats (in the
-    /// caller's transaction, or one of its own).
-    pub fn claim_for(&self, numbers: &[u64], worker: &str) -> Result<(), String> {
+    /// Claims trials for `worker`: `claims` holds each trial's number and its claims so far (its
+    /// [`TrialRecord::runs`], 0 for a new trial), counted up by one; writes their heartbeats (in the caller's
+    /// transaction, or one of its own).
+    pub fn claim_for(&self, claims: &[(u64, u64)], worker: &str) -> Result<(), String> {
         self.in_tx(|| {
-            let system = self.attributes("trial_system_attributes")?;
-            for &n in numbers {
+            for &(n, runs) in claims {
                 let id = self.trial_id(n)?;
                 self.set_attr("trial_system_attributes", id, "tradesim_worker", json!(worker).to_string())?;
-                let runs = system.get(&(id, "tradesim_runs".to_owned())).and_then(Value::as_u64).unwrap_or(0);
                 self.set_attr("trial_system_attributes", id, "tradesim_runs", (runs + 1).to_string())?;
             }
-            self.beat(numbers)
+            self.beat(&claims.iter().map(|c| c.0).collect::<Vec<_>>())
         })
     }
 
