@@ -4,6 +4,10 @@
 # ./results beside this script)/gpu-suite.log and summary.txt. Exits non-zero when any binary fails.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+# gpu-suite.sh ships the binaries xz-compressed: unpack them once.
+if [ -f "$here/binaries.tar.xz" ] && [ ! -d "$here/tests" ]; then
+  tar -C "$here" -xJf "$here/binaries.tar.xz"
+fi
 out=${OUT:-$here/results}
 mkdir -p "$out"
 log="$out/gpu-suite.log"
