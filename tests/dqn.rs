@@ -183,7 +183,7 @@ fn is_active(l: &Layout, q: usize) -> bool {
 }
 
 fn tradesim_host_init(l: &Layout, trial: u64) -> Vec<f32> {
-    tradesim_host::dqn::init_weights(l, H, 9, trial)
+    tradesim_host::init::init_weights(l, H, 9, trial)
 }
 
 fn sanity_params() -> (TrialParams, DqnParams) {

@@ -284,7 +284,7 @@ fn a_cpu_copy_collects_and_updates() {
 fn ppo_starts_from_orthogonal_weights() {
     let l = gpu_kernels::mlp::Layout::actor_critic(20, 16);
     let h = 12;
-    let w = tradesim_host::dqn::init_orthogonal(&l, h, 3, 4);
+    let w = tradesim_host::init::init_orthogonal(&l, h, 3, 4);
     let row = |at: usize, stride: usize, r: usize, cols: usize| w[at + r * stride..at + r * stride + cols].to_vec();
     let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
     // W1 (12 x 20): rows orthogonal, each of norm sqrt(2).
@@ -312,5 +312,5 @@ fn ppo_starts_from_orthogonal_weights() {
     assert!((dot(&v, &v).sqrt() - 1.0).abs() < 1e-6);
     let biases = [l.b1()..l.b1() + l.hidden, l.b2()..l.b2() + l.hidden, l.b3()..l.b3() + 4];
     assert!(biases.into_iter().all(|r| w[r].iter().all(|&b| b == 0.0)));
-    assert_ne!(w, tradesim_host::dqn::init_orthogonal(&l, h, 3, 5), "another key, other weights");
+    assert_ne!(w, tradesim_host::init::init_orthogonal(&l, h, 3, 5), "another key, other weights");
 }

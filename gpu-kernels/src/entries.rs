@@ -19,10 +19,7 @@ use crate::net::{
     GRAD_CHUNK, NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient,
     walk_layers, walk_stage, walk_stage_len,
 };
-use crate::ppo::{
-    NORM_LANES, PpoArgs, PpoParams, adam_step as ppo_adam_step, choose as ppo_choose, clip_scale, gae_env,
-    gather_entry, loss_sample, minibatch_sample, minibatch_slot, norm_lane, trial_update,
-};
+use crate::ppo::{NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_at, norm_lane, sample_loss, update_weight};
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
 const _: () = assert!(GEMM_SHARED * 4 <= 8_192, "gemm_tiles declares 8,192 bytes of shared memory");
@@ -581,18 +578,17 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     if env >= args.n_trials as usize * ept {
         return;
     }
-    let (trial, e) = (env / ept, env % ept);
     // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
         let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
-        let (action, logp, value) = ppo_choose(env, &args, (*ppo.add(trial)).key, out);
-        *actions.add(env) = action;
-        if slot < args.steps {
-            let i = (trial * args.steps as usize + slot as usize) * ept + e;
-            *logps.add(i) = logp;
-            *values.add(i) = value;
-        } else {
-            *values.add(env) = value;
+        let a = act_env(env, &args, (*ppo.add(env / ept)).key, out, slot);
+        *actions.add(env) = a.action;
+        match a.rollout {
+            Some(i) => {
+                *logps.add(i) = a.logp;
+                *values.add(i) = a.value;
+            }
+            None => *values.add(env) = a.value,
         }
     }
 }
@@ -623,8 +619,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
     unsafe {
         let ring = slice::from_raw_parts(ring.add(t * n), n);
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
-        let slot = minibatch_slot(&args, &*ppo.add(t), j, ring);
-        *obs.add(idx) = gather_entry(ring, features, d - 3, slot, c);
+        *obs.add(idx) = gather_at(&args, &*ppo.add(t), j, ring, features, c);
     }
 }
 
@@ -660,14 +655,11 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     unsafe {
         let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
         let ring = slice::from_raw_parts(ring.add(t * n), n);
-        let p = &*ppo.add(t);
-        let sample =
-            minibatch_sample(&args, p, j, ring, at(logps), at(values), at(advantages), at(returns)).map(|(_, s)| s);
         let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
         let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
-        let loss = loss_sample(j, p, out, sample, dout);
+        let (logps, values, advantages, returns) = (at(logps), at(values), at(advantages), at(returns));
         // A trial that sits the update out keeps the losses of its last one.
-        if trial_update(p, &args).is_some() {
+        if let Some(loss) = sample_loss(&args, &*ppo.add(t), j, ring, logps, values, advantages, returns, out, dout) {
             *losses.add(i) = loss;
         }
     }
@@ -733,13 +725,8 @@ pub unsafe extern "ptx-kernel" fn ppo_adam(
     let t = i / n_params;
     // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
     unsafe {
-        let pp = &*ppo.add(t);
-        // Adam's step is the trial's own update number; a trial that sits the update out is left alone.
-        if let Some(u) = trial_update(pp, &args) {
-            let scale = clip_scale(pp, slice::from_raw_parts(lanes.add(t * NORM_LANES), NORM_LANES));
-            let g = *grads.add(i) * scale;
-            ppo_adam_step(pp, g, &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i), u, args.rollout);
-        }
+        let lanes = slice::from_raw_parts(lanes.add(t * NORM_LANES), NORM_LANES);
+        update_weight(&args, &*ppo.add(t), lanes, *grads.add(i), &mut *weights.add(i), &mut *m.add(i), &mut *v.add(i));
     }
 }
 

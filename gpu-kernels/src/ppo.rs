@@ -513,6 +513,83 @@ pub fn adam_step(p: &PpoParams, g: f32, w: &mut f32, m: &mut f32, v: &mut f32, u
     crate::mlp::adam(w, m, v, g, learning_rate(p, rollout), p.beta1, p.beta2, p.adam_eps, update + 1);
 }
 
+/// What acting computed for one env ([`act_env`]): the action, its log-probability, the state's value, and
+/// where the log-probability and value go.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ActOutput {
+    /// The chosen action code.
+    pub action: u8,
+    /// Its log-probability.
+    pub logp: f32,
+    /// The state's value.
+    pub value: f32,
+    /// The rollout index (`(trial x steps + slot) x E + e`) of the log-probability and value; `None` after
+    /// the last step (`slot >= steps`): then the value is the env's bootstrap (index `env`) and no
+    /// log-probability is kept.
+    pub rollout: Option<usize>,
+}
+
+/// Acting for env `env` at rollout step `slot` from its trial's outputs `out` (3 logits and the value): the
+/// action ([`choose`]) and the routing of its log-probability and value. The PTX shim and the CPU backend
+/// both call this.
+#[inline]
+pub fn act_env(env: usize, args: &PpoArgs, key: u64, out: &[f32], slot: u32) -> ActOutput {
+    let (action, logp, value) = choose(env, args, key, out);
+    let ept = args.envs_per_trial as usize;
+    let rollout = (slot < args.steps).then(|| ((env / ept) * args.steps as usize + slot as usize) * ept + env % ept);
+    ActOutput { action, logp, value, rollout }
+}
+
+/// The observation of minibatch sample `j` of trial `p` at update `args.counter` ([`minibatch_slot`], then
+/// [`gather_entry`] for every column of `row`); zeros for a zero-weight sample.
+#[inline]
+pub fn gather_row(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], features: &[f32], row: &mut [f32]) {
+    let slot = minibatch_slot(args, p, j, ring);
+    let n_features = args.input as usize - 3;
+    for (c, x) in row.iter_mut().enumerate() {
+        *x = gather_entry(ring, features, n_features, slot, c);
+    }
+}
+
+/// Column `c` of the observation of minibatch sample `j` (one element of [`gather_row`]).
+#[inline]
+pub fn gather_at(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], features: &[f32], c: usize) -> f32 {
+    gather_entry(ring, features, args.input as usize - 3, minibatch_slot(args, p, j, ring), c)
+}
+
+/// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
+/// ([`minibatch_sample`], [`loss_sample`]); the trial's rollout buffers are `ring`, `logps`, `values`,
+/// `advantages`, `returns`. `None` when the trial sits this update out ([`trial_update`]): its losses stay
+/// those of its last update (`dout` is still written: zeros).
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
+pub fn sample_loss(
+    args: &PpoArgs,
+    p: &PpoParams,
+    j: usize,
+    ring: &[Transition],
+    logps: &[f32],
+    values: &[f32],
+    advantages: &[f32],
+    returns: &[f32],
+    out: &[f32],
+    dout: &mut [f32],
+) -> Option<f32> {
+    let sample = minibatch_sample(args, p, j, ring, logps, values, advantages, returns).map(|(_, s)| s);
+    let loss = loss_sample(j, p, out, sample, dout);
+    trial_update(p, args).map(|_| loss)
+}
+
+/// The update of one parameter of trial `p`: its gradient `g` clipped by the trial's norm lanes
+/// ([`clip_scale`]) and the Adam step at the trial's own update number ([`adam_step`]); nothing for a trial
+/// that sits this update out.
+#[inline]
+pub fn update_weight(args: &PpoArgs, p: &PpoParams, lanes: &[f32], g: f32, w: &mut f32, m: &mut f32, v: &mut f32) {
+    if let Some(u) = trial_update(p, args) {
+        adam_step(p, g * clip_scale(p, lanes), w, m, v, u, args.rollout);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;

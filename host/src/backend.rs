@@ -67,7 +67,12 @@ impl fmt::Display for CudaAvailability {
 pub fn detect() -> CudaAvailability {
     #[cfg(feature = "cuda")]
     {
-        crate::cuda::detect()
+        match crate::cuda::probe() {
+            None => CudaAvailability::NoDriver,
+            Some(Ok(0)) => CudaAvailability::NoDevice,
+            Some(Ok(devices)) => CudaAvailability::Available { devices },
+            Some(Err(e)) => CudaAvailability::DriverError(e),
+        }
     }
     #[cfg(not(feature = "cuda"))]
     {

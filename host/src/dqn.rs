@@ -1,108 +1,17 @@
 //! [`DqnAgent`]: the Q-networks of every trial, acting for every env and trained for every trial in the
-//! same launches (CUDA) or the same parallel loops (CPU), with identical bits on both.
+//! same launches (CUDA, `cuda/`) or the same parallel loops (CPU, `cpu/`), with identical
+//! bits on both. This file dispatches; the backends hold the code.
 
-use gpu_kernels::batch::observe_env;
-use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
-use gpu_kernels::mlp::{ACTIONS, Layout};
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, Stage, Work, buffers};
-use gpu_kernels::rng::draw_u64;
-use rayon::prelude::*;
+use gpu_kernels::dqn::{DqnArgs, DqnParams};
+use gpu_kernels::mlp::Layout;
+use gpu_kernels::net::Work;
 
+use crate::cpu::dqn::{CpuDqn, partial_len, train_step};
 use crate::env_batch::Inner;
+use crate::init::init_weights;
+pub use crate::types::NetState;
+use crate::types::SampleBatch;
 use crate::{Backend, EnvBatch, HostError};
-
-/// RNG stream of the weight initialization.
-const INIT_STREAM: u64 = 0x1417_0000;
-
-/// The initial parameters of one trial: PyTorch's default for linear layers, U(-1/sqrt(fan_in),
-/// 1/sqrt(fan_in)) for weights and biases, over the active width; zero beyond it.
-pub fn init_weights(l: &Layout, hidden: usize, seed: u64, key: u64) -> Vec<f32> {
-    let mut w = vec![0.0f32; l.params()];
-    let mut counter = 0;
-    let mut draw = |fan_in: usize| {
-        counter += 1;
-        let u = gpu_kernels::rng::unit_open(draw_u64(seed, gpu_kernels::rng::keyed(INIT_STREAM, key), counter));
-        (2.0 * u - 1.0) / (fan_in as f32).sqrt()
-    };
-    let (d, stride) = (l.input, l.hidden);
-    for i in 0..hidden {
-        for j in 0..d {
-            w[l.w1() + i * d + j] = draw(d);
-        }
-        w[l.b1() + i] = draw(d);
-    }
-    for i in 0..hidden {
-        for j in 0..hidden {
-            w[l.w2() + i * stride + j] = draw(hidden);
-        }
-        w[l.b2() + i] = draw(hidden);
-    }
-    for k in 0..l.outputs {
-        for j in 0..hidden {
-            w[l.w3() + k * stride + j] = draw(hidden);
-        }
-        w[l.b3() + k] = draw(hidden);
-    }
-    w
-}
-
-/// The initial parameters of one actor-critic trial as CleanRL's PPO sets them: orthogonal weights
-/// (PyTorch's `orthogonal_`: the rows, or the columns when there are more rows than columns, of each matrix
-/// orthonormal, from the Gram-Schmidt QR of a Gaussian matrix with the signs of R's diagonal made
-/// positive) scaled by sqrt(2) for the hidden layers, 0.01 for the three policy logits and 1 for the value
-/// row; biases 0. Over the active width; zero beyond it. Computed in f64 on the host, identical for every
-/// backend.
-pub fn init_orthogonal(l: &Layout, hidden: usize, seed: u64, key: u64) -> Vec<f32> {
-    let mut w = vec![0.0f32; l.params()];
-    let mut counter = 0u64;
-    let stream = gpu_kernels::rng::keyed(INIT_STREAM ^ 0x0f0f, key);
-    let mut gauss = || {
-        counter += 2;
-        let u1 = ((draw_u64(seed, stream, counter) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        let u2 = ((draw_u64(seed, stream, counter + 1) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    };
-    // Writes an orthogonal `rows x cols` block (row stride `stride`) at `at`, scaled by `gain`.
-    let mut block = |w: &mut [f32], at: usize, rows: usize, cols: usize, stride: usize, gain: f64| {
-        let (small, large) = (rows.min(cols), rows.max(cols));
-        let mut q: Vec<Vec<f64>> = Vec::with_capacity(small);
-        for _ in 0..small {
-            let mut v: Vec<f64> = (0..large).map(|_| gauss()).collect();
-            for u in &q {
-                let dot: f64 = u.iter().zip(&v).map(|(a, b)| a * b).sum();
-                v.iter_mut().zip(u).for_each(|(x, u)| *x -= dot * u);
-            }
-            let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-            v.iter_mut().for_each(|x| *x /= norm);
-            q.push(v);
-        }
-        for r in 0..rows {
-            for c in 0..cols {
-                let x = if rows <= cols { q[r][c] } else { q[c][r] };
-                w[at + r * stride + c] = (gain * x) as f32;
-            }
-        }
-    };
-    let root2 = std::f64::consts::SQRT_2;
-    block(&mut w, l.w1(), hidden, l.input, l.input, root2);
-    block(&mut w, l.w2(), hidden, hidden, l.hidden, root2);
-    block(&mut w, l.w3(), ACTIONS, hidden, l.hidden, 0.01);
-    block(&mut w, l.w3() + ACTIONS * l.hidden, l.outputs - ACTIONS, hidden, l.hidden, 1.0);
-    w
-}
-
-/// Online, target and Adam state of every trial (`K x params` each, trial-major).
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct NetState {
-    /// Online network parameters.
-    pub online: Vec<f32>,
-    /// Target network parameters.
-    pub target: Vec<f32>,
-    /// Adam first moments.
-    pub m: Vec<f32>,
-    /// Adam second moments.
-    pub v: Vec<f32>,
-}
 
 /// The Q-networks of K trials.
 #[derive(Debug)]
@@ -119,16 +28,7 @@ pub struct DqnAgent {
 
 #[derive(Debug)]
 enum AgentInner {
-    Cpu {
-        nets: NetState,
-        /// Acting buffer ([`ActWork`]).
-        act: Vec<f32>,
-        /// Training buffer ([`Work`]).
-        work: Vec<f32>,
-        /// Per-chunk weight gradients.
-        partial: Vec<f32>,
-        losses: Vec<f32>,
-    },
+    Cpu(Box<CpuDqn>),
     #[cfg(feature = "cuda")]
     Cuda(Box<crate::cuda::CudaDqn>),
 }
@@ -197,17 +97,11 @@ impl DqnAgent {
         let online: Vec<f32> = params.iter().flat_map(|p| init_weights(&l, p.hidden as usize, seed, p.key)).collect();
         let nets = NetState { target: online.clone(), m: vec![0.0; online.len()], v: vec![0.0; online.len()], online };
         let inner = match backend {
-            Backend::Cpu => AgentInner::Cpu {
-                nets,
-                act: Vec::new(),
-                work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
-                partial: vec![0.0; partial_len(&args)],
-                losses: vec![0.0; trials * batch],
-            },
+            Backend::Cpu => AgentInner::Cpu(Box::new(CpuDqn::new(nets, &args))),
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => AgentInner::Cuda(Box::new(crate::cuda::CudaDqn::new(rt, &nets, params, &args)?)),
         };
-        let step_flops = crate::tile::step_flops(&args.net(), &trials_of(params));
+        let step_flops = crate::plan::step_flops(&args.net(), &trials_of(params));
         Ok(Self { params: params.to_vec(), args, grad_steps: 0, step_flops, flops: 0, inner })
     }
 
@@ -252,30 +146,11 @@ impl DqnAgent {
         #[cfg(feature = "cuda")]
         let env_args = env.args(1);
         match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu { nets, act, .. }, Inner::Cpu(cpu)) => {
-                let crate::cpu::PolicyView { params: env_params, states, bars, features, actions } = cpu.policy_view();
-                let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
-                let aw = ActWork::of(&args.net());
-                act.resize(aw.len(), 0.0);
-                act[..aw.h1()].par_chunks_mut(d).zip(states.par_iter()).enumerate().for_each(|(i, (row, state))| {
-                    observe_env(&env_params[i / ept], state, bars, features, d - 3, row);
-                });
-                for layer in 0..3 {
-                    let table = crate::tile::stage_plan(&args.net(), &trials_of(&self.params), Stage::Act(layer));
-                    let mut bufs: [&mut [f32]; buffers::COUNT] =
-                        [&mut nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act, &mut []];
-                    crate::tile::run(&table, &mut bufs)?;
-                }
-                let q = &act[aw.q()..];
-                let params = &self.params;
-                actions.par_iter_mut().enumerate().for_each(|(i, action)| {
-                    *action = choose(i, &args, &params[i / ept], &q[i * ACTIONS..(i + 1) * ACTIONS]);
-                });
-            }
+            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => c.act(&args, &self.params, cpu)?,
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => dqn.act(&mut cuda.policy_view()?, &args, &env_args)?,
             #[cfg(feature = "cuda")]
-            _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
+            _ => return Err(HostError::BackendMismatch),
         }
         env.run_loaded(1, 1)
     }
@@ -288,17 +163,14 @@ impl DqnAgent {
         self.flops += self.step_flops.1;
         let args = DqnArgs { step: self.grad_steps, ..self.args };
         match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu { nets, work, partial, losses, .. }, Inner::Cpu(cpu)) => {
-                let s = cpu.sample(&sample_args)?;
-                cpu_train_step(&args, &self.params, nets, work, partial, losses, s)?;
-            }
+            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => c.train(&args, &self.params, cpu, &sample_args)?,
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
                 let (stream, samples) = cuda.sample_device(&sample_args)?;
                 dqn.train(stream, samples, &args)?;
             }
             #[cfg(feature = "cuda")]
-            _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
+            _ => return Err(HostError::BackendMismatch),
         }
         Ok(())
     }
@@ -313,10 +185,7 @@ impl DqnAgent {
             return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
         }
         match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu { nets, .. }, Inner::Cpu(cpu)) => {
-                let hiddens: Vec<usize> = self.params.iter().map(|p| p.hidden as usize).collect();
-                Ok(Some(crate::tile::walk_all(&args.net(), &hiddens, &nets.online, &cpu.policy_view(), steps)))
-            }
+            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => Ok(Some(c.greedy_walk(&args, &self.params, cpu, steps))),
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
                 let net = args.net();
@@ -330,7 +199,7 @@ impl DqnAgent {
     /// Mean loss of each trial in the last gradient step.
     pub fn last_losses(&self) -> Result<Vec<f32>, HostError> {
         let losses = match &self.inner {
-            AgentInner::Cpu { losses, .. } => losses.clone(),
+            AgentInner::Cpu(c) => c.losses.clone(),
             #[cfg(feature = "cuda")]
             AgentInner::Cuda(dqn) => dqn.losses()?,
         };
@@ -341,7 +210,7 @@ impl DqnAgent {
     /// Online, target and Adam state of every trial.
     pub fn state(&self) -> Result<NetState, HostError> {
         match &self.inner {
-            AgentInner::Cpu { nets, .. } => Ok(nets.clone()),
+            AgentInner::Cpu(c) => Ok(c.nets.clone()),
             #[cfg(feature = "cuda")]
             AgentInner::Cuda(dqn) => dqn.state(),
         }
@@ -362,7 +231,7 @@ impl DqnAgent {
             }
         }
         match &mut self.inner {
-            AgentInner::Cpu { nets, .. } => *nets = state.clone(),
+            AgentInner::Cpu(c) => c.nets = state.clone(),
             #[cfg(feature = "cuda")]
             AgentInner::Cuda(dqn) => dqn.set_state(state)?,
         }
@@ -391,11 +260,6 @@ impl DqnAgent {
     }
 }
 
-/// Floats of the per-chunk weight gradients: `chunks x K x P`.
-fn partial_len(args: &DqnArgs) -> usize {
-    (args.batch as usize).div_ceil(GRAD_CHUNK) * args.n_trials as usize * args.layout().params()
-}
-
 /// The per-trial sizes of `params`.
 fn trials_of(params: &[DqnParams]) -> Vec<gpu_kernels::net::NetTrial> {
     params.iter().map(DqnParams::net).collect()
@@ -417,7 +281,7 @@ pub fn train_on_batch(
     args: &DqnArgs,
     params: &[DqnParams],
     nets: &mut NetState,
-    batch: &crate::SampleBatch,
+    batch: &SampleBatch,
 ) -> Result<BatchStep, HostError> {
     let n = args.n_trials as usize * args.batch as usize;
     let d = args.input as usize;
@@ -431,67 +295,6 @@ pub fn train_on_batch(
     let mut work = vec![0.0; args.n_trials as usize * Work::of(&args.net()).per_trial()];
     let mut partial = vec![0.0; partial_len(args)];
     let mut losses = vec![0.0; n];
-    let gradients = cpu_train_step(args, params, nets, &mut work, &mut partial, &mut losses, batch.clone())?;
+    let gradients = train_step(args, params, nets, &mut work, &mut partial, &mut losses, batch.clone())?;
     Ok(BatchStep { losses, gradients })
-}
-
-/// One gradient step of every trial on the CPU from the sampled minibatch `s`: the same stages, products
-/// and per-element rules as the CUDA launches. Returns the gradients.
-fn cpu_train_step(
-    args: &DqnArgs,
-    params: &[DqnParams],
-    nets: &mut NetState,
-    work: &mut [f32],
-    partial: &mut [f32],
-    losses: &mut [f32],
-    mut s: crate::SampleBatch,
-) -> Result<Vec<f32>, HostError> {
-    let b = args.batch as usize;
-    let (net, trials) = (args.net(), trials_of(params));
-    let run = |stage: Stage, nets: &mut NetState, s: &mut crate::SampleBatch, work: &mut [f32], partial: &mut [f32]| {
-        let table = crate::tile::stage_plan(&net, &trials, stage);
-        let mut ones = [1.0f32; GRAD_CHUNK];
-        let mut bufs: [&mut [f32]; buffers::COUNT] =
-            [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
-        crate::tile::run(&table, &mut bufs)
-    };
-    for stage in FORWARD {
-        run(stage, nets, &mut s, work, partial)?;
-    }
-    let w = Work::of(&net);
-    let td: Vec<([f32; ACTIONS], f32)> = (0..losses.len())
-        .into_par_iter()
-        .map(|i| {
-            let (t, j) = (i / b, i % b);
-            let row = |r: usize| &work[w.at(r, t) + j * ACTIONS..w.at(r, t) + (j + 1) * ACTIONS];
-            let mut dout = [0.0; ACTIONS];
-            let loss = td_sample(
-                j,
-                &params[t],
-                row(Work::Q),
-                row(Work::QT),
-                row(Work::QO),
-                s.actions[i],
-                s.rewards[i],
-                s.dones[i],
-                s.weights[i],
-                &mut dout,
-            );
-            (dout, loss)
-        })
-        .collect();
-    crate::tile::store_outputs(&w, work, losses, td);
-    for stage in BACKWARD {
-        run(stage, nets, &mut s, work, partial)?;
-    }
-    let n_params = args.layout().params();
-    let gradients = crate::tile::gradients(&net, partial);
-    let NetState { online, target, m, v } = nets;
-    online
-        .par_iter_mut()
-        .zip(target.par_iter_mut())
-        .zip(m.par_iter_mut().zip(v.par_iter_mut()))
-        .enumerate()
-        .for_each(|(i, ((w, t), (m, v)))| update_param(args, &params[i / n_params], gradients[i], w, t, m, v));
-    Ok(gradients)
 }

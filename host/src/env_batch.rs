@@ -5,78 +5,9 @@ use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::layout::segment_start;
 use gpu_kernels::{Action, EnvState, Moments, Transition, TrialParams};
 
-use crate::cpu::CpuEnv;
+use crate::cpu::env::CpuEnv;
+pub use crate::types::{EnvConfig, SampleBatch, SimLayout};
 use crate::{Backend, HostError, MarketData};
-
-/// How many trials and envs per trial a batch holds. Envs are numbered trial-major: env `i` belongs to
-/// trial `i / envs_per_trial`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SimLayout {
-    trials: usize,
-    envs_per_trial: usize,
-}
-
-impl SimLayout {
-    /// A layout of `trials` x `envs_per_trial` (both at least 1, fewer than 2^32 envs in all).
-    pub fn new(trials: usize, envs_per_trial: usize) -> Result<Self, HostError> {
-        let n = trials.saturating_mul(envs_per_trial);
-        if trials == 0 || envs_per_trial == 0 || n > u32::MAX as usize {
-            return Err(HostError::InvalidLayout { trials, envs_per_trial });
-        }
-        Ok(Self { trials, envs_per_trial })
-    }
-
-    /// Number of trials.
-    pub fn trials(&self) -> usize {
-        self.trials
-    }
-
-    /// Envs per trial.
-    pub fn envs_per_trial(&self) -> usize {
-        self.envs_per_trial
-    }
-
-    /// Envs in all.
-    pub fn n_envs(&self) -> usize {
-        self.trials * self.envs_per_trial
-    }
-}
-
-/// Options of an [`EnvBatch`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EnvConfig {
-    /// Steps per env segment (L) for [`EnvBatch::reset_epoch`].
-    pub segment_len: u32,
-    /// Replay ring capacity per trial, in transitions (0: no transitions are kept). At least E when set.
-    pub ring_capacity: usize,
-    /// Seed of segment draws and of the sampler.
-    pub seed: u64,
-    /// CUDA only: trials are split into this many groups, each on its own stream (1: one launch for all).
-    pub trial_groups: usize,
-}
-
-impl Default for EnvConfig {
-    fn default() -> Self {
-        Self { segment_len: 2_048, ring_capacity: 0, seed: 0, trial_groups: 1 }
-    }
-}
-
-/// A sampled minibatch, rebuilt into full states: `K x B` samples, trial-major.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct SampleBatch {
-    /// State vectors, `K x B x (F + 3)`.
-    pub obs: Vec<f32>,
-    /// Next-state vectors, same shape.
-    pub next_obs: Vec<f32>,
-    /// Action codes.
-    pub actions: Vec<u32>,
-    /// Rewards (normalized where the trial asks for it).
-    pub rewards: Vec<f32>,
-    /// 1.0 where the next state is terminal.
-    pub dones: Vec<f32>,
-    /// 1.0 for a real sample, 0.0 where the trial's ring held no valid transition (outputs zeroed).
-    pub weights: Vec<f32>,
-}
 
 /// The environments of all trials, advanced in lock-step.
 #[derive(Debug)]

@@ -108,6 +108,9 @@ pub enum HostError {
         /// Bytes free on the device.
         free: usize,
     },
+    /// An agent and envs on different backends (a CPU agent acting on CUDA envs or the reverse).
+    #[error("the agent and the envs live on different backends")]
+    BackendMismatch,
     /// A request the batch's configuration cannot serve.
     #[error("{0}")]
     Config(String),

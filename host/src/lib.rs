@@ -13,10 +13,13 @@ pub mod market;
 pub mod ppo;
 pub mod prices;
 
+pub mod init;
+pub mod types;
+
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
-mod tile;
+mod plan;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
 pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};

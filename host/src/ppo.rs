@@ -1,61 +1,16 @@
 //! [`PpoAgent`]: the actor-critics of every trial, collecting rollouts for every env and updating every
-//! trial in the same launches (CUDA) or parallel loops (CPU), with identical bits on both.
+//! trial in the same launches (CUDA, `cuda/`) or parallel loops (CPU, `cpu/`), with identical
+//! bits on both. This file dispatches; the backends hold the code.
 
-use gpu_kernels::batch::observe_env;
-use gpu_kernels::mlp::{ACTOR_CRITIC, Layout};
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetTrial, Stage, Work, buffers};
-use gpu_kernels::ppo::{
-    NORM_LANES, PpoArgs, PpoParams, adam_step, choose, clip_scale, gae_env, gather_entry, loss_sample,
-    minibatch_sample, norm_lane,
-};
-use rayon::prelude::*;
+use gpu_kernels::mlp::Layout;
+use gpu_kernels::net::NetTrial;
+use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
-use crate::dqn::{NetState, init_orthogonal, init_weights};
+use crate::cpu::ppo::CpuPpo;
 use crate::env_batch::Inner;
+use crate::init::{init_orthogonal, init_weights};
+use crate::types::NetState;
 use crate::{Backend, EnvBatch, HostError};
-
-/// The rollout buffers and networks on the CPU.
-#[derive(Debug, Default)]
-struct CpuPpo {
-    nets: NetState,
-    /// Acting buffer ([`ActWork`]).
-    act: Vec<f32>,
-    logps: Vec<f32>,
-    values: Vec<f32>,
-    bootstrap: Vec<f32>,
-    advantages: Vec<f32>,
-    returns: Vec<f32>,
-    /// Minibatch observations, `K x B x D`.
-    obs: Vec<f32>,
-    /// Training buffer ([`Work`]).
-    work: Vec<f32>,
-    /// Per-chunk gradients.
-    partial: Vec<f32>,
-    losses: Vec<f32>,
-}
-
-impl CpuPpo {
-    /// Networks `nets` with every rollout and step buffer sized for `args` (rollouts of `steps` steps of
-    /// `envs_per_trial` envs, minibatches of `batch`).
-    fn sized(nets: NetState, args: &PpoArgs) -> Self {
-        let (trials, ept, batch) = (args.n_trials as usize, args.envs_per_trial as usize, args.batch as usize);
-        let rollout = trials * args.steps as usize * ept;
-        let l = args.layout();
-        Self {
-            nets,
-            logps: vec![0.0; rollout],
-            values: vec![0.0; rollout],
-            bootstrap: vec![0.0; trials * ept],
-            advantages: vec![0.0; rollout],
-            returns: vec![0.0; rollout],
-            obs: vec![0.0; trials * batch * l.input],
-            work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
-            partial: vec![0.0; batch.div_ceil(GRAD_CHUNK) * trials * l.params()],
-            losses: vec![0.0; trials * batch],
-            act: Vec::new(),
-        }
-    }
-}
 
 /// The per-trial sizes of `params`.
 fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
@@ -183,7 +138,7 @@ impl PpoAgent {
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => PpoInner::Cuda(Box::new(crate::cuda::CudaPpo::new(rt, &nets, params, &args)?)),
         };
-        let step_flops = crate::tile::step_flops(&args.net(), &trials_of(params));
+        let step_flops = crate::plan::step_flops(&args.net(), &trials_of(params));
         Ok(Self { params: params.to_vec(), args, updates: 0, rollouts: 0, trained: 0, step_flops, flops: 0, inner })
     }
 
@@ -228,44 +183,11 @@ impl PpoAgent {
         #[cfg(feature = "cuda")]
         let env_args = env.args(1);
         match (&mut self.inner, env.inner_mut()) {
-            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
-                let view = cpu.policy_view();
-                let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
-                let net = args.net();
-                let aw = ActWork::of(&net);
-                c.act.resize(aw.len(), 0.0);
-                c.act[..aw.h1()].par_chunks_mut(d).zip(view.states.par_iter()).enumerate().for_each(
-                    |(i, (row, state))| observe_env(&view.params[i / ept], state, view.bars, view.features, d - 3, row),
-                );
-                let trials = trials_of(&self.params);
-                for layer in 0..3 {
-                    let table = crate::tile::stage_plan(&net, &trials, Stage::Act(layer));
-                    let mut bufs: [&mut [f32]; buffers::COUNT] =
-                        [&mut c.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], &mut c.act, &mut []];
-                    crate::tile::run(&table, &mut bufs)?;
-                }
-                let out = &c.act[aw.q()..];
-                let params = &self.params;
-                let outs: Vec<(u8, f32, f32)> = (0..view.states.len())
-                    .into_par_iter()
-                    .map(|i| choose(i, &args, params[i / ept].key, &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC]))
-                    .collect();
-                for (i, (action, logp, value)) in outs.into_iter().enumerate() {
-                    let (k, e) = (i / ept, i % ept);
-                    view.actions[i] = action;
-                    if slot < args.steps {
-                        let j = (k * args.steps as usize + slot as usize) * ept + e;
-                        c.logps[j] = logp;
-                        c.values[j] = value;
-                    } else {
-                        c.bootstrap[i] = value;
-                    }
-                }
-            }
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.act(&args, &self.params, cpu, slot)?,
             #[cfg(feature = "cuda")]
             (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, &env_args, slot)?,
             #[cfg(feature = "cuda")]
-            _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
+            _ => return Err(HostError::BackendMismatch),
         }
         Ok(())
     }
@@ -293,34 +215,11 @@ impl PpoAgent {
         self.rollouts += 1;
         let args = self.args;
         match (&mut self.inner, env.inner_mut()) {
-            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
-                let ring = cpu.ring();
-                let (ept, n) = (args.envs_per_trial as usize, args.steps as usize * args.envs_per_trial as usize);
-                for k in 0..args.n_trials as usize {
-                    let p = &self.params[k];
-                    for e in 0..ept {
-                        let (adv, ret) = (&mut c.advantages[k * n..(k + 1) * n], &mut c.returns[k * n..(k + 1) * n]);
-                        gae_env(
-                            e,
-                            ept,
-                            args.steps as usize,
-                            p.gamma,
-                            p.lambda,
-                            &ring[k * n..(k + 1) * n],
-                            &c.values[k * n..(k + 1) * n],
-                            c.bootstrap[k * ept + e],
-                            |i, a, r| {
-                                adv[i] = a;
-                                ret[i] = r;
-                            },
-                        );
-                    }
-                }
-            }
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.gae(&args, &self.params, cpu),
             #[cfg(feature = "cuda")]
             (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.gae(cuda, &args)?,
             #[cfg(feature = "cuda")]
-            _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
+            _ => return Err(HostError::BackendMismatch),
         }
         Ok(())
     }
@@ -340,11 +239,11 @@ impl PpoAgent {
             self.flops += self.step_flops.1;
             let args = PpoArgs { counter: u, rollout: self.trained, ..self.args };
             match (&mut self.inner, env.inner_mut()) {
-                (PpoInner::Cpu(c), Inner::Cpu(cpu)) => cpu_update(&args, &self.params, c, cpu.ring(), cpu.features())?,
+                (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.update(&args, &self.params, cpu)?,
                 #[cfg(feature = "cuda")]
                 (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.update(cuda, &args)?,
                 #[cfg(feature = "cuda")]
-                _ => return Err(HostError::Config("the agent and the envs live on different backends".to_owned())),
+                _ => return Err(HostError::BackendMismatch),
             }
         }
         self.trained += 1;
@@ -358,11 +257,8 @@ impl PpoAgent {
         if env.layout().envs_per_trial() != 1 || env.layout().trials() != net.n_trials as usize {
             return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
         }
-        let hiddens: Vec<usize> = self.params.iter().map(|p| p.hidden as usize).collect();
         match (&mut self.inner, env.inner_mut()) {
-            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
-                Ok(Some(crate::tile::walk_all(&net, &hiddens, &c.nets.online, &cpu.policy_view(), steps)))
-            }
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => Ok(Some(c.greedy_walk(&net, &self.params, cpu, steps))),
             #[cfg(feature = "cuda")]
             (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.greedy_walk(&cuda.policy_view()?, &net, steps),
             #[cfg(feature = "cuda")]
@@ -406,82 +302,4 @@ impl PpoAgent {
             inner,
         })
     }
-}
-
-/// One minibatch update of every trial on the CPU: the stages, products and per-element rules of the CUDA
-/// launches (gather, forward, loss, backward, gradients, Adam).
-fn cpu_update(
-    args: &PpoArgs,
-    params: &[PpoParams],
-    c: &mut CpuPpo,
-    ring: &[gpu_kernels::Transition],
-    features: &[f32],
-) -> Result<(), HostError> {
-    let (net, trials) = (args.net(), trials_of(params));
-    let l = args.layout();
-    let (b, d, n) = (args.batch as usize, l.input, args.steps as usize * args.envs_per_trial as usize);
-    let CpuPpo { nets, logps, values, advantages, returns, obs, work, partial, losses, .. } = c;
-    obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
-        let (t, j) = (i / b, i % b);
-        let trial_ring = &ring[t * n..(t + 1) * n];
-        let slot = gpu_kernels::ppo::minibatch_slot(args, &params[t], j, trial_ring);
-        for (col, x) in row.iter_mut().enumerate() {
-            *x = gather_entry(trial_ring, features, d - 3, slot, col);
-        }
-    });
-    let mut ones = [1.0f32; GRAD_CHUNK];
-    let mut run = |stage: Stage, online: &mut [f32], obs: &mut [f32], work: &mut [f32], partial: &mut [f32]| {
-        let table = crate::tile::stage_plan(&net, &trials, stage);
-        let mut bufs: [&mut [f32]; buffers::COUNT] = [online, &mut [], obs, &mut [], work, partial, &mut [], &mut ones];
-        crate::tile::run(&table, &mut bufs)
-    };
-    for stage in FORWARD {
-        run(stage, &mut nets.online, obs, work, partial)?;
-    }
-    let w = Work::of(&net);
-    let per_sample: Vec<([f32; ACTOR_CRITIC], f32)> = (0..losses.len())
-        .into_par_iter()
-        .map(|i| {
-            let (t, j) = (i / b, i % b);
-            let trial = t * n..(t + 1) * n;
-            let sample = minibatch_sample(
-                args,
-                &params[t],
-                j,
-                &ring[trial.clone()],
-                &logps[trial.clone()],
-                &values[trial.clone()],
-                &advantages[trial.clone()],
-                &returns[trial],
-            )
-            .map(|(_, s)| s);
-            let out = &work[w.at(Work::Q, t) + j * ACTOR_CRITIC..w.at(Work::Q, t) + (j + 1) * ACTOR_CRITIC];
-            let mut dout = [0.0; ACTOR_CRITIC];
-            let loss = loss_sample(j, &params[t], out, sample, &mut dout);
-            // A trial that sits the update out keeps the losses of its last one.
-            (dout, if gpu_kernels::ppo::trial_update(&params[t], args).is_some() { loss } else { losses[i] })
-        })
-        .collect();
-    crate::tile::store_outputs(&w, work, losses, per_sample);
-    for stage in BACKWARD {
-        run(stage, &mut nets.online, obs, work, partial)?;
-    }
-    let n_params = l.params();
-    let gradients = crate::tile::gradients(&net, partial);
-    let scales: Vec<f32> = gradients
-        .chunks(n_params)
-        .zip(params)
-        .map(|(g, p)| {
-            let lanes: Vec<f32> = (0..NORM_LANES).map(|lane| norm_lane(lane, &l, p, |i| g[i])).collect();
-            clip_scale(p, &lanes)
-        })
-        .collect();
-    let NetState { online, m, v, .. } = nets;
-    online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
-        let (t, p) = (i / n_params, &params[i / n_params]);
-        if let Some(u) = gpu_kernels::ppo::trial_update(p, args) {
-            adam_step(p, gradients[i] * scales[t], w, m, v, u, args.rollout);
-        }
-    });
-    Ok(())
 }

@@ -3,21 +3,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use gpu_kernels::TrialParams;
 use gpu_kernels::backtest::{BacktestArgs, SmaCross, WRITE_EQUITY, WRITE_LEDGER};
 
-use super::launch::{self, BacktestInputs, BacktestOutputs, Dev};
-use crate::backtest::{BacktestResult, Signals, offsets_of};
-use crate::{CudaRuntime, HostError, MarketData};
-
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
-    HostError::driver(context)
-}
-
-fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, HostError> {
-    stream.alloc_zeros(len.max(1)).map_err(driver("allocating device memory"))
-}
+use super::buffers::{BacktestInputs, BacktestOutputs, Dev, zeros};
+use super::launch;
+use super::runtime::CudaRuntime;
+use crate::types::{BacktestResult, Signals, offsets_of};
+use crate::{HostError, MarketData};
 
 pub(crate) fn backtest(
     rt: &Arc<CudaRuntime>,
@@ -32,16 +25,17 @@ pub(crate) fn backtest(
     let width = (args.end - args.start) as usize + 1;
     let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
     let host_bars: Vec<_> = market.bars().iter().copied().map(Dev).collect();
-    let params = stream.clone_htod(&host_params).map_err(driver("uploading parameters"))?;
-    let bars = stream.clone_htod(&host_bars).map_err(driver("uploading bars"))?;
-    let prefix = stream.clone_htod(prefix).map_err(driver("uploading close prefix sums"))?;
+    let params = stream.clone_htod(&host_params).map_err(HostError::driver("uploading parameters"))?;
+    let bars = stream.clone_htod(&host_bars).map_err(HostError::driver("uploading bars"))?;
+    let prefix = stream.clone_htod(prefix).map_err(HostError::driver("uploading close prefix sums"))?;
     let (targets, sma) = match signals {
-        Signals::Targets { targets, .. } => {
-            (stream.clone_htod(*targets).map_err(driver("uploading targets"))?, zeros::<Dev<SmaCross>>(&stream, 1)?)
-        }
+        Signals::Targets { targets, .. } => (
+            stream.clone_htod(*targets).map_err(HostError::driver("uploading targets"))?,
+            zeros::<Dev<SmaCross>>(&stream, 1)?,
+        ),
         Signals::SmaCross(s) => {
             let host: Vec<_> = s.iter().copied().map(Dev).collect();
-            (zeros::<u8>(&stream, 1)?, stream.clone_htod(&host).map_err(driver("uploading SMA parameters"))?)
+            (zeros::<u8>(&stream, 1)?, stream.clone_htod(&host).map_err(HostError::driver("uploading SMA parameters"))?)
         }
     };
     let input = BacktestInputs { params: &params, targets: &targets, sma: &sma, prefix: &prefix, bars: &bars };
@@ -59,14 +53,15 @@ pub(crate) fn backtest(
         ledger: &mut no_ledger,
         equity: &mut equity,
     };
-    launch::backtest(rt, &stream, &input, out, 0, &count_pass)?;
-    let host_counts = stream.clone_dtoh(&counts.slice(0..columns)).map_err(driver("downloading trade counts"))?;
+    launch::backtest::backtest(rt, &stream, &input, out, 0, &count_pass)?;
+    let host_counts =
+        stream.clone_dtoh(&counts.slice(0..columns)).map_err(HostError::driver("downloading trade counts"))?;
     let offsets = offsets_of(&host_counts);
     let total = offsets[columns];
     let mut trades = Vec::new();
     if args.write & WRITE_LEDGER != 0 && total > 0 {
         let device_offsets: Vec<u64> = offsets[..columns].iter().map(|&o| o as u64).collect();
-        no_offsets = stream.clone_htod(&device_offsets).map_err(driver("uploading ledger offsets"))?;
+        no_offsets = stream.clone_htod(&device_offsets).map_err(HostError::driver("uploading ledger offsets"))?;
         let mut ledger = zeros(&stream, total)?;
         let fill_pass = BacktestArgs { write: WRITE_LEDGER, ..*args };
         let mut scratch_metrics = zeros(&stream, columns)?;
@@ -78,13 +73,13 @@ pub(crate) fn backtest(
             ledger: &mut ledger,
             equity: &mut equity,
         };
-        launch::backtest(rt, &stream, &input, out, total, &fill_pass)?;
-        let host = stream.clone_dtoh(&ledger.slice(0..total)).map_err(driver("downloading the ledger"))?;
+        launch::backtest::backtest(rt, &stream, &input, out, total, &fill_pass)?;
+        let host = stream.clone_dtoh(&ledger.slice(0..total)).map_err(HostError::driver("downloading the ledger"))?;
         trades = host.into_iter().map(|d| d.0).collect();
     }
-    let metrics = stream.clone_dtoh(&metrics.slice(0..columns)).map_err(driver("downloading metrics"))?;
+    let metrics = stream.clone_dtoh(&metrics.slice(0..columns)).map_err(HostError::driver("downloading metrics"))?;
     let equity = if want_equity {
-        stream.clone_dtoh(&equity.slice(0..columns * width)).map_err(driver("downloading equity curves"))?
+        stream.clone_dtoh(&equity.slice(0..columns * width)).map_err(HostError::driver("downloading equity curves"))?
     } else {
         Vec::new()
     };

@@ -7,14 +7,12 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 
-use super::env::PolicyView;
-use super::launch::{self, Dev, DqnBuffers, SampleBuffers};
+use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
+use super::launch;
+use super::runtime::CudaRuntime;
 use super::tables::ProductTables;
-use crate::{CudaRuntime, HostError, NetState};
-
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
-    HostError::driver(context)
-}
+use crate::HostError;
+use crate::types::NetState;
 
 #[derive(Debug)]
 pub(crate) struct CudaDqn {
@@ -46,25 +44,25 @@ impl CudaDqn {
         let stream = rt.new_stream()?;
         let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
         let trials: Vec<NetTrial> = params.iter().map(DqnParams::net).collect();
-        let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(driver("allocating DQN buffers"));
+        let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(HostError::driver("allocating DQN buffers"));
         let nets = DqnBuffers {
-            params: stream.clone_htod(&host_params).map_err(driver("uploading DQN parameters"))?,
-            online: stream.clone_htod(&state.online).map_err(driver("uploading weights"))?,
-            target: stream.clone_htod(&state.target).map_err(driver("uploading weights"))?,
-            m: stream.clone_htod(&state.m).map_err(driver("uploading Adam state"))?,
-            v: stream.clone_htod(&state.v).map_err(driver("uploading Adam state"))?,
+            params: stream.clone_htod(&host_params).map_err(HostError::driver("uploading DQN parameters"))?,
+            online: stream.clone_htod(&state.online).map_err(HostError::driver("uploading weights"))?,
+            target: stream.clone_htod(&state.target).map_err(HostError::driver("uploading weights"))?,
+            m: stream.clone_htod(&state.m).map_err(HostError::driver("uploading Adam state"))?,
+            v: stream.clone_htod(&state.v).map_err(HostError::driver("uploading Adam state"))?,
             work: zeros(k * Work::of(&net).per_trial())?,
             partial: zeros((args.batch as usize).div_ceil(GRAD_CHUNK) * k * args.layout().params())?,
             act: zeros(ActWork::of(&net).len())?,
-            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(driver("uploading DQN buffers"))?,
+            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(HostError::driver("uploading DQN buffers"))?,
             losses: zeros(k * args.batch as usize)?,
         };
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
-        let dev_trials = stream.clone_htod(&dev_trials).map_err(driver("uploading DQN parameters"))?;
+        let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading DQN parameters"))?;
         let tables = ProductTables::new(rt, &stream)?;
         let mut dqn = Self { rt: rt.clone(), stream, nets, net, trials, dev_trials, tables };
         dqn.point(None)?;
-        dqn.stream.synchronize().map_err(driver("uploading DQN state"))?;
+        dqn.stream.synchronize().map_err(HostError::driver("uploading DQN state"))?;
         Ok(dqn)
     }
 
@@ -94,15 +92,15 @@ impl CudaDqn {
         let net = args.net();
         let aw = ActWork::of(&net);
         if self.nets.act.len() < aw.len() {
-            self.nets.act = self.stream.alloc_zeros(aw.len()).map_err(driver("allocating DQN buffers"))?;
+            self.nets.act = self.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
             self.point(None)?;
         }
         let stream = view.stream.clone();
-        launch::observe_view(&self.rt, view, &mut self.nets.act, env_args)?;
+        launch::net::observe_view(&self.rt, view, &mut self.nets.act, env_args)?;
         for layer in 0..3 {
             self.tables.launch(&stream, &net, &self.trials, Stage::Act(layer))?;
         }
-        launch::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)
+        launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)
     }
 
     pub(crate) fn train(
@@ -114,9 +112,9 @@ impl CudaDqn {
         self.point(Some(samples))?;
         let net = self.net;
         self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
-        launch::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
+        launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
-        launch::dqn_adam(&self.rt, stream, &mut self.nets, args)
+        launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)
     }
 
     /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`); `None` when the
@@ -127,7 +125,7 @@ impl CudaDqn {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<Vec<u8>>, HostError> {
-        launch::greedy_walk(&self.rt, view, &self.dev_trials, &self.nets.online, net, steps)
+        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &self.nets.online, net, steps)
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {
@@ -138,7 +136,7 @@ impl CudaDqn {
     /// which the driver's per-buffer tracking does not see).
     fn download(&self, buf: &CudaSlice<f32>, context: &'static str) -> Result<Vec<f32>, HostError> {
         self.rt.synchronize()?;
-        self.stream.clone_dtoh(buf).map_err(driver(context))
+        self.stream.clone_dtoh(buf).map_err(HostError::driver(context))
     }
 
     pub(crate) fn state(&self) -> Result<NetState, HostError> {
@@ -153,10 +151,10 @@ impl CudaDqn {
     pub(crate) fn set_state(&mut self, state: &NetState) -> Result<(), HostError> {
         self.rt.synchronize()?;
         let s = &self.stream;
-        s.memcpy_htod(&state.online, &mut self.nets.online).map_err(driver("uploading weights"))?;
-        s.memcpy_htod(&state.target, &mut self.nets.target).map_err(driver("uploading weights"))?;
-        s.memcpy_htod(&state.m, &mut self.nets.m).map_err(driver("uploading Adam state"))?;
-        s.memcpy_htod(&state.v, &mut self.nets.v).map_err(driver("uploading Adam state"))?;
-        s.synchronize().map_err(driver("uploading weights"))
+        s.memcpy_htod(&state.online, &mut self.nets.online).map_err(HostError::driver("uploading weights"))?;
+        s.memcpy_htod(&state.target, &mut self.nets.target).map_err(HostError::driver("uploading weights"))?;
+        s.memcpy_htod(&state.m, &mut self.nets.m).map_err(HostError::driver("uploading Adam state"))?;
+        s.memcpy_htod(&state.v, &mut self.nets.v).map_err(HostError::driver("uploading Adam state"))?;
+        s.synchronize().map_err(HostError::driver("uploading weights"))
     }
 }

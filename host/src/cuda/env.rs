@@ -4,12 +4,15 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
-use super::launch::{self, Dev, EnvBuffers, SampleBuffers};
-use crate::{CudaRuntime, EnvConfig, HostError, MarketData, SampleBatch, SimLayout};
+use super::buffers::{Dev, EnvBuffers, PolicyView, SampleBuffers, ensure, sample_buffers, zeros};
+use super::launch;
+use super::runtime::CudaRuntime;
+use crate::types::{EnvConfig, SampleBatch, SimLayout};
+use crate::{HostError, MarketData};
 
 #[derive(Debug)]
 struct TrialGroup {
@@ -25,16 +28,6 @@ struct TrialGroup {
     actions: Option<CudaSlice<u8>>,
 }
 
-/// What a device policy reads and writes: group 0's buffers (policies need a single trial group).
-pub(crate) struct PolicyView<'a> {
-    pub(crate) stream: &'a Arc<CudaStream>,
-    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
-    pub(crate) states: &'a CudaSlice<Dev<EnvState>>,
-    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
-    pub(crate) features: &'a CudaSlice<f32>,
-    pub(crate) actions: &'a mut CudaSlice<u8>,
-}
-
 #[derive(Debug)]
 pub(crate) struct CudaEnv {
     rt: Arc<CudaRuntime>,
@@ -44,39 +37,6 @@ pub(crate) struct CudaEnv {
     n_feature_values: usize,
     capacity: usize,
     groups: Vec<TrialGroup>,
-}
-
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
-    HostError::driver(context)
-}
-
-/// A zeroed buffer of at least one element (the driver refuses empty allocations).
-fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, HostError> {
-    stream.alloc_zeros(len.max(1)).map_err(driver("allocating device memory"))
-}
-
-/// Zeroed sampler outputs for `samples` samples of `width` floats.
-fn sample_buffers(stream: &Arc<CudaStream>, samples: usize, width: usize) -> Result<SampleBuffers, HostError> {
-    Ok(SampleBuffers {
-        obs: zeros(stream, samples * width)?,
-        next_obs: zeros(stream, samples * width)?,
-        actions: zeros(stream, samples)?,
-        rewards: zeros(stream, samples)?,
-        dones: zeros(stream, samples)?,
-        weights: zeros(stream, samples)?,
-    })
-}
-
-/// `slot` holding a zeroed buffer of at least `len` elements.
-fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
-    stream: &Arc<CudaStream>,
-    slot: &'a mut Option<CudaSlice<T>>,
-    len: usize,
-) -> Result<&'a mut CudaSlice<T>, HostError> {
-    if slot.as_ref().is_none_or(|b| b.len() < len) {
-        *slot = Some(zeros(stream, len)?);
-    }
-    Ok(slot.as_mut().expect("filled above"))
 }
 
 impl TrialGroup {
@@ -106,11 +66,11 @@ impl CudaEnv {
         )?;
         let upload = &rt.new_stream()?;
         let bars: Vec<_> = market.bars().iter().copied().map(Dev).collect();
-        let bars = upload.clone_htod(&bars).map_err(driver("uploading bars"))?;
+        let bars = upload.clone_htod(&bars).map_err(HostError::driver("uploading bars"))?;
         let features = if market.features().is_empty() {
             zeros(upload, 1)?
         } else {
-            upload.clone_htod(market.features()).map_err(driver("uploading features"))?
+            upload.clone_htod(market.features()).map_err(HostError::driver("uploading features"))?
         };
         let n_groups = cfg.trial_groups.clamp(1, layout.trials());
         let per_group = layout.trials().div_ceil(n_groups);
@@ -125,8 +85,8 @@ impl CudaEnv {
                 let host_params: Vec<_> = group_params.iter().copied().map(Dev).collect();
                 let host_states: Vec<_> = states[envs.clone()].iter().copied().map(Dev).collect();
                 Ok(TrialGroup {
-                    params: stream.clone_htod(&host_params).map_err(driver("uploading trial parameters"))?,
-                    states: stream.clone_htod(&host_states).map_err(driver("uploading env states"))?,
+                    params: stream.clone_htod(&host_params).map_err(HostError::driver("uploading trial parameters"))?,
+                    states: stream.clone_htod(&host_states).map_err(HostError::driver("uploading env states"))?,
                     ring: zeros(&stream, trials.len() * cfg.ring_capacity)?,
                     moments: zeros(&stream, trials.len())?,
                     chunks: None,
@@ -138,7 +98,7 @@ impl CudaEnv {
                 })
             })
             .collect::<Result<Vec<_>, HostError>>()?;
-        upload.synchronize().map_err(driver("uploading market data"))?;
+        upload.synchronize().map_err(HostError::driver("uploading market data"))?;
         Ok(Self {
             rt: rt.clone(),
             samples: None,
@@ -153,7 +113,7 @@ impl CudaEnv {
     pub(crate) fn set_states(&mut self, states: &[EnvState]) -> Result<(), HostError> {
         for g in &mut self.groups {
             let host: Vec<_> = states[g.envs.clone()].iter().copied().map(Dev).collect();
-            g.stream.memcpy_htod(&host, &mut g.states).map_err(driver("uploading env states"))?;
+            g.stream.memcpy_htod(&host, &mut g.states).map_err(HostError::driver("uploading env states"))?;
         }
         Ok(())
     }
@@ -170,7 +130,7 @@ impl CudaEnv {
                 let columns = (0..steps).flat_map(|s| &actions[s * n_envs + g.envs.start..s * n_envs + g.envs.end]);
                 g.stream.clone_htod(&columns.copied().collect::<Vec<u8>>())
             };
-            g.actions = Some(uploaded.map_err(driver("uploading actions"))?);
+            g.actions = Some(uploaded.map_err(HostError::driver("uploading actions"))?);
         }
         Ok(())
     }
@@ -184,7 +144,7 @@ impl CudaEnv {
             };
             let view = actions.slice(first * width..(first + args.steps as usize) * width);
             let buf = EnvBuffers { params: &g.params, states: &mut g.states, bars: &self.bars, ring: &mut g.ring };
-            launch::env_scan(&self.rt, &g.stream, buf, &view, &args)?;
+            launch::env::env_scan(&self.rt, &g.stream, buf, &view, &args)?;
         }
         Ok(())
     }
@@ -192,7 +152,10 @@ impl CudaEnv {
     /// Records a timing event on every group's stream.
     pub(crate) fn record_events(&self) -> Result<Vec<cudarc::driver::CudaEvent>, HostError> {
         let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-        self.groups.iter().map(|g| g.stream.record_event(timing).map_err(driver("recording an event"))).collect()
+        self.groups
+            .iter()
+            .map(|g| g.stream.record_event(timing).map_err(HostError::driver("recording an event")))
+            .collect()
     }
 
     pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
@@ -201,7 +164,7 @@ impl CudaEnv {
             let (trials, steps) = (args.n_trials as usize, args.steps as usize);
             let chunks = ensure(&g.stream, &mut g.chunks, trials * steps * args.n_chunks())?;
             let after_step = ensure(&g.stream, &mut g.after_step, trials * steps)?;
-            launch::update_rewards(
+            launch::env::update_rewards(
                 &self.rt,
                 &g.stream,
                 &g.params,
@@ -222,9 +185,11 @@ impl CudaEnv {
             let args = g.args(args);
             let mut dev = zeros::<f32>(&g.stream, g.envs.len() * width)?;
             let buf = EnvBuffers { params: &g.params, states: &mut g.states, bars: &self.bars, ring: &mut g.ring };
-            launch::observe(&self.rt, &g.stream, buf, &self.features, &mut dev, &args)?;
+            launch::env::observe(&self.rt, &g.stream, buf, &self.features, &mut dev, &args)?;
             out.extend(
-                g.stream.clone_dtoh(&dev.slice(0..g.envs.len() * width)).map_err(driver("downloading observations"))?,
+                g.stream
+                    .clone_dtoh(&dev.slice(0..g.envs.len() * width))
+                    .map_err(HostError::driver("downloading observations"))?,
             );
         }
         Ok(out)
@@ -237,7 +202,7 @@ impl CudaEnv {
             let samples = args.n_trials as usize * args.batch as usize;
             let width = args.n_features as usize + 3;
             let mut out = sample_buffers(&g.stream, samples, width)?;
-            launch::sample_transitions(
+            launch::env::sample_transitions(
                 &self.rt,
                 &g.stream,
                 &g.params,
@@ -248,16 +213,18 @@ impl CudaEnv {
                 &args,
             )?;
             let down = |d: &CudaSlice<f32>, n: usize| {
-                g.stream.clone_dtoh(&d.slice(0..n)).map_err(driver("downloading samples"))
+                g.stream.clone_dtoh(&d.slice(0..n)).map_err(HostError::driver("downloading samples"))
             };
             batch.obs.extend(down(&out.obs, samples * width)?);
             batch.next_obs.extend(down(&out.next_obs, samples * width)?);
             batch.rewards.extend(down(&out.rewards, samples)?);
             batch.dones.extend(down(&out.dones, samples)?);
             batch.weights.extend(down(&out.weights, samples)?);
-            batch
-                .actions
-                .extend(g.stream.clone_dtoh(&out.actions.slice(0..samples)).map_err(driver("downloading samples"))?);
+            batch.actions.extend(
+                g.stream
+                    .clone_dtoh(&out.actions.slice(0..samples))
+                    .map_err(HostError::driver("downloading samples"))?,
+            );
         }
         Ok(batch)
     }
@@ -302,7 +269,7 @@ impl CudaEnv {
             self.samples = Some(sample_buffers(&g.stream, samples, width)?);
         }
         let out = self.samples.as_mut().expect("allocated above");
-        launch::sample_transitions(
+        launch::env::sample_transitions(
             &self.rt,
             &g.stream,
             &g.params,
@@ -342,7 +309,7 @@ impl CudaEnv {
         for g in &self.groups {
             let n = len(g);
             if n > 0 {
-                let part = g.stream.clone_dtoh(&buffer(g).slice(0..n)).map_err(driver(context))?;
+                let part = g.stream.clone_dtoh(&buffer(g).slice(0..n)).map_err(HostError::driver(context))?;
                 out.extend(part.into_iter().map(|d| d.0));
             }
         }

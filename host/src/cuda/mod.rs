@@ -2,9 +2,11 @@
 //! stream per trial group. All `unsafe` launch code is in [`launch`].
 
 mod backtest;
+mod buffers;
 mod dqn;
 mod env;
 mod launch;
+mod peak;
 mod ppo;
 mod runtime;
 mod tables;
@@ -15,19 +17,14 @@ pub(crate) use env::CudaEnv;
 pub(crate) use ppo::CudaPpo;
 pub use runtime::CudaRuntime;
 
-use crate::CudaAvailability;
 use cudarc::driver::CudaContext;
 
-/// Probes the driver without panicking: cudarc panics when libcuda is missing, so its presence is checked
-/// first.
-pub(crate) fn detect() -> CudaAvailability {
+/// Probes the driver without panicking (cudarc panics when libcuda is missing, so its presence is checked
+/// first): `None` without a driver library, else the device count or the driver's error.
+pub(crate) fn probe() -> Option<Result<usize, String>> {
     // SAFETY: `is_culib_present` only tries to dlopen the driver library and drops it.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return CudaAvailability::NoDriver;
+        return None;
     }
-    match CudaContext::device_count() {
-        Ok(0) => CudaAvailability::NoDevice,
-        Ok(n) => CudaAvailability::Available { devices: usize::try_from(n).unwrap_or(0) },
-        Err(e) => CudaAvailability::DriverError(e.to_string()),
-    }
+    Some(CudaContext::device_count().map(|n| usize::try_from(n).unwrap_or(0)).map_err(|e| e.to_string()))
 }

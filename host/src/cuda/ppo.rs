@@ -7,14 +7,13 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
-use super::env::{CudaEnv, PolicyView};
-use super::launch::{self, Dev, PpoBuffers};
+use super::buffers::{Dev, PolicyView, PpoBuffers};
+use super::env::CudaEnv;
+use super::launch;
+use super::runtime::CudaRuntime;
 use super::tables::ProductTables;
-use crate::{CudaRuntime, HostError, NetState};
-
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
-    HostError::driver(context)
-}
+use crate::HostError;
+use crate::types::NetState;
 
 #[derive(Debug)]
 pub(crate) struct CudaPpo {
@@ -51,13 +50,13 @@ impl CudaPpo {
             + k * (l.params() + gpu_kernels::ppo::NORM_LANES);
         rt.ensure_fits(&format!("the PPO networks, rollout and step buffers of {k} trials"), 4 * floats)?;
         let stream = rt.new_stream()?;
-        let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(driver("allocating PPO buffers"));
+        let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(HostError::driver("allocating PPO buffers"));
         let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
         let b = PpoBuffers {
-            params: stream.clone_htod(&host_params).map_err(driver("uploading PPO parameters"))?,
-            weights: stream.clone_htod(&state.online).map_err(driver("uploading weights"))?,
-            m: stream.clone_htod(&state.m).map_err(driver("uploading Adam state"))?,
-            v: stream.clone_htod(&state.v).map_err(driver("uploading Adam state"))?,
+            params: stream.clone_htod(&host_params).map_err(HostError::driver("uploading PPO parameters"))?,
+            weights: stream.clone_htod(&state.online).map_err(HostError::driver("uploading weights"))?,
+            m: stream.clone_htod(&state.m).map_err(HostError::driver("uploading Adam state"))?,
+            v: stream.clone_htod(&state.v).map_err(HostError::driver("uploading Adam state"))?,
             act: zeros(ActWork::of(&net).len())?,
             logps: zeros(rollout)?,
             values: zeros(rollout)?,
@@ -69,15 +68,15 @@ impl CudaPpo {
             partial: zeros((args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params())?,
             grads: zeros(k * l.params())?,
             norm_lanes: zeros(k * gpu_kernels::ppo::NORM_LANES)?,
-            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(driver("uploading PPO buffers"))?,
+            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(HostError::driver("uploading PPO buffers"))?,
             losses: zeros(samples)?,
         };
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
-        let dev_trials = stream.clone_htod(&dev_trials).map_err(driver("uploading PPO parameters"))?;
+        let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading PPO parameters"))?;
         let tables = ProductTables::new(rt, &stream)?;
         let mut ppo = Self { rt: rt.clone(), stream, b, trials, dev_trials, tables };
         ppo.point()?;
-        ppo.stream.synchronize().map_err(driver("uploading PPO state"))?;
+        ppo.stream.synchronize().map_err(HostError::driver("uploading PPO state"))?;
         Ok(ppo)
     }
 
@@ -105,32 +104,32 @@ impl CudaPpo {
         let n_envs = net.n_trials as usize * net.envs_per_trial as usize;
         let aw = ActWork::of(&net);
         if self.b.act.len() < aw.len() || self.b.bootstrap.len() < n_envs {
-            self.b.act = self.stream.alloc_zeros(aw.len()).map_err(driver("allocating PPO buffers"))?;
-            self.b.bootstrap = self.stream.alloc_zeros(n_envs).map_err(driver("allocating PPO buffers"))?;
+            self.b.act = self.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating PPO buffers"))?;
+            self.b.bootstrap = self.stream.alloc_zeros(n_envs).map_err(HostError::driver("allocating PPO buffers"))?;
             self.point()?;
         }
         let stream = view.stream.clone();
-        launch::observe_view(&self.rt, view, &mut self.b.act, env_args)?;
+        launch::net::observe_view(&self.rt, view, &mut self.b.act, env_args)?;
         for layer in 0..3 {
             self.tables.launch(&stream, &net, &self.trials, Stage::Act(layer))?;
         }
-        launch::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)
+        launch::ppo::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)
     }
 
     pub(crate) fn gae(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, _) = env.rollout_view()?;
-        launch::ppo_gae(&self.rt, stream, ring, &mut self.b, args)
+        launch::ppo::ppo_gae(&self.rt, stream, ring, &mut self.b, args)
     }
 
     /// One minibatch update: gather, forward, loss, backward, gradients, Adam.
     pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, features) = env.rollout_view()?;
         let net = args.net();
-        launch::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
+        launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
-        launch::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
+        launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
-        launch::ppo_adam(&self.rt, stream, &mut self.b, args)
+        launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)
     }
 
     /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`); `None` when the
@@ -141,13 +140,13 @@ impl CudaPpo {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<Vec<u8>>, HostError> {
-        launch::greedy_walk(&self.rt, view, &self.dev_trials, &self.b.weights, net, steps)
+        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &self.b.weights, net, steps)
     }
 
     /// Downloads `buf` after all device work (kernels also reach the buffers through the address table).
     fn download(&self, buf: &CudaSlice<f32>, context: &'static str) -> Result<Vec<f32>, HostError> {
         self.rt.synchronize()?;
-        self.stream.clone_dtoh(buf).map_err(driver(context))
+        self.stream.clone_dtoh(buf).map_err(HostError::driver(context))
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {

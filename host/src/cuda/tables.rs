@@ -6,12 +6,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use gpu_kernels::net::{NetArgs, NetTrial, Stage, buffers};
 
-use super::launch::{self, Dev, GemmTable};
-use crate::{CudaRuntime, HostError};
-
-fn driver(context: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> HostError {
-    HostError::driver(context)
-}
+use super::buffers::{Dev, GemmTable};
+use super::launch;
+use super::runtime::CudaRuntime;
+use crate::HostError;
 
 #[derive(Debug)]
 pub(crate) struct ProductTables {
@@ -31,7 +29,9 @@ impl ProductTables {
         Ok(Self {
             rt: rt.clone(),
             stream: stream.clone(),
-            pointers: stream.alloc_zeros::<u64>(buffers::COUNT).map_err(driver("allocating buffer tables"))?,
+            pointers: stream
+                .alloc_zeros::<u64>(buffers::COUNT)
+                .map_err(HostError::driver("allocating buffer tables"))?,
             host_pointers: [0; buffers::COUNT],
             lens: [0; buffers::COUNT],
             tables: Vec::new(),
@@ -46,7 +46,9 @@ impl ProductTables {
             (ptrs[id as usize], lens[id as usize]) = (buf.device_ptr(&self.stream).0, buf.len());
         }
         if ptrs != self.host_pointers || lens != self.lens {
-            self.stream.memcpy_htod(&ptrs, &mut self.pointers).map_err(driver("uploading buffer addresses"))?;
+            self.stream
+                .memcpy_htod(&ptrs, &mut self.pointers)
+                .map_err(HostError::driver("uploading buffer addresses"))?;
             (self.host_pointers, self.lens) = (ptrs, lens);
             self.tables.clear();
         }
@@ -76,14 +78,14 @@ impl ProductTables {
         let i = match self.tables.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                let host = crate::tile::stage_plan(net, trials, stage);
-                crate::tile::check("gemm_tiles", &host, &self.lens)?;
+                let host = crate::plan::stage_plan(net, trials, stage);
+                crate::plan::check("gemm_tiles", &host, &self.lens)?;
                 let dev_table: Vec<_> = host.iter().copied().map(Dev).collect();
-                let dev = self.stream.clone_htod(&dev_table).map_err(driver("uploading product tables"))?;
+                let dev = self.stream.clone_htod(&dev_table).map_err(HostError::driver("uploading product tables"))?;
                 self.tables.push((key, GemmTable { host, dev }));
                 self.tables.len() - 1
             }
         };
-        launch::gemm(&self.rt, stream, &self.tables[i].1, &self.pointers, stage)
+        launch::net::gemm(&self.rt, stream, &self.tables[i].1, &self.pointers, stage)
     }
 }

@@ -6,10 +6,11 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::Layout;
-use gpu_kernels::net::{BACKWARD, FORWARD, NetArgs, NetTrial, Stage, Work, gradient, plan};
+use gpu_kernels::net::{NetArgs, Work, gradient};
 use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm, finish};
 use rayon::prelude::*;
 
+use super::env::PolicyView;
 use crate::HostError;
 
 /// `y[i] = fma(a, x[i], y[i])`.
@@ -67,13 +68,6 @@ fn compute(g: &Gemm, bufs: &[&[f32]]) -> Vec<f32> {
     out
 }
 
-/// The products of `stage` ([`gpu_kernels::net::plan`]).
-pub(crate) fn stage_plan(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Vec<Gemm> {
-    let mut table = Vec::new();
-    plan(net, trials, stage, |g| table.push(g));
-    table
-}
-
 /// Stores each sample's output gradient (`per_sample[i].0`, sample `i` trial-major) in region `DOUT` of
 /// the training buffer `work` laid out as `w`, and its loss in `losses[i]`: the CPU side of a learner's
 /// loss kernel.
@@ -99,53 +93,10 @@ pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-/// Floating-point operations of `stage`'s products (2 per multiply-add of the active sizes).
-pub(crate) fn stage_flops(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> u64 {
-    stage_plan(net, trials, stage).iter().map(|g| 2 * u64::from(g.m) * u64::from(g.n) * u64::from(g.k)).sum()
-}
-
-/// Floating-point operations of acting (the three layers) and of one training step's products.
-pub(crate) fn step_flops(net: &NetArgs, trials: &[NetTrial]) -> (u64, u64) {
-    let act = (0..3).map(|layer| stage_flops(net, trials, Stage::Act(layer))).sum();
-    let train = FORWARD.into_iter().chain(BACKWARD).map(|stage| stage_flops(net, trials, stage)).sum();
-    (act, train)
-}
-
-/// Fails unless every buffer `problems` touch is long enough, and every buffer is addressable by the
-/// products' 32-bit offsets.
-pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(), HostError> {
-    if let Some((buf, len)) = lens.iter().enumerate().find(|(_, l)| **l > u32::MAX as usize) {
-        return Err(HostError::Config(format!(
-            "{kernel}: buffer {buf} holds {len} floats, beyond the products' 32-bit offsets ({}): train fewer \
-             trials, envs or samples per batch",
-            u32::MAX
-        )));
-    }
-    for (buf, &len) in lens.iter().enumerate() {
-        let needed = problems.iter().map(|g| g.extent(buf as u32)).max().unwrap_or(0);
-        if needed > len {
-            return Err(HostError::Shape { what: format!("{kernel}: buffer {buf}"), expected: needed, got: len });
-        }
-    }
-    for g in problems {
-        let mut used = vec![g.a, g.b, g.c];
-        if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
-            used.push(g.bias);
-        }
-        if g.epilogue == EPI_RELU_MASK {
-            used.push(g.aux);
-        }
-        if let Some(o) = used.iter().find(|o| o.buf as usize >= lens.len()) {
-            return Err(HostError::Config(format!("{kernel}: buffer index {} out of the table", o.buf)));
-        }
-    }
-    Ok(())
-}
-
 /// Runs every product of `problems` (one launch's table: no product reads what another writes).
 pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), HostError> {
     let lens: Vec<usize> = bufs.iter().map(|b| b.len()).collect();
-    check("tile products", problems, &lens)?;
+    crate::plan::check("tile products", problems, &lens)?;
     let outputs: Vec<Vec<f32>> = {
         let read: Vec<&[f32]> = bufs.iter().map(|b| &**b).collect();
         problems.par_iter().map(|g| compute(g, &read)).collect()
@@ -169,7 +120,7 @@ pub(crate) fn walk_all(
     net: &NetArgs,
     hiddens: &[usize],
     online: &[f32],
-    view: &crate::cpu::PolicyView<'_>,
+    view: &PolicyView<'_>,
     steps: usize,
 ) -> Vec<u8> {
     let l = net.layout();
@@ -318,14 +269,6 @@ mod tests {
             assert_eq!(written, (m + 5) * (n + 1), "case {i}: every padded output is written once");
             assert!(got.iter().any(|x| *x != 0.0 && !x.is_nan()), "case {i}: all zero");
         }
-    }
-
-    /// Buffers beyond the products' 32-bit offsets are refused before anything is planned against them.
-    #[test]
-    fn buffers_beyond_32_bit_offsets_are_refused() {
-        let err = super::check("gemm_tiles", &[], &[16, u32::MAX as usize + 1]).unwrap_err();
-        assert!(err.to_string().contains("buffer 1") && err.to_string().contains("32-bit"), "{err}");
-        assert!(super::check("gemm_tiles", &[], &[16, u32::MAX as usize]).is_ok());
     }
 
     /// A product that reaches past its buffer is refused with the lengths, not run.

@@ -1,4 +1,5 @@
-//! The CPU backend: gpu-kernels' per-element bodies, in parallel over envs when there are enough of them.
+//! The envs of a batch on the CPU: gpu-kernels' per-element bodies, in parallel over envs when there are
+//! enough of them.
 
 use gpu_kernels::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_env,
@@ -7,7 +8,8 @@ use gpu_kernels::batch::{
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 use rayon::prelude::*;
 
-use crate::{HostError, MarketData, SampleBatch};
+use crate::types::SampleBatch;
+use crate::{HostError, MarketData};
 
 /// Below this many envs a step runs on one thread (rayon's hand-off would cost more than the work).
 const PARALLEL_MIN_ENVS: usize = 2_048;

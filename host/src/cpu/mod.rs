@@ -1,0 +1,13 @@
+//! The CPU backend: [`gpu_kernels`]' per-element bodies and the tile contract's products, in parallel
+//! (rayon) where there is enough work, with the same bits as the CUDA backend.
+//!
+//! - [`env`]: the envs of a batch, their replay ring and reward statistics, the sampler.
+//! - [`tile`]: the products of a table of [`gpu_kernels::tile::Gemm`]s and the greedy walk.
+//! - [`dqn`], [`ppo`]: the learners' buffers and steps.
+//! - [`backtest`]: the backtest of many columns.
+
+pub(crate) mod backtest;
+pub(crate) mod dqn;
+pub(crate) mod env;
+pub(crate) mod ppo;
+pub(crate) mod tile;

@@ -1,0 +1,191 @@
+//! The PPO networks and rollout buffers on the CPU: acting, GAE and the minibatch updates as the tables of
+//! products of [`gpu_kernels::net::plan`] ([`super::tile`]) with [`gpu_kernels::ppo`]'s per-element rules
+//! (the same functions the PTX shims call) between them, so the bits equal the CUDA launches'.
+
+use gpu_kernels::batch::observe_env;
+use gpu_kernels::mlp::ACTOR_CRITIC;
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
+use gpu_kernels::ppo::{
+    ActOutput, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_row, norm_lane, sample_loss, update_weight,
+};
+use rayon::prelude::*;
+
+use super::env::CpuEnv;
+use crate::HostError;
+use crate::types::NetState;
+
+/// The per-trial sizes of `params`.
+fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
+    params.iter().map(PpoParams::net).collect()
+}
+
+/// The rollout buffers and networks on the CPU.
+#[derive(Debug, Default)]
+pub(crate) struct CpuPpo {
+    pub(crate) nets: NetState,
+    /// Acting buffer ([`ActWork`]).
+    act: Vec<f32>,
+    logps: Vec<f32>,
+    values: Vec<f32>,
+    bootstrap: Vec<f32>,
+    advantages: Vec<f32>,
+    returns: Vec<f32>,
+    /// Minibatch observations, `K x B x D`.
+    obs: Vec<f32>,
+    /// Training buffer ([`Work`]).
+    work: Vec<f32>,
+    /// Per-chunk gradients.
+    partial: Vec<f32>,
+    pub(crate) losses: Vec<f32>,
+}
+
+impl CpuPpo {
+    /// Networks `nets` with every rollout and step buffer sized for `args` (rollouts of `steps` steps of
+    /// `envs_per_trial` envs, minibatches of `batch`).
+    pub(crate) fn sized(nets: NetState, args: &PpoArgs) -> Self {
+        let (trials, ept, batch) = (args.n_trials as usize, args.envs_per_trial as usize, args.batch as usize);
+        let rollout = trials * args.steps as usize * ept;
+        let l = args.layout();
+        Self {
+            nets,
+            logps: vec![0.0; rollout],
+            values: vec![0.0; rollout],
+            bootstrap: vec![0.0; trials * ept],
+            advantages: vec![0.0; rollout],
+            returns: vec![0.0; rollout],
+            obs: vec![0.0; trials * batch * l.input],
+            work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
+            partial: vec![0.0; batch.div_ceil(GRAD_CHUNK) * trials * l.params()],
+            losses: vec![0.0; trials * batch],
+            act: Vec::new(),
+        }
+    }
+    /// One action per env at rollout step `slot` ([`act_env`]; values only, into the bootstrap, when
+    /// `slot >= steps`).
+    pub(crate) fn act(
+        &mut self,
+        args: &PpoArgs,
+        params: &[PpoParams],
+        env: &mut CpuEnv,
+        slot: u32,
+    ) -> Result<(), HostError> {
+        let view = env.policy_view();
+        let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
+        let net = args.net();
+        let aw = ActWork::of(&net);
+        self.act.resize(aw.len(), 0.0);
+        self.act[..aw.h1()].par_chunks_mut(d).zip(view.states.par_iter()).enumerate().for_each(|(i, (row, state))| {
+            observe_env(&view.params[i / ept], state, view.bars, view.features, d - 3, row)
+        });
+        let trials = trials_of(params);
+        for layer in 0..3 {
+            let table = crate::plan::stage_plan(&net, &trials, Stage::Act(layer));
+            let mut bufs: [&mut [f32]; buffers::COUNT] =
+                [&mut self.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], &mut self.act, &mut []];
+            super::tile::run(&table, &mut bufs)?;
+        }
+        let out = &self.act[aw.q()..];
+        let outs: Vec<ActOutput> = (0..view.states.len())
+            .into_par_iter()
+            .map(|i| act_env(i, args, params[i / ept].key, &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC], slot))
+            .collect();
+        for (i, a) in outs.into_iter().enumerate() {
+            view.actions[i] = a.action;
+            match a.rollout {
+                Some(j) => {
+                    self.logps[j] = a.logp;
+                    self.values[j] = a.value;
+                }
+                None => self.bootstrap[i] = a.value,
+            }
+        }
+        Ok(())
+    }
+
+    /// GAE over every env's rollout in `env`'s ring ([`gae_env`]).
+    pub(crate) fn gae(&mut self, args: &PpoArgs, params: &[PpoParams], env: &CpuEnv) {
+        let ring = env.ring();
+        let (ept, n) = (args.envs_per_trial as usize, args.steps as usize * args.envs_per_trial as usize);
+        for (k, p) in params.iter().enumerate() {
+            for e in 0..ept {
+                let (adv, ret) = (&mut self.advantages[k * n..(k + 1) * n], &mut self.returns[k * n..(k + 1) * n]);
+                gae_env(
+                    e,
+                    ept,
+                    args.steps as usize,
+                    p.gamma,
+                    p.lambda,
+                    &ring[k * n..(k + 1) * n],
+                    &self.values[k * n..(k + 1) * n],
+                    self.bootstrap[k * ept + e],
+                    |i, a, r| {
+                        adv[i] = a;
+                        ret[i] = r;
+                    },
+                );
+            }
+        }
+    }
+
+    /// The greedy walks of `env`'s single env per trial ([`super::tile::walk_all`]).
+    pub(crate) fn greedy_walk(&self, net: &NetArgs, params: &[PpoParams], env: &mut CpuEnv, steps: usize) -> Vec<u8> {
+        let hiddens: Vec<usize> = params.iter().map(|p| p.hidden as usize).collect();
+        super::tile::walk_all(net, &hiddens, &self.nets.online, &env.policy_view(), steps)
+    }
+
+    /// One minibatch update of every trial: the stages, products and per-element rules of the CUDA
+    /// launches (gather, forward, loss, backward, gradients, clipped Adam).
+    pub(crate) fn update(&mut self, args: &PpoArgs, params: &[PpoParams], env: &CpuEnv) -> Result<(), HostError> {
+        let (ring, features) = (env.ring(), env.features());
+        let (net, trials) = (args.net(), trials_of(params));
+        let l = args.layout();
+        let (b, d, n) = (args.batch as usize, l.input, args.steps as usize * args.envs_per_trial as usize);
+        let Self { nets, logps, values, advantages, returns, obs, work, partial, losses, .. } = self;
+        obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
+            let (t, j) = (i / b, i % b);
+            gather_row(args, &params[t], j, &ring[t * n..(t + 1) * n], features, row);
+        });
+        let mut ones = [1.0f32; GRAD_CHUNK];
+        let mut run = |stage: Stage, online: &mut [f32], obs: &mut [f32], work: &mut [f32], partial: &mut [f32]| {
+            let table = crate::plan::stage_plan(&net, &trials, stage);
+            let mut bufs: [&mut [f32]; buffers::COUNT] =
+                [online, &mut [], obs, &mut [], work, partial, &mut [], &mut ones];
+            super::tile::run(&table, &mut bufs)
+        };
+        for stage in FORWARD {
+            run(stage, &mut nets.online, obs, work, partial)?;
+        }
+        let w = Work::of(&net);
+        let per_sample: Vec<([f32; ACTOR_CRITIC], f32)> = (0..losses.len())
+            .into_par_iter()
+            .map(|i| {
+                let (t, j) = (i / b, i % b);
+                let tr = t * n..(t + 1) * n;
+                let out = &work[w.at(Work::Q, t) + j * ACTOR_CRITIC..w.at(Work::Q, t) + (j + 1) * ACTOR_CRITIC];
+                let mut dout = [0.0; ACTOR_CRITIC];
+                let (lp, vs, adv, ret) =
+                    (&logps[tr.clone()], &values[tr.clone()], &advantages[tr.clone()], &returns[tr.clone()]);
+                let loss = sample_loss(args, &params[t], j, &ring[tr], lp, vs, adv, ret, out, &mut dout);
+                // A trial that sits the update out keeps the losses of its last one.
+                (dout, loss.unwrap_or(losses[i]))
+            })
+            .collect();
+        super::tile::store_outputs(&w, work, losses, per_sample);
+        for stage in BACKWARD {
+            run(stage, &mut nets.online, obs, work, partial)?;
+        }
+        let n_params = l.params();
+        let gradients = super::tile::gradients(&net, partial);
+        let lanes: Vec<[f32; NORM_LANES]> = gradients
+            .chunks(n_params)
+            .zip(params)
+            .map(|(g, p)| std::array::from_fn(|lane| norm_lane(lane, &l, p, |i| g[i])))
+            .collect();
+        let NetState { online, m, v, .. } = nets;
+        online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
+            let t = i / n_params;
+            update_weight(args, &params[t], &lanes[t], gradients[i], w, m, v);
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,209 @@
+//! Device buffers: the [`Dev`] wrapper that lets cudarc copy the kernel crate's `#[repr(C)]` structs, the
+//! buffer bundles each launch takes, the view a device policy acts through, and zeroed allocation. Plain
+//! data: the launches ([`super::launch`]) check the lengths.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use gpu_kernels::backtest::{BacktestArgs, Metrics, SmaCross, Trade};
+use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::dqn::{DqnArgs, DqnParams};
+use gpu_kernels::net::{NetArgs, NetTrial};
+use gpu_kernels::ppo::{PpoArgs, PpoParams};
+use gpu_kernels::tile::Gemm;
+use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
+
+use crate::HostError;
+
+/// A kernel-crate struct as a device element or kernel argument: same layout, so cudarc can copy it.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dev<T>(pub(crate) T);
+
+// The wrapped types are `#[repr(C)]` plain old data (f64/f32/u64/u32/i32/u8 fields, sizes locked by const
+// asserts in gpu-kernels, no padding), valid for any bit pattern the kernels write, and all-zero bits are a
+// valid value of each.
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<TrialParams> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<EnvState> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Bar> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Transition> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Transition> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Moments> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Moments> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<BatchArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<SampleArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<BacktestArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<DqnArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<DqnParams> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Gemm> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<NetArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<NetTrial> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<PpoArgs> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<PpoParams> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<SmaCross> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<SmaCross> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Metrics> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Metrics> {}
+// SAFETY: see above.
+unsafe impl DeviceRepr for Dev<Trade> {}
+// SAFETY: see above.
+unsafe impl ValidAsZeroBits for Dev<Trade> {}
+
+/// Buffers of one trial group's envs.
+pub(crate) struct EnvBuffers<'a> {
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) states: &'a mut CudaSlice<Dev<EnvState>>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+    pub(crate) ring: &'a mut CudaSlice<Dev<Transition>>,
+}
+
+/// Outputs of the sampler.
+#[derive(Debug)]
+pub(crate) struct SampleBuffers {
+    pub(crate) obs: CudaSlice<f32>,
+    pub(crate) next_obs: CudaSlice<f32>,
+    pub(crate) actions: CudaSlice<u32>,
+    pub(crate) rewards: CudaSlice<f32>,
+    pub(crate) dones: CudaSlice<f32>,
+    pub(crate) weights: CudaSlice<f32>,
+}
+
+/// Inputs of a backtest launch.
+pub(crate) struct BacktestInputs<'a> {
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) targets: &'a CudaSlice<u8>,
+    pub(crate) sma: &'a CudaSlice<Dev<SmaCross>>,
+    pub(crate) prefix: &'a CudaSlice<i64>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+}
+
+/// Outputs of a backtest launch.
+pub(crate) struct BacktestOutputs<'a> {
+    pub(crate) metrics: &'a mut CudaSlice<Dev<Metrics>>,
+    pub(crate) counts: &'a mut CudaSlice<u32>,
+    pub(crate) offsets: &'a CudaSlice<u64>,
+    pub(crate) ledger: &'a mut CudaSlice<Dev<Trade>>,
+    pub(crate) equity: &'a mut CudaSlice<f64>,
+}
+
+/// The DQN networks, their Adam state and the step buffers of every trial on the device.
+#[derive(Debug)]
+pub(crate) struct DqnBuffers {
+    pub(crate) params: CudaSlice<Dev<DqnParams>>,
+    pub(crate) online: CudaSlice<f32>,
+    pub(crate) target: CudaSlice<f32>,
+    pub(crate) m: CudaSlice<f32>,
+    pub(crate) v: CudaSlice<f32>,
+    /// Training activations and gradients ([`gpu_kernels::net::Work`]).
+    pub(crate) work: CudaSlice<f32>,
+    /// Per-chunk weight gradients.
+    pub(crate) partial: CudaSlice<f32>,
+    /// Acting buffer ([`gpu_kernels::net::ActWork`]).
+    pub(crate) act: CudaSlice<f32>,
+    /// `GRAD_CHUNK` ones (the input of the bias gradients).
+    pub(crate) ones: CudaSlice<f32>,
+    pub(crate) losses: CudaSlice<f32>,
+}
+
+/// A table of products on the device, with its host copy (grid size), checked against the lengths of the
+/// buffers of a pointer table when it was built ([`crate::tile::check`]).
+#[derive(Debug)]
+pub(crate) struct GemmTable {
+    pub(crate) host: Vec<Gemm>,
+    pub(crate) dev: CudaSlice<Dev<Gemm>>,
+}
+
+/// The PPO networks, rollout buffers and step buffers of every trial on the device.
+#[derive(Debug)]
+pub(crate) struct PpoBuffers {
+    pub(crate) params: CudaSlice<Dev<PpoParams>>,
+    pub(crate) weights: CudaSlice<f32>,
+    pub(crate) m: CudaSlice<f32>,
+    pub(crate) v: CudaSlice<f32>,
+    /// Acting buffer ([`gpu_kernels::net::ActWork`]).
+    pub(crate) act: CudaSlice<f32>,
+    pub(crate) logps: CudaSlice<f32>,
+    pub(crate) values: CudaSlice<f32>,
+    pub(crate) bootstrap: CudaSlice<f32>,
+    pub(crate) advantages: CudaSlice<f32>,
+    pub(crate) returns: CudaSlice<f32>,
+    /// Minibatch observations, `K x B x D`.
+    pub(crate) obs: CudaSlice<f32>,
+    /// Training buffer ([`gpu_kernels::net::Work`]).
+    pub(crate) work: CudaSlice<f32>,
+    /// Per-chunk gradients.
+    pub(crate) partial: CudaSlice<f32>,
+    /// The gradient, `K x params`.
+    pub(crate) grads: CudaSlice<f32>,
+    /// The lanes of the gradient-norm sums, `K x NORM_LANES`.
+    pub(crate) norm_lanes: CudaSlice<f32>,
+    /// `GRAD_CHUNK` ones (the input of the bias gradients).
+    pub(crate) ones: CudaSlice<f32>,
+    pub(crate) losses: CudaSlice<f32>,
+}
+
+/// What a device policy reads and writes: group 0's buffers (policies need a single trial group).
+pub(crate) struct PolicyView<'a> {
+    pub(crate) stream: &'a Arc<CudaStream>,
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) states: &'a CudaSlice<Dev<EnvState>>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+    pub(crate) features: &'a CudaSlice<f32>,
+    pub(crate) actions: &'a mut CudaSlice<u8>,
+}
+
+pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> Result<CudaSlice<T>, HostError> {
+    stream.alloc_zeros(len.max(1)).map_err(HostError::driver("allocating device memory"))
+}
+
+/// Zeroed sampler outputs for `samples` samples of `width` floats.
+pub(crate) fn sample_buffers(
+    stream: &Arc<CudaStream>,
+    samples: usize,
+    width: usize,
+) -> Result<SampleBuffers, HostError> {
+    Ok(SampleBuffers {
+        obs: zeros(stream, samples * width)?,
+        next_obs: zeros(stream, samples * width)?,
+        actions: zeros(stream, samples)?,
+        rewards: zeros(stream, samples)?,
+        dones: zeros(stream, samples)?,
+        weights: zeros(stream, samples)?,
+    })
+}
+
+/// `slot` holding a zeroed buffer of at least `len` elements.
+pub(crate) fn ensure<'a, T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &'a mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<&'a mut CudaSlice<T>, HostError> {
+    if slot.as_ref().is_none_or(|b| b.len() < len) {
+        *slot = Some(zeros(stream, len)?);
+    }
+    Ok(slot.as_mut().expect("filled above"))
+}

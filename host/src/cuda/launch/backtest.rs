@@ -1,0 +1,58 @@
+//! The backtest launch.
+
+use cudarc::driver::{CudaStream, PushKernelArg};
+use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, WRITE_EQUITY, WRITE_LEDGER};
+
+use super::{at_least, grid, timed};
+use crate::HostError;
+use crate::cuda::buffers::{BacktestInputs, BacktestOutputs, Dev};
+use crate::cuda::runtime::CudaRuntime;
+
+/// `backtest`: every column, one thread each. `ledger_len` is the total trade count the offsets describe.
+pub(crate) fn backtest(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    input: &BacktestInputs<'_>,
+    out: BacktestOutputs<'_>,
+    ledger_len: usize,
+    args: &BacktestArgs,
+) -> Result<(), HostError> {
+    let kernel = "backtest";
+    let (columns, steps) = (args.n_columns as usize, (args.end - args.start) as usize);
+    at_least(kernel, "parameter sets", args.n_params as usize, input.params.len())?;
+    if args.signal == SIGNAL_SMA_CROSS {
+        at_least(kernel, "SMA parameters", columns, input.sma.len())?;
+    } else {
+        at_least(kernel, "target actions", columns * steps, input.targets.len())?;
+    }
+    at_least(kernel, "close tick prefix sums", args.n_bars as usize + 1, input.prefix.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, input.bars.len())?;
+    at_least(kernel, "metrics", columns, out.metrics.len())?;
+    at_least(kernel, "trade counts", columns, out.counts.len())?;
+    if args.write & WRITE_LEDGER != 0 {
+        at_least(kernel, "ledger offsets", columns, out.offsets.len())?;
+        at_least(kernel, "ledger", ledger_len, out.ledger.len())?;
+    }
+    if args.write & WRITE_EQUITY != 0 {
+        at_least(kernel, "equity values", columns * (steps + 1), out.equity.len())?;
+    }
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.backtest);
+    launch
+        .arg(input.params)
+        .arg(input.targets)
+        .arg(input.sma)
+        .arg(input.prefix)
+        .arg(input.bars)
+        .arg(out.metrics)
+        .arg(out.counts)
+        .arg(out.offsets)
+        .arg(out.ledger)
+        .arg(out.equity)
+        .arg(&dev_args);
+    let cfg = grid(kernel, columns)?;
+    // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
+    // computed from this launch's own count pass, so each column's trades fit at its offset.
+    timed(rt, stream, "backtest", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}

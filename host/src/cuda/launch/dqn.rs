@@ -1,0 +1,105 @@
+//! Launches of the DQN kernels between the products: selection, TD targets, Adam.
+
+use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use gpu_kernels::dqn::DqnArgs;
+
+use super::{at_least, grid, timed};
+use crate::HostError;
+use crate::cuda::buffers::{Dev, DqnBuffers, SampleBuffers};
+use crate::cuda::runtime::CudaRuntime;
+
+/// `dqn_select`: every env's action from the acting Q-values.
+pub(crate) fn dqn_select(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    nets: &DqnBuffers,
+    actions: &mut CudaSlice<u8>,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_select";
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    let aw = gpu_kernels::net::ActWork::of(&args.net());
+    at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
+    at_least(kernel, "acting buffer", aw.len(), nets.act.len())?;
+    at_least(kernel, "actions", n_envs, actions.len())?;
+    let q = nets.act.slice(aw.q()..);
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_select);
+    launch.arg(&nets.params).arg(&q).arg(actions).arg(&dev_args);
+    let cfg = grid(kernel, n_envs)?;
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
+    timed(rt, stream, "dqn_select", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `dqn_td`: TD targets, losses and output gradients of every sample.
+pub(crate) fn dqn_td(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    samples: &SampleBuffers,
+    nets: &mut DqnBuffers,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_td";
+    let n_samples = args.n_trials as usize * args.batch as usize;
+    at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
+    let work = args.n_trials as usize * gpu_kernels::net::Work::of(&args.net()).per_trial();
+    at_least(kernel, "training buffer", work, nets.work.len())?;
+    for (what, len) in [
+        ("sampled actions", samples.actions.len()),
+        ("rewards", samples.rewards.len()),
+        ("dones", samples.dones.len()),
+        ("weights", samples.weights.len()),
+        ("losses", nets.losses.len()),
+    ] {
+        at_least(kernel, what, n_samples, len)?;
+    }
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_td);
+    launch
+        .arg(&nets.params)
+        .arg(&mut nets.work)
+        .arg(&samples.actions)
+        .arg(&samples.rewards)
+        .arg(&samples.dones)
+        .arg(&samples.weights)
+        .arg(&mut nets.losses)
+        .arg(&dev_args);
+    let cfg = grid(kernel, n_samples)?;
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
+    timed(rt, stream, "dqn_td", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `dqn_adam`: gradients from the chunk partials, Adam, target update.
+pub(crate) fn dqn_adam(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    nets: &mut DqnBuffers,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_adam";
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    at_least(kernel, "DQN parameter sets", trials, nets.params.len())?;
+    for (what, len) in
+        [("online", nets.online.len()), ("target", nets.target.len()), ("m", nets.m.len()), ("v", nets.v.len())]
+    {
+        at_least(kernel, what, trials * n_params, len)?;
+    }
+    let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
+    at_least(kernel, "gradient partials", chunks * trials * n_params, nets.partial.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
+    launch
+        .arg(&nets.params)
+        .arg(&mut nets.online)
+        .arg(&mut nets.target)
+        .arg(&mut nets.m)
+        .arg(&mut nets.v)
+        .arg(&nets.partial)
+        .arg(&dev_args);
+    let cfg = grid(kernel, trials * n_params)?;
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
+    timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}

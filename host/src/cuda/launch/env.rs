@@ -1,0 +1,170 @@
+//! Launches of the env kernels: stepping, observations, reward statistics, the sampler.
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, PushKernelArg};
+use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::{Moments, Transition, TrialParams};
+
+use super::{at_least, grid, timed};
+use crate::HostError;
+use crate::cuda::buffers::{Dev, EnvBuffers, SampleBuffers};
+use crate::cuda::runtime::CudaRuntime;
+
+fn ring_len(args: &BatchArgs) -> usize {
+    (args.n_trials as usize * args.capacity as usize).max(1)
+}
+
+impl EnvBuffers<'_> {
+    fn check(&self, kernel: &str, args: &BatchArgs) -> Result<(), HostError> {
+        at_least(kernel, "trial parameters", args.n_trials as usize, self.params.len())?;
+        at_least(kernel, "env states", args.n_envs(), self.states.len())?;
+        at_least(kernel, "bars", args.n_bars as usize, self.bars.len())?;
+        at_least(kernel, "ring slots (trials x capacity)", ring_len(args), self.ring.len())
+    }
+}
+
+/// `env_scan`: every env walks `args.steps` bars with `actions` (`steps x n_envs`).
+pub(crate) fn env_scan(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: EnvBuffers<'_>,
+    actions: &CudaView<'_, u8>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = "env_scan";
+    buf.check(kernel, args)?;
+    at_least(kernel, "actions (steps x envs)", args.steps as usize * args.n_envs(), actions.len())?;
+    if args.capacity > 0 && args.steps as usize * args.envs_per_trial as usize > args.capacity as usize {
+        return Err(HostError::Shape {
+            what: format!("{kernel}: steps x envs per trial (ring slots one launch may write)"),
+            expected: args.capacity as usize,
+            got: args.steps as usize * args.envs_per_trial as usize,
+        });
+    }
+    let cfg = grid(kernel, args.n_envs())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.env_scan);
+    launch.arg(buf.params).arg(buf.states).arg(actions).arg(buf.bars).arg(buf.ring).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
+    // contract names was checked above, including that no two threads write one ring slot.
+    timed(rt, stream, "env_scan", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `observe`: each env's state vector into `out` (`n_envs x (F + 3)`).
+pub(crate) fn observe(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: EnvBuffers<'_>,
+    features: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = "observe";
+    buf.check(kernel, args)?;
+    at_least(
+        kernel,
+        "feature values (bars x features)",
+        args.n_bars as usize * args.n_features as usize,
+        features.len(),
+    )?;
+    at_least(kernel, "observation floats", args.n_envs() * (args.n_features as usize + 3), out.len())?;
+    let cfg = grid(kernel, args.n_envs() * (args.n_features as usize + 3))?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.observe);
+    launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
+    timed(rt, stream, "observe", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// The three reward-statistics kernels: chunk moments, per-trial merge, normalization.
+#[allow(clippy::too_many_arguments, reason = "the buffers of three kernels, each named for what it holds")]
+pub(crate) fn update_rewards(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    params: &CudaSlice<Dev<TrialParams>>,
+    ring: &mut CudaSlice<Dev<Transition>>,
+    running: &mut CudaSlice<Dev<Moments>>,
+    chunks: &mut CudaSlice<Dev<Moments>>,
+    after_step: &mut CudaSlice<Dev<Moments>>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let (trials, steps) = (args.n_trials as usize, args.steps as usize);
+    let n_chunk_values = trials * steps * args.n_chunks();
+    for (kernel, what, needed, got) in [
+        ("reward_merge", "trial parameters", trials, params.len()),
+        ("reward_chunk_moments", "ring slots", ring_len(args), ring.len()),
+        ("reward_merge", "running moments", trials, running.len()),
+        ("reward_chunk_moments", "chunk moments", n_chunk_values, chunks.len()),
+        ("reward_merge", "per-step moments", trials * steps, after_step.len()),
+    ] {
+        at_least(kernel, what, needed, got)?;
+    }
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.reward_chunk_moments);
+    launch.arg(&*ring).arg(&mut *chunks).arg(&dev_args);
+    let cfg = grid("reward_chunk_moments", n_chunk_values)?;
+    // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
+    timed(rt, stream, "reward_chunk_moments", || unsafe { launch.launch(cfg) })?;
+    let mut launch = stream.launch_builder(&rt.kernels.reward_merge);
+    launch.arg(running).arg(&*chunks).arg(&mut *after_step).arg(&dev_args);
+    let cfg = grid("reward_merge", trials)?;
+    // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
+    timed(rt, stream, "reward_merge", || unsafe { launch.launch(cfg) })?;
+    let mut launch = stream.launch_builder(&rt.kernels.reward_normalize);
+    launch.arg(params).arg(ring).arg(&*after_step).arg(&dev_args);
+    let cfg = grid("reward_normalize", args.n_envs() * steps)?;
+    // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
+    timed(rt, stream, "reward_normalize", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `sample_transitions`: `args.batch` samples per trial into `out`.
+#[allow(clippy::too_many_arguments, reason = "the sampler's inputs and outputs")]
+pub(crate) fn sample_transitions(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    params: &CudaSlice<Dev<TrialParams>>,
+    ring: &CudaSlice<Dev<Transition>>,
+    features: &CudaSlice<f32>,
+    n_feature_values: usize,
+    out: &mut SampleBuffers,
+    args: &SampleArgs,
+) -> Result<(), HostError> {
+    let kernel = "sample_transitions";
+    let samples = args.n_trials as usize * args.batch as usize;
+    let width = args.n_features as usize + 3;
+    at_least(kernel, "trial parameters", args.n_trials as usize, params.len())?;
+    at_least(kernel, "ring slots", args.n_trials as usize * args.capacity as usize, ring.len())?;
+    at_least(kernel, "feature values", n_feature_values, features.len())?;
+    for (what, got) in [("observation floats", out.obs.len()), ("next-observation floats", out.next_obs.len())] {
+        at_least(kernel, what, samples * width, got)?;
+    }
+    for (what, got) in [
+        ("actions", out.actions.len()),
+        ("rewards", out.rewards.len()),
+        ("dones", out.dones.len()),
+        ("weights", out.weights.len()),
+    ] {
+        at_least(kernel, what, samples, got)?;
+    }
+    let n_values = n_feature_values as u64;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.sample_transitions);
+    launch
+        .arg(params)
+        .arg(ring)
+        .arg(features)
+        .arg(&n_values)
+        .arg(&mut out.obs)
+        .arg(&mut out.next_obs)
+        .arg(&mut out.actions)
+        .arg(&mut out.rewards)
+        .arg(&mut out.dones)
+        .arg(&mut out.weights)
+        .arg(&dev_args);
+    let cfg = grid(kernel, samples * width)?;
+    // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
+    timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! Typed launch wrappers: the only place that launches kernels, hence the only `unsafe` launch code.
+//! Each wrapper checks the buffer lengths the kernel's safety contract needs, computes the launch
+//! configuration, pushes arguments in kernel order and launches on the given stream. Grouped by concern:
+//! [`env`] (stepping, rewards, sampling), [`net`] (products, greedy walk, FMA peak), [`dqn`], [`ppo`],
+//! [`backtest`].
+
+pub(crate) mod backtest;
+pub(crate) mod dqn;
+pub(crate) mod env;
+pub(crate) mod net;
+pub(crate) mod ppo;
+
+use cudarc::driver::{CudaStream, LaunchConfig};
+
+use super::runtime::CudaRuntime;
+use crate::HostError;
+
+/// Threads per block of every kernel (one thread per element).
+pub(crate) const BLOCK: u32 = 256;
+
+pub(crate) fn grid(kernel: &str, threads: usize) -> Result<LaunchConfig, HostError> {
+    let threads = u32::try_from(threads).map_err(|_| HostError::Shape {
+        what: format!("{kernel}: threads (must fit in u32)"),
+        expected: u32::MAX as usize,
+        got: threads,
+    })?;
+    Ok(LaunchConfig { grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 })
+}
+
+/// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
+/// ([`CudaRuntime::start_profile`]).
+pub(crate) fn timed<T>(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    kernel: &'static str,
+    go: impl FnOnce() -> Result<T, cudarc::driver::DriverError>,
+) -> Result<(), HostError> {
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = if rt.profiling() {
+        Some(stream.record_event(timing).map_err(HostError::driver("recording an event"))?)
+    } else {
+        None
+    };
+    go().map_err(HostError::driver(format!("launching {kernel}")))?;
+    if let Some(start) = start {
+        let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+        rt.record_launch(kernel, start, end);
+    }
+    Ok(())
+}
+
+/// Fails unless `got >= needed` (a buffer may be larger than a launch uses, never smaller).
+pub(crate) fn at_least(kernel: &str, what: &str, needed: usize, got: usize) -> Result<(), HostError> {
+    if got >= needed {
+        Ok(())
+    } else {
+        Err(HostError::Shape { what: format!("{kernel}: {what}"), expected: needed, got })
+    }
+}

@@ -1,0 +1,159 @@
+//! Launches shared by the learners: the tables of products (`gemm_tiles`), observations for a device
+//! policy, the greedy walk, and the FMA throughput reference.
+
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use gpu_kernels::batch::BatchArgs;
+use gpu_kernels::net::{NetArgs, NetTrial, Stage};
+use gpu_kernels::tile::GEMM_THREADS;
+
+use super::{at_least, grid, timed};
+use crate::HostError;
+use crate::cuda::buffers::{Dev, GemmTable, PolicyView};
+use crate::cuda::runtime::CudaRuntime;
+
+/// `gemm_tiles`: every product of `table` (a block per 64 x 64 output tile of each) on the buffers whose
+/// device addresses `pointers` holds.
+pub(crate) fn gemm(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    table: &GemmTable,
+    pointers: &CudaSlice<u64>,
+    stage: Stage,
+) -> Result<(), HostError> {
+    if table.host.is_empty() {
+        return Ok(());
+    }
+    let tiles = table.host.iter().map(|g| g.tiles().0 * g.tiles().1).max().unwrap_or(0);
+    let (tiles, problems) = match (u32::try_from(tiles), u32::try_from(table.host.len())) {
+        (Ok(t), Ok(p)) if p <= 65_535 => (t.max(1), p),
+        _ => {
+            return Err(HostError::Shape {
+                what: "gemm_tiles: products per launch".to_owned(),
+                expected: 65_535,
+                got: table.host.len(),
+            });
+        }
+    };
+    let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 };
+    let mut launch = stream.launch_builder(&rt.kernels.gemm_tiles);
+    launch.arg(&table.dev).arg(pointers);
+    let label = match stage {
+        Stage::Act(0) => "gemm_tiles act0",
+        Stage::Act(1) => "gemm_tiles act1",
+        Stage::Act(_) => "gemm_tiles act2",
+        Stage::Forward(0) => "gemm_tiles forward0",
+        Stage::Forward(1) => "gemm_tiles forward1",
+        Stage::Forward(_) => "gemm_tiles forward2",
+        Stage::Backward2 => "gemm_tiles backward2",
+        Stage::Backward1 => "gemm_tiles backward1",
+        Stage::Gradients => "gemm_tiles gradients",
+    };
+    // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
+    // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
+    // what another reads (`gpu_kernels::net::plan`).
+    timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `greedy_walk`: the greedy actions of each trial's single env over `steps` bars (`n_trials x steps`,
+/// downloaded), a block of `WALK_THREADS` per trial; the network staged (padded rows) in shared memory when it
+/// fits in a block's, read in place otherwise. `None` when even the walk's buffers do not fit (the caller
+/// walks a CPU copy).
+pub(crate) fn greedy_walk(
+    rt: &CudaRuntime,
+    view: &PolicyView<'_>,
+    trials: &CudaSlice<Dev<NetTrial>>,
+    weights: &CudaSlice<f32>,
+    net: &NetArgs,
+    steps: usize,
+) -> Result<Option<Vec<u8>>, HostError> {
+    let kernel = "greedy_walk";
+    let k = net.n_trials as usize;
+    if net.envs_per_trial != 1 {
+        return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
+    }
+    let buffers = 4 * gpu_kernels::net::walk_shared(net);
+    let staged_bytes = buffers + 4 * gpu_kernels::net::walk_stage_floats(net);
+    let (staged, shared) = if staged_bytes <= rt.shared_per_block() {
+        (1u32, staged_bytes)
+    } else if buffers <= rt.shared_per_block() {
+        (0, buffers)
+    } else {
+        return Ok(None);
+    };
+    at_least(kernel, "trial sizes", k, trials.len())?;
+    at_least(kernel, "weights", k * net.layout().params(), weights.len())?;
+    at_least(kernel, "env parameters", k, view.params.len())?;
+    at_least(kernel, "env states", k, view.states.len())?;
+    at_least(kernel, "bars", net.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", net.n_bars as usize * (net.input as usize - 3), view.features.len())?;
+    let n = k * steps;
+    let mut actions = view.stream.alloc_zeros::<u8>(n.max(1)).map_err(HostError::driver("allocating walk actions"))?;
+    let steps32 = u32::try_from(steps).map_err(|_| HostError::Shape {
+        what: format!("{kernel}: steps (must fit in u32)"),
+        expected: u32::MAX as usize,
+        got: steps,
+    })?;
+    let blocks = u32::try_from(k).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
+    let shared_mem_bytes = u32::try_from(shared).unwrap_or(u32::MAX);
+    let threads = gpu_kernels::net::WALK_THREADS as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes };
+    let dev_net = Dev(*net);
+    let mut launch = view.stream.launch_builder(&rt.kernels.greedy_walk);
+    launch
+        .arg(view.params)
+        .arg(view.states)
+        .arg(view.bars)
+        .arg(view.features)
+        .arg(trials)
+        .arg(weights)
+        .arg(&mut actions)
+        .arg(&dev_net)
+        .arg(&steps32)
+        .arg(&staged);
+    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths checked above, and the shared
+    // memory holds the walk's buffers (and the staged network when `staged`); one block per trial.
+    timed(rt, view.stream, "greedy_walk", || unsafe { launch.launch(cfg) })?;
+    let mut out = view.stream.clone_dtoh(&actions).map_err(HostError::driver("downloading walk actions"))?;
+    out.truncate(n);
+    Ok(Some(out))
+}
+
+/// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.
+pub(crate) fn observe_view(
+    rt: &CudaRuntime,
+    view: &PolicyView<'_>,
+    out: &mut CudaSlice<f32>,
+    args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = "observe";
+    let n_envs = args.n_envs();
+    at_least(kernel, "env parameters", args.n_trials as usize, view.params.len())?;
+    at_least(kernel, "env states", n_envs, view.states.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", args.n_bars as usize * args.n_features as usize, view.features.len())?;
+    at_least(kernel, "observation floats", n_envs * (args.n_features as usize + 3), out.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = view.stream.launch_builder(&rt.kernels.observe);
+    launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
+    let cfg = grid(kernel, n_envs * (args.n_features as usize + 3))?;
+    // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
+    timed(rt, view.stream, "observe", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `fma_peak`: `iters` rounds of 8 independent FMA chains per thread (the throughput reference).
+pub(crate) fn fma_peak(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    out: &mut CudaSlice<f32>,
+    iters: u32,
+    cfg: LaunchConfig,
+) -> Result<(), HostError> {
+    at_least("fma_peak", "outputs", (cfg.grid_dim.0 * cfg.block_dim.0) as usize, out.len())?;
+    let mut launch = stream.launch_builder(&rt.kernels.fma_peak);
+    launch.arg(out).arg(&iters);
+    // SAFETY: arguments match `gpu_kernels::entries::fma_peak`; one output per thread, checked above.
+    timed(rt, stream, "fma_peak", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}

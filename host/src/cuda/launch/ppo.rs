@@ -1,0 +1,197 @@
+//! Launches of the PPO kernels between the products: selection, GAE, gather, loss, gradient, norm, Adam.
+
+use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use gpu_kernels::Transition;
+use gpu_kernels::ppo::PpoArgs;
+
+use super::{at_least, grid, timed};
+use crate::HostError;
+use crate::cuda::buffers::{Dev, PpoBuffers};
+use crate::cuda::runtime::CudaRuntime;
+
+fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostError> {
+    let l = args.layout();
+    let trials = args.n_trials as usize;
+    let rollout = trials * args.steps as usize * args.envs_per_trial as usize;
+    let samples = trials * args.batch as usize;
+    for (what, needed, got) in [
+        ("PPO parameter sets", trials, b.params.len()),
+        ("weights", trials * l.params(), b.weights.len()),
+        ("adam m", trials * l.params(), b.m.len()),
+        ("adam v", trials * l.params(), b.v.len()),
+        ("log-probabilities", rollout, b.logps.len()),
+        ("values", rollout, b.values.len()),
+        ("bootstrap values", trials * args.envs_per_trial as usize, b.bootstrap.len()),
+        ("advantages", rollout, b.advantages.len()),
+        ("returns", rollout, b.returns.len()),
+        ("minibatch observations", samples * l.input, b.obs.len()),
+        ("training buffer", trials * gpu_kernels::net::Work::of(&args.net()).per_trial(), b.work.len()),
+        ("losses", samples, b.losses.len()),
+        ("gradients", trials * l.params(), b.grads.len()),
+        ("gradient-norm lanes", trials * gpu_kernels::ppo::NORM_LANES, b.norm_lanes.len()),
+    ] {
+        at_least(kernel, what, needed, got)?;
+    }
+    Ok(())
+}
+
+/// `ppo_select`: actions (and log-probabilities and values at rollout step `slot`, or bootstrap values) from
+/// the acting outputs.
+pub(crate) fn ppo_select(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    b: &mut PpoBuffers,
+    actions: &mut CudaSlice<u8>,
+    args: &PpoArgs,
+    slot: u32,
+) -> Result<(), HostError> {
+    let kernel = "ppo_select";
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    let aw = gpu_kernels::net::ActWork::of(&args.net());
+    at_least(kernel, "acting buffer", aw.len(), b.act.len())?;
+    at_least(kernel, "actions", n_envs, actions.len())?;
+    let bootstrap = slot >= args.steps;
+    if bootstrap {
+        at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
+    } else {
+        check_ppo(kernel, b, args)?;
+    }
+    let out = b.act.slice(aw.q()..);
+    let dev_args = Dev(*args);
+    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_select);
+    launch.arg(&b.params).arg(&out).arg(actions);
+    if bootstrap {
+        launch.arg(&mut b.logps).arg(&mut b.bootstrap);
+    } else {
+        launch.arg(&mut b.logps).arg(&mut b.values);
+    }
+    launch.arg(&slot).arg(&dev_args);
+    let cfg = grid(kernel, n_envs)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_select`; lengths checked above (with `slot >= steps`
+    // the kernel writes only `n_envs` values, into the bootstrap buffer).
+    timed(rt, stream, "ppo_select", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `ppo_gae` over the rollout in `ring`.
+pub(crate) fn ppo_gae(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    check_ppo("ppo_gae", b, args)?;
+    at_least("ppo_gae", "ring slots", n_envs * args.steps as usize, ring.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_gae);
+    launch
+        .arg(&b.params)
+        .arg(ring)
+        .arg(&b.values)
+        .arg(&b.bootstrap)
+        .arg(&mut b.advantages)
+        .arg(&mut b.returns)
+        .arg(&dev_args);
+    let cfg = grid("ppo_gae", n_envs)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_gae`; lengths checked above.
+    timed(rt, stream, "ppo_gae", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `ppo_gather`: the minibatch observations of update `args.counter`.
+pub(crate) fn ppo_gather(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    features: &CudaSlice<f32>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let kernel = "ppo_gather";
+    check_ppo(kernel, b, args)?;
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
+    at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
+    let dev_args = Dev(*args);
+    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
+    launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
+    let threads = args.n_trials as usize * args.batch as usize * args.input as usize;
+    let cfg = grid(kernel, threads)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_gather`; lengths checked above.
+    timed(rt, stream, "ppo_gather", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `ppo_loss`: loss and output gradient of every minibatch sample.
+pub(crate) fn ppo_loss(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let kernel = "ppo_loss";
+    check_ppo(kernel, b, args)?;
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_loss);
+    launch
+        .arg(&b.params)
+        .arg(ring)
+        .arg(&b.logps)
+        .arg(&b.values)
+        .arg(&b.advantages)
+        .arg(&b.returns)
+        .arg(&mut b.work)
+        .arg(&mut b.losses)
+        .arg(&dev_args);
+    let samples = args.n_trials as usize * args.batch as usize;
+    let cfg = grid(kernel, samples)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
+    timed(rt, stream, "ppo_loss", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `ppo_grad`, `ppo_norm`, `ppo_adam`: the gradients from the chunk partials, their norms, the clipped
+/// gradients' Adam step.
+pub(crate) fn ppo_adam(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let kernel = "ppo_adam";
+    check_ppo(kernel, b, args)?;
+    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
+    let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
+    at_least(kernel, "gradient partials", chunks * trials * n_params, b.partial.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_grad);
+    launch.arg(&b.partial).arg(&mut b.grads).arg(&dev_args);
+    let cfg = grid("ppo_grad", trials * n_params)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_grad`; lengths checked above.
+    timed(rt, stream, "ppo_grad", || unsafe { launch.launch(cfg) })?;
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_norm);
+    launch.arg(&b.params).arg(&b.grads).arg(&mut b.norm_lanes).arg(&dev_args);
+    let cfg = grid("ppo_norm", trials * gpu_kernels::ppo::NORM_LANES)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_norm`; lengths checked above.
+    timed(rt, stream, "ppo_norm", || unsafe { launch.launch(cfg) })?;
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_adam);
+    launch
+        .arg(&b.params)
+        .arg(&mut b.weights)
+        .arg(&mut b.m)
+        .arg(&mut b.v)
+        .arg(&b.grads)
+        .arg(&b.norm_lanes)
+        .arg(&dev_args);
+    let cfg = grid(kernel, trials * n_params)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_adam`; lengths checked above.
+    timed(rt, stream, "ppo_adam", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}

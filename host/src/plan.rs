@@ -1,0 +1,71 @@
+//! The tables of products of a learner's stages ([`gpu_kernels::net::plan`]), their FLOP counts and the
+//! checks every backend applies before running one: backend-neutral, used by the CPU tiles and the CUDA
+//! tables alike.
+
+use gpu_kernels::net::{BACKWARD, FORWARD, NetArgs, NetTrial, Stage, plan};
+use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm};
+
+use crate::HostError;
+
+/// The products of `stage` ([`gpu_kernels::net::plan`]).
+pub(crate) fn stage_plan(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Vec<Gemm> {
+    let mut table = Vec::new();
+    plan(net, trials, stage, |g| table.push(g));
+    table
+}
+
+/// Floating-point operations of `stage`'s products (2 per multiply-add of the active sizes).
+pub(crate) fn stage_flops(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> u64 {
+    stage_plan(net, trials, stage).iter().map(|g| 2 * u64::from(g.m) * u64::from(g.n) * u64::from(g.k)).sum()
+}
+
+/// Floating-point operations of acting (the three layers) and of one training step's products.
+pub(crate) fn step_flops(net: &NetArgs, trials: &[NetTrial]) -> (u64, u64) {
+    let act = (0..3).map(|layer| stage_flops(net, trials, Stage::Act(layer))).sum();
+    let train = FORWARD.into_iter().chain(BACKWARD).map(|stage| stage_flops(net, trials, stage)).sum();
+    (act, train)
+}
+
+/// Fails unless every buffer `problems` touch is long enough, and every buffer is addressable by the
+/// products' 32-bit offsets.
+pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(), HostError> {
+    if let Some((buf, len)) = lens.iter().enumerate().find(|(_, l)| **l > u32::MAX as usize) {
+        return Err(HostError::Config(format!(
+            "{kernel}: buffer {buf} holds {len} floats, beyond the products' 32-bit offsets ({}): train fewer \
+             trials, envs or samples per batch",
+            u32::MAX
+        )));
+    }
+    for (buf, &len) in lens.iter().enumerate() {
+        let needed = problems.iter().map(|g| g.extent(buf as u32)).max().unwrap_or(0);
+        if needed > len {
+            return Err(HostError::Shape { what: format!("{kernel}: buffer {buf}"), expected: needed, got: len });
+        }
+    }
+    for g in problems {
+        let mut used = vec![g.a, g.b, g.c];
+        if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+            used.push(g.bias);
+        }
+        if g.epilogue == EPI_RELU_MASK {
+            used.push(g.aux);
+        }
+        if let Some(o) = used.iter().find(|o| o.buf as usize >= lens.len()) {
+            return Err(HostError::Config(format!("{kernel}: buffer index {} out of the table", o.buf)));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    /// Buffers beyond the products' 32-bit offsets are refused before anything is planned against them.
+    #[test]
+    fn buffers_beyond_32_bit_offsets_are_refused() {
+        let err = check("gemm_tiles", &[], &[16, u32::MAX as usize + 1]).unwrap_err();
+        assert!(err.to_string().contains("buffer 1") && err.to_string().contains("32-bit"), "{err}");
+        assert!(check("gemm_tiles", &[], &[16, u32::MAX as usize]).is_ok());
+    }
+}

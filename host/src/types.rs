@@ -1,0 +1,181 @@
+//! The public data types the dispatch layer and both backends share: batch layout and options, sampled
+//! minibatches, network state, backtest signals, specs and results. A leaf module: it imports neither the
+//! dispatch files nor a backend, so the backends can use these types without importing the files that
+//! import them.
+
+use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
+
+use crate::HostError;
+
+/// How many trials and envs per trial a batch holds. Envs are numbered trial-major: env `i` belongs to
+/// trial `i / envs_per_trial`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimLayout {
+    trials: usize,
+    envs_per_trial: usize,
+}
+
+impl SimLayout {
+    /// A layout of `trials` x `envs_per_trial` (both at least 1, fewer than 2^32 envs in all).
+    pub fn new(trials: usize, envs_per_trial: usize) -> Result<Self, HostError> {
+        let n = trials.saturating_mul(envs_per_trial);
+        if trials == 0 || envs_per_trial == 0 || n > u32::MAX as usize {
+            return Err(HostError::InvalidLayout { trials, envs_per_trial });
+        }
+        Ok(Self { trials, envs_per_trial })
+    }
+
+    /// Number of trials.
+    pub fn trials(&self) -> usize {
+        self.trials
+    }
+
+    /// Envs per trial.
+    pub fn envs_per_trial(&self) -> usize {
+        self.envs_per_trial
+    }
+
+    /// Envs in all.
+    pub fn n_envs(&self) -> usize {
+        self.trials * self.envs_per_trial
+    }
+}
+
+/// Options of an [`EnvBatch`](crate::EnvBatch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvConfig {
+    /// Steps per env segment (L) for [`EnvBatch::reset_epoch`](crate::EnvBatch::reset_epoch).
+    pub segment_len: u32,
+    /// Replay ring capacity per trial, in transitions (0: no transitions are kept). At least E when set.
+    pub ring_capacity: usize,
+    /// Seed of segment draws and of the sampler.
+    pub seed: u64,
+    /// CUDA only: trials are split into this many groups, each on its own stream (1: one launch for all).
+    pub trial_groups: usize,
+}
+
+impl Default for EnvConfig {
+    fn default() -> Self {
+        Self { segment_len: 2_048, ring_capacity: 0, seed: 0, trial_groups: 1 }
+    }
+}
+
+/// A sampled minibatch, rebuilt into full states: `K x B` samples, trial-major.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SampleBatch {
+    /// State vectors, `K x B x (F + 3)`.
+    pub obs: Vec<f32>,
+    /// Next-state vectors, same shape.
+    pub next_obs: Vec<f32>,
+    /// Action codes.
+    pub actions: Vec<u32>,
+    /// Rewards (normalized where the trial asks for it).
+    pub rewards: Vec<f32>,
+    /// 1.0 where the next state is terminal.
+    pub dones: Vec<f32>,
+    /// 1.0 for a real sample, 0.0 where the trial's ring held no valid transition (outputs zeroed).
+    pub weights: Vec<f32>,
+}
+
+/// Online, target and Adam state of every trial (`K x params` each, trial-major).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct NetState {
+    /// Online network parameters.
+    pub online: Vec<f32>,
+    /// Target network parameters.
+    pub target: Vec<f32>,
+    /// Adam first moments.
+    pub m: Vec<f32>,
+    /// Adam second moments.
+    pub v: Vec<f32>,
+}
+
+/// Where the columns' decisions come from.
+#[derive(Clone, Copy, Debug)]
+pub enum Signals<'a> {
+    /// Target action codes, `columns x (end - start)`, column-major: column c's decision at the close of
+    /// bar `start + i` is `targets[c x (end - start) + i]`.
+    Targets {
+        /// The codes.
+        targets: &'a [u8],
+        /// Number of columns.
+        columns: usize,
+    },
+    /// One SMA crossover per column, computed on the device.
+    SmaCross(&'a [SmaCross]),
+}
+
+impl Signals<'_> {
+    /// Number of columns.
+    pub fn columns(&self) -> usize {
+        match self {
+            Self::Targets { columns, .. } => *columns,
+            Self::SmaCross(s) => s.len(),
+        }
+    }
+}
+
+/// What to run and record.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BacktestSpec {
+    /// First bar (decisions from its close).
+    pub start: usize,
+    /// Last bar (open positions are closed at its close).
+    pub end: usize,
+    /// Bars per year for annualized figures (252 for daily bars, 252 x 6.5 for US hourly, 365 x 24 for FX
+    /// hours, ...).
+    pub bars_per_year: f64,
+    /// Risk-free return per bar.
+    pub risk_free: f64,
+    /// Keep the trade ledger.
+    pub ledger: bool,
+    /// Keep the equity curves (`columns x (end - start + 1)` f64).
+    pub equity: bool,
+}
+
+/// Results of all columns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BacktestResult {
+    /// Per-column metrics.
+    pub metrics: Vec<Metrics>,
+    /// Every column's trades, column after column (empty unless the ledger was asked for).
+    pub trades: Vec<Trade>,
+    /// Column c's trades are `trades[offsets[c]..offsets[c + 1]]`.
+    pub offsets: Vec<usize>,
+    /// Equity curves, `columns x (end - start + 1)` (empty unless asked for).
+    pub equity: Vec<f64>,
+}
+
+impl BacktestResult {
+    /// Column `c`'s trades.
+    pub fn column_trades(&self, c: usize) -> &[Trade] {
+        if self.trades.is_empty() { &[] } else { &self.trades[self.offsets[c]..self.offsets[c + 1]] }
+    }
+
+    /// Columns ordered by `key` descending (NaN last), ties by column index: a fixed order.
+    pub fn ranking(&self, key: impl Fn(&Metrics) -> f64) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.metrics.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (key(&self.metrics[a]), key(&self.metrics[b]));
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => a.cmp(&b),
+                (true, false) => std::cmp::Ordering::Greater,
+                (false, true) => std::cmp::Ordering::Less,
+                (false, false) => y.total_cmp(&x).then(a.cmp(&b)),
+            }
+        });
+        order
+    }
+}
+
+/// Exclusive prefix sums of per-column trade counts (`columns + 1` entries).
+pub(crate) fn offsets_of(counts: &[u32]) -> Vec<usize> {
+    let mut offsets = Vec::with_capacity(counts.len() + 1);
+    let mut total = 0;
+    offsets.push(0);
+    for &c in counts {
+        total += c as usize;
+        offsets.push(total);
+    }
+    offsets
+}

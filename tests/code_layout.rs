@@ -1,0 +1,246 @@
+//! The host crate's file layout (issue 11): no file imports from a file that imports it, and the CPU
+//! backend, the CUDA backend and the dispatch layer stay apart. A source-level check: every `crate::` and
+//! `super::` path of a file is resolved to the file that defines it (names re-exported by `lib.rs` or a
+//! `mod.rs` to the file they come from).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, as paths relative to `root`.
+fn rust_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(root, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path.strip_prefix(root).expect("under the root").to_path_buf());
+        }
+    }
+}
+
+/// The module path of a file (`cuda/launch/env.rs` -> `cuda::launch::env`, `cuda/mod.rs` -> `cuda`).
+fn module_of(file: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = file.iter().map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Lines without comments.
+fn code(text: &str) -> String {
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+/// The paths a file names: each `crate::a::b...` and `super::a...` (absolute, without `crate`), with the
+/// members of `{...}` groups expanded one level.
+fn referenced_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
+    let text = code(text);
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    // `super` of module `a::b` (file `a/b.rs` or `a/b/mod.rs`) is `a`.
+    let parent = module[..module.len().saturating_sub(1)].to_vec();
+    for (prefix, base) in [("crate::", Vec::new()), ("super::", parent)] {
+        let mut from = 0;
+        while let Some(at) = text[from..].find(prefix) {
+            let start = from + at;
+            from = start + prefix.len();
+            if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
+                continue;
+            }
+            let rest = &text[from..];
+            let mut path = base.clone();
+            let mut chars = rest.char_indices().peekable();
+            let mut seg = String::new();
+            let mut group = None;
+            if rest.starts_with('{') {
+                let close = rest.find('}').unwrap_or(rest.len());
+                group = Some(&rest[1..close]);
+                chars = rest[..0].char_indices().peekable();
+            }
+            while let Some((i, c)) = chars.next() {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    seg.push(c);
+                } else if c == ':' && rest[i..].starts_with("::") {
+                    chars.next();
+                    if !seg.is_empty() {
+                        path.push(std::mem::take(&mut seg));
+                    }
+                    if rest[i + 2..].starts_with('{') {
+                        let close = rest[i + 2..].find('}').map_or(rest.len(), |c| i + 2 + c);
+                        group = Some(&rest[i + 3..close]);
+                        break;
+                    }
+                } else {
+                    break;
+                }
+            }
+            if !seg.is_empty() {
+                path.push(seg);
+            }
+            match group {
+                Some(members) => {
+                    for m in members.split(',') {
+                        let m: Vec<String> =
+                            m.trim().split("::").map(|s| s.trim().trim_end_matches(" as").to_owned()).collect();
+                        let first = m[0].split_whitespace().next().unwrap_or("").to_owned();
+                        if first.is_empty() || first == "self" {
+                            out.push(path.clone());
+                        } else {
+                            let mut p = path.clone();
+                            p.push(first);
+                            p.extend(m[1..].iter().cloned());
+                            out.push(p);
+                        }
+                    }
+                }
+                None => out.push(path),
+            }
+        }
+    }
+    out
+}
+
+struct Crate {
+    /// Module path -> file.
+    files: BTreeMap<Vec<String>, PathBuf>,
+    /// (module, name) -> the module a `pub use` in that module's file takes the name from.
+    reexports: BTreeMap<(Vec<String>, String), Vec<String>>,
+}
+
+impl Crate {
+    fn load(root: &Path) -> (Self, BTreeMap<PathBuf, String>) {
+        let mut list = Vec::new();
+        rust_files(root, root, &mut list);
+        let mut files = BTreeMap::new();
+        let mut texts = BTreeMap::new();
+        let mut reexports = BTreeMap::new();
+        for f in &list {
+            let text = std::fs::read_to_string(root.join(f)).expect("source file");
+            files.insert(module_of(f), f.clone());
+            texts.insert(f.clone(), text);
+        }
+        for f in &list {
+            let module = module_of(f);
+            for line in code(&texts[f]).lines() {
+                let line = line.trim();
+                let Some(rest) = line.strip_prefix("pub use ").or_else(|| line.strip_prefix("pub(crate) use ")) else {
+                    continue;
+                };
+                let rest = rest.trim_end_matches(';');
+                let (path, names): (&str, Vec<&str>) = match rest.find("::{") {
+                    Some(i) => (&rest[..i], rest[i + 3..].trim_end_matches('}').split(',').map(str::trim).collect()),
+                    None => match rest.rfind("::") {
+                        Some(i) => (&rest[..i], vec![&rest[i + 2..]]),
+                        None => continue,
+                    },
+                };
+                let mut from: Vec<String> = if let Some(p) = path.strip_prefix("crate::") {
+                    p.split("::").map(str::to_owned).collect()
+                } else if path.starts_with("gpu_kernels") || path.starts_with("std") || path.starts_with("cudarc") {
+                    continue;
+                } else {
+                    let mut m = module.clone();
+                    m.extend(path.split("::").map(str::to_owned));
+                    m
+                };
+                from.retain(|s| !s.is_empty());
+                for name in names.into_iter().filter(|n| !n.is_empty()) {
+                    let name = name.split("::").last().unwrap_or(name).to_owned();
+                    reexports.insert((module.clone(), name), from.clone());
+                }
+            }
+        }
+        (Self { files, reexports }, texts)
+    }
+
+    /// The file that defines what `path` names: the deepest module file on the path, following re-exports.
+    fn resolve(&self, path: &[String]) -> Option<PathBuf> {
+        let mut module: Vec<String> = Vec::new();
+        for (i, seg) in path.iter().enumerate() {
+            let mut deeper = module.clone();
+            deeper.push(seg.clone());
+            if self.files.contains_key(&deeper) {
+                module = deeper;
+                continue;
+            }
+            if let Some(from) = self.reexports.get(&(module.clone(), seg.clone())) {
+                let mut p = from.clone();
+                p.push(seg.clone());
+                p.extend(path[i + 1..].iter().cloned());
+                if p.len() > path.len() + 4 {
+                    return None;
+                }
+                return self.resolve(&p);
+            }
+            break;
+        }
+        self.files.get(&module).cloned()
+    }
+}
+
+/// File -> the files it imports from.
+fn imports(root: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let (krate, texts) = Crate::load(root);
+    let mut edges = BTreeMap::new();
+    for (file, text) in &texts {
+        let module = module_of(file);
+        let mut to = BTreeSet::new();
+        for path in referenced_paths(&module, text) {
+            if let Some(target) = krate.resolve(&path)
+                && &target != file
+                && !target.ends_with("lib.rs")
+            {
+                to.insert(target);
+            }
+        }
+        edges.insert(file.clone(), to);
+    }
+    edges
+}
+
+fn host_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("host/src")
+}
+
+#[test]
+fn no_host_file_imports_from_a_file_that_imports_it() {
+    let edges = imports(&host_src());
+    let mut mutual = Vec::new();
+    for (a, tos) in &edges {
+        for b in tos {
+            if a < b && edges.get(b).is_some_and(|t| t.contains(a)) {
+                mutual.push(format!("{} <-> {}", a.display(), b.display()));
+            }
+        }
+    }
+    assert!(mutual.is_empty(), "files that import each other:\n{}", mutual.join("\n"));
+}
+
+#[test]
+fn the_backends_do_not_import_each_other_or_the_dispatch_layer() {
+    let edges = imports(&host_src());
+    let dispatch = ["env_batch.rs", "backtest.rs", "dqn.rs", "ppo.rs"].map(PathBuf::from);
+    let mut wrong = Vec::new();
+    for (file, tos) in &edges {
+        let backend = file.iter().next().and_then(|s| s.to_str()).filter(|s| *s == "cpu" || *s == "cuda");
+        let Some(backend) = backend else { continue };
+        for to in tos {
+            let other = to.iter().next().and_then(|s| s.to_str()).filter(|s| *s == "cpu" || *s == "cuda");
+            if dispatch.contains(to) || other.is_some_and(|o| o != backend) {
+                wrong.push(format!("{} imports {}", file.display(), to.display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_checker_sees_an_import() {
+    // The check above must not pass because it resolves nothing: the CPU env is imported by the dispatch
+    // layer, and the dispatch layer's DQN agent by nobody in the backends.
+    let edges = imports(&host_src());
+    let env_batch = &edges[&PathBuf::from("env_batch.rs")];
+    assert!(env_batch.contains(&PathBuf::from("cpu/env.rs")), "env_batch.rs imports {env_batch:?}");
+    assert!(edges[&PathBuf::from("dqn.rs")].contains(&PathBuf::from("env_batch.rs")));
+}
