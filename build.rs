@@ -3,7 +3,7 @@
 mod ptx;
 
 fn main() {
-    for path in ["build.rs", "build/ptx.rs", "gpu-kernels/src", "gpu-kernels/Cargo.toml"] {
+    for path in ["build.rs", "build/ptx.rs", "build/NIGHTLY", "gpu-kernels/src", "gpu-kernels/Cargo.toml"] {
         println!("cargo::rerun-if-changed={path}");
     }
     println!("cargo::rerun-if-env-changed=GPU_ARCH");

@@ -6,8 +6,12 @@ use std::process::Command;
 use std::time::Instant;
 
 const DEFAULT_ARCH: &str = "sm_80";
-const INSTALL_HINT: &str = "The PTX build needs the nightly toolchain with rust-src:\n    \
-     rustup toolchain install nightly && rustup component add rust-src --toolchain nightly\n\
+/// The nightly the PTX build uses, named in one place (`build/NIGHTLY`; `scripts/setup-toolchain.sh` installs
+/// exactly it): `nightly-2026-05-20`, rustc 1.97.0-nightly (e50aa6fba 2026-05-19).
+const PINNED_NIGHTLY: &str = include_str!("NIGHTLY");
+
+const INSTALL_HINT: &str = "The PTX build needs the pinned nightly (build/NIGHTLY) with rust-src:\n    \
+     bash scripts/setup-toolchain.sh\n\
      (or set TRADESIM_NIGHTLY to the name of another nightly toolchain).\n\
      To build the CPU path alone with stable Rust: cargo build --no-default-features";
 
@@ -25,7 +29,7 @@ pub enum PtxError {
 impl fmt::Display for PtxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Spawn(e) => write!(f, "could not start `cargo +nightly`: {e}\n{INSTALL_HINT}"),
+            Self::Spawn(e) => write!(f, "could not start `cargo +{}`: {e}\n{INSTALL_HINT}", nightly()),
             Self::Cargo { status, stderr } => {
                 write!(f, "the nightly nvptx64 build of gpu-kernels failed ({status}):\n{stderr}\n{INSTALL_HINT}")
             }
@@ -68,8 +72,13 @@ pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     std::fs::write(&generated, generate(&arch, &entries)).map_err(|e| PtxError::Write(generated, e))
 }
 
+/// `TRADESIM_NIGHTLY`, or the pinned nightly.
+fn nightly() -> String {
+    std::env::var("TRADESIM_NIGHTLY").unwrap_or_else(|_| PINNED_NIGHTLY.trim().to_owned())
+}
+
 fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
-    let toolchain = std::env::var("TRADESIM_NIGHTLY").unwrap_or_else(|_| "nightly".to_owned());
+    let toolchain = nightly();
     let mut cmd = Command::new("cargo");
     // The outer build exports its own toolchain and flags; the nested nightly build must see none of them.
     for (key, _) in std::env::vars_os() {

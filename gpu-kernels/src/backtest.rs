@@ -9,7 +9,7 @@ use crate::types::{Action, Bar, EnvState, TrialParams};
 
 /// One closed trade.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Trade {
     /// Bar of the entry fill (at its open).
     pub entry_bar: u32,
@@ -37,7 +37,7 @@ const _: () = assert!(core::mem::size_of::<Trade>() == 64);
 
 /// Per-column results.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Metrics {
     /// `final / initial - 1`.
     pub total_return: f64,
@@ -122,7 +122,7 @@ impl Metrics {
 
 /// A moving-average crossover: long while SMA(fast) > SMA(slow), short (or flat) while below.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SmaCross {
     /// Fast window in bars.
     pub fast: u32,
@@ -150,7 +150,7 @@ pub const SIGNAL_SMA_CROSS: u32 = 1;
 
 /// Scalar arguments of a backtest launch.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BacktestArgs {
     /// First bar (decisions start at its close).
     pub start: u32,

@@ -8,7 +8,7 @@ use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
 /// Scalar arguments of the batch kernels (passed by value).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BatchArgs {
     /// Transitions written per trial before this launch (ring head).
     pub head: u64,
@@ -263,7 +263,7 @@ pub fn observe_floats(params: &TrialParams, state: &EnvState, bars: &[Bar]) -> [
 
 /// Scalar arguments of the replay sampler.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SampleArgs {
     /// Seed of the draws.
     pub seed: u64,

@@ -10,7 +10,7 @@ use crate::rng::{draw_below, draw_u64, keyed};
 
 /// Per-trial DQN hyperparameters.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DqnParams {
     /// Adam learning rate.
     pub lr: f32,
@@ -77,7 +77,7 @@ impl Default for DqnParams {
 
 /// Scalar arguments of the DQN kernels.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DqnArgs {
     /// Trials.
     pub n_trials: u32,

@@ -8,7 +8,7 @@ use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operan
 
 /// Sizes of a learner's networks and buffers.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct NetArgs {
     /// Trials.
     pub n_trials: u32,
@@ -53,7 +53,7 @@ impl NetArgs {
 
 /// One trial's active sizes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct NetTrial {
     /// Active hidden width (<= H).
     pub hidden: u32,

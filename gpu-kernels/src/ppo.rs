@@ -11,7 +11,7 @@ use crate::types::Transition;
 
 /// Per-trial PPO hyperparameters.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct PpoParams {
     /// Adam learning rate.
     pub lr: f32,
@@ -87,7 +87,7 @@ impl Default for PpoParams {
 
 /// Scalar arguments of the PPO kernels.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct PpoArgs {
     /// Trials.
     pub n_trials: u32,

@@ -37,7 +37,7 @@ pub const EPI_RELU_MASK: u32 = 3;
 /// `buffers[buf][off + r * row + c * col]`. For `A` the rows are `m` and the columns `k`; for `B` the rows
 /// are `k` and the columns `n`; a bias uses `off + n * col`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Operand {
     /// Index into the buffer table ([`NO_BUFFER`]: absent).
     pub buf: u32,
@@ -72,7 +72,7 @@ impl Operand {
 
 /// One product of a launch: `C(m, n)` for `m < m_pad`, `n < n_pad`; zero outside the active `m x n`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Gemm {
     /// Left operand, `m x k`.
     pub a: Operand,

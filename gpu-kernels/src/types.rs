@@ -31,7 +31,7 @@ impl Action {
 
 /// Per-trial parameters (one hyperparameter set): execution, risk limit, triple barrier, reward.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TrialParams {
     /// Cash each env starts with.
     pub initial_capital: f64,
@@ -104,7 +104,7 @@ impl TrialParams {
 
 /// One bar of the price block: OHLC and sigma (EWMA volatility of log returns up to this bar).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Bar {
     /// Open.
     pub open: f64,
@@ -143,7 +143,7 @@ pub const TRUNCATED: u8 = 2;
 /// One compressed transition `s_t, a_t -> r_t, s_{t+1}`: the features are gathered from `bar` and
 /// `bar + 1` when sampled, so only the 3 portfolio floats of each state are stored (40 bytes).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Transition {
     /// Bar t of the state (its close has been seen).
     pub bar: u32,
@@ -172,7 +172,7 @@ const _: () = assert!(size_of::<Transition>() == 40);
 
 /// Running moments (Chan et al.): count, mean and sum of squared deviations.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Moments {
     /// Number of values.
     pub count: f64,
@@ -223,7 +223,7 @@ pub const NO_EXPIRY: u32 = u32::MAX;
 
 /// The portfolio of one env after the close of bar `bar`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct EnvState {
     /// Cash (negative after costs when fully invested with no reserve; grows when shorting).
     pub cash: f64,

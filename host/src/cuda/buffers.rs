@@ -5,13 +5,11 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
-use gpu_kernels::backtest::{BacktestArgs, Metrics, SmaCross, Trade};
-use gpu_kernels::batch::{BatchArgs, SampleArgs};
-use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{NetArgs, NetTrial};
-use gpu_kernels::ppo::{PpoArgs, PpoParams};
+use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
+use gpu_kernels::dqn::DqnParams;
+use gpu_kernels::ppo::PpoParams;
 use gpu_kernels::tile::Gemm;
-use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
+use gpu_kernels::{Bar, EnvState, Transition, TrialParams};
 
 use crate::HostError;
 
@@ -20,55 +18,12 @@ use crate::HostError;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Dev<T>(pub(crate) T);
 
-// The wrapped types are `#[repr(C)]` plain old data (f64/f32/u64/u32/i32/u8 fields, sizes locked by const
-// asserts in gpu-kernels, no padding), valid for any bit pattern the kernels write, and all-zero bits are a
-// valid value of each.
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<TrialParams> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<EnvState> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<Bar> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<Transition> {}
-// SAFETY: see above.
-unsafe impl ValidAsZeroBits for Dev<Transition> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<Moments> {}
-// SAFETY: see above.
-unsafe impl ValidAsZeroBits for Dev<Moments> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<BatchArgs> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<SampleArgs> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<BacktestArgs> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<DqnArgs> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<DqnParams> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<Gemm> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<NetArgs> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<NetTrial> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<PpoArgs> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<PpoParams> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<SmaCross> {}
-// SAFETY: see above.
-unsafe impl ValidAsZeroBits for Dev<SmaCross> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<Metrics> {}
-// SAFETY: see above.
-unsafe impl ValidAsZeroBits for Dev<Metrics> {}
-// SAFETY: see above.
-unsafe impl DeviceRepr for Dev<Trade> {}
-// SAFETY: see above.
-unsafe impl ValidAsZeroBits for Dev<Trade> {}
+// SAFETY: `T: Pod` (derived in gpu-kernels, which checks at compile time that the `#[repr(C)]` struct has no
+// padding and only plain fields) is valid for any bit pattern the kernels write and has the same layout as
+// `Dev<T>` (`repr(transparent)`), so cudarc may copy it to and from the device and pass it by value.
+unsafe impl<T: bytemuck::Pod> DeviceRepr for Dev<T> {}
+// SAFETY: `Pod` implies `Zeroable`: all-zero bits are a valid value.
+unsafe impl<T: bytemuck::Pod> ValidAsZeroBits for Dev<T> {}
 
 /// Buffers of one trial group's envs.
 pub(crate) struct EnvBuffers<'a> {

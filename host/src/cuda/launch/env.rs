@@ -77,6 +77,31 @@ pub(crate) fn observe(
     Ok(())
 }
 
+/// The lengths [`update_rewards`] needs: `lens` are those of the trial parameters, the ring, the running
+/// moments, the chunk moments and the per-step moments. The steps' transitions must fit in the ring
+/// (`steps x E <= capacity`): a longer run would wrap and count slots twice.
+fn check_update_rewards(args: &BatchArgs, lens: [usize; 5]) -> Result<(), HostError> {
+    let (trials, steps) = (args.n_trials as usize, args.steps as usize);
+    let n_chunk_values = trials * steps * args.n_chunks();
+    at_least(
+        "reward_chunk_moments",
+        "ring capacity per trial (steps x envs per trial)",
+        steps * args.envs_per_trial as usize,
+        args.capacity as usize,
+    )?;
+    let [params, ring, running, chunks, after_step] = lens;
+    for (kernel, what, needed, got) in [
+        ("reward_merge", "trial parameters", trials, params),
+        ("reward_chunk_moments", "ring slots", ring_len(args), ring),
+        ("reward_merge", "running moments", trials, running),
+        ("reward_chunk_moments", "chunk moments", n_chunk_values, chunks),
+        ("reward_merge", "per-step moments", trials * steps, after_step),
+    ] {
+        at_least(kernel, what, needed, got)?;
+    }
+    Ok(())
+}
+
 /// The three reward-statistics kernels: chunk moments, per-trial merge, normalization.
 #[allow(clippy::too_many_arguments, reason = "the buffers of three kernels, each named for what it holds")]
 pub(crate) fn update_rewards(
@@ -89,17 +114,10 @@ pub(crate) fn update_rewards(
     after_step: &mut CudaSlice<Dev<Moments>>,
     args: &BatchArgs,
 ) -> Result<(), HostError> {
+    let lens = [params.len(), ring.len(), running.len(), chunks.len(), after_step.len()];
+    check_update_rewards(args, lens)?;
     let (trials, steps) = (args.n_trials as usize, args.steps as usize);
     let n_chunk_values = trials * steps * args.n_chunks();
-    for (kernel, what, needed, got) in [
-        ("reward_merge", "trial parameters", trials, params.len()),
-        ("reward_chunk_moments", "ring slots", ring_len(args), ring.len()),
-        ("reward_merge", "running moments", trials, running.len()),
-        ("reward_chunk_moments", "chunk moments", n_chunk_values, chunks.len()),
-        ("reward_merge", "per-step moments", trials * steps, after_step.len()),
-    ] {
-        at_least(kernel, what, needed, got)?;
-    }
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.reward_chunk_moments);
     launch.arg(&*ring).arg(&mut *chunks).arg(&dev_args);
@@ -167,4 +185,26 @@ pub(crate) fn sample_transitions(
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
     timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use gpu_kernels::batch::BatchArgs;
+
+    use super::check_update_rewards;
+    use crate::HostError;
+
+    /// More steps than the ring holds per trial are refused by the launch itself, whatever its caller did.
+    #[test]
+    fn reward_statistics_refuse_steps_beyond_the_ring() {
+        let args = BatchArgs { n_trials: 2, envs_per_trial: 4, steps: 3, capacity: 12, ..BatchArgs::default() };
+        let lens = |a: &BatchArgs| {
+            let (k, s) = (a.n_trials as usize, a.steps as usize);
+            [k, k * a.capacity as usize, k, k * s * a.n_chunks(), k * s]
+        };
+        assert!(check_update_rewards(&args, lens(&args)).is_ok());
+        let over = BatchArgs { steps: 4, ..args };
+        let err = check_update_rewards(&over, lens(&over)).unwrap_err();
+        assert!(matches!(err, HostError::Shape { expected: 16, got: 12, .. }), "{err}");
+    }
 }
