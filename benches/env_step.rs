@@ -1,8 +1,8 @@
 //! Environment step throughput: `cpu_` and `gpu_` variants of K trials x E envs with a replay ring, in step
 //! mode (a launch per step) and scan mode (one launch for all steps).
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use tradesim::demo::demo_params;
-use tradesim::synthetic::random_walk;
+use tradesim::bench::demo_params;
+use tradesim::data::synthetic::random_walk;
 use tradesim::{DeviceRequest, EnvBatch, EnvConfig, MarketData, SimLayout};
 
 const TRIALS: usize = 5;

@@ -6,8 +6,8 @@ use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::env::env_step;
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use gpu_kernels::{EnvState, TrialParams};
-use tradesim::demo::demo_params;
-use tradesim::synthetic::{normal, random_walk};
+use tradesim::bench::demo_params;
+use tradesim::data::synthetic::{normal, random_walk};
 use tradesim::{MarketData, backtest::tick_prefix};
 
 fn cpu_inner(c: &mut Criterion) {

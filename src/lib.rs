@@ -38,19 +38,15 @@ pub use tradesim_host::{
 };
 
 pub mod audit;
-pub mod backtest_cli;
 pub mod bench;
+#[doc(hidden)]
 pub mod cli;
 pub mod data;
-pub mod demo;
 mod failpoint;
 pub mod hyperopt;
-pub mod hyperopt_cli;
 pub mod json;
-pub mod synthetic;
 pub mod table;
 pub mod train;
-pub mod train_cli;
 
 /// The PTX module built from `gpu-kernels` by `build.rs`.
 #[cfg(feature = "cuda")]

@@ -20,6 +20,26 @@ use crate::{
     Signals, SimLayout, TrialParams, backtest,
 };
 
+/// The learning algorithm of a training run or a search (`--algo`, `study.algo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    /// Double-capable DQN with a replay ring.
+    #[default]
+    Dqn,
+    /// PPO (CleanRL's defaults).
+    Ppo,
+}
+
+impl std::fmt::Display for Algo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Dqn => "dqn",
+            Self::Ppo => "ppo",
+        })
+    }
+}
+
 /// What to train.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {

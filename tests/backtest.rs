@@ -7,7 +7,7 @@ mod common;
 use common::bars;
 use tradesim::audit::{DecimalParams, audit_column};
 use tradesim::data::device::Prepared;
-use tradesim::data::generator::{GeneratorConfig, generate};
+use tradesim::data::synthetic::{GeneratorConfig, generate};
 use tradesim::{Backend, BacktestSpec, ExitReason, MarketData, Signals, SmaCross, TrialParams, backtest};
 
 const FLAT: u8 = 0;

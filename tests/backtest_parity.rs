@@ -7,7 +7,7 @@ mod common;
 use common::assert_bitwise;
 use gpu_kernels::rng::draw_below;
 use tradesim::data::device::Prepared;
-use tradesim::data::generator::{GeneratorConfig, generate};
+use tradesim::data::synthetic::{GeneratorConfig, generate};
 use tradesim::{Backend, BacktestResult, BacktestSpec, MarketData, Signals, SmaCross, TrialParams, backtest};
 
 const COLUMNS: usize = 4_096;

@@ -9,7 +9,7 @@ use candle_nn::{Module, Optimizer, VarBuilder};
 use common::assert_bitwise;
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
-use tradesim::synthetic::normal;
+use tradesim::data::synthetic::normal;
 use tradesim::train::{evaluate, greedy_actions, save_weights, trial_tensors};
 use tradesim::{Backend, DqnAgent, EnvBatch, EnvConfig, SimLayout, TrialParams};
 use tradesim_host::dqn::train_on_batch;

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Bits, assert_bitwise, bars};
 use gpu_kernels::rng::draw_below;
-use tradesim::synthetic::{normal, random_walk};
+use tradesim::data::synthetic::{normal, random_walk};
 use tradesim::{Backend, EnvBatch, EnvConfig, MarketData, SimLayout, Transition, TrialParams};
 
 const LONG: u8 = 1;

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use rust_decimal::Decimal;
 use tradesim::data::device::{Prepared, columns};
 use tradesim::data::features::{FeatureMatrix, N_FEATURES, NAMES, WARMUP};
-use tradesim::data::generator::{GeneratorConfig, generate};
 use tradesim::data::splits::time_split;
+use tradesim::data::synthetic::{GeneratorConfig, generate};
 use tradesim::data::{Dataset, Series};
 
 fn synthetic(bars: usize, seed: u64) -> Dataset {

@@ -9,7 +9,7 @@ mod common;
 
 use common::assert_bitwise;
 use gpu_kernels::rng::draw_below;
-use tradesim::synthetic::{normal, random_walk};
+use tradesim::data::synthetic::{normal, random_walk};
 use tradesim::{
     Backend, EnvBatch, EnvConfig, EnvState, EnvStatus, MarketData, Moments, SampleBatch, SimLayout, Transition,
     TrialParams,

@@ -5,7 +5,7 @@ mod common;
 use common::assert_bitwise;
 use gpu_kernels::ppo::gae_env;
 use gpu_kernels::rng::draw_below;
-use tradesim::synthetic::normal;
+use tradesim::data::synthetic::normal;
 use tradesim::train::{SplitData, TrainConfig, evaluate, greedy_actions, train_ppo};
 use tradesim::{Backend, EnvBatch, EnvConfig, PpoAgent, PpoParams, SimLayout, Transition, TrialParams};
 

@@ -23,11 +23,30 @@ pub use report::{BenchReport, GpuFacts, Machine, Row};
 pub use seed::{Conversion, seed_experience};
 
 use crate::data::device::Prepared;
-use crate::data::generator::{GeneratorConfig, generate};
-use crate::demo::demo_params;
+use crate::data::synthetic::{GeneratorConfig, generate};
 use crate::{
     Backend, BacktestSpec, DeviceRequest, EnvBatch, EnvConfig, HostError, MarketData, Signals, SimLayout, SmaCross,
 };
+
+/// Trial `k` of the demo: costs rise with k, shorts and whole units alternate.
+pub fn demo_params(k: usize) -> crate::TrialParams {
+    crate::TrialParams {
+        spread: 0.0002 * (k + 1) as f64,
+        commission: 0.0005,
+        cash_reserve_pct: 0.05,
+        max_drawdown: 0.5,
+        take_profit_mult: 2.0,
+        stop_loss_mult: 1.0 + 0.5 * k as f64,
+        max_hold_bars: 50,
+        w_cost: 1.0,
+        allow_short: u32::from(k.is_multiple_of(2)),
+        whole_units: u32::from(k % 3 == 1),
+        key: k as u64,
+        ..crate::TrialParams::frictionless(100_000.0)
+    }
+}
+
+/// Runs the demo on `series` (all bars after the feature warm-up) and prints throughput and per-trial
 
 /// Trials of every workload.
 pub const TRIALS: usize = 5;
@@ -77,14 +96,14 @@ impl Sizes {
 }
 
 /// The market of every workload: `bars` synthetic bars of one symbol, their features and Decimal bars.
-struct Workload {
+struct WorkloadData {
     /// The features fitted on all bars, for parts of the series.
     prepared: Prepared,
     dataset: crate::data::Dataset,
     market: MarketData,
 }
 
-fn workload(bars: usize) -> Result<Workload, HostError> {
+fn workload(bars: usize) -> Result<WorkloadData, HostError> {
     let dataset = generate(&GeneratorConfig {
         bars: bars + crate::data::features::WARMUP,
         symbols: 1,
@@ -95,7 +114,7 @@ fn workload(bars: usize) -> Result<Workload, HostError> {
     let n = series.bars.len();
     let prepared = Prepared::new(series, crate::data::features::WARMUP..n)?;
     let market = prepared.market_data(crate::data::features::WARMUP..n)?;
-    Ok(Workload { prepared, dataset, market })
+    Ok(WorkloadData { prepared, dataset, market })
 }
 
 /// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable.
@@ -428,26 +447,38 @@ impl GpuMonitor {
     }
 }
 
-/// Runs the named workloads (`experience`, `backtest`, `dqn`, `ppo`, `learners` = both, or `all`); `trials`
-/// overrides the learner workloads' trial count (5).
+/// What `tradesim bench` runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// W1: the fused environment (scan and step modes).
+    Experience,
+    /// W2: the SMA backtest grid.
+    Backtest,
+    /// W3: a DQN epoch.
+    Dqn,
+    /// W4: a PPO epoch.
+    Ppo,
+    /// W3 and W4.
+    Learners,
+    /// Every workload.
+    #[default]
+    All,
+}
+
+/// Runs `workload`; `trials` overrides the learner workloads' trial count (5).
 pub fn run(
-    workload: &str,
+    workload: Workload,
     quick: bool,
     request: DeviceRequest,
     trials: Option<usize>,
 ) -> Result<BenchReport, HostError> {
     let names: &[&str] = match workload {
-        "all" => &["experience", "backtest", "dqn", "ppo"],
-        "experience" => &["experience"],
-        "backtest" => &["backtest"],
-        "dqn" => &["dqn"],
-        "ppo" => &["ppo"],
-        "learners" => &["dqn", "ppo"],
-        other => {
-            return Err(HostError::Config(format!(
-                "unknown bench workload `{other}` (available: experience, backtest, dqn, ppo, learners, all)"
-            )));
-        }
+        Workload::All => &["experience", "backtest", "dqn", "ppo"],
+        Workload::Experience => &["experience"],
+        Workload::Backtest => &["backtest"],
+        Workload::Dqn => &["dqn"],
+        Workload::Ppo => &["ppo"],
+        Workload::Learners => &["dqn", "ppo"],
     };
     let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     if let Some(k) = trials {

@@ -5,9 +5,9 @@
 mod columns;
 pub mod device;
 pub mod features;
-pub mod generator;
 mod load;
 pub mod splits;
+pub mod synthetic;
 pub mod time;
 mod validate;
 

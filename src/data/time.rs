@@ -101,6 +101,25 @@ pub fn epoch(n: i64) -> Option<DateTime<FixedOffset>> {
     t.map(|t| t.fixed_offset())
 }
 
+/// Bars per year from the timestamps: 252 trading days times the median number of bars per calendar day.
+pub fn infer_bars_per_year(times: &[chrono::DateTime<chrono::FixedOffset>]) -> f64 {
+    let mut per_day: Vec<usize> = Vec::new();
+    let mut last_day = None;
+    for t in times {
+        let day = t.date_naive();
+        if last_day == Some(day) {
+            if let Some(n) = per_day.last_mut() {
+                *n += 1;
+            }
+        } else {
+            per_day.push(1);
+            last_day = Some(day);
+        }
+    }
+    per_day.sort_unstable();
+    252.0 * per_day.get(per_day.len() / 2).copied().unwrap_or(1) as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,8 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+pub use crate::train::Algo;
+
 /// One searched dimension.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged, deny_unknown_fields)]
@@ -76,12 +78,32 @@ pub enum Dimension {
     },
 }
 
+/// When a trial stops early (`study.prune`, `--prune`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PruneRule {
+    /// Optuna's `MedianPruner` ([`crate::hyperopt::search::should_prune`]).
+    #[default]
+    Median,
+    /// Every trial runs all its epochs.
+    None,
+}
+
+impl std::fmt::Display for PruneRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Median => "median",
+            Self::None => "none",
+        })
+    }
+}
+
 /// The `[study]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StudyConfig {
     /// Algorithm.
-    pub algo: String,
+    pub algo: Algo,
     /// Trials in the study.
     pub trials: usize,
     /// Trials trained at once.
@@ -91,7 +113,7 @@ pub struct StudyConfig {
     /// Random trials before TPE.
     pub startup_trials: usize,
     /// Pruning rule.
-    pub prune: String,
+    pub prune: PruneRule,
     /// Median pruning starts once this many trials are complete (Optuna's `n_startup_trials`).
     pub prune_startup_trials: usize,
     /// Median pruning never acts before this epoch (Optuna's `n_warmup_steps`).
@@ -115,12 +137,12 @@ pub struct StudyConfig {
 impl Default for StudyConfig {
     fn default() -> Self {
         Self {
-            algo: "dqn".to_owned(),
+            algo: Algo::Dqn,
             trials: 10,
             parallel: 5,
             epochs: 4,
             startup_trials: 5,
-            prune: "median".to_owned(),
+            prune: PruneRule::Median,
             prune_startup_trials: 5,
             prune_warmup_epochs: 0,
             envs: 64,
@@ -179,14 +201,14 @@ pub struct SearchConfig {
 
 /// The searchable parameters of DQN and their default dimensions.
 pub fn default_space() -> BTreeMap<String, Dimension> {
-    space_for("dqn")
+    space_for(Algo::Dqn)
 }
 
 /// The searchable parameters of `algo` (dqn or ppo) and their default dimensions.
-pub fn space_for(algo: &str) -> BTreeMap<String, Dimension> {
+pub fn space_for(algo: Algo) -> BTreeMap<String, Dimension> {
     let range = |low: f64, high: f64, log: bool| Dimension::Range { low, high, log };
     let choice = |c: &[f64]| Dimension::Choice { choices: c.to_vec() };
-    let learner: Vec<(&str, Dimension)> = if algo == "ppo" {
+    let learner: Vec<(&str, Dimension)> = if algo == Algo::Ppo {
         vec![
             ("lr", range(1e-4, 3e-3, true)),
             ("gamma", range(0.8, 0.99, false)),
@@ -228,7 +250,7 @@ pub fn space_for(algo: &str) -> BTreeMap<String, Dimension> {
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        Self::for_algo("dqn")
+        Self::for_algo(Algo::Dqn)
     }
 }
 
@@ -263,9 +285,9 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
 
 impl SearchConfig {
     /// The defaults for `algo`.
-    pub fn for_algo(algo: &str) -> Self {
+    pub fn for_algo(algo: Algo) -> Self {
         Self {
-            study: StudyConfig { algo: algo.to_owned(), ..StudyConfig::default() },
+            study: StudyConfig { algo, ..StudyConfig::default() },
             env: EnvSettings::default(),
             space: space_for(algo),
         }
@@ -275,7 +297,7 @@ impl SearchConfig {
     /// names.
     pub fn from_toml(text: &str) -> Result<Self, String> {
         let mut cfg: SearchConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
-        let mut space = space_for(&cfg.study.algo);
+        let mut space = space_for(cfg.study.algo);
         space.extend(std::mem::take(&mut cfg.space));
         cfg.space = space;
         cfg.validate()?;
@@ -285,9 +307,6 @@ impl SearchConfig {
     /// Checks every key and value, naming the key at fault.
     pub fn validate(&self) -> Result<(), String> {
         let s = &self.study;
-        if s.algo != "dqn" && s.algo != "ppo" {
-            return Err(format!("study.algo: `{}` is not dqn or ppo", s.algo));
-        }
         for (key, v) in [("study.trials", s.trials), ("study.parallel", s.parallel), ("study.epochs", s.epochs)] {
             if v == 0 {
                 return Err(format!("{key} must be at least 1"));
@@ -306,9 +325,6 @@ impl SearchConfig {
                 s.stale_seconds, s.heartbeat_seconds
             ));
         }
-        if s.prune != "median" && s.prune != "none" {
-            return Err(format!("study.prune: `{}` is not median or none", s.prune));
-        }
         for (key, text) in [
             ("env.capital", &self.env.capital),
             ("env.spread", &self.env.spread),
@@ -319,8 +335,8 @@ impl SearchConfig {
                 return Err(format!("{key}: {text} must be positive"));
             }
         }
-        let mut known = space_for(&s.algo);
-        if s.algo == "ppo" {
+        let mut known = space_for(s.algo);
+        if s.algo == Algo::Ppo {
             // The minibatch size of the old fixed-batch mode (minibatches = 0).
             known.insert("batch".to_owned(), Dimension::Fixed(64.0));
             let split = self.space.get("minibatches") != Some(&Dimension::Fixed(0.0));

@@ -582,7 +582,7 @@ pub fn write_report(
         board.len(),
         board.iter().filter(|t| t.status == "complete").count(),
         board.iter().filter(|t| t.status == "pruned").count(),
-        cfg.study.algo.to_uppercase(),
+        cfg.study.algo.to_string().to_uppercase(),
         cfg.study.epochs,
         cfg.study.parallel
     );

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use rust_decimal::Decimal;
 
-use super::config::{EnvSettings, SearchConfig};
+use super::config::{Algo, EnvSettings, PruneRule, SearchConfig};
 use super::sampler::{Params, sample, tpe_loss};
 use super::storage::StorageUrl;
 use super::study::{EpochRecord, Study, TrialRecord};
@@ -436,7 +436,7 @@ fn run_batch(
             };
             own[k].push(m.sharpe);
             let result = study.record_epoch(&epoch).and_then(|()| {
-                if s.prune == "median"
+                if s.prune == PruneRule::Median
                     && should_prune(
                         &own[k],
                         r.epoch as u64,
@@ -457,7 +457,7 @@ fn run_batch(
             }
         }
     };
-    if s.algo == "ppo" {
+    if s.algo == Algo::Ppo {
         tc.rollout_steps = s.rollout_steps;
         let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
         let rollouts = s.epochs * crate::train::rollouts_per_epoch(&tc, segment);

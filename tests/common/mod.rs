@@ -184,15 +184,16 @@ pub fn planted_market(n: usize, seed: u64) -> tradesim::MarketData {
     let mut bars = Vec::with_capacity(n);
     let mut features = Vec::with_capacity(n * 2);
     let mut close = 100.0f64;
-    let moves: Vec<f64> = (0..n as u64).map(|t| 0.01 * tradesim::synthetic::normal(seed, 1, t).signum()).collect();
+    let moves: Vec<f64> =
+        (0..n as u64).map(|t| 0.01 * tradesim::data::synthetic::normal(seed, 1, t).signum()).collect();
     for t in 0..n {
         let open = close;
         close = open * (1.0 + moves[t]);
         bars.push(tradesim::Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.01 });
         let next = moves.get(t + 1).copied().unwrap_or(0.0).signum();
-        let honest = tradesim::synthetic::normal(seed, 2, t as u64) > -1.04; // P = 0.85
+        let honest = tradesim::data::synthetic::normal(seed, 2, t as u64) > -1.04; // P = 0.85
         features.push(if honest { next as f32 } else { -next as f32 });
-        features.push(tradesim::synthetic::normal(seed, 3, t as u64) as f32);
+        features.push(tradesim::data::synthetic::normal(seed, 3, t as u64) as f32);
     }
     tradesim::MarketData::from_bars(bars, features, 2).unwrap()
 }

@@ -6,12 +6,13 @@ use std::time::Instant;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::Backend;
-use crate::backtest_cli::infer_bars_per_year;
 use crate::data::Dataset;
+use crate::data::time::infer_bars_per_year;
 use crate::hyperopt::report::write_report;
 use crate::hyperopt::search::folder_for;
 use crate::hyperopt::storage::StorageUrl;
 use crate::hyperopt::{Open, Progress, SearchConfig, Study, run_search};
+use crate::train::Algo;
 
 /// The command's flags.
 #[derive(Debug, Default)]
@@ -19,7 +20,7 @@ pub struct HyperoptArgs {
     /// TOML search configuration.
     pub config: Option<PathBuf>,
     /// Algorithm override.
-    pub algo: Option<String>,
+    pub algo: Option<Algo>,
     /// Trials override.
     pub trials: Option<usize>,
     /// Parallel trials override.
@@ -52,16 +53,15 @@ fn configure(args: &HyperoptArgs) -> Result<SearchConfig, String> {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
             let cfg = SearchConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            if args.algo.as_ref().is_some_and(|a| *a != cfg.study.algo) {
+            if let Some(algo) = args.algo.filter(|a| *a != cfg.study.algo) {
                 return Err(format!(
-                    "--algo {} differs from study.algo in {}: set the algorithm in the file",
-                    args.algo.as_deref().unwrap_or(""),
+                    "--algo {algo} differs from study.algo in {}: set the algorithm in the file",
                     path.display()
                 ));
             }
             cfg
         }
-        None => SearchConfig::for_algo(args.algo.as_deref().unwrap_or("dqn")),
+        None => SearchConfig::for_algo(args.algo.unwrap_or_default()),
     };
     if let Some(n) = args.trials {
         cfg.study.trials = n;
@@ -138,7 +138,7 @@ pub fn run(
     let s = &cfg.study;
     println!(
         "hyperopt: {}, {} trials ({} at a time, {} epochs, {} envs x {} steps), TPE after {} random, prune {}",
-        s.algo.to_uppercase(),
+        s.algo.to_string().to_uppercase(),
         s.trials,
         s.parallel,
         s.epochs,

@@ -7,17 +7,17 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Backend;
 use crate::PpoParams;
-use crate::backtest_cli::infer_bars_per_year;
 use crate::data::Dataset;
+use crate::data::time::infer_bars_per_year;
 use crate::json;
-use crate::train::{Networks, TrainConfig, save_weights, train_dqn, train_ppo};
+use crate::train::{Algo, Networks, TrainConfig, save_weights, train_dqn, train_ppo};
 
 /// Runs the command.
 #[allow(clippy::too_many_arguments, reason = "the command's flags")]
 pub fn run(
     dataset: Result<Dataset, String>,
     symbol: Option<&str>,
-    algo: &str,
+    algo: Algo,
     trials: usize,
     epochs: usize,
     envs: usize,
@@ -26,9 +26,6 @@ pub fn run(
     out: Option<&Path>,
     backend: Result<Backend, String>,
 ) -> Result<(), String> {
-    if algo != "dqn" && algo != "ppo" {
-        return Err(format!("unknown algorithm `{algo}` (available: dqn, ppo)"));
-    }
     if trials == 0 || epochs == 0 || envs == 0 {
         return Err("--trials, --epochs and --envs must be at least 1".to_owned());
     }
@@ -53,10 +50,10 @@ pub fn run(
         })
         .collect();
     let lrs: Vec<f32> =
-        if algo == "ppo" { ppo.iter().map(|p| p.lr).collect() } else { cfg.dqn.iter().map(|p| p.lr).collect() };
+        if algo == Algo::Ppo { ppo.iter().map(|p| p.lr).collect() } else { cfg.dqn.iter().map(|p| p.lr).collect() };
     println!(
         "train:    {}, {trials} trials x {envs} envs, {epochs} epochs, on {} ({}, {} bars), backend {}",
-        algo.to_uppercase(),
+        algo.to_string().to_uppercase(),
         dataset.label(),
         series.symbol,
         series.bars.len(),
@@ -82,7 +79,7 @@ pub fn run(
     let label = dataset.label();
     let data = crate::train::SplitData::new(series, cfg.split, sigma_span)?;
     let finish = |lines: Outcome<'_>| report(lines, &lrs, out, &label, &series.symbol);
-    if algo == "ppo" {
+    if algo == Algo::Ppo {
         let trained = train_ppo(&backend, &data, &cfg, &ppo, progress)?;
         bar.finish();
         println!("done in {:.1} s", started.elapsed().as_secs_f64());

@@ -1,15 +1,24 @@
-//! The `tradesim` command line.
+//! The `tradesim` command line: argument parsing here, one module per command. Not public API: the
+//! library modules hold every rule the commands use.
 
-use std::path::{Path, PathBuf};
+mod backtest;
+mod bench;
+mod data;
+mod hyperopt;
+mod info;
+mod simulate;
+mod train;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::data::generator::{GeneratorConfig, generate};
+use crate::data::synthetic::{GeneratorConfig, generate};
 use crate::data::{CleanPolicy, Dataset, LoadReport};
-use crate::demo::{DemoConfig, run_demo};
+use crate::train::Algo;
 use crate::{Backend, DeviceRequest, HostError};
+use simulate::{DemoConfig, run_demo};
 
 #[derive(Debug, Parser)]
 #[command(name = "tradesim", version, about = "GPU trading environments for reinforcement learning")]
@@ -81,9 +90,9 @@ enum Command {
         /// TOML search configuration (see `tradesim::hyperopt::config`; every key optional).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// dqn or ppo.
-        #[arg(long)]
-        algo: Option<String>,
+        /// The algorithm (default dqn, or study.algo of --config).
+        #[arg(long, value_enum)]
+        algo: Option<Algo>,
         /// Trials in the study.
         #[arg(long)]
         trials: Option<usize>,
@@ -124,13 +133,13 @@ enum Command {
         #[command(flatten)]
         data: DataArgs,
         /// Strategy family.
-        #[arg(long, default_value = "sma-cross")]
-        strategy: String,
+        #[arg(long, value_enum, default_value_t = backtest::Strategy::SmaCross)]
+        strategy: backtest::Strategy,
         /// cross: change the target only on a crossover (long when fast crosses above slow, short or flat
         /// when it crosses below; flat before the first); state: long while fast > slow, short or flat while
         /// below, flat on a tie.
-        #[arg(long, default_value = "cross")]
-        signal: String,
+        #[arg(long, value_enum, default_value_t = backtest::SignalRule::Cross)]
+        signal: backtest::SignalRule,
         /// Fast SMA windows: N, A:B or A:B:STEP.
         #[arg(long, default_value = "5:50:5")]
         fast: String,
@@ -185,8 +194,8 @@ enum Command {
         #[command(flatten)]
         data: DataArgs,
         /// Algorithm.
-        #[arg(long, default_value = "dqn")]
-        algo: String,
+        #[arg(long, value_enum, default_value_t = Algo::Dqn)]
+        algo: Algo,
         /// Trials trained at once (learning rates spread around 5e-4).
         #[arg(long, default_value_t = 3)]
         trials: usize,
@@ -212,8 +221,8 @@ enum Command {
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
         /// Workload: experience (W1), backtest (W2), dqn (W3), ppo (W4), learners (W3 + W4) or all.
-        #[arg(default_value = "all")]
-        workload: String,
+        #[arg(value_enum, default_value_t = crate::bench::Workload::All)]
+        workload: crate::bench::Workload,
         /// Small sizes (a smoke test, e.g. in CI).
         #[arg(long)]
         quick: bool,
@@ -253,12 +262,14 @@ enum DataCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { device } => info(device).map_err(|e| e.to_string()),
+        Command::Info { device } => info::run(device).map_err(|e| e.to_string()),
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
-        Command::Data { command: DataCommand::Check { file, drop, repair } } => check(file.as_deref(), &drop, &repair),
-        Command::Data { command: DataCommand::Features { data } } => features(&data),
+        Command::Data { command: DataCommand::Check { file, drop, repair } } => {
+            data::check(file.as_deref(), &drop, &repair)
+        }
+        Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Backtest {
             data,
             strategy,
@@ -278,7 +289,7 @@ pub fn main() -> ExitCode {
             equity,
             trades,
             device,
-        } => crate::backtest_cli::run(&crate::backtest_cli::Request {
+        } => backtest::run(&backtest::Request {
             dataset: load(&data),
             symbol: data.symbol.clone(),
             strategy,
@@ -299,10 +310,10 @@ pub fn main() -> ExitCode {
             trades,
             backend: select(device).map_err(|e| e.to_string()),
         }),
-        Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, out, device } => crate::train_cli::run(
+        Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, out, device } => train::run(
             load(&data),
             data.symbol.as_deref(),
-            &algo,
+            algo,
             trials,
             epochs,
             envs,
@@ -327,7 +338,7 @@ pub fn main() -> ExitCode {
             report,
             device,
         } => {
-            let args = crate::hyperopt_cli::HyperoptArgs {
+            let args = hyperopt::HyperoptArgs {
                 config,
                 algo,
                 trials,
@@ -347,10 +358,10 @@ pub fn main() -> ExitCode {
                 }
                 b
             });
-            crate::hyperopt_cli::run(load(&data), data.symbol.as_deref(), &args, backends)
+            hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends)
         }
         Command::Bench { workload, quick, json, device, trials } => {
-            bench(&workload, quick, json.as_deref(), device, trials).map_err(|e| e.to_string())
+            bench::run(workload, quick, json.as_deref(), device, trials).map_err(|e| e.to_string())
         }
     };
     match result {
@@ -401,101 +412,4 @@ fn simulate(args: &DataArgs, device: DeviceRequest, cfg: DemoConfig) -> Result<(
     let series = dataset.select(args.symbol.as_deref())?;
     let backend = select(device).map_err(|e| e.to_string())?;
     run_demo(&backend, series, &dataset.label(), &cfg).map_err(|e| e.to_string())
-}
-
-fn check(file: Option<&Path>, drop: &[String], repair: &[String]) -> Result<(), String> {
-    let policy = CleanPolicy::parse(drop, repair)?;
-    let started = Instant::now();
-    let result = match file {
-        Some(path) => crate::data::load_file(path, &policy),
-        None => crate::data::embedded().map(|d| (d, LoadReport { usable: true, ..LoadReport::default() })),
-    };
-    let seconds = started.elapsed().as_secs_f64();
-    match result {
-        Ok((dataset, report)) => {
-            print!("{report}");
-            println!("loaded in {seconds:.3} s: {} symbol(s), {} bars", dataset.series.len(), dataset.n_bars());
-            for s in dataset.series.iter().take(20) {
-                let (first, last) = (s.bars.first(), s.bars.last());
-                let span = first.zip(last).map(|(a, b)| format!("{} .. {}", a.time.to_rfc3339(), b.time.to_rfc3339()));
-                println!("  {:<10} {:>8} bars  {}", s.symbol, s.bars.len(), span.unwrap_or_default());
-            }
-            if dataset.series.len() > 20 {
-                println!("  ... {} more symbols", dataset.series.len() - 20);
-            }
-            Ok(())
-        }
-        Err(report) => {
-            print!("{report}");
-            Err(format!("{} is unusable: {} blocking finding(s)", report.file, report.blocking().count()))
-        }
-    }
-}
-
-fn features(args: &DataArgs) -> Result<(), String> {
-    let started = Instant::now();
-    let dataset = load(args)?;
-    let loaded = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let mut rows = 0;
-    for series in &dataset.series {
-        let prepared = crate::data::device::Prepared::new(series, 0..series.bars.len()).map_err(|e| e.to_string())?;
-        rows += prepared.features.rows;
-    }
-    let featurized = started.elapsed().as_secs_f64();
-    println!("data:     {}: {} symbol(s), {} bars", dataset.label(), dataset.series.len(), dataset.n_bars());
-    println!("load:     {loaded:.3} s");
-    println!(
-        "features: {featurized:.3} s for {rows} rows x {} features ({:.2} M rows/s)",
-        crate::data::features::N_FEATURES,
-        rows as f64 / featurized.max(1e-9) / 1e6
-    );
-    Ok(())
-}
-
-fn bench(
-    workload: &str,
-    quick: bool,
-    json: Option<&Path>,
-    device: DeviceRequest,
-    trials: Option<usize>,
-) -> Result<(), HostError> {
-    let report = crate::bench::run(workload, quick, device, trials)?;
-    print!("{}", report.markdown());
-    if let Some(path) = json {
-        std::fs::write(path, report.json())
-            .map_err(|e| HostError::Config(format!("writing {}: {e}", path.display())))?;
-        println!("JSON: {}", path.display());
-    }
-    Ok(())
-}
-
-fn info(device: DeviceRequest) -> Result<(), HostError> {
-    println!("tradesim {}", env!("CARGO_PKG_VERSION"));
-    println!("CUDA:        {}", tradesim_host::detect());
-    let (backend, fallback) = crate::select_backend_with_reason(device)?;
-    let info = backend.info();
-    match fallback {
-        Some(reason) => println!("backend:     cpu (CUDA not used: {reason})"),
-        None => println!("backend:     {}", info.backend),
-    }
-    if let Some(name) = &info.device_name {
-        let (major, minor) = info.compute_capability.unwrap_or_default();
-        let gib = info.total_memory.unwrap_or_default() as f64 / f64::from(1u32 << 30);
-        println!("device:      {name} (compute capability {major}.{minor}, {gib:.1} GiB)");
-        println!("multiprocessors: {}", info.parallelism);
-    } else {
-        println!("CPU threads: {}", info.parallelism);
-    }
-    #[cfg(feature = "cuda")]
-    {
-        println!("PTX arch:    {} ({} bytes, built at cargo build)", crate::ptx::ARCH, crate::ptx::PTX.len());
-        println!("kernels:     {}", crate::ptx::ENTRIES.join(", "));
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        println!("PTX arch:    none (built with --no-default-features: CPU path only)");
-        println!("kernels:     {} (CPU)", gpu_kernels::kernel_names::ALL.join(", "));
-    }
-    Ok(())
 }

@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use gpu_kernels::rng::draw_below;
 
+use crate::bench::demo_params;
 use crate::data::Series;
 use crate::data::device::Prepared;
 use crate::data::features::WARMUP;
@@ -22,25 +23,6 @@ pub struct DemoConfig {
     pub seed: u64,
 }
 
-/// Trial `k` of the demo: costs rise with k, shorts and whole units alternate.
-pub fn demo_params(k: usize) -> TrialParams {
-    TrialParams {
-        spread: 0.0002 * (k + 1) as f64,
-        commission: 0.0005,
-        cash_reserve_pct: 0.05,
-        max_drawdown: 0.5,
-        take_profit_mult: 2.0,
-        stop_loss_mult: 1.0 + 0.5 * k as f64,
-        max_hold_bars: 50,
-        w_cost: 1.0,
-        allow_short: u32::from(k.is_multiple_of(2)),
-        whole_units: u32::from(k % 3 == 1),
-        key: k as u64,
-        ..TrialParams::frictionless(100_000.0)
-    }
-}
-
-/// Runs the demo on `series` (all bars after the feature warm-up) and prints throughput and per-trial
 /// outcomes. `label` names the data in the output (it says SYNTHETIC for generated data).
 pub fn run_demo(backend: &Backend, series: &Series, label: &str, cfg: &DemoConfig) -> Result<(), HostError> {
     let layout = SimLayout::new(cfg.trials, cfg.envs)?;

@@ -10,6 +10,25 @@ use crate::data::Dataset;
 use crate::data::device::Prepared;
 use crate::{Backend, BacktestSpec, Metrics, Signals, SmaCross, backtest};
 
+/// Strategy families of `tradesim backtest --strategy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Strategy {
+    /// A fast and a slow simple moving average of the closes, one column per (fast, slow) pair.
+    #[default]
+    SmaCross,
+}
+
+/// When an SMA crossover changes a column's target (`--signal`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SignalRule {
+    /// Only on a crossover event: long when fast crosses above slow, short (or flat) when it crosses below;
+    /// flat before the first event, a tie is no event.
+    #[default]
+    Cross,
+    /// The side of the averages: long while fast > slow, short (or flat) while below, flat on a tie.
+    State,
+}
+
 /// Everything the command needs, already loaded.
 #[derive(Debug)]
 pub struct Request {
@@ -17,10 +36,10 @@ pub struct Request {
     pub dataset: Result<Dataset, String>,
     /// Symbol of a multi-symbol file.
     pub symbol: Option<String>,
-    /// Strategy family (sma-cross).
-    pub strategy: String,
-    /// `cross` (act on crossover events) or `state` (the side of the averages).
-    pub signal: String,
+    /// Strategy family.
+    pub strategy: Strategy,
+    /// When the SMA signal changes the target.
+    pub signal: SignalRule,
     /// Fast windows.
     pub fast: String,
     /// Slow windows.
@@ -112,30 +131,9 @@ pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, String> {
     Ok((a..=b).step_by(step as usize).collect())
 }
 
-/// Bars per year from the timestamps: 252 trading days times the median number of bars per calendar day.
-pub fn infer_bars_per_year(times: &[chrono::DateTime<chrono::FixedOffset>]) -> f64 {
-    let mut per_day: Vec<usize> = Vec::new();
-    let mut last_day = None;
-    for t in times {
-        let day = t.date_naive();
-        if last_day == Some(day) {
-            if let Some(n) = per_day.last_mut() {
-                *n += 1;
-            }
-        } else {
-            per_day.push(1);
-            last_day = Some(day);
-        }
-    }
-    per_day.sort_unstable();
-    252.0 * per_day.get(per_day.len() / 2).copied().unwrap_or(1) as f64
-}
-
 /// Runs the command.
 pub fn run(req: &Request) -> Result<(), String> {
-    if req.strategy != "sma-cross" {
-        return Err(format!("unknown strategy `{}` (available: sma-cross)", req.strategy));
-    }
+    let Strategy::SmaCross = req.strategy;
     let dataset = req.dataset.clone()?;
     let series = dataset.select(req.symbol.as_deref())?;
     let backend = req.backend.clone()?;
@@ -153,10 +151,9 @@ pub fn run(req: &Request) -> Result<(), String> {
             table_path(flag, p)?;
         }
     }
-    let rule = match req.signal.as_str() {
-        "cross" => gpu_kernels::backtest::RULE_CROSS,
-        "state" => gpu_kernels::backtest::RULE_STATE,
-        other => return Err(format!("unknown signal rule `{other}` (available: cross, state)")),
+    let rule = match req.signal {
+        SignalRule::Cross => gpu_kernels::backtest::RULE_CROSS,
+        SignalRule::State => gpu_kernels::backtest::RULE_STATE,
     };
     let (fast, slow) = (parse_windows("fast", &req.fast)?, parse_windows("slow", &req.slow)?);
     let grid: Vec<SmaCross> = fast
@@ -177,7 +174,7 @@ pub fn run(req: &Request) -> Result<(), String> {
     let market =
         Prepared::new(series, 0..n).map_err(|e| e.to_string())?.market_data(0..n).map_err(|e| e.to_string())?;
     let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
-    let bars_per_year = req.bars_per_year.unwrap_or_else(|| infer_bars_per_year(&times));
+    let bars_per_year = req.bars_per_year.unwrap_or_else(|| crate::data::time::infer_bars_per_year(&times));
     let spec = BacktestSpec { start: 0, end: n - 1, bars_per_year, risk_free: 0.0, ledger: true, equity: false };
     let started = Instant::now();
     let result = backtest(&backend, &market, &[params], Signals::SmaCross(&grid), &spec).map_err(|e| e.to_string())?;
