@@ -46,8 +46,6 @@ pub fn demo_params(k: usize) -> crate::TrialParams {
     }
 }
 
-/// Runs the demo on `series` (all bars after the feature warm-up) and prints throughput and per-trial
-
 /// Trials of every workload.
 pub const TRIALS: usize = 5;
 /// Features per bar.

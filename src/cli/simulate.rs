@@ -23,6 +23,7 @@ pub struct DemoConfig {
     pub seed: u64,
 }
 
+/// Runs the demo on `series` (all bars after the feature warm-up) and prints throughput and per-trial
 /// outcomes. `label` names the data in the output (it says SYNTHETIC for generated data).
 pub fn run_demo(backend: &Backend, series: &Series, label: &str, cfg: &DemoConfig) -> Result<(), HostError> {
     let layout = SimLayout::new(cfg.trials, cfg.envs)?;
