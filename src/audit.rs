@@ -6,6 +6,7 @@
 //! and cash. Exits at a bar's open (signal, breaker) or close (end of data) are supported; barrier exits
 //! depend on the f64 sigma and are refused.
 
+use crate::Error;
 use std::fmt;
 
 use num_traits::{FromPrimitive, ToPrimitive};
@@ -36,8 +37,9 @@ pub struct DecimalParams {
 
 impl DecimalParams {
     /// The f64 trial parameters for the device (no barriers, no breaker, reward = log return).
-    pub fn to_params(&self) -> Result<TrialParams, String> {
-        let f = |name: &str, x: Decimal| x.to_f64().ok_or_else(|| format!("{name} = {x} has no f64 value"));
+    pub fn to_params(&self) -> Result<TrialParams, Error> {
+        let f =
+            |name: &str, x: Decimal| x.to_f64().ok_or_else(|| Error::Data(format!("{name} = {x} has no f64 value")));
         Ok(TrialParams {
             spread: f("spread", self.spread)?,
             commission: f("commission", self.commission)?,
@@ -95,12 +97,13 @@ pub fn audit_column(
     p: &DecimalParams,
     trades: &[Trade],
     metrics: &Metrics,
-) -> Result<AuditReport, String> {
+) -> Result<AuditReport, Error> {
     let two = Decimal::TWO;
     let mut cash = p.initial_capital;
     let mut pnl_total = Decimal::ZERO;
-    let bar =
-        |i: u32| bars.get(i as usize).ok_or_else(|| format!("trade at bar {i} is outside the {} bars", bars.len()));
+    let bar = |i: u32| {
+        bars.get(i as usize).ok_or_else(|| Error::Data(format!("trade at bar {i} is outside the {} bars", bars.len())))
+    };
     for (k, t) in trades.iter().enumerate() {
         let reference = bar(t.entry_bar)?.open;
         let long = t.side > 0;
@@ -127,7 +130,7 @@ pub fn audit_column(
                 }
             }
             None => Decimal::from_f64(t.exit_price)
-                .ok_or_else(|| format!("trade {k}: exit price {} has no Decimal value", t.exit_price))?,
+                .ok_or_else(|| Error::Data(format!("trade {k}: exit price {} has no Decimal value", t.exit_price)))?,
         };
         cash = cash + signed * exit - p.commission * units * exit;
         pnl_total += cash - cash_before;
@@ -148,10 +151,10 @@ pub fn audit_column(
 }
 
 /// A Decimal from a command-line number (parsed as written, no float in between).
-pub fn parse_decimal(name: &str, text: &str) -> Result<Decimal, String> {
+pub fn parse_decimal(name: &str, text: &str) -> Result<Decimal, Error> {
     let t = text.trim();
     t.parse::<Decimal>().or_else(|_| Decimal::from_scientific(t)).map_err(|_| {
         let hint = if t.contains('%') { " (write fractions: 0.001 for 0.1%)" } else { "" };
-        format!("--{name} `{text}` is not a number{hint}")
+        Error::config(format!("--{name}"), format!("`{text}` is not a number{hint}"))
     })
 }

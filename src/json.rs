@@ -1,6 +1,7 @@
 //! JSON output: every file tradesim writes as JSON is built as a `serde_json::Value` and serialized by
 //! serde_json (valid escaping of any text, such as a data label with control characters).
 
+use crate::Error;
 use std::path::Path;
 
 use serde_json::Value;
@@ -23,8 +24,8 @@ pub fn text(value: &Value) -> String {
 }
 
 /// Writes `value` to `path` ([`text`]).
-pub fn write(path: &Path, value: &Value) -> Result<(), String> {
-    std::fs::write(path, text(value)).map_err(|e| format!("writing {}: {e}", path.display()))
+pub fn write(path: &Path, value: &Value) -> Result<(), Error> {
+    std::fs::write(path, text(value)).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))
 }
 
 #[cfg(test)]

@@ -42,11 +42,14 @@ pub mod bench;
 #[doc(hidden)]
 pub mod cli;
 pub mod data;
+pub mod error;
 mod failpoint;
 pub mod hyperopt;
 pub mod json;
 pub mod table;
 pub mod train;
+
+pub use error::Error;
 
 /// The PTX module built from `gpu-kernels` by `build.rs`.
 #[cfg(feature = "cuda")]

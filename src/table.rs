@@ -3,6 +3,7 @@
 //! for floats) and quoted where they hold a comma or a quote; Parquet columns are UTF-8 strings, INT64 or
 //! DOUBLE, required, in one row group.
 
+use crate::Error;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -37,16 +38,17 @@ impl Column {
 }
 
 /// Writes `columns` (name, values; all the same length) to `path` as CSV or Parquet by its extension.
-pub fn write_table(path: &Path, columns: &[(String, Column)]) -> Result<(), String> {
+pub fn write_table(path: &Path, columns: &[(String, Column)]) -> Result<(), Error> {
     let rows = columns.first().map_or(0, |c| c.1.len());
     if let Some((name, _)) = columns.iter().find(|c| c.1.len() != rows) {
-        return Err(format!("writing {}: column {name} has another length", path.display()));
+        return Err(Error::Output(format!("writing {}: column {name} has another length", path.display())));
     }
-    let fail = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("csv") => std::fs::write(path, csv_text(columns)).map_err(|e| fail(&e)),
-        Some("parquet") => write_parquet(path, columns).map_err(|e| fail(&e)),
-        _ => Err(format!("{}: the file must end in .csv or .parquet", path.display())),
+        Some("csv") => std::fs::write(path, csv_text(columns)).map_err(Error::io(path)),
+        Some("parquet") => {
+            write_parquet(path, columns).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))
+        }
+        _ => Err(Error::Output(format!("{}: the file must end in .csv or .parquet", path.display()))),
     }
 }
 

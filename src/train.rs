@@ -3,6 +3,7 @@
 //! greedy evaluation on the validation split through the backtest engine. Weights save as safetensors that
 //! candle's `VarBuilder` loads.
 
+use crate::Error;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -178,7 +179,7 @@ pub trait Networks {
     /// Each trial's hidden width.
     fn hiddens(&self) -> Vec<usize>;
     /// The online parameters of every trial.
-    fn online(&self) -> Result<Vec<f32>, String>;
+    fn online(&self) -> Result<Vec<f32>, Error>;
 }
 
 impl Networks for DqnAgent {
@@ -188,8 +189,8 @@ impl Networks for DqnAgent {
     fn hiddens(&self) -> Vec<usize> {
         self.params().iter().map(|p| p.hidden as usize).collect()
     }
-    fn online(&self) -> Result<Vec<f32>, String> {
-        self.state().map(|s| s.online).map_err(|e| e.to_string())
+    fn online(&self) -> Result<Vec<f32>, Error> {
+        Ok(self.state()?.online)
     }
 }
 
@@ -200,8 +201,8 @@ impl Networks for PpoAgent {
     fn hiddens(&self) -> Vec<usize> {
         self.params().iter().map(|p| p.hidden as usize).collect()
     }
-    fn online(&self) -> Result<Vec<f32>, String> {
-        self.state().map(|s| s.online).map_err(|e| e.to_string())
+    fn online(&self) -> Result<Vec<f32>, Error> {
+        Ok(self.state()?.online)
     }
 }
 
@@ -244,11 +245,11 @@ pub struct SplitData {
 impl SplitData {
     /// Splits `series` by time (`split`: train and validation fractions) and prepares the three parts, sigma
     /// with an EWMA span of `sigma_span` bars.
-    pub fn new(series: &Series, split: (f64, f64), sigma_span: usize) -> Result<Self, String> {
+    pub fn new(series: &Series, split: (f64, f64), sigma_span: usize) -> Result<Self, Error> {
         let n = series.bars.len();
         let s = time_split(WARMUP.min(n), n, split.0, split.1)?;
-        let prepared = Prepared::with_sigma_span(series, s.train.clone(), sigma_span).map_err(|e| e.to_string())?;
-        let part = |r: std::ops::Range<usize>| prepared.market_data(r).map_err(|e| e.to_string());
+        let prepared = Prepared::with_sigma_span(series, s.train.clone(), sigma_span)?;
+        let part = |r: std::ops::Range<usize>| prepared.market_data(r);
         Ok(Self { train: part(s.train.clone())?, valid: part(s.valid.clone())?, test: part(s.test.clone())?, split: s })
     }
 }
@@ -261,8 +262,8 @@ pub fn evaluate<P: Policy>(
     env_params: &[TrialParams],
     bars_per_year: f64,
     seed: u64,
-) -> Result<Vec<Metrics>, HostError> {
-    greedy_actions(backend, agent, market, env_params, bars_per_year, seed).map(|(m, _)| m)
+) -> Result<Vec<Metrics>, Error> {
+    Ok(greedy_actions(backend, agent, market, env_params, bars_per_year, seed)?.0)
 }
 
 /// [`evaluate`], also returning the greedy actions (`trials x (bars - 1)`, trial-major) it backtested.
@@ -393,7 +394,7 @@ fn train<A: Learner>(
     ring_capacity: impl FnOnce(usize) -> usize,
     make_agent: impl FnOnce(&EnvBatch) -> Result<A, HostError>,
     mut progress: impl FnMut(&EpochReport),
-) -> Result<Trained<A>, String> {
+) -> Result<Trained<A>, Error> {
     let trials = cfg.env_params.len();
     let setup = Instant::now();
     let (train, valid, test) = (&data.train, &data.valid, &data.test);
@@ -404,22 +405,20 @@ fn train<A: Learner>(
         seed: cfg.seed,
         trial_groups: 1,
     };
-    let e = |err: HostError| err.to_string();
-    let layout = SimLayout::new(trials, cfg.envs).map_err(e)?;
-    let mut env = EnvBatch::new(backend, train, &cfg.env_params, layout, env_cfg).map_err(e)?;
-    let mut agent = make_agent(&env).map_err(e)?;
+    let layout = SimLayout::new(trials, cfg.envs)?;
+    let mut env = EnvBatch::new(backend, train, &cfg.env_params, layout, env_cfg)?;
+    let mut agent = make_agent(&env)?;
     let setup_seconds = setup.elapsed().as_secs_f64();
     let mut step = 0u64;
     let mut epochs = Vec::with_capacity(cfg.epochs);
     for epoch in 0..cfg.epochs {
         let started = Instant::now();
-        env.reset_epoch(epoch as u64).map_err(e)?;
-        agent.learn_epoch(&mut env, cfg, segment_len, &mut step).map_err(e)?;
-        let losses = agent.losses().map_err(e)?;
+        env.reset_epoch(epoch as u64)?;
+        agent.learn_epoch(&mut env, cfg, segment_len, &mut step)?;
+        let losses = agent.losses()?;
         let train_seconds = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let valid_metrics =
-            evaluate(backend, &mut agent, valid, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+        let valid_metrics = evaluate(backend, &mut agent, valid, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
         let report = EpochReport {
             epoch,
             env_steps: step,
@@ -434,7 +433,7 @@ fn train<A: Learner>(
     }
     let started = Instant::now();
     let (test_metrics, test_actions) =
-        greedy_actions(backend, &mut agent, test, &cfg.env_params, cfg.bars_per_year, cfg.seed).map_err(e)?;
+        greedy_actions(backend, &mut agent, test, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
     let test_seconds = started.elapsed().as_secs_f64();
     Ok(Trained {
         agent,
@@ -453,13 +452,13 @@ pub fn train_dqn(
     data: &SplitData,
     cfg: &TrainConfig,
     progress: impl FnMut(&EpochReport),
-) -> Result<Trained, String> {
+) -> Result<Trained, Error> {
     if cfg.env_params.len() != cfg.dqn.len() || cfg.dqn.is_empty() {
-        return Err(format!(
+        return Err(Error::Data(format!(
             "{} environment parameter sets for {} DQN parameter sets",
             cfg.env_params.len(),
             cfg.dqn.len()
-        ));
+        )));
     }
     let make = |env: &EnvBatch| DqnAgent::new(backend, env, &cfg.dqn, cfg.hidden, cfg.batch, cfg.seed);
     train(backend, data, cfg, |_| cfg.ring_capacity, make, progress)
@@ -474,13 +473,13 @@ pub fn train_ppo(
     cfg: &TrainConfig,
     ppo: &[gpu_kernels::ppo::PpoParams],
     progress: impl FnMut(&EpochReport),
-) -> Result<Trained<PpoAgent>, String> {
+) -> Result<Trained<PpoAgent>, Error> {
     if cfg.env_params.len() != ppo.len() || ppo.is_empty() {
-        return Err(format!(
+        return Err(Error::Data(format!(
             "{} environment parameter sets for {} PPO parameter sets",
             cfg.env_params.len(),
             ppo.len()
-        ));
+        )));
     }
     let make = |env: &EnvBatch| PpoAgent::new(backend, env, ppo, cfg.hidden, cfg.batch, cfg.seed);
     train(backend, data, cfg, |segment_len| rollout_len(cfg, segment_len) * cfg.envs, make, progress)
@@ -509,7 +508,7 @@ pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core:
 }
 
 /// Saves every trial's online network to `dir/trial-K.safetensors`; returns the paths.
-pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
     let names: Vec<String> = (0..agent.hiddens().len()).map(|k| format!("trial-{k}.safetensors")).collect();
     save_named_weights(agent, dir, &names)
 }
@@ -520,22 +519,22 @@ pub fn save_named_weights(
     agent: &(impl Networks + ?Sized),
     dir: &Path,
     names: &[String],
-) -> Result<Vec<std::path::PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+) -> Result<Vec<std::path::PathBuf>, Error> {
+    std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let online = agent.online()?;
     let l = agent.net_layout();
     let mut paths = Vec::new();
     for (k, (hidden, name)) in agent.hiddens().into_iter().zip(names).enumerate() {
         let w = &online[k * l.params()..(k + 1) * l.params()];
-        let tensors = trial_tensors(&l, w, hidden).map_err(|e| e.to_string())?;
+        let tensors = trial_tensors(&l, w, hidden).map_err(|e| Error::Output(format!("checkpoint tensors: {e}")))?;
         let path = dir.join(name);
         // Written beside, flushed to disk, then renamed over the target: a kill leaves the old file or the new
         // one, never a torn checkpoint (the study records the path only after this returns).
         let tmp = dir.join(format!(".{name}.tmp"));
-        let write = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
-        candle_core::safetensors::save(&tensors, &tmp).map_err(|e| write(&e))?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| write(&e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| write(&e))?;
+        candle_core::safetensors::save(&tensors, &tmp)
+            .map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(Error::io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(Error::io(&path))?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all(); // the rename itself, where the platform allows syncing a directory
         }

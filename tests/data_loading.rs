@@ -55,8 +55,12 @@ fn multi_symbol_long_format() {
         [("AAA", 2), ("BBB", 2)]
     );
     assert_eq!(d.select(Some("bbb")).unwrap().bars[0].open, dec("2"));
-    assert!(d.select(None).unwrap_err().contains("holds 2 symbols"));
-    assert!(d.select(Some("ZZZ")).unwrap_err().contains("no symbol `ZZZ`"));
+    for (symbol, says) in [(None, "holds 2 symbols"), (Some("ZZZ"), "no symbol `ZZZ`")] {
+        match d.select(symbol).unwrap_err() {
+            tradesim::Error::Data(text) => assert!(text.contains(says), "{text}"),
+            other => panic!("not a data error: {other:?}"),
+        }
+    }
 }
 
 /// One inline file per class: the finding names file, row (CSV line) and column.
@@ -118,8 +122,20 @@ fn drop_and_repair_touch_only_named_classes_and_count_rows() {
     assert_eq!((d.n_bars(), report.dropped, report.repaired), (2, 1, 1));
     let repaired = &d.series[0].bars[1];
     assert_eq!((repaired.high, repaired.low), (dec("2"), dec("1")));
-    assert!(CleanPolicy::parse(&["nonsense".to_owned()], &[]).unwrap_err().contains("unknown issue class"));
-    assert!(CleanPolicy::parse(&[], &["zero-volume".to_owned()]).unwrap_err().contains("cannot be repaired"));
+    match CleanPolicy::parse(&["nonsense".to_owned()], &[]).unwrap_err() {
+        tradesim::Error::Config { key, message } => {
+            assert_eq!(key, "--drop");
+            assert!(message.contains("unknown issue class"), "{message}");
+        }
+        other => panic!("not a configuration error: {other:?}"),
+    }
+    match CleanPolicy::parse(&[], &["zero-volume".to_owned()]).unwrap_err() {
+        tradesim::Error::Config { key, message } => {
+            assert_eq!(key, "--repair");
+            assert!(message.contains("cannot be repaired"), "{message}");
+        }
+        other => panic!("not a configuration error: {other:?}"),
+    }
     assert!(CleanPolicy::parse(&["missing-column".to_owned()], &[]).is_err());
 }
 

@@ -41,7 +41,7 @@ fn hyperopt(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn open(study: &Path) -> Result<Study, String> {
+fn open(study: &Path) -> Result<Study, tradesim::Error> {
     Study::reopen(&StorageUrl::Sqlite(study.to_owned()), "tradesim")
 }
 
@@ -272,6 +272,8 @@ fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
     .unwrap();
     drop(conn);
     let err = open(&path).unwrap().trials().unwrap_err();
+    assert!(matches!(err, tradesim::Error::Study(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("trial 1") && err.contains("stored parameters"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -495,7 +497,7 @@ fn wait_ok(child: std::process::Child) {
 }
 
 /// Study `name` of `storage` (an error until a worker created it).
-fn study_at(storage: &str, name: &str) -> Result<Study, String> {
+fn study_at(storage: &str, name: &str) -> Result<Study, tradesim::Error> {
     Study::reopen(&StorageUrl::parse(storage)?, name)
 }
 

@@ -13,6 +13,7 @@
 mod report;
 mod seed;
 
+use crate::Error;
 use std::time::Instant;
 
 use report::Profile;
@@ -24,9 +25,7 @@ pub use seed::{Conversion, seed_experience};
 
 use crate::data::device::Prepared;
 use crate::data::synthetic::{GeneratorConfig, generate};
-use crate::{
-    Backend, BacktestSpec, DeviceRequest, EnvBatch, EnvConfig, HostError, MarketData, Signals, SimLayout, SmaCross,
-};
+use crate::{Backend, BacktestSpec, DeviceRequest, EnvBatch, EnvConfig, MarketData, Signals, SimLayout, SmaCross};
 
 /// Trial `k` of the demo: costs rise with k, shorts and whole units alternate.
 pub fn demo_params(k: usize) -> crate::TrialParams {
@@ -101,7 +100,7 @@ struct WorkloadData {
     market: MarketData,
 }
 
-fn workload(bars: usize) -> Result<WorkloadData, HostError> {
+fn workload(bars: usize) -> Result<WorkloadData, Error> {
     let dataset = generate(&GeneratorConfig {
         bars: bars + crate::data::features::WARMUP,
         symbols: 1,
@@ -116,7 +115,7 @@ fn workload(bars: usize) -> Result<WorkloadData, HostError> {
 }
 
 /// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable.
-pub fn backends(request: DeviceRequest) -> Result<Vec<Backend>, HostError> {
+pub fn backends(request: DeviceRequest) -> Result<Vec<Backend>, Error> {
     let mut out = Vec::new();
     if request != DeviceRequest::Cuda {
         out.push(Backend::Cpu);
@@ -124,7 +123,7 @@ pub fn backends(request: DeviceRequest) -> Result<Vec<Backend>, HostError> {
     if request != DeviceRequest::Cpu {
         match crate::select_backend(DeviceRequest::Cuda) {
             Ok(b) => out.push(b),
-            Err(e) if request == DeviceRequest::Cuda => return Err(e),
+            Err(e) if request == DeviceRequest::Cuda => return Err(e.into()),
             Err(e) => eprintln!("note: GPU rows skipped: {e}"),
         }
     }
@@ -142,7 +141,7 @@ fn env_variant(
     envs: usize,
     groups: usize,
     step_mode: bool,
-) -> Result<(usize, f64, Option<f64>), HostError> {
+) -> Result<(usize, f64, Option<f64>), Error> {
     let steps = (market.n_bars() - 1) / envs;
     let layout = SimLayout::new(TRIALS, envs)?;
     let params: Vec<_> = (0..TRIALS).map(demo_params).collect();
@@ -156,7 +155,7 @@ fn env_variant(
 }
 
 /// W1: the experience variants (a) to (f).
-pub fn experience(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
+pub fn experience(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
     let series = &w.dataset.series[0].bars[crate::data::features::WARMUP..];
     let n = w.market.n_bars();
@@ -207,7 +206,7 @@ pub fn experience(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostE
 }
 
 /// W2: an SMA grid over all bars, CPU vs GPU.
-pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
+pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
     let (nf, ns) = sizes.sma_grid;
     let grid: Vec<SmaCross> = (0..nf)
@@ -236,7 +235,7 @@ pub fn dqn(
     backends: &[Backend],
     sizes: &Sizes,
     mut sampler: impl FnMut() -> Option<report::Utilization>,
-) -> Result<Vec<Row>, HostError> {
+) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
     let (envs, batch, timed) = sizes.dqn;
     let hidden = 128;
@@ -288,7 +287,7 @@ pub fn dqn(
                 agent.act_and_step(&mut env, 8 + steps as u64 + step, false)?;
                 agent.train_step(&mut env)?;
             }
-            agent.last_losses().map(|_| ())
+            Ok(agent.last_losses().map(|_| ())?)
         })?;
         rows.push(row.with_compute(flops, profile, steps));
         if sizes.walk_bars > 0 {
@@ -301,7 +300,7 @@ pub fn dqn(
             let mut row = Row::walk(backend.info().backend, sizes.trials, actions.len(), seconds);
             // Again with the launches bracketed by events: the walk kernel's share of the wall time.
             let profile = profiled(backend, || {
-                crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())
+                Ok(crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())?)
             })?;
             if let Some(p) = profile {
                 let ms: f64 = p.kernels.iter().filter(|k| k.0 == "greedy_walk").map(|k| k.2).sum();
@@ -320,7 +319,7 @@ pub fn dqn(
 
 /// Runs `epoch` with every launch bracketed by CUDA events on a GPU backend and returns the per-kernel
 /// profile with the device's measured FMA peak; on the CPU runs nothing and returns `None`.
-fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), HostError>) -> Result<Option<Profile>, HostError> {
+fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Error>) -> Result<Option<Profile>, Error> {
     #[cfg(feature = "cuda")]
     if let Backend::Cuda(rt) = backend {
         let fma_peak = rt.fma_peak()?;
@@ -336,7 +335,7 @@ fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), HostError>) ->
 
 /// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of 4 minibatches each,
 /// CleanRL's defaults: gradient clipping, value clipping), CPU vs GPU.
-pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
+pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
     let (envs, batch, _) = sizes.dqn;
     let hidden = 128;
@@ -369,7 +368,7 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, HostError> {
             env.reset_epoch(2)?;
             agent.collect(&mut env)?;
             agent.update(&mut env)?;
-            agent.last_losses().map(|_| ())
+            Ok(agent.last_losses().map(|_| ())?)
         })?;
         rows.push(row.with_compute(flops, profile, steps));
     }
@@ -469,7 +468,7 @@ pub fn run(
     quick: bool,
     request: DeviceRequest,
     trials: Option<usize>,
-) -> Result<BenchReport, HostError> {
+) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
         Workload::All => &["experience", "backtest", "dqn", "ppo"],
         Workload::Experience => &["experience"],

@@ -1,6 +1,7 @@
 //! `tradesim backtest`: an SMA-crossover grid over one symbol's bars, ranked by Sharpe, with JSON and CSV of
 //! every column and the Decimal audit of the best one.
 
+use crate::Error;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -33,7 +34,7 @@ pub enum SignalRule {
 #[derive(Debug)]
 pub struct Request {
     /// The data (or why it could not be loaded).
-    pub dataset: Result<Dataset, String>,
+    pub dataset: Result<Dataset, Error>,
     /// Symbol of a multi-symbol file.
     pub symbol: Option<String>,
     /// Strategy family.
@@ -69,15 +70,17 @@ pub struct Request {
     /// Trade ledger of the selected columns (CSV).
     pub trades: Option<PathBuf>,
     /// The backend (or why none).
-    pub backend: Result<Backend, String>,
+    pub backend: Result<Backend, Error>,
 }
 
 /// The grid columns `spec` selects (`best`, `top:N`, `all`, or `FAST/SLOW` pairs, or `sma_FAST_SLOW` names as
 /// the exports write them, separated by commas), in
 /// rank order for `best`/`top`, grid order otherwise; `order` is the ranking.
-pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<Vec<usize>, String> {
+pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<Vec<usize>, Error> {
     let spec = spec.trim();
-    let bad = |why: &str| format!("--columns `{spec}`: {why} (best, top:N, all or FAST/SLOW[,FAST/SLOW...])");
+    let bad = |why: &str| {
+        Error::config("--columns", format!("`{spec}`: {why} (best, top:N, all or FAST/SLOW[,FAST/SLOW...])"))
+    };
     match spec {
         "best" => Ok(order.iter().take(1).copied().collect()),
         "all" => Ok((0..grid.len()).collect()),
@@ -108,35 +111,42 @@ pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<
 }
 
 /// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
-fn table_path(flag: &str, path: &std::path::Path) -> Result<(), String> {
+fn table_path(flag: &str, path: &std::path::Path) -> Result<(), Error> {
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
         Some("csv" | "parquet") => Ok(()),
-        _ => Err(format!("--{flag} {}: the file must end in .csv or .parquet", path.display())),
+        _ => Err(Error::config(
+            format!("--{flag}"),
+            format!("{}: the file must end in .csv or .parquet", path.display()),
+        )),
     }
 }
 
 /// Parses `N`, `A:B` or `A:B:STEP` into window lengths.
-pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, String> {
+pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, Error> {
     let parts: Vec<&str> = text.split(':').collect();
-    let num = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("--{name} `{text}`: `{s}` is not a whole number"));
+    let num = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .map_err(|_| Error::config(format!("--{name}"), format!("`{text}`: `{s}` is not a whole number")))
+    };
     let (a, b, step) = match parts.as_slice() {
         [n] => (num(n)?, num(n)?, 1),
         [a, b] => (num(a)?, num(b)?, 1),
         [a, b, s] => (num(a)?, num(b)?, num(s)?),
-        _ => return Err(format!("--{name} `{text}`: expected N, A:B or A:B:STEP")),
+        _ => return Err(Error::config(format!("--{name}"), format!("`{text}`: expected N, A:B or A:B:STEP"))),
     };
     if a == 0 || b < a || step == 0 {
-        return Err(format!("--{name} `{text}`: need 1 <= A <= B and STEP >= 1"));
+        return Err(Error::config(format!("--{name}"), format!("`{text}`: need 1 <= A <= B and STEP >= 1")));
     }
     Ok((a..=b).step_by(step as usize).collect())
 }
 
 /// Runs the command.
-pub fn run(req: &Request) -> Result<(), String> {
+pub fn run(req: Request) -> Result<(), Error> {
     let Strategy::SmaCross = req.strategy;
-    let dataset = req.dataset.clone()?;
+    let dataset = req.dataset?;
     let series = dataset.select(req.symbol.as_deref())?;
-    let backend = req.backend.clone()?;
+    let backend = req.backend?;
     let dp = DecimalParams {
         initial_capital: parse_decimal("capital", &req.capital)?,
         spread: parse_decimal("spread", &req.spread)?,
@@ -168,16 +178,15 @@ pub fn run(req: &Request) -> Result<(), String> {
         })
         .collect();
     if grid.is_empty() {
-        return Err("the grid is empty: every slow window must exceed a fast one".to_owned());
+        return Err(Error::config("--slow", "the grid is empty: every slow window must exceed a fast one"));
     }
     let n = series.bars.len();
-    let market =
-        Prepared::new(series, 0..n).map_err(|e| e.to_string())?.market_data(0..n).map_err(|e| e.to_string())?;
+    let market = Prepared::new(series, 0..n)?.market_data(0..n)?;
     let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
     let bars_per_year = req.bars_per_year.unwrap_or_else(|| crate::data::time::infer_bars_per_year(&times));
     let spec = BacktestSpec { start: 0, end: n - 1, bars_per_year, risk_free: 0.0, ledger: true, equity: false };
     let started = Instant::now();
-    let result = backtest(&backend, &market, &[params], Signals::SmaCross(&grid), &spec).map_err(|e| e.to_string())?;
+    let result = backtest(&backend, &market, &[params], Signals::SmaCross(&grid), &spec)?;
     let seconds = started.elapsed().as_secs_f64();
     println!(
         "data:     {}, symbol {}, {n} bars, {bars_per_year} bars/year; {} columns on {} in {seconds:.3} s ({:.3e} bar-columns/s)",
@@ -249,14 +258,14 @@ pub fn run(req: &Request) -> Result<(), String> {
             let fields: Vec<String> = m.values().iter().map(|v| v.to_string()).collect();
             let _ = writeln!(out, "{},{},{rank},{}", grid[c].fast, grid[c].slow, fields.join(","));
         }
-        std::fs::write(path, out).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        std::fs::write(path, out).map_err(Error::io(path))?;
         println!("CSV:  {}", path.display());
     }
     if req.equity.is_some() || req.trades.is_some() {
         let chosen = select_columns(&req.columns, &grid, &order)?;
         let sub: Vec<SmaCross> = chosen.iter().map(|&c| grid[c]).collect();
         let spec = BacktestSpec { equity: true, ..spec };
-        let r = backtest(&backend, &market, &[params], Signals::SmaCross(&sub), &spec).map_err(|e| e.to_string())?;
+        let r = backtest(&backend, &market, &[params], Signals::SmaCross(&sub), &spec)?;
         let name = |g: &SmaCross| format!("sma_{}_{}", g.fast, g.slow);
         let time = |bar: usize| times.get(bar).map_or_else(String::new, |t| t.to_rfc3339());
         if let Some(path) = &req.equity {

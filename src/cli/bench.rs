@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::{DeviceRequest, HostError};
+use crate::{DeviceRequest, Error};
 
 pub(super) fn run(
     workload: crate::bench::Workload,
@@ -10,12 +10,11 @@ pub(super) fn run(
     json: Option<&Path>,
     device: DeviceRequest,
     trials: Option<usize>,
-) -> Result<(), HostError> {
+) -> Result<(), Error> {
     let report = crate::bench::run(workload, quick, device, trials)?;
     print!("{}", report.markdown());
     if let Some(path) = json {
-        std::fs::write(path, report.json())
-            .map_err(|e| HostError::Config(format!("writing {}: {e}", path.display())))?;
+        std::fs::write(path, report.json()).map_err(Error::io(path))?;
         println!("JSON: {}", path.display());
     }
     Ok(())

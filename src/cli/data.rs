@@ -1,12 +1,13 @@
 //! `tradesim data check` and `tradesim data features`.
 
+use crate::Error;
 use std::path::Path;
 use std::time::Instant;
 
 use super::{DataArgs, load};
 use crate::data::{CleanPolicy, LoadReport};
 
-pub(super) fn check(file: Option<&Path>, drop: &[String], repair: &[String]) -> Result<(), String> {
+pub(super) fn check(file: Option<&Path>, drop: &[String], repair: &[String]) -> Result<(), Error> {
     let policy = CleanPolicy::parse(drop, repair)?;
     let started = Instant::now();
     let result = match file {
@@ -30,19 +31,19 @@ pub(super) fn check(file: Option<&Path>, drop: &[String], repair: &[String]) -> 
         }
         Err(report) => {
             print!("{report}");
-            Err(format!("{} is unusable: {} blocking finding(s)", report.file, report.blocking().count()))
+            Err(Error::Data(format!("{} is unusable: {} blocking finding(s)", report.file, report.blocking().count())))
         }
     }
 }
 
-pub(super) fn features(args: &DataArgs) -> Result<(), String> {
+pub(super) fn features(args: &DataArgs) -> Result<(), Error> {
     let started = Instant::now();
     let dataset = load(args)?;
     let loaded = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let mut rows = 0;
     for series in &dataset.series {
-        let prepared = crate::data::device::Prepared::new(series, 0..series.bars.len()).map_err(|e| e.to_string())?;
+        let prepared = crate::data::device::Prepared::new(series, 0..series.bars.len())?;
         rows += prepared.features.rows;
     }
     let featurized = started.elapsed().as_secs_f64();

@@ -1,5 +1,6 @@
 //! `tradesim hyperopt`: the main job.
 
+use crate::Error;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -48,15 +49,18 @@ fn style(template: &str) -> ProgressStyle {
 }
 
 /// The configuration of a new study: defaults, then the file, then the flags.
-fn configure(args: &HyperoptArgs) -> Result<SearchConfig, String> {
+fn configure(args: &HyperoptArgs) -> Result<SearchConfig, Error> {
     let mut cfg = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-            let cfg = SearchConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+            let cfg = SearchConfig::from_toml(&text).map_err(|e| match e {
+                Error::Config { key, message } => Error::config(format!("{}: {key}", path.display()), message),
+                other => other,
+            })?;
             if let Some(algo) = args.algo.filter(|a| *a != cfg.study.algo) {
-                return Err(format!(
-                    "--algo {algo} differs from study.algo in {}: set the algorithm in the file",
-                    path.display()
+                return Err(Error::config(
+                    "--algo",
+                    format!("{algo} differs from study.algo in {}: set the algorithm in the file", path.display()),
                 ));
             }
             cfg
@@ -81,15 +85,15 @@ fn configure(args: &HyperoptArgs) -> Result<SearchConfig, String> {
 
 /// Runs the command.
 pub fn run(
-    dataset: Result<Dataset, String>,
+    dataset: Result<Dataset, Error>,
     symbol: Option<&str>,
     args: &HyperoptArgs,
-    backends: Result<Vec<Backend>, String>,
-) -> Result<(), String> {
+    backends: Result<Vec<Backend>, Error>,
+) -> Result<(), Error> {
     let storage = match (&args.storage, &args.study, args.resume) {
         (Some(url), _, _) => StorageUrl::parse(url)?,
         (None, Some(p), _) => StorageUrl::Sqlite(p.clone()),
-        (None, None, true) => return Err("--resume needs --study PATH or --storage URL".to_owned()),
+        (None, None, true) => return Err(Error::config("--resume", "needs --study PATH or --storage URL")),
         (None, None, false) => {
             let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
             StorageUrl::Sqlite(Path::new("runs").join(format!("hyperopt-{stamp}")).join("study.sqlite"))
@@ -102,7 +106,7 @@ pub fn run(
         StorageUrl::Postgres { .. } => Path::new("runs").join(folder_for("study", name)),
     };
     let fresh = configure(args)?;
-    let fresh_json = serde_json::to_string(&fresh).map_err(|e| e.to_string())?;
+    let fresh_json = serde_json::to_string(&fresh).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
     let how = match (args.resume, args.load_if_exists) {
         (true, _) => Open::Resume,
         (false, true) => Open::LoadIfExists,
@@ -112,7 +116,7 @@ pub fn run(
     // A study that exists (resumed or joined) runs with its own configuration, whoever created it.
     let cfg: SearchConfig = if how != Open::Create {
         let stored: SearchConfig = serde_json::from_str(&study.config_json()?)
-            .map_err(|e| format!("{storage}: study {name}: stored configuration: {e}"))?;
+            .map_err(|e| Error::Study(format!("{storage}: study {name}: stored configuration: {e}")))?;
         if args.resume
             && (args.config.is_some() || args.trials.is_some() || args.parallel.is_some() || args.epochs.is_some())
         {
@@ -126,7 +130,7 @@ pub fn run(
         fresh
     };
     let (dataset, backends) = (dataset?, backends?);
-    let backend = backends.first().cloned().ok_or("no backend")?;
+    let backend = backends.first().cloned().ok_or_else(|| Error::config("--device", "no backend is available"))?;
     let series = dataset.select(symbol)?;
     let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
     let paths = crate::hyperopt::SearchPaths {

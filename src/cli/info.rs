@@ -1,8 +1,8 @@
 //! `tradesim info`: backend, device, PTX target and kernels.
 
-use crate::{DeviceRequest, HostError};
+use crate::{DeviceRequest, Error};
 
-pub(super) fn run(device: DeviceRequest) -> Result<(), HostError> {
+pub(super) fn run(device: DeviceRequest) -> Result<(), Error> {
     println!("tradesim {}", env!("CARGO_PKG_VERSION"));
     println!("CUDA:        {}", tradesim_host::detect());
     let (backend, fallback) = crate::select_backend_with_reason(device)?;

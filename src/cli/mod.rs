@@ -15,9 +15,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::data::synthetic::{GeneratorConfig, generate};
-use crate::data::{CleanPolicy, Dataset, LoadReport};
+use crate::data::{CleanPolicy, Dataset};
 use crate::train::Algo;
-use crate::{Backend, DeviceRequest, HostError};
+use crate::{Backend, DeviceRequest, Error};
 use simulate::{DemoConfig, run_demo};
 
 #[derive(Debug, Parser)]
@@ -102,7 +102,7 @@ enum Command {
         /// Epochs per trial.
         #[arg(long)]
         epochs: Option<usize>,
-        /// Study file, shorthand for --storage sqlite:///PATH (default: runs/hyperopt-<time>/study.sqlite).
+        /// Study file, shorthand for --storage sqlite:///PATH (default: `runs/hyperopt-<time>/study.sqlite`).
         #[arg(long, conflicts_with = "storage")]
         study: Option<PathBuf>,
         /// Study storage URL as Optuna spells it: sqlite:///PATH (PostgreSQL is not built yet).
@@ -262,7 +262,7 @@ enum DataCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { device } => info::run(device).map_err(|e| e.to_string()),
+        Command::Info { device } => info::run(device),
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
@@ -289,7 +289,7 @@ pub fn main() -> ExitCode {
             equity,
             trades,
             device,
-        } => backtest::run(&backtest::Request {
+        } => backtest::run(backtest::Request {
             dataset: load(&data),
             symbol: data.symbol.clone(),
             strategy,
@@ -308,7 +308,7 @@ pub fn main() -> ExitCode {
             columns,
             equity,
             trades,
-            backend: select(device).map_err(|e| e.to_string()),
+            backend: select(device),
         }),
         Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, out, device } => train::run(
             load(&data),
@@ -320,7 +320,7 @@ pub fn main() -> ExitCode {
             seed,
             sigma_span,
             out.as_deref(),
-            select(device).map_err(|e| e.to_string()),
+            select(device),
         ),
         Command::Hyperopt {
             data,
@@ -352,36 +352,29 @@ pub fn main() -> ExitCode {
                 load_if_exists,
                 report,
             };
-            let backends = crate::select_backends(device).map_err(|e| e.to_string()).map(|(b, reason)| {
+            let backends = crate::select_backends(device).map(|(b, reason)| {
                 if let Some(reason) = reason {
                     eprintln!("note: using the CPU backend: {reason}");
                 }
                 b
             });
-            hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends)
+            hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends.map_err(Error::from))
         }
         Command::Bench { workload, quick, json, device, trials } => {
-            bench::run(workload, quick, json.as_deref(), device, trials).map_err(|e| e.to_string())
+            bench::run(workload, quick, json.as_deref(), device, trials)
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");
-            ExitCode::from(2)
+            ExitCode::from(err.exit_code())
         }
     }
 }
 
-fn refused(report: &LoadReport) -> String {
-    format!(
-        "the data is unusable ({} blocking finding(s)); see `tradesim data check`:\n{report}",
-        report.blocking().count()
-    )
-}
-
 /// Loads the data the arguments name.
-fn load(args: &DataArgs) -> Result<Dataset, String> {
+fn load(args: &DataArgs) -> Result<Dataset, Error> {
     if let Some(bars) = args.synthetic {
         let cfg = GeneratorConfig { bars, symbols: args.synthetic_symbols.max(1), ..GeneratorConfig::default() };
         return Ok(generate(&cfg));
@@ -396,10 +389,10 @@ fn load(args: &DataArgs) -> Result<Dataset, String> {
         }),
         None => crate::data::embedded(),
     };
-    loaded.map_err(|report| refused(&report))
+    loaded.map_err(Error::from)
 }
 
-fn select(device: DeviceRequest) -> Result<Backend, HostError> {
+fn select(device: DeviceRequest) -> Result<Backend, Error> {
     let (backend, fallback) = crate::select_backend_with_reason(device)?;
     if let Some(reason) = fallback {
         eprintln!("note: using the CPU backend: {reason}");
@@ -407,9 +400,9 @@ fn select(device: DeviceRequest) -> Result<Backend, HostError> {
     Ok(backend)
 }
 
-fn simulate(args: &DataArgs, device: DeviceRequest, cfg: DemoConfig) -> Result<(), String> {
+fn simulate(args: &DataArgs, device: DeviceRequest, cfg: DemoConfig) -> Result<(), Error> {
     let dataset = load(args)?;
     let series = dataset.select(args.symbol.as_deref())?;
-    let backend = select(device).map_err(|e| e.to_string())?;
-    run_demo(&backend, series, &dataset.label(), &cfg).map_err(|e| e.to_string())
+    let backend = select(device)?;
+    run_demo(&backend, series, &dataset.label(), &cfg)
 }

@@ -8,7 +8,7 @@ use crate::bench::demo_params;
 use crate::data::Series;
 use crate::data::device::Prepared;
 use crate::data::features::WARMUP;
-use crate::{Backend, EnvBatch, EnvConfig, EnvStatus, HostError, SimLayout, TrialParams};
+use crate::{Backend, EnvBatch, EnvConfig, EnvStatus, Error, SimLayout, TrialParams};
 
 /// Sizes of the demo run.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +25,7 @@ pub struct DemoConfig {
 
 /// Runs the demo on `series` (all bars after the feature warm-up) and prints throughput and per-trial
 /// outcomes. `label` names the data in the output (it says SYNTHETIC for generated data).
-pub fn run_demo(backend: &Backend, series: &Series, label: &str, cfg: &DemoConfig) -> Result<(), HostError> {
+pub fn run_demo(backend: &Backend, series: &Series, label: &str, cfg: &DemoConfig) -> Result<(), Error> {
     let layout = SimLayout::new(cfg.trials, cfg.envs)?;
     let n_envs = layout.n_envs();
     let prepared = Prepared::new(series, 0..series.bars.len())?;

@@ -1,5 +1,6 @@
 //! `tradesim train`: progress bars per epoch, a table of the trials, weights and a JSON report.
 
+use crate::Error;
 use std::path::Path;
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ use crate::train::{Algo, Networks, TrainConfig, save_weights, train_dqn, train_p
 /// Runs the command.
 #[allow(clippy::too_many_arguments, reason = "the command's flags")]
 pub fn run(
-    dataset: Result<Dataset, String>,
+    dataset: Result<Dataset, Error>,
     symbol: Option<&str>,
     algo: Algo,
     trials: usize,
@@ -24,10 +25,10 @@ pub fn run(
     seed: u64,
     sigma_span: usize,
     out: Option<&Path>,
-    backend: Result<Backend, String>,
-) -> Result<(), String> {
+    backend: Result<Backend, Error>,
+) -> Result<(), Error> {
     if trials == 0 || epochs == 0 || envs == 0 {
-        return Err("--trials, --epochs and --envs must be at least 1".to_owned());
+        return Err(Error::config("--trials/--epochs/--envs", "must be at least 1"));
     }
     let (dataset, backend) = (dataset?, backend?);
     let series = dataset.select(symbol)?;
@@ -100,8 +101,8 @@ struct Outcome<'a> {
 }
 
 /// Prints the table and writes the weights and report.json into `out`.
-fn report(o: Outcome<'_>, lrs: &[f32], out: Option<&Path>, label: &str, symbol: &str) -> Result<(), String> {
-    let last = o.epochs.last().ok_or("no epoch ran")?;
+fn report(o: Outcome<'_>, lrs: &[f32], out: Option<&Path>, label: &str, symbol: &str) -> Result<(), Error> {
+    let last = o.epochs.last().ok_or_else(|| Error::Data("no epoch ran".to_owned()))?;
     println!("{} gradient steps per trial", last.grad_steps);
     println!(
         "{:>5} {:>9} {:>9} {:>12} {:>12} {:>10} {:>10}",

@@ -9,16 +9,16 @@ use rust_decimal::Decimal;
 
 use super::Series;
 use super::features::{Columns, FeatureMatrix, N_FEATURES, Normalizer};
-use crate::{DEFAULT_SIGMA_SPAN, HostError, MarketData, PriceSeries};
+use crate::{DEFAULT_SIGMA_SPAN, Error, MarketData, PriceSeries};
 
-fn to_f64(x: Decimal, what: &str, t: usize) -> Result<f64, HostError> {
-    x.to_f64().ok_or_else(|| HostError::Config(format!("bar {t}: {what} = {x} has no f64 value")))
+fn to_f64(x: Decimal, what: &str, t: usize) -> Result<f64, Error> {
+    x.to_f64().ok_or_else(|| Error::Data(format!("bar {t}: {what} = {x} has no f64 value")))
 }
 
 /// The series' OHLCV and calendar columns as f64.
-pub fn columns(series: &Series) -> Result<Columns, HostError> {
+pub fn columns(series: &Series) -> Result<Columns, Error> {
     // Each bar converts on its own (in parallel); the first failing bar in time order is the error.
-    let rows: Vec<Result<[f64; 7], HostError>> = series
+    let rows: Vec<Result<[f64; 7], Error>> = series
         .bars
         .par_iter()
         .enumerate()
@@ -64,12 +64,12 @@ pub struct Prepared {
 impl Prepared {
     /// Converts `series`, computes its features and fits the normalizer on rows `train`; sigma with the
     /// default span ([`DEFAULT_SIGMA_SPAN`]).
-    pub fn new(series: &Series, train: Range<usize>) -> Result<Self, HostError> {
+    pub fn new(series: &Series, train: Range<usize>) -> Result<Self, Error> {
         Self::with_sigma_span(series, train, DEFAULT_SIGMA_SPAN)
     }
 
     /// [`Prepared::new`] with the EWMA span (bars) of the sigma that sets barrier widths.
-    pub fn with_sigma_span(series: &Series, train: Range<usize>, sigma_span: usize) -> Result<Self, HostError> {
+    pub fn with_sigma_span(series: &Series, train: Range<usize>, sigma_span: usize) -> Result<Self, Error> {
         let columns = columns(series)?;
         let features = FeatureMatrix::compute(&columns);
         let normalizer = features.fit(train);
@@ -81,10 +81,11 @@ impl Prepared {
 
     /// Market data of bars `range` (prices, sigma over the whole history up to each bar, normalized
     /// features), ready for an [`crate::EnvBatch`].
-    pub fn market_data(&self, range: Range<usize>) -> Result<MarketData, HostError> {
-        let bars = self.bars.get(range.clone()).ok_or_else(|| {
-            HostError::Config(format!("bars {range:?} are outside the series' {} bars", self.bars.len()))
-        })?;
-        MarketData::from_bars(bars.to_vec(), self.features.normalized(&self.normalizer, range), N_FEATURES)
+    pub fn market_data(&self, range: Range<usize>) -> Result<MarketData, Error> {
+        let bars = self
+            .bars
+            .get(range.clone())
+            .ok_or_else(|| Error::Data(format!("bars {range:?} are outside the series' {} bars", self.bars.len())))?;
+        Ok(MarketData::from_bars(bars.to_vec(), self.features.normalized(&self.normalizer, range), N_FEATURES)?)
     }
 }

@@ -56,20 +56,18 @@ pub struct Dataset {
 
 impl Dataset {
     /// The series of `symbol`, or the only series when `symbol` is `None` and there is exactly one.
-    pub fn select(&self, symbol: Option<&str>) -> Result<&Series, String> {
+    pub fn select(&self, symbol: Option<&str>) -> Result<&Series, crate::Error> {
         match symbol {
-            Some(s) => self
-                .series
-                .iter()
-                .find(|x| x.symbol.eq_ignore_ascii_case(s))
-                .ok_or_else(|| format!("{}: no symbol `{s}` (symbols: {})", self.source, self.symbol_list(10))),
+            Some(s) => self.series.iter().find(|x| x.symbol.eq_ignore_ascii_case(s)).ok_or_else(|| {
+                crate::Error::Data(format!("{}: no symbol `{s}` (symbols: {})", self.source, self.symbol_list(10)))
+            }),
             None if self.series.len() == 1 => Ok(&self.series[0]),
-            None => Err(format!(
+            None => Err(crate::Error::Data(format!(
                 "{} holds {} symbols; choose one with --symbol (e.g. {})",
                 self.source,
                 self.series.len(),
                 self.symbol_list(10)
-            )),
+            ))),
         }
     }
 

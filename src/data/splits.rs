@@ -15,15 +15,18 @@ pub struct Split {
 }
 
 /// Splits bars `[start, n)` by the fractions `train` and `valid` (the test part takes the rest).
-pub fn time_split(start: usize, n: usize, train: f64, valid: f64) -> Result<Split, String> {
+pub fn time_split(start: usize, n: usize, train: f64, valid: f64) -> Result<Split, crate::Error> {
     if !(train > 0.0 && valid >= 0.0 && train + valid < 1.0) {
-        return Err(format!("split fractions train {train}, validation {valid} must be > 0, >= 0 and sum below 1"));
+        return Err(crate::Error::config(
+            "split",
+            format!("fractions train {train}, validation {valid} must be > 0, >= 0 and sum below 1"),
+        ));
     }
     let len = n.saturating_sub(start);
     let n_train = (len as f64 * train).floor() as usize;
     let n_valid = (len as f64 * valid).floor() as usize;
     if n_train < 2 || len - n_train - n_valid < 2 {
-        return Err(format!("{len} bars are too few for a {train}/{valid} split"));
+        return Err(crate::Error::Data(format!("{len} bars are too few for a {train}/{valid} split")));
     }
     let (a, b) = (start + n_train, start + n_train + n_valid);
     Ok(Split { train: start..a, valid: a..b, test: b..n })

@@ -155,21 +155,28 @@ pub struct CleanPolicy {
 
 impl CleanPolicy {
     /// Parses `--drop` and `--repair` lists (comma-separated class names).
-    pub fn parse(drop: &[String], repair: &[String]) -> Result<Self, String> {
+    pub fn parse(drop: &[String], repair: &[String]) -> Result<Self, crate::Error> {
         let mut policy = Self::default();
         for name in drop.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
-            let class: IssueClass = name.parse()?;
+            let class: IssueClass = name.parse().map_err(|e| crate::Error::config("--drop", e))?;
             if class.is_file_level() {
-                return Err(format!("`{}` concerns the whole file and cannot be dropped", class.name()));
+                return Err(crate::Error::config(
+                    "--drop",
+                    format!("`{}` concerns the whole file and cannot be dropped", class.name()),
+                ));
             }
             policy.drop.insert(class);
         }
         for name in repair.iter().flat_map(|s| s.split(',')).filter(|s| !s.trim().is_empty()) {
-            let class: IssueClass = name.parse()?;
+            let class: IssueClass = name.parse().map_err(|e| crate::Error::config("--repair", e))?;
             if !class.is_repairable() {
-                return Err(format!(
-                    "`{}` cannot be repaired (repairable: high-below-low, open-outside-range, close-outside-range)",
-                    class.name()
+                return Err(crate::Error::config(
+                    "--repair",
+                    format!(
+                        "`{}` cannot be repaired (repairable: high-below-low, open-outside-range, \
+                         close-outside-range)",
+                        class.name()
+                    ),
                 ));
             }
             policy.repair.insert(class);

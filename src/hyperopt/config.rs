@@ -53,6 +53,7 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 pub use crate::train::Algo;
 
 /// One searched dimension.
@@ -295,8 +296,9 @@ impl SearchConfig {
 
     /// Parses a TOML file's text; the `[space]` table overrides the default dimensions (of `study.algo`) it
     /// names.
-    pub fn from_toml(text: &str) -> Result<Self, String> {
-        let mut cfg: SearchConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
+    pub fn from_toml(text: &str) -> Result<Self, Error> {
+        // The TOML error names the key and the line (e.g. an unknown `study.algo` variant).
+        let mut cfg: SearchConfig = toml::from_str(text).map_err(|e| Error::config("config", e.to_string()))?;
         let mut space = space_for(cfg.study.algo);
         space.extend(std::mem::take(&mut cfg.space));
         cfg.space = space;
@@ -305,24 +307,27 @@ impl SearchConfig {
     }
 
     /// Checks every key and value, naming the key at fault.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         let s = &self.study;
         for (key, v) in [("study.trials", s.trials), ("study.parallel", s.parallel), ("study.epochs", s.epochs)] {
             if v == 0 {
-                return Err(format!("{key} must be at least 1"));
+                return Err(Error::config(key, "must be at least 1"));
             }
         }
         for (key, v) in
             [("study.envs", s.envs), ("study.segment_len", s.segment_len), ("env.sigma_span", self.env.sigma_span)]
         {
             if v == 0 {
-                return Err(format!("{key} must be at least 1"));
+                return Err(Error::config(key, "must be at least 1"));
             }
         }
         if !(s.heartbeat_seconds > 0.0 && s.stale_seconds > s.heartbeat_seconds) {
-            return Err(format!(
-                "study.stale_seconds ({}) must exceed study.heartbeat_seconds ({}), which must be positive",
-                s.stale_seconds, s.heartbeat_seconds
+            return Err(Error::config(
+                "study.stale_seconds",
+                format!(
+                    "{} must exceed study.heartbeat_seconds ({}), which must be positive",
+                    s.stale_seconds, s.heartbeat_seconds
+                ),
             ));
         }
         for (key, text) in [
@@ -330,9 +335,10 @@ impl SearchConfig {
             ("env.spread", &self.env.spread),
             ("env.commission", &self.env.commission),
         ] {
-            let d: Decimal = text.parse().map_err(|_| format!("{key}: `{text}` is not a decimal number"))?;
+            let d: Decimal =
+                text.parse().map_err(|_| Error::config(key, format!("`{text}` is not a decimal number")))?;
             if d < Decimal::ZERO || (key == "env.capital" && d == Decimal::ZERO) {
-                return Err(format!("{key}: {text} must be positive"));
+                return Err(Error::config(key, format!("{text} must be positive")));
             }
         }
         let mut known = space_for(s.algo);
@@ -342,11 +348,12 @@ impl SearchConfig {
             let split = self.space.get("minibatches") != Some(&Dimension::Fixed(0.0));
             match (self.space.get("batch"), split) {
                 (Some(_), true) => {
-                    return Err("space.batch: PPO splits each rollout into `minibatches` (default 4); a fixed \
-                                batch needs minibatches = 0"
-                        .to_owned());
+                    return Err(Error::config(
+                        "space.batch",
+                        "PPO splits each rollout into `minibatches` (default 4); a fixed batch needs minibatches = 0",
+                    ));
                 }
-                (None, false) => return Err("space.minibatches: 0 (a fixed batch) needs space.batch".to_owned()),
+                (None, false) => return Err(Error::config("space.minibatches", "0 (a fixed batch) needs space.batch")),
                 _ => {}
             }
             let zero_among = match self.space.get("minibatches") {
@@ -355,31 +362,36 @@ impl SearchConfig {
                 _ => false,
             };
             if zero_among {
-                return Err("space.minibatches: searched values must be at least 1 (0, a fixed batch, only as a \
-                            fixed value)"
-                    .to_owned());
+                return Err(Error::config(
+                    "space.minibatches",
+                    "searched values must be at least 1 (0, a fixed batch, only as a fixed value)",
+                ));
             }
         }
         for (name, dim) in &self.space {
             let unknown = || {
                 let names: Vec<&str> = known.keys().map(String::as_str).collect();
-                format!("space.{name}: unknown parameter for {} (known: {})", s.algo, names.join(", "))
+                Error::config(
+                    format!("space.{name}"),
+                    format!("unknown parameter for {} (known: {})", s.algo, names.join(", ")),
+                )
             };
             if !known.contains_key(name) {
                 return Err(unknown());
             }
             let (min, max, integer) = bounds(name).ok_or_else(unknown)?;
-            let check = |x: f64| -> Result<(), String> {
+            let key = format!("space.{name}");
+            let check = |x: f64| -> Result<(), Error> {
                 if !x.is_finite() || x < min || x > max {
                     let what = if name == "lr" && x <= 0.0 {
                         "the learning rate must be positive".to_owned()
                     } else {
                         format!("must be in [{min}, {max}]")
                     };
-                    return Err(format!("space.{name}: {x} is invalid: {what}"));
+                    return Err(Error::config(&key, format!("{x} is invalid: {what}")));
                 }
                 if integer && x.fract() != 0.0 {
-                    return Err(format!("space.{name}: {x} must be a whole number"));
+                    return Err(Error::config(&key, format!("{x} must be a whole number")));
                 }
                 Ok(())
             };
@@ -389,15 +401,18 @@ impl SearchConfig {
                     check(*low)?;
                     check(*high)?;
                     if low >= high {
-                        return Err(format!("space.{name}: empty range [{low}, {high}] (low must be below high)"));
+                        return Err(Error::config(
+                            key,
+                            format!("empty range [{low}, {high}] (low must be below high)"),
+                        ));
                     }
                     if *log && *low <= 0.0 {
-                        return Err(format!("space.{name}: a log range needs low > 0"));
+                        return Err(Error::config(key, "a log range needs low > 0"));
                     }
                 }
                 Dimension::Choice { choices } => {
                     if choices.is_empty() {
-                        return Err(format!("space.{name}: empty choices"));
+                        return Err(Error::config(key, "empty choices"));
                     }
                     choices.iter().try_for_each(|&c| check(c))?;
                 }
@@ -418,10 +433,17 @@ mod tests {
         assert!(cfg.space.contains_key("lambda") && !cfg.space.contains_key("eps_decay"), "{:?}", cfg.space.keys());
     }
 
+    /// The text of the configuration error `text` gives; any other kind of error fails the test.
+    fn config_error(text: &str) -> String {
+        match SearchConfig::from_toml(text).unwrap_err() {
+            e @ Error::Config { .. } => e.to_string(),
+            other => panic!("not a configuration error: {other:?}"),
+        }
+    }
+
     #[test]
     fn ppo_splits_rollouts_unless_asked_for_a_fixed_batch() {
-        let err =
-            |text: &str| SearchConfig::from_toml(&format!("[study]\nalgo = \"ppo\"\n[space]\n{text}")).unwrap_err();
+        let err = |text: &str| config_error(&format!("[study]\nalgo = \"ppo\"\n[space]\n{text}"));
         assert!(err("batch = 64\n").contains("space.batch: PPO splits each rollout"));
         assert!(err("minibatches = 0\n").contains("needs space.batch"));
         assert!(err("minibatches = { choices = [0, 4] }\n").contains("at least 1"));
@@ -443,7 +465,7 @@ mod tests {
 
     #[test]
     fn bad_configs_name_the_key() {
-        let err = |text: &str| SearchConfig::from_toml(text).unwrap_err();
+        let err = config_error;
         assert!(err("[study]\ntrails = 3\n").contains("trails"));
         assert!(err("[space]\nlearning_rate = 0.1\n").contains("space.learning_rate"));
         assert!(err("[space]\nlr = { low = 0.01, high = 0.001 }\n").contains("space.lr: empty range"));

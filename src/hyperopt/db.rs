@@ -10,6 +10,7 @@ use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
 use rusqlite::types::{ToSqlOutput, Value as SqliteValue, ValueRef};
 
 use super::storage::StorageUrl;
+use crate::Error;
 
 /// A value in or out of a statement.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,9 +141,9 @@ impl ToSql for PgParam<'_> {
                 Ok(IsNull::No)
             }
             (Val::Text(s), _) => s.as_str().to_sql(ty, out),
-            (Val::Time(s), &Type::TIMESTAMP) => {
-                chrono::NaiveDateTime::parse_from_str(s, TIME_FORMAT).map_err(|e| format!("{s}: {e}"))?.to_sql(ty, out)
-            }
+            (Val::Time(s), &Type::TIMESTAMP) => chrono::NaiveDateTime::parse_from_str(s, TIME_FORMAT)
+                .map_err(|e| Error::Study(format!("{s}: {e}")))?
+                .to_sql(ty, out),
             (Val::Time(s), _) => s.as_str().to_sql(ty, out),
             (Val::Blob(b), &Type::BYTEA) => b.as_slice().to_sql(ty, out),
             _ => Err(bad()),
@@ -214,19 +215,19 @@ impl std::fmt::Debug for Db {
     }
 }
 
-fn sqlite_err(e: rusqlite::Error) -> String {
-    format!("study database: {e}")
+fn sqlite_err(e: rusqlite::Error) -> Error {
+    Error::Study(e.to_string())
 }
 
-fn pg_err(e: postgres::Error) -> String {
+fn pg_err(e: postgres::Error) -> Error {
     // The server's message (the error's Display is only "db error").
     let detail = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
-    format!("study database (PostgreSQL): {detail}")
+    Error::Study(format!("(PostgreSQL) {detail}"))
 }
 
 impl Db {
     /// Connects to `storage` (the URL's password is used here and never shown).
-    pub fn connect(storage: &StorageUrl) -> Result<Self, String> {
+    pub fn connect(storage: &StorageUrl) -> Result<Self, Error> {
         match storage {
             StorageUrl::Sqlite(path) => {
                 let conn = rusqlite::Connection::open(path).map_err(sqlite_err)?;
@@ -245,14 +246,16 @@ impl Db {
                             config.application_name(v);
                         }
                         Some(("connect_timeout", v)) => {
-                            let secs: u64 = v.parse().map_err(|_| format!("{storage}: connect_timeout `{v}`"))?;
+                            let secs: u64 =
+                                v.parse().map_err(|_| Error::Study(format!("{storage}: connect_timeout `{v}`")))?;
                             config.connect_timeout(std::time::Duration::from_secs(secs));
                         }
-                        _ => return Err(format!("{storage}: unsupported connection option `{option}`")),
+                        _ => return Err(Error::Study(format!("{storage}: unsupported connection option `{option}`"))),
                     }
                 }
-                let client =
-                    config.connect(postgres::NoTls).map_err(|e| format!("connecting to {storage}: {}", pg_err(e)))?;
+                let client = config
+                    .connect(postgres::NoTls)
+                    .map_err(|e| Error::Study(format!("connecting to {storage}: {}", pg_err(e))))?;
                 Ok(Self::Postgres(RefCell::new(client), Cell::new(false)))
             }
         }
@@ -264,7 +267,7 @@ impl Db {
     }
 
     /// Runs a statement; the number of rows it changed.
-    pub fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, String> {
+    pub fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, Error> {
         match self {
             Self::Sqlite(c) => c.execute(sql, rusqlite::params_from_iter(params)).map(|n| n as u64).map_err(sqlite_err),
             Self::Postgres(c, _) => {
@@ -278,7 +281,7 @@ impl Db {
     }
 
     /// Runs a query; its rows.
-    pub fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, String> {
+    pub fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, Error> {
         match self {
             Self::Sqlite(c) => {
                 let mut stmt = c.prepare(sql).map_err(sqlite_err)?;
@@ -314,7 +317,7 @@ impl Db {
     }
 
     /// Statements without parameters, separated by `;`.
-    pub fn batch(&self, sql: &str) -> Result<(), String> {
+    pub fn batch(&self, sql: &str) -> Result<(), Error> {
         match self {
             Self::Sqlite(c) => c.execute_batch(sql).map_err(sqlite_err),
             Self::Postgres(c, _) => c.borrow_mut().batch_execute(sql).map_err(pg_err),
@@ -330,7 +333,7 @@ impl Db {
     }
 
     /// Opens a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait).
-    pub fn begin(&self) -> Result<(), String> {
+    pub fn begin(&self) -> Result<(), Error> {
         match self {
             Self::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
             Self::Postgres(_, open) => {
@@ -342,7 +345,7 @@ impl Db {
     }
 
     /// Commits the open transaction.
-    pub fn commit(&self) -> Result<(), String> {
+    pub fn commit(&self) -> Result<(), Error> {
         if let Self::Postgres(_, open) = self {
             open.set(false);
         }
@@ -359,7 +362,7 @@ impl Db {
 
     /// Serializes claims on study `study_id` until the transaction ends (PostgreSQL: its row locked and trial
     /// inserts held back; SQLite's `BEGIN IMMEDIATE` already serializes every writer).
-    pub fn lock_study(&self, study_id: i64) -> Result<(), String> {
+    pub fn lock_study(&self, study_id: i64) -> Result<(), Error> {
         if self.is_postgres() {
             self.query("SELECT study_id FROM studies WHERE study_id = ?1 FOR UPDATE", &[Val::I64(study_id)])?;
             // Optuna's workers insert trials without that lock and number them by counting the trials before

@@ -2,6 +2,7 @@
 //! audit, equity, drawdown and learning-curve charts as inline SVG drawn with plotters), `leaderboard.json`,
 //! `leaderboard.csv`, `best-trades.csv`, and the charts as `.svg` files.
 
+use crate::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -16,14 +17,14 @@ use crate::train::SplitData;
 use crate::{Backend, BacktestSpec, Metrics, Signals, backtest};
 
 /// What the report found.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct ReportSummary {
     /// Trials, best first (complete before pruned, by validation Sharpe, ties by number).
     pub leaderboard: Vec<TrialRecord>,
     /// The best trial's test metrics (re-run by the backtest engine).
     pub best_test: Option<Metrics>,
     /// The best trial's Decimal audit.
-    pub audit: Option<Result<AuditReport, String>>,
+    pub audit: Option<Result<AuditReport, Error>>,
     /// Files written.
     pub files: Vec<PathBuf>,
 }
@@ -67,12 +68,12 @@ impl<'a> Chart<'a> {
         Self { title: title.into(), y_desc, lines, markers: Vec::new(), x_label: None, y_range: None }
     }
 
-    fn svg(&self) -> Result<String, String> {
+    fn svg(&self) -> Result<String, Error> {
         let title = self.title.as_str();
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
-            let e = |e: &dyn std::fmt::Display| format!("drawing {title}: {e}");
+            let e = |e: &dyn std::fmt::Display| Error::Output(format!("drawing {title}: {e}"));
             root.fill(&WHITE).map_err(|x| e(&x))?;
             let points = self.lines.iter().chain(&self.markers).flat_map(|l| l.1.iter()).filter(|p| p.1.is_finite());
             let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -152,7 +153,7 @@ fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
 const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font.
-pub fn png_of(svg: &str) -> Result<Vec<u8>, String> {
+pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
     use resvg::{tiny_skia, usvg};
     let mut opt = usvg::Options::default();
     {
@@ -163,13 +164,14 @@ pub fn png_of(svg: &str) -> Result<Vec<u8>, String> {
         db.set_monospace_family("DejaVu Sans");
     }
     opt.font_family = "DejaVu Sans".to_owned();
-    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| format!("rasterizing a chart: {e}"))?;
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| Error::Output(format!("rasterizing a chart: {e}")))?;
     let size = tree.size().to_int_size();
     let (w, h) = (size.width() * 2, size.height() * 2);
-    let mut pixmap = tiny_skia::Pixmap::new(w, h).ok_or("rasterizing a chart: empty image")?;
+    let mut pixmap =
+        tiny_skia::Pixmap::new(w, h).ok_or_else(|| Error::Output("rasterizing a chart: empty image".to_owned()))?;
     pixmap.fill(tiny_skia::Color::WHITE);
     resvg::render(&tree, tiny_skia::Transform::from_scale(2.0, 2.0), &mut pixmap.as_mut());
-    pixmap.encode_png().map_err(|e| format!("encoding a PNG: {e}"))
+    pixmap.encode_png().map_err(|e| Error::Output(format!("encoding a PNG: {e}")))
 }
 
 /// Average ranks (ties share the mean rank) of `v`.
@@ -369,22 +371,23 @@ pub fn write_report(
     bars_per_year: f64,
     dir: &Path,
     dashboard: &str,
-) -> Result<ReportSummary, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+) -> Result<ReportSummary, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Output(format!("creating {}: {e}", dir.display())))?;
     // tradesim's own trials (another Optuna worker's trials have no test evaluation or checkpoint; the
     // Optuna tools show them).
     let board = leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
     let epochs = study.epochs()?;
     let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
     let mut files = Vec::new();
-    let mut write = |name: &str, text: &str| -> Result<(), String> {
+    let mut write = |name: &str, text: &str| -> Result<(), Error> {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        std::fs::write(&path, text).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
         files.push(path.clone());
         // Every chart also as a PNG beside its SVG, for pasting into documents.
         if name.ends_with(".svg") {
             let png = path.with_extension("png");
-            std::fs::write(&png, png_of(text)?).map_err(|e| format!("writing {}: {e}", png.display()))?;
+            std::fs::write(&png, png_of(text)?)
+                .map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))?;
             files.push(png);
         }
         Ok(())
@@ -500,13 +503,14 @@ pub fn write_report(
         (None, None, String::new(), String::new(), String::new());
     if let Some(b) = best {
         let (split, test) = (&data.split, &data.test);
-        let targets = study.test_actions(b.number)?.ok_or_else(|| format!("trial {} has no test actions", b.number))?;
+        let targets = study
+            .test_actions(b.number)?
+            .ok_or_else(|| Error::Output(format!("trial {} has no test actions", b.number)))?;
         let env = EnvDecimals::parse(&cfg.env)?;
         let params = env_params(&b.params, &env)?;
         let steps = test.n_bars() - 1;
         let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity: true };
-        let r = backtest(backend, test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)
-            .map_err(|e| e.to_string())?;
+        let r = backtest(backend, test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)?;
         let m = r.metrics[0];
         let eq: Vec<(f64, f64)> = r.equity.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect();
         let mut peak = f64::MIN;
@@ -636,7 +640,7 @@ pub fn write_report(
                 let _ = write!(html, "<p>{}</p>", html_escape(&a.to_string()));
             }
             Some(Err(e)) => {
-                let _ = write!(html, "<p>Decimal audit not available: {}</p>", html_escape(e));
+                let _ = write!(html, "<p>Decimal audit not available: {}</p>", html_escape(&e.to_string()));
             }
             None => {}
         }

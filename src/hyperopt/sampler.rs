@@ -5,6 +5,7 @@
 //! A trial's draw depends only on the seed, its number and the finished trials before it, so a resumed
 //! study samples as the uninterrupted one would.
 
+use crate::Error;
 use std::collections::BTreeMap;
 
 use gpu_kernels::rng::{draw_u64, mix64};
@@ -57,7 +58,7 @@ pub fn sample(
     startup: usize,
     seed: u64,
     number: u64,
-) -> Result<Params, String> {
+) -> Result<Params, Error> {
     let mut out = Params::new();
     for (d, (name, dim)) in space.iter().enumerate() {
         let u = uniform(seed, number, d as u64);
@@ -76,27 +77,30 @@ pub fn sample(
                 let integer = is_integer(name);
                 let (lo, hi) = span(*low, *high, *log, integer);
                 let t = |x: f64| if *log { x.ln() } else { x };
-                let range = tpe::range(lo, hi).map_err(|e| format!("space.{name}: {e}"))?;
+                let range = tpe::range(lo, hi).map_err(|e| Error::Study(format!("space.{name}: {e}")))?;
                 let mut optim = tpe::TpeOptimizer::new(tpe::parzen_estimator(), range);
                 for (p, loss) in history {
                     if let Some(&x) = p.get(name) {
-                        optim.tell(t(x).clamp(lo, hi - 1e-12), *loss).map_err(|e| format!("space.{name}: {e}"))?;
+                        optim
+                            .tell(t(x).clamp(lo, hi - 1e-12), *loss)
+                            .map_err(|e| Error::Study(format!("space.{name}: {e}")))?;
                     }
                 }
                 let mut rng = rand::rngs::StdRng::seed_from_u64(mix64(seed ^ mix64(number) ^ (d as u64 + 1)));
-                let x = optim.ask(&mut rng).map_err(|e| format!("space.{name}: {e}"))?;
+                let x = optim.ask(&mut rng).map_err(|e| Error::Study(format!("space.{name}: {e}")))?;
                 from_span(x, *low, *high, *log, integer)
             }
             Dimension::Choice { choices } => {
-                let range = tpe::categorical_range(choices.len()).map_err(|e| format!("space.{name}: {e}"))?;
+                let range =
+                    tpe::categorical_range(choices.len()).map_err(|e| Error::Study(format!("space.{name}: {e}")))?;
                 let mut optim = tpe::TpeOptimizer::new(tpe::histogram_estimator(), range);
                 for (p, loss) in history {
                     if let Some(i) = p.get(name).and_then(|x| choices.iter().position(|c| c == x)) {
-                        optim.tell(i as f64, *loss).map_err(|e| format!("space.{name}: {e}"))?;
+                        optim.tell(i as f64, *loss).map_err(|e| Error::Study(format!("space.{name}: {e}")))?;
                     }
                 }
                 let mut rng = rand::rngs::StdRng::seed_from_u64(mix64(seed ^ mix64(number) ^ (d as u64 + 1)));
-                let i = optim.ask(&mut rng).map_err(|e| format!("space.{name}: {e}"))?;
+                let i = optim.ask(&mut rng).map_err(|e| Error::Study(format!("space.{name}: {e}")))?;
                 choices[(i as usize).min(choices.len() - 1)]
             }
         };

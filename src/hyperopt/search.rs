@@ -1,6 +1,7 @@
 //! The search loop: batches of K trials trained together (one DQN agent, the same launches), sampled by TPE
 //! after the start-up trials, pruned by the median rule, recorded in the study as they go.
 
+use crate::Error;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -34,8 +35,10 @@ pub struct EnvDecimals {
 
 impl EnvDecimals {
     /// Parses the `[env]` table (validated before).
-    pub fn parse(e: &EnvSettings) -> Result<Self, String> {
-        let d = |k: &str, t: &str| t.parse::<Decimal>().map_err(|_| format!("env.{k}: `{t}` is not a decimal number"));
+    pub fn parse(e: &EnvSettings) -> Result<Self, Error> {
+        let d = |k: &str, t: &str| {
+            t.parse::<Decimal>().map_err(|_| Error::Study(format!("env.{k}: `{t}` is not a decimal number")))
+        };
         Ok(Self {
             capital: d("capital", &e.capital)?,
             spread: d("spread", &e.spread)?,
@@ -58,12 +61,12 @@ impl EnvDecimals {
     }
 }
 
-fn get(p: &Params, k: &str) -> Result<f64, String> {
-    p.get(k).copied().ok_or_else(|| format!("trial parameters lack `{k}`"))
+fn get(p: &Params, k: &str) -> Result<f64, Error> {
+    p.get(k).copied().ok_or_else(|| Error::Study(format!("trial parameters lack `{k}`")))
 }
 
 /// A trial's environment parameters (rewards in percent, see [`REWARD_SCALE`]).
-pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, String> {
+pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, Error> {
     let base = env.audit_params().to_params()?;
     Ok(TrialParams {
         w_pnl: REWARD_SCALE,
@@ -78,7 +81,7 @@ pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, String> 
 }
 
 /// A trial's DQN parameters; epsilon decays over `eps_decay` of its `steps_per_trial` env steps.
-pub fn dqn_params(p: &Params, steps_per_trial: f64) -> Result<DqnParams, String> {
+pub fn dqn_params(p: &Params, steps_per_trial: f64) -> Result<DqnParams, Error> {
     Ok(DqnParams {
         lr: get(p, "lr")? as f32,
         gamma: get(p, "gamma")? as f32,
@@ -91,7 +94,7 @@ pub fn dqn_params(p: &Params, steps_per_trial: f64) -> Result<DqnParams, String>
 }
 
 /// A trial's PPO parameters; with `anneal_lr`, the learning rate falls to 0 over the run's `rollouts`.
-pub fn ppo_params(p: &Params, rollouts: usize) -> Result<PpoParams, String> {
+pub fn ppo_params(p: &Params, rollouts: usize) -> Result<PpoParams, Error> {
     Ok(PpoParams {
         lr: get(p, "lr")? as f32,
         gamma: get(p, "gamma")? as f32,
@@ -250,7 +253,7 @@ struct Claimed {
 /// a batch's membership and what its trials saw are functions of the seed and the trial numbers alone
 /// (batch b is trials bK..bK+K-1 and saw every earlier batch), and a resumed search runs what the
 /// uninterrupted one would. Trials of other Optuna workers are left alone (their numbers are skipped).
-fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &str) -> Result<Claimed, String> {
+fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &str) -> Result<Claimed, Error> {
     let s = &cfg.study;
     let cutoff = crate::hyperopt::db::timestamp(
         (chrono::Utc::now() - chrono::Duration::milliseconds((s.stale_seconds * 1e3) as i64)).naive_utc(),
@@ -314,7 +317,7 @@ pub fn run_search(
     bars_per_year: f64,
     paths: &SearchPaths,
     progress: &(dyn Fn(&Progress) + Sync),
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let s = &cfg.study;
     let env = EnvDecimals::parse(&cfg.env)?;
     let steps_per_trial = (s.epochs * s.segment_len) as f64;
@@ -323,14 +326,14 @@ pub fn run_search(
     // Trials this process is running (the heartbeat thread's list).
     let running: Mutex<HashSet<u64>> = Mutex::new(HashSet::new());
     let done = std::sync::atomic::AtomicBool::new(false);
-    let lock = |m: &'_ Mutex<HashSet<u64>>| -> Result<Vec<u64>, String> {
-        Ok(m.lock().map_err(|_| "a search worker failed".to_owned())?.iter().copied().collect())
+    let lock = |m: &'_ Mutex<HashSet<u64>>| -> Result<Vec<u64>, Error> {
+        Ok(m.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?.iter().copied().collect())
     };
-    let worker = |backend: &Backend| -> Result<(), String> {
+    let worker = |backend: &Backend| -> Result<(), Error> {
         let study = Study::reopen(&paths.storage, &paths.study_name)?;
         loop {
             let c = {
-                let mut claimed = claimed.lock().map_err(|_| "a search worker failed".to_owned())?;
+                let mut claimed = claimed.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?;
                 next_batch(&study, cfg, &mut claimed, &me)?
             };
             if c.batch.is_empty() {
@@ -342,17 +345,20 @@ pub fn run_search(
                 continue;
             }
             let numbers: Vec<u64> = c.batch.iter().map(|b| b.0).collect();
-            running.lock().map_err(|_| "a search worker failed".to_owned())?.extend(&numbers);
+            running.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?.extend(&numbers);
             progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished });
             let result =
                 run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &c.batch, paths, &study, progress);
-            running.lock().map_err(|_| "a search worker failed".to_owned())?.retain(|n| !numbers.contains(n));
+            running
+                .lock()
+                .map_err(|_| Error::Study("a search worker failed".to_owned()))?
+                .retain(|n| !numbers.contains(n));
             result?;
             let finished = study.trials()?.iter().filter(|t| t.finished()).count();
             progress(&Progress::BatchDone { finished });
         }
     };
-    let heartbeat = || -> Result<(), String> {
+    let heartbeat = || -> Result<(), Error> {
         let study = Study::reopen(&paths.storage, &paths.study_name)?;
         let mut last = std::time::Instant::now();
         while !done.load(std::sync::atomic::Ordering::SeqCst) {
@@ -364,15 +370,15 @@ pub fn run_search(
         }
         Ok(())
     };
-    let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(), Error>> = std::thread::scope(|scope| {
         let beats = scope.spawn(heartbeat);
         let handles: Vec<_> = backends.iter().map(|b| scope.spawn(|| worker(b))).collect();
-        let mut out: Vec<Result<(), String>> = handles
+        let mut out: Vec<Result<(), Error>> = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a search worker panicked".to_owned())))
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Study("a search worker panicked".to_owned()))))
             .collect();
         done.store(true, std::sync::atomic::Ordering::SeqCst);
-        out.push(beats.join().unwrap_or_else(|_| Err("the heartbeat thread panicked".to_owned())));
+        out.push(beats.join().unwrap_or_else(|_| Err(Error::Study("the heartbeat thread panicked".to_owned()))));
         out
     });
     results.into_iter().collect()
@@ -390,7 +396,7 @@ fn run_batch(
     paths: &SearchPaths,
     study: &Study,
     progress: &(dyn Fn(&Progress) + Sync),
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let s = &cfg.study;
     // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
     // on its batch-mates, its slot or K (the same trial gives the same bits in any batch, and on resume).
@@ -411,7 +417,7 @@ fn run_batch(
     };
     let mut pruned = vec![false; batch.len()];
     let mut own: Vec<Vec<f64>> = vec![Vec::new(); batch.len()];
-    let mut failure: Option<String> = None;
+    let mut failure: Option<Error> = None;
     let transitions = (tc.envs * tc.segment_len) as f64 * batch.len() as f64;
     let mut record = |r: &EpochReport| {
         let best = r.valid.iter().map(|m| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
@@ -486,10 +492,10 @@ fn finish_batch<A: Networks>(
     batch: &[Claim],
     paths: &SearchPaths,
     study: &Study,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let names: Vec<String> = batch.iter().map(|(n, ..)| format!("trial-{n}.safetensors")).collect();
     let saved = save_named_weights(&trained.agent, &paths.checkpoints, &names)?;
-    let last = trained.epochs.last().ok_or("no epoch ran")?;
+    let last = trained.epochs.last().ok_or_else(|| Error::Data("no epoch ran".to_owned()))?;
     let steps = trained.test_actions.len() / batch.len();
     for (k, (number, ..)) in batch.iter().enumerate() {
         let t = &trained.test[k];

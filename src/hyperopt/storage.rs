@@ -4,6 +4,7 @@
 //! through [`StorageUrl::password`]: [`std::fmt::Display`] writes `***` in its place, so errors, logs,
 //! progress lines and reports show the masked form.
 
+use crate::Error;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -29,7 +30,7 @@ pub enum StorageUrl {
     },
 }
 
-fn percent_decode(s: &str, what: &str) -> Result<String, String> {
+fn percent_decode(s: &str, what: &str) -> Result<String, Error> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -37,57 +38,70 @@ fn percent_decode(s: &str, what: &str) -> Result<String, String> {
         if bytes[i] == b'%' {
             let hex = s.get(i + 1..i + 3).filter(|h| h.len() == 2);
             let byte = hex.and_then(|h| u8::from_str_radix(h, 16).ok());
-            out.push(byte.ok_or_else(|| format!("storage URL: bad percent escape in the {what}"))?);
+            out.push(
+                byte.ok_or_else(|| {
+                    Error::config("--storage", format!("storage URL: bad percent escape in the {what}"))
+                })?,
+            );
             i += 3;
         } else {
             out.push(bytes[i]);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| format!("storage URL: the {what} is not UTF-8 once decoded"))
+    String::from_utf8(out)
+        .map_err(|_| Error::config("--storage", format!("storage URL: the {what} is not UTF-8 once decoded")))
 }
 
 impl StorageUrl {
     /// Parses `url`. Errors name what is wrong and show the URL masked.
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub fn parse(url: &str) -> Result<Self, Error> {
         let masked = mask(url);
-        let (scheme, rest) =
-            url.split_once("://").ok_or_else(|| format!("storage URL `{masked}`: expected SCHEME://..."))?;
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| Error::config("--storage", format!("storage URL `{masked}`: expected SCHEME://...")))?;
         match scheme {
             "sqlite" => {
-                let path = rest
-                    .strip_prefix('/')
-                    .filter(|p| !p.is_empty())
-                    .ok_or_else(|| format!("storage URL `{masked}`: expected sqlite:///PATH"))?;
+                let path = rest.strip_prefix('/').filter(|p| !p.is_empty()).ok_or_else(|| {
+                    Error::config("--storage", format!("storage URL `{masked}`: expected sqlite:///PATH"))
+                })?;
                 Ok(Self::Sqlite(PathBuf::from(path)))
             }
             "postgresql" | "postgres" | "postgresql+psycopg2" | "postgresql+psycopg" => {
                 let (authority, tail) = rest.split_once('/').ok_or_else(|| {
-                    format!("storage URL `{masked}`: expected postgresql://USER:PASSWORD@HOST:PORT/DATABASE")
+                    Error::config(
+                        "--storage",
+                        format!("storage URL `{masked}`: expected postgresql://USER:PASSWORD@HOST:PORT/DATABASE"),
+                    )
                 })?;
                 let (database, options) = tail.split_once('?').unwrap_or((tail, ""));
                 if database.is_empty() {
-                    return Err(format!("storage URL `{masked}`: no database name"));
+                    return Err(Error::config("--storage", format!("storage URL `{masked}`: no database name")));
                 }
-                let (credentials, hostport) = authority
-                    .rsplit_once('@')
-                    .ok_or_else(|| format!("storage URL `{masked}`: expected USER[:PASSWORD]@ before the host"))?;
+                let (credentials, hostport) = authority.rsplit_once('@').ok_or_else(|| {
+                    Error::config(
+                        "--storage",
+                        format!("storage URL `{masked}`: expected USER[:PASSWORD]@ before the host"),
+                    )
+                })?;
                 let (user, password) = match credentials.split_once(':') {
                     Some((u, p)) => (u, Some(percent_decode(p, "password")?)),
                     None => (credentials, None),
                 };
                 if user.is_empty() {
-                    return Err(format!("storage URL `{masked}`: no user name"));
+                    return Err(Error::config("--storage", format!("storage URL `{masked}`: no user name")));
                 }
                 let (host, port) = match hostport.rsplit_once(':').filter(|(h, _)| !h.ends_with(':')) {
                     Some((h, p)) if !p.contains(']') => (
                         h,
-                        p.parse::<u16>().map_err(|_| format!("storage URL `{masked}`: port `{p}` is not a number"))?,
+                        p.parse::<u16>().map_err(|_| {
+                            Error::config("--storage", format!("storage URL `{masked}`: port `{p}` is not a number"))
+                        })?,
                     ),
                     _ => (hostport, 5432),
                 };
                 if host.is_empty() {
-                    return Err(format!("storage URL `{masked}`: no host"));
+                    return Err(Error::config("--storage", format!("storage URL `{masked}`: no host")));
                 }
                 Ok(Self::Postgres {
                     user: percent_decode(user, "user name")?,
@@ -98,7 +112,10 @@ impl StorageUrl {
                     options: options.to_owned(),
                 })
             }
-            other => Err(format!("storage URL `{masked}`: unknown scheme `{other}` (sqlite or postgresql)")),
+            other => Err(Error::config(
+                "--storage",
+                format!("storage URL `{masked}`: unknown scheme `{other}` (sqlite or postgresql)"),
+            )),
         }
     }
 
@@ -150,6 +167,14 @@ impl fmt::Debug for StorageUrl {
 mod tests {
     use super::*;
 
+    /// The text of a `--storage` configuration error; any other kind of error fails the test.
+    fn config_error(url: &str) -> String {
+        match StorageUrl::parse(url).unwrap_err() {
+            e @ Error::Config { .. } if e.to_string().starts_with("--storage: ") => e.to_string(),
+            other => panic!("{url}: not a --storage configuration error: {other:?}"),
+        }
+    }
+
     #[test]
     fn sqlite_urls_give_paths_as_sqlalchemy_reads_them() {
         assert_eq!(
@@ -157,7 +182,7 @@ mod tests {
             StorageUrl::Sqlite("runs/a/study.sqlite".into())
         );
         assert_eq!(StorageUrl::parse("sqlite:////tmp/s.db").unwrap(), StorageUrl::Sqlite("/tmp/s.db".into()));
-        assert!(StorageUrl::parse("sqlite://").unwrap_err().contains("sqlite:///PATH"));
+        assert!(config_error("sqlite://").contains("sqlite:///PATH"));
     }
 
     #[test]
@@ -186,7 +211,7 @@ mod tests {
             ("postgresql://u:p%zz@h/db", "percent escape"),
             ("study.sqlite", "SCHEME://"),
         ] {
-            let err = StorageUrl::parse(url).unwrap_err();
+            let err = config_error(url);
             assert!(err.contains(says), "{url}: {err}");
             assert!(!err.contains(":pw@") && !err.contains("p%zz"), "{url}: the password leaked: {err}");
         }

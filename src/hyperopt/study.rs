@@ -16,6 +16,7 @@ use super::config::{Dimension, SearchConfig, is_integer};
 use super::db::{Db, Val, timestamp};
 use super::sampler::Params;
 use super::storage::StorageUrl;
+use crate::Error;
 
 /// The Optuna schema version written (Optuna refuses a storage of another version).
 pub const OPTUNA_SCHEMA_VERSION: i64 = 12;
@@ -130,10 +131,10 @@ pub fn numbers_to_ranges(numbers: &[u64]) -> String {
 }
 
 /// The numbers of [`numbers_to_ranges`]' text.
-pub fn ranges_to_numbers(text: &str) -> Result<Vec<u64>, String> {
+pub fn ranges_to_numbers(text: &str) -> Result<Vec<u64>, Error> {
     let mut out = Vec::new();
     for part in text.split(',').filter(|p| !p.is_empty()) {
-        let bad = || format!("`{part}` is not a trial number or range");
+        let bad = || Error::Study(format!("`{part}` is not a trial number or range"));
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let (a, b) = (a.parse::<u64>().map_err(|_| bad())?, b.parse::<u64>().map_err(|_| bad())?);
         if b < a || out.last().is_some_and(|&l| a <= l) {
@@ -249,7 +250,8 @@ fn param_value(stored: f64, distribution: &str) -> Result<f64, String> {
     let d: Value = serde_json::from_str(distribution).map_err(|e| format!("distribution JSON: {e}"))?;
     match d["name"].as_str() {
         Some("CategoricalDistribution") => {
-            let choices = d["attributes"]["choices"].as_array().ok_or("categorical without choices")?;
+            let choices =
+                d["attributes"]["choices"].as_array().ok_or_else(|| "categorical without choices".to_owned())?;
             let choice = choices.get(stored as usize).ok_or_else(|| format!("choice index {stored} out of range"))?;
             choice.as_f64().ok_or_else(|| format!("choice {choice} is not a number"))
         }
@@ -267,7 +269,7 @@ fn i64_of(v: &Val) -> i64 {
 }
 
 /// Creates Optuna's schema (and tradesim's tables) where it is missing; checks the version where it is there.
-fn ensure_schema(db: &Db, shown: &str) -> Result<(), String> {
+fn ensure_schema(db: &Db, shown: &str) -> Result<(), Error> {
     if db.is_postgres() {
         db.begin()?;
         let made = (|| {
@@ -297,9 +299,9 @@ fn ensure_schema(db: &Db, shown: &str) -> Result<(), String> {
     } else {
         let own = db.query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'", &[])?;
         if own.first().and_then(|r| r[0].i64()).unwrap_or(0) > 0 {
-            return Err(format!(
+            return Err(Error::Study(format!(
                 "{shown}: a study in tradesim's schema before version 0.2 (not Optuna's); start a new study"
-            ));
+            )));
         }
         db.batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
         db.batch(&format!(
@@ -314,35 +316,35 @@ fn ensure_schema(db: &Db, shown: &str) -> Result<(), String> {
     let version = db.query("SELECT schema_version FROM version_info", &[])?;
     let version = version.first().and_then(|r| r[0].i64()).unwrap_or(0);
     if version != OPTUNA_SCHEMA_VERSION {
-        return Err(format!(
+        return Err(Error::Study(format!(
             "{shown}: Optuna schema version {version}; tradesim writes version {OPTUNA_SCHEMA_VERSION} (optuna \
              {OPTUNA_LIBRARY_VERSION}); upgrade the storage with `optuna storage upgrade`"
-        ));
+        )));
     }
     Ok(())
 }
 
-fn study_id_of(db: &Db, name: &str) -> Result<Option<i64>, String> {
+fn study_id_of(db: &Db, name: &str) -> Result<Option<i64>, Error> {
     Ok(db.query("SELECT study_id FROM studies WHERE study_name = ?1", &[name.into()])?.first().map(|r| i64_of(&r[0])))
 }
 
 impl Study {
     /// Creates study `name` in `storage` (refusing to overwrite one of that name unless `resume`), or reopens
     /// it with `resume`. A storage may hold other studies (Optuna's or tradesim's); they are left alone.
-    pub fn open(storage: &StorageUrl, name: &str, resume: bool, config_json: &str) -> Result<Self, String> {
+    pub fn open(storage: &StorageUrl, name: &str, resume: bool, config_json: &str) -> Result<Self, Error> {
         Self::open_with(storage, name, if resume { Open::Resume } else { Open::Create }, config_json)
     }
 
     /// [`Study::open`] with Optuna's `load_if_exists` as a third way: create the study, or join it when it
     /// exists (two workers starting at once: one creates it, the other joins).
-    pub fn open_with(storage: &StorageUrl, name: &str, how: Open, config_json: &str) -> Result<Self, String> {
+    pub fn open_with(storage: &StorageUrl, name: &str, how: Open, config_json: &str) -> Result<Self, Error> {
         let shown = storage.to_string();
         if let StorageUrl::Sqlite(path) = storage {
             if !path.exists() && how == Open::Resume {
-                return Err(format!("--resume: no study at {}", path.display()));
+                return Err(Error::Study(format!("--resume: no study at {}", path.display())));
             }
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|e| Error::Study(format!("creating {}: {e}", dir.display())))?;
             }
         }
         let db = Db::connect(storage)?;
@@ -356,18 +358,18 @@ impl Study {
                     &[Val::I64(id), CONFIG_ATTR.into()],
                 )?;
                 if has.first().and_then(|r| r[0].i64()) == Some(0) {
-                    let config: Value =
-                        serde_json::from_str(config_json).map_err(|e| format!("configuration JSON: {e}"))?;
+                    let config: Value = serde_json::from_str(config_json)
+                        .map_err(|e| Error::Study(format!("configuration JSON: {e}")))?;
                     let directions = db.query(
                         "SELECT direction FROM study_directions WHERE study_id = ?1 ORDER BY objective",
                         &[Val::I64(id)],
                     )?;
                     let directions: Vec<&str> = directions.iter().filter_map(|r| r[0].text()).collect();
                     if directions != ["MAXIMIZE"] {
-                        return Err(format!(
+                        return Err(Error::Study(format!(
                             "study `{name}` in {shown} has directions {directions:?}; tradesim maximizes one objective \
                              (the validation Sharpe)"
-                        ));
+                        )));
                     }
                     db.exec(
                         "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (?1, ?2, ?3)
@@ -378,10 +380,10 @@ impl Study {
                 id
             }
             (Some(_), Open::Create) => {
-                return Err(format!(
+                return Err(Error::Study(format!(
                     "study `{name}` exists in {shown}: pass --resume to continue it, or choose another --study-name or \
                      --study"
-                ));
+                )));
             }
             (None, Open::Resume) => {
                 let names: Vec<String> = db
@@ -389,14 +391,14 @@ impl Study {
                     .iter()
                     .filter_map(|r| r[0].text().map(str::to_owned))
                     .collect();
-                return Err(format!(
+                return Err(Error::Study(format!(
                     "--resume: no study named `{name}` in {shown} (studies there: {})",
                     if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-                ));
+                )));
             }
             (None, Open::Create | Open::LoadIfExists) => {
                 let config: Value =
-                    serde_json::from_str(config_json).map_err(|e| format!("configuration JSON: {e}"))?;
+                    serde_json::from_str(config_json).map_err(|e| Error::Study(format!("configuration JSON: {e}")))?;
                 db.begin()?;
                 let created = (|| {
                     if db.is_postgres() {
@@ -407,7 +409,7 @@ impl Study {
                         return if how == Open::LoadIfExists {
                             Ok(id)
                         } else {
-                            Err(format!("study `{name}` exists in {shown}: pass --resume to continue it"))
+                            Err(Error::Study(format!("study `{name}` exists in {shown}: pass --resume to continue it")))
                         };
                     }
                     let id = i64_of(
@@ -439,7 +441,7 @@ impl Study {
         Self::with(db, study_id)
     }
 
-    fn with(db: Db, study_id: i64) -> Result<Self, String> {
+    fn with(db: Db, study_id: i64) -> Result<Self, Error> {
         let mut study = Self { db, study_id, space: BTreeMap::new() };
         let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).unwrap_or_default();
         study.space = cfg.space;
@@ -447,27 +449,28 @@ impl Study {
     }
 
     /// Another connection to study `name` (one per search worker).
-    pub fn reopen(storage: &StorageUrl, name: &str) -> Result<Self, String> {
+    pub fn reopen(storage: &StorageUrl, name: &str) -> Result<Self, Error> {
         let db = Db::connect(storage)?;
-        let id = study_id_of(&db, name)?.ok_or_else(|| format!("no study named `{name}` in {storage}"))?;
+        let id =
+            study_id_of(&db, name)?.ok_or_else(|| Error::Study(format!("no study named `{name}` in {storage}")))?;
         Self::with(db, id)
     }
 
     /// The configuration the study was created with (JSON).
-    pub fn config_json(&self) -> Result<String, String> {
+    pub fn config_json(&self) -> Result<String, Error> {
         let rows = self.db.query(
             "SELECT value_json FROM study_user_attributes WHERE study_id = ?1 AND key = ?2",
             &[Val::I64(self.study_id), CONFIG_ATTR.into()],
         )?;
-        rows.first()
-            .and_then(|r| r[0].text().map(str::to_owned))
-            .ok_or_else(|| format!("the study has no `{CONFIG_ATTR}` attribute (not written by tradesim)"))
+        rows.first().and_then(|r| r[0].text().map(str::to_owned)).ok_or_else(|| {
+            Error::Study(format!("the study has no `{CONFIG_ATTR}` attribute (not written by tradesim)"))
+        })
     }
 
     /// Runs `f` in a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait; PostgreSQL: claims
     /// also lock the study's row, [`Study::lock`]), or inside the caller's transaction when one is open.
     /// Rolled back when `f` fails.
-    pub fn in_tx<T>(&self, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    pub fn in_tx<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         if self.db.in_transaction() {
             return f();
         }
@@ -486,19 +489,19 @@ impl Study {
 
     /// Serializes claims on this study until the open transaction ends (a worker reads the trials, decides
     /// and writes its claim while no other worker can claim).
-    pub fn lock(&self) -> Result<(), String> {
+    pub fn lock(&self) -> Result<(), Error> {
         self.db.lock_study(self.study_id)
     }
 
-    fn trial_id(&self, number: u64) -> Result<i64, String> {
+    fn trial_id(&self, number: u64) -> Result<i64, Error> {
         let rows = self.db.query(
             "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
             &[Val::I64(self.study_id), Val::I64(number as i64)],
         )?;
-        rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| format!("study database: no trial {number}"))
+        rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| Error::Study(format!("no trial {number}")))
     }
 
-    fn set_attr(&self, table: &str, id: i64, key: &str, json_text: String) -> Result<(), String> {
+    fn set_attr(&self, table: &str, id: i64, key: &str, json_text: String) -> Result<(), Error> {
         self.db.exec(
             &format!(
                 "INSERT INTO {table} (trial_id, key, value_json) VALUES (?1, ?2, ?3)
@@ -510,7 +513,7 @@ impl Study {
     }
 
     /// Starts trial `number` with its parameters and the finished trials they were drawn from (`history`).
-    pub fn start(&self, number: u64, params: &Params, history: &[u64]) -> Result<(), String> {
+    pub fn start(&self, number: u64, params: &Params, history: &[u64]) -> Result<(), Error> {
         self.in_tx(|| {
             let id = i64_of(
                 &self.db.query(
@@ -531,7 +534,7 @@ impl Study {
 
     /// Restarts an interrupted trial (running, or pruned or finishing when its search was killed) under its
     /// number, parameters and history: state RUNNING, its epochs and results removed, in one transaction.
-    pub fn restart(&self, number: u64) -> Result<(), String> {
+    pub fn restart(&self, number: u64) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
             for table in [
@@ -557,7 +560,7 @@ impl Study {
 
     /// Records an epoch: the validation Sharpe as Optuna's intermediate value (step = epoch), the rest in
     /// `tradesim_epochs`.
-    pub fn record_epoch(&self, e: &EpochRecord) -> Result<(), String> {
+    pub fn record_epoch(&self, e: &EpochRecord) -> Result<(), Error> {
         let (value, kind) = typed(e.valid_sharpe);
         self.in_tx(|| {
             let id = self.trial_id(e.trial)?;
@@ -583,7 +586,7 @@ impl Study {
         })
     }
 
-    fn set_value(&self, id: i64, value: f64) -> Result<(), String> {
+    fn set_value(&self, id: i64, value: f64) -> Result<(), Error> {
         let (v, kind) = typed(value);
         if kind != "NAN" {
             self.db.exec(
@@ -597,7 +600,7 @@ impl Study {
 
     /// Marks a trial PRUNED at `epoch` with its metric there as its value (Optuna stores a pruned trial's
     /// last intermediate value).
-    pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), String> {
+    pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
             self.db.exec(
@@ -619,7 +622,7 @@ impl Study {
         test_sharpe: f64,
         test_actions: &[u8],
         checkpoint: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
             let state = self.db.query("SELECT state FROM trials WHERE trial_id = ?1", &[Val::I64(id)])?;
@@ -648,7 +651,7 @@ impl Study {
     }
 
     /// Attributes of every trial of the study: `(trial_id, key) -> JSON value`.
-    fn attributes(&self, table: &str) -> Result<BTreeMap<(i64, String), Value>, String> {
+    fn attributes(&self, table: &str) -> Result<BTreeMap<(i64, String), Value>, Error> {
         let rows = self.db.query(
             &format!(
                 "SELECT a.trial_id, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id
@@ -660,7 +663,7 @@ impl Study {
         for r in rows {
             let key = r[1].text().unwrap_or_default().to_owned();
             let v: Value = serde_json::from_str(r[2].text().unwrap_or("null"))
-                .map_err(|e| format!("study database: attribute {key}: {e}"))?;
+                .map_err(|e| Error::Study(format!("attribute {key}: {e}")))?;
             out.insert((i64_of(&r[0]), key), v);
         }
         Ok(out)
@@ -668,7 +671,7 @@ impl Study {
 
     /// Every trial, by number. A parameter row tradesim cannot read (a corrupt or hand-edited study) is an
     /// error naming the trial, never an empty parameter set.
-    pub fn trials(&self) -> Result<Vec<TrialRecord>, String> {
+    pub fn trials(&self) -> Result<Vec<TrialRecord>, Error> {
         let sid = [Val::I64(self.study_id)];
         let rows = self.db.query(
             "SELECT t.trial_id, t.number, t.state, v.value, v.value_type FROM trials t
@@ -709,7 +712,7 @@ impl Study {
             let (history, ours) = match attr(&system, "tradesim_history") {
                 Some(Value::String(text)) => (
                     ranges_to_numbers(&text)
-                        .map_err(|e| format!("study database: trial {number}: stored history: {e}"))?,
+                        .map_err(|e| Error::Study(format!("trial {number}: stored history: {e}")))?,
                     true,
                 ),
                 _ => (Vec::new(), false),
@@ -722,7 +725,7 @@ impl Study {
                     }
                     // Another Optuna worker's parameter tradesim cannot use (a text choice, say) is left out.
                     Err(_) if !ours => {}
-                    Err(e) => return Err(format!("study database: trial {number}: stored parameters: {name}: {e}")),
+                    Err(e) => return Err(Error::Study(format!("trial {number}: stored parameters: {name}: {e}"))),
                 }
             }
             out.push(TrialRecord {
@@ -747,7 +750,7 @@ impl Study {
     /// Claims trials for `worker`: `claims` holds each trial's number and its claims so far (its
     /// [`TrialRecord::runs`], 0 for a new trial), counted up by one; writes their heartbeats (in the caller's
     /// transaction, or one of its own).
-    pub fn claim_for(&self, claims: &[(u64, u64)], worker: &str) -> Result<(), String> {
+    pub fn claim_for(&self, claims: &[(u64, u64)], worker: &str) -> Result<(), Error> {
         self.in_tx(|| {
             for &(n, runs) in claims {
                 let id = self.trial_id(n)?;
@@ -759,7 +762,7 @@ impl Study {
     }
 
     /// Writes the heartbeats of trials `numbers` (now).
-    pub fn beat(&self, numbers: &[u64]) -> Result<(), String> {
+    pub fn beat(&self, numbers: &[u64]) -> Result<(), Error> {
         let t = now();
         self.in_tx(|| {
             for &n in numbers {
@@ -775,7 +778,7 @@ impl Study {
     }
 
     /// Every epoch of every trial.
-    pub fn epochs(&self) -> Result<Vec<EpochRecord>, String> {
+    pub fn epochs(&self) -> Result<Vec<EpochRecord>, Error> {
         let rows = self.db.query(
             "SELECT t.number, e.epoch, e.loss, e.valid_sharpe, e.valid_return FROM tradesim_epochs e
              JOIN trials t ON t.trial_id = e.trial_id WHERE t.study_id = ?1 ORDER BY t.number, e.epoch",
@@ -794,7 +797,7 @@ impl Study {
     }
 
     /// A trial's greedy actions on the test split.
-    pub fn test_actions(&self, number: u64) -> Result<Option<Vec<u8>>, String> {
+    pub fn test_actions(&self, number: u64) -> Result<Option<Vec<u8>>, Error> {
         let id = self.trial_id(number)?;
         let rows = self.db.query("SELECT actions FROM tradesim_test_actions WHERE trial_id = ?1", &[Val::I64(id)])?;
         Ok(rows.first().and_then(|r| r[0].blob().map(<[u8]>::to_vec)))
