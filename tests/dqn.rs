@@ -4,13 +4,14 @@
 
 mod common;
 
-use candle_core::{D, DType, Device, Tensor, Var};
+use candle_core::{D, DType, Device, Tensor};
 use candle_nn::{Module, Optimizer, VarBuilder};
 use common::assert_bitwise;
+use common::candle_ref::{active, assert_inactive_untouched, max_rel_err, mlp, vars};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use tradesim::data::synthetic::normal;
-use tradesim::train::{evaluate, greedy_actions, save_weights, trial_tensors};
+use tradesim::train::{evaluate, greedy_actions, save_weights};
 use tradesim::{Backend, DqnAgent, EnvBatch, EnvConfig, SimLayout, TrialParams};
 use tradesim_host::dqn::train_on_batch;
 
@@ -45,35 +46,6 @@ fn batch() -> (Vec<f32>, Vec<f32>, Vec<u32>, Vec<f32>, Vec<f32>, Vec<f32>) {
     (f(1, B * D_IN), f(2, B * D_IN), actions, f(3, B), dones, weights)
 }
 
-/// Candle tensors of the active part of a parameter block.
-fn vars(l: &Layout, w: &[f32]) -> Vec<Var> {
-    let t = trial_tensors(l, w, H).unwrap();
-    ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "l3.weight", "l3.bias"]
-        .iter()
-        .map(|k| Var::from_tensor(&t[*k]).unwrap())
-        .collect()
-}
-
-fn candle_q(v: &[Var], x: &Tensor) -> Tensor {
-    let h1 = x.matmul(&v[0].t().unwrap()).unwrap().broadcast_add(&v[1]).unwrap().relu().unwrap();
-    let h2 = h1.matmul(&v[2].t().unwrap()).unwrap().broadcast_add(&v[3]).unwrap().relu().unwrap();
-    h2.matmul(&v[4].t().unwrap()).unwrap().broadcast_add(&v[5]).unwrap()
-}
-
-fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
-    let scale = b.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-12);
-    a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs())) / scale
-}
-
-/// Our block's active entries in candle's tensor order.
-fn active(l: &Layout, w: &[f32]) -> Vec<Vec<f32>> {
-    let t = trial_tensors(l, w, H).unwrap();
-    ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "l3.weight", "l3.bias"]
-        .iter()
-        .map(|k| t[*k].flatten_all().unwrap().to_vec1::<f32>().unwrap())
-        .collect()
-}
-
 #[test]
 fn forward_gradients_and_adam_match_candle() {
     let l = Layout::q_net(D_IN, STRIDE);
@@ -81,11 +53,11 @@ fn forward_gradients_and_adam_match_candle() {
     let target = tradesim_host_init(&l, 2);
     let (obs, next_obs, actions, rewards, dones, weights) = batch();
     let dev = Device::Cpu;
-    let (vo, vt) = (vars(&l, &online), vars(&l, &target));
+    let (vo, vt) = (vars(&l, &online, H), vars(&l, &target, H));
     let x = Tensor::from_slice(&obs, (B, D_IN), &dev).unwrap();
     let nx = Tensor::from_slice(&next_obs, (B, D_IN), &dev).unwrap();
     // Forward.
-    let q_candle = candle_q(&vo, &x).flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let q_candle = mlp(&vo, &x).flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let mut q_ours = Vec::new();
     let (mut a1, mut a2) = (vec![0.0; STRIDE], vec![0.0; STRIDE]);
     for j in 0..B {
@@ -96,13 +68,13 @@ fn forward_gradients_and_adam_match_candle() {
     assert!(max_rel_err(&q_ours, &q_candle) <= 1e-5, "forward: {}", max_rel_err(&q_ours, &q_candle));
     // Loss: Huber(q(s, a) - y), y = r + gamma (1 - done) Q_target(s', argmax_a' Q_online(s', a')), mean over B.
     let p = params();
-    let a_star = candle_q(&vo, &nx).argmax_keepdim(D::Minus1).unwrap();
-    let q_next = candle_q(&vt, &nx).gather(&a_star, 1).unwrap().squeeze(1).unwrap().detach();
+    let a_star = mlp(&vo, &nx).argmax_keepdim(D::Minus1).unwrap();
+    let q_next = mlp(&vt, &nx).gather(&a_star, 1).unwrap().squeeze(1).unwrap().detach();
     let r = Tensor::from_slice(&rewards, B, &dev).unwrap();
     let not_done = Tensor::from_slice(&dones, B, &dev).unwrap().affine(-1.0, 1.0).unwrap();
     let y = (r + (q_next * not_done).unwrap().affine(f64::from(p.gamma), 0.0).unwrap()).unwrap().detach();
     let acts = Tensor::from_slice(&actions, (B, 1), &dev).unwrap();
-    let q_sa = candle_q(&vo, &x).gather(&acts, 1).unwrap().squeeze(1).unwrap();
+    let q_sa = mlp(&vo, &x).gather(&acts, 1).unwrap().squeeze(1).unwrap();
     let diff = (q_sa - y).unwrap();
     let abs = diff.abs().unwrap();
     let m = abs.clamp(0.0, f64::from(p.huber_delta)).unwrap();
@@ -134,18 +106,13 @@ fn forward_gradients_and_adam_match_candle() {
         "{our_loss} vs {candle_loss}"
     );
     let g_ours = step.gradients;
-    let ours = active(&l, &g_ours);
+    let ours = active(&l, &g_ours, H);
     for (i, v) in vo.iter().enumerate() {
         let theirs = grads.get(v).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let err = max_rel_err(&ours[i], &theirs);
         assert!(err <= 1e-5, "gradient of tensor {i}: relative error {err}");
     }
-    let inactive: Vec<usize> = (0..l.params()).filter(|&q| !is_active(&l, q)).collect();
-    assert!(!inactive.is_empty());
-    for q in inactive {
-        assert_eq!(g_ours[q], 0.0, "gradient of parameter {q} beyond the active width must be 0");
-        assert_eq!(nets.online[q], online[q], "parameter {q} beyond the active width must not move");
-    }
+    assert_inactive_untouched(&l, H, &g_ours, &online, &nets.online);
     // One Adam step.
     let mut opt = candle_nn::AdamW::new(
         vo.clone(),
@@ -154,31 +121,14 @@ fn forward_gradients_and_adam_match_candle() {
     .unwrap();
     opt.backward_step(&loss).unwrap();
     let stepped = nets.online;
-    let before = active(&l, &online);
-    let after = active(&l, &stepped);
+    let before = active(&l, &online, H);
+    let after = active(&l, &stepped, H);
     for (i, var) in vo.iter().enumerate() {
         let theirs: Vec<f32> =
             var.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(&before[i]).map(|(x, b)| x - b).collect();
         let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
         let err = max_rel_err(&ours, &theirs);
         assert!(err <= 1e-4, "Adam update of tensor {i}: relative error {err}");
-    }
-}
-
-/// Whether parameter `q` is inside the active width `H` of the `STRIDE`-wide block.
-fn is_active(l: &Layout, q: usize) -> bool {
-    if q < l.b1() {
-        q / l.input < H
-    } else if q < l.w2() {
-        q - l.b1() < H
-    } else if q < l.b2() {
-        (q - l.w2()) / STRIDE < H && (q - l.w2()) % STRIDE < H
-    } else if q < l.w3() {
-        q - l.b2() < H
-    } else if q < l.b3() {
-        (q - l.w3()) % STRIDE < H
-    } else {
-        true
     }
 }
 

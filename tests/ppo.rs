@@ -1,9 +1,15 @@
-//! PPO: GAE against a plain reference; learning on the planted pattern (CPU and GPU); GPU == CPU bitwise.
+//! PPO: GAE against a plain reference; the minibatch loss, its gradients and the clipped Adam step against
+//! candle's CPU autograd; learning on the planted pattern (CPU and GPU); GPU == CPU bitwise.
 
 mod common;
 
+use candle_core::{D, Device, Tensor};
+use candle_nn::Optimizer;
 use common::assert_bitwise;
+use common::candle_ref::{active, assert_inactive_untouched, max_rel_err, mlp, vars};
+use gpu_kernels::mlp::{ACTIONS, ACTOR_CRITIC, Layout, forward};
 use gpu_kernels::ppo::gae_env;
+use gpu_kernels::ppo::{PpoArgs, PpoSample};
 use gpu_kernels::rng::draw_below;
 use tradesim::data::synthetic::normal;
 use tradesim::train::{SplitData, TrainConfig, evaluate, greedy_actions, train_ppo};
@@ -94,6 +100,151 @@ fn truncation_bootstraps_and_termination_does_not() {
     let (a0, a1) = (advantages(&early, 0.0), advantages(&early, 2.0));
     assert!((a1[1] - a0[1] - 0.9 * 2.0).abs() < 1e-6, "{a0:?} {a1:?}");
     assert_eq!((a1[2], a1[3]), (0.0, 0.0));
+}
+
+/// One minibatch of a trial 16 wide in a block 24 wide: the per-sample losses, the gradients of the clipped
+/// surrogate + clipped value loss - entropy bonus, and the Adam step after the global-norm clip, against the
+/// same loss written with candle ops and differentiated by candle's autograd (AdamW without decay for the
+/// step). The batch is drawn so that the ratio clip, the value clip and the gradient clip all bite, and two
+/// samples are empty (zero weight). Parameters outside the active width have exactly zero gradient and do
+/// not move.
+#[test]
+fn minibatch_loss_gradients_and_adam_match_candle() {
+    const D_IN: usize = 7;
+    const STRIDE: usize = 24;
+    const H: usize = 16;
+    const B: usize = 32;
+    let l = Layout::actor_critic(D_IN, STRIDE);
+    let online = tradesim_host::init::init_weights(&l, H, 9, 1);
+    let p = PpoParams {
+        lr: 1e-3,
+        hidden: H as u32,
+        batch: B as u32,
+        epochs: 1,
+        minibatches: 1,
+        max_grad_norm: 0.05,
+        clip_vloss: 1,
+        ..PpoParams::default()
+    };
+    let args = PpoArgs {
+        n_trials: 1,
+        envs_per_trial: 1,
+        input: D_IN as u32,
+        hidden: STRIDE as u32,
+        batch: B as u32,
+        steps: B as u32,
+        ..PpoArgs::default()
+    };
+    let draw = |stream: u64, n: usize| (0..n as u64).map(|i| normal(11, stream, i) as f32).collect::<Vec<f32>>();
+    let obs = draw(1, B * D_IN);
+    let (noise_logp, noise_value, advantages, returns) = (draw(2, B), draw(3, B), draw(4, B), draw(5, B));
+    // The samples: old log-probabilities and values near the network's own, so some ratios and values
+    // fall inside the clip ranges and some outside.
+    let samples: Vec<Option<PpoSample>> = (0..B)
+        .map(|j| {
+            let (mut a1, mut a2, mut out) = ([0.0; STRIDE], [0.0; STRIDE], [0.0; ACTOR_CRITIC]);
+            forward(&l, &online, H, &obs[j * D_IN..(j + 1) * D_IN], &mut a1, &mut a2, &mut out);
+            let action = (j % ACTIONS) as u8;
+            let logp = gpu_kernels::ppo::log_softmax(&out)[action as usize];
+            (j != 5 && j != 11).then(|| PpoSample {
+                action,
+                logp_old: logp + 0.3 * noise_logp[j],
+                advantage: advantages[j],
+                ret: out[ACTIONS] + returns[j],
+                value_old: out[ACTIONS] + 0.3 * noise_value[j],
+            })
+        })
+        .collect();
+    let mut nets = tradesim::NetState {
+        online: online.clone(),
+        target: Vec::new(),
+        m: vec![0.0; l.params()],
+        v: vec![0.0; l.params()],
+    };
+    let step = tradesim_host::ppo::train_on_batch(&args, &[p], &mut nets, &obs, &samples).unwrap();
+
+    // The same loss in candle.
+    let dev = Device::Cpu;
+    let column = |f: &dyn Fn(&PpoSample) -> f32| {
+        let v: Vec<f32> = samples.iter().map(|s| s.as_ref().map_or(0.0, f)).collect();
+        Tensor::from_vec(v, B, &dev).unwrap()
+    };
+    let weight = Tensor::from_vec(samples.iter().map(|s| f32::from(u8::from(s.is_some()))).collect(), B, &dev).unwrap();
+    let acts: Vec<u32> = samples.iter().map(|s| s.map_or(0, |s| u32::from(s.action))).collect();
+    let acts = Tensor::from_vec(acts, (B, 1), &dev).unwrap();
+    let (logp_old, adv, ret, value_old) =
+        (column(&|s| s.logp_old), column(&|s| s.advantage), column(&|s| s.ret), column(&|s| s.value_old));
+    let vo = vars(&l, &online, H);
+    let out = mlp(&vo, &Tensor::from_slice(&obs, (B, D_IN), &dev).unwrap());
+    let logits = out.narrow(1, 0, ACTIONS).unwrap();
+    let value = out.narrow(1, ACTIONS, 1).unwrap().squeeze(1).unwrap();
+    let logp = candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap();
+    let logp_a = logp.gather(&acts, 1).unwrap().squeeze(1).unwrap();
+    let ratio = (logp_a - &logp_old).unwrap().exp().unwrap();
+    let clip = f64::from(p.clip);
+    let clipped = ratio.clamp(1.0 - clip, 1.0 + clip).unwrap();
+    let surrogate = (&ratio * &adv).unwrap().minimum(&(&clipped * &adv).unwrap()).unwrap();
+    let entropy = (logp.exp().unwrap() * &logp).unwrap().sum(1).unwrap().neg().unwrap();
+    let v_err = (&value - &ret).unwrap();
+    let v_clipped = ((&value - &value_old).unwrap().clamp(-clip, clip).unwrap() + &value_old).unwrap();
+    let c_err = (&v_clipped - &ret).unwrap();
+    let v_sq = v_err.sqr().unwrap().maximum(&c_err.sqr().unwrap()).unwrap();
+    let per = ((surrogate.neg().unwrap() + (v_sq * f64::from(p.vf_coef * 0.5)).unwrap()).unwrap()
+        - (entropy * f64::from(p.ent_coef)).unwrap())
+    .unwrap();
+    let loss = ((per * &weight).unwrap().sum_all().unwrap() / B as f64).unwrap();
+
+    // The batch exercises every branch of the loss.
+    let r: Vec<f32> = ratio.to_vec1().unwrap();
+    let live = |j: usize| samples[j].is_some();
+    let ratio_clipped = (0..B).filter(|&j| live(j) && (r[j] < 1.0 - p.clip || r[j] > 1.0 + p.clip)).count();
+    let (vc, ve): (Vec<f32>, Vec<f32>) =
+        (c_err.sqr().unwrap().to_vec1().unwrap(), v_err.sqr().unwrap().to_vec1().unwrap());
+    let value_clipped = (0..B).filter(|&j| live(j) && vc[j] > ve[j]).count();
+    assert!(ratio_clipped > 2 && ratio_clipped < B - 4, "{ratio_clipped} clipped ratios");
+    assert!(value_clipped > 2, "{value_clipped} clipped values");
+    assert_eq!(step.losses[5], 0.0);
+    assert_eq!(step.losses[11], 0.0);
+
+    let candle_loss = loss.to_scalar::<f32>().unwrap();
+    let our_loss = step.losses.iter().sum::<f32>() / B as f32;
+    assert!((our_loss - candle_loss).abs() <= 1e-5 * candle_loss.abs().max(1e-3), "loss {our_loss} vs {candle_loss}");
+    let grads = loss.backward().unwrap();
+    let ours = active(&l, &step.gradients, H);
+    let mut sq = 0.0f64;
+    for (i, v) in vo.iter().enumerate() {
+        let theirs = grads.get(v).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let err = max_rel_err(&ours[i], &theirs);
+        assert!(err <= 1e-5, "gradient of tensor {i}: relative error {err}");
+        sq += theirs.iter().map(|g| f64::from(*g) * f64::from(*g)).sum::<f64>();
+    }
+    assert_inactive_untouched(&l, H, &step.gradients, &online, &nets.online);
+
+    // Adam on the clipped gradient: candle's AdamW (no decay) on candle's gradients times the clip factor.
+    let scale = (f64::from(p.max_grad_norm) / (sq.sqrt() + 1e-6)).min(1.0);
+    assert!(scale < 0.5, "the gradient clip must bite: factor {scale}");
+    let mut clipped_grads = grads;
+    for v in &vo {
+        let g = (clipped_grads.get(v).unwrap() * scale).unwrap();
+        clipped_grads.insert(v, g);
+    }
+    let adam = candle_nn::ParamsAdamW {
+        lr: f64::from(p.lr),
+        beta1: f64::from(p.beta1),
+        beta2: f64::from(p.beta2),
+        eps: f64::from(p.adam_eps),
+        weight_decay: 0.0,
+    };
+    let mut opt = candle_nn::AdamW::new(vo.clone(), adam).unwrap();
+    opt.step(&clipped_grads).unwrap();
+    let (before, after) = (active(&l, &online, H), active(&l, &nets.online, H));
+    for (i, var) in vo.iter().enumerate() {
+        let theirs: Vec<f32> =
+            var.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(&before[i]).map(|(x, b)| x - b).collect();
+        let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
+        let err = max_rel_err(&ours, &theirs);
+        assert!(err <= 1e-4, "Adam update of tensor {i}: relative error {err}");
+    }
 }
 
 fn params() -> (TrialParams, PpoParams) {

@@ -9,8 +9,8 @@ use gpu_kernels::net::Work;
 use crate::cpu::dqn::{CpuDqn, partial_len, train_step};
 use crate::env_batch::Inner;
 use crate::init::init_weights;
-pub use crate::types::NetState;
 use crate::types::SampleBatch;
+pub use crate::types::{BatchStep, NetState};
 use crate::{Backend, EnvBatch, HostError};
 
 /// The Q-networks of K trials.
@@ -263,15 +263,6 @@ impl DqnAgent {
 /// The per-trial sizes of `params`.
 fn trials_of(params: &[DqnParams]) -> Vec<gpu_kernels::net::NetTrial> {
     params.iter().map(DqnParams::net).collect()
-}
-
-/// What [`train_on_batch`] computed.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BatchStep {
-    /// Weighted loss of every sample (`K x B`).
-    pub losses: Vec<f32>,
-    /// The gradient of every parameter (`K x P`) that the Adam step used.
-    pub gradients: Vec<f32>,
 }
 
 /// One gradient step of every trial of `args` on the CPU from a given minibatch (`K x B` samples laid out

@@ -4,11 +4,13 @@
 
 use gpu_kernels::mlp::Layout;
 use gpu_kernels::net::NetTrial;
-use gpu_kernels::ppo::{PpoArgs, PpoParams};
+use gpu_kernels::net::Work;
+use gpu_kernels::ppo::{PpoArgs, PpoParams, PpoSample, loss_sample};
 
-use crate::cpu::ppo::CpuPpo;
+use crate::cpu::ppo::{CpuPpo, Minibatch, partial_len};
 use crate::env_batch::Inner;
 use crate::init::{init_orthogonal, init_weights};
+pub use crate::types::BatchStep;
 use crate::types::NetState;
 use crate::{Backend, EnvBatch, HostError};
 
@@ -302,4 +304,48 @@ impl PpoAgent {
             inner,
         })
     }
+}
+
+/// One minibatch update of every trial of `args` on the CPU from given samples (`K x B`, trial-major):
+/// `obs` their observations (`K x B x D`), `samples` their training inputs (`None`: a zero-weight sample).
+/// The stages, products and per-element rules of [`PpoAgent::update`] (forward, clipped-surrogate, value
+/// and entropy loss, backward, gradient-norm clip, Adam at the trial's update `args.rollout x` updates per
+/// rollout `+ args.counter`), for tests and for users who bring their own minibatches.
+pub fn train_on_batch(
+    args: &PpoArgs,
+    params: &[PpoParams],
+    nets: &mut NetState,
+    obs: &[f32],
+    samples: &[Option<PpoSample>],
+) -> Result<BatchStep, HostError> {
+    let (k, b) = (args.n_trials as usize, args.batch as usize);
+    let l = args.layout();
+    let shape = |what: &str, expected: usize, got: usize| HostError::Shape { what: what.to_owned(), expected, got };
+    if params.len() != k {
+        return Err(shape("PPO trial parameters", k, params.len()));
+    }
+    if samples.len() != k * b {
+        return Err(shape("minibatch samples (trials x batch)", k * b, samples.len()));
+    }
+    if obs.len() != k * b * l.input {
+        return Err(shape("minibatch observations (trials x batch x input)", k * b * l.input, obs.len()));
+    }
+    for (what, buf) in
+        [("online weights", &nets.online), ("Adam first moments", &nets.m), ("Adam second moments", &nets.v)]
+    {
+        if buf.len() != k * l.params() {
+            return Err(shape(&format!("{what} (trials x parameters)"), k * l.params(), buf.len()));
+        }
+    }
+    let mut obs = obs.to_vec();
+    let mut work = vec![0.0; k * Work::of(&args.net()).per_trial()];
+    let mut partial = vec![0.0; partial_len(args)];
+    let mut losses = vec![0.0; k * b];
+    let step = Minibatch { args, params, obs: &mut obs, work: &mut work, partial: &mut partial, losses: &mut losses };
+    let gradients = step.run(nets, |i, out, dout| {
+        let p = &params[i / b];
+        let loss = loss_sample(i % b, p, out, samples[i], dout);
+        gpu_kernels::ppo::trial_update(p, args).map(|_| loss)
+    })?;
+    Ok(BatchStep { losses, gradients })
 }

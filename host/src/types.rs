@@ -179,3 +179,12 @@ pub(crate) fn offsets_of(counts: &[u32]) -> Vec<usize> {
     }
     offsets
 }
+
+/// What one minibatch step computed ([`crate::dqn::train_on_batch`], [`crate::ppo::train_on_batch`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchStep {
+    /// Weighted loss of every sample (`K x B`).
+    pub losses: Vec<f32>,
+    /// The gradient of every parameter (`K x P`) that the Adam step used.
+    pub gradients: Vec<f32>,
+}

@@ -1,6 +1,8 @@
 //! Test harness shared by the integration tests: one body, two devices.
 #![allow(dead_code, reason = "each test binary uses a different part of the harness")]
 
+pub mod candle_ref;
+
 use std::sync::OnceLock;
 
 use tradesim::{Backend, DeviceRequest};

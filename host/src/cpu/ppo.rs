@@ -19,6 +19,11 @@ fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
     params.iter().map(PpoParams::net).collect()
 }
 
+/// Floats of the per-chunk gradient buffer of `args`.
+pub(crate) fn partial_len(args: &PpoArgs) -> usize {
+    (args.batch as usize).div_ceil(GRAD_CHUNK) * args.n_trials as usize * args.layout().params()
+}
+
 /// The rollout buffers and networks on the CPU.
 #[derive(Debug, Default)]
 pub(crate) struct CpuPpo {
@@ -55,7 +60,7 @@ impl CpuPpo {
             returns: vec![0.0; rollout],
             obs: vec![0.0; trials * batch * l.input],
             work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
-            partial: vec![0.0; batch.div_ceil(GRAD_CHUNK) * trials * l.params()],
+            partial: vec![0.0; partial_len(args)],
             losses: vec![0.0; trials * batch],
             act: Vec::new(),
         }
@@ -137,14 +142,49 @@ impl CpuPpo {
     /// launches (gather, forward, loss, backward, gradients, clipped Adam).
     pub(crate) fn update(&mut self, args: &PpoArgs, params: &[PpoParams], env: &CpuEnv) -> Result<(), HostError> {
         let (ring, features) = (env.ring(), env.features());
-        let (net, trials) = (args.net(), trials_of(params));
-        let l = args.layout();
-        let (b, d, n) = (args.batch as usize, l.input, args.steps as usize * args.envs_per_trial as usize);
+        let (b, d, n) = (args.batch as usize, args.input as usize, args.steps as usize * args.envs_per_trial as usize);
         let Self { nets, logps, values, advantages, returns, obs, work, partial, losses, .. } = self;
         obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
             let (t, j) = (i / b, i % b);
             gather_row(args, &params[t], j, &ring[t * n..(t + 1) * n], features, row);
         });
+        let step = Minibatch { args, params, obs, work, partial, losses };
+        step.run(nets, |i, out, dout| {
+            let (t, j) = (i / b, i % b);
+            let tr = t * n..(t + 1) * n;
+            let (lp, vs, adv, ret) =
+                (&logps[tr.clone()], &values[tr.clone()], &advantages[tr.clone()], &returns[tr.clone()]);
+            sample_loss(args, &params[t], j, &ring[tr], lp, vs, adv, ret, out, dout)
+        })?;
+        Ok(())
+    }
+}
+
+/// The buffers of one minibatch step of every trial ([`Minibatch::run`]).
+pub(crate) struct Minibatch<'a> {
+    pub(crate) args: &'a PpoArgs,
+    pub(crate) params: &'a [PpoParams],
+    /// The gathered observations, `K x B x D`.
+    pub(crate) obs: &'a mut [f32],
+    /// Training buffer ([`Work`]).
+    pub(crate) work: &'a mut [f32],
+    /// Per-chunk gradients.
+    pub(crate) partial: &'a mut [f32],
+    /// Every sample's loss (`K x B`).
+    pub(crate) losses: &'a mut [f32],
+}
+
+impl Minibatch<'_> {
+    /// Forward, the per-sample loss `loss_of(i, out, dout)` of sample `i` (`t x B + j`) from its outputs
+    /// `out`, writing the output gradient `dout` (`None`: the trial sits this update out and keeps its last
+    /// loss), backward, gradients, clipped Adam on `nets`. Returns the gradients (`K x P`).
+    pub(crate) fn run(
+        self,
+        nets: &mut NetState,
+        loss_of: impl Fn(usize, &[f32], &mut [f32]) -> Option<f32> + Sync,
+    ) -> Result<Vec<f32>, HostError> {
+        let Self { args, params, obs, work, partial, losses } = self;
+        let (net, trials) = (args.net(), trials_of(params));
         let mut ones = [1.0f32; GRAD_CHUNK];
         let mut run = |stage: Stage, online: &mut [f32], obs: &mut [f32], work: &mut [f32], partial: &mut [f32]| {
             let table = crate::plan::stage_plan(&net, &trials, stage);
@@ -156,24 +196,23 @@ impl CpuPpo {
             run(stage, &mut nets.online, obs, work, partial)?;
         }
         let w = Work::of(&net);
+        let b = args.batch as usize;
         let per_sample: Vec<([f32; ACTOR_CRITIC], f32)> = (0..losses.len())
             .into_par_iter()
             .map(|i| {
                 let (t, j) = (i / b, i % b);
-                let tr = t * n..(t + 1) * n;
                 let out = &work[w.at(Work::Q, t) + j * ACTOR_CRITIC..w.at(Work::Q, t) + (j + 1) * ACTOR_CRITIC];
                 let mut dout = [0.0; ACTOR_CRITIC];
-                let (lp, vs, adv, ret) =
-                    (&logps[tr.clone()], &values[tr.clone()], &advantages[tr.clone()], &returns[tr.clone()]);
-                let loss = sample_loss(args, &params[t], j, &ring[tr], lp, vs, adv, ret, out, &mut dout);
                 // A trial that sits the update out keeps the losses of its last one.
-                (dout, loss.unwrap_or(losses[i]))
+                let loss = loss_of(i, out, &mut dout).unwrap_or(losses[i]);
+                (dout, loss)
             })
             .collect();
         super::tile::store_outputs(&w, work, losses, per_sample);
         for stage in BACKWARD {
             run(stage, &mut nets.online, obs, work, partial)?;
         }
+        let l = args.layout();
         let n_params = l.params();
         let gradients = super::tile::gradients(&net, partial);
         let lanes: Vec<[f32; NORM_LANES]> = gradients
@@ -186,6 +225,6 @@ impl CpuPpo {
             let t = i / n_params;
             update_weight(args, &params[t], &lanes[t], gradients[i], w, m, v);
         });
-        Ok(())
+        Ok(gradients)
     }
 }
