@@ -7,7 +7,7 @@ mod common;
 use candle_core::{D, DType, Device, Tensor};
 use candle_nn::{Module, Optimizer, VarBuilder};
 use common::assert_bitwise;
-use common::candle_ref::{active, assert_inactive_untouched, max_rel_err, mlp, vars};
+use common::candle_ref::{active, assert_inactive_untouched, assert_steps_match, max_rel_err, mlp, vars};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::mlp::{ACTIONS, Layout, forward};
 use tradesim::data::synthetic::normal;
@@ -120,16 +120,7 @@ fn forward_gradients_and_adam_match_candle() {
     )
     .unwrap();
     opt.backward_step(&loss).unwrap();
-    let stepped = nets.online;
-    let before = active(&l, &online, H);
-    let after = active(&l, &stepped, H);
-    for (i, var) in vo.iter().enumerate() {
-        let theirs: Vec<f32> =
-            var.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(&before[i]).map(|(x, b)| x - b).collect();
-        let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
-        let err = max_rel_err(&ours, &theirs);
-        assert!(err <= 1e-4, "Adam update of tensor {i}: relative error {err}");
-    }
+    assert_steps_match(&l, H, &vo, &online, &nets.online, 1e-4);
 }
 
 fn tradesim_host_init(l: &Layout, trial: u64) -> Vec<f32> {

@@ -278,6 +278,26 @@ fn a_corrupt_parameter_row_is_an_error_naming_the_trial() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A study whose stored search configuration tradesim cannot read is refused with the attribute named (a
+/// resume must not search a default space instead).
+#[test]
+fn a_corrupt_stored_configuration_is_an_error() {
+    let dir = temp_dir("corrupt-config");
+    let path = dir.join("study.sqlite");
+    drop(Study::open(&StorageUrl::Sqlite(path.clone()), "tradesim", false, "{}").unwrap());
+    assert!(open(&path).is_ok(), "an empty configuration is the defaults");
+    let conn = Connection::open(&path).unwrap();
+    let changed = conn
+        .execute("UPDATE study_user_attributes SET value_json = '{\"study\": {\"trials\": \"many\"}}'", [])
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let err = open(&path).unwrap_err();
+    assert!(matches!(err, tradesim::Error::Study(_)), "{err:?}");
+    assert!(err.to_string().contains("`tradesim_config` attribute"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// A trial whose objective is undefined (NaN) is marked `fail`, ranks after complete and pruned trials, and
 /// is never the best: a study of failed trials has no best trial.
 #[test]

@@ -6,7 +6,7 @@ mod common;
 use candle_core::{D, Device, Tensor};
 use candle_nn::Optimizer;
 use common::assert_bitwise;
-use common::candle_ref::{active, assert_inactive_untouched, max_rel_err, mlp, vars};
+use common::candle_ref::{active, assert_inactive_untouched, assert_steps_match, max_rel_err, mlp, vars};
 use gpu_kernels::mlp::{ACTIONS, ACTOR_CRITIC, Layout, forward};
 use gpu_kernels::ppo::gae_env;
 use gpu_kernels::ppo::{PpoArgs, PpoSample};
@@ -237,14 +237,7 @@ fn minibatch_loss_gradients_and_adam_match_candle() {
     };
     let mut opt = candle_nn::AdamW::new(vo.clone(), adam).unwrap();
     opt.step(&clipped_grads).unwrap();
-    let (before, after) = (active(&l, &online, H), active(&l, &nets.online, H));
-    for (i, var) in vo.iter().enumerate() {
-        let theirs: Vec<f32> =
-            var.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(&before[i]).map(|(x, b)| x - b).collect();
-        let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
-        let err = max_rel_err(&ours, &theirs);
-        assert!(err <= 1e-4, "Adam update of tensor {i}: relative error {err}");
-    }
+    assert_steps_match(&l, H, &vo, &online, &nets.online, 1e-4);
 }
 
 fn params() -> (TrialParams, PpoParams) {

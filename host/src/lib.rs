@@ -3,6 +3,12 @@
 //! The CPU backend calls [`gpu_kernels`]' functions directly (in parallel over envs with rayon); the CUDA
 //! backend (feature `cuda`) loads the PTX built from the same functions and launches it through cudarc, one
 //! stream per trial group. [`EnvBatch`] hides which one runs.
+//!
+//! Layout, as candle splits its backends: the public modules here dispatch and hold the public types
+//! ([`env_batch`], [`dqn`], [`ppo`], [`backtest`], [`types`]); `cpu/` holds the CPU backend and `cuda/` the
+//! CUDA one (device buffers in `cuda/buffers.rs`, every `unsafe` launch in `cuda/launch/`). Both backends
+//! call the same per-element rules of [`gpu_kernels`] and build their product tables with `plan.rs`; neither
+//! imports the other.
 
 pub mod backend;
 pub mod backtest;

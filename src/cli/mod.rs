@@ -105,7 +105,8 @@ enum Command {
         /// Study file, shorthand for --storage sqlite:///PATH (default: `runs/hyperopt-<time>/study.sqlite`).
         #[arg(long, conflicts_with = "storage")]
         study: Option<PathBuf>,
-        /// Study storage URL as Optuna spells it: sqlite:///PATH (PostgreSQL is not built yet).
+        /// Study storage URL as Optuna spells it: sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DB (the
+        /// password is masked in every message).
         #[arg(long)]
         storage: Option<String>,
         /// The study's name in its storage (Optuna's study_name).

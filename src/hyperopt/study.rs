@@ -443,7 +443,9 @@ impl Study {
 
     fn with(db: Db, study_id: i64) -> Result<Self, Error> {
         let mut study = Self { db, study_id, space: BTreeMap::new() };
-        let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).unwrap_or_default();
+        let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).map_err(|e| {
+            Error::Study(format!("the study's `{CONFIG_ATTR}` attribute is not a tradesim search configuration: {e}"))
+        })?;
         study.space = cfg.space;
         Ok(study)
     }

@@ -61,3 +61,16 @@ pub fn assert_inactive_untouched(l: &Layout, h: usize, gradients: &[f32], before
         assert_eq!(after[q].to_bits(), before[q].to_bits(), "parameter {q} beyond the active width moved");
     }
 }
+
+/// The step our update made (`before` -> `after`, active entries) equals the step candle's optimizer made to
+/// the variables `stepped` (which started at `before`), tensor by tensor, within `tolerance` relative error.
+pub fn assert_steps_match(l: &Layout, h: usize, stepped: &[Var], before: &[f32], after: &[f32], tolerance: f32) {
+    let (before, after) = (active(l, before, h), active(l, after, h));
+    for (i, var) in stepped.iter().enumerate() {
+        let theirs: Vec<f32> =
+            var.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(&before[i]).map(|(x, b)| x - b).collect();
+        let ours: Vec<f32> = after[i].iter().zip(&before[i]).map(|(x, b)| x - b).collect();
+        let err = max_rel_err(&ours, &theirs);
+        assert!(err <= tolerance, "optimizer step of tensor {i}: relative error {err}");
+    }
+}

@@ -35,6 +35,18 @@ fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostErr
     Ok(())
 }
 
+/// [`check_ppo`] and the rollout ring of `args` (`K x T x E` slots).
+fn check_rollout(
+    kernel: &str,
+    b: &PpoBuffers,
+    args: &PpoArgs,
+    ring: &CudaSlice<Dev<Transition>>,
+) -> Result<(), HostError> {
+    check_ppo(kernel, b, args)?;
+    let slots = args.n_trials as usize * args.envs_per_trial as usize * args.steps as usize;
+    at_least(kernel, "ring slots", slots, ring.len())
+}
+
 /// `ppo_select`: actions (and log-probabilities and values at rollout step `slot`, or bootstrap values) from
 /// the acting outputs.
 pub(crate) fn ppo_select(
@@ -83,8 +95,7 @@ pub(crate) fn ppo_gae(
     args: &PpoArgs,
 ) -> Result<(), HostError> {
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    check_ppo("ppo_gae", b, args)?;
-    at_least("ppo_gae", "ring slots", n_envs * args.steps as usize, ring.len())?;
+    check_rollout("ppo_gae", b, args, ring)?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_gae);
     launch
@@ -111,12 +122,9 @@ pub(crate) fn ppo_gather(
     args: &PpoArgs,
 ) -> Result<(), HostError> {
     let kernel = "ppo_gather";
-    check_ppo(kernel, b, args)?;
-    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
+    check_rollout(kernel, b, args, ring)?;
     at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
     let dev_args = Dev(*args);
-    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
     let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let threads = args.n_trials as usize * args.batch as usize * args.input as usize;
@@ -135,9 +143,7 @@ pub(crate) fn ppo_loss(
     args: &PpoArgs,
 ) -> Result<(), HostError> {
     let kernel = "ppo_loss";
-    check_ppo(kernel, b, args)?;
-    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    at_least(kernel, "ring slots", n_envs * args.steps as usize, ring.len())?;
+    check_rollout(kernel, b, args, ring)?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_loss);
     launch
