@@ -203,8 +203,7 @@ impl DqnAgent {
             #[cfg(feature = "cuda")]
             AgentInner::Cuda(dqn) => dqn.losses()?,
         };
-        let b = self.args.batch as usize;
-        Ok(losses.chunks(b).zip(&self.params).map(|(l, p)| l.iter().sum::<f32>() / p.batch as f32).collect())
+        Ok(crate::types::mean_losses(&losses, self.args.batch as usize, self.params.iter().map(|p| p.batch)))
     }
 
     /// Online, target and Adam state of every trial.

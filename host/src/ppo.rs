@@ -275,8 +275,7 @@ impl PpoAgent {
             #[cfg(feature = "cuda")]
             PpoInner::Cuda(g) => g.losses()?,
         };
-        let b = self.args.batch as usize;
-        Ok(losses.chunks(b).zip(&self.params).map(|(l, p)| l.iter().sum::<f32>() / p.batch as f32).collect())
+        Ok(crate::types::mean_losses(&losses, self.args.batch as usize, self.params.iter().map(|p| p.batch)))
     }
 
     /// The networks and Adam state (no target networks: `target` is empty).

@@ -188,3 +188,9 @@ pub struct BatchStep {
     /// The gradient of every parameter (`K x P`) that the Adam step used.
     pub gradients: Vec<f32>,
 }
+
+/// Each trial's mean loss: the sum of its `b` per-sample losses (`K x b`, trial-major; samples past its own
+/// batch are 0) over its own batch size.
+pub(crate) fn mean_losses(losses: &[f32], b: usize, batches: impl Iterator<Item = u32>) -> Vec<f32> {
+    losses.chunks(b).zip(batches).map(|(l, batch)| l.iter().sum::<f32>() / batch as f32).collect()
+}
