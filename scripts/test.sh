@@ -3,7 +3,8 @@
 # the CUDA one (PTX built with nightly) and the CPU-only one (stable alone). GPU tests skip without a GPU
 # unless REQUIRE_GPU=1. The Optuna interop test runs the real optuna from a throwaway virtualenv
 # (scripts/setup-optuna.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
-# the report test headless Chromium (scripts/setup-chromium.sh).
+# the report test headless Chromium (scripts/setup-chromium.sh). The Python package's pytest suite runs from a
+# throwaway virtualenv too (scripts/setup-python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-toolchain.sh
@@ -24,4 +25,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --no-default-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace
+# The Python package: its wheel built by maturin (this checkout, default features), installed in a throwaway
+# virtualenv, tested with pytest against the CLI binary of the same build.
+TRADESIM_PYTHON=$(bash scripts/setup-python.sh)
+TRADESIM_BIN=$PWD/target/debug/tradesim "$TRADESIM_PYTHON" -m pytest -q python/tests
 cargo test --workspace --no-default-features

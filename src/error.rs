@@ -47,6 +47,9 @@ pub enum Error {
     /// An output (report, chart, checkpoint) could not be produced.
     #[error("{0}")]
     Output(String),
+    /// Stopped by the user (Ctrl-C) while running; a study continues with `--resume`.
+    #[error("interrupted")]
+    Interrupted,
     /// The runtime: backend selection, shapes, device memory, kernels.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -64,11 +67,14 @@ impl Error {
         move |source| Self::Io { path, source }
     }
 
-    /// The process exit code of this error: 2 for bad input, 1 for a failure while running.
+    /// The process exit code of this error: 2 for bad input, 1 for a failure while running, 130 when
+    /// interrupted.
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::DataRefused { .. } | Self::Data(_) | Self::Config { .. } => 2,
             Self::Io { .. } | Self::Study(_) | Self::Output(_) => 1,
+            // 128 + SIGINT, as shells report a process stopped by Ctrl-C.
+            Self::Interrupted => 130,
             Self::Host(h) => match h {
                 #[cfg(feature = "cuda")]
                 HostError::Driver { .. } => 1,

@@ -44,6 +44,7 @@ pub mod cli;
 pub mod data;
 pub mod error;
 mod failpoint;
+pub mod grid;
 pub mod hyperopt;
 pub mod json;
 pub mod table;

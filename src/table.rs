@@ -19,12 +19,18 @@ pub enum Column {
 }
 
 impl Column {
-    fn len(&self) -> usize {
+    /// Rows.
+    pub fn len(&self) -> usize {
         match self {
             Self::Text(v) => v.len(),
             Self::Int(v) => v.len(),
             Self::Float(v) => v.len(),
         }
+    }
+
+    /// Whether the column has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn cell(&self, i: usize) -> String {

@@ -393,7 +393,7 @@ fn train<A: Learner>(
     cfg: &TrainConfig,
     ring_capacity: impl FnOnce(usize) -> usize,
     make_agent: impl FnOnce(&EnvBatch) -> Result<A, HostError>,
-    mut progress: impl FnMut(&EpochReport),
+    mut progress: impl FnMut(&EpochReport) -> Result<(), Error>,
 ) -> Result<Trained<A>, Error> {
     let trials = cfg.env_params.len();
     let setup = Instant::now();
@@ -428,7 +428,7 @@ fn train<A: Learner>(
             train_seconds,
             eval_seconds: started.elapsed().as_secs_f64(),
         };
-        progress(&report);
+        progress(&report)?;
         epochs.push(report);
     }
     let started = Instant::now();
@@ -446,12 +446,13 @@ fn train<A: Learner>(
     })
 }
 
-/// Trains DQN agents (one per trial, `cfg.dqn[k]`) on `series`; `progress` hears about every epoch as it ends.
+/// Trains DQN agents (one per trial, `cfg.dqn[k]`) on `series`; `progress` hears about every epoch as it ends
+/// (an error from it stops the training there and is returned).
 pub fn train_dqn(
     backend: &Backend,
     data: &SplitData,
     cfg: &TrainConfig,
-    progress: impl FnMut(&EpochReport),
+    progress: impl FnMut(&EpochReport) -> Result<(), Error>,
 ) -> Result<Trained, Error> {
     if cfg.env_params.len() != cfg.dqn.len() || cfg.dqn.is_empty() {
         return Err(Error::Data(format!(
@@ -472,7 +473,7 @@ pub fn train_ppo(
     data: &SplitData,
     cfg: &TrainConfig,
     ppo: &[gpu_kernels::ppo::PpoParams],
-    progress: impl FnMut(&EpochReport),
+    progress: impl FnMut(&EpochReport) -> Result<(), Error>,
 ) -> Result<Trained<PpoAgent>, Error> {
     if cfg.env_params.len() != ppo.len() || ppo.is_empty() {
         return Err(Error::Data(format!(

@@ -239,6 +239,7 @@ fn two_workers_share_a_study() {
         if let tradesim::hyperopt::Progress::Batch { .. } = p {
             batches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
+        Ok(())
     })
     .unwrap();
     let trials = stored(&study);

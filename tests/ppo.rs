@@ -396,7 +396,7 @@ fn train_ppo_runs_on_real_data() {
     cfg.rollout_steps = 16;
     let ppo = [PpoParams { hidden: 16, batch: 32, epochs: 2, ..PpoParams::default() }; 2];
     let data = SplitData::new(&d.series[0], cfg.split, tradesim::DEFAULT_SIGMA_SPAN).unwrap();
-    let trained = train_ppo(&Backend::Cpu, &data, &cfg, &ppo, |_| {}).unwrap();
+    let trained = train_ppo(&Backend::Cpu, &data, &cfg, &ppo, |_| Ok(())).unwrap();
     assert_eq!(trained.epochs.len(), 2);
     assert_eq!(trained.epochs.iter().map(|e| e.grad_steps).collect::<Vec<_>>(), [16, 32]);
     assert_eq!(trained.epochs[1].env_steps, 64);

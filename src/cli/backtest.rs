@@ -2,14 +2,13 @@
 //! every column and the Decimal audit of the best one.
 
 use crate::Error;
-use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::Instant;
 
-use crate::audit::{DecimalParams, audit_column, parse_decimal};
+use crate::audit::parse_decimal;
 use crate::data::Dataset;
-use crate::data::device::Prepared;
-use crate::{Backend, BacktestSpec, Metrics, Signals, SmaCross, backtest};
+pub use crate::grid::SignalRule;
+use crate::grid::{GridRequest, run_grid};
+use crate::{Backend, Metrics};
 
 /// Strategy families of `tradesim backtest --strategy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -17,17 +16,6 @@ pub enum Strategy {
     /// A fast and a slow simple moving average of the closes, one column per (fast, slow) pair.
     #[default]
     SmaCross,
-}
-
-/// When an SMA crossover changes a column's target (`--signal`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum SignalRule {
-    /// Only on a crossover event: long when fast crosses above slow, short (or flat) when it crosses below;
-    /// flat before the first event, a tie is no event.
-    #[default]
-    Cross,
-    /// The side of the averages: long while fast > slow, short (or flat) while below, flat on a tie.
-    State,
 }
 
 /// Everything the command needs, already loaded.
@@ -73,43 +61,6 @@ pub struct Request {
     pub backend: Result<Backend, Error>,
 }
 
-/// The grid columns `spec` selects (`best`, `top:N`, `all`, or `FAST/SLOW` pairs, or `sma_FAST_SLOW` names as
-/// the exports write them, separated by commas), in
-/// rank order for `best`/`top`, grid order otherwise; `order` is the ranking.
-pub fn select_columns(spec: &str, grid: &[SmaCross], order: &[usize]) -> Result<Vec<usize>, Error> {
-    let spec = spec.trim();
-    let bad = |why: &str| {
-        Error::config("--columns", format!("`{spec}`: {why} (best, top:N, all or FAST/SLOW[,FAST/SLOW...])"))
-    };
-    match spec {
-        "best" => Ok(order.iter().take(1).copied().collect()),
-        "all" => Ok((0..grid.len()).collect()),
-        _ if spec.starts_with("top:") => {
-            let n: usize = spec[4..].trim().parse().map_err(|_| bad("N is not a whole number"))?;
-            if n == 0 {
-                return Err(bad("N must be at least 1"));
-            }
-            Ok(order.iter().take(n).copied().collect())
-        }
-        _ => spec
-            .split(',')
-            .map(|pair| {
-                // `FAST/SLOW`, or an exported column's name `sma_FAST_SLOW`.
-                let named = pair.trim().strip_prefix("sma_").and_then(|p| p.split_once('_'));
-                let (f, s) =
-                    named.or_else(|| pair.split_once('/')).ok_or_else(|| bad(&format!("`{pair}` is not FAST/SLOW")))?;
-                let (f, s): (u32, u32) = (
-                    f.trim().parse().map_err(|_| bad(&format!("`{f}` is not a window")))?,
-                    s.trim().parse().map_err(|_| bad(&format!("`{s}` is not a window")))?,
-                );
-                grid.iter()
-                    .position(|g| g.fast == f && g.slow == s)
-                    .ok_or_else(|| bad(&format!("{f}/{s} is not in the grid")))
-            })
-            .collect(),
-    }
-}
-
 /// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
 fn table_path(flag: &str, path: &std::path::Path) -> Result<(), Error> {
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
@@ -147,56 +98,34 @@ pub fn run(req: Request) -> Result<(), Error> {
     let dataset = req.dataset?;
     let series = dataset.select(req.symbol.as_deref())?;
     let backend = req.backend?;
-    let dp = DecimalParams {
-        initial_capital: parse_decimal("capital", &req.capital)?,
-        spread: parse_decimal("spread", &req.spread)?,
-        commission: parse_decimal("commission", &req.commission)?,
-        cash_reserve_pct: rust_decimal::Decimal::ZERO,
-        whole_units: req.whole_units,
-        allow_short: req.allow_short,
-    };
-    let params = dp.to_params()?;
     for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
         if let Some(p) = path {
             table_path(flag, p)?;
         }
     }
-    let rule = match req.signal {
-        SignalRule::Cross => gpu_kernels::backtest::RULE_CROSS,
-        SignalRule::State => gpu_kernels::backtest::RULE_STATE,
+    let request = GridRequest {
+        fast: parse_windows("fast", &req.fast)?,
+        slow: parse_windows("slow", &req.slow)?,
+        signal: req.signal,
+        allow_short: req.allow_short,
+        capital: parse_decimal("capital", &req.capital)?,
+        spread: parse_decimal("spread", &req.spread)?,
+        commission: parse_decimal("commission", &req.commission)?,
+        whole_units: req.whole_units,
+        bars_per_year: req.bars_per_year,
     };
-    let (fast, slow) = (parse_windows("fast", &req.fast)?, parse_windows("slow", &req.slow)?);
-    let grid: Vec<SmaCross> = fast
-        .iter()
-        .flat_map(|&f| {
-            slow.iter().filter(move |&&s| s > f).map(move |&s| SmaCross {
-                fast: f,
-                slow: s,
-                allow_short: u32::from(req.allow_short),
-                rule,
-            })
-        })
-        .collect();
-    if grid.is_empty() {
-        return Err(Error::config("--slow", "the grid is empty: every slow window must exceed a fast one"));
-    }
-    let n = series.bars.len();
-    let market = Prepared::new(series, 0..n)?.market_data(0..n)?;
-    let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
-    let bars_per_year = req.bars_per_year.unwrap_or_else(|| crate::data::time::infer_bars_per_year(&times));
-    let spec = BacktestSpec { start: 0, end: n - 1, bars_per_year, risk_free: 0.0, ledger: true, equity: false };
-    let started = Instant::now();
-    let result = backtest(&backend, &market, &[params], Signals::SmaCross(&grid), &spec)?;
-    let seconds = started.elapsed().as_secs_f64();
+    let run = run_grid(&backend, series, &request)?;
+    let (grid, result, n, bars_per_year) = (&run.grid, &run.result, series.bars.len(), run.bars_per_year);
     println!(
-        "data:     {}, symbol {}, {n} bars, {bars_per_year} bars/year; {} columns on {} in {seconds:.3} s ({:.3e} bar-columns/s)",
+        "data:     {}, symbol {}, {n} bars, {bars_per_year} bars/year; {} columns on {} in {:.3} s ({:.3e} bar-columns/s)",
         dataset.label(),
         series.symbol,
         grid.len(),
         backend.info().backend,
-        (grid.len() * (n - 1)) as f64 / seconds
+        run.seconds,
+        (grid.len() * (n - 1)) as f64 / run.seconds
     );
-    let order = result.ranking(|m| m.sharpe);
+    let order = &run.order;
     println!(
         "{:>4} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>7} {:>6} {:>7} {:>9}",
         "rank", "fast", "slow", "total%", "annual%", "sharpe", "maxdd%", "trades", "win%", "pf", "costs"
@@ -219,7 +148,7 @@ pub fn run(req: Request) -> Result<(), Error> {
         );
     }
     let best = order[0];
-    match audit_column(&series.bars, &dp, result.column_trades(best), &result.metrics[best]) {
+    match run.audit_best(series) {
         Ok(report) => println!("best column (fast {}, slow {}): {report}", grid[best].fast, grid[best].slow),
         Err(e) => println!("best column: no Decimal audit: {e}"),
     }
@@ -232,7 +161,7 @@ pub fn run(req: Request) -> Result<(), Error> {
                 let mut row = serde_json::Map::new();
                 row.insert("fast".to_owned(), grid[c].fast.into());
                 row.insert("slow".to_owned(), grid[c].slow.into());
-                row.insert("rank".to_owned(), order.iter().position(|&x| x == c).map_or(0, |r| r + 1).into());
+                row.insert("rank".to_owned(), run.rank_of(c).into());
                 for (k, v) in Metrics::NAMES.iter().zip(m.values()) {
                     row.insert((*k).to_owned(), crate::json::number(v));
                 }
@@ -252,45 +181,20 @@ pub fn run(req: Request) -> Result<(), Error> {
         println!("JSON: {}", path.display());
     }
     if let Some(path) = &req.csv {
-        let mut out = format!("fast,slow,rank,{}\n", Metrics::NAMES.join(","));
-        for (c, m) in result.metrics.iter().enumerate() {
-            let rank = order.iter().position(|&x| x == c).map_or(0, |r| r + 1);
-            let fields: Vec<String> = m.values().iter().map(|v| v.to_string()).collect();
-            let _ = writeln!(out, "{},{},{rank},{}", grid[c].fast, grid[c].slow, fields.join(","));
-        }
-        std::fs::write(path, out).map_err(Error::io(path))?;
+        crate::table::write_table(path, &run.metric_columns())?;
         println!("CSV:  {}", path.display());
     }
     if req.equity.is_some() || req.trades.is_some() {
-        let chosen = select_columns(&req.columns, &grid, &order)?;
-        let sub: Vec<SmaCross> = chosen.iter().map(|&c| grid[c]).collect();
-        let spec = BacktestSpec { equity: true, ..spec };
-        let r = backtest(&backend, &market, &[params], Signals::SmaCross(&sub), &spec)?;
-        let name = |g: &SmaCross| format!("sma_{}_{}", g.fast, g.slow);
-        let time = |bar: usize| times.get(bar).map_or_else(String::new, |t| t.to_rfc3339());
-        if let Some(path) = &req.equity {
-            use crate::table::Column;
-            let per = r.equity.len() / sub.len().max(1);
-            let mut columns = vec![
-                ("time".to_owned(), Column::Text((0..per).map(time).collect())),
-                ("bar".to_owned(), Column::Int((0..per as i64).collect())),
-            ];
-            for (c, g) in sub.iter().enumerate() {
-                columns.push((name(g), Column::Float(r.equity[c * per..(c + 1) * per].to_vec())));
-            }
-            crate::table::write_table(path, &columns)?;
-            println!("equity: {} ({} columns x {per} bars)", path.display(), sub.len());
+        let chosen = run.select_columns(&req.columns)?;
+        let exports = run.exports(&backend, &chosen, req.equity.is_some())?;
+        if let (Some(path), Some(columns)) = (&req.equity, &exports.equity) {
+            crate::table::write_table(path, columns)?;
+            println!("equity: {} ({} columns x {} bars)", path.display(), chosen.len(), exports.bars);
         }
         if let Some(path) = &req.trades {
-            let all: Vec<(String, crate::Trade)> = (0..sub.len())
-                .flat_map(|c| {
-                    let label = name(&sub[c]);
-                    r.column_trades(c).iter().map(move |t| (label.clone(), *t))
-                })
-                .collect();
-            let columns = crate::table::trade_columns(&all, &|bar| time(bar as usize));
-            crate::table::write_table(path, &columns)?;
-            println!("trades: {} ({} trades of {} columns)", path.display(), all.len(), sub.len());
+            crate::table::write_table(path, &exports.trades)?;
+            let count = exports.trades.first().map_or(0, |(_, c)| c.len());
+            println!("trades: {} ({count} trades of {} columns)", path.display(), chosen.len());
         }
     }
     Ok(())

@@ -339,8 +339,9 @@ pub fn main() -> ExitCode {
             report,
             device,
         } => {
-            let args = hyperopt::HyperoptArgs {
+            let args = crate::hyperopt::job::JobArgs {
                 config,
+                config_text: None,
                 algo,
                 trials,
                 parallel,

@@ -76,6 +76,7 @@ pub fn run(
             steps_per_s
         ));
         bar.inc(1);
+        Ok(())
     };
     let label = dataset.label();
     let data = crate::train::SplitData::new(series, cfg.split, sigma_span)?;

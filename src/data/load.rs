@@ -52,6 +52,68 @@ pub fn load_bytes(
     build(name, table, default_symbol, policy)
 }
 
+/// One column of an in-memory table (a DataFrame's column, a numpy array) for [`load_columns`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnData {
+    /// Floats (prices, volumes); NaN and infinities are findings, like `nan` in a CSV.
+    Float(Vec<f64>),
+    /// Integers (prices, volumes, or epoch seconds / milliseconds in a time column).
+    Int(Vec<i64>),
+    /// Timestamps as nanoseconds since the Unix epoch, UTC; `None` for a missing time (pandas' NaT).
+    TimeNs(Vec<Option<i64>>),
+    /// Text cells (timestamps, symbols, numbers written as text); `None` for a missing cell.
+    Text(Vec<Option<String>>),
+}
+
+impl ColumnData {
+    fn len(&self) -> usize {
+        match self {
+            Self::Float(v) => v.len(),
+            Self::Int(v) => v.len(),
+            Self::TimeNs(v) => v.len(),
+            Self::Text(v) => v.len(),
+        }
+    }
+
+    fn cell(&self, i: usize) -> Cell {
+        match self {
+            Self::Float(v) => Cell::Float(v[i]),
+            Self::Int(v) => Cell::Int(v[i]),
+            Self::TimeNs(v) => {
+                v[i].map_or(Cell::Null, |ns| Cell::Time(DateTime::from_timestamp_nanos(ns).fixed_offset()))
+            }
+            Self::Text(v) => v[i].as_ref().map_or(Cell::Null, |s| Cell::Text(s.clone())),
+        }
+    }
+}
+
+/// Loads an in-memory table (`headers[i]` names `columns[i]`, all the same length) named `name` through the
+/// same column mapping and validation as a file. Rows are numbered by position from 0 (a DataFrame's
+/// `iloc`), where a CSV file's findings give line numbers.
+pub fn load_columns(
+    name: &str,
+    headers: &[String],
+    columns: Vec<ColumnData>,
+    default_symbol: &str,
+    policy: &CleanPolicy,
+) -> Result<(Dataset, LoadReport), LoadReport> {
+    if headers.len() != columns.len() {
+        let message = format!("{} headers for {} columns", headers.len(), columns.len());
+        return Err(file_error(name, IssueClass::BadRow, message));
+    }
+    let rows = columns.first().map_or(0, ColumnData::len);
+    if let Some((h, c)) = headers.iter().zip(&columns).find(|(_, c)| c.len() != rows) {
+        let message = format!("column `{h}` has {} rows, the first column {rows}", c.len());
+        return Err(file_error(name, IssueClass::BadRow, message));
+    }
+    let table = Table {
+        headers: headers.to_vec(),
+        rows: (0..rows).map(|i| (i, columns.iter().map(|c| c.cell(i)).collect())).collect(),
+        findings: Vec::new(),
+    };
+    build(name, table, default_symbol, policy)
+}
+
 /// An error about the whole file (`row` 1 for the header).
 fn file_finding(file: &str, row: Option<usize>, class: IssueClass, message: String) -> Finding {
     Finding { file: file.to_owned(), row, column: None, class, severity: Severity::Error, message }

@@ -117,7 +117,8 @@ pub enum Severity {
 pub struct Finding {
     /// File (or source) name.
     pub file: String,
-    /// 1-based row: the CSV line number (header = line 1), or the Parquet data row.
+    /// Row: the CSV line number (header = line 1), the 1-based Parquet data row, or the 0-based position
+    /// of an in-memory table ([`super::load_columns`], a DataFrame's `iloc`).
     pub row: Option<usize>,
     /// Column name as the file's header writes it.
     pub column: Option<String>,

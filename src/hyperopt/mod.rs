@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod db;
+pub mod job;
 pub mod report;
 pub mod sampler;
 pub mod search;

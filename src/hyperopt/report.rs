@@ -29,6 +29,32 @@ pub struct ReportSummary {
     pub files: Vec<PathBuf>,
 }
 
+/// A leaderboard ([`leaderboard`]) as table columns: `rank`, `number`, `status`, `value` (the validation
+/// Sharpe), `pruned_at` (NaN when not pruned), `test_return`, `test_sharpe`, `checkpoint`, then one column
+/// per parameter (the union of the trials' names, sorted; NaN where a trial has none).
+pub fn leaderboard_columns(board: &[TrialRecord]) -> Vec<(String, crate::table::Column)> {
+    use crate::table::Column;
+    let float = |f: &dyn Fn(&TrialRecord) -> f64| Column::Float(board.iter().map(f).collect());
+    let mut out = vec![
+        ("rank".to_owned(), Column::Int((1..=board.len() as i64).collect())),
+        ("number".to_owned(), Column::Int(board.iter().map(|t| t.number as i64).collect())),
+        ("status".to_owned(), Column::Text(board.iter().map(|t| t.status.clone()).collect())),
+        ("value".to_owned(), float(&|t| t.value)),
+        ("pruned_at".to_owned(), float(&|t| t.pruned_at.map_or(f64::NAN, |e| e as f64))),
+        ("test_return".to_owned(), float(&|t| t.test_return)),
+        ("test_sharpe".to_owned(), float(&|t| t.test_sharpe)),
+        (
+            "checkpoint".to_owned(),
+            Column::Text(board.iter().map(|t| t.checkpoint.clone().unwrap_or_default()).collect()),
+        ),
+    ];
+    let names: std::collections::BTreeSet<&String> = board.iter().flat_map(|t| t.params.keys()).collect();
+    for name in names {
+        out.push((name.clone(), float(&|t| t.params.get(name).copied().unwrap_or(f64::NAN))));
+    }
+    out
+}
+
 /// Orders trials: complete before pruned before failed (an undefined objective) before running, then by
 /// value (NaN last), then by number. The best trial is the first, when it is complete.
 pub fn leaderboard(mut trials: Vec<TrialRecord>) -> Vec<TrialRecord> {

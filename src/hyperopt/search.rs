@@ -169,7 +169,8 @@ pub struct SearchPaths {
     pub checkpoints: PathBuf,
 }
 
-/// Events for progress displays.
+/// Events for progress displays; an error returned by the listener stops the search there (a Ctrl-C) and
+/// is returned by [`run_search`] (the interrupted trials resume as a killed search's do).
 #[derive(Clone, Debug)]
 pub enum Progress {
     /// A batch of trials starts.
@@ -316,7 +317,7 @@ pub fn run_search(
     cfg: &SearchConfig,
     bars_per_year: f64,
     paths: &SearchPaths,
-    progress: &(dyn Fn(&Progress) + Sync),
+    progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
 ) -> Result<(), Error> {
     let s = &cfg.study;
     let env = EnvDecimals::parse(&cfg.env)?;
@@ -340,13 +341,13 @@ pub fn run_search(
                 if c.elsewhere.is_empty() {
                     return Ok(());
                 }
-                progress(&Progress::Waiting { numbers: c.elsewhere });
+                progress(&Progress::Waiting { numbers: c.elsewhere })?;
                 std::thread::sleep(std::time::Duration::from_secs_f64(s.heartbeat_seconds));
                 continue;
             }
             let numbers: Vec<u64> = c.batch.iter().map(|b| b.0).collect();
             running.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?.extend(&numbers);
-            progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished });
+            progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
             let result =
                 run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &c.batch, paths, &study, progress);
             running
@@ -355,7 +356,7 @@ pub fn run_search(
                 .retain(|n| !numbers.contains(n));
             result?;
             let finished = study.trials()?.iter().filter(|t| t.finished()).count();
-            progress(&Progress::BatchDone { finished });
+            progress(&Progress::BatchDone { finished })?;
         }
     };
     let heartbeat = || -> Result<(), Error> {
@@ -395,7 +396,7 @@ fn run_batch(
     batch: &[Claim],
     paths: &SearchPaths,
     study: &Study,
-    progress: &(dyn Fn(&Progress) + Sync),
+    progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
 ) -> Result<(), Error> {
     let s = &cfg.study;
     // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
@@ -427,7 +428,7 @@ fn run_batch(
             best,
             train_seconds: r.train_seconds,
             eval_seconds: r.eval_seconds,
-        });
+        })?;
         for (k, (number, ..)) in batch.iter().enumerate() {
             if pruned[k] {
                 continue;
@@ -462,6 +463,7 @@ fn run_batch(
                 failure.get_or_insert(e);
             }
         }
+        Ok(())
     };
     if s.algo == Algo::Ppo {
         tc.rollout_steps = s.rollout_steps;
@@ -472,7 +474,7 @@ fn run_batch(
         // The unsplit trials' batches (the agent grows the buffer to the splits' shares).
         tc.batch = ppo.iter().filter(|p| p.minibatches == 0).map(|p| p.batch as usize).max().unwrap_or(1);
         let trained = train_ppo(backend, data, &tc, &ppo, &mut record)?;
-        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds });
+        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds })?;
         failure.map_or(Ok(()), Err)?;
         finish_batch(&trained, batch, paths, study)
     } else {
@@ -480,7 +482,7 @@ fn run_batch(
         tc.hidden = tc.dqn.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
         tc.batch = tc.dqn.iter().map(|p| p.batch as usize).max().unwrap_or(64);
         let trained = train_dqn(backend, data, &tc, &mut record)?;
-        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds });
+        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds })?;
         failure.map_or(Ok(()), Err)?;
         finish_batch(&trained, batch, paths, study)
     }

@@ -1,0 +1,82 @@
+"""Type hints of the native module (PyO3). Use the functions of :mod:`tradesim`, which wrap these."""
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class DataError(ValueError):
+    """Market data tradesim refuses. ``findings``: one dict per finding with ``file``, ``row`` (the
+    DataFrame position, 0-based; the line number for a CSV file), ``index`` (the DataFrame's index label),
+    ``column``, ``class`` (``non-finite``, ``high-below-low``, ...), ``severity`` and ``message``."""
+
+    findings: list[dict[str, Any]]
+
+class TradesimError(RuntimeError):
+    """A failure that is not about the input: the study's database, a file that cannot be written, the
+    driver."""
+
+class Bars:
+    """Validated bars (one series per symbol)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def synthetic(self) -> bool: ...
+    @property
+    def symbols(self) -> list[str]: ...
+    @property
+    def n_bars(self) -> int: ...
+    @property
+    def findings(self) -> list[dict[str, Any]]: ...
+    @property
+    def notes(self) -> list[str]: ...
+    def __len__(self) -> int: ...
+
+def load_columns(
+    name: str,
+    headers: Sequence[str],
+    columns: Sequence[tuple[str, Any]],
+    default_symbol: str,
+    drop: Sequence[str],
+    repair: Sequence[str],
+    labels: Optional[Sequence[str]] = None,
+) -> Bars: ...
+def load_file(path: str, drop: Sequence[str], repair: Sequence[str]) -> Bars: ...
+def embedded() -> Bars: ...
+def synthetic(bars: int, symbols: int = 1, seed: Optional[int] = None) -> Bars: ...
+def device_info(device: str) -> dict[str, Any]: ...
+def backtest(
+    bars: Bars,
+    symbol: Optional[str],
+    fast: Sequence[int],
+    slow: Sequence[int],
+    signal: str,
+    allow_short: bool,
+    spread: Any,
+    commission: Any,
+    capital: Any,
+    whole_units: bool,
+    bars_per_year: Optional[float],
+    columns: str,
+    trades: bool,
+    equity: bool,
+    device: str,
+) -> dict[str, Any]: ...
+def hyperopt(
+    bars: Bars,
+    symbol: Optional[str],
+    config_toml: Optional[str],
+    overrides: dict[str, Any],
+    study: Optional[str],
+    storage: Optional[str],
+    study_name: str,
+    resume: bool,
+    load_if_exists: bool,
+    report: Optional[str],
+    device: str,
+) -> dict[str, Any]: ...
+
+FloatArray = npt.NDArray[np.float64]

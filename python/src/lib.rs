@@ -1,0 +1,426 @@
+//! `tradesim._native`: the Python bindings (PyO3, abi3). Everything here converts between Python and the
+//! `tradesim` library and calls it; no rule of the simulation, the backtest or the search lives here. The
+//! Python package (`pysrc/tradesim/`) wraps these functions in pandas.
+
+use std::path::PathBuf;
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString};
+use rust_decimal::Decimal;
+
+use tradesim::audit::parse_decimal;
+use tradesim::data::synthetic::{GeneratorConfig, generate};
+use tradesim::data::{CleanPolicy, ColumnData, Dataset, Finding, LoadReport};
+use tradesim::grid::{GridRequest, SignalRule, run_grid};
+use tradesim::hyperopt::job::{Job, JobArgs};
+use tradesim::table::Column;
+use tradesim::{DeviceRequest, Error};
+
+create_exception!(
+    _native,
+    DataError,
+    PyValueError,
+    "Market data tradesim refuses: `findings` lists every finding (file, row, index, column, class, severity, message)."
+);
+create_exception!(_native, TradesimError, PyRuntimeError, "A tradesim failure that is not about the data.");
+
+/// Validated bars (one series per symbol), ready for a backtest or a search.
+#[derive(Debug)]
+#[pyclass(frozen, module = "tradesim._native")]
+pub struct Bars {
+    dataset: Dataset,
+    report: Option<LoadReport>,
+}
+
+#[pymethods]
+impl Bars {
+    /// Where the data came from (`DataFrame`, a path, `embedded:NAME`, `synthetic:...`).
+    #[getter]
+    fn source(&self) -> String {
+        self.dataset.source.clone()
+    }
+
+    /// True for generated data.
+    #[getter]
+    fn synthetic(&self) -> bool {
+        self.dataset.synthetic
+    }
+
+    /// The symbols, in order of first appearance.
+    #[getter]
+    fn symbols(&self) -> Vec<String> {
+        self.dataset.series.iter().map(|s| s.symbol.clone()).collect()
+    }
+
+    /// Bars over all symbols.
+    #[getter]
+    fn n_bars(&self) -> usize {
+        self.dataset.n_bars()
+    }
+
+    /// Warnings and handled findings of the load (dropped or repaired rows), as dicts.
+    #[getter]
+    fn findings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let findings: &[Finding] = self.report.as_ref().map_or(&[], |r| r.findings.as_slice());
+        findings_list(py, findings, None)
+    }
+
+    /// How the columns were read where that was a choice.
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.report.as_ref().map_or_else(Vec::new, |r| r.notes.clone())
+    }
+
+    fn __len__(&self) -> usize {
+        self.dataset.n_bars()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Bars({}, {} bars, symbols [{}])",
+            self.dataset.label(),
+            self.dataset.n_bars(),
+            self.symbols().join(", ")
+        )
+    }
+}
+
+/// The findings as a list of dicts; `labels[row]` (the DataFrame's index labels) added as `index`.
+fn findings_list<'py>(
+    py: Python<'py>,
+    findings: &[Finding],
+    labels: Option<&[String]>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for f in findings {
+        let d = PyDict::new(py);
+        d.set_item("file", &f.file)?;
+        d.set_item("row", f.row)?;
+        d.set_item("index", f.row.and_then(|r| labels.and_then(|l| l.get(r))))?;
+        d.set_item("column", &f.column)?;
+        d.set_item("class", f.class.name())?;
+        d.set_item("severity", format!("{:?}", f.severity).to_lowercase())?;
+        d.set_item("message", &f.message)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+/// A refused load as `DataError(message)` with its `findings`.
+fn data_error(py: Python<'_>, report: &LoadReport, labels: Option<&[String]>) -> PyErr {
+    let message = Error::DataRefused { report: Box::new(report.clone()) }.to_string();
+    let err = DataError::new_err(message);
+    match findings_list(py, &report.findings, labels) {
+        Ok(list) => match err.value(py).setattr("findings", list) {
+            Ok(()) => err,
+            Err(e) => e,
+        },
+        Err(e) => e,
+    }
+}
+
+/// A library error as a Python exception: data and configuration problems are `ValueError`s
+/// (`DataError` for refused data), the rest `TradesimError`.
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    match &e {
+        Error::DataRefused { report } => data_error(py, report, None),
+        Error::Data(_) | Error::Config { .. } => PyValueError::new_err(e.to_string()),
+        Error::Host(h) if e.exit_code() == 2 => PyValueError::new_err(h.to_string()),
+        _ => TradesimError::new_err(e.to_string()),
+    }
+}
+
+fn policy(drop: &[String], repair: &[String]) -> PyResult<CleanPolicy> {
+    CleanPolicy::parse(drop, repair).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn loaded(py: Python<'_>, r: Result<(Dataset, LoadReport), LoadReport>, labels: Option<&[String]>) -> PyResult<Bars> {
+    match r {
+        Ok((dataset, report)) => Ok(Bars { dataset, report: Some(report) }),
+        Err(report) => Err(data_error(py, &report, labels)),
+    }
+}
+
+/// Loads typed columns (`("float" | "int" | "time_ns" | "text", values)`) through the CLI's validation.
+#[pyfunction]
+#[pyo3(signature = (name, headers, columns, default_symbol, drop, repair, labels=None))]
+#[allow(clippy::too_many_arguments, reason = "the Python signature")]
+fn load_columns(
+    py: Python<'_>,
+    name: &str,
+    headers: Vec<String>,
+    columns: Vec<(String, Bound<'_, PyAny>)>,
+    default_symbol: &str,
+    drop: Vec<String>,
+    repair: Vec<String>,
+    labels: Option<Vec<String>>,
+) -> PyResult<Bars> {
+    if headers.len() != columns.len() {
+        return Err(PyValueError::new_err(format!("{} headers for {} columns", headers.len(), columns.len())));
+    }
+    let policy = policy(&drop, &repair)?;
+    let mut data = Vec::with_capacity(columns.len());
+    for ((kind, values), header) in columns.iter().zip(&headers) {
+        let column = match kind.as_str() {
+            "float" => ColumnData::Float(values.extract::<PyReadonlyArray1<'_, f64>>()?.as_array().to_vec()),
+            "int" => ColumnData::Int(values.extract::<PyReadonlyArray1<'_, i64>>()?.as_array().to_vec()),
+            // pandas writes NaT as the smallest i64.
+            "time_ns" => ColumnData::TimeNs(
+                values
+                    .extract::<PyReadonlyArray1<'_, i64>>()?
+                    .as_array()
+                    .iter()
+                    .map(|&t| (t != i64::MIN).then_some(t))
+                    .collect(),
+            ),
+            "text" => ColumnData::Text(values.extract::<Vec<Option<String>>>()?),
+            other => return Err(PyValueError::new_err(format!("column `{header}`: unknown kind `{other}`"))),
+        };
+        data.push(column);
+    }
+    let result = py.detach(|| tradesim::data::load_columns(name, &headers, data, default_symbol, &policy));
+    loaded(py, result, labels.as_deref())
+}
+
+/// Loads a CSV or Parquet file as the CLI's `--data` does.
+#[pyfunction]
+fn load_file(py: Python<'_>, path: PathBuf, drop: Vec<String>, repair: Vec<String>) -> PyResult<Bars> {
+    let policy = policy(&drop, &repair)?;
+    let result = py.detach(|| tradesim::data::load_file(&path, &policy));
+    loaded(py, result, None)
+}
+
+/// The embedded default data.
+#[pyfunction]
+fn embedded(py: Python<'_>) -> PyResult<Bars> {
+    loaded(py, tradesim::data::embedded().map(|d| (d, LoadReport::default())), None)
+}
+
+/// Seeded synthetic bars (`--synthetic N`; `seed` None: the CLI's).
+#[pyfunction]
+#[pyo3(signature = (bars, symbols=1, seed=None))]
+fn synthetic(py: Python<'_>, bars: usize, symbols: usize, seed: Option<u64>) -> PyResult<Bars> {
+    if bars < 2 {
+        return Err(PyValueError::new_err(format!("synthetic: {bars} bars; at least 2")));
+    }
+    let defaults = GeneratorConfig::default();
+    let cfg = GeneratorConfig { bars, symbols: symbols.max(1), seed: seed.unwrap_or(defaults.seed), ..defaults };
+    Ok(Bars { dataset: py.detach(|| generate(&cfg)), report: None })
+}
+
+fn device(name: &str) -> PyResult<DeviceRequest> {
+    name.parse::<DeviceRequest>().map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The backend `device` selects.
+#[pyfunction]
+fn device_info<'py>(py: Python<'py>, device: &str) -> PyResult<Bound<'py, PyDict>> {
+    let request = self::device(device)?;
+    let (backend, reason) = tradesim::select_backend_with_reason(request).map_err(|e| to_py(py, Error::Host(e)))?;
+    let d = PyDict::new(py);
+    let info = backend.info();
+    d.set_item("backend", info.backend.to_string())?;
+    d.set_item("device", info.device_name.clone())?;
+    d.set_item("total_memory", info.total_memory)?;
+    d.set_item("fallback_reason", reason)?;
+    Ok(d)
+}
+
+/// A money parameter: a Python int or float (its shortest decimal), or decimal text.
+fn money(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Decimal> {
+    use num_traits::FromPrimitive;
+    let bad = |why: String| PyValueError::new_err(format!("{name}: {why}"));
+    if value.is_instance_of::<PyFloat>() {
+        let x: f64 = value.extract()?;
+        return Decimal::from_f64(x).ok_or_else(|| bad(format!("{x} is not a finite decimal")));
+    }
+    if value.is_instance_of::<PyInt>() {
+        let n: i64 = value.extract()?;
+        return Ok(Decimal::from(n));
+    }
+    if value.is_instance_of::<PyString>() {
+        let text: String = value.extract()?;
+        return parse_decimal(name, &text).map_err(|e| bad(e.to_string()));
+    }
+    Err(bad(format!("expected a number or decimal text, got {}", value.get_type().name()?)))
+}
+
+/// Table columns as a list of (name, numpy array or list of str).
+fn columns_list<'py>(py: Python<'py>, columns: Vec<(String, Column)>) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for (name, column) in columns {
+        let values: Bound<'py, PyAny> = match column {
+            Column::Float(v) => PyArray1::from_vec(py, v).into_any(),
+            Column::Int(v) => PyArray1::from_vec(py, v).into_any(),
+            Column::Text(v) => PyList::new(py, v)?.into_any(),
+        };
+        list.append((name, values))?;
+    }
+    Ok(list)
+}
+
+/// An SMA-crossover grid, as `tradesim backtest` runs it.
+#[pyfunction]
+#[pyo3(signature = (bars, symbol, fast, slow, signal, allow_short, spread, commission, capital, whole_units,
+    bars_per_year, columns, trades, equity, device))]
+#[allow(clippy::too_many_arguments, reason = "the Python signature")]
+fn backtest<'py>(
+    py: Python<'py>,
+    bars: &Bars,
+    symbol: Option<String>,
+    fast: Vec<u32>,
+    slow: Vec<u32>,
+    signal: &str,
+    allow_short: bool,
+    spread: &Bound<'py, PyAny>,
+    commission: &Bound<'py, PyAny>,
+    capital: &Bound<'py, PyAny>,
+    whole_units: bool,
+    bars_per_year: Option<f64>,
+    columns: String,
+    trades: bool,
+    equity: bool,
+    device: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let signal = match signal {
+        "cross" => SignalRule::Cross,
+        "state" => SignalRule::State,
+        other => return Err(PyValueError::new_err(format!("signal: `{other}` (cross or state)"))),
+    };
+    let request = GridRequest {
+        fast,
+        slow,
+        signal,
+        allow_short,
+        capital: money("capital", capital)?,
+        spread: money("spread", spread)?,
+        commission: money("commission", commission)?,
+        whole_units,
+        bars_per_year,
+    };
+    let device = self::device(device)?;
+    let dataset = &bars.dataset;
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let backend = tradesim::select_backend(device)?;
+        let series = dataset.select(symbol.as_deref())?;
+        let run = run_grid(&backend, series, &request)?;
+        let exports = if trades || equity {
+            let chosen = run.select_columns(&columns)?;
+            Some(run.exports(&backend, &chosen, equity)?)
+        } else {
+            None
+        };
+        let audit = run.audit_best(series).map_or_else(|e| format!("no Decimal audit: {e}"), |a| a.to_string());
+        let backend_name = backend.info().backend.to_string();
+        Ok((run.metric_columns(), exports, audit, backend_name, run.seconds, run.bars_per_year, series.symbol.clone()))
+    });
+    let (metrics, exports, audit, backend_name, seconds, bars_per_year, symbol) = outcome.map_err(|e| to_py(py, e))?;
+    let out = PyDict::new(py);
+    out.set_item("metrics", columns_list(py, metrics)?)?;
+    let (trade_cols, equity_cols) = match exports {
+        Some(x) => (trades.then_some(x.trades), x.equity),
+        None => (None, None),
+    };
+    out.set_item("trades", trade_cols.map(|c| columns_list(py, c)).transpose()?)?;
+    out.set_item("equity", equity_cols.map(|c| columns_list(py, c)).transpose()?)?;
+    out.set_item("device", backend_name)?;
+    out.set_item("seconds", seconds)?;
+    out.set_item("bars_per_year", bars_per_year)?;
+    out.set_item("symbol", symbol)?;
+    out.set_item("data", dataset.label())?;
+    out.set_item("audit", audit)?;
+    Ok(out)
+}
+
+/// The search `tradesim hyperopt` runs; returns its leaderboard columns and where the study is.
+#[pyfunction]
+#[pyo3(signature = (bars, symbol, config_toml, overrides, study, storage, study_name, resume, load_if_exists,
+    report, device))]
+#[allow(clippy::too_many_arguments, reason = "the Python signature")]
+fn hyperopt<'py>(
+    py: Python<'py>,
+    bars: &Bars,
+    symbol: Option<String>,
+    config_toml: Option<String>,
+    overrides: Bound<'py, PyDict>,
+    study: Option<PathBuf>,
+    storage: Option<String>,
+    study_name: String,
+    resume: bool,
+    load_if_exists: bool,
+    report: Option<PathBuf>,
+    device: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let get = |key: &str| overrides.get_item(key);
+    let algo = match get("algo")? {
+        Some(v) => Some(
+            <tradesim::train::Algo as clap::ValueEnum>::from_str(&v.extract::<String>()?, true)
+                .map_err(|e| PyValueError::new_err(format!("algo: {e}")))?,
+        ),
+        None => None,
+    };
+    let args = JobArgs {
+        config_text: config_toml.map(|t| ("config".to_owned(), t)),
+        algo,
+        trials: get("trials")?.map(|v| v.extract()).transpose()?,
+        parallel: get("parallel")?.map(|v| v.extract()).transpose()?,
+        epochs: get("epochs")?.map(|v| v.extract()).transpose()?,
+        seed: get("seed")?.map(|v| v.extract()).transpose()?,
+        study,
+        storage,
+        study_name,
+        resume,
+        load_if_exists,
+        report,
+        ..JobArgs::default()
+    };
+    let device = self::device(device)?;
+    let dataset = &bars.dataset;
+    let outcome = py.detach(|| -> Result<_, Error> {
+        let job = Job::prepare(&args)?;
+        let (backends, _) = tradesim::select_backends(device)?;
+        // Ctrl-C: Python's handler only sets a flag while the GIL is released; each epoch checks it.
+        let done = job.run(&backends, dataset, symbol.as_deref(), &|_| {
+            Python::attach(|py| py.check_signals()).map_err(|_| Error::Interrupted)
+        })?;
+        Ok((job, done))
+    });
+    let (job, done) = match outcome {
+        Ok(x) => x,
+        Err(Error::Interrupted) => {
+            return Err(PyKeyboardInterrupt::new_err("tradesim.hyperopt interrupted; resume=True continues the study"));
+        }
+        Err(e) => return Err(to_py(py, e)),
+    };
+    let out = PyDict::new(py);
+    out.set_item(
+        "leaderboard",
+        columns_list(py, tradesim::hyperopt::report::leaderboard_columns(&done.summary.leaderboard))?,
+    )?;
+    out.set_item("storage", job.storage.to_string())?;
+    out.set_item("study_name", &job.name)?;
+    out.set_item("report", job.report_dir.display().to_string())?;
+    out.set_item("checkpoints", job.paths.checkpoints.display().to_string())?;
+    Ok(out)
+}
+
+/// The module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DataError", py.get_type::<DataError>())?;
+    m.add("TradesimError", py.get_type::<TradesimError>())?;
+    m.add_class::<Bars>()?;
+    m.add_function(wrap_pyfunction!(load_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(load_file, m)?)?;
+    m.add_function(wrap_pyfunction!(embedded, m)?)?;
+    m.add_function(wrap_pyfunction!(synthetic, m)?)?;
+    m.add_function(wrap_pyfunction!(device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(backtest, m)?)?;
+    m.add_function(wrap_pyfunction!(hyperopt, m)?)?;
+    Ok(())
+}

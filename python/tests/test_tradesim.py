@@ -1,0 +1,252 @@
+"""The Python package against the CLI's numbers and the data contract.
+
+Environment: TRADESIM_BIN (the tradesim binary of the same checkout, for the round trips; the project's
+test command sets it), REQUIRE_GPU=1 (a skipped GPU case fails).
+"""
+
+from __future__ import annotations
+
+import csv
+import decimal
+import math
+import os
+import pathlib
+import sqlite3
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tradesim
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EMBEDDED_CSV = ROOT / "data" / "eurusd-1h-ask-2017.csv"
+BIN = os.environ.get("TRADESIM_BIN", str(ROOT / "target" / "debug" / "tradesim"))
+REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
+
+
+def cli(*args: str) -> str:
+    done = subprocess.run([BIN, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"tradesim {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def has_gpu() -> bool:
+    return tradesim.device_info("auto")["backend"] == "cuda"
+
+
+def gpu_or_skip() -> None:
+    if not has_gpu():
+        if REQUIRE_GPU:
+            pytest.fail(f"REQUIRE_GPU=1 but no usable GPU: {tradesim.device_info('auto')['fallback_reason']}")
+        pytest.skip("no GPU")
+
+
+def embedded_frame() -> pd.DataFrame:
+    """The embedded data as a pandas user reads it: a DatetimeIndex and capitalised columns."""
+    frame = pd.read_csv(EMBEDDED_CSV)
+    time_col = frame.columns[0]
+    frame[time_col] = pd.to_datetime(frame[time_col], format="%d.%m.%Y %H:%M:%S.%f", utc=True)
+    frame = frame.set_index(time_col)
+    frame.columns = [str(c).capitalize() for c in frame.columns]
+    return frame
+
+
+def read_cli_csv(path: pathlib.Path) -> dict[str, list[str]]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {k: [r[k] for r in rows] for k in rows[0]}
+
+
+def test_backtest_equals_the_cli_bit_for_bit(tmp_path):
+    out = tmp_path / "bt.csv"
+    cli("backtest", "--device", "cpu", "--fast", "5:15:5", "--slow", "20:40:10", "--csv", str(out))
+    theirs = read_cli_csv(out)
+    run = tradesim.backtest(tradesim.embedded(), fast=range(5, 16, 5), slow=range(20, 41, 10), device="cpu")
+    ours = run.metrics
+    assert len(ours) == len(theirs["fast"]) == 9
+    assert list(ours["fast"]) == [int(x) for x in theirs["fast"]]
+    assert list(ours["rank"]) == [int(x) for x in theirs["rank"]]
+    metric_names = [k for k in theirs if k not in ("fast", "slow", "rank")]
+    assert {"sharpe", "total_return", "max_drawdown", "trades"} <= set(metric_names)
+    for name in metric_names:
+        for got, want in zip(ours[name], theirs[name]):
+            want = float(want)
+            assert (math.isnan(got) and math.isnan(want)) or float(got) == want, (name, got, want)
+    assert run.device == "cpu" and run.symbol and "embedded" in run.data
+    assert "audit" in run.audit.lower() or "decimal" in run.audit.lower(), run.audit
+
+
+def test_a_dataframe_gives_the_embedded_numbers():
+    frame = embedded_frame()
+    from_frame = tradesim.backtest(frame, fast=[10], slow=[30, 50], device="cpu").metrics
+    from_embedded = tradesim.backtest(tradesim.embedded(), fast=[10], slow=[30, 50], device="cpu").metrics
+    pd.testing.assert_frame_equal(from_frame, from_embedded, check_exact=True)
+    # The same bars as numpy arrays in a dict, with a time column instead of an index.
+    arrays = {"timestamp": frame.index.to_numpy(), **{c.lower(): frame[c].to_numpy() for c in frame.columns}}
+    from_arrays = tradesim.backtest(arrays, fast=[10], slow=[30, 50], device="cpu").metrics
+    pd.testing.assert_frame_equal(from_arrays, from_embedded, check_exact=True)
+
+
+def test_trades_and_equity_match_the_cli_exports(tmp_path):
+    trades_csv, equity_csv = tmp_path / "trades.csv", tmp_path / "equity.csv"
+    cli(
+        "backtest", "--device", "cpu", "--fast", "10", "--slow", "30",
+        "--trades", str(trades_csv), "--equity", str(equity_csv),
+    )
+    run = tradesim.backtest(tradesim.embedded(), fast=10, slow=30, trades=True, equity=True, device="cpu")
+    theirs = read_cli_csv(trades_csv)
+    assert len(run.trades) == len(theirs["pnl"]) == int(run.metrics["trades"][0]) > 0
+    assert list(run.trades["pnl"]) == [float(x) for x in theirs["pnl"]]
+    assert list(run.trades["side"]) == theirs["side"]
+    assert list(run.trades["entry_time"]) == list(pd.to_datetime(theirs["entry_time"], utc=True))
+    eq_theirs = read_cli_csv(equity_csv)
+    assert list(run.equity["sma_10_30"]) == [float(x) for x in eq_theirs["sma_10_30"]]
+    assert isinstance(run.equity.index, pd.DatetimeIndex)
+    total = run.equity["sma_10_30"].iloc[-1] / 100_000 - 1
+    assert abs(total - run.metrics["total_return"][0]) < 1e-9
+
+
+def test_money_parameters_are_exact_decimals():
+    bars = tradesim.synthetic(3_000, seed=4)
+    a = tradesim.backtest(bars, fast=5, slow=20, spread=0.0002, device="cpu").metrics
+    b = tradesim.backtest(bars, fast=5, slow=20, spread="0.0002", device="cpu").metrics
+    c = tradesim.backtest(bars, fast=5, slow=20, spread=decimal.Decimal("0.0002"), device="cpu").metrics
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pd.testing.assert_frame_equal(a, c, check_exact=True)
+    with pytest.raises(ValueError, match="spread"):
+        tradesim.backtest(bars, fast=5, slow=20, spread="1%", device="cpu")
+    with pytest.raises(TypeError, match="spread"):
+        tradesim.backtest(bars, fast=5, slow=20, spread=[1], device="cpu")
+
+
+def small_frame(n: int = 50) -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, n)))
+    open_ = np.concatenate([[100.0], close[:-1]])
+    frame = pd.DataFrame(
+        {
+            "Open": open_,
+            "High": np.maximum(open_, close) * 1.001,
+            "Low": np.minimum(open_, close) * 0.999,
+            "Close": close,
+            "Volume": np.full(n, 10.0),
+        },
+        index=pd.date_range("2024-01-01", periods=n, freq="h", tz="UTC"),
+    )
+    return frame
+
+
+def test_bad_dataframes_raise_with_every_row_named():
+    frame = small_frame()
+    frame.iloc[7, frame.columns.get_loc("Close")] = np.nan
+    frame.iloc[12, frame.columns.get_loc("High")] = frame["Low"].iloc[12] * 0.5
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(frame)
+    findings = err.value.findings
+    by_row = {(f["row"], f["class"]) for f in findings}
+    assert (7, "non-finite") in by_row, findings
+    assert (12, "high-below-low") in by_row, findings
+    nan = next(f for f in findings if f["row"] == 7)
+    assert nan["column"] == "Close" and nan["index"].startswith("2024-01-01 07:00:00"), nan
+    assert "7" in str(err.value) and "Close" in str(err.value)
+
+
+def test_unsorted_duplicate_and_missing_columns_are_refused():
+    frame = small_frame()
+    swapped = frame.iloc[[0, 1, 3, 2, 4, 5]]
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(swapped)
+    assert any(f["class"] == "decreasing-time" and f["row"] == 3 for f in err.value.findings), err.value.findings
+    duplicated = frame.iloc[[0, 1, 1, 2]]
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(duplicated)
+    assert any(f["class"] == "duplicate-time" and f["row"] == 2 for f in err.value.findings), err.value.findings
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(frame.drop(columns=["Low"]))
+    assert [f["class"] for f in err.value.findings] == ["missing-column"], err.value.findings
+    with pytest.raises(TypeError):
+        tradesim.load(42)
+
+
+def test_drop_and_repair_follow_the_cli_policy():
+    frame = small_frame()
+    frame.iloc[9, frame.columns.get_loc("Low")] = -1.0
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(frame)
+    assert [(f["row"], f["class"]) for f in err.value.findings] == [(9, "non-positive-price")]
+    dropped = tradesim.load(frame, drop=["non-positive-price"])
+    assert dropped.n_bars == len(frame) - 1
+    assert any(f["row"] == 9 and f["severity"] == "warning" for f in dropped.findings), dropped.findings
+    # High and low swapped: refused as it is, kept by the repair (which swaps them back), as
+    # `tradesim data check --repair high-below-low` does.
+    swapped = small_frame()
+    high, low = swapped["High"].iloc[12], swapped["Low"].iloc[12]
+    swapped.iloc[12, swapped.columns.get_loc("High")] = low
+    swapped.iloc[12, swapped.columns.get_loc("Low")] = high
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(swapped)
+    assert {f["class"] for f in err.value.findings} >= {"high-below-low"}, err.value.findings
+    repaired = tradesim.load(swapped, repair=["high-below-low"])
+    assert repaired.n_bars == len(swapped)
+    assert any(f["row"] == 12 and "repaired" in f["message"] for f in repaired.findings), repaired.findings
+    with pytest.raises(ValueError):
+        tradesim.load(frame, drop=["no-such-class"])
+
+
+def test_multi_symbol_frames_need_a_symbol():
+    a, b = small_frame().assign(Symbol="AAA"), small_frame().assign(Symbol="BBB")
+    both = pd.concat([a, b])
+    bars = tradesim.load(both)
+    assert bars.symbols == ["AAA", "BBB"] and bars.n_bars == len(both)
+    with pytest.raises(ValueError, match="symbol"):
+        tradesim.backtest(bars, fast=3, slow=5, device="cpu")
+    run = tradesim.backtest(bars, symbol="BBB", fast=3, slow=5, device="cpu")
+    alone = tradesim.backtest(b.drop(columns=["Symbol"]), fast=3, slow=5, device="cpu")
+    pd.testing.assert_frame_equal(run.metrics, alone.metrics, check_exact=True)
+
+
+def test_hyperopt_gives_the_cli_study(tmp_path):
+    config = {
+        "study": {"algo": "dqn", "trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64},
+    }
+    toml = tmp_path / "search.toml"
+    toml.write_text("[study]\n" + "\n".join(f'{k} = {v!r}'.replace("'", '"') for k, v in config["study"].items()) + "\n")
+    cli_study = tmp_path / "cli" / "study.sqlite"
+    cli("hyperopt", "--config", str(toml), "--synthetic", "3000", "--seed", "3", "--device", "cpu",
+        "--study", str(cli_study))
+    run = tradesim.hyperopt(config, synthetic=3000, seed=3, device="cpu", study=tmp_path / "py" / "study.sqlite")
+    board = run.leaderboard
+    assert len(board) == 2 and set(board["status"]) <= {"complete", "pruned", "fail"}
+    assert run.storage.startswith("sqlite:///") and run.study_name == "tradesim"
+    with sqlite3.connect(cli_study) as db:
+        theirs = dict(db.execute(
+            "SELECT t.number, v.value FROM trials t LEFT JOIN trial_values v ON v.trial_id = t.trial_id"
+        ).fetchall())
+    for number, value in zip(board["number"], board["value"]):
+        want = theirs[int(number)]
+        assert (want is None and math.isnan(value)) or value == want, (number, value, want)
+    assert pathlib.Path(run.report, "index.html").is_file()
+
+
+def test_bad_search_configuration_names_the_key(tmp_path):
+    with pytest.raises(ValueError, match="study.trials"):
+        tradesim.hyperopt({"study": {"trials": 0}}, synthetic=3000, device="cpu", study=tmp_path / "s.sqlite")
+
+
+def test_cuda_request_without_a_gpu_is_a_clear_error():
+    if has_gpu():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ValueError, match="CUDA"):
+        tradesim.backtest(tradesim.synthetic(500), fast=3, slow=5, device="cuda")
+
+
+def test_gpu_backtest_equals_cpu():
+    gpu_or_skip()
+    bars = tradesim.embedded()
+    cpu = tradesim.backtest(bars, fast=range(5, 30, 5), slow=range(20, 100, 20), device="cpu", trades=True)
+    gpu = tradesim.backtest(bars, fast=range(5, 30, 5), slow=range(20, 100, 20), device="cuda", trades=True)
+    assert gpu.device == "cuda"
+    pd.testing.assert_frame_equal(cpu.metrics, gpu.metrics, check_exact=True)
+    pd.testing.assert_frame_equal(cpu.trades, gpu.trades, check_exact=True)

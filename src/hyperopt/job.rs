@@ -1,0 +1,230 @@
+//! The main job as one call, for the command line and the Python package alike: the configuration
+//! (defaults, then a TOML file or text, then overrides), the study (created, resumed or joined), the search
+//! and the report.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::report::{ReportSummary, write_report};
+use super::search::{DEFAULT_STUDY_NAME, folder_for};
+use super::storage::StorageUrl;
+use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
+use crate::data::Dataset;
+use crate::data::time::infer_bars_per_year;
+use crate::train::Algo;
+use crate::{Backend, Error};
+
+/// What a search is asked for: the `tradesim hyperopt` flags.
+#[derive(Clone, Debug)]
+pub struct JobArgs {
+    /// TOML search configuration file.
+    pub config: Option<PathBuf>,
+    /// TOML search configuration text and how messages name it (instead of a file).
+    pub config_text: Option<(String, String)>,
+    /// Algorithm override.
+    pub algo: Option<Algo>,
+    /// Trials override.
+    pub trials: Option<usize>,
+    /// Parallel trials override.
+    pub parallel: Option<usize>,
+    /// Epochs override.
+    pub epochs: Option<usize>,
+    /// Seed override.
+    pub seed: Option<u64>,
+    /// Study file (default: `runs/<time>/study.sqlite`), shorthand for `storage = sqlite:///PATH`.
+    pub study: Option<PathBuf>,
+    /// Study storage URL.
+    pub storage: Option<String>,
+    /// Study name in the storage.
+    pub study_name: String,
+    /// Continue the study.
+    pub resume: bool,
+    /// Create the study or join it.
+    pub load_if_exists: bool,
+    /// Report folder (default: beside the study, `report/`).
+    pub report: Option<PathBuf>,
+}
+
+impl Default for JobArgs {
+    fn default() -> Self {
+        Self {
+            config: None,
+            config_text: None,
+            algo: None,
+            trials: None,
+            parallel: None,
+            epochs: None,
+            seed: None,
+            study: None,
+            storage: None,
+            study_name: DEFAULT_STUDY_NAME.to_owned(),
+            resume: false,
+            load_if_exists: false,
+            report: None,
+        }
+    }
+}
+
+impl JobArgs {
+    /// The configuration of a new study: defaults, then the file or text, then the overrides.
+    pub fn configure(&self) -> Result<SearchConfig, Error> {
+        let text = match (&self.config, &self.config_text) {
+            (Some(path), _) => {
+                Some((path.display().to_string(), std::fs::read_to_string(path).map_err(Error::io(path))?))
+            }
+            (None, Some((label, text))) => Some((label.clone(), text.clone())),
+            (None, None) => None,
+        };
+        let mut cfg = match text {
+            Some((label, text)) => {
+                let cfg = SearchConfig::from_toml(&text).map_err(|e| match e {
+                    Error::Config { key, message } => Error::config(format!("{label}: {key}"), message),
+                    other => other,
+                })?;
+                if let Some(algo) = self.algo.filter(|a| *a != cfg.study.algo) {
+                    return Err(Error::config(
+                        "--algo",
+                        format!("{algo} differs from study.algo in {label}: set the algorithm in the configuration"),
+                    ));
+                }
+                cfg
+            }
+            None => SearchConfig::for_algo(self.algo.unwrap_or_default()),
+        };
+        if let Some(n) = self.trials {
+            cfg.study.trials = n;
+        }
+        if let Some(k) = self.parallel {
+            cfg.study.parallel = k;
+        }
+        if let Some(e) = self.epochs {
+            cfg.study.epochs = e;
+        }
+        if let Some(s) = self.seed {
+            cfg.study.seed = s;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn overrides_configuration(&self) -> bool {
+        self.config.is_some()
+            || self.config_text.is_some()
+            || self.trials.is_some()
+            || self.parallel.is_some()
+            || self.epochs.is_some()
+    }
+}
+
+/// A study opened for a search: where it is, its configuration, where its outputs go.
+#[derive(Debug)]
+pub struct Job {
+    /// The study's storage.
+    pub storage: StorageUrl,
+    /// The study's name.
+    pub name: String,
+    /// The configuration the search runs with (the stored one for a study that exists).
+    pub cfg: SearchConfig,
+    /// The storage, name and checkpoints folder.
+    pub paths: SearchPaths,
+    /// The report folder.
+    pub report_dir: PathBuf,
+    /// Things the caller should tell the user (e.g. overrides ignored by a resumed study).
+    pub notes: Vec<String>,
+}
+
+/// What [`Job::run`] produced.
+#[derive(Debug)]
+pub struct JobDone {
+    /// The leaderboard, the best trial's test metrics and audit, the files written.
+    pub summary: ReportSummary,
+    /// Seconds spent on the splits' features before the search.
+    pub split_seconds: f64,
+    /// The annualization of the data.
+    pub bars_per_year: f64,
+}
+
+impl Job {
+    /// Opens (creates, resumes or joins) the study `args` names, with its configuration.
+    pub fn prepare(args: &JobArgs) -> Result<Self, Error> {
+        let storage = match (&args.storage, &args.study, args.resume) {
+            (Some(url), _, _) => StorageUrl::parse(url)?,
+            (None, Some(p), _) => StorageUrl::Sqlite(p.clone()),
+            (None, None, true) => return Err(Error::config("--resume", "needs --study PATH or --storage URL")),
+            (None, None, false) => {
+                let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+                StorageUrl::Sqlite(Path::new("runs").join(format!("hyperopt-{stamp}")).join("study.sqlite"))
+            }
+        };
+        let name = args.study_name.clone();
+        // Checkpoints and the report go beside a SQLite study; with a database, under runs/<study name>/ here.
+        let dir = match &storage {
+            StorageUrl::Sqlite(path) => path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+            StorageUrl::Postgres { .. } => Path::new("runs").join(folder_for("study", &name)),
+        };
+        let fresh = args.configure()?;
+        let fresh_json =
+            serde_json::to_string(&fresh).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
+        let how = match (args.resume, args.load_if_exists) {
+            (true, _) => Open::Resume,
+            (false, true) => Open::LoadIfExists,
+            (false, false) => Open::Create,
+        };
+        let study = Study::open_with(&storage, &name, how, &fresh_json)?;
+        let mut notes = Vec::new();
+        // A study that exists (resumed or joined) runs with its own configuration, whoever created it.
+        let cfg: SearchConfig = if how != Open::Create {
+            let stored: SearchConfig = serde_json::from_str(&study.config_json()?)
+                .map_err(|e| Error::Study(format!("{storage}: study {name}: stored configuration: {e}")))?;
+            if args.resume && args.overrides_configuration() {
+                notes.push(
+                    "an existing study continues with its own configuration; --config/--trials/--parallel/--epochs \
+                     are ignored"
+                        .to_owned(),
+                );
+            }
+            stored
+        } else {
+            fresh
+        };
+        let paths = SearchPaths {
+            storage: storage.clone(),
+            study_name: name.clone(),
+            checkpoints: dir.join(folder_for("checkpoints", &name)),
+        };
+        let report_dir = args.report.clone().unwrap_or_else(|| dir.join(folder_for("report", &name)));
+        Ok(Self { storage, name, cfg, paths, report_dir, notes })
+    }
+
+    /// Runs the search on `backends` over `dataset`'s `symbol` (the only series when `None`), then writes the
+    /// report. `progress` hears every event; an error from it stops the search and is returned.
+    pub fn run(
+        &self,
+        backends: &[Backend],
+        dataset: &Dataset,
+        symbol: Option<&str>,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<JobDone, Error> {
+        let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
+        let series = dataset.select(symbol)?;
+        let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+        let started = Instant::now();
+        let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
+        let split_seconds = started.elapsed().as_secs_f64();
+        run_search(backends, &data, &self.cfg, bars_per_year, &self.paths, progress)?;
+        let study = Study::reopen(&self.storage, &self.name)?;
+        let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);
+        let summary = write_report(
+            backend,
+            &study,
+            series,
+            &data,
+            &dataset.label(),
+            &self.cfg,
+            bars_per_year,
+            &self.report_dir,
+            &dashboard,
+        )?;
+        Ok(JobDone { summary, split_seconds, bars_per_year })
+    }
+}
