@@ -49,6 +49,7 @@ pub mod hyperopt;
 pub mod json;
 pub mod table;
 pub mod train;
+pub mod vector;
 
 pub use error::Error;
 

@@ -153,6 +153,23 @@ impl EnvBatch {
         on_backend!(&mut self.inner, env => env.set_states(&states))
     }
 
+    /// Fresh portfolios for some envs only: `(env, start, end)` each; the others keep their states (an
+    /// autoreset of the envs whose episode ended).
+    pub fn reset_envs(&mut self, resets: &[(usize, u32, u32)]) -> Result<(), HostError> {
+        if resets.is_empty() {
+            return Ok(());
+        }
+        let ept = self.layout.envs_per_trial();
+        let mut states = self.states()?;
+        for &(env, start, end) in resets {
+            if env >= states.len() || start > end || end as usize >= self.n_bars {
+                return Err(HostError::InvalidSegment { env, start, end, n_bars: self.n_bars });
+            }
+            states[env] = EnvState::new(&self.params[env / ept], start, end);
+        }
+        on_backend!(&mut self.inner, env => env.set_states(&states))
+    }
+
     /// Step mode, one step: one launch advances every env by one bar with `actions[i]` for env `i`.
     pub fn step(&mut self, actions: &[u8]) -> Result<(), HostError> {
         self.advance(actions, 1, 1)

@@ -8,7 +8,7 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{IntoPyDict, PyDict, PyFloat, PyInt, PyList, PyString};
 use rust_decimal::Decimal;
 
 use tradesim::audit::parse_decimal;
@@ -17,6 +17,7 @@ use tradesim::data::{CleanPolicy, ColumnData, Dataset, Finding, LoadReport};
 use tradesim::grid::{GridRequest, SignalRule, run_grid};
 use tradesim::hyperopt::job::{Job, JobArgs};
 use tradesim::table::Column;
+use tradesim::vector::VectorEnv;
 use tradesim::{DeviceRequest, Error};
 
 create_exception!(
@@ -407,6 +408,134 @@ fn hyperopt<'py>(
     Ok(out)
 }
 
+/// K trials x E envs of the fused environment ([`tradesim::vector::VectorEnv`]). The arrays of
+/// [`NativeVectorEnv::buffers`] are numpy views of the env's own buffers (no copies): every `step` and
+/// `reset` overwrites them in place.
+#[pyclass(module = "tradesim._native", name = "VectorEnv")]
+#[derive(Debug)]
+pub struct NativeVectorEnv {
+    env: VectorEnv,
+}
+
+/// A read-only numpy view of `data` (`shape`), kept alive by `owner`.
+///
+/// # Safety
+/// `data` must stay allocated, unmoved and unresized for as long as `owner` lives (the env's buffers are
+/// sized once in `VectorEnv::new` and only overwritten in place).
+unsafe fn view<'py, T: numpy::Element>(
+    owner: &Bound<'py, PyAny>,
+    data: &[T],
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller guarantees `data` outlives `owner`; the shape covers exactly `data.len()` elements.
+    let array = unsafe { numpy::ndarray::ArrayView::from_shape_ptr(numpy::ndarray::IxDyn(shape), data.as_ptr()) };
+    // SAFETY: `owner` (the env object) owns the memory and is the array's base, so it outlives the view.
+    let out = unsafe { numpy::PyArray::borrow_from_array(&array, owner.clone()) }.into_any();
+    out.call_method("setflags", (), Some(&[("write", false)].into_py_dict(owner.py())?))?;
+    Ok(out)
+}
+
+#[pymethods]
+impl NativeVectorEnv {
+    #[new]
+    #[pyo3(signature = (bars, symbol, trials, envs, episode_len, seed, capital, spread, commission, allow_short,
+        whole_units, device))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature")]
+    fn new(
+        py: Python<'_>,
+        bars: &Bars,
+        symbol: Option<String>,
+        trials: usize,
+        envs: usize,
+        episode_len: usize,
+        seed: u64,
+        capital: &Bound<'_, PyAny>,
+        spread: &Bound<'_, PyAny>,
+        commission: &Bound<'_, PyAny>,
+        allow_short: bool,
+        whole_units: bool,
+        device: &str,
+    ) -> PyResult<Self> {
+        let decimals = tradesim::audit::DecimalParams {
+            initial_capital: money("capital", capital)?,
+            spread: money("spread", spread)?,
+            commission: money("commission", commission)?,
+            cash_reserve_pct: Decimal::ZERO,
+            whole_units,
+            allow_short,
+        };
+        let device = self::device(device)?;
+        let dataset = &bars.dataset;
+        let made = py.detach(|| -> Result<VectorEnv, Error> {
+            let base = decimals.to_params()?;
+            let params: Vec<tradesim::TrialParams> =
+                (0..trials as u64).map(|key| tradesim::TrialParams { key, ..base }).collect();
+            let backend = tradesim::select_backend(device)?;
+            VectorEnv::new(&backend, dataset.select(symbol.as_deref())?, &params, envs, episode_len, seed)
+        });
+        Ok(Self { env: made.map_err(|e| to_py(py, e))? })
+    }
+
+    /// Envs (trials x envs).
+    #[getter]
+    fn num_envs(&self) -> usize {
+        self.env.n_envs()
+    }
+
+    /// Floats per observation.
+    #[getter]
+    fn obs_dim(&self) -> usize {
+        self.env.obs_dim()
+    }
+
+    /// `cpu` or `cuda`.
+    #[getter]
+    fn device(&self) -> &'static str {
+        self.env.backend_name()
+    }
+
+    /// Views of (observations, rewards, terminated, truncated, final observations, final mask, equity).
+    fn buffers<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        let owner = slf.as_any();
+        let this = slf.borrow();
+        let e = &this.env;
+        let (n, d) = (e.n_envs(), e.obs_dim());
+        // SAFETY: the env's buffers are sized in `VectorEnv::new` and only overwritten in place; `owner` is
+        // the Python object that owns the env.
+        let views = unsafe {
+            [
+                view(owner, e.observations(), &[n, d])?,
+                view(owner, e.rewards(), &[n])?,
+                view(owner, e.terminated(), &[n])?,
+                view(owner, e.truncated(), &[n])?,
+                view(owner, e.final_observations(), &[n, d])?,
+                view(owner, e.final_mask(), &[n])?,
+                view(owner, e.equity(), &[n])?,
+            ]
+        };
+        pyo3::types::PyTuple::new(slf.py(), views)
+    }
+
+    /// New episodes for every env (`seed`: the draws start over from it).
+    #[pyo3(signature = (seed=None))]
+    fn reset(&mut self, py: Python<'_>, seed: Option<u64>) -> PyResult<()> {
+        self.env.reset(seed).map_err(|e| to_py(py, e))
+    }
+
+    /// One step of every env (`actions`: one of 0, 1, 2 per env, any integer dtype).
+    fn step(&mut self, py: Python<'_>, actions: Bound<'_, PyAny>) -> PyResult<()> {
+        let n = self.env.n_envs();
+        let codes: Vec<u8> = match actions.extract::<PyReadonlyArray1<'_, u8>>() {
+            Ok(a) => a.as_array().to_vec(),
+            Err(_) => actions.extract::<Vec<i64>>()?.into_iter().map(|a| u8::try_from(a).unwrap_or(u8::MAX)).collect(),
+        };
+        if codes.len() != n {
+            return Err(PyValueError::new_err(format!("actions: {} for {n} envs", codes.len())));
+        }
+        self.env.step(&codes).map_err(|e| to_py(py, e))
+    }
+}
+
 /// The module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -415,6 +544,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DataError", py.get_type::<DataError>())?;
     m.add("TradesimError", py.get_type::<TradesimError>())?;
     m.add_class::<Bars>()?;
+    m.add_class::<NativeVectorEnv>()?;
     m.add_function(wrap_pyfunction!(load_columns, m)?)?;
     m.add_function(wrap_pyfunction!(load_file, m)?)?;
     m.add_function(wrap_pyfunction!(embedded, m)?)?;

@@ -33,6 +33,8 @@ __all__ = [
     "load",
     "synthetic",
     "device_info",
+    "VectorEnv",
+    "TradingEnv",
 ]
 
 __version__ = _native.__version__
@@ -354,3 +356,13 @@ def _to_toml(config: Mapping[str, Any]) -> str:
         for key, value in body.items():
             lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"
+
+
+
+def __getattr__(name: str) -> Any:
+    # The Gymnasium envs import gymnasium, an optional dependency: loaded on first use.
+    if name in ("VectorEnv", "TradingEnv"):
+        from . import envs
+
+        return getattr(envs, name)
+    raise AttributeError(f"module 'tradesim' has no attribute {name!r}")
