@@ -409,7 +409,7 @@ fn hyperopt<'py>(
 }
 
 /// K trials x E envs of the fused environment ([`tradesim::vector::VectorEnv`]). The arrays of
-/// [`NativeVectorEnv::buffers`] are numpy views of the env's own buffers (no copies): every `step` and
+/// `buffers()` are numpy views of the env's own buffers (no copies): every `step` and
 /// `reset` overwrites them in place.
 #[pyclass(module = "tradesim._native", name = "VectorEnv")]
 #[derive(Debug)]
