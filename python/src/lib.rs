@@ -380,14 +380,27 @@ fn hyperopt<'py>(
     };
     let device = self::device(device)?;
     let dataset = &bars.dataset;
-    let outcome = py.detach(|| -> Result<_, Error> {
-        let job = Job::prepare(&args)?;
-        let (backends, _) = tradesim::select_backends(device)?;
-        // Ctrl-C: Python's handler only sets a flag while the GIL is released; each epoch checks it.
-        let done = job.run(&backends, dataset, symbol.as_deref(), &|_| {
-            Python::attach(|py| py.check_signals()).map_err(|_| Error::Interrupted)
-        })?;
-        Ok((job, done))
+    // Ctrl-C: Python's handler only sets a flag while the GIL is released, and only the main thread runs
+    // it; this thread checks it every 50 ms while the search runs in another, which stops at its next event.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let outcome = py.detach(|| {
+        std::thread::scope(|scope| {
+            let search = scope.spawn(|| -> Result<_, Error> {
+                let job = Job::prepare(&args)?;
+                let (backends, _) = tradesim::select_backends(device)?;
+                let done = job.run(&backends, dataset, symbol.as_deref(), &|_| {
+                    if stop.load(std::sync::atomic::Ordering::SeqCst) { Err(Error::Interrupted) } else { Ok(()) }
+                })?;
+                Ok((job, done))
+            });
+            while !search.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if Python::attach(|py| py.check_signals()).is_err() {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            search.join().unwrap_or_else(|_| Err(Error::Study("the search thread panicked".to_owned())))
+        })
     });
     let (job, done) = match outcome {
         Ok(x) => x,

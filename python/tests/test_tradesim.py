@@ -250,3 +250,32 @@ def test_gpu_backtest_equals_cpu():
     assert gpu.device == "cuda"
     pd.testing.assert_frame_equal(cpu.metrics, gpu.metrics, check_exact=True)
     pd.testing.assert_frame_equal(cpu.trades, gpu.trades, check_exact=True)
+
+
+def test_ctrl_c_stops_a_search_that_resumes(tmp_path):
+    import signal
+    import sys
+    import time
+
+    study = tmp_path / "study.sqlite"
+    script = (
+        "import tradesim\n"
+        "tradesim.hyperopt({'study': {'trials': 2, 'parallel': 2, 'epochs': 40, 'envs': 8, 'segment_len': 64}},\n"
+        f"    synthetic=3000, seed=2, device='cpu', study={str(study)!r})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if study.exists():
+            with sqlite3.connect(study) as db:
+                if db.execute("SELECT COUNT(*) FROM trial_intermediate_values").fetchone()[0] > 0:
+                    break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in stderr and "resume=True" in stderr, stderr
+    with sqlite3.connect(study) as db:
+        states = [s for (s,) in db.execute("SELECT state FROM trials")]
+    assert states and "COMPLETE" not in states, states
+    run = tradesim.hyperopt(synthetic=3000, device="cpu", study=study, resume=True)
+    assert len(run.leaderboard) == 2 and set(run.leaderboard["status"]) <= {"complete", "pruned", "fail"}
