@@ -9,7 +9,6 @@ use rust_decimal::Decimal;
 
 use crate::audit::{AuditReport, DecimalParams, audit_column};
 use crate::data::Series;
-use crate::data::device::Prepared;
 use crate::table::Column;
 use crate::{
     Backend, BacktestResult, BacktestSpec, Error, MarketData, Metrics, Signals, SmaCross, TrialParams, backtest,
@@ -121,7 +120,7 @@ pub fn run_grid(backend: &Backend, series: &Series, req: &GridRequest) -> Result
         return Err(Error::config("--fast", "windows must be at least 1"));
     }
     let n = series.bars.len();
-    let market = Prepared::new(series, 0..n)?.market_data(0..n)?;
+    let market = crate::data::device::price_market(series)?;
     let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
     let bars_per_year = req.bars_per_year.unwrap_or_else(|| crate::data::time::infer_bars_per_year(&times));
     let spec = BacktestSpec { start: 0, end: n - 1, bars_per_year, risk_free: 0.0, ledger: true, equity: false };

@@ -48,6 +48,14 @@ pub fn columns(series: &Series) -> Result<Columns, Error> {
     })
 }
 
+/// The price block of `series` alone, without features (what a backtest reads): the same bars (prices and
+/// sigma) as [`Prepared::market_data`] over the whole series, without computing the 51 features.
+pub fn price_market(series: &Series) -> Result<MarketData, Error> {
+    let c = columns(series)?;
+    let prices = PriceSeries::new(c.open, c.high, c.low, c.close)?;
+    Ok(MarketData::new(&prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)?)
+}
+
 /// A series prepared for the device: its columns, raw features and the normalizer fitted on `train`.
 #[derive(Clone, Debug)]
 pub struct Prepared {
@@ -87,5 +95,24 @@ impl Prepared {
             .get(range.clone())
             .ok_or_else(|| Error::Data(format!("bars {range:?} are outside the series' {} bars", self.bars.len())))?;
         Ok(MarketData::from_bars(bars.to_vec(), self.features.normalized(&self.normalizer, range), N_FEATURES)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::synthetic::{GeneratorConfig, generate};
+
+    #[test]
+    fn the_price_block_alone_has_the_prepared_bars() {
+        let data = generate(&GeneratorConfig { bars: 2_000, ..GeneratorConfig::default() });
+        let series = &data.series[0];
+        let alone = price_market(series).unwrap();
+        let prepared = Prepared::new(series, 0..2_000).unwrap().market_data(0..2_000).unwrap();
+        let bits = |m: &MarketData| -> Vec<[u64; 5]> {
+            m.bars().iter().map(|b| [b.open, b.high, b.low, b.close, b.sigma].map(f64::to_bits)).collect()
+        };
+        assert_eq!(alone.bars().len(), 2_000);
+        assert_eq!(bits(&alone), bits(&prepared));
     }
 }

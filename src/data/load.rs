@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, FixedOffset};
 use num_traits::FromPrimitive;
+use rayon::prelude::*;
 use rust_decimal::Decimal;
 
 use super::columns::ColumnMap;
@@ -270,6 +271,15 @@ fn time(cell: &Cell, second: Option<&Cell>) -> Result<DateTime<FixedOffset>, Str
     }
 }
 
+/// What one row gave: its findings, whether the policy dropped or repaired it, and its bar when kept.
+struct RowOutcome {
+    row: usize,
+    findings: Vec<Finding>,
+    dropped: bool,
+    repaired: bool,
+    kept: Option<(String, MarketBar)>,
+}
+
 /// Where a bar came from, for the ordering checks.
 struct Located {
     row: usize,
@@ -326,75 +336,91 @@ fn build(
     let mut order: Vec<String> = Vec::new();
     let mut by_symbol: HashMap<String, Vec<Located>> = HashMap::new();
     let handled = |class: IssueClass| policy.drop.contains(&class) || policy.repair.contains(&class);
-    for (row, cells) in table.rows {
-        let mut findings: Vec<Finding> = Vec::new();
-        let second = date_time_pair.map(|(_, t)| &cells[t]);
-        let t = time(&cells[t_col], second)
-            .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
-        let mut number = |col: usize| {
-            decimal(&cells[col])
-                .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
-                .ok()
-        };
-        let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
-        let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
-        let time = t.map_err(|f| findings.push(f)).ok();
-        let symbol = map
-            .symbol
-            .and_then(|i| match &cells[i] {
-                Cell::Text(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+    // Rows parse and check on their own (in parallel: a float column's decimals are the cost); their
+    // outcomes are then taken in row order, so the findings and the series do not depend on the threads.
+    let outcomes: Vec<RowOutcome> = table
+        .rows
+        .into_par_iter()
+        .map(|(row, cells)| {
+            let mut findings: Vec<Finding> = Vec::new();
+            let second = date_time_pair.map(|(_, t)| &cells[t]);
+            let t = time(&cells[t_col], second)
+                .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
+            let mut number = |col: usize| {
+                decimal(&cells[col])
+                    .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
+                    .ok()
+            };
+            let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
+            let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
+            let time = t.map_err(|f| findings.push(f)).ok();
+            let symbol = map
+                .symbol
+                .and_then(|i| match &cells[i] {
+                    Cell::Text(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| default_symbol.to_owned());
+            let parsed = match (time, open, high, low, close, volume) {
+                (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
+                    Some(MarketBar { time, open, high, low, close, volume })
+                }
                 _ => None,
-            })
-            .unwrap_or_else(|| default_symbol.to_owned());
-        let parsed = match (time, open, high, low, close, volume) {
-            (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
-                Some(MarketBar { time, open, high, low, close, volume })
-            }
-            _ => None,
-        };
-        let mut keep = parsed.is_some();
-        let mut bar = parsed;
-        if let Some(b) = bar.as_mut() {
-            let mut repaired = false;
-            for (class, column, message) in check_bar(b) {
-                let col = match column {
-                    "open" => o_col,
-                    "high" => h_col,
-                    "low" => l_col,
-                    "close" => c_col,
-                    _ => map.volume.unwrap_or(c_col),
-                };
-                let mut f = row_finding(name, row, Some(header(col)), class, message);
-                if class == IssueClass::ZeroVolume && map.volume.is_none() {
-                    continue;
+            };
+            let mut keep = parsed.is_some();
+            let mut outcome_repaired = false;
+            let mut bar = parsed;
+            if let Some(b) = bar.as_mut() {
+                let mut repaired = false;
+                for (class, column, message) in check_bar(b) {
+                    let col = match column {
+                        "open" => o_col,
+                        "high" => h_col,
+                        "low" => l_col,
+                        "close" => c_col,
+                        _ => map.volume.unwrap_or(c_col),
+                    };
+                    let mut f = row_finding(name, row, Some(header(col)), class, message);
+                    if class == IssueClass::ZeroVolume && map.volume.is_none() {
+                        continue;
+                    }
+                    if policy.repair.contains(&class) {
+                        repair(b, class);
+                        repaired = true;
+                        f.severity = Severity::Warning;
+                        f.message += " (repaired)";
+                    } else if policy.drop.contains(&class) {
+                        keep = false;
+                        f.severity = Severity::Warning;
+                        f.message += " (row dropped)";
+                    }
+                    findings.push(f);
                 }
-                if policy.repair.contains(&class) {
-                    repair(b, class);
-                    repaired = true;
-                    f.severity = Severity::Warning;
-                    f.message += " (repaired)";
-                } else if policy.drop.contains(&class) {
-                    keep = false;
-                    f.severity = Severity::Warning;
-                    f.message += " (row dropped)";
-                }
-                findings.push(f);
+                outcome_repaired = repaired && keep;
             }
-            report.repaired += usize::from(repaired && keep);
-        }
-        for f in findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error) {
-            f.severity = Severity::Warning;
-            f.message += " (row dropped)";
-        }
-        if !keep {
-            report.dropped += 1;
-        }
-        report.findings.extend(findings);
-        if let (true, Some(bar)) = (keep, bar) {
+            for f in findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error)
+            {
+                f.severity = Severity::Warning;
+                f.message += " (row dropped)";
+            }
+            RowOutcome {
+                row,
+                findings,
+                dropped: !keep,
+                repaired: outcome_repaired,
+                kept: bar.filter(|_| keep).map(|b| (symbol, b)),
+            }
+        })
+        .collect();
+    for o in outcomes {
+        report.dropped += usize::from(o.dropped);
+        report.repaired += usize::from(o.repaired);
+        report.findings.extend(o.findings);
+        if let Some((symbol, bar)) = o.kept {
             if !by_symbol.contains_key(&symbol) {
                 order.push(symbol.clone());
             }
-            by_symbol.entry(symbol).or_default().push(Located { row, bar });
+            by_symbol.entry(symbol).or_default().push(Located { row: o.row, bar });
         }
     }
     let mut series = Vec::with_capacity(order.len());

@@ -106,10 +106,15 @@ def load(
     for key in data.columns:
         headers.append(str(key))
         columns.append(_column(data[key].reset_index(drop=True)))
-    labels = None if isinstance(index, pd.RangeIndex) else [str(v) for v in index]
-    return _native.load_columns(
-        name or "DataFrame", headers, columns, symbol or "DATA", list(drop), list(repair), labels
-    )
+    try:
+        return _native.load_columns(name or "DataFrame", headers, columns, symbol or "DATA", list(drop), list(repair))
+    except DataError as err:
+        # Name each finding's row by the frame's index label too (computed only for the rows named).
+        for f in getattr(err, "findings", []):
+            row = f.get("row")
+            if row is not None and 0 <= row < len(index) and not isinstance(index, pd.RangeIndex):
+                f["index"] = str(index[row])
+        raise
 
 
 def embedded() -> Bars:
