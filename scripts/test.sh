@@ -29,4 +29,5 @@ cargo test --workspace
 # virtualenv, tested with pytest against the CLI binary of the same build.
 TRADESIM_PYTHON=$(bash scripts/setup-python.sh)
 TRADESIM_BIN=$PWD/target/debug/tradesim "$TRADESIM_PYTHON" -m pytest -q python/tests
+bash scripts/check-readme-python.sh
 cargo test --workspace --no-default-features

@@ -79,4 +79,33 @@ def hyperopt(
     device: str,
 ) -> dict[str, Any]: ...
 
-FloatArray = npt.NDArray[np.float64]
+class VectorEnv:
+    """K trials x E envs (use :class:`tradesim.VectorEnv`, the Gymnasium wrapper)."""
+
+    def __init__(
+        self,
+        bars: Bars,
+        symbol: Optional[str],
+        trials: int,
+        envs: int,
+        episode_len: int,
+        seed: int,
+        capital: Any,
+        spread: Any,
+        commission: Any,
+        allow_short: bool,
+        whole_units: bool,
+        device: str,
+    ) -> None: ...
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def obs_dim(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    def buffers(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Read-only views of the env's own buffers: observations, rewards, terminated, truncated, final
+        observations, final mask, equity. Overwritten in place by every step and reset."""
+    def reset(self, seed: Optional[int] = None) -> None: ...
+    def step(self, actions: npt.NDArray[np.uint8]) -> None: ...
+
