@@ -36,6 +36,18 @@ pub struct DecimalParams {
 }
 
 impl DecimalParams {
+    /// An account without a cash reserve: starting cash, spread and commission as fractions, units rule and
+    /// whether SHORT opens a short.
+    pub fn account(
+        capital: Decimal,
+        spread: Decimal,
+        commission: Decimal,
+        whole_units: bool,
+        allow_short: bool,
+    ) -> Self {
+        Self { initial_capital: capital, spread, commission, cash_reserve_pct: Decimal::ZERO, whole_units, allow_short }
+    }
+
     /// The f64 trial parameters for the device (no barriers, no breaker, reward = log return).
     pub fn to_params(&self) -> Result<TrialParams, Error> {
         let f =

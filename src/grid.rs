@@ -61,14 +61,7 @@ pub struct GridRequest {
 impl GridRequest {
     /// The account in exact decimals.
     pub fn decimals(&self) -> DecimalParams {
-        DecimalParams {
-            initial_capital: self.capital,
-            spread: self.spread,
-            commission: self.commission,
-            cash_reserve_pct: Decimal::ZERO,
-            whole_units: self.whole_units,
-            allow_short: self.allow_short,
-        }
+        DecimalParams::account(self.capital, self.spread, self.commission, self.whole_units, self.allow_short)
     }
 
     /// The grid's columns, fast-major.

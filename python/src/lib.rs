@@ -469,14 +469,13 @@ impl NativeVectorEnv {
         whole_units: bool,
         device: &str,
     ) -> PyResult<Self> {
-        let decimals = tradesim::audit::DecimalParams {
-            initial_capital: money("capital", capital)?,
-            spread: money("spread", spread)?,
-            commission: money("commission", commission)?,
-            cash_reserve_pct: Decimal::ZERO,
+        let decimals = tradesim::audit::DecimalParams::account(
+            money("capital", capital)?,
+            money("spread", spread)?,
+            money("commission", commission)?,
             whole_units,
             allow_short,
-        };
+        );
         let device = self::device(device)?;
         let dataset = &bars.dataset;
         let made = py.detach(|| -> Result<VectorEnv, Error> {

@@ -50,14 +50,13 @@ impl EnvDecimals {
 
     /// The Decimal parameters of the audit.
     pub fn audit_params(&self) -> crate::audit::DecimalParams {
-        crate::audit::DecimalParams {
-            initial_capital: self.capital,
-            spread: self.spread,
-            commission: self.commission,
-            cash_reserve_pct: Decimal::ZERO,
-            whole_units: self.whole_units,
-            allow_short: self.allow_short,
-        }
+        crate::audit::DecimalParams::account(
+            self.capital,
+            self.spread,
+            self.commission,
+            self.whole_units,
+            self.allow_short,
+        )
     }
 }
 
