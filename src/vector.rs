@@ -113,12 +113,19 @@ impl VectorEnv {
         self.truncated.fill(false);
         self.final_mask.fill(false);
         self.observe()?;
+        self.read_equity()?;
         Ok(())
     }
 
+    /// Every env's observation, into the env's buffer.
     fn observe(&mut self) -> Result<(), Error> {
         let obs = self.env.observations()?;
         self.obs.copy_from_slice(&obs);
+        Ok(())
+    }
+
+    /// Every env's equity, into the env's buffer.
+    fn read_equity(&mut self) -> Result<(), Error> {
         for (e, s) in self.equity.iter_mut().zip(self.env.states()?) {
             *e = s.equity;
         }
@@ -135,6 +142,7 @@ impl VectorEnv {
         let ept = self.env.layout().envs_per_trial();
         let head = self.env.transitions_written().wrapping_sub(ept as u64) % ept as u64;
         let d = self.obs_dim();
+        // The equity is read once, after any resets (a reset env shows its new episode's capital).
         self.observe()?;
         let mut resets = Vec::new();
         for i in 0..self.n_envs() {
@@ -154,6 +162,7 @@ impl VectorEnv {
             self.env.reset_envs(&resets)?;
             self.observe()?;
         }
+        self.read_equity()?;
         Ok(())
     }
 

@@ -66,7 +66,7 @@ impl Bars {
     #[getter]
     fn findings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let findings: &[Finding] = self.report.as_ref().map_or(&[], |r| r.findings.as_slice());
-        findings_list(py, findings, None)
+        findings_list(py, findings)
     }
 
     /// How the columns were read where that was a choice.
@@ -89,18 +89,15 @@ impl Bars {
     }
 }
 
-/// The findings as a list of dicts; `labels[row]` (the DataFrame's index labels) added as `index`.
-fn findings_list<'py>(
-    py: Python<'py>,
-    findings: &[Finding],
-    labels: Option<&[String]>,
-) -> PyResult<Bound<'py, PyList>> {
+/// The findings as a list of dicts (`index`, the DataFrame's label of the row, is filled in by the Python
+/// loader).
+fn findings_list<'py>(py: Python<'py>, findings: &[Finding]) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for f in findings {
         let d = PyDict::new(py);
         d.set_item("file", &f.file)?;
         d.set_item("row", f.row)?;
-        d.set_item("index", f.row.and_then(|r| labels.and_then(|l| l.get(r))))?;
+        d.set_item("index", py.None())?;
         d.set_item("column", &f.column)?;
         d.set_item("class", f.class.name())?;
         d.set_item("severity", format!("{:?}", f.severity).to_lowercase())?;
@@ -111,10 +108,10 @@ fn findings_list<'py>(
 }
 
 /// A refused load as `DataError(message)` with its `findings`.
-fn data_error(py: Python<'_>, report: &LoadReport, labels: Option<&[String]>) -> PyErr {
+fn data_error(py: Python<'_>, report: &LoadReport) -> PyErr {
     let message = Error::DataRefused { report: Box::new(report.clone()) }.to_string();
     let err = DataError::new_err(message);
-    match findings_list(py, &report.findings, labels) {
+    match findings_list(py, &report.findings) {
         Ok(list) => match err.value(py).setattr("findings", list) {
             Ok(()) => err,
             Err(e) => e,
@@ -127,7 +124,7 @@ fn data_error(py: Python<'_>, report: &LoadReport, labels: Option<&[String]>) ->
 /// (`DataError` for refused data), the rest `TradesimError`.
 fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match &e {
-        Error::DataRefused { report } => data_error(py, report, None),
+        Error::DataRefused { report } => data_error(py, report),
         Error::Data(_) | Error::Config { .. } => PyValueError::new_err(e.to_string()),
         Error::Host(h) if e.exit_code() == 2 => PyValueError::new_err(h.to_string()),
         _ => TradesimError::new_err(e.to_string()),
@@ -138,16 +135,16 @@ fn policy(drop: &[String], repair: &[String]) -> PyResult<CleanPolicy> {
     CleanPolicy::parse(drop, repair).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-fn loaded(py: Python<'_>, r: Result<(Dataset, LoadReport), LoadReport>, labels: Option<&[String]>) -> PyResult<Bars> {
+fn loaded(py: Python<'_>, r: Result<(Dataset, LoadReport), LoadReport>) -> PyResult<Bars> {
     match r {
         Ok((dataset, report)) => Ok(Bars { dataset, report: Some(report) }),
-        Err(report) => Err(data_error(py, &report, labels)),
+        Err(report) => Err(data_error(py, &report)),
     }
 }
 
 /// Loads typed columns (`("float" | "int" | "time_ns" | "text", values)`) through the CLI's validation.
 #[pyfunction]
-#[pyo3(signature = (name, headers, columns, default_symbol, drop, repair, labels=None))]
+#[pyo3(signature = (name, headers, columns, default_symbol, drop, repair))]
 #[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn load_columns(
     py: Python<'_>,
@@ -157,11 +154,7 @@ fn load_columns(
     default_symbol: &str,
     drop: Vec<String>,
     repair: Vec<String>,
-    labels: Option<Vec<String>>,
 ) -> PyResult<Bars> {
-    if headers.len() != columns.len() {
-        return Err(PyValueError::new_err(format!("{} headers for {} columns", headers.len(), columns.len())));
-    }
     let policy = policy(&drop, &repair)?;
     let mut data = Vec::with_capacity(columns.len());
     for ((kind, values), header) in columns.iter().zip(&headers) {
@@ -183,7 +176,7 @@ fn load_columns(
         data.push(column);
     }
     let result = py.detach(|| tradesim::data::load_columns(name, &headers, data, default_symbol, &policy));
-    loaded(py, result, labels.as_deref())
+    loaded(py, result)
 }
 
 /// Loads a CSV or Parquet file as the CLI's `--data` does.
@@ -191,13 +184,13 @@ fn load_columns(
 fn load_file(py: Python<'_>, path: PathBuf, drop: Vec<String>, repair: Vec<String>) -> PyResult<Bars> {
     let policy = policy(&drop, &repair)?;
     let result = py.detach(|| tradesim::data::load_file(&path, &policy));
-    loaded(py, result, None)
+    loaded(py, result)
 }
 
 /// The embedded default data.
 #[pyfunction]
 fn embedded(py: Python<'_>) -> PyResult<Bars> {
-    loaded(py, tradesim::data::embedded().map(|d| (d, LoadReport::default())), None)
+    loaded(py, tradesim::data::embedded().map(|d| (d, LoadReport::default())))
 }
 
 /// Seeded synthetic bars (`--synthetic N`; `seed` None: the CLI's).
