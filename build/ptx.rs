@@ -62,6 +62,8 @@ pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     compile(&root, &arch, &ptx_path)?;
     let ptx = std::fs::read_to_string(&ptx_path).map_err(|e| PtxError::Read(ptx_path.clone(), e))?;
     let entries = check(&ptx, expected)?;
+    let ptx = with_launch_bounds(&ptx, gpu_kernels::kernel_names::LAUNCH_BOUNDS)?;
+    std::fs::write(&ptx_path, &ptx).map_err(|e| PtxError::Write(ptx_path.clone(), e))?;
     println!(
         "cargo::warning=built PTX for {arch}: {} bytes, {} kernels, {:.1} s",
         ptx.len(),
@@ -108,6 +110,37 @@ fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         })
     }
+}
+
+/// `ptx` with `.maxntid` (and `.minnctapersm` where asked) after the parameter list of each kernel in
+/// `bounds`.
+fn with_launch_bounds(ptx: &str, bounds: &[(&str, u32, u32)]) -> Result<String, PtxError> {
+    let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
+    let mut pending: Option<(u32, u32)> = None;
+    let mut applied = 0;
+    for line in ptx.lines() {
+        if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
+            let name = rest.split(['(', ' ']).next().unwrap_or_default();
+            pending = bounds.iter().find(|b| b.0 == name).map(|b| (b.1, b.2));
+        }
+        // The body's opening brace ends the entry's header.
+        if line.trim() == "{"
+            && let Some((threads, blocks)) = pending.take()
+        {
+            out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
+            if blocks > 0 {
+                out.push_str(&format!(".minnctapersm {blocks}\n"));
+            }
+            applied += 1;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if applied != bounds.len() {
+        let names = bounds.iter().map(|b| b.0.to_owned()).collect();
+        return Err(PtxError::MissingEntries(names));
+    }
+    Ok(out)
 }
 
 /// The `.entry` names of the module, after checking every expected one is there and nothing is external.

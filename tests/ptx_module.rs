@@ -50,3 +50,17 @@ fn float_arithmetic_is_not_contracted() {
     }
     assert!(tradesim::ptx::PTX.contains("mul.rn.f64"), "expected explicitly rounded f64 multiplies");
 }
+
+#[test]
+fn launch_bounds_are_written_into_their_entries() {
+    let lines = lines_by_entry();
+    for &(kernel, threads, blocks) in kernel_names::LAUNCH_BOUNDS {
+        let body: Vec<&str> = lines.iter().filter(|(e, _)| *e == Some(kernel)).map(|(_, l)| l.trim()).collect();
+        // The directives sit between the parameter list and the body's opening brace.
+        let brace = body.iter().position(|l| *l == "{").unwrap_or_else(|| panic!("{kernel} has no body"));
+        let header = &body[..brace];
+        assert!(header.contains(&format!(".maxntid {threads}, 1, 1").as_str()), "{kernel}: {header:?}");
+        let min = format!(".minnctapersm {blocks}");
+        assert_eq!(header.contains(&min.as_str()), blocks > 0, "{kernel}: {header:?}");
+    }
+}

@@ -3,7 +3,7 @@
 //! Conventions (empyrical's): per-bar simple returns of equity, `rf` per bar, ddof = 1, annualization by
 //! `bars_per_year`; undefined values (a zero denominator) are NaN.
 
-use crate::env::env_step_logged;
+use crate::env::account_step;
 use crate::portfolio::{ExitReason, Fill, TradeLog, close_position};
 use crate::types::{Action, Bar, EnvState, TrialParams};
 
@@ -226,13 +226,16 @@ pub struct SmaSignal<'a> {
     prefix: &'a [i64],
     s: SmaCross,
     held: u8,
+    /// The side at bar `last_bar` (the previous call's), so that each bar's side is computed once.
+    last: Option<i32>,
+    last_bar: usize,
 }
 
 impl<'a> SmaSignal<'a> {
     /// The signal of column `s` over the prefix sums `prefix`.
     #[inline]
     pub fn new(prefix: &'a [i64], s: SmaCross) -> Self {
-        Self { prefix, s, held: Action::Flat as u8 }
+        Self { prefix, s, held: Action::Flat as u8, last: None, last_bar: usize::MAX }
     }
 
     /// The target at the close of bar `t` (t ascending from call to call).
@@ -241,10 +244,14 @@ impl<'a> SmaSignal<'a> {
         if self.s.rule != RULE_CROSS {
             return sma_target(self.prefix, t, &self.s);
         }
-        if t > 0
-            && let (Some(before), Some(now)) =
-                (sma_side(self.prefix, t - 1, &self.s), sma_side(self.prefix, t, &self.s))
-        {
+        let now = sma_side(self.prefix, t, &self.s);
+        let before = match t.checked_sub(1) {
+            Some(prev) if prev == self.last_bar => self.last,
+            Some(prev) => sma_side(self.prefix, prev, &self.s),
+            None => None,
+        };
+        (self.last, self.last_bar) = (now, t);
+        if let (Some(before), Some(now)) = (before, now) {
             if before < 0 && now > 0 {
                 self.held = side_action(1, &self.s);
             } else if before > 0 && now < 0 {
@@ -338,10 +345,13 @@ pub fn backtest_column(
     equity(0, initial);
     let (mut n, mut mean, mut m2, mut downside) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     let (mut peak, mut peak_bar, mut underwater) = (initial, start, false);
+    // The lowest equity since the peak: under one peak, `equity / peak - 1` falls with equity (division by
+    // a positive constant rounds monotonically), so only a new trough can deepen the drawdown.
+    let mut trough = initial;
     let (mut max_dd, mut max_dd_bars, mut in_position) = (0.0f64, 0usize, 0.0f64);
     for t in start..end {
         let prev = state.equity;
-        env_step_logged(params, &mut state, target(t), &bars[t], &bars[t + 1], &mut ledger);
+        account_step(params, &mut state, target(t), &bars[t], &bars[t + 1], &mut ledger);
         if state.position != 0 {
             in_position += 1.0;
         }
@@ -367,12 +377,16 @@ pub fn backtest_column(
             }
             underwater = false;
             peak = state.equity;
+            trough = state.equity;
             peak_bar = t + 1;
         } else {
             underwater = true;
-            let dd = state.equity / peak - 1.0;
-            if dd < max_dd {
-                max_dd = dd;
+            if state.equity < trough {
+                trough = state.equity;
+                let dd = state.equity / peak - 1.0;
+                if dd < max_dd {
+                    max_dd = dd;
+                }
             }
         }
         equity(t + 1 - start, state.equity);

@@ -83,6 +83,56 @@ pub fn env_step_logged(
         return StepOutcome::no_step(state, floats_before);
     }
     let (equity_before, drawdown_before) = (state.equity, state.drawdown());
+    let (target, costs, label) = advance(params, state, action, decision, next, log);
+    let r = reward(params, equity_before, state.equity, drawdown_before, state.drawdown(), costs, label);
+    StepOutcome {
+        state: floats_before,
+        next_state: portfolio_floats(params, state, next.close),
+        reward: r,
+        label,
+        done: state.status().is_done(),
+        truncated: state.status() == crate::EnvStatus::SegmentEnd,
+        effective: match target {
+            1 => crate::Action::Long as u8,
+            -1 => crate::Action::Short as u8,
+            _ => crate::Action::Flat as u8,
+        },
+        valid: true,
+    }
+}
+
+/// The account's side of a step (what a backtest needs, without the state floats and the reward): a done
+/// env does not change; otherwise trade at the open, barrier check on the rest of the bar, mark at the close.
+/// Every rule is [`env_step_logged`]'s, which calls it.
+#[inline]
+pub fn account_step(
+    params: &TrialParams,
+    state: &mut EnvState,
+    action: u8,
+    decision: &Bar,
+    next: &Bar,
+    log: &mut impl TradeLog,
+) {
+    if state.status().is_done() {
+        state.step_costs = 0.0;
+        state.label = 0;
+    } else {
+        advance(params, state, action, decision, next, log);
+    }
+}
+
+/// One step of an env that is not done: returns the target position that took effect, the step's costs and
+/// the barrier label.
+#[inline]
+fn advance(
+    params: &TrialParams,
+    state: &mut EnvState,
+    action: u8,
+    decision: &Bar,
+    next: &Bar,
+    log: &mut impl TradeLog,
+) -> (i32, f64, BarrierLabel) {
+    let before = state.status();
     let fill_bar = state.bar + 1;
     let target = effective_target(params, before, action);
     let reason = if before == crate::EnvStatus::HaltPending { ExitReason::Breaker } else { ExitReason::Signal };
@@ -111,21 +161,7 @@ pub fn env_step_logged(
         state.equity = state.cash;
     }
     state.label = label as u32;
-    let r = reward(params, equity_before, state.equity, drawdown_before, state.drawdown(), costs, label);
-    StepOutcome {
-        state: floats_before,
-        next_state: portfolio_floats(params, state, next.close),
-        reward: r,
-        label,
-        done: state.status().is_done(),
-        truncated: state.status() == crate::EnvStatus::SegmentEnd,
-        effective: match target {
-            1 => crate::Action::Long as u8,
-            -1 => crate::Action::Short as u8,
-            _ => crate::Action::Flat as u8,
-        },
-        valid: true,
-    }
+    (target, costs, label)
 }
 
 /// [`env_step`] on the whole price series: reads bars `state.bar` and `state.bar + 1`. An env whose next bar

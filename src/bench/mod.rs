@@ -61,6 +61,9 @@ pub struct Sizes {
     pub cpu_envs: usize,
     /// SMA fast and slow window counts of W2 (their product is the number of columns).
     pub sma_grid: (u32, u32),
+    /// The same for W2's GPU-only wide grid (metrics and trade counts, no ledger), checked against the CPU
+    /// on a sample of about 1,000 columns.
+    pub sma_wide: (u32, u32),
     /// DQN: envs per trial, minibatch per trial, timed gradient steps.
     pub dqn: (usize, usize, usize),
     /// Trials of the learner workloads (W3, W4).
@@ -76,6 +79,7 @@ impl Sizes {
         wide_envs: [1_024, 16_384, 65_536],
         cpu_envs: 16_384,
         sma_grid: (100, 100),
+        sma_wide: (250, 400),
         dqn: (1_024, 1_024, 50),
         trials: TRIALS,
         walk_bars: 45_000,
@@ -86,6 +90,7 @@ impl Sizes {
         wide_envs: [16, 64, 250],
         cpu_envs: 64,
         sma_grid: (4, 5),
+        sma_wide: (8, 10),
         dqn: (16, 32, 2),
         trials: TRIALS,
         walk_bars: 300,
@@ -205,13 +210,25 @@ pub fn experience(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error
     Ok(rows)
 }
 
-/// W2: an SMA grid over all bars, CPU vs GPU.
+/// The SMA columns of an `nf x ns` grid: fast 2.., slow above every fast, the default crossover rule.
+fn sma_columns((nf, ns): (u32, u32)) -> Vec<SmaCross> {
+    (0..nf)
+        .flat_map(|f| {
+            (0..ns).map(move |s| SmaCross {
+                fast: 2 + f,
+                slow: 2 + nf + s,
+                allow_short: 1,
+                rule: gpu_kernels::backtest::RULE_CROSS,
+            })
+        })
+        .collect()
+}
+
+/// W2: an SMA grid over all bars, CPU vs GPU with the ledger; then, on a GPU, the wide grid with metrics and
+/// trade counts only, its kernel time, and a bitwise check of a column sample against the CPU.
 pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
-    let (nf, ns) = sizes.sma_grid;
-    let grid: Vec<SmaCross> = (0..nf)
-        .flat_map(|f| (0..ns).map(move |s| SmaCross { fast: 2 + f, slow: 2 + nf + s, allow_short: 1, rule: 0 }))
-        .collect();
+    let grid = sma_columns(sizes.sma_grid);
     let params = [demo_params(0)];
     let n = w.market.n_bars();
     let spec =
@@ -223,10 +240,42 @@ pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Er
         let seconds = started.elapsed().as_secs_f64();
         let trades = r.trades.len();
         rows.push(
-            Row::backtest(backend.info().backend, grid.len(), n - 1, seconds)
+            Row::backtest(backend.info().backend, grid.len(), n - 1, seconds, true)
                 .with_note(format!("{trades} trades in the ledger")),
         );
     }
+    let Some(gpu) = backends.iter().find(|b| b.is_cuda()) else { return Ok(rows) };
+    let wide = sma_columns(sizes.sma_wide);
+    let counts_only = BacktestSpec { ledger: false, ..spec };
+    // A first launch loads the module and warms the caches; the figure is the second.
+    crate::backtest(gpu, &w.market, &params, Signals::SmaCross(&wide[..wide.len().min(1_024)]), &counts_only)?;
+    let mut result = None;
+    let started = Instant::now();
+    let profile = profiled(gpu, || {
+        result = Some(crate::backtest(gpu, &w.market, &params, Signals::SmaCross(&wide), &counts_only)?);
+        Ok(())
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    let Some(r) = result else { return Ok(rows) };
+    let stride = wide.len().div_ceil(1_000).max(1);
+    let sample: Vec<SmaCross> = wide.iter().copied().step_by(stride).collect();
+    let cpu = crate::backtest(&Backend::Cpu, &w.market, &params, Signals::SmaCross(&sample), &counts_only)?;
+    let same = cpu.metrics.iter().enumerate().all(|(i, m)| {
+        let g = &r.metrics[i * stride];
+        m.values().iter().zip(g.values()).all(|(a, b)| a.to_bits() == b.to_bits())
+            && cpu.offsets[i + 1] - cpu.offsets[i] == r.offsets[i * stride + 1] - r.offsets[i * stride]
+    });
+    if !same {
+        return Err(Error::Output(format!(
+            "W2: the GPU's wide grid differs from the CPU on a sampled column (stride {stride})"
+        )));
+    }
+    let trades = r.offsets[wide.len()];
+    let mut row = Row::backtest(gpu.info().backend, wide.len(), n - 1, seconds, false);
+    row.kernel_ms = profile.map(|p| p.kernels.iter().map(|k| k.2).sum());
+    rows.push(
+        row.with_note(format!("{trades} trades counted; {} sampled columns bitwise equal to the CPU", sample.len())),
+    );
     Ok(rows)
 }
 

@@ -106,10 +106,11 @@ impl Row {
     }
 
     /// A W2 row.
-    pub fn backtest(backend: &'static str, columns: usize, bars: usize, seconds: f64) -> Self {
+    pub fn backtest(backend: &'static str, columns: usize, bars: usize, seconds: f64, ledger: bool) -> Self {
+        let what = if ledger { "ledger on" } else { "metrics and trade counts" };
         Self {
             workload: "W2",
-            label: format!("{columns} SMA columns x {bars} bars, ledger on"),
+            label: format!("{columns} SMA columns x {bars} bars, {what}"),
             width: columns,
             work: columns * bars,
             throughput: (columns * bars) as f64 / seconds,

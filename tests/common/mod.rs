@@ -2,6 +2,7 @@
 #![allow(dead_code, reason = "each test binary uses a different part of the harness")]
 
 pub mod candle_ref;
+pub mod oracle;
 
 use std::sync::OnceLock;
 

@@ -2,8 +2,9 @@
 
 use cudarc::driver::{CudaStream, PushKernelArg};
 use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, WRITE_EQUITY, WRITE_LEDGER};
+use gpu_kernels::kernel_names::BACKTEST_BLOCK;
 
-use super::{at_least, grid, timed};
+use super::{at_least, grid_of, timed};
 use crate::HostError;
 use crate::cuda::buffers::{BacktestInputs, BacktestOutputs, Dev};
 use crate::cuda::runtime::CudaRuntime;
@@ -50,7 +51,9 @@ pub(crate) fn backtest(
         .arg(out.ledger)
         .arg(out.equity)
         .arg(&dev_args);
-    let cfg = grid(kernel, columns)?;
+    // Columns are few next to the GPU's thread slots (100,000 columns fill about a third of an H200) and each
+    // walks every bar: small blocks spread them evenly over the multiprocessors (the kernel's launch bounds).
+    let cfg = grid_of(kernel, columns, BACKTEST_BLOCK)?;
     // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
     // computed from this launch's own count pass, so each column's trades fit at its offset.
     timed(rt, stream, "backtest", || unsafe { launch.launch(cfg) })?;

@@ -19,12 +19,17 @@ use crate::HostError;
 pub(crate) const BLOCK: u32 = 256;
 
 pub(crate) fn grid(kernel: &str, threads: usize) -> Result<LaunchConfig, HostError> {
+    grid_of(kernel, threads, BLOCK)
+}
+
+/// [`grid`] with `block` threads per block.
+pub(crate) fn grid_of(kernel: &str, threads: usize, block: u32) -> Result<LaunchConfig, HostError> {
     let threads = u32::try_from(threads).map_err(|_| HostError::Shape {
         what: format!("{kernel}: threads (must fit in u32)"),
         expected: u32::MAX as usize,
         got: threads,
     })?;
-    Ok(LaunchConfig { grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 })
+    Ok(LaunchConfig { grid_dim: (threads.div_ceil(block).max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 })
 }
 
 /// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
