@@ -236,6 +236,44 @@ proptest! {
         let _ = load_bytes("fuzz", &bytes, "X", &CleanPolicy::default());
     }
 
+    /// The parallel reader of plain CSV (no quotes) and the CSV crate's reader (which a quoted header
+    /// selects) give the same series, findings and row numbers: good and bad rows, blank lines, short
+    /// rows, CRLF endings, two symbols, enough rows to cut the file into many chunks.
+    #[test]
+    fn plain_and_quoted_csv_read_alike(
+        rows in prop::collection::vec((0u8..12, 1u32..5_000, 0u32..300, any::<bool>()), 0..1_500),
+        crlf in any::<bool>(),
+    ) {
+        let end = if crlf { "\r\n" } else { "\n" };
+        let mut body = String::new();
+        for (i, (kind, price, spread, sym)) in rows.iter().enumerate() {
+            let (p, h) = (f64::from(*price) / 100.0, f64::from(price + spread) / 100.0);
+            let t = format!("2020-01-01 {:02}:{:02}:{:02}", i / 3600, i / 60 % 60, i % 60);
+            let symbol = if *sym { "AA" } else { "BB" };
+            body += &match kind {
+                0 => String::new(),
+                1 => format!("{t},{symbol},{p}"),
+                2 => format!("{t},{symbol},{p},x,{p},{p},1"),
+                3 => " , , , , , , ".to_owned(),
+                _ => format!("{t},{symbol},{p},{h},{p},{p},{}", kind * 10),
+            };
+            body += end;
+        }
+        let plain = format!("time,symbol,open,high,low,close,volume{end}{body}");
+        let quoted = format!("\"time\",symbol,open,high,low,close,volume{end}{body}");
+        let policy = CleanPolicy::default();
+        let a = load_bytes("f.csv", plain.as_bytes(), "X", &policy);
+        let b = load_bytes("f.csv", quoted.as_bytes(), "X", &policy);
+        match (a, b) {
+            (Ok((da, ra)), Ok((db, rb))) => {
+                prop_assert_eq!(da, db);
+                prop_assert_eq!(ra.findings, rb.findings);
+            }
+            (Err(ra), Err(rb)) => prop_assert_eq!(ra.findings, rb.findings),
+            (a, b) => prop_assert!(false, "one reader refused the file: {:?} / {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
+
     /// CSV-shaped garbage (a valid header, random cells) never panics and every finding has a row.
     #[test]
     fn csv_shaped_garbage_never_panics(rows in prop::collection::vec(prop::collection::vec("[-0-9a-zA-Z.:/ ]{0,12}", 0..8), 0..20)) {

@@ -18,6 +18,8 @@ use std::time::Instant;
 
 use report::Profile;
 
+mod end_to_end;
+
 use gpu_kernels::rng::draw_below;
 
 pub use report::{BenchReport, GpuFacts, Machine, Row};
@@ -517,6 +519,7 @@ pub fn run(
     quick: bool,
     request: DeviceRequest,
     trials: Option<usize>,
+    vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
         Workload::All => &["experience", "backtest", "dqn", "ppo"],
@@ -537,7 +540,13 @@ pub fn run(
     for name in names {
         rows.extend(match *name {
             "experience" => experience(&backends, &sizes)?,
-            "backtest" => backtest_grid(&backends, &sizes)?,
+            "backtest" => {
+                let mut rows = backtest_grid(&backends, &sizes)?;
+                if backends.iter().any(|b| !b.is_cuda()) {
+                    rows.extend(end_to_end::end_to_end(&sizes, quick, vectorbt)?);
+                }
+                rows
+            }
             "ppo" => ppo(&backends, &sizes)?,
             _ => dqn(&backends, &sizes, || monitor.sample())?,
         });

@@ -105,6 +105,15 @@ impl Row {
         }
     }
 
+    /// A W2e row: a backtest end to end (file to metrics) by `tool` ("cpu": tradesim; or "vectorbt").
+    pub fn end_to_end(tool: &'static str, columns: usize, bars: usize, seconds: f64) -> Self {
+        Self {
+            workload: "W2e",
+            label: format!("{columns} SMA columns x {bars} bars from a CSV file, end to end"),
+            ..Self::backtest(tool, columns, bars, seconds, true)
+        }
+    }
+
     /// A W2 row.
     pub fn backtest(backend: &'static str, columns: usize, bars: usize, seconds: f64, ledger: bool) -> Self {
         let what = if ledger { "ledger on" } else { "metrics and trade counts" };
@@ -284,6 +293,12 @@ impl BenchReport {
         self.rows.iter().filter(|r| r.backend == backend).max_by(|a, b| a.seconds.total_cmp(&b.seconds))
     }
 
+    /// vectorbt's seconds over tradesim's for a W2e row of tradesim with a vectorbt row of its width.
+    pub fn vectorbt_ratio(&self, r: &Row) -> Option<f64> {
+        let theirs = self.rows.iter().find(|v| v.workload == "W2e" && v.backend == "vectorbt" && v.width == r.width);
+        theirs.filter(|_| r.workload == "W2e" && r.backend == "cpu").map(|v| v.seconds / r.seconds)
+    }
+
     /// The markdown tables.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
@@ -329,6 +344,21 @@ impl BenchReport {
                 "| {} | {} | {} | {:.3} | {:.3e} | {} |",
                 r.backend, r.width, r.work, r.seconds, r.throughput, r.note
             );
+        }
+        if self.rows.iter().any(|r| r.workload == "W2e") {
+            out += "\nW2e backtest end to end on the CPU (CSV file -> SMA, signals, simulation, ledger, metrics), beside vectorbt on the same file\n\n| tool | columns | bars | seconds | x vectorbt | note |\n|---|---|---|---|---|---|\n";
+            for r in self.rows.iter().filter(|r| r.workload == "W2e") {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.3} | {} | {} |",
+                    if r.backend == "cpu" { "tradesim (cpu)" } else { r.backend },
+                    r.width,
+                    r.work / r.width.max(1),
+                    r.seconds,
+                    opt(self.vectorbt_ratio(r), 1),
+                    r.note
+                );
+            }
         }
         for (workload, title, steps) in [
             ("W3", "W3 DQN (batch per trial, hidden 128)", "gradient steps"),
@@ -420,6 +450,7 @@ impl BenchReport {
                     "utilization": u,
                     "flops_per_s": crate::json::opt(r.flops_per_s),
                     "fma_peak_flops": crate::json::opt(r.fma_peak),
+                    "ratio_to_vectorbt": crate::json::opt(self.vectorbt_ratio(r)),
                     "note": r.note,
                 })
             })

@@ -10,8 +10,9 @@ pub(super) fn run(
     json: Option<&Path>,
     device: DeviceRequest,
     trials: Option<usize>,
+    vectorbt: Option<&Path>,
 ) -> Result<(), Error> {
-    let report = crate::bench::run(workload, quick, device, trials)?;
+    let report = crate::bench::run(workload, quick, device, trials, vectorbt)?;
     print!("{}", report.markdown());
     if let Some(path) = json {
         std::fs::write(path, report.json()).map_err(Error::io(path))?;

@@ -236,6 +236,11 @@ enum Command {
         /// Trials of the learner workloads (W3, W4; default 5), e.g. 1024 for the wide-batch figure.
         #[arg(long)]
         trials: Option<usize>,
+        /// A Python with vectorbt installed (e.g. the throwaway virtualenv of scripts/bench-vectorbt.sh):
+        /// W2e then runs vectorbt on the same CSV file beside tradesim's end-to-end backtest and prints the
+        /// ratio and the command it ran.
+        #[arg(long, value_name = "PYTHON")]
+        vectorbt: Option<PathBuf>,
     },
 }
 
@@ -362,8 +367,8 @@ pub fn main() -> ExitCode {
             });
             hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends.map_err(Error::from))
         }
-        Command::Bench { workload, quick, json, device, trials } => {
-            bench::run(workload, quick, json.as_deref(), device, trials)
+        Command::Bench { workload, quick, json, device, trials, vectorbt } => {
+            bench::run(workload, quick, json.as_deref(), device, trials, vectorbt.as_deref())
         }
     };
     match result {

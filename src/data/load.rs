@@ -1,6 +1,7 @@
 //! Reading CSV and Parquet into [`Dataset`]s: cells are typed once, then every row goes through the same
 //! parsing and validation, whatever the format.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
@@ -17,8 +18,9 @@ use super::{Dataset, MarketBar, Series};
 
 /// One cell as the file typed it.
 #[derive(Clone, Debug, PartialEq)]
-enum Cell {
-    Text(String),
+enum Cell<'a> {
+    /// Text as written (borrowed from the file's bytes or the caller's column where it can be).
+    Text(Cow<'a, str>),
     Float(f64),
     Int(i64),
     Decimal(Decimal),
@@ -26,11 +28,25 @@ enum Cell {
     Null,
 }
 
-/// Rows of a file: header names, then (row number, cells).
-struct Table {
+/// Rows of a file: header names, then each row's number and its `headers.len()` cells, row after row in one
+/// vector (no allocation per row).
+struct Table<'a> {
     headers: Vec<String>,
-    rows: Vec<(usize, Vec<Cell>)>,
+    rows: Vec<usize>,
+    cells: Vec<Cell<'a>>,
     findings: Vec<Finding>,
+}
+
+impl<'a> Table<'a> {
+    fn new(headers: Vec<String>) -> Self {
+        Self { headers, rows: Vec::new(), cells: Vec::new(), findings: Vec::new() }
+    }
+
+    /// Row `row` of `cells` (as many as the headers).
+    fn push(&mut self, row: usize, cells: impl IntoIterator<Item = Cell<'a>>) {
+        self.rows.push(row);
+        self.cells.extend(cells);
+    }
 }
 
 /// Loads a CSV or Parquet file (Parquet when it starts with the `PAR1` magic). Single-symbol files take the
@@ -76,14 +92,14 @@ impl ColumnData {
         }
     }
 
-    fn cell(&self, i: usize) -> Cell {
+    fn cell(&self, i: usize) -> Cell<'_> {
         match self {
             Self::Float(v) => Cell::Float(v[i]),
             Self::Int(v) => Cell::Int(v[i]),
             Self::TimeNs(v) => {
                 v[i].map_or(Cell::Null, |ns| Cell::Time(DateTime::from_timestamp_nanos(ns).fixed_offset()))
             }
-            Self::Text(v) => v[i].as_ref().map_or(Cell::Null, |s| Cell::Text(s.clone())),
+            Self::Text(v) => v[i].as_deref().map_or(Cell::Null, |s| Cell::Text(Cow::Borrowed(s))),
         }
     }
 }
@@ -107,11 +123,12 @@ pub fn load_columns(
         let message = format!("column `{h}` has {} rows, the first column {rows}", c.len());
         return Err(file_error(name, IssueClass::BadRow, message));
     }
-    let table = Table {
-        headers: headers.to_vec(),
-        rows: (0..rows).map(|i| (i, columns.iter().map(|c| c.cell(i)).collect())).collect(),
-        findings: Vec::new(),
-    };
+    let mut table = Table::new(headers.to_vec());
+    table.rows.reserve(rows);
+    table.cells.reserve(rows * columns.len());
+    for i in 0..rows {
+        table.push(i, columns.iter().map(|c| c.cell(i)));
+    }
     build(name, table, default_symbol, policy)
 }
 
@@ -128,10 +145,13 @@ fn file_error(file: &str, class: IssueClass, message: String) -> LoadReport {
     }
 }
 
-fn read_csv(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
+fn read_csv<'a>(name: &str, bytes: &'a [u8]) -> Result<Table<'a>, LoadReport> {
     let text_start = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let first_line = text_start.split(|&b| b == b'\n').next().unwrap_or_default();
     let delimiter = [b',', b';', b'\t', b'|'].into_iter().max_by_key(|d| first_line.iter().filter(|b| *b == d).count());
+    if is_plain(text_start) {
+        return Ok(read_plain_csv(name, text_start, delimiter.unwrap_or(b',')));
+    }
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter.unwrap_or(b','))
         .flexible(true)
@@ -141,14 +161,26 @@ fn read_csv(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
         Ok(h) => h.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect(),
         Err(e) => return Err(file_error(name, IssueClass::BadRow, format!("unreadable header: {e}"))),
     };
-    let mut table = Table { headers, rows: Vec::new(), findings: Vec::new() };
+    let mut table = Table::new(headers);
     let mut record = csv::ByteRecord::new();
+    // Line numbers counted from the records' byte offsets (the reader's own count skips blank lines, and a
+    // record's offset is where the blank lines before it began).
+    let (mut counted_to, mut lines_before) = (0usize, 0usize);
+    let mut line_at = |byte: usize| {
+        let mut byte = byte.clamp(counted_to, text_start.len());
+        while matches!(text_start.get(byte), Some(b'\n' | b'\r')) {
+            byte += 1;
+        }
+        lines_before += text_start[counted_to..byte].iter().filter(|&&b| b == b'\n').count();
+        counted_to = byte;
+        lines_before + 1
+    };
     loop {
-        let line = reader.position().line() as usize;
+        let line = line_at(reader.position().byte() as usize);
         match reader.read_byte_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {
-                let row = record.position().map_or(line, |p| p.line() as usize);
+                let row = record.position().map_or(line, |p| line_at(p.byte() as usize));
                 if record.iter().all(|f| f.is_empty()) {
                     continue;
                 }
@@ -162,8 +194,12 @@ fn read_csv(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
                     ));
                     continue;
                 }
-                match record.iter().map(|f| std::str::from_utf8(f).map(|s| Cell::Text(s.to_owned()))).collect() {
-                    Ok(cells) => table.rows.push((row, cells)),
+                match record
+                    .iter()
+                    .map(|f| std::str::from_utf8(f).map(|s| Cell::Text(Cow::Owned(s.to_owned()))))
+                    .collect::<Result<Vec<_>, _>>()
+                {
+                    Ok(cells) => table.push(row, cells),
                     Err(_) => {
                         table.findings.push(row_finding(name, row, None, IssueClass::BadRow, "not UTF-8".to_owned()))
                     }
@@ -180,7 +216,91 @@ fn read_csv(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
     Ok(table)
 }
 
-fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
+/// Whether `text` is plain CSV: no quote character (so every newline ends a record and every delimiter
+/// separates fields) and no carriage return other than before a newline.
+fn is_plain(text: &[u8]) -> bool {
+    !text.contains(&b'"') && text.split(|&b| b == b'\r').skip(1).all(|after| after.first() == Some(&b'\n'))
+}
+
+/// The fields of one line, trimmed (what the CSV reader gives with `Trim::All`).
+fn fields(line: &[u8], delimiter: u8) -> impl Iterator<Item = &[u8]> {
+    line.split(move |&b| b == delimiter).map(<[u8]>::trim_ascii)
+}
+
+/// Plain CSV ([`is_plain`]) read in parallel: the bytes after the header are cut into chunks at newlines,
+/// each chunk's lines are split in place (cells borrow the file's bytes), and the chunks are joined in
+/// order with their line numbers, so rows and findings are those of the sequential reader.
+fn read_plain_csv<'a>(name: &str, text: &'a [u8], delimiter: u8) -> Table<'a> {
+    let header_end = text.iter().position(|&b| b == b'\n').map_or(text.len(), |i| i + 1);
+    let headers: Vec<String> = fields(text[..header_end].trim_ascii_end(), delimiter)
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    let body = &text[header_end..];
+    let first_row_len = body.iter().position(|&b| b == b'\n').unwrap_or(body.len()) + 1;
+    let pieces = (rayon::current_num_threads() * 8).max(1);
+    let mut bounds = vec![0];
+    for k in 1..pieces {
+        let at = (body.len() * k / pieces).max(*bounds.last().unwrap_or(&0));
+        let end = body[at..].iter().position(|&b| b == b'\n').map_or(body.len(), |i| at + i + 1);
+        if end > *bounds.last().unwrap_or(&0) && end < body.len() {
+            bounds.push(end);
+        }
+    }
+    bounds.push(body.len());
+    let width = headers.len();
+    // Each chunk: its lines, and a table of its rows and findings numbered from 0 within it.
+    let chunks: Vec<(usize, Table<'a>)> = bounds
+        .par_windows(2)
+        .map(|w| {
+            let chunk = &body[w[0]..w[1]];
+            let mut part = Table::new(Vec::new());
+            let rows_about = chunk.len() / first_row_len.max(1) + 1;
+            part.rows.reserve(rows_about);
+            part.cells.reserve(rows_about * width);
+            let mut lines = 0;
+            for line in chunk.split_inclusive(|&b| b == b'\n') {
+                let local = lines;
+                lines += 1;
+                let line = line.strip_suffix(b"\n").unwrap_or(line);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if fields(line, delimiter).all(<[u8]>::is_empty) {
+                    continue;
+                }
+                let count = fields(line, delimiter).count();
+                if count != width {
+                    let message = format!("{count} fields, the header has {width}");
+                    part.findings.push(row_finding(name, local, None, IssueClass::BadRow, message));
+                    continue;
+                }
+                if std::str::from_utf8(line).is_err() {
+                    part.findings.push(row_finding(name, local, None, IssueClass::BadRow, "not UTF-8".to_owned()));
+                    continue;
+                }
+                // The whole line is UTF-8 and the delimiter is ASCII, so every field is UTF-8.
+                part.push(
+                    local,
+                    fields(line, delimiter)
+                        .map(|f| Cell::Text(Cow::Borrowed(std::str::from_utf8(f).unwrap_or_default()))),
+                );
+            }
+            (lines, part)
+        })
+        .collect();
+    // Line numbers: the header is line 1, so the body's first line is line 2.
+    let mut table = Table::new(headers);
+    table.rows.reserve(chunks.iter().map(|c| c.1.rows.len()).sum());
+    table.cells.reserve(chunks.iter().map(|c| c.1.cells.len()).sum());
+    let mut first = 2;
+    for (lines, part) in chunks {
+        table.rows.extend(part.rows.into_iter().map(|local| first + local));
+        table.cells.extend(part.cells);
+        table.findings.extend(part.findings.into_iter().map(|f| Finding { row: f.row.map(|r| first + r), ..f }));
+        first += lines;
+    }
+    table
+}
+
+fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table<'static>, LoadReport> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::Field;
     let bad =
@@ -188,10 +308,10 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
     let reader = SerializedFileReader::new(bytes::Bytes::copy_from_slice(bytes)).map_err(bad)?;
     let headers: Vec<String> =
         reader.metadata().file_metadata().schema_descr().columns().iter().map(|c| c.name().to_owned()).collect();
-    let mut table = Table { headers, rows: Vec::new(), findings: Vec::new() };
+    let mut table = Table::new(headers);
     for (i, row) in reader.get_row_iter(None).map_err(bad)?.enumerate() {
         let row = row.map_err(bad)?;
-        let cells = row
+        let cells: Vec<Cell<'static>> = row
             .get_column_iter()
             .map(|(_, field)| match field {
                 Field::Null => Cell::Null,
@@ -206,7 +326,7 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
                 Field::Float(v) => Cell::Float(f64::from(*v)),
                 Field::Double(v) => Cell::Float(*v),
                 Field::Decimal(d) => parquet_decimal(d).map_or(Cell::Null, Cell::Decimal),
-                Field::Str(s) => Cell::Text(s.clone()),
+                Field::Str(s) => Cell::Text(Cow::Owned(s.clone())),
                 Field::Date(days) => epoch(i64::from(*days) * 86_400).map_or(Cell::Null, Cell::Time),
                 Field::TimestampMillis(ms) => {
                     DateTime::from_timestamp_millis(*ms).map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()))
@@ -214,10 +334,10 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table, LoadReport> {
                 Field::TimestampMicros(us) => {
                     DateTime::from_timestamp_micros(*us).map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()))
                 }
-                other => Cell::Text(other.to_string()),
+                other => Cell::Text(Cow::Owned(other.to_string())),
             })
             .collect();
-        table.rows.push((i + 1, cells));
+        table.push(i + 1, cells);
     }
     Ok(table)
 }
@@ -240,7 +360,7 @@ fn row_finding(file: &str, row: usize, column: Option<&str>, class: IssueClass, 
 }
 
 /// A price or volume cell as a Decimal.
-fn decimal(cell: &Cell) -> Result<Decimal, (IssueClass, String)> {
+fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
     match cell {
         Cell::Decimal(d) => Ok(*d),
         Cell::Int(i) => Ok(Decimal::from(*i)),
@@ -261,7 +381,7 @@ fn decimal(cell: &Cell) -> Result<Decimal, (IssueClass, String)> {
 }
 
 /// A time cell (or a date cell and a time cell).
-fn time(cell: &Cell, second: Option<&Cell>) -> Result<DateTime<FixedOffset>, String> {
+fn time(cell: &Cell<'_>, second: Option<&Cell<'_>>) -> Result<DateTime<FixedOffset>, String> {
     match (cell, second) {
         (Cell::Text(d), Some(Cell::Text(t))) => parse_time(&format!("{} {}", d.trim(), t.trim())),
         (Cell::Time(t), _) => Ok(*t),
@@ -271,13 +391,14 @@ fn time(cell: &Cell, second: Option<&Cell>) -> Result<DateTime<FixedOffset>, Str
     }
 }
 
-/// What one row gave: its findings, whether the policy dropped or repaired it, and its bar when kept.
-struct RowOutcome {
+/// What one row gave: its findings, whether the policy dropped or repaired it, and its bar when kept (with
+/// its symbol; `None`: the file's default).
+struct RowOutcome<'t> {
     row: usize,
     findings: Vec<Finding>,
     dropped: bool,
     repaired: bool,
-    kept: Option<(String, MarketBar)>,
+    kept: Option<(Option<&'t str>, MarketBar)>,
 }
 
 /// Where a bar came from, for the ordering checks.
@@ -288,7 +409,7 @@ struct Located {
 
 fn build(
     name: &str,
-    table: Table,
+    table: Table<'_>,
     default_symbol: &str,
     policy: &CleanPolicy,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
@@ -306,7 +427,7 @@ fn build(
     if map.time.is_none()
         && let Some(first) = table.headers.first()
         && (first.trim().trim_matches('"').is_empty() || first.trim().eq_ignore_ascii_case("unnamed: 0"))
-        && table.rows.first().is_some_and(|(_, cells)| cells.first().is_some_and(dated))
+        && table.cells.first().is_some_and(dated)
     {
         map.time = Some(0);
         report.notes.push(format!(
@@ -333,15 +454,15 @@ fn build(
     let idx = |c: Option<usize>| c.expect("required columns are present");
     let (t_col, o_col, h_col, l_col, c_col) =
         (idx(map.time), idx(map.open), idx(map.high), idx(map.low), idx(map.close));
-    let mut order: Vec<String> = Vec::new();
-    let mut by_symbol: HashMap<String, Vec<Located>> = HashMap::new();
+    let width = table.headers.len();
     let handled = |class: IssueClass| policy.drop.contains(&class) || policy.repair.contains(&class);
     // Rows parse and check on their own (in parallel: a float column's decimals are the cost); their
     // outcomes are then taken in row order, so the findings and the series do not depend on the threads.
-    let outcomes: Vec<RowOutcome> = table
+    let outcomes: Vec<RowOutcome<'_>> = table
         .rows
-        .into_par_iter()
-        .map(|(row, cells)| {
+        .par_iter()
+        .zip(table.cells.par_chunks(width.max(1)))
+        .map(|(&row, cells)| {
             let mut findings: Vec<Finding> = Vec::new();
             let second = date_time_pair.map(|(_, t)| &cells[t]);
             let t = time(&cells[t_col], second)
@@ -354,13 +475,10 @@ fn build(
             let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
             let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
             let time = t.map_err(|f| findings.push(f)).ok();
-            let symbol = map
-                .symbol
-                .and_then(|i| match &cells[i] {
-                    Cell::Text(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-                    _ => None,
-                })
-                .unwrap_or_else(|| default_symbol.to_owned());
+            let symbol = map.symbol.and_then(|i| match &cells[i] {
+                Cell::Text(s) if !s.trim().is_empty() => Some(s.trim()),
+                _ => None,
+            });
             let parsed = match (time, open, high, low, close, volume) {
                 (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
                     Some(MarketBar { time, open, high, low, close, volume })
@@ -412,20 +530,33 @@ fn build(
             }
         })
         .collect();
+    // Bars by symbol, in order of first appearance (rows of one symbol usually come together: the last
+    // group is tried before the index).
+    let mut groups: Vec<(String, Vec<Located>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut last: Option<(Option<&str>, usize)> = None;
     for o in outcomes {
         report.dropped += usize::from(o.dropped);
         report.repaired += usize::from(o.repaired);
         report.findings.extend(o.findings);
         if let Some((symbol, bar)) = o.kept {
-            if !by_symbol.contains_key(&symbol) {
-                order.push(symbol.clone());
-            }
-            by_symbol.entry(symbol).or_default().push(Located { row: o.row, bar });
+            let g = match last {
+                Some((s, g)) if s == symbol => g,
+                _ => {
+                    let name = symbol.unwrap_or(default_symbol);
+                    let g = *index.entry(name.to_owned()).or_insert_with(|| {
+                        groups.push((name.to_owned(), Vec::new()));
+                        groups.len() - 1
+                    });
+                    last = Some((symbol, g));
+                    g
+                }
+            };
+            groups[g].1.push(Located { row: o.row, bar });
         }
     }
-    let mut series = Vec::with_capacity(order.len());
-    for symbol in order {
-        let located = by_symbol.remove(&symbol).unwrap_or_default();
+    let mut series = Vec::with_capacity(groups.len());
+    for (symbol, located) in groups {
         let mut bars: Vec<MarketBar> = Vec::with_capacity(located.len());
         for Located { row, bar } in located {
             let class = match bars.last() {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# A throwaway virtualenv with vectorbt 1.2.0 from PyPI (target/vbt-venv, never a project dependency), the tool
+# the backtest benchmarks compare against; extra arguments are more packages to install in it. Prints the
+# venv's python. Needs python3 with venv (Debian: python3-venv); installs it with apt when missing and allowed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=target/vbt-venv
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
+  $sudo apt-get install -y -q python3-venv >/dev/null
+fi
+if ! "$venv/bin/python" -c "import vectorbt, sys; sys.exit(vectorbt.__version__ != '1.2.0')" >/dev/null 2>&1; then
+  rm -rf "$venv"
+  python3 -m venv "$venv" >/dev/null
+  "$venv/bin/pip" install -q --disable-pip-version-check vectorbt==1.2.0 >&2
+fi
+if [ $# -gt 0 ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check "$@" >&2
+fi
+echo "$PWD/$venv/bin/python"
