@@ -19,6 +19,12 @@ const VBT_SCRIPT: &str = include_str!("../../python/bench/vbt_grid.py");
 /// Timed runs of each side; the figure is the best.
 const RUNS: usize = 3;
 
+/// vectorbt's timed runs: [`RUNS`] for the small grid, one for the large (a run of 1,000 columns over 300K
+/// bars takes minutes).
+fn vbt_runs(fast: &[u32], slow: &[u32]) -> usize {
+    if fast.len() * slow.len() > 100 { 1 } else { RUNS }
+}
+
 /// Columns vectorbt simulates at once: all 1,000 of the large grid at once (300K bars) needed more than
 /// the 24 GB of the 2-core machine and was killed.
 const VBT_CHUNK: usize = 100;
@@ -96,16 +102,14 @@ fn vectorbt_side(python: &Path, script: &Path, csv: &Path, fast: &[u32], slow: &
     let out = Command::new(python)
         .arg(script)
         .arg(csv)
-        .args(["--fast", &list(fast), "--slow", &list(slow), "--runs", &RUNS.to_string()])
+        .args(["--fast", &list(fast), "--slow", &list(slow), "--runs", &vbt_runs(fast, slow).to_string()])
         .args(["--chunk", &VBT_CHUNK.to_string()])
         .output()
         .map_err(|e| Error::Output(format!("could not run {}: {e}", python.display())))?;
     if !out.status.success() {
-        return Err(Error::Output(format!(
-            "the vectorbt run failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
-        )));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = stderr.lines().last().unwrap_or("killed without a message (out of memory?)");
+        return Err(Error::Output(format!("the vectorbt run failed ({}): {why}", out.status)));
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| Error::Output(format!("the vectorbt run printed no JSON object: {e}")))?;
@@ -152,9 +156,10 @@ pub fn end_to_end(sizes: &Sizes, quick: bool, vectorbt: Option<&Path>) -> Result
         match vectorbt_side(python, &script, &csv, &fast, &slow) {
             Ok(v) if v.columns == columns => {
                 rows.push(Row::end_to_end("vectorbt", columns, sizes.bars, v.seconds).with_note(format!(
-                    "vectorbt {}, {VBT_CHUNK} columns at a time; first call {:.2} s (numba compiles); \
+                    "vectorbt {}, {VBT_CHUNK} columns at a time, best of {} runs; numba's compile call {:.2} s; \
                      `{} python/bench/vbt_grid.py FILE --fast {} --slow {} --chunk {VBT_CHUNK}`",
                     v.version,
+                    vbt_runs(&fast, &slow),
                     v.first_call,
                     python.display(),
                     list(&fast),
