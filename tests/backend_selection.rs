@@ -139,11 +139,13 @@ fn cli_bench_all_quick_writes_json() {
     }
     let json = std::fs::read_to_string(&path).unwrap();
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(parsed["rows"].as_array().map(Vec::len), Some(8), "{json}");
-    for workload in ["\"W1\"", "\"W2\"", "\"W3\"", "\"W4\"", "\"W5\""] {
+    // W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5.
+    assert_eq!(parsed["rows"].as_array().map(Vec::len), Some(10), "{json}");
+    for workload in ["\"W1\"", "\"W2\"", "\"W2e\"", "\"W3\"", "\"W4\"", "\"W5\""] {
         assert!(json.contains(workload), "{workload} missing: {json}");
     }
-    assert_eq!(json.matches("\"workload\"").count(), 8, "{json}");
+    assert_eq!(json.matches("\"workload\"").count(), 10, "{json}");
+    assert!(stdout.contains("W2e backtest end to end") && stdout.contains("| tradesim (cpu) |"), "{stdout}");
     assert!(json.contains("\"flops_per_s\": ") && !json.contains("\"flops_per_s\": 0,"), "{json}");
     assert!(stdout.contains("W4 PPO") && stdout.contains("| cpu |"), "{stdout}");
     assert!(json.contains("\"ratio_to_a\": 1,") || json.contains("\"ratio_to_a\": 1.0"), "{json}");
@@ -320,4 +322,41 @@ fn cli_backtest_exports_equity_and_trades() {
     let (ok, _, stderr) = tradesim(&[&base[..], &["--equity", &path(&dir.join("eq.txt"))]].concat());
     assert!(!ok && stderr.contains("must end in .csv or .parquet"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `bench backtest --vectorbt PYTHON`: the Python's JSON becomes a vectorbt row and the ratio beside
+/// tradesim's row of the same width; a run that reports another column count (or fails) leaves a note on
+/// tradesim's row instead of failing the bench. A stand-in script plays vectorbt (it reports 10 columns:
+/// right for the quick 10-column grid, wrong for the 20-column one).
+#[test]
+fn cli_bench_backtest_sets_vectorbt_beside_tradesim() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("tradesim-fake-vbt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let python = dir.join("python");
+    let json = r#"{"seconds": 2.5, "first_call_seconds": 9.0, "columns": 10, "version": "fake"}"#;
+    std::fs::write(&python, format!("#!/bin/sh\necho '{json}'\n")).unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("bench.json");
+    let (ok, stdout, stderr) = tradesim(&[
+        "bench",
+        "backtest",
+        "--quick",
+        "--device",
+        "cpu",
+        "--vectorbt",
+        python.to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("| vectorbt | 10 | 2001 | 2.500 |"), "{stdout}");
+    assert!(stdout.contains("no vectorbt figure: it ran 10 columns"), "{stdout}");
+    let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let rows = parsed["rows"].as_array().unwrap();
+    let ours = rows.iter().find(|r| r["workload"] == "W2e" && r["backend"] == "cpu" && r["width"] == 10).unwrap();
+    let ratio = ours["ratio_to_vectorbt"].as_f64().unwrap();
+    assert!((ratio - 2.5 / ours["seconds"].as_f64().unwrap()).abs() <= 1e-9 * ratio, "{ours}");
+    assert_eq!(rows.iter().filter(|r| r["backend"] == "vectorbt").count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -132,7 +132,7 @@ struct VbtRun {
 /// W2e rows: tradesim on the CPU for 100 and 1,000 columns and, with `vectorbt` (a Python with vectorbt
 /// installed), vectorbt on the same file, each row's note holding the command that reproduces it.
 pub fn end_to_end(sizes: &Sizes, quick: bool, vectorbt: Option<&Path>) -> Result<Vec<Row>, Error> {
-    let dir = std::env::temp_dir().join(format!("tradesim-bench-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("tradesim-w2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
     let scratch = Scratch(dir);
     let csv = scratch.0.join("bars.csv");
