@@ -324,6 +324,32 @@ impl Db {
         }
     }
 
+    /// SQLite: write-ahead logging (readers beside one writer) and full syncs. Switching the file to WAL
+    /// needs it to itself for a moment, which SQLite refuses at once (no busy wait) while another worker
+    /// opening the same new study holds it: the switch is skipped when the file already is in WAL mode and
+    /// retried for up to a minute otherwise. PostgreSQL: nothing to do.
+    pub fn sqlite_wal(&self) -> Result<(), Error> {
+        let Self::Sqlite(c) = self else { return Ok(()) };
+        let started = std::time::Instant::now();
+        loop {
+            let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(sqlite_err)?;
+            if mode.eq_ignore_ascii_case("wal") {
+                break;
+            }
+            match c.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+                Ok(_) => break,
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && started.elapsed() < std::time::Duration::from_secs(60) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(sqlite_err(e)),
+            }
+        }
+        c.execute_batch("PRAGMA synchronous = FULL;").map_err(sqlite_err)
+    }
+
     /// Whether a transaction is open.
     pub fn in_transaction(&self) -> bool {
         match self {

@@ -303,7 +303,7 @@ fn ensure_schema(db: &Db, shown: &str) -> Result<(), Error> {
                 "{shown}: a study in tradesim's schema before version 0.2 (not Optuna's); start a new study"
             )));
         }
-        db.batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
+        db.sqlite_wal()?;
         db.batch(&format!(
             "BEGIN IMMEDIATE; {SCHEMA}
              INSERT INTO version_info (version_info_id, schema_version, library_version)
