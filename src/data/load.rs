@@ -365,11 +365,13 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
         Cell::Decimal(d) => Ok(*d),
         Cell::Int(i) => Ok(Decimal::from(*i)),
         Cell::Float(x) if !x.is_finite() => Err((IssueClass::NonFinite, format!("{x} is not finite"))),
-        Cell::Float(x) => Decimal::from_f64(*x).ok_or((IssueClass::BadNumber, format!("{x} does not fit a Decimal"))),
+        Cell::Float(x) => {
+            Decimal::from_f64(*x).ok_or_else(|| (IssueClass::BadNumber, format!("{x} does not fit a Decimal")))
+        }
         Cell::Text(s) => {
             let t = s.trim();
-            let lower = t.to_ascii_lowercase();
-            if ["nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"].contains(&lower.as_str()) {
+            let non_finite = ["nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"];
+            if non_finite.iter().any(|w| w.eq_ignore_ascii_case(t)) {
                 return Err((IssueClass::NonFinite, format!("`{t}` is not finite")));
             }
             Decimal::from_str(t)
