@@ -116,42 +116,40 @@ fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
 /// `bounds`.
 fn with_launch_bounds(ptx: &str, bounds: &[(&str, u32, u32)]) -> Result<String, PtxError> {
     let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
-    let mut pending: Option<(u32, u32)> = None;
-    let mut applied = 0;
+    let mut pending: Option<&(&str, u32, u32)> = None;
+    let mut applied: Vec<&str> = Vec::new();
     for line in ptx.lines() {
-        if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
-            let name = rest.split(['(', ' ']).next().unwrap_or_default();
-            pending = bounds.iter().find(|b| b.0 == name).map(|b| (b.1, b.2));
+        if let Some(name) = entry_name(line) {
+            pending = bounds.iter().find(|b| b.0 == name);
         }
         // The body's opening brace ends the entry's header.
         if line.trim() == "{"
-            && let Some((threads, blocks)) = pending.take()
+            && let Some(&(name, threads, blocks)) = pending.take()
         {
             out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
             if blocks > 0 {
                 out.push_str(&format!(".minnctapersm {blocks}\n"));
             }
-            applied += 1;
+            applied.push(name);
         }
         out.push_str(line);
         out.push('\n');
     }
-    if applied != bounds.len() {
-        let names = bounds.iter().map(|b| b.0.to_owned()).collect();
-        return Err(PtxError::MissingEntries(names));
+    let missing: Vec<String> = bounds.iter().filter(|b| !applied.contains(&b.0)).map(|b| b.0.to_owned()).collect();
+    if !missing.is_empty() {
+        return Err(PtxError::MissingEntries(missing));
     }
     Ok(out)
 }
 
+/// The kernel name of a line that opens an `.entry`.
+fn entry_name(line: &str) -> Option<&str> {
+    line.trim_start().strip_prefix(".visible .entry ")?.split(['(', ' ']).next()
+}
+
 /// The `.entry` names of the module, after checking every expected one is there and nothing is external.
 fn check(ptx: &str, expected: &[&str]) -> Result<Vec<String>, PtxError> {
-    let entries: Vec<String> = ptx
-        .lines()
-        .filter_map(|line| {
-            let rest = line.trim_start().strip_prefix(".visible .entry ")?;
-            Some(rest.split(['(', ' ']).next()?.to_owned())
-        })
-        .collect();
+    let entries: Vec<String> = ptx.lines().filter_map(entry_name).map(str::to_owned).collect();
     let missing: Vec<String> =
         expected.iter().filter(|name| !entries.iter().any(|e| e == *name)).map(|name| (*name).to_owned()).collect();
     if !missing.is_empty() {

@@ -263,10 +263,11 @@ fn read_plain_csv<'a>(name: &str, text: &'a [u8], delimiter: u8) -> Table<'a> {
                 lines += 1;
                 let line = line.strip_suffix(b"\n").unwrap_or(line);
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
-                if fields(line, delimiter).all(<[u8]>::is_empty) {
+                let (count, blank) =
+                    fields(line, delimiter).fold((0, true), |(n, blank), f| (n + 1, blank && f.is_empty()));
+                if blank {
                     continue;
                 }
-                let count = fields(line, delimiter).count();
                 if count != width {
                     let message = format!("{count} fields, the header has {width}");
                     part.findings.push(row_finding(name, local, None, IssueClass::BadRow, message));
