@@ -7,11 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/optuna-venv
 version=${TRADESIM_OPTUNA_VERSION:-5.0.0}
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
-  $sudo apt-get install -y -q python3-venv >/dev/null
-fi
+bash scripts/need-venv.sh
 if ! "$venv/bin/python" -c "import optuna, psycopg2, sys; sys.exit(optuna.__version__ != '$version')" >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv" >/dev/null

@@ -7,11 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/py-venv
 profile=${1:-}
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
-  $sudo apt-get install -y -q python3-venv >/dev/null
-fi
+bash scripts/need-venv.sh
 pins=(maturin==1.16.0 pytest==9.2.0 pandas==3.1.1 numpy==2.4.6 gymnasium==1.4.0)
 if ! "$venv/bin/python" -c 'import maturin, pytest, pandas, numpy, gymnasium' >/dev/null 2>&1; then
   rm -rf "$venv"

@@ -5,11 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/vbt-venv
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
-  $sudo apt-get install -y -q python3-venv >/dev/null
-fi
+bash scripts/need-venv.sh
 if ! "$venv/bin/python" -c "import vectorbt, sys; sys.exit(vectorbt.__version__ != '1.2.0')" >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv" >/dev/null
