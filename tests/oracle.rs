@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use common::oracle::{self, Exit, OBar, Rules};
+use common::oracle::{self, ExitReason, OBar, Rules};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rust_decimal::Decimal;
@@ -188,9 +188,15 @@ fn random_cases_match_the_oracle(backend: &Backend) {
         .unwrap_or_else(|e| panic!("{e}"));
     let tally = reasons.into_inner().unwrap();
     eprintln!("{cases} cases, trades by exit reason: {tally:?}");
-    for reason in
-        [Exit::Signal, Exit::TakeProfit, Exit::StopLoss, Exit::Time, Exit::Breaker, Exit::EndOfData, Exit::Bankruptcy]
-    {
+    for reason in [
+        ExitReason::Signal,
+        ExitReason::TakeProfit,
+        ExitReason::StopLoss,
+        ExitReason::Time,
+        ExitReason::Breaker,
+        ExitReason::EndOfData,
+        ExitReason::Bankruptcy,
+    ] {
         assert!(tally.get(&(reason as u32)).copied().unwrap_or(0) >= 5, "too few {reason:?} exits: {tally:?}");
     }
     assert!(tally.values().sum::<usize>() > 5 * cases as usize, "too few trades: {tally:?}");
@@ -215,23 +221,11 @@ fn the_oracle_on_a_hand_checked_path() {
     let sides = oracle::sma_sides(&bars.iter().map(|b| b.close).collect::<Vec<_>>(), 1, 2, true);
     // SMA 1 vs SMA 2: bar 1: 9 < 9.5, bar 2: 8 < 8.5, bar 3: 12 > 10 (the cross), then above.
     assert_eq!(sides, [0, 0, 0, 1, 1, 1]);
-    let rules = Rules {
-        capital: d("1000"),
-        spread: d("0.002"),
-        commission: d("0.001"),
-        reserve: Decimal::ZERO,
-        max_drawdown: Decimal::ZERO,
-        take_profit: Decimal::ZERO,
-        stop_loss: Decimal::ZERO,
-        max_hold: 0,
-        barrier_exits: true,
-        allow_short: true,
-        whole_units: true,
-    };
+    let rules = Rules::all_in(d("1000"), d("0.002"), d("0.001"));
     let run = oracle::run(&bars, &sides, &rules, 0, 5);
     // Filled at 12 x 1.001 = 12.012: floor(1000 / 12.012) = 83 units, commission 0.001 x 83 x 12.012.
     let t = run.trades[0];
-    assert_eq!((run.trades.len(), t.entry_bar, t.exit_bar, t.side, t.exit), (1, 4, 5, 1, Exit::EndOfData));
+    assert_eq!((run.trades.len(), t.entry_bar, t.exit_bar, t.side, t.exit), (1, 4, 5, 1, ExitReason::EndOfData));
     assert_eq!((t.units, t.entry_price, t.exit_price), (d("83"), d("12.012"), d("13.986")));
     let cash = d("1000") - d("83") * d("12.012") * d("1.001") + d("83") * d("13.986") * d("0.999");
     assert_eq!(*run.equity.last().unwrap(), cash);
@@ -267,19 +261,7 @@ fn aapl_daily_sma_cross_matches_the_oracle(backend: &Backend) {
         .iter()
         .map(|b| OBar { open: b.open, high: b.high, low: b.low, close: b.close, sigma: Decimal::ZERO })
         .collect();
-    let rules = Rules {
-        capital: Decimal::from(10_000),
-        spread: Decimal::ZERO,
-        commission: Decimal::ZERO,
-        reserve: Decimal::ZERO,
-        max_drawdown: Decimal::ZERO,
-        take_profit: Decimal::ZERO,
-        stop_loss: Decimal::ZERO,
-        max_hold: 0,
-        barrier_exits: true,
-        allow_short: true,
-        whole_units: true,
-    };
+    let rules = Rules::all_in(Decimal::from(10_000), Decimal::ZERO, Decimal::ZERO);
     let end = bars.len() - 1;
     let closes: Vec<Decimal> = bars.iter().map(|b| b.close).collect();
     let want = oracle::run(&bars, &oracle::sma_sides(&closes, 10, 30, true), &rules, 0, end);

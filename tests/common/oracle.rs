@@ -5,6 +5,8 @@
 
 use rust_decimal::Decimal;
 use rust_decimal::prelude::*;
+// Why a trade ended: the engine's vocabulary of exit reasons (the codes its ledger stores), not its rules.
+pub use tradesim::ExitReason;
 
 /// One bar in Decimal; `sigma` is the volatility estimate at its close (barrier widths).
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +35,24 @@ pub struct Rules {
 }
 
 impl Rules {
+    /// All in from `capital` with `spread` and `commission`: no reserve, breaker or barriers; shorts and
+    /// whole units.
+    pub fn all_in(capital: Decimal, spread: Decimal, commission: Decimal) -> Self {
+        Self {
+            capital,
+            spread,
+            commission,
+            reserve: Decimal::ZERO,
+            max_drawdown: Decimal::ZERO,
+            take_profit: Decimal::ZERO,
+            stop_loss: Decimal::ZERO,
+            max_hold: 0,
+            barrier_exits: true,
+            allow_short: true,
+            whole_units: true,
+        }
+    }
+
     /// The engine's parameters for these rules (floats from the Decimals, `ToPrimitive`).
     pub fn to_params(self) -> tradesim::TrialParams {
         let f = |d: Decimal| d.to_f64().expect("a Decimal converts to f64");
@@ -52,18 +72,6 @@ impl Rules {
     }
 }
 
-/// Why a trade ended (the engine's `ExitReason` codes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    Signal = 0,
-    TakeProfit = 1,
-    StopLoss = 2,
-    Time = 3,
-    Breaker = 4,
-    EndOfData = 5,
-    Bankruptcy = 6,
-}
-
 /// One closed trade.
 #[derive(Clone, Copy, Debug)]
 pub struct OTrade {
@@ -75,7 +83,7 @@ pub struct OTrade {
     pub exit_price: Decimal,
     pub pnl: Decimal,
     pub costs: Decimal,
-    pub exit: Exit,
+    pub exit: ExitReason,
 }
 
 /// A run: the trades in order and the equity after each bar (index 0: the start).
@@ -147,7 +155,7 @@ impl Account<'_> {
     }
 
     /// Closes the position around `price` on `bar`.
-    fn close(&mut self, price: Decimal, bar: usize, exit: Exit) {
+    fn close(&mut self, price: Decimal, bar: usize, exit: ExitReason) {
         let Some(p) = self.position.take() else { return };
         // Selling a long gets the price less the half spread; buying back a short pays it more.
         let fill = if p.side > 0 {
@@ -219,25 +227,25 @@ impl Account<'_> {
 
     /// The barrier the open position meets on `bar` (index `u`), with its exit price: gaps at the open
     /// first (only for a position held into the bar), then the range (stop-loss first), then the expiry.
-    fn barrier(&self, bar: &OBar, u: usize, gap: bool) -> Option<(Exit, Decimal)> {
+    fn barrier(&self, bar: &OBar, u: usize, gap: bool) -> Option<(ExitReason, Decimal)> {
         let p = self.position.as_ref()?;
         let long = p.side > 0;
         let (adverse, favourable) = if long { (bar.low, bar.high) } else { (bar.high, bar.low) };
         let beyond = |price: Decimal, level: Decimal, up: bool| if up { price >= level } else { price <= level };
         if p.take_profit.is_some_and(|tp| gap && beyond(bar.open, tp, long)) {
-            return Some((Exit::TakeProfit, bar.open));
+            return Some((ExitReason::TakeProfit, bar.open));
         }
         if p.stop_loss.is_some_and(|sl| gap && beyond(bar.open, sl, !long)) {
-            return Some((Exit::StopLoss, bar.open));
+            return Some((ExitReason::StopLoss, bar.open));
         }
         if let Some(sl) = p.stop_loss.filter(|&sl| beyond(adverse, sl, !long)) {
-            return Some((Exit::StopLoss, sl));
+            return Some((ExitReason::StopLoss, sl));
         }
         if let Some(tp) = p.take_profit.filter(|&tp| beyond(favourable, tp, long)) {
-            return Some((Exit::TakeProfit, tp));
+            return Some((ExitReason::TakeProfit, tp));
         }
         if p.expiry.is_some_and(|e| u >= e) {
-            return Some((Exit::Time, bar.close));
+            return Some((ExitReason::Time, bar.close));
         }
         None
     }
@@ -284,7 +292,7 @@ pub fn run(bars: &[OBar], sides: &[i32], rules: &Rules, start: usize, end: usize
         let held = acc.position.as_ref().map_or(0, |p| p.side);
         let mut opened = false;
         if wanted != held {
-            acc.close(bar.open, u, if pending { Exit::Breaker } else { Exit::Signal });
+            acc.close(bar.open, u, if pending { ExitReason::Breaker } else { ExitReason::Signal });
             if wanted != 0 && acc.open(wanted, bar.open, u, bars[t].sigma) {
                 opened = true;
                 let p = acc.position.as_ref().unwrap();
@@ -309,11 +317,11 @@ pub fn run(bars: &[OBar], sides: &[i32], rules: &Rules, start: usize, end: usize
             Status::Active
         };
         if status == Status::Bankrupt && acc.position.is_some() {
-            acc.close(bar.close, u, Exit::Bankruptcy);
+            acc.close(bar.close, u, ExitReason::Bankruptcy);
             value = acc.cash;
         }
         if u == end && acc.position.is_some() && status != Status::Bankrupt {
-            acc.close(bar.close, u, Exit::EndOfData);
+            acc.close(bar.close, u, ExitReason::EndOfData);
             value = acc.cash;
         }
         equity.push(value);
