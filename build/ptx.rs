@@ -57,10 +57,13 @@ pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let arch = std::env::var("GPU_ARCH").unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
+    // rustc's own output, kept apart from the module with launch bounds: a nested build that finds the kernels
+    // fresh does not emit it again, and the bounds must not be written into an already bounded file.
+    let raw_path = out_dir.join("kernels-rustc.ptx");
     let ptx_path = out_dir.join("kernels.ptx");
     let started = Instant::now();
-    compile(&root, &arch, &ptx_path)?;
-    let ptx = std::fs::read_to_string(&ptx_path).map_err(|e| PtxError::Read(ptx_path.clone(), e))?;
+    compile(&root, &arch, &raw_path)?;
+    let ptx = std::fs::read_to_string(&raw_path).map_err(|e| PtxError::Read(raw_path.clone(), e))?;
     let entries = check(&ptx, expected)?;
     let ptx = with_launch_bounds(&ptx, gpu_kernels::kernel_names::LAUNCH_BOUNDS)?;
     std::fs::write(&ptx_path, &ptx).map_err(|e| PtxError::Write(ptx_path.clone(), e))?;
