@@ -236,6 +236,35 @@ fn gpu_greedy_walk_matches_cpu_walk() {
     }
 }
 
+/// Walks whose env stops part way (a drawdown breaker of 0.5% and 2%, so the trials halt at different bars;
+/// the third has none). On the CPU: the breaker does stop the first trial (its walk leaves the unlimited
+/// walk's actions part way). On the GPU, whose walk steps a copy of the env per action and keeps the argmax's
+/// (a done env's copies all stay on its bar): the CPU walk's actions and returns, bit for bit (the agents
+/// trained on either backend hold the same bits, `gpu_training_matches_cpu_bitwise`).
+#[test]
+fn greedy_walks_match_when_envs_stop() {
+    let market = common::planted_market(700, 9);
+    let walk = |backend: &Backend, limits: [f64; 3]| {
+        let (mut agent, trials) = hundred_steps_agent(backend);
+        let trials: Vec<TrialParams> =
+            trials.iter().zip(limits).map(|(t, max_drawdown)| TrialParams { max_drawdown, ..*t }).collect();
+        greedy_actions(backend, &mut agent, &market, &trials, 252.0, 6).unwrap()
+    };
+    let limits = [0.005, 0.02, 0.0];
+    let (cpu_metrics, cpu_actions) = walk(&Backend::Cpu, limits);
+    let (_, unlimited) = walk(&Backend::Cpu, [0.0; 3]);
+    let steps = 699;
+    let parted = (0..steps).find(|&i| cpu_actions[i] != unlimited[i]);
+    assert!(parted.is_some_and(|i| i < 600), "the 0.5% breaker never changed the first walk: {parted:?}");
+    assert_eq!(cpu_actions[2 * steps..], unlimited[2 * steps..], "the third trial has no breaker");
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (gpu_metrics, gpu_actions) = walk(&gpu, limits);
+    assert_eq!(gpu_actions, cpu_actions, "greedy actions differ between the GPU and the CPU walk");
+    for (k, (g, c)) in gpu_metrics.iter().zip(&cpu_metrics).enumerate() {
+        assert_eq!(g.total_return.to_bits(), c.total_return.to_bits(), "trial {k}");
+    }
+}
+
 /// A trial's result depends on its own parameters, key and the seed only: trained alone (K = 1), or at slot
 /// 1 of three beside mates with other widths, batches and keys (so the batch's stride and buffer differ),
 /// it ends with the same weights, bit for bit.

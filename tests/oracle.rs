@@ -233,6 +233,29 @@ fn the_oracle_on_a_hand_checked_path() {
     assert_eq!(run.equity[4], d("1000") - d("83") * d("12.012") * d("1.001") + d("83") * d("13"));
 }
 
+/// Whole units at an exact quotient: all in with 1,100 at an open of 1.10 buys exactly 1,000 units. The f64
+/// quotient of the two is 999.9999999999999 (1.1 has no exact binary form), so a plain floor buys one unit
+/// less than the Decimal rules; the engine's floor allows a relative slack of 1e-12 (a random property case
+/// found this on the H200: units 20,319 against the oracle's 20,320).
+fn whole_units_at_an_exact_quotient(backend: &Backend) {
+    let d = |s: &str| s.parse::<Decimal>().unwrap();
+    let closes = ["1.00", "1.05", "1.12", "1.15", "1.13"];
+    let opens = ["1.00", "1.02", "1.10", "1.12", "1.16"];
+    let bars: Vec<OBar> = closes
+        .iter()
+        .zip(opens)
+        .map(|(c, o)| OBar { open: d(o), high: d(o).max(d(c)), low: d(o).min(d(c)), close: d(c), sigma: Decimal::ZERO })
+        .collect();
+    let rules = Rules::all_in(d("1100"), Decimal::ZERO, Decimal::ZERO);
+    let sides = oracle::sma_sides(&closes.map(d), 1, 2, false);
+    let want = oracle::run(&bars, &sides, &rules, 0, bars.len() - 1);
+    assert_eq!((want.trades[0].entry_bar, want.trades[0].units), (2, d("1000")));
+    let sma = SmaCross { fast: 1, slow: 2, allow_short: 1, rule: tradesim::RULE_STATE };
+    let got = engine_run(backend, &bars, &rules, sma);
+    compare(&got, &want, &rules).unwrap();
+}
+test_device!(whole_units_at_an_exact_quotient);
+
 /// The shared folder of real data (CI has it beside the clone; elsewhere TRADESIM_SHARED_DATA, or skip).
 fn shared_data() -> Option<std::path::PathBuf> {
     let dir = std::env::var("TRADESIM_SHARED_DATA")

@@ -22,7 +22,7 @@ use crate::net::{
 use crate::ppo::{NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_at, norm_lane, sample_loss, update_weight};
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
-const _: () = assert!(GEMM_SHARED * 4 <= 8_192, "gemm_tiles declares 8,192 bytes of shared memory");
+const _: () = assert!(GEMM_SHARED * 4 <= 17_408, "gemm_tiles declares 17,408 bytes of shared memory");
 const _: () = assert!(crate::tile::NARROW_ROWS * (crate::tile::TILE_K + 1) + crate::tile::TILE_K * 4 <= GEMM_SHARED);
 use crate::types::{Bar, EnvState, Moments, Transition, TrialParams};
 
@@ -278,15 +278,17 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     // SAFETY: declares this block's tiles (GEMM_SHARED floats) and takes their generic address.
     unsafe {
         core::arch::asm!(
-            ".shared .align 16 .b8 gemm_smem[8192];", // GEMM_SHARED floats
+            ".shared .align 16 .b8 gemm_smem[17408];", // GEMM_SHARED floats
             "cvta.shared.u64 {p}, gemm_smem;",
             p = out(reg64) smem,
         );
     }
     // SAFETY: the caller's contract; the block index picks its product and tile.
     unsafe {
-        let g = &*problems.add(nvptx::_block_idx_y() as usize);
-        gpu_tile(g, nvptx::_block_idx_x() as usize, buffers, smem as *mut f32, nvptx::_thread_idx_x() as usize);
+        // A copy in registers: read through `problems`, every field would be loaded again after each store
+        // to shared memory (the compiler cannot tell that the stores do not alias the table).
+        let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
+        gpu_tile(&g, nvptx::_block_idx_x() as usize, buffers, smem as *mut f32, nvptx::_thread_idx_x() as usize);
     }
 }
 

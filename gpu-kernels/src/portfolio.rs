@@ -26,15 +26,21 @@ pub fn target_side(action: u8, allow_short: bool) -> i32 {
     }
 }
 
+/// Relative slack of the whole-units floor: a quotient this close below an integer buys that integer.
+/// Prices in decimals have no exact binary form, so an exact quotient (1,100 / 1.10 = 1,000) comes out an
+/// ulp low in f64 (999.9999999999999) and a plain floor would buy one unit less than the Decimal rules. The cost: a quotient truly within 1e-12 (relative) below an integer buys that integer, overdrawing
+/// the cash by at most 1e-12 of it.
+pub const WHOLE_UNITS_SLACK: f64 = 1e-12;
+
 /// Units an open of `equity` buys at `fill_price`: `(1 - reserve) x equity / fill_price`, floored when
-/// `whole_units` is set. Zero or negative equity buys nothing.
+/// `whole_units` is set (with [`WHOLE_UNITS_SLACK`]). Zero or negative equity buys nothing.
 #[inline]
 pub fn open_units(params: &TrialParams, equity: f64, fill_price: f64) -> f64 {
     if equity <= 0.0 || fill_price <= 0.0 {
         return 0.0;
     }
     let units = (1.0 - params.cash_reserve_pct) * equity / fill_price;
-    if params.whole_units != 0 { libm::floor(units) } else { units }
+    if params.whole_units != 0 { libm::floor(units * (1.0 + WHOLE_UNITS_SLACK)) } else { units }
 }
 
 /// The half spread paid on trading `units_abs` units around `price`: `units_abs x price x s/2`.

@@ -193,8 +193,13 @@ pub fn reference(g: &Gemm, read: impl Fn(u32, usize) -> f32, mut write: impl FnM
 pub const NARROW: usize = 4;
 /// Rows of a narrow tile (256 threads: one output each).
 pub const NARROW_ROWS: usize = 256 / NARROW;
-/// Floats of shared memory a GEMM block uses (the larger of the two tile shapes).
-pub const GEMM_SHARED: usize = 2 * TILE_K * TILE;
+/// Floats between two `k` rows of a wide tile's staged operands: [`TILE`] plus 4, so that the transposing
+/// stores of a row-major operand (16 consecutive `k` of one row per half warp) fall into 8 banks, each hit
+/// twice, instead of one bank hit 16 times; a multiple of 4 keeps the 16-byte vector reads aligned.
+pub const TILE_ROW: usize = TILE + 4;
+/// Floats of shared memory a GEMM block uses (the larger of the two tile shapes; the wide one keeps two
+/// stages of its operands).
+pub const GEMM_SHARED: usize = 2 * 2 * TILE_K * TILE_ROW;
 
 /// Four floats, 16-byte aligned (one vector load from shared memory).
 #[cfg(target_arch = "nvptx64")]
@@ -251,22 +256,34 @@ unsafe fn store(g: &Gemm, buffers: *const u64, m: usize, n: usize, acc: f32) {
     }
 }
 
+/// Repeats `$body` with `$i` bound to each literal of the list: an unrolled loop whose indices are constants,
+/// so arrays indexed by them stay in registers (a loop LLVM declines to unroll indexes them in local memory).
+#[cfg(target_arch = "nvptx64")]
+macro_rules! unrolled {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        $( { let $i: usize = $n; $body } )*
+    };
+}
+
 /// 64 x 64 outputs from `(m0, n0)`: thread `(tx, ty)` owns rows `m0 + 4 ty ..` and columns `n0 + 4 tx ..`.
+/// Two stages of shared memory: while step `s` is computed from one, step `s + 1` (loaded from global
+/// memory into registers during the previous step) is stored into the other, so one barrier per step suffices.
 #[cfg(target_arch = "nvptx64")]
 #[inline]
 unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
     use core::arch::nvptx::_syncthreads;
+    const STAGE: usize = 2 * TILE_K * TILE_ROW;
     let (tx, ty) = (thread % 16, thread / 16);
     let (m_act, n_act, k_act) = (g.m as usize, g.n as usize, g.k as usize);
     // SAFETY: the caller's contract; every global index is checked against the active sizes, every shared
-    // index stays inside the 2 x TILE_K x TILE floats of this path, and F4 reads are 16-byte aligned (4-float
-    // offsets from an aligned base).
+    // index stays inside the 2 stages x 2 x TILE_K x TILE_ROW floats of this path, and F4 reads are 16-byte
+    // aligned (4-float offsets from an aligned base).
     unsafe {
         let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
         let (a_base, b_base) = (buf(&g.a), buf(&g.b));
-        let (a_s, b_s) = (smem, smem.add(TILE_K * TILE));
-        // Staging slot of this thread's q-th element: A(m, k) goes to a_s[kk * TILE + r], B(k, n) to
-        // b_s[kk * TILE + c]; consecutive threads walk each operand's unit stride.
+        // Staging slot of this thread's q-th element: A(m, k) goes to a_s[kk * TILE_ROW + r], B(k, n) to
+        // b_s[kk * TILE_ROW + c] (b_s = a_s + TILE_K * TILE_ROW); consecutive threads walk each operand's
+        // unit stride.
         let a_slot = |q: usize| {
             let idx = thread + 256 * q;
             if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) }
@@ -277,7 +294,7 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
         };
         let fetch = |k0: usize| {
             let (mut av, mut bv) = ([0.0f32; 4], [0.0f32; 4]);
-            for q in 0..4 {
+            unrolled!(q in [0, 1, 2, 3] {
                 let (r, kk) = a_slot(q);
                 if m0 + r < m_act && k0 + kk < k_act {
                     av[q] = *a_base.add(g.a.at(m0 + r, k0 + kk));
@@ -286,43 +303,60 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
                 if n0 + c < n_act && k0 + kk < k_act {
                     bv[q] = *b_base.add(g.b.at(k0 + kk, n0 + c));
                 }
-            }
+            });
             (av, bv)
+        };
+        let put = |stage: *mut f32, (av, bv): ([f32; 4], [f32; 4])| {
+            unrolled!(q in [0, 1, 2, 3] {
+                let (r, kk) = a_slot(q);
+                *stage.add(kk * TILE_ROW + r) = av[q];
+                let (c, kk) = b_slot(q);
+                *stage.add(TILE_K * TILE_ROW + kk * TILE_ROW + c) = bv[q];
+            });
         };
         let mut acc = [[0.0f32; 4]; 4];
         let mut k0 = 0;
-        let (mut a_next, mut b_next) = fetch(0);
+        let mut stage = 0;
+        put(smem, fetch(0));
+        _syncthreads();
         while k0 < k_act {
-            for q in 0..4 {
-                let (r, kk) = a_slot(q);
-                *a_s.add(kk * TILE + r) = a_next[q];
-                let (c, kk) = b_slot(q);
-                *b_s.add(kk * TILE + c) = b_next[q];
-            }
-            _syncthreads();
-            if k0 + TILE_K < k_act {
-                (a_next, b_next) = fetch(k0 + TILE_K);
-            }
-            for kk in 0..TILE_K {
-                let av = (*(a_s.add(kk * TILE + 4 * ty) as *const F4)).0;
-                let bv = (*(b_s.add(kk * TILE + 4 * tx) as *const F4)).0;
-                for i in 0..4 {
-                    for j in 0..4 {
+            let more = k0 + TILE_K < k_act;
+            let next = if more { fetch(k0 + TILE_K) } else { ([0.0; 4], [0.0; 4]) };
+            let (a_s, b_s) = (smem.add(stage * STAGE), smem.add(stage * STAGE + TILE_K * TILE_ROW));
+            let load = |kk: usize| {
+                (
+                    (*(a_s.add(kk * TILE_ROW + 4 * ty) as *const F4)).0,
+                    (*(b_s.add(kk * TILE_ROW + 4 * tx) as *const F4)).0,
+                )
+            };
+            // Step kk's operands are read before step kk - 1's products: the loads' latency hides behind FMAs.
+            let mut cur = load(0);
+            unrolled!(kk in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                let ahead = if kk + 1 < TILE_K { load(kk + 1) } else { cur };
+                let (av, bv) = cur;
+                unrolled!(i in [0, 1, 2, 3] {
+                    unrolled!(j in [0, 1, 2, 3] {
                         acc[i][j] = fma(av[i], bv[j], acc[i][j]);
-                    }
-                }
+                    });
+                });
+                cur = ahead;
+            });
+            if more {
+                // The other stage was last read in the previous step, which every thread has left (barrier).
+                put(smem.add((1 - stage) * STAGE), next);
             }
             _syncthreads();
+            stage = 1 - stage;
             k0 += TILE_K;
         }
-        for i in 0..4 {
-            for j in 0..4 {
+        unrolled!(i in [0, 1, 2, 3] {
+            unrolled!(j in [0, 1, 2, 3] {
                 let (m, n) = (m0 + 4 * ty + i, n0 + 4 * tx + j);
                 if m < g.m_pad as usize && n < g.n_pad as usize {
                     store(g, buffers, m, n, acc[i][j]);
                 }
-            }
-        }
+            });
+        });
     }
 }
 

@@ -23,6 +23,9 @@ pub(super) fn run(device: DeviceRequest) -> Result<(), Error> {
     {
         println!("PTX arch:    {} ({} bytes, built at cargo build)", crate::ptx::ARCH, crate::ptx::PTX.len());
         println!("kernels:     {}", crate::ptx::ENTRIES.join(", "));
+        if let Some(path) = std::env::var_os("TRADESIM_DEV_PTX") {
+            println!("PTX loaded:  {} (TRADESIM_DEV_PTX)", path.to_string_lossy());
+        }
     }
     #[cfg(not(feature = "cuda"))]
     {

@@ -404,17 +404,16 @@ pub fn write_report(
     let board = leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
     let epochs = study.epochs()?;
     let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
-    let mut files = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    // Every chart also as a PNG beside its SVG, for pasting into documents: rasterized at the end, all charts
+    // at once (a few tenths of a second one after another, most of a GPU search's bookkeeping).
+    let mut charts: Vec<(PathBuf, String)> = Vec::new();
     let mut write = |name: &str, text: &str| -> Result<(), Error> {
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
         files.push(path.clone());
-        // Every chart also as a PNG beside its SVG, for pasting into documents.
         if name.ends_with(".svg") {
-            let png = path.with_extension("png");
-            std::fs::write(&png, png_of(text)?)
-                .map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))?;
-            files.push(png);
+            charts.push((path.with_extension("png"), text.to_owned()));
         }
         Ok(())
     };
@@ -692,6 +691,20 @@ pub fn write_report(
     html += "<p>Files: leaderboard.json, leaderboard.csv, best-trades.csv, equity.svg, drawdown.svg, history.svg, \
              learning-curves.svg, importances.svg, parallel-coordinates.svg.</p></body></html>\n";
     write("index.html", &html)?;
+    {
+        use rayon::prelude::*;
+        charts.par_iter().try_for_each(|(png, svg)| {
+            std::fs::write(png, png_of(svg)?).map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))
+        })?;
+    }
+    // The list in writing order, each PNG after its SVG.
+    let files = files
+        .into_iter()
+        .flat_map(|f| {
+            let png = (f.extension().is_some_and(|e| e == "svg")).then(|| f.with_extension("png"));
+            std::iter::once(f).chain(png)
+        })
+        .collect();
     Ok(ReportSummary { leaderboard: board, best_test, audit, files })
 }
 
