@@ -34,7 +34,7 @@ pub use gpu_kernels::{
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, DqnAgent,
     EnvBatch, EnvConfig, HostError, MarketData, NetState, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout,
-    backtest, detect,
+    WalkHandle, backtest, detect,
 };
 
 pub mod audit;

@@ -18,7 +18,7 @@ use crate::data::features::WARMUP;
 use crate::data::splits::{Split, time_split};
 use crate::{
     Backend, BacktestSpec, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, Metrics, PpoAgent, SampleBatch,
-    Signals, SimLayout, TrialParams, backtest,
+    Signals, SimLayout, TrialParams, WalkHandle, backtest,
 };
 
 /// The learning algorithm of a training run or a search (`--algo`, `study.algo`).
@@ -139,13 +139,10 @@ pub trait Policy: Sized {
     fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError>;
     /// Actions for every env, then one env step.
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError>;
-    /// The greedy actions of `env`'s single env per trial over `steps` bars, walked in one piece per trial
-    /// (DQN: one launch on a GPU, a thread per trial on the CPU); `None` where the agent has no such walk (the
-    /// caller then steps a CPU copy bar by bar).
-    fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
-        let _ = (env, steps);
-        Ok(None)
-    }
+    /// Starts the greedy actions of `env`'s single env per trial over `steps` bars, walked in one piece per
+    /// trial (one launch on a GPU, which runs while the caller goes on; a thread per trial on the CPU);
+    /// unavailable where the agent has no such walk (the caller then steps a CPU copy bar by bar).
+    fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError>;
 }
 
 impl Policy for DqnAgent {
@@ -155,8 +152,8 @@ impl Policy for DqnAgent {
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
         DqnAgent::act_and_step(self, env, step, greedy)
     }
-    fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
-        DqnAgent::greedy_walk(self, env, steps)
+    fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
+        DqnAgent::start_greedy_walk(self, env, steps)
     }
 }
 
@@ -167,8 +164,8 @@ impl Policy for PpoAgent {
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
         PpoAgent::act_and_step(self, env, step, greedy)
     }
-    fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
-        PpoAgent::greedy_walk(self, env, steps)
+    fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
+        PpoAgent::start_greedy_walk(self, env, steps)
     }
 }
 
@@ -268,7 +265,7 @@ pub fn evaluate<P: Policy>(
 
 /// [`evaluate`], also returning the greedy actions (`trials x (bars - 1)`, trial-major) it backtested.
 ///
-/// The greedy walk is one env per trial, bar after bar. An agent with a walk of its own (DQN) runs it in one
+/// The greedy walk is one env per trial, bar after bar. An agent with a walk of its own runs it in one
 /// piece per trial on its backend (a GPU launch with a block per trial, or a CPU thread per trial);
 /// otherwise a CPU copy of the agent steps the envs bar by bar. All give the same bits (tests/dqn.rs).
 pub fn greedy_actions<P: Policy>(
@@ -279,30 +276,66 @@ pub fn greedy_actions<P: Policy>(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
+    start_greedy(backend, agent, market, env_params, seed)?.finish(market, env_params, bars_per_year)
+}
+
+/// A greedy evaluation under way ([`start_greedy`]); [`PendingGreedy::finish`] waits for the walk and
+/// backtests its actions. It holds the walk's envs until then.
+#[derive(Debug)]
+pub struct PendingGreedy {
+    _env: EnvBatch,
+    walk: WalkHandle,
+    steps: usize,
+}
+
+/// Starts [`greedy_actions`]: on a GPU the walk reads a copy of the agent's current weights and runs on its
+/// envs' own stream while the caller goes on (the training loop trains the next epoch meanwhile); a walk
+/// the agent cannot do on its backend is stepped on a CPU copy here, before returning.
+pub fn start_greedy<P: Policy>(
+    backend: &Backend,
+    agent: &mut P,
+    market: &MarketData,
+    env_params: &[TrialParams],
+    seed: u64,
+) -> Result<PendingGreedy, HostError> {
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let layout = SimLayout::new(trials, 1)?;
     let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed, trial_groups: 1 };
     let mut env = EnvBatch::new(backend, market, env_params, layout, cfg)?;
     env.reset_segments(&vec![(0, steps as u32); trials])?;
-    let targets = match agent.greedy_walk(&mut env, steps)? {
-        Some(t) => t,
-        None => {
-            let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
-            let mut env = EnvBatch::new(&Backend::Cpu, market, env_params, layout, cfg)?;
-            env.reset_segments(&vec![(0, steps as u32); trials])?;
-            let mut cpu_agent = agent.cpu_copy(&env)?;
-            for step in 0..steps as u64 {
-                cpu_agent.act_and_step(&mut env, step, true)?;
-            }
-            env.transitions()?.iter().map(|t| t.action).collect()
+    let mut walk = agent.start_greedy_walk(&mut env, steps)?;
+    if walk.is_unavailable() {
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
+        let mut env = EnvBatch::new(&Backend::Cpu, market, env_params, layout, cfg)?;
+        env.reset_segments(&vec![(0, steps as u32); trials])?;
+        let mut cpu_agent = agent.cpu_copy(&env)?;
+        for step in 0..steps as u64 {
+            cpu_agent.act_and_step(&mut env, step, true)?;
         }
-    };
-    let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
-    let metrics =
-        backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets: &targets, columns: trials }, &spec)?
-            .metrics;
-    Ok((metrics, targets))
+        walk = WalkHandle::from_actions(env.transitions()?.iter().map(|t| t.action).collect());
+    }
+    Ok(PendingGreedy { _env: env, walk, steps })
+}
+
+impl PendingGreedy {
+    /// Waits for the walk and backtests its actions on `market` with `env_params` (those it started with):
+    /// each trial's metrics and the actions.
+    pub fn finish(
+        self,
+        market: &MarketData,
+        env_params: &[TrialParams],
+        bars_per_year: f64,
+    ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
+        let steps = self.steps;
+        let targets = self.walk.finish()?.ok_or_else(|| HostError::Config("the greedy walk gave no actions".into()))?;
+        let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
+        let columns = env_params.len();
+        let metrics =
+            backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets: &targets, columns }, &spec)?
+                .metrics;
+        Ok((metrics, targets))
+    }
 }
 
 /// An agent that learns from its envs an epoch at a time.
@@ -411,30 +444,51 @@ fn train<A: Learner>(
     let setup_seconds = setup.elapsed().as_secs_f64();
     let mut step = 0u64;
     let mut epochs = Vec::with_capacity(cfg.epochs);
+    // Epoch e's validation walk runs (on a GPU: on its own stream, from a copy of the weights) while epoch
+    // e + 1 trains; it is finished and reported once that training is under way. The last one runs beside the
+    // test walk. The reports and their order are those of a walk finished at once: the overlap only changes
+    // when they arrive (and `eval_seconds`, which counts the waiting left after the next epoch's training).
+    let mut pending: Option<(EpochReport, PendingGreedy)> = None;
+    let mut finish =
+        |pending: Option<(EpochReport, PendingGreedy)>, epochs: &mut Vec<EpochReport>| -> Result<(), Error> {
+            if let Some((mut report, walk)) = pending {
+                let started = Instant::now();
+                report.valid = walk.finish(valid, &cfg.env_params, cfg.bars_per_year)?.0;
+                report.eval_seconds += started.elapsed().as_secs_f64();
+                progress(&report)?;
+                epochs.push(report);
+            }
+            Ok(())
+        };
     for epoch in 0..cfg.epochs {
         let started = Instant::now();
         env.reset_epoch(epoch as u64)?;
         agent.learn_epoch(&mut env, cfg, segment_len, &mut step)?;
-        let losses = agent.losses()?;
-        let train_seconds = started.elapsed().as_secs_f64();
+        let launched = started.elapsed().as_secs_f64();
+        finish(pending.take(), &mut epochs)?;
         let started = Instant::now();
-        let valid_metrics = evaluate(backend, &mut agent, valid, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
+        let losses = agent.losses()?;
+        let train_seconds = launched + started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let walk = start_greedy(backend, &mut agent, valid, &cfg.env_params, cfg.seed)?;
         let report = EpochReport {
             epoch,
             env_steps: step,
             grad_steps: agent.gradient_steps(),
             losses,
-            valid: valid_metrics,
+            valid: Vec::new(),
             train_seconds,
             eval_seconds: started.elapsed().as_secs_f64(),
         };
-        progress(&report)?;
-        epochs.push(report);
+        pending = Some((report, walk));
     }
     let started = Instant::now();
-    let (test_metrics, test_actions) =
-        greedy_actions(backend, &mut agent, test, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
-    let test_seconds = started.elapsed().as_secs_f64();
+    let test_walk = start_greedy(backend, &mut agent, test, &cfg.env_params, cfg.seed)?;
+    let launched = started.elapsed().as_secs_f64();
+    finish(pending.take(), &mut epochs)?;
+    let started = Instant::now();
+    let (test_metrics, test_actions) = test_walk.finish(test, &cfg.env_params, cfg.bars_per_year)?;
+    let test_seconds = launched + started.elapsed().as_secs_f64();
     Ok(Trained {
         agent,
         epochs,

@@ -135,10 +135,13 @@ fn killed_search_resumes_without_losing_or_repeating_trials() {
         assert!(started.elapsed() < Duration::from_secs(300), "the search never reached its second batch");
         assert!(child.try_wait().unwrap().is_none(), "the search ended before it could be killed");
         if study.exists() {
-            let trials = std::panic::catch_unwind(|| stored(&study)).unwrap_or_default();
-            let finished = trials.iter().filter(|t| finished(&study, t.0)).count();
-            if finished >= 2 && trials.iter().any(|t| t.1 == "running") {
-                break trials;
+            // One read of the study for both counts (two reads let the first batch finish in between, and
+            // its trials looked running and finished at once).
+            let trials =
+                std::panic::catch_unwind(|| open(&study).and_then(|s| s.trials()).unwrap()).unwrap_or_default();
+            let finished = trials.iter().filter(|t| t.finished()).count();
+            if finished >= 2 && trials.iter().any(|t| t.status == "running" && !t.finished()) {
+                break trials.iter().map(|t| (t.number as i64, t.status.clone())).collect::<Vec<_>>();
             }
         }
         std::thread::sleep(Duration::from_millis(20));

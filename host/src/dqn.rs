@@ -10,7 +10,7 @@ use crate::cpu::dqn::{CpuDqn, partial_len, train_step};
 use crate::env_batch::Inner;
 use crate::init::init_weights;
 use crate::types::SampleBatch;
-pub use crate::types::{BatchStep, NetState};
+pub use crate::types::{BatchStep, NetState, WalkHandle};
 use crate::{Backend, EnvBatch, HostError};
 
 /// The Q-networks of K trials.
@@ -180,19 +180,27 @@ impl DqnAgent {
     /// trial, on the CPU a thread per trial. `None` for a network too wide for the GPU walk's shared memory,
     /// or envs on another backend than the agent (the caller then steps the envs bar by bar: the same bits).
     pub fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        self.start_greedy_walk(env, steps)?.finish()
+    }
+
+    /// [`DqnAgent::greedy_walk`] without waiting: on the GPU the walk reads a copy of the current weights on
+    /// the envs' stream, so the agent may train on while it runs.
+    pub fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
         let args = DqnArgs { envs_per_trial: 1, n_bars: env.n_bars() as u32, greedy: 1, ..self.args };
         if env.layout().envs_per_trial() != 1 || env.layout().trials() != args.n_trials as usize {
             return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
         }
         match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => Ok(Some(c.greedy_walk(&args, &self.params, cpu, steps))),
+            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => {
+                Ok(WalkHandle::done(Some(c.greedy_walk(&args, &self.params, cpu, steps))))
+            }
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
                 let net = args.net();
-                dqn.greedy_walk(&cuda.policy_view()?, &net, steps)
+                Ok(WalkHandle::device(dqn.greedy_walk(&cuda.policy_view()?, &net, steps)?))
             }
             #[cfg(feature = "cuda")]
-            _ => Ok(None), // agent and envs on different backends: the caller steps a CPU copy
+            _ => Ok(WalkHandle::done(None)), // agent and envs on different backends: the caller steps a CPU copy
         }
     }
 

@@ -29,7 +29,7 @@ mod plan;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
 pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
-pub use dqn::{DqnAgent, NetState};
+pub use dqn::{DqnAgent, NetState, WalkHandle};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};

@@ -11,7 +11,7 @@ use crate::cpu::ppo::{CpuPpo, Minibatch, partial_len};
 use crate::env_batch::Inner;
 use crate::init::{init_orthogonal, init_weights};
 pub use crate::types::BatchStep;
-use crate::types::NetState;
+use crate::types::{NetState, WalkHandle};
 use crate::{Backend, EnvBatch, HostError};
 
 /// The per-trial sizes of `params`.
@@ -255,16 +255,25 @@ impl PpoAgent {
     /// The greedy actions (argmax of the logits) of `env`'s single env per trial over `steps` bars
     /// (`trials x steps`), walked in one piece per trial as [`crate::DqnAgent::greedy_walk`] does.
     pub fn greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<Option<Vec<u8>>, HostError> {
+        self.start_greedy_walk(env, steps)?.finish()
+    }
+
+    /// [`PpoAgent::greedy_walk`] without waiting, as [`crate::DqnAgent::start_greedy_walk`].
+    pub fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
         let net = PpoArgs { envs_per_trial: 1, n_bars: env.n_bars() as u32, ..self.args }.net();
         if env.layout().envs_per_trial() != 1 || env.layout().trials() != net.n_trials as usize {
             return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
         }
         match (&mut self.inner, env.inner_mut()) {
-            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => Ok(Some(c.greedy_walk(&net, &self.params, cpu, steps))),
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
+                Ok(WalkHandle::done(Some(c.greedy_walk(&net, &self.params, cpu, steps))))
+            }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.greedy_walk(&cuda.policy_view()?, &net, steps),
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
+                Ok(WalkHandle::device(g.greedy_walk(&cuda.policy_view()?, &net, steps)?))
+            }
             #[cfg(feature = "cuda")]
-            _ => Ok(None),
+            _ => Ok(WalkHandle::done(None)),
         }
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct CudaDqn {
     /// Per-trial sizes on the device (the greedy walk reads them).
     dev_trials: CudaSlice<Dev<NetTrial>>,
     tables: ProductTables,
+    /// Recorded after the last weight update, on the stream that ran it (a walk's weight copy waits for it).
+    updated: Option<cudarc::driver::CudaEvent>,
 }
 
 impl CudaDqn {
@@ -60,7 +62,7 @@ impl CudaDqn {
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
         let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading DQN parameters"))?;
         let tables = ProductTables::new(rt, &stream)?;
-        let mut dqn = Self { rt: rt.clone(), stream, nets, net, trials, dev_trials, tables };
+        let mut dqn = Self { rt: rt.clone(), stream, nets, net, trials, dev_trials, tables, updated: None };
         dqn.point(None)?;
         dqn.stream.synchronize().map_err(HostError::driver("uploading DQN state"))?;
         Ok(dqn)
@@ -114,18 +116,30 @@ impl CudaDqn {
         self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
-        launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)
+        launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
+        self.updated = Some(updated_event(stream)?);
+        Ok(())
     }
 
-    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`); `None` when the
-    /// walk does not fit in a block's shared memory.
+    /// Launches the greedy walk of each trial's single env over `steps` bars on the env's stream; `None` when
+    /// the walk does not fit in a block's shared memory. The walk reads a copy of the weights taken after the
+    /// last update, so training may go on (on its own stream) while the walk runs.
     pub(crate) fn greedy_walk(
         &mut self,
         view: &PolicyView<'_>,
         net: &NetArgs,
         steps: usize,
-    ) -> Result<Option<Vec<u8>>, HostError> {
-        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &self.nets.online, net, steps)
+    ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
+        // The copy waits for the last update (on the training envs' stream), not for the whole device: a walk
+        // started earlier may still be running.
+        if let Some(updated) = &self.updated {
+            self.stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
+        }
+        let weights =
+            self.stream.clone_dtod(&self.nets.online).map_err(HostError::driver("copying weights for a walk"))?;
+        view.stream.join(&self.stream).map_err(HostError::driver("ordering a walk after its weights"))?;
+        let walk = launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &weights, net, steps)?;
+        Ok(walk.map(|w| w.keeping(weights)))
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {
@@ -157,4 +171,11 @@ impl CudaDqn {
         s.memcpy_htod(&state.v, &mut self.nets.v).map_err(HostError::driver("uploading Adam state"))?;
         s.synchronize().map_err(HostError::driver("uploading weights"))
     }
+}
+
+/// An event after the work queued on `stream` so far (no timing: the cheapest kind).
+pub(crate) fn updated_event(stream: &CudaStream) -> Result<cudarc::driver::CudaEvent, HostError> {
+    stream
+        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .map_err(HostError::driver("recording the update's event"))
 }

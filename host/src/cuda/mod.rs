@@ -14,6 +14,7 @@ mod tables;
 pub(crate) use backtest::backtest;
 pub(crate) use dqn::CudaDqn;
 pub(crate) use env::CudaEnv;
+pub(crate) use launch::net::DeviceWalk;
 pub(crate) use ppo::CudaPpo;
 pub use runtime::CudaRuntime;
 

@@ -24,6 +24,8 @@ pub(crate) struct CudaPpo {
     /// Per-trial sizes on the device (the greedy walk reads them).
     dev_trials: CudaSlice<Dev<NetTrial>>,
     tables: ProductTables,
+    /// Recorded after the last weight update, on the stream that ran it (a walk's weight copy waits for it).
+    updated: Option<cudarc::driver::CudaEvent>,
 }
 
 impl CudaPpo {
@@ -74,7 +76,7 @@ impl CudaPpo {
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
         let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading PPO parameters"))?;
         let tables = ProductTables::new(rt, &stream)?;
-        let mut ppo = Self { rt: rt.clone(), stream, b, trials, dev_trials, tables };
+        let mut ppo = Self { rt: rt.clone(), stream, b, trials, dev_trials, tables, updated: None };
         ppo.point()?;
         ppo.stream.synchronize().map_err(HostError::driver("uploading PPO state"))?;
         Ok(ppo)
@@ -129,18 +131,30 @@ impl CudaPpo {
         self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
         launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
-        launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)
+        launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;
+        self.updated = Some(super::dqn::updated_event(stream)?);
+        Ok(())
     }
 
-    /// The greedy actions of each trial's single env over `steps` bars (`n_trials x steps`); `None` when the
-    /// walk does not fit in a block's shared memory.
+    /// Launches the greedy walk of each trial's single env over `steps` bars on the env's stream; `None` when
+    /// the walk does not fit in a block's shared memory. The walk reads a copy of the weights taken after the
+    /// last update, so training may go on (on its own stream) while the walk runs.
     pub(crate) fn greedy_walk(
         &mut self,
         view: &PolicyView<'_>,
         net: &NetArgs,
         steps: usize,
-    ) -> Result<Option<Vec<u8>>, HostError> {
-        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &self.b.weights, net, steps)
+    ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
+        // The copy waits for the last update (on the training envs' stream), not for the whole device: a walk
+        // started earlier may still be running.
+        if let Some(updated) = &self.updated {
+            self.stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
+        }
+        let weights =
+            self.stream.clone_dtod(&self.b.weights).map_err(HostError::driver("copying weights for a walk"))?;
+        view.stream.join(&self.stream).map_err(HostError::driver("ordering a walk after its weights"))?;
+        let walk = launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &weights, net, steps)?;
+        Ok(walk.map(|w| w.keeping(weights)))
     }
 
     /// Downloads `buf` after all device work (kernels also reach the buffers through the address table).

@@ -1,6 +1,8 @@
 //! Launches shared by the learners: the tables of products (`gemm_tiles`), observations for a device
 //! policy, the greedy walk, and the FMA throughput reference.
 
+use std::sync::Arc;
+
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::{NetArgs, NetTrial, Stage};
@@ -55,10 +57,34 @@ pub(crate) fn gemm(
     Ok(())
 }
 
-/// `greedy_walk`: the greedy actions of each trial's single env over `steps` bars (`n_trials x steps`,
-/// downloaded), a block of `WALK_THREADS` per trial; the network staged (padded rows) in shared memory when it
-/// fits in a block's, read in place otherwise. `None` when even the walk's buffers do not fit (the caller
-/// walks a CPU copy).
+/// A greedy walk launched on an env's stream ([`greedy_walk`]): [`DeviceWalk::finish`] waits for it and
+/// downloads its actions. It keeps the weights it reads alive until then.
+pub(crate) struct DeviceWalk {
+    stream: Arc<CudaStream>,
+    actions: CudaSlice<u8>,
+    n: usize,
+    weights: Option<CudaSlice<f32>>,
+}
+
+impl DeviceWalk {
+    /// Keeps `weights` (the copy the walk reads) alive until the walk is finished.
+    pub(crate) fn keeping(self, weights: CudaSlice<f32>) -> Self {
+        Self { weights: Some(weights), ..self }
+    }
+
+    /// Waits for the walk and downloads its actions (`n_trials x steps`, trial-major).
+    pub(crate) fn finish(self) -> Result<Vec<u8>, HostError> {
+        let mut out = self.stream.clone_dtoh(&self.actions).map_err(HostError::driver("downloading walk actions"))?;
+        out.truncate(self.n);
+        drop(self.weights);
+        Ok(out)
+    }
+}
+
+/// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
+/// steps`) on the env's stream, a block of `WALK_THREADS` per trial; the network staged (padded rows) in
+/// shared memory when it fits in a block's, read in place otherwise. `None` when even the walk's buffers do
+/// not fit (the caller walks a CPU copy).
 pub(crate) fn greedy_walk(
     rt: &CudaRuntime,
     view: &PolicyView<'_>,
@@ -66,7 +92,7 @@ pub(crate) fn greedy_walk(
     weights: &CudaSlice<f32>,
     net: &NetArgs,
     steps: usize,
-) -> Result<Option<Vec<u8>>, HostError> {
+) -> Result<Option<DeviceWalk>, HostError> {
     let kernel = "greedy_walk";
     let k = net.n_trials as usize;
     if net.envs_per_trial != 1 {
@@ -114,9 +140,7 @@ pub(crate) fn greedy_walk(
     // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths checked above, and the shared
     // memory holds the walk's buffers (and the staged network when `staged`); one block per trial.
     timed(rt, view.stream, "greedy_walk", || unsafe { launch.launch(cfg) })?;
-    let mut out = view.stream.clone_dtoh(&actions).map_err(HostError::driver("downloading walk actions"))?;
-    out.truncate(n);
-    Ok(Some(out))
+    Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, weights: None }))
 }
 
 /// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.
