@@ -276,28 +276,31 @@ pub fn greedy_actions<P: Policy>(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
-    start_greedy(backend, agent, market, env_params, seed)?.finish(market, env_params, bars_per_year)
+    start_greedy(backend, agent, market, env_params, bars_per_year, seed)?.finish()
 }
 
 /// A greedy evaluation under way ([`start_greedy`]); [`PendingGreedy::finish`] waits for the walk and
-/// backtests its actions. It holds the walk's envs until then.
+/// backtests its actions on the market and parameters it started with. It holds the walk's envs until then.
 #[derive(Debug)]
-pub struct PendingGreedy {
+pub struct PendingGreedy<'a> {
     _env: EnvBatch,
     walk: WalkHandle,
-    steps: usize,
+    market: &'a MarketData,
+    env_params: &'a [TrialParams],
+    bars_per_year: f64,
 }
 
 /// Starts [`greedy_actions`]: on a GPU the walk reads a copy of the agent's current weights and runs on its
 /// envs' own stream while the caller goes on (the training loop trains the next epoch meanwhile); a walk
 /// the agent cannot do on its backend is stepped on a CPU copy here, before returning.
-pub fn start_greedy<P: Policy>(
+pub fn start_greedy<'a, P: Policy>(
     backend: &Backend,
     agent: &mut P,
-    market: &MarketData,
-    env_params: &[TrialParams],
+    market: &'a MarketData,
+    env_params: &'a [TrialParams],
+    bars_per_year: f64,
     seed: u64,
-) -> Result<PendingGreedy, HostError> {
+) -> Result<PendingGreedy<'a>, HostError> {
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let layout = SimLayout::new(trials, 1)?;
@@ -315,21 +318,22 @@ pub fn start_greedy<P: Policy>(
         }
         walk = WalkHandle::from_actions(env.transitions()?.iter().map(|t| t.action).collect());
     }
-    Ok(PendingGreedy { _env: env, walk, steps })
+    Ok(PendingGreedy { _env: env, walk, market, env_params, bars_per_year })
 }
 
-impl PendingGreedy {
-    /// Waits for the walk and backtests its actions on `market` with `env_params` (those it started with):
-    /// each trial's metrics and the actions.
-    pub fn finish(
-        self,
-        market: &MarketData,
-        env_params: &[TrialParams],
-        bars_per_year: f64,
-    ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
-        let steps = self.steps;
+impl PendingGreedy<'_> {
+    /// Waits for the walk and backtests its actions: each trial's metrics and the actions.
+    pub fn finish(self) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
         let targets = self.walk.finish()?.ok_or_else(|| HostError::Config("the greedy walk gave no actions".into()))?;
-        let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
+        let (market, env_params) = (self.market, self.env_params);
+        let spec = BacktestSpec {
+            start: 0,
+            end: market.n_bars() - 1,
+            bars_per_year: self.bars_per_year,
+            risk_free: 0.0,
+            ledger: false,
+            equity: false,
+        };
         let columns = env_params.len();
         let metrics =
             backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets: &targets, columns }, &spec)?
@@ -453,7 +457,7 @@ fn train<A: Learner>(
         |pending: Option<(EpochReport, PendingGreedy)>, epochs: &mut Vec<EpochReport>| -> Result<(), Error> {
             if let Some((mut report, walk)) = pending {
                 let started = Instant::now();
-                report.valid = walk.finish(valid, &cfg.env_params, cfg.bars_per_year)?.0;
+                report.valid = walk.finish()?.0;
                 report.eval_seconds += started.elapsed().as_secs_f64();
                 progress(&report)?;
                 epochs.push(report);
@@ -470,7 +474,7 @@ fn train<A: Learner>(
         let losses = agent.losses()?;
         let train_seconds = launched + started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let walk = start_greedy(backend, &mut agent, valid, &cfg.env_params, cfg.seed)?;
+        let walk = start_greedy(backend, &mut agent, valid, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
         let report = EpochReport {
             epoch,
             env_steps: step,
@@ -483,11 +487,11 @@ fn train<A: Learner>(
         pending = Some((report, walk));
     }
     let started = Instant::now();
-    let test_walk = start_greedy(backend, &mut agent, test, &cfg.env_params, cfg.seed)?;
+    let test_walk = start_greedy(backend, &mut agent, test, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
     let launched = started.elapsed().as_secs_f64();
     finish(pending.take(), &mut epochs)?;
     let started = Instant::now();
-    let (test_metrics, test_actions) = test_walk.finish(test, &cfg.env_params, cfg.bars_per_year)?;
+    let (test_metrics, test_actions) = test_walk.finish()?;
     let test_seconds = launched + started.elapsed().as_secs_f64();
     Ok(Trained {
         agent,

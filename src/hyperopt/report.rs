@@ -404,7 +404,7 @@ pub fn write_report(
     let board = leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
     let epochs = study.epochs()?;
     let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut files = Vec::new();
     // Every chart also as a PNG beside its SVG, for pasting into documents: rasterized at the end, all charts
     // at once (a few tenths of a second one after another, most of a GPU search's bookkeeping).
     let mut charts: Vec<(PathBuf, String)> = Vec::new();
@@ -413,7 +413,9 @@ pub fn write_report(
         std::fs::write(&path, text).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
         files.push(path.clone());
         if name.ends_with(".svg") {
-            charts.push((path.with_extension("png"), text.to_owned()));
+            let png = path.with_extension("png");
+            files.push(png.clone());
+            charts.push((png, text.to_owned()));
         }
         Ok(())
     };
@@ -697,14 +699,6 @@ pub fn write_report(
             std::fs::write(png, png_of(svg)?).map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))
         })?;
     }
-    // The list in writing order, each PNG after its SVG.
-    let files = files
-        .into_iter()
-        .flat_map(|f| {
-            let png = (f.extension().is_some_and(|e| e == "svg")).then(|| f.with_extension("png"));
-            std::iter::once(f).chain(png)
-        })
-        .collect();
     Ok(ReportSummary { leaderboard: board, best_test, audit, files })
 }
 

@@ -117,7 +117,7 @@ impl CudaDqn {
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
         launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
-        self.updated = Some(updated_event(stream)?);
+        self.updated = Some(launch::net::event_after(stream)?);
         Ok(())
     }
 
@@ -130,16 +130,8 @@ impl CudaDqn {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        // The copy waits for the last update (on the training envs' stream), not for the whole device: a walk
-        // started earlier may still be running.
-        if let Some(updated) = &self.updated {
-            self.stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
-        }
-        let weights =
-            self.stream.clone_dtod(&self.nets.online).map_err(HostError::driver("copying weights for a walk"))?;
-        view.stream.join(&self.stream).map_err(HostError::driver("ordering a walk after its weights"))?;
-        let walk = launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &weights, net, steps)?;
-        Ok(walk.map(|w| w.keeping(weights)))
+        let weights = launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.nets.online, view.stream)?;
+        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {
@@ -171,11 +163,4 @@ impl CudaDqn {
         s.memcpy_htod(&state.v, &mut self.nets.v).map_err(HostError::driver("uploading Adam state"))?;
         s.synchronize().map_err(HostError::driver("uploading weights"))
     }
-}
-
-/// An event after the work queued on `stream` so far (no timing: the cheapest kind).
-pub(crate) fn updated_event(stream: &CudaStream) -> Result<cudarc::driver::CudaEvent, HostError> {
-    stream
-        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-        .map_err(HostError::driver("recording the update's event"))
 }

@@ -132,7 +132,7 @@ impl CudaPpo {
         launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
         launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;
-        self.updated = Some(super::dqn::updated_event(stream)?);
+        self.updated = Some(launch::net::event_after(stream)?);
         Ok(())
     }
 
@@ -145,16 +145,8 @@ impl CudaPpo {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        // The copy waits for the last update (on the training envs' stream), not for the whole device: a walk
-        // started earlier may still be running.
-        if let Some(updated) = &self.updated {
-            self.stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
-        }
-        let weights =
-            self.stream.clone_dtod(&self.b.weights).map_err(HostError::driver("copying weights for a walk"))?;
-        view.stream.join(&self.stream).map_err(HostError::driver("ordering a walk after its weights"))?;
-        let walk = launch::net::greedy_walk(&self.rt, view, &self.dev_trials, &weights, net, steps)?;
-        Ok(walk.map(|w| w.keeping(weights)))
+        let weights = launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.b.weights, view.stream)?;
+        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
     }
 
     /// Downloads `buf` after all device work (kernels also reach the buffers through the address table).

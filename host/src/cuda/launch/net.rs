@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::{NetArgs, NetTrial, Stage};
 use gpu_kernels::tile::GEMM_THREADS;
@@ -58,38 +58,57 @@ pub(crate) fn gemm(
 }
 
 /// A greedy walk launched on an env's stream ([`greedy_walk`]): [`DeviceWalk::finish`] waits for it and
-/// downloads its actions. It keeps the weights it reads alive until then.
+/// downloads its actions. It owns the copy of the weights the walk reads, so the copy lives until then.
 pub(crate) struct DeviceWalk {
     stream: Arc<CudaStream>,
     actions: CudaSlice<u8>,
     n: usize,
-    weights: Option<CudaSlice<f32>>,
+    _weights: CudaSlice<f32>,
 }
 
 impl DeviceWalk {
-    /// Keeps `weights` (the copy the walk reads) alive until the walk is finished.
-    pub(crate) fn keeping(self, weights: CudaSlice<f32>) -> Self {
-        Self { weights: Some(weights), ..self }
-    }
-
     /// Waits for the walk and downloads its actions (`n_trials x steps`, trial-major).
     pub(crate) fn finish(self) -> Result<Vec<u8>, HostError> {
         let mut out = self.stream.clone_dtoh(&self.actions).map_err(HostError::driver("downloading walk actions"))?;
         out.truncate(self.n);
-        drop(self.weights);
         Ok(out)
     }
 }
 
+/// An event after the work queued on `stream` so far (no timing: the cheapest kind); a learner records one
+/// after each weight update for [`walk_weights`].
+pub(crate) fn event_after(stream: &CudaStream) -> Result<CudaEvent, HostError> {
+    stream
+        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .map_err(HostError::driver("recording the update's event"))
+}
+
+/// A copy of a learner's `weights` for a walk on `walk_stream`, made on the learner's `stream` once the last
+/// update (`updated`, on the training envs' stream) is done, not after the whole device: a walk started
+/// earlier may still be running. Training may go on while the walk reads the copy.
+pub(crate) fn walk_weights(
+    stream: &Arc<CudaStream>,
+    updated: Option<&CudaEvent>,
+    weights: &CudaSlice<f32>,
+    walk_stream: &CudaStream,
+) -> Result<CudaSlice<f32>, HostError> {
+    if let Some(updated) = updated {
+        stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
+    }
+    let copy = stream.clone_dtod(weights).map_err(HostError::driver("copying weights for a walk"))?;
+    walk_stream.join(stream).map_err(HostError::driver("ordering a walk after its weights"))?;
+    Ok(copy)
+}
+
 /// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
-/// steps`) on the env's stream, a block of `WALK_THREADS` per trial; the network staged (padded rows) in
+/// steps`) on the env's stream from `weights` ([`walk_weights`]), a block of `WALK_THREADS` per trial; the network staged (padded rows) in
 /// shared memory when it fits in a block's, read in place otherwise. `None` when even the walk's buffers do
 /// not fit (the caller walks a CPU copy).
 pub(crate) fn greedy_walk(
     rt: &CudaRuntime,
     view: &PolicyView<'_>,
     trials: &CudaSlice<Dev<NetTrial>>,
-    weights: &CudaSlice<f32>,
+    weights: CudaSlice<f32>,
     net: &NetArgs,
     steps: usize,
 ) -> Result<Option<DeviceWalk>, HostError> {
@@ -132,7 +151,7 @@ pub(crate) fn greedy_walk(
         .arg(view.bars)
         .arg(view.features)
         .arg(trials)
-        .arg(weights)
+        .arg(&weights)
         .arg(&mut actions)
         .arg(&dev_net)
         .arg(&steps32)
@@ -140,7 +159,7 @@ pub(crate) fn greedy_walk(
     // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths checked above, and the shared
     // memory holds the walk's buffers (and the staged network when `staged`); one block per trial.
     timed(rt, view.stream, "greedy_walk", || unsafe { launch.launch(cfg) })?;
-    Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, weights: None }))
+    Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights }))
 }
 
 /// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.
