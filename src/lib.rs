@@ -32,9 +32,9 @@ pub use gpu_kernels::{
     Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
 };
 pub use tradesim_host::{
-    Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceRequest, DqnAgent,
-    EnvBatch, EnvConfig, HostError, MarketData, NetState, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout,
-    WalkHandle, backtest, detect,
+    Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
+    DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, NetState, PpoAgent, PriceSeries, SampleBatch,
+    Signals, SimLayout, VectorBatch, VectorOutputs, WalkHandle, backtest, detect,
 };
 
 pub mod audit;

@@ -3,39 +3,30 @@
 //! a fixed number of bars at seeded start bars, and autoreset in the same step (Gymnasium's `SAME_STEP`
 //! mode: an env whose episode ended returns the first observation of its next episode, the last one of the
 //! ended episode kept in [`VectorEnv::final_observations`]). The Python package's `tradesim.VectorEnv` is
-//! this type; the buffers are kept and overwritten in place each step (Python sees them without copies).
-
-use gpu_kernels::rng::draw_below;
+//! this type.
+//!
+//! Each step is one pass of [`gpu_kernels::vector::step_env`] over the envs, on the CPU or as a kernel on
+//! the GPU (the same bits). On the CPU the outputs are host buffers, overwritten in place each step (Python
+//! sees them without copies). On CUDA they live in device memory: copied to the host after each step by
+//! default, or left there ([`VectorEnv::set_host_copies`]) and read in place through
+//! [`VectorEnv::device_outputs`] (the Python package exports them with DLPack), with actions read from
+//! device memory too ([`VectorEnv::step_device`]).
 
 use crate::data::Series;
 use crate::data::device::Prepared;
-use crate::{Backend, EnvBatch, EnvConfig, Error, SimLayout, TERMINATED, TRUNCATED, TrialParams};
-
-/// The random stream of the episodes' start bars.
-const EPISODE_STREAM: u64 = 0x7665_6374_6f72; // "vector"
+use crate::{Backend, DeviceOutputs, Error, TrialParams, VectorBatch};
 
 /// K trials x E envs stepped together.
 #[derive(Debug)]
 pub struct VectorEnv {
-    env: EnvBatch,
+    batch: VectorBatch,
     backend: &'static str,
-    episode_len: u32,
-    n_bars: usize,
-    seed: u64,
-    /// Episodes started so far per env (the counter of its start-bar draws).
-    episodes: Vec<u64>,
-    obs: Vec<f32>,
-    final_obs: Vec<f32>,
-    final_mask: Vec<bool>,
-    rewards: Vec<f32>,
-    terminated: Vec<bool>,
-    truncated: Vec<bool>,
-    equity: Vec<f64>,
 }
 
 impl VectorEnv {
-    /// Envs on `series` (features computed over all of it): `params.len()` trials (each its own key) of
-    /// `envs_per_trial` envs, episodes of `episode_len` bars starting at bars drawn from `seed`.
+    /// Envs on `series` (features computed over all of it): `params.len()` trials (each its own key and
+    /// money parameters) of `envs_per_trial` envs, episodes of `episode_len` bars starting at bars drawn
+    /// from `seed`.
     pub fn new(
         backend: &Backend,
         series: &Series,
@@ -52,39 +43,18 @@ impl VectorEnv {
             ));
         }
         let market = Prepared::new(series, 0..n)?.market_data(0..n)?;
-        let layout = SimLayout::new(params.len(), envs_per_trial)?;
-        // A ring of one step per env: each step's transitions (rewards, done flags) are read back from it.
-        let cfg = EnvConfig { segment_len: episode_len as u32, ring_capacity: envs_per_trial, seed, trial_groups: 1 };
-        let env = EnvBatch::new(backend, &market, params, layout, cfg)?;
-        let n_envs = layout.n_envs();
-        let d = env.n_features() + 3;
-        let mut v = Self {
-            env,
-            backend: backend.info().backend,
-            episode_len: episode_len as u32,
-            n_bars: n,
-            seed,
-            episodes: vec![0; n_envs],
-            obs: vec![0.0; n_envs * d],
-            final_obs: vec![0.0; n_envs * d],
-            final_mask: vec![false; n_envs],
-            rewards: vec![0.0; n_envs],
-            terminated: vec![false; n_envs],
-            truncated: vec![false; n_envs],
-            equity: vec![0.0; n_envs],
-        };
-        v.reset(None)?;
-        Ok(v)
+        let batch = VectorBatch::new(backend, &market, params, envs_per_trial, episode_len, seed)?;
+        Ok(Self { batch, backend: backend.info().backend })
     }
 
     /// Envs (K x E).
     pub fn n_envs(&self) -> usize {
-        self.episodes.len()
+        self.batch.n_envs()
     }
 
     /// Floats per observation: the bar's features, then position, open-position return, equity change.
     pub fn obs_dim(&self) -> usize {
-        self.env.n_features() + 3
+        self.batch.obs_dim()
     }
 
     /// The backend (`cpu` or `cuda`).
@@ -92,112 +62,70 @@ impl VectorEnv {
         self.backend
     }
 
-    /// The segment of env `i`'s next episode.
-    fn next_segment(&mut self, i: usize) -> (u32, u32) {
-        let last_start = (self.n_bars - 1) as u32 - self.episode_len;
-        let start = draw_below(self.seed, EPISODE_STREAM ^ i as u64, self.episodes[i], last_start + 1);
-        self.episodes[i] += 1;
-        (start, start + self.episode_len)
-    }
-
     /// New episodes for every env (with `seed`, the draws start over from it).
     pub fn reset(&mut self, seed: Option<u64>) -> Result<(), Error> {
-        if let Some(s) = seed {
-            self.seed = s;
-            self.episodes.fill(0);
-        }
-        let segments: Vec<(u32, u32)> = (0..self.n_envs()).map(|i| self.next_segment(i)).collect();
-        self.env.reset_segments(&segments)?;
-        self.rewards.fill(0.0);
-        self.terminated.fill(false);
-        self.truncated.fill(false);
-        self.final_mask.fill(false);
-        self.observe()?;
-        self.read_equity()?;
-        Ok(())
-    }
-
-    /// Every env's observation, into the env's buffer.
-    fn observe(&mut self) -> Result<(), Error> {
-        let obs = self.env.observations()?;
-        self.obs.copy_from_slice(&obs);
-        Ok(())
-    }
-
-    /// Every env's equity, into the env's buffer.
-    fn read_equity(&mut self) -> Result<(), Error> {
-        for (e, s) in self.equity.iter_mut().zip(self.env.states()?) {
-            *e = s.equity;
-        }
-        Ok(())
+        Ok(self.batch.reset(seed)?)
     }
 
     /// One step of every env with `actions[i]` (0 flat, 1 long, 2 short); envs whose episode ends are reset.
     pub fn step(&mut self, actions: &[u8]) -> Result<(), Error> {
-        if let Some((i, a)) = actions.iter().enumerate().find(|(_, a)| **a > 2) {
-            return Err(Error::config("actions", format!("action {a} of env {i}: 0 (flat), 1 (long) or 2 (short)")));
-        }
-        self.env.step(actions)?;
-        let ring = self.env.transitions()?;
-        let ept = self.env.layout().envs_per_trial();
-        let head = self.env.transitions_written().wrapping_sub(ept as u64) % ept as u64;
-        let d = self.obs_dim();
-        // The equity is read once, after any resets (a reset env shows its new episode's capital).
-        self.observe()?;
-        let mut resets = Vec::new();
-        for i in 0..self.n_envs() {
-            let (trial, e) = (i / ept, i % ept);
-            let t = &ring[trial * ept + ((head + e as u64) % ept as u64) as usize];
-            self.rewards[i] = if t.valid != 0 { t.reward } else { 0.0 };
-            self.terminated[i] = t.done == TERMINATED;
-            self.truncated[i] = t.done == TRUNCATED;
-            self.final_mask[i] = t.done != 0;
-            if t.done != 0 {
-                self.final_obs[i * d..(i + 1) * d].copy_from_slice(&self.obs[i * d..(i + 1) * d]);
-                let (start, end) = self.next_segment(i);
-                resets.push((i, start, end));
-            }
-        }
-        if !resets.is_empty() {
-            self.env.reset_envs(&resets)?;
-            self.observe()?;
-        }
-        self.read_equity()?;
-        Ok(())
+        self.batch.step(actions).map_err(|e| Error::config("actions", e.to_string()))
+    }
+
+    /// [`Self::step`] with the actions in device memory (CUDA): `n_envs` integers of `bits` bits at
+    /// `address`, checked on the device.
+    ///
+    /// # Safety
+    /// As [`VectorBatch::step_device`]: `address` holds `n_envs` aligned integers of that type in this
+    /// env's device memory, ready for its stream, valid until the call returns.
+    pub unsafe fn step_device(&mut self, address: u64, bits: u32, signed: bool) -> Result<(), Error> {
+        // SAFETY: as the caller guarantees.
+        unsafe { self.batch.step_device(address, bits, signed) }.map_err(|e| Error::config("actions", e.to_string()))
+    }
+
+    /// On CUDA, whether each step copies the outputs to the host (on by default; the accessors below read
+    /// those copies). Off, the outputs stay on the device ([`Self::device_outputs`]).
+    pub fn set_host_copies(&mut self, on: bool) {
+        self.batch.set_host_copies(on);
+    }
+
+    /// Where the outputs live on the device (CUDA), `None` on the CPU.
+    pub fn device_outputs(&self) -> Option<DeviceOutputs> {
+        self.batch.device_outputs()
     }
 
     /// Observations (`n_envs x obs_dim`, env-major).
     pub fn observations(&self) -> &[f32] {
-        &self.obs
+        &self.batch.outputs().obs
     }
 
     /// Last observations of the episodes that ended in the last step (rows where [`Self::final_mask`]).
     pub fn final_observations(&self) -> &[f32] {
-        &self.final_obs
+        &self.batch.outputs().final_obs
     }
 
     /// Which envs' episodes ended in the last step.
     pub fn final_mask(&self) -> &[bool] {
-        &self.final_mask
+        &self.batch.outputs().final_mask
     }
 
     /// Rewards of the last step.
     pub fn rewards(&self) -> &[f32] {
-        &self.rewards
+        &self.batch.outputs().rewards
     }
 
     /// Envs whose episode terminated (the circuit breaker, ruin) in the last step.
     pub fn terminated(&self) -> &[bool] {
-        &self.terminated
+        &self.batch.outputs().terminated
     }
 
     /// Envs whose episode reached its last bar in the last step.
     pub fn truncated(&self) -> &[bool] {
-        &self.truncated
+        &self.batch.outputs().truncated
     }
 
     /// Each env's equity now (after any reset: the new episode's capital).
     pub fn equity(&self) -> &[f64] {
-        &self.equity
+        &self.batch.outputs().equity
     }
 }

@@ -16,6 +16,13 @@ pub const REWARD_NORMALIZE: &str = "reward_normalize";
 /// Replay sampling with state reconstruction ([`crate::batch::sample_entry`]).
 pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
 
+/// A new episode for every env of the vector env ([`crate::vector::reset_env`]).
+pub const VECTOR_RESET: &str = "vector_reset";
+/// The lowest env whose action is invalid ([`crate::vector::action_at`]).
+pub const VECTOR_CHECK: &str = "vector_check";
+/// One step of every env of the vector env, with autoreset ([`crate::vector::step_env`]).
+pub const VECTOR_STEP: &str = "vector_step";
+
 /// Backtest of every column: metrics, trade counts, equity curves or the ledger
 /// ([`crate::backtest::run_column`]).
 pub const BACKTEST: &str = "backtest";
@@ -69,6 +76,9 @@ pub const ALL: &[&str] = &[
     REWARD_MERGE,
     REWARD_NORMALIZE,
     SAMPLE_TRANSITIONS,
+    VECTOR_RESET,
+    VECTOR_CHECK,
+    VECTOR_STEP,
     BACKTEST,
     GEMM_TILES,
     DQN_SELECT,

@@ -31,6 +31,7 @@ pub mod reward;
 pub mod rng;
 pub mod tile;
 pub mod types;
+pub mod vector;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod entries;

@@ -81,7 +81,7 @@ pub(crate) fn backtest_args(
                 });
             }
             if let Some(i) = targets.iter().position(|&a| a >= Action::COUNT) {
-                return Err(HostError::InvalidAction { step: i % steps, env: i / steps, code: targets[i] });
+                return Err(HostError::InvalidAction { step: i % steps, env: i / steps, code: targets[i].into() });
             }
             SIGNAL_TARGETS
         }

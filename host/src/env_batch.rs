@@ -239,7 +239,7 @@ impl EnvBatch {
             });
         }
         if let Some(i) = actions.iter().position(|&a| a >= Action::COUNT) {
-            return Err(HostError::InvalidAction { step: i / n_envs, env: i % n_envs, code: actions[i] });
+            return Err(HostError::InvalidAction { step: i / n_envs, env: i % n_envs, code: actions[i].into() });
         }
         Ok(())
     }

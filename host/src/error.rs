@@ -121,8 +121,8 @@ pub enum HostError {
         step: usize,
         /// Env index.
         env: usize,
-        /// The code given.
-        code: u8,
+        /// The code given (any integer type's value).
+        code: i128,
     },
 }
 

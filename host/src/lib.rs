@@ -21,6 +21,7 @@ pub mod prices;
 
 pub mod init;
 pub mod types;
+pub mod vector;
 
 mod cpu;
 #[cfg(feature = "cuda")]
@@ -35,6 +36,8 @@ pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
 pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
+pub use types::{DeviceOutputs, VectorOutputs};
+pub use vector::VectorBatch;
 
 #[cfg(feature = "cuda")]
 pub use cuda::CudaRuntime;

@@ -251,3 +251,62 @@ impl WalkHandle {
         }
     }
 }
+
+/// The outputs of a vector env's step on the host: every env's observation (`n_envs x obs_dim`,
+/// env-major), the ended episodes' last observations, rewards, flags and equity.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VectorOutputs {
+    /// Observations.
+    pub obs: Vec<f32>,
+    /// Last observations of the episodes that ended in the last step (rows where `final_mask`).
+    pub final_obs: Vec<f32>,
+    /// Rewards of the last step.
+    pub rewards: Vec<f32>,
+    /// Episodes that the circuit breaker or ruin ended in the last step.
+    pub terminated: Vec<bool>,
+    /// Episodes that reached their last bar in the last step.
+    pub truncated: Vec<bool>,
+    /// Episodes that ended in the last step (either way).
+    pub final_mask: Vec<bool>,
+    /// Each env's equity (after an autoreset: the new episode's capital).
+    pub equity: Vec<f64>,
+}
+
+impl VectorOutputs {
+    /// Zeroed outputs of `n` envs with observations of `d` floats.
+    pub fn new(n: usize, d: usize) -> Self {
+        Self {
+            obs: vec![0.0; n * d],
+            final_obs: vec![0.0; n * d],
+            rewards: vec![0.0; n],
+            terminated: vec![false; n],
+            truncated: vec![false; n],
+            final_mask: vec![false; n],
+            equity: vec![0.0; n],
+        }
+    }
+}
+
+/// Device addresses of a CUDA vector env's outputs (the layouts of [`VectorOutputs`]; flags are one byte
+/// each), for zero-copy export such as DLPack. Valid while the env lives; overwritten by each step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceOutputs {
+    /// The CUDA device's ordinal.
+    pub ordinal: usize,
+    /// The env's stream (`CUstream`): its steps run there and are complete when `step` returns.
+    pub stream: u64,
+    /// Observations (`f32`, `n_envs x obs_dim`).
+    pub obs: u64,
+    /// Final observations (`f32`, `n_envs x obs_dim`).
+    pub final_obs: u64,
+    /// Rewards (`f32`).
+    pub rewards: u64,
+    /// Terminated flags (`bool`).
+    pub terminated: u64,
+    /// Truncated flags (`bool`).
+    pub truncated: u64,
+    /// Final-observation mask (`bool`).
+    pub final_mask: u64,
+    /// Equity (`f64`).
+    pub equity: u64,
+}

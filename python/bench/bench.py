@@ -163,6 +163,24 @@ def bench_env(device: str, envs: int, steps: int, baseline_steps: int) -> dict:
     for i in range(steps):
         env.step(acts[i % 16])
     ours = steps * envs / (time.perf_counter() - t)
+    torch_rate = None
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and env.device == "cuda":
+        # Device outputs as torch tensors (DLPack) and actions as CUDA tensors: nothing crosses to the host.
+        tenv = tradesim.VectorEnv(bars, envs=envs, episode_len=256, seed=1, device=device, arrays="torch")
+        tenv.reset(seed=1)
+        tacts = [torch.from_numpy(a).to("cuda") for a in acts]
+        for i in range(5):
+            tenv.step(tacts[i % 16])
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for i in range(steps):
+            tenv.step(tacts[i % 16])
+        torch.cuda.synchronize()
+        torch_rate = steps * envs / (time.perf_counter() - t)
     n = 50_000
     features = rng.normal(0, 1, (n, 51)).astype(np.float32)
     close = 100 * np.exp(np.cumsum(rng.normal(0, 0.005, n)))
@@ -178,7 +196,9 @@ def bench_env(device: str, envs: int, steps: int, baseline_steps: int) -> dict:
         sync.step(acts[i % 16])
     theirs = baseline_steps * envs / (time.perf_counter() - t)
     return {"envs": envs, "device": env.device, "tradesim_steps_per_s": ours, "sync_vector_env_steps_per_s": theirs,
-            "ratio": ours / theirs, "tradesim_steps": steps, "baseline_steps": baseline_steps}
+            "ratio": ours / theirs, "tradesim_steps": steps, "baseline_steps": baseline_steps,
+            "tradesim_torch_cuda_steps_per_s": torch_rate,
+            "torch_ratio": torch_rate / theirs if torch_rate else None}
 
 
 def main() -> None:
@@ -203,6 +223,9 @@ def main() -> None:
         print(f"env, E = {r['envs']}, random actions: tradesim.VectorEnv {r['tradesim_steps_per_s']:.3e} steps/s "
               f"({r['device']}), gymnasium SyncVectorEnv of the Python env {r['sync_vector_env_steps_per_s']:.3e} "
               f"steps/s: {r['ratio']:.0f}x")
+        if r["tradesim_torch_cuda_steps_per_s"]:
+            print(f"env, E = {r['envs']}, arrays='torch' with CUDA action tensors (no host copies): "
+                  f"{r['tradesim_torch_cuda_steps_per_s']:.3e} steps/s: {r['torch_ratio']:.0f}x SyncVectorEnv")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2)

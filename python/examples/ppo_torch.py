@@ -1,5 +1,7 @@
 """A small PPO in PyTorch (CleanRL's structure: rollout, GAE, clipped surrogate over minibatches) on
 tradesim.VectorEnv. The env steps in tradesim (Rust, on the CPU or the GPU); the network trains in PyTorch.
+The env hands its buffers to PyTorch as tensors (``arrays="torch"``, DLPack): with the env and the network
+on the GPU, observations, rewards and actions never leave device memory.
 
     python examples/ppo_torch.py --envs 256 --steps 512 --episode-len 128 [--env-device cuda] [--torch-device cuda]
 
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -48,14 +49,15 @@ def main() -> None:
     p.add_argument("--rollout", type=int, default=64)
     p.add_argument("--episode-len", type=int, default=128)
     p.add_argument("--env-device", default="auto")
-    p.add_argument("--torch-device", default="cpu")
+    p.add_argument("--torch-device", default="auto", help="auto: the env's device")
     p.add_argument("--synthetic", type=int, default=20_000, help="synthetic bars (0: the embedded data)")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     torch.manual_seed(a.seed)
     data = tradesim.synthetic(a.synthetic) if a.synthetic else None
-    env = tradesim.VectorEnv(data, envs=a.envs, episode_len=a.episode_len, seed=a.seed, device=a.env_device)
-    dev = torch.device(a.torch_device)
+    env = tradesim.VectorEnv(data, envs=a.envs, episode_len=a.episode_len, seed=a.seed, device=a.env_device,
+                             arrays="torch")
+    dev = torch.device(env.device if a.torch_device == "auto" else a.torch_device)
     n, d = env.num_envs, env.single_observation_space.shape[0]
     agent = Agent(d).to(dev)
     opt = torch.optim.Adam(agent.parameters(), lr=3e-4, eps=1e-5)
@@ -64,26 +66,32 @@ def main() -> None:
     act_b = torch.zeros((T, n), dtype=torch.long, device=dev)
     logp_b, rew_b, done_b, val_b = (torch.zeros((T, n), device=dev) for _ in range(4))
     obs, _ = env.reset(seed=a.seed)
-    # On the CPU, torch.from_numpy shares the env's buffer (no copy); it is copied into the rollout below.
-    next_obs = torch.from_numpy(obs).to(dev)
+    # The env's tensors are its own buffers, overwritten by each step: `.to(dev)` copies them only when the
+    # network lives elsewhere, and the rollout below keeps copies.
+    next_obs = obs.to(dev)
     next_done = torch.zeros(n, device=dev)
-    returns, running = [], np.zeros(n)
+    running = torch.zeros(n, dtype=torch.float64, device=dev)
+    episodes = 0
     started, steps = time.perf_counter(), 0
     updates = max(1, a.steps // T)
     for update in range(updates):
+        ret_sum = torch.zeros((), dtype=torch.float64, device=dev)
+        ret_n = torch.zeros((), dtype=torch.int64, device=dev)
         for t in range(T):
             obs_b[t], done_b[t] = next_obs, next_done
             with torch.no_grad():
                 action, logp, _, value = agent.act(next_obs)
             act_b[t], logp_b[t], val_b[t] = action, logp, value
-            obs, reward, terminated, truncated, _ = env.step(action.cpu().numpy())
-            done = terminated | truncated
-            running += reward
-            returns += list(running[done])
-            running[done] = 0.0
-            rew_b[t] = torch.from_numpy(reward).to(dev)
-            next_obs = torch.from_numpy(obs).to(dev)
-            next_done = torch.from_numpy(done.astype(np.float32)).to(dev)
+            # A CUDA tensor goes to a CUDA env as it is (read in device memory); elsewhere via the host.
+            obs, reward, terminated, truncated, _ = env.step(action if action.device.type == env.device else action.cpu())
+            done = (terminated | truncated).to(dev)
+            running += reward.to(dev)
+            ret_sum += (running * done).sum()
+            ret_n += done.sum()
+            running.masked_fill_(done, 0.0)
+            rew_b[t] = reward
+            next_obs = obs.to(dev, copy=True)
+            next_done = done.float()
             steps += n
         with torch.no_grad():
             next_value = agent.act(next_obs)[3]
@@ -109,15 +117,17 @@ def main() -> None:
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
                 opt.step()
-        mean_ret = float(np.mean(returns[-100:])) if returns else float("nan")
+        ended = int(ret_n.item())
+        episodes += ended
+        mean_ret = ret_sum.item() / ended if ended else float("nan")
         print(
             f"update {update + 1}/{updates}: mean reward {rew_b.mean().item():+.2e}, "
-            f"episode return {mean_ret:+.4f} ({len(returns)} episodes), policy loss {pg.item():+.4f}, "
-            f"value loss {vl.item():.4e}"
+            f"episode return {mean_ret:+.4f} ({ended} episodes ended, {episodes} in all), "
+            f"policy loss {pg.item():+.4f}, value loss {vl.item():.4e}"
         )
     seconds = time.perf_counter() - started
     print(f"done: {steps} env steps on {env.device} in {seconds:.1f} s ({steps / seconds:.3e} env-steps/s), "
-          f"{len(returns)} episodes")
+          f"{episodes} episodes")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 //! `tradesim` library and calls it; no rule of the simulation, the backtest or the search lives here. The
 //! Python package (`pysrc/tradesim/`) wraps these functions in pandas.
 
+mod dlpack;
+
 use std::path::PathBuf;
 
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -421,6 +423,7 @@ fn hyperopt<'py>(
 #[derive(Debug)]
 pub struct NativeVectorEnv {
     env: VectorEnv,
+    host_copies: bool,
 }
 
 /// A read-only numpy view of `data` (`shape`), kept alive by `owner`.
@@ -445,7 +448,7 @@ unsafe fn view<'py, T: numpy::Element>(
 impl NativeVectorEnv {
     #[new]
     #[pyo3(signature = (bars, symbol, trials, envs, episode_len, seed, capital, spread, commission, allow_short,
-        whole_units, device))]
+        whole_units, device, host_copies=true))]
     #[allow(clippy::too_many_arguments, reason = "the Python signature")]
     fn new(
         py: Python<'_>,
@@ -455,30 +458,46 @@ impl NativeVectorEnv {
         envs: usize,
         episode_len: usize,
         seed: u64,
-        capital: &Bound<'_, PyAny>,
-        spread: &Bound<'_, PyAny>,
-        commission: &Bound<'_, PyAny>,
+        capital: Vec<Bound<'_, PyAny>>,
+        spread: Vec<Bound<'_, PyAny>>,
+        commission: Vec<Bound<'_, PyAny>>,
         allow_short: bool,
         whole_units: bool,
         device: &str,
+        host_copies: bool,
     ) -> PyResult<Self> {
-        let decimals = tradesim::audit::DecimalParams::account(
-            money("capital", capital)?,
-            money("spread", spread)?,
-            money("commission", commission)?,
-            whole_units,
-            allow_short,
-        );
+        // One value for every trial, or one per trial.
+        let per_trial = |name: &str, values: &[Bound<'_, PyAny>]| -> PyResult<Vec<Decimal>> {
+            match values.len() {
+                1 => Ok(vec![money(name, &values[0])?; trials]),
+                n if n == trials => values.iter().map(|v| money(name, v)).collect(),
+                n => Err(PyValueError::new_err(format!("{name}: {n} values for {trials} trials (give 1 or {trials})"))),
+            }
+        };
+        let (capital, spread, commission) =
+            (per_trial("capital", &capital)?, per_trial("spread", &spread)?, per_trial("commission", &commission)?);
         let device = self::device(device)?;
         let dataset = &bars.dataset;
         let made = py.detach(|| -> Result<VectorEnv, Error> {
-            let base = decimals.to_params()?;
-            let params: Vec<tradesim::TrialParams> =
-                (0..trials as u64).map(|key| tradesim::TrialParams { key, ..base }).collect();
+            let params = (0..trials)
+                .map(|t| {
+                    let decimals = tradesim::audit::DecimalParams::account(
+                        capital[t],
+                        spread[t],
+                        commission[t],
+                        whole_units,
+                        allow_short,
+                    );
+                    Ok(tradesim::TrialParams { key: t as u64, ..decimals.to_params()? })
+                })
+                .collect::<Result<Vec<_>, Error>>()?;
             let backend = tradesim::select_backend(device)?;
-            VectorEnv::new(&backend, dataset.select(symbol.as_deref())?, &params, envs, episode_len, seed)
+            let mut env =
+                VectorEnv::new(&backend, dataset.select(symbol.as_deref())?, &params, envs, episode_len, seed)?;
+            env.set_host_copies(host_copies);
+            Ok(env)
         });
-        Ok(Self { env: made.map_err(|e| to_py(py, e))? })
+        Ok(Self { env: made.map_err(|e| to_py(py, e))?, host_copies })
     }
 
     /// Envs (trials x envs).
@@ -527,9 +546,68 @@ impl NativeVectorEnv {
         self.env.reset(seed).map_err(|e| to_py(py, e))
     }
 
-    /// One step of every env (`actions`: one of 0, 1, 2 per env, any integer dtype).
+    /// (observations, rewards, terminated, truncated, final observations, final mask, equity) exported
+    /// through DLPack without copies: the device buffers on CUDA, the host buffers on the CPU.
+    fn dlpack_buffers<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        use dlpack::{DEVICE_CPU, DEVICE_CUDA, DlpackArray, Element};
+        let py = slf.py();
+        let this = slf.borrow();
+        let e = &this.env;
+        let (n, d) = (e.n_envs() as i64, e.obs_dim() as i64);
+        let (device, a) = match e.device_outputs() {
+            Some(o) => (
+                (DEVICE_CUDA, o.ordinal as i32),
+                [o.obs, o.rewards, o.terminated, o.truncated, o.final_obs, o.final_mask, o.equity],
+            ),
+            None => {
+                let addr = |p: *const u8| p as u64;
+                let h = [
+                    addr(e.observations().as_ptr().cast()),
+                    addr(e.rewards().as_ptr().cast()),
+                    addr(e.terminated().as_ptr().cast()),
+                    addr(e.truncated().as_ptr().cast()),
+                    addr(e.final_observations().as_ptr().cast()),
+                    addr(e.final_mask().as_ptr().cast()),
+                    addr(e.equity().as_ptr().cast()),
+                ];
+                ((DEVICE_CPU, 0), h)
+            }
+        };
+        let shapes = [vec![n, d], vec![n], vec![n], vec![n], vec![n, d], vec![n], vec![n]];
+        let elements =
+            [Element::F32, Element::F32, Element::Bool, Element::Bool, Element::F32, Element::Bool, Element::F64];
+        let arrays = (0..7)
+            .map(|i| {
+                let owner = slf.clone().into_any().unbind();
+                Py::new(py, DlpackArray::new(owner, a[i], shapes[i].clone(), elements[i], device))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        pyo3::types::PyTuple::new(py, arrays)
+    }
+
+    /// Whether each step copies the outputs to the host buffers of `buffers()` (always on the CPU).
+    #[getter]
+    fn host_copies(&self) -> bool {
+        self.env.device_outputs().is_none() || self.host_copies
+    }
+
+    /// One step of every env. `actions`: one of 0, 1, 2 per env, any integer dtype: a numpy array or a
+    /// sequence, or (CUDA) any DLPack array on the env's device, read there without a copy.
     fn step(&mut self, py: Python<'_>, actions: Bound<'_, PyAny>) -> PyResult<()> {
         let n = self.env.n_envs();
+        if let Some((kind, id)) = dlpack::dlpack_device(&actions)?.filter(|(kind, _)| *kind != dlpack::DEVICE_CPU) {
+            let Some(out) = self.env.device_outputs() else {
+                return Err(PyValueError::new_err(format!(
+                    "actions: on DLPack device ({kind}, {id}); this env runs on the cpu (pass host actions)"
+                )));
+            };
+            let taken = dlpack::device_actions(&actions, out.ordinal as i32, out.stream, n)?;
+            // SAFETY: `taken` is n aligned integers of its type on this env's device, ordered before the env's
+            // stream by the producer (DLPack's stream argument), alive until `taken` drops after the step.
+            let stepped = unsafe { self.env.step_device(taken.address, taken.bits, taken.signed) };
+            drop(taken);
+            return stepped.map_err(|e| to_py(py, e));
+        }
         let codes: Vec<u8> = match actions.extract::<PyReadonlyArray1<'_, u8>>() {
             Ok(a) => a.as_array().to_vec(),
             Err(_) => actions.extract::<Vec<i64>>()?.into_iter().map(|a| u8::try_from(a).unwrap_or(u8::MAX)).collect(),
@@ -550,6 +628,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TradesimError", py.get_type::<TradesimError>())?;
     m.add_class::<Bars>()?;
     m.add_class::<NativeVectorEnv>()?;
+    m.add_class::<dlpack::DlpackArray>()?;
     m.add_function(wrap_pyfunction!(load_columns, m)?)?;
     m.add_function(wrap_pyfunction!(load_file, m)?)?;
     m.add_function(wrap_pyfunction!(embedded, m)?)?;

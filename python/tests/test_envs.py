@@ -102,8 +102,11 @@ def test_gpu_vector_env_equals_cpu():
         assert a.tobytes() == b.tobytes()
 
 
-def test_the_pytorch_example_trains_a_few_hundred_steps():
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_pytorch_example_trains_a_few_hundred_steps(device):
     pytest.importorskip("torch", reason="PyTorch is not installed here (the GPU host has it)")
+    if device == "cuda":
+        need_gpu()
     import pathlib
     import subprocess
     import sys
@@ -111,11 +114,126 @@ def test_the_pytorch_example_trains_a_few_hundred_steps():
     script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "ppo_torch.py"
     done = subprocess.run(
         [sys.executable, str(script), "--envs", "32", "--steps", "256", "--rollout", "32", "--episode-len", "48",
-         "--synthetic", "3000", "--env-device", "cpu"],
+         "--synthetic", "3000", "--env-device", device],
         capture_output=True, text=True, timeout=600, check=False,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert sum(line.startswith("update ") for line in lines) == 8, done.stdout
-    assert lines[-1].startswith("done: 8192 env steps"), done.stdout
+    assert lines[-1].startswith(f"done: 8192 env steps on {device}"), done.stdout
     assert "nan" not in done.stdout.split("update 8/8")[1].lower(), "episodes ended within the run"
+
+
+def need_gpu() -> None:
+    if tradesim.device_info("auto")["backend"] != "cuda":
+        if REQUIRE_GPU:
+            pytest.fail("REQUIRE_GPU=1 but no usable GPU")
+        pytest.skip("no GPU")
+
+
+def test_dlpack_arrays_on_the_cpu_are_the_envs_buffers():
+    env = tradesim.VectorEnv(bars(), trials=2, envs=4, episode_len=6, seed=3, device="cpu", arrays="dlpack")
+    obs, info = env.reset()
+    assert isinstance(obs, tradesim.DLPackArray) and obs.__dlpack_device__() == (1, 0)
+    assert obs.shape == (8, env.single_observation_space.shape[0]) and obs.dtype == "float32"
+    view = np.from_dlpack(obs)
+    assert view.__array_interface__["data"][0] == obs.address, "numpy reads the env's buffer, no copy"
+    reference = tradesim.VectorEnv(bars(), trials=2, envs=4, episode_len=6, seed=3, device="cpu")
+    ref_obs, _ = reference.reset()
+    for step in range(6):
+        actions = np.arange(8) % 3
+        obs2, rewards, terminated, truncated, infos = env.step(actions)
+        assert obs2 is obs, "the same exported buffer every step"
+        ref = reference.step(actions)
+        assert view.tobytes() == ref[0].tobytes(), "the view taken before the steps sees each step's values"
+        assert np.from_dlpack(rewards).tobytes() == ref[1].tobytes()
+        flags = np.from_dlpack(truncated)
+        assert flags.dtype == np.bool_ and flags.tolist() == ref[3].tolist()
+        assert "final_obs" in infos and "_final_obs" in infos, "device-style infos always carry the mask"
+    assert np.from_dlpack(infos["_final_obs"]).all()
+    assert np.from_dlpack(infos["equity"]).dtype == np.float64
+    # The capsule keeps the env alive after the env object is gone.
+    del env, obs2, rewards, terminated, truncated, infos
+    assert view.sum() == view.sum()
+    with pytest.raises(BufferError, match="without copies"):
+        reference._env.dlpack_buffers()[0].__dlpack__(copy=True)
+    with pytest.raises(ValueError, match="arrays"):
+        tradesim.VectorEnv(bars(), envs=2, episode_len=6, device="cpu", arrays="jax")
+
+
+def test_money_parameters_per_trial():
+    env = tradesim.VectorEnv(bars(), trials=3, envs=2, episode_len=6, device="cpu", capital=[1_000, "2500.50", 4_000],
+                             commission=["0", "0.001", "0.002"])
+    _, info = env.reset()
+    assert info["equity"].tolist() == [1_000.0, 1_000.0, 2_500.5, 2_500.5, 4_000.0, 4_000.0]
+    with pytest.raises(ValueError, match="capital: 2 values for 3 trials"):
+        tradesim.VectorEnv(bars(), trials=3, envs=2, episode_len=6, device="cpu", capital=[1, 2])
+    with pytest.raises(ValueError, match="spread"):
+        tradesim.VectorEnv(bars(), trials=2, envs=2, episode_len=6, device="cpu", spread=["0.1", "-1"])
+
+
+def test_torch_tensors_on_the_gpu_without_copies():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed here (the GPU host has it)")
+    need_gpu()
+    kwargs = dict(trials=2, envs=32, episode_len=40, seed=9)
+    env = tradesim.VectorEnv(bars(), device="cuda", arrays="torch", **kwargs)
+    reference = tradesim.VectorEnv(bars(), device="cpu", **kwargs)
+    obs, _ = env.reset()
+    ref_obs, _ = reference.reset()
+    assert obs.is_cuda and obs.dtype == torch.float32 and obs.shape == (64, env.single_observation_space.shape[0])
+    assert obs.data_ptr() == env._env.dlpack_buffers()[0].address, "the tensor is the env's device buffer"
+    assert obs.cpu().numpy().tobytes() == ref_obs.tobytes()
+    ended = 0
+    for step in range(100):
+        codes = (torch.arange(64, device="cuda") * 7 + step) % 3  # int64 on the GPU, as a policy gives them
+        obs2, rewards, terminated, truncated, infos = env.step(codes)
+        ref = reference.step(codes.cpu().numpy())
+        assert obs2.data_ptr() == obs.data_ptr(), "stepped in place"
+        assert obs2.cpu().numpy().tobytes() == ref[0].tobytes()
+        assert rewards.cpu().numpy().tobytes() == ref[1].tobytes()
+        assert truncated.dtype == torch.bool and truncated.cpu().numpy().tolist() == ref[3].tolist()
+        ended += int(infos["_final_obs"].sum())
+    assert ended >= 64, "episodes ended and restarted on the device"
+    # Other integer types, on a non-default torch stream.
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        codes = torch.ones(64, dtype=torch.int32, device="cuda")
+        env.step(codes)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert obs.cpu().numpy().tobytes() == reference.step(np.ones(64, dtype=np.int32))[0].tobytes()
+    env.step(torch.zeros(64, dtype=torch.uint8, device="cuda"))
+    assert obs.cpu().numpy().tobytes() == reference.step(np.zeros(64, dtype=np.uint8))[0].tobytes()
+    # An invalid code fails the step on the device, naming the env; nothing moves.
+    before = obs.clone()
+    bad = torch.zeros(64, dtype=torch.int64, device="cuda")
+    bad[17] = -1
+    with pytest.raises(ValueError, match="env 17.*code -1"):
+        env.step(bad)
+    assert torch.equal(before, obs)
+    with pytest.raises(ValueError, match="shape"):
+        env.step(torch.zeros(63, dtype=torch.int64, device="cuda"))
+    with pytest.raises(ValueError, match="contiguous"):
+        env.step(torch.zeros(128, dtype=torch.int64, device="cuda")[::2])
+    with pytest.raises(TypeError, match="integer"):
+        env.step(torch.zeros(64, dtype=torch.float32, device="cuda"))
+    with pytest.raises(ValueError, match="runs on the cpu"):
+        reference.step(torch.zeros(64, dtype=torch.int64, device="cuda"))
+    # numpy arrays on the CUDA env: copied to the host each step, the same bits.
+    numpy_env = tradesim.VectorEnv(bars(), device="cuda", **kwargs)
+    numpy_env.reset()
+    cpu_env = tradesim.VectorEnv(bars(), device="cpu", **kwargs)
+    cpu_env.reset()
+    for step in range(50):
+        codes = torch.full((64,), step % 3, dtype=torch.int64, device="cuda")
+        a = numpy_env.step(codes)
+        b = cpu_env.step(np.full(64, step % 3))
+        assert a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()
+
+
+def test_torch_tensors_on_the_cpu():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed here (the GPU host has it)")
+    env = tradesim.VectorEnv(bars(), envs=4, episode_len=6, device="cpu", arrays="torch")
+    obs, _ = env.reset()
+    assert obs.device.type == "cpu" and obs.data_ptr() == env._env.dlpack_buffers()[0].address
+    obs2, rewards, *_ = env.step(torch.tensor([0, 1, 2, 1]))
+    assert obs2.data_ptr() == obs.data_ptr() and rewards.dtype == torch.float32

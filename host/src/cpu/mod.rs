@@ -11,3 +11,4 @@ pub(crate) mod dqn;
 pub(crate) mod env;
 pub(crate) mod ppo;
 pub(crate) mod tile;
+pub(crate) mod vector;

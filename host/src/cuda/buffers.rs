@@ -33,6 +33,28 @@ pub(crate) struct EnvBuffers<'a> {
     pub(crate) ring: &'a mut CudaSlice<Dev<Transition>>,
 }
 
+/// The vector env's outputs on the device (one row or element per env).
+#[derive(Debug)]
+pub(crate) struct VectorDevice {
+    pub(crate) obs: CudaSlice<f32>,
+    pub(crate) final_obs: CudaSlice<f32>,
+    pub(crate) rewards: CudaSlice<f32>,
+    pub(crate) terminated: CudaSlice<bool>,
+    pub(crate) truncated: CudaSlice<bool>,
+    pub(crate) final_mask: CudaSlice<bool>,
+    pub(crate) equity: CudaSlice<f64>,
+}
+
+/// What the vector env's kernels read and write.
+pub(crate) struct VectorBuffers<'a> {
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) states: &'a mut CudaSlice<Dev<EnvState>>,
+    pub(crate) episodes: &'a mut CudaSlice<u64>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+    pub(crate) features: &'a CudaSlice<f32>,
+    pub(crate) out: &'a mut VectorDevice,
+}
+
 /// Outputs of the sampler.
 #[derive(Debug)]
 pub(crate) struct SampleBuffers {

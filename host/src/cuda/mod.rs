@@ -10,6 +10,7 @@ mod peak;
 mod ppo;
 mod runtime;
 mod tables;
+mod vector;
 
 pub(crate) use backtest::backtest;
 pub(crate) use dqn::CudaDqn;
@@ -17,6 +18,7 @@ pub(crate) use env::CudaEnv;
 pub(crate) use launch::net::DeviceWalk;
 pub(crate) use ppo::CudaPpo;
 pub use runtime::CudaRuntime;
+pub(crate) use vector::CudaVector;
 
 use cudarc::driver::CudaContext;
 

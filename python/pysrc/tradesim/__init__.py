@@ -20,11 +20,12 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from . import _native
-from ._native import Bars, DataError
+from ._native import Bars, DataError, DLPackArray
 
 __all__ = [
     "Bars",
     "DataError",
+    "DLPackArray",
     "BacktestRun",
     "HyperoptRun",
     "backtest",

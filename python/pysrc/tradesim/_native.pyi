@@ -89,15 +89,20 @@ class VectorEnv:
         envs: int,
         episode_len: int,
         seed: int,
-        capital: Any,
-        spread: Any,
-        commission: Any,
+        capital: Sequence[Any],
+        spread: Sequence[Any],
+        commission: Sequence[Any],
         allow_short: bool,
         whole_units: bool,
         device: str,
-    ) -> None: ...
+        host_copies: bool = True,
+    ) -> None:
+        """Money parameters: one value for every trial or one per trial."""
     @property
     def num_envs(self) -> int: ...
+    @property
+    def host_copies(self) -> bool:
+        """Whether each step refreshes the host buffers of :meth:`buffers` (always on the CPU)."""
     @property
     def obs_dim(self) -> int: ...
     @property
@@ -105,6 +110,30 @@ class VectorEnv:
     def buffers(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Read-only views of the env's own buffers: observations, rewards, terminated, truncated, final
         observations, final mask, equity. Overwritten in place by every step and reset."""
+    def dlpack_buffers(self) -> tuple[DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray]:
+        """The same seven buffers exported through DLPack without copies (device memory on CUDA)."""
     def reset(self, seed: Optional[int] = None) -> None: ...
-    def step(self, actions: npt.NDArray[np.uint8]) -> None: ...
+    def step(self, actions: Any) -> None:
+        """``actions``: integer codes as a numpy array or sequence, or (CUDA) a DLPack array on the env's
+        device (e.g. a ``torch.Tensor``), read there without a copy."""
+
+class DLPackArray:
+    """A buffer of the vector env exported through DLPack (``torch.from_dlpack``, ``numpy.from_dlpack``,
+    ``cupy.from_dlpack``): the env's own memory, overwritten in place by every step."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def address(self) -> int: ...
 

@@ -3,7 +3,7 @@ path) and :class:`TradingEnv` (one env as a ``gymnasium.Env``). Needs ``gymnasiu
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +11,24 @@ import numpy as np
 from . import Number, _decimal, _native, embedded, load
 
 __all__ = ["VectorEnv", "TradingEnv"]
+
+_ARRAYS = ("numpy", "dlpack", "torch")
+
+
+def _per_trial(name: str, value: Union[Number, Sequence[Number]], trials: int) -> list[Any]:
+    """One money value for every trial, or one per trial (a sequence of ``trials`` values)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        return [_decimal(name, value)]  # type: ignore[arg-type]
+    values = list(value)  # type: ignore[arg-type]
+    if len(values) != trials:
+        raise ValueError(f"{name}: {len(values)} values for {trials} trials (give one, or one per trial)")
+    return [_decimal(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _on_device(actions: Any) -> bool:
+    """Whether ``actions`` is a DLPack array outside host memory (a CUDA tensor)."""
+    device = getattr(actions, "__dlpack_device__", None)
+    return device is not None and not isinstance(actions, np.ndarray) and device()[0] != 1
 
 
 def _actions(actions: Any, n: int) -> np.ndarray:
@@ -53,13 +71,19 @@ class VectorEnv(gym.vector.VectorEnv):
         allow_short: bool = True,
         whole_units: bool = False,
         device: str = "auto",
+        arrays: str = "numpy",
     ) -> None:
+        if arrays not in _ARRAYS:
+            raise ValueError(f"arrays: one of {', '.join(_ARRAYS)}, got {arrays!r}")
         bars = embedded() if data is None else load(data)
+        trials = int(trials)
         self._env = _native.VectorEnv(
-            bars, symbol, int(trials), int(envs), int(episode_len), int(seed),
-            _decimal("capital", capital), _decimal("spread", spread), _decimal("commission", commission),
-            bool(allow_short), bool(whole_units), device,
+            bars, symbol, trials, int(envs), int(episode_len), int(seed),
+            _per_trial("capital", capital, trials), _per_trial("spread", spread, trials),
+            _per_trial("commission", commission, trials),
+            bool(allow_short), bool(whole_units), device, arrays == "numpy",
         )
+        self.arrays = arrays
         self.num_envs = self._env.num_envs
         self.device = self._env.device
         self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -69,8 +93,16 @@ class VectorEnv(gym.vector.VectorEnv):
         self.single_action_space = gym.spaces.Discrete(3)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
+        if arrays == "numpy":
+            buffers = self._env.buffers()
+        else:
+            buffers = self._env.dlpack_buffers()
+            if arrays == "torch":
+                import torch
+
+                buffers = tuple(torch.from_dlpack(b) for b in buffers)
         (self._obs, self._rewards, self._terminated, self._truncated, self._final_obs, self._final_mask,
-         self._equity) = self._env.buffers()
+         self._equity) = buffers
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         if seed is not None and not isinstance(seed, (int, np.integer)):
@@ -80,9 +112,9 @@ class VectorEnv(gym.vector.VectorEnv):
         return self._obs, {"equity": self._equity}
 
     def step(self, actions: Any):
-        self._env.step(_actions(actions, self.num_envs))
+        self._env.step(actions if _on_device(actions) else _actions(actions, self.num_envs))
         infos: dict[str, Any] = {"equity": self._equity}
-        if self._final_mask.any():
+        if self.arrays != "numpy" or self._final_mask.any():
             infos["final_obs"] = self._final_obs
             infos["_final_obs"] = self._final_mask
         return self._obs, self._rewards, self._terminated, self._truncated, infos

@@ -2,11 +2,12 @@
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, PushKernelArg};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::vector::{ActionKind, VectorArgs};
 use gpu_kernels::{Moments, Transition, TrialParams};
 
 use super::{at_least, grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{Dev, EnvBuffers, SampleBuffers};
+use crate::cuda::buffers::{Dev, EnvBuffers, SampleBuffers, VectorBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 fn ring_len(args: &BatchArgs) -> usize {
@@ -185,6 +186,114 @@ pub(crate) fn sample_transitions(
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
     timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
     Ok(())
+}
+
+impl VectorBuffers<'_> {
+    fn check(&self, kernel: &str, args: &VectorArgs) -> Result<(), HostError> {
+        let n = args.n_envs as usize;
+        let d = args.n_features as usize + 3;
+        at_least(kernel, "trial parameters", n / (args.envs_per_trial.max(1) as usize), self.params.len())?;
+        at_least(kernel, "env states", n, self.states.len())?;
+        at_least(kernel, "episode counters", n, self.episodes.len())?;
+        at_least(kernel, "bars", args.n_bars as usize, self.bars.len())?;
+        at_least(kernel, "feature values", args.n_bars as usize * args.n_features as usize, self.features.len())?;
+        let o = &self.out;
+        at_least(kernel, "observation floats", n * d, o.obs.len().min(o.final_obs.len()))?;
+        let flags = o.terminated.len().min(o.truncated.len()).min(o.final_mask.len());
+        at_least(kernel, "rewards, flags and equity", n, o.rewards.len().min(flags).min(o.equity.len()))
+    }
+}
+
+/// `vector_reset`: a new episode for every env.
+pub(crate) fn vector_reset(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: VectorBuffers<'_>,
+    args: &VectorArgs,
+) -> Result<(), HostError> {
+    let kernel = "vector_reset";
+    buf.check(kernel, args)?;
+    let cfg = grid(kernel, args.n_envs as usize)?;
+    let dev_args = Dev(*args);
+    let o = buf.out;
+    let mut launch = stream.launch_builder(&rt.kernels.vector_reset);
+    launch.arg(buf.params).arg(buf.states).arg(buf.episodes).arg(buf.bars).arg(buf.features);
+    launch.arg(&mut o.obs).arg(&mut o.final_obs).arg(&mut o.rewards).arg(&mut o.terminated).arg(&mut o.truncated);
+    launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::vector_reset` in order and type; lengths checked above.
+    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
+}
+
+/// Actions for [`vector_check`] and [`vector_step`]: a buffer of ours, or a raw device pointer.
+pub(crate) enum VectorActions<'a> {
+    /// Codes uploaded from the host (already checked).
+    Codes(&'a CudaSlice<u8>),
+    /// `n_envs` elements of `args.action_kind` at a device address of this context (DLPack).
+    Raw(u64),
+}
+
+/// `vector_check`: `status` becomes the lowest env with an invalid action (left alone when all are valid).
+///
+/// # Safety
+/// `actions` is the address of `args.n_envs` aligned elements of `args.action_kind` in this context's
+/// device memory, valid until the launch has run.
+pub(crate) unsafe fn vector_check(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    actions: u64,
+    status: &mut CudaSlice<u32>,
+    args: &VectorArgs,
+) -> Result<(), HostError> {
+    let kernel = "vector_check";
+    at_least(kernel, "status words", 1, status.len())?;
+    let cfg = grid(kernel, args.n_envs as usize)?;
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.vector_check);
+    launch.arg(&actions).arg(status).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::vector_check`; the caller vouches for `actions`.
+    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
+}
+
+/// `vector_step`: one step of every env, unless `status` names an invalid action.
+///
+/// # Safety
+/// With [`VectorActions::Raw`], as [`vector_check`].
+pub(crate) unsafe fn vector_step(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: VectorBuffers<'_>,
+    actions: VectorActions<'_>,
+    status: &CudaSlice<u32>,
+    args: &VectorArgs,
+) -> Result<(), HostError> {
+    let kernel = "vector_step";
+    buf.check(kernel, args)?;
+    at_least(kernel, "status words", 1, status.len())?;
+    let cfg = grid(kernel, args.n_envs as usize)?;
+    let dev_args = Dev(*args);
+    let o = buf.out;
+    let mut launch = stream.launch_builder(&rt.kernels.vector_step);
+    launch.arg(buf.params).arg(buf.states).arg(buf.episodes);
+    let raw;
+    match actions {
+        VectorActions::Codes(codes) => {
+            at_least(kernel, "action codes", args.n_envs as usize, codes.len())?;
+            if args.action_kind != ActionKind::U8.code() {
+                return Err(HostError::Config(format!("{kernel}: uploaded codes are u8")));
+            }
+            launch.arg(codes)
+        }
+        VectorActions::Raw(ptr) => {
+            raw = ptr;
+            launch.arg(&raw)
+        }
+    };
+    launch.arg(status).arg(buf.bars).arg(buf.features);
+    launch.arg(&mut o.obs).arg(&mut o.final_obs).arg(&mut o.rewards).arg(&mut o.terminated).arg(&mut o.truncated);
+    launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::vector_step` in order and type; lengths checked above;
+    // the caller vouches for raw actions.
+    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
 }
 
 #[cfg(test)]
