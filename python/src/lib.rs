@@ -543,7 +543,8 @@ impl NativeVectorEnv {
     /// New episodes for every env (`seed`: the draws start over from it).
     #[pyo3(signature = (seed=None))]
     fn reset(&mut self, py: Python<'_>, seed: Option<u64>) -> PyResult<()> {
-        self.env.reset(seed).map_err(|e| to_py(py, e))
+        let env = &mut self.env;
+        py.detach(|| env.reset(seed)).map_err(|e| to_py(py, e))
     }
 
     /// (observations, rewards, terminated, truncated, final observations, final mask, equity) exported
@@ -602,9 +603,10 @@ impl NativeVectorEnv {
                 )));
             };
             let taken = dlpack::device_actions(&actions, out.ordinal as i32, out.stream, n)?;
+            let (address, bits, signed, env) = (taken.address, taken.bits, taken.signed, &mut self.env);
             // SAFETY: `taken` is n aligned integers of its type on this env's device, ordered before the env's
             // stream by the producer (DLPack's stream argument), alive until `taken` drops after the step.
-            let stepped = unsafe { self.env.step_device(taken.address, taken.bits, taken.signed) };
+            let stepped = py.detach(|| unsafe { env.step_device(address, bits, signed) });
             drop(taken);
             return stepped.map_err(|e| to_py(py, e));
         }
@@ -615,7 +617,8 @@ impl NativeVectorEnv {
         if codes.len() != n {
             return Err(PyValueError::new_err(format!("actions: {} for {n} envs", codes.len())));
         }
-        self.env.step(&codes).map_err(|e| to_py(py, e))
+        let env = &mut self.env;
+        py.detach(|| env.step(&codes)).map_err(|e| to_py(py, e))
     }
 }
 
