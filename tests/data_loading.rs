@@ -306,3 +306,41 @@ fn pandas_index_column_is_the_time() {
     let report = refused(",Open,High,Low,Close\n0,10,11,9.5,10.5\n");
     assert!(report.findings.iter().any(|f| f.class == IssueClass::MissingColumn), "{report}");
 }
+
+/// Times out of order after a dropped row, in a one-symbol file: the ordering findings name the rows they
+/// came from, each bar is compared with the last kept one, and the kept bars are the in-order ones.
+#[test]
+fn out_of_order_rows_after_dropped_rows_keep_their_row_numbers() {
+    let csv = "datetime,open,high,low,close,volume\n\
+               2020-01-01,1,2,1,1.5,1\n\
+               2020-01-02,3,2,1,1.5,1\n\
+               2020-01-04,1,2,1,1.5,1\n\
+               2020-01-03,1,2,1,1.5,1\n\
+               2020-01-05,1,2,1,1.5,1\n\
+               2020-01-05,1,2,1,1.6,1\n\
+               2020-01-06,1,2,1,1.7,1\n";
+    let policy = CleanPolicy::parse(
+        &["open-outside-range".to_owned(), "decreasing-time".to_owned(), "duplicate-time".to_owned()],
+        &[],
+    )
+    .unwrap();
+    let (d, report) = load_bytes("t.csv", csv.as_bytes(), "X", &policy).unwrap();
+    let days: Vec<String> = d.series[0].bars.iter().map(|b| b.time.format("%d").to_string()).collect();
+    assert_eq!(days, ["01", "04", "05", "06"]);
+    assert_eq!(d.series[0].bars[2].close, dec("1.5"), "the first of two bars at one time is kept");
+    let located: Vec<(Option<usize>, IssueClass)> = report.findings.iter().map(|f| (f.row, f.class)).collect();
+    assert_eq!(
+        located,
+        [
+            (Some(3), IssueClass::OpenOutsideRange),
+            (Some(5), IssueClass::DecreasingTime),
+            (Some(7), IssueClass::DuplicateTime)
+        ]
+    );
+    assert_eq!(report.dropped, 3);
+    // Without the bad rows the times increase: every bar is kept, nothing is found.
+    let in_order: String =
+        csv.lines().enumerate().filter(|(i, _)| ![2, 4, 6].contains(i)).map(|(_, l)| format!("{l}\n")).collect();
+    let (d, report) = load(&in_order).unwrap();
+    assert_eq!((d.n_bars(), report.findings.len()), (4, 0), "{report}");
+}

@@ -29,23 +29,57 @@ enum Cell<'a> {
 }
 
 /// Rows of a file: header names, then each row's number and its `headers.len()` cells, row after row in one
-/// vector (no allocation per row).
+/// vector (no allocation per row), or (plain CSV) each row's line, split into cells when the row is parsed.
 struct Table<'a> {
     headers: Vec<String>,
     rows: Vec<usize>,
     cells: Vec<Cell<'a>>,
+    /// Plain CSV: row `i`'s line (UTF-8, `headers.len()` fields); `cells` stays empty.
+    lines: Vec<&'a str>,
+    delimiter: char,
     findings: Vec<Finding>,
 }
 
 impl<'a> Table<'a> {
     fn new(headers: Vec<String>) -> Self {
-        Self { headers, rows: Vec::new(), cells: Vec::new(), findings: Vec::new() }
+        Self { headers, rows: Vec::new(), cells: Vec::new(), lines: Vec::new(), delimiter: ',', findings: Vec::new() }
     }
 
     /// Row `row` of `cells` (as many as the headers).
     fn push(&mut self, row: usize, cells: impl IntoIterator<Item = Cell<'a>>) {
         self.rows.push(row);
         self.cells.extend(cells);
+    }
+
+    /// The cells of row `i` (the `i`-th pushed): a slice of `cells`, or its line split into `buf`.
+    fn row_cells<'s>(&'s self, i: usize, buf: &'s mut Vec<Cell<'a>>) -> &'s [Cell<'a>] {
+        if self.lines.is_empty() {
+            let width = self.headers.len();
+            return &self.cells[i * width..(i + 1) * width];
+        }
+        buf.clear();
+        // Fields between delimiters (an ASCII byte, so every cut is at a character boundary), trimmed.
+        let (line, delimiter) = (self.lines[i], self.delimiter as u8);
+        let mut start = 0;
+        for (j, &b) in line.as_bytes().iter().enumerate() {
+            if b == delimiter {
+                buf.push(Cell::Text(Cow::Borrowed(line[start..j].trim_ascii())));
+                start = j + 1;
+            }
+        }
+        buf.push(Cell::Text(Cow::Borrowed(line[start..].trim_ascii())));
+        buf
+    }
+
+    /// Row `i`'s text in column `col`, trimmed, when it is text.
+    fn text(&self, i: usize, col: usize) -> Option<&str> {
+        if self.lines.is_empty() {
+            return match &self.cells[i * self.headers.len() + col] {
+                Cell::Text(s) => Some(s.trim()),
+                _ => None,
+            };
+        }
+        self.lines[i].split(self.delimiter).nth(col).map(str::trim_ascii)
     }
 }
 
@@ -219,7 +253,7 @@ fn read_csv<'a>(name: &str, bytes: &'a [u8]) -> Result<Table<'a>, LoadReport> {
 /// Whether `text` is plain CSV: no quote character (so every newline ends a record and every delimiter
 /// separates fields) and no carriage return other than before a newline.
 fn is_plain(text: &[u8]) -> bool {
-    !text.contains(&b'"') && text.split(|&b| b == b'\r').skip(1).all(|after| after.first() == Some(&b'\n'))
+    memchr::memchr(b'"', text).is_none() && memchr::memchr_iter(b'\r', text).all(|i| text.get(i + 1) == Some(&b'\n'))
 }
 
 /// The fields of one line, trimmed (what the CSV reader gives with `Trim::All`).
@@ -256,45 +290,57 @@ fn read_plain_csv<'a>(name: &str, text: &'a [u8], delimiter: u8) -> Table<'a> {
             let mut part = Table::new(Vec::new());
             let rows_about = chunk.len() / first_row_len.max(1) + 1;
             part.rows.reserve(rows_about);
-            part.cells.reserve(rows_about * width);
+            part.lines.reserve(rows_about);
             let mut lines = 0;
-            for line in chunk.split_inclusive(|&b| b == b'\n') {
+            // A chunk of whole lines that is UTF-8 as a whole has UTF-8 lines (a newline is ASCII).
+            let utf8 = std::str::from_utf8(chunk).is_ok();
+            let mut start = 0;
+            let ends = memchr::memchr_iter(b'\n', chunk)
+                .map(|i| i + 1)
+                .chain((chunk.last() != Some(&b'\n')).then_some(chunk.len()));
+            for end in ends {
+                let line = &chunk[start..end];
+                start = end;
                 let local = lines;
                 lines += 1;
                 let line = line.strip_suffix(b"\n").unwrap_or(line);
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let (count, blank) =
-                    fields(line, delimiter).fold((0, true), |(n, blank), f| (n + 1, blank && f.is_empty()));
-                if blank {
+                // A blank line: nothing but delimiters and spaces (every field trims to empty).
+                if line.iter().all(|&b| b == delimiter || b.is_ascii_whitespace()) {
                     continue;
                 }
+                let count = line.iter().filter(|&&b| b == delimiter).count() + 1;
                 if count != width {
                     let message = format!("{count} fields, the header has {width}");
                     part.findings.push(row_finding(name, local, None, IssueClass::BadRow, message));
                     continue;
                 }
-                if std::str::from_utf8(line).is_err() {
+                let text = if utf8 {
+                    // SAFETY: `chunk` is UTF-8 and `line` is cut from it at ASCII bytes (newlines, a carriage
+                    // return), so it is UTF-8 too.
+                    unsafe { std::str::from_utf8_unchecked(line) }
+                } else if let Ok(text) = std::str::from_utf8(line) {
+                    text
+                } else {
                     part.findings.push(row_finding(name, local, None, IssueClass::BadRow, "not UTF-8".to_owned()));
                     continue;
-                }
-                // The whole line is UTF-8 and the delimiter is ASCII, so every field is UTF-8.
-                part.push(
-                    local,
-                    fields(line, delimiter)
-                        .map(|f| Cell::Text(Cow::Borrowed(std::str::from_utf8(f).unwrap_or_default()))),
-                );
+                };
+                // Split into cells when the row is parsed (`Table::row_cells`).
+                part.rows.push(local);
+                part.lines.push(text);
             }
             (lines, part)
         })
         .collect();
     // Line numbers: the header is line 1, so the body's first line is line 2.
     let mut table = Table::new(headers);
+    table.delimiter = char::from(delimiter);
     table.rows.reserve(chunks.iter().map(|c| c.1.rows.len()).sum());
-    table.cells.reserve(chunks.iter().map(|c| c.1.cells.len()).sum());
+    table.lines.reserve(chunks.iter().map(|c| c.1.lines.len()).sum());
     let mut first = 2;
     for (lines, part) in chunks {
         table.rows.extend(part.rows.into_iter().map(|local| first + local));
-        table.cells.extend(part.cells);
+        table.lines.extend(part.lines);
         table.findings.extend(part.findings.into_iter().map(|f| Finding { row: f.row.map(|r| first + r), ..f }));
         first += lines;
     }
@@ -371,13 +417,14 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
         }
         Cell::Text(s) => {
             let t = s.trim();
-            let non_finite = ["nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"];
-            if non_finite.iter().any(|w| w.eq_ignore_ascii_case(t)) {
-                return Err((IssueClass::NonFinite, format!("`{t}` is not finite")));
-            }
-            Decimal::from_str(t)
-                .or_else(|_| Decimal::from_scientific(t))
-                .map_err(|_| (IssueClass::BadNumber, format!("`{t}` is not a number")))
+            Decimal::from_str(t).or_else(|_| Decimal::from_scientific(t)).map_err(|_| {
+                let non_finite = ["nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"];
+                if non_finite.iter().any(|w| w.eq_ignore_ascii_case(t)) {
+                    (IssueClass::NonFinite, format!("`{t}` is not finite"))
+                } else {
+                    (IssueClass::BadNumber, format!("`{t}` is not a number"))
+                }
+            })
         }
         Cell::Time(_) | Cell::Null => Err((IssueClass::BadNumber, "empty or not a number".to_owned())),
     }
@@ -394,30 +441,29 @@ fn time(cell: &Cell<'_>, second: Option<&Cell<'_>>) -> Result<DateTime<FixedOffs
     }
 }
 
-/// What one row gave: its findings, whether the policy dropped or repaired it, and its bar when kept (with
-/// its symbol; `None`: the file's default).
+/// What one row gave besides its bar: its findings, whether the policy dropped or repaired it, and its
+/// symbol (`None`: the file's default). Its bar, when kept, is in a vector beside (bars are large: the
+/// rows' bars are compacted in place into the series of a single-symbol file).
 struct RowOutcome<'t> {
     row: usize,
     findings: Vec<Finding>,
     dropped: bool,
     repaired: bool,
-    kept: Option<(Option<&'t str>, MarketBar)>,
-}
-
-/// Where a bar came from, for the ordering checks.
-struct Located {
-    row: usize,
-    bar: MarketBar,
+    symbol: Option<&'t str>,
 }
 
 fn build(
     name: &str,
-    table: Table<'_>,
+    mut table: Table<'_>,
     default_symbol: &str,
     policy: &CleanPolicy,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    let mut report =
-        LoadReport { file: name.to_owned(), rows: table.rows.len(), findings: table.findings, ..LoadReport::default() };
+    let mut report = LoadReport {
+        file: name.to_owned(),
+        rows: table.rows.len(),
+        findings: std::mem::take(&mut table.findings),
+        ..LoadReport::default()
+    };
     let (mut map, date_time_pair) = ColumnMap::from_headers(&table.headers);
     // pandas' `to_csv()` writes the index (a DatetimeIndex) first with an empty header (`Unnamed: 0` once
     // read back and written again): that column is the time when its first value is a written date or
@@ -430,7 +476,8 @@ fn build(
     if map.time.is_none()
         && let Some(first) = table.headers.first()
         && (first.trim().trim_matches('"').is_empty() || first.trim().eq_ignore_ascii_case("unnamed: 0"))
-        && table.cells.first().is_some_and(dated)
+        && !table.rows.is_empty()
+        && table.row_cells(0, &mut Vec::new()).first().is_some_and(dated)
     {
         map.time = Some(0);
         report.notes.push(format!(
@@ -461,107 +508,121 @@ fn build(
     let handled = |class: IssueClass| policy.drop.contains(&class) || policy.repair.contains(&class);
     // Rows parse and check on their own (in parallel: a float column's decimals are the cost); their
     // outcomes are then taken in row order, so the findings and the series do not depend on the threads.
-    let outcomes: Vec<RowOutcome<'_>> = table
+    let (kept, outcomes): (Vec<Option<MarketBar>>, Vec<RowOutcome<'_>>) = table
         .rows
         .par_iter()
-        .zip(table.cells.par_chunks(width.max(1)))
-        .map(|(&row, cells)| {
-            let mut findings: Vec<Finding> = Vec::new();
-            let second = date_time_pair.map(|(_, t)| &cells[t]);
-            let t = time(&cells[t_col], second)
-                .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
-            let mut number = |col: usize| {
-                decimal(&cells[col])
-                    .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
-                    .ok()
-            };
-            let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
-            let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
-            let time = t.map_err(|f| findings.push(f)).ok();
-            let symbol = map.symbol.and_then(|i| match &cells[i] {
-                Cell::Text(s) if !s.trim().is_empty() => Some(s.trim()),
-                _ => None,
-            });
-            let parsed = match (time, open, high, low, close, volume) {
-                (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
-                    Some(MarketBar { time, open, high, low, close, volume })
-                }
-                _ => None,
-            };
-            let mut keep = parsed.is_some();
-            let mut outcome_repaired = false;
-            let mut bar = parsed;
-            if let Some(b) = bar.as_mut() {
-                let mut repaired = false;
-                for (class, column, message) in check_bar(b) {
-                    let col = match column {
-                        "open" => o_col,
-                        "high" => h_col,
-                        "low" => l_col,
-                        "close" => c_col,
-                        _ => map.volume.unwrap_or(c_col),
-                    };
-                    let mut f = row_finding(name, row, Some(header(col)), class, message);
-                    if class == IssueClass::ZeroVolume && map.volume.is_none() {
-                        continue;
+        .enumerate()
+        .map_init(
+            || Vec::with_capacity(width),
+            |buf, (i, &row)| {
+                let cells = table.row_cells(i, buf);
+                let mut findings: Vec<Finding> = Vec::new();
+                let second = date_time_pair.map(|(_, t)| &cells[t]);
+                let t = time(&cells[t_col], second)
+                    .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
+                let mut number = |col: usize| {
+                    decimal(&cells[col])
+                        .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
+                        .ok()
+                };
+                let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
+                let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
+                let time = t.map_err(|f| findings.push(f)).ok();
+                let symbol = map.symbol.and_then(|col| table.text(i, col)).filter(|s| !s.is_empty());
+                let parsed = match (time, open, high, low, close, volume) {
+                    (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
+                        Some(MarketBar { time, open, high, low, close, volume })
                     }
-                    if policy.repair.contains(&class) {
-                        repair(b, class);
-                        repaired = true;
-                        f.severity = Severity::Warning;
-                        f.message += " (repaired)";
-                    } else if policy.drop.contains(&class) {
-                        keep = false;
-                        f.severity = Severity::Warning;
-                        f.message += " (row dropped)";
+                    _ => None,
+                };
+                let mut keep = parsed.is_some();
+                let mut outcome_repaired = false;
+                let mut bar = parsed;
+                if let Some(b) = bar.as_mut() {
+                    let mut repaired = false;
+                    for (class, column, message) in check_bar(b) {
+                        let col = match column {
+                            "open" => o_col,
+                            "high" => h_col,
+                            "low" => l_col,
+                            "close" => c_col,
+                            _ => map.volume.unwrap_or(c_col),
+                        };
+                        let mut f = row_finding(name, row, Some(header(col)), class, message);
+                        if class == IssueClass::ZeroVolume && map.volume.is_none() {
+                            continue;
+                        }
+                        if policy.repair.contains(&class) {
+                            repair(b, class);
+                            repaired = true;
+                            f.severity = Severity::Warning;
+                            f.message += " (repaired)";
+                        } else if policy.drop.contains(&class) {
+                            keep = false;
+                            f.severity = Severity::Warning;
+                            f.message += " (row dropped)";
+                        }
+                        findings.push(f);
                     }
-                    findings.push(f);
+                    outcome_repaired = repaired && keep;
                 }
-                outcome_repaired = repaired && keep;
-            }
-            for f in findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error)
-            {
-                f.severity = Severity::Warning;
-                f.message += " (row dropped)";
-            }
-            RowOutcome {
-                row,
-                findings,
-                dropped: !keep,
-                repaired: outcome_repaired,
-                kept: bar.filter(|_| keep).map(|b| (symbol, b)),
-            }
-        })
-        .collect();
-    // Bars by symbol, in order of first appearance (rows of one symbol usually come together: the last
-    // group is tried before the index).
-    let mut groups: Vec<(String, Vec<Located>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut last: Option<(Option<&str>, usize)> = None;
-    for o in outcomes {
+                for f in
+                    findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error)
+                {
+                    f.severity = Severity::Warning;
+                    f.message += " (row dropped)";
+                }
+                let outcome = RowOutcome { row, findings, dropped: !keep, repaired: outcome_repaired, symbol };
+                (bar.filter(|_| keep), outcome)
+            },
+        )
+        .unzip();
+    for o in &outcomes {
         report.dropped += usize::from(o.dropped);
         report.repaired += usize::from(o.repaired);
-        report.findings.extend(o.findings);
-        if let Some((symbol, bar)) = o.kept {
+    }
+    // Each kept bar is checked against its symbol's last kept bar (a duplicate or earlier time is a
+    // finding); those findings follow the rows' own, symbol by symbol in row order.
+    let mut ordering: Vec<Vec<Finding>> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    let in_order = |bars: &[MarketBar]| bars.par_windows(2).all(|w| w[0].time < w[1].time);
+    // One symbol (the common case): the rows' bars compacted in place are the series when their times
+    // increase (checked in parallel); otherwise, and with a symbol column, bar by bar below.
+    let single = map.symbol.is_none().then(|| kept.iter().flatten().count());
+    let mut kept = Some(kept);
+    if single.is_some() {
+        let mask: Vec<bool> = kept.iter().flatten().map(Option::is_some).collect();
+        let bars: Vec<MarketBar> = kept.take().unwrap_or_default().into_iter().flatten().collect();
+        if in_order(&bars) {
+            series.push(Series { symbol: default_symbol.to_owned(), bars });
+            ordering.push(Vec::new());
+        } else {
+            let mut bars = bars.into_iter();
+            kept = Some(mask.into_iter().map(|k| if k { bars.next() } else { None }).collect());
+        }
+    }
+    if let Some(kept) = kept {
+        // Bars by symbol, in order of first appearance (rows of one symbol usually come together: the last
+        // group is tried before the index).
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut last: Option<(Option<&str>, usize)> = None;
+        for (o, bar) in outcomes.iter().zip(kept) {
+            let Some(bar) = bar else { continue };
+            let symbol = o.symbol;
             let g = match last {
                 Some((s, g)) if s == symbol => g,
                 _ => {
                     let name = symbol.unwrap_or(default_symbol);
                     let g = *index.entry(name.to_owned()).or_insert_with(|| {
-                        groups.push((name.to_owned(), Vec::new()));
-                        groups.len() - 1
+                        series.push(Series { symbol: name.to_owned(), bars: Vec::with_capacity(single.unwrap_or(0)) });
+                        ordering.push(Vec::new());
+                        series.len() - 1
                     });
                     last = Some((symbol, g));
                     g
                 }
             };
-            groups[g].1.push(Located { row: o.row, bar });
-        }
-    }
-    let mut series = Vec::with_capacity(groups.len());
-    for (symbol, located) in groups {
-        let mut bars: Vec<MarketBar> = Vec::with_capacity(located.len());
-        for Located { row, bar } in located {
+            let bars = &mut series[g].bars;
             let class = match bars.last() {
                 Some(prev) if bar.time == prev.time => Some(IssueClass::DuplicateTime),
                 Some(prev) if bar.time < prev.time => Some(IssueClass::DecreasingTime),
@@ -572,22 +633,18 @@ fn build(
                 continue;
             };
             let prev = bars.last().map(|b| b.time.to_rfc3339()).unwrap_or_default();
-            let mut f = row_finding(
-                name,
-                row,
-                Some(header(t_col)),
-                class,
-                format!("{symbol}: {} after {prev}", bar.time.to_rfc3339()),
-            );
+            let message = format!("{}: {} after {prev}", series[g].symbol, bar.time.to_rfc3339());
+            let mut f = row_finding(name, o.row, Some(header(t_col)), class, message);
             if policy.drop.contains(&class) {
                 f.severity = Severity::Warning;
                 f.message += " (row dropped)";
                 report.dropped += 1;
             }
-            report.findings.push(f);
+            ordering[g].push(f);
         }
-        series.push(Series { symbol, bars });
     }
+    report.findings.extend(outcomes.into_iter().flat_map(|o| o.findings));
+    report.findings.extend(ordering.into_iter().flatten());
     report.usable = report.blocking().next().is_none() && series.iter().any(|s| !s.bars.is_empty());
     if report.usable {
         Ok((Dataset { source: name.to_owned(), synthetic: false, series }, report))
