@@ -626,7 +626,7 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
         Cell::Int(i) => Ok(Decimal::from(*i)),
         Cell::Float(x) if !x.is_finite() => Err((IssueClass::NonFinite, format!("{x} is not finite"))),
         Cell::Float(x) => {
-            Decimal::from_f64(*x).ok_or_else(|| (IssueClass::BadNumber, format!("{x} does not fit a Decimal")))
+            float_decimal(*x).ok_or_else(|| (IssueClass::BadNumber, format!("{x} does not fit a Decimal")))
         }
         Cell::Text(s) => {
             let t = s.trim();
@@ -641,6 +641,29 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
         }
         Cell::Time(_) | Cell::Null => Err((IssueClass::BadNumber, "empty or not a number".to_owned())),
     }
+}
+
+/// The decimal a float cell stands for: the shortest decimal that reads back as `x` when one of at most
+/// 15 significant digits exists (every number written with at most 15 digits and parsed into a double,
+/// as pandas or Parquet writers do); others, with `Decimal::from_f64`. Found without text: the first scale
+/// `k <= 15` at which `m = round(x 10^k)` (below 2^50) satisfies `m / 10^k == x` in f64 (`m` and `10^k`
+/// are exact and the division is correctly rounded, so this is exactly "m at scale k reads back as x";
+/// below 2^50 the rounding of `x 10^k` cannot pick the wrong `m`).
+fn float_decimal(x: f64) -> Option<Decimal> {
+    const POWERS: [f64; 16] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    const LIMIT: f64 = (1u64 << 50) as f64;
+    if x.is_finite() && x != 0.0 {
+        for (k, p) in POWERS.iter().enumerate() {
+            let m = (x * p).round();
+            if m.abs() >= LIMIT {
+                break;
+            }
+            if m / p == x {
+                return Some(Decimal::new(m as i64, k as u32));
+            }
+        }
+    }
+    Decimal::from_f64(x)
 }
 
 /// A time cell (or a date cell and a time cell).
@@ -927,6 +950,42 @@ mod tests {
         }
         writer.close().unwrap();
         buf
+    }
+
+    /// A float cell is the decimal that was written, for every decimal of at most 15 significant digits
+    /// (where `Decimal::from_f64` can add a digit of noise), and reads back as the same double always.
+    #[test]
+    fn float_cells_are_the_decimals_written() {
+        use num_traits::ToPrimitive;
+        use rand::{RngExt, SeedableRng};
+        let x = 4_255_223.196f64;
+        assert_eq!(
+            Decimal::from_f64(x).map(|d| d.to_string()).as_deref(),
+            Some("4255223.196000001"),
+            "from_f64's noise"
+        );
+        assert_eq!(float_decimal(x).map(|d| d.to_string()).as_deref(), Some("4255223.196"));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..300_000 {
+            let digits = rng.random_range(1..=15u32);
+            let m: i64 = rng.random_range(0..10i64.pow(digits));
+            let scale = rng.random_range(0..=digits.min(15));
+            let written = Decimal::new(if rng.random::<bool>() { m } else { -m }, scale).normalize();
+            let x = written.to_f64().expect("finite");
+            let read = float_decimal(x).expect("finite");
+            assert_eq!((read, read.scale()), (written, written.scale()), "{written} read as {read}");
+            let bits = f64::from_bits(rng.random::<u64>());
+            // Any double: the fast reading reads back as it; the others are from_f64's.
+            if let Some(d) = float_decimal(bits) {
+                assert!(d.to_f64() == Some(bits) || Decimal::from_f64(bits) == Some(d), "{bits:e} read as {d}");
+            }
+        }
+        for x in [0.1, 0.3, 0.1 + 0.2, 1.1, 1e-7, 123_456.789_01, 1e14 + 0.5, 2.5e-12, 1e300, -1e-300] {
+            let d = float_decimal(x);
+            assert!(d.is_some() || Decimal::from_f64(x).is_none(), "{x:e}");
+        }
+        assert_eq!(float_decimal(0.1 + 0.2), Decimal::from_f64(0.1 + 0.2), "17 digits: from_f64's reading");
+        assert_eq!(float_decimal(-0.0), Decimal::from_f64(-0.0));
     }
 
     /// The column reader gives the row iterator's cells: the same series, bars and findings (row
