@@ -227,11 +227,10 @@ fn device_info<'py>(py: Python<'py>, device: &str) -> PyResult<Bound<'py, PyDict
 
 /// A money parameter: a Python int or float (its shortest decimal), or decimal text.
 fn money(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Decimal> {
-    use num_traits::FromPrimitive;
     let bad = |why: String| PyValueError::new_err(format!("{name}: {why}"));
     if value.is_instance_of::<PyFloat>() {
         let x: f64 = value.extract()?;
-        return Decimal::from_f64(x).ok_or_else(|| bad(format!("{x} is not a finite decimal")));
+        return tradesim::data::float_decimal(x).ok_or_else(|| bad(format!("{x} is not a finite decimal")));
     }
     if value.is_instance_of::<PyInt>() {
         let n: i64 = value.extract()?;

@@ -643,13 +643,13 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
     }
 }
 
-/// The decimal a float cell stands for: the shortest decimal that reads back as `x` when one of at most
+/// The decimal a float (a cell, a money parameter from Python) stands for: the shortest decimal that reads back as `x` when one of at most
 /// 15 significant digits exists (every number written with at most 15 digits and parsed into a double,
 /// as pandas or Parquet writers do); others, with `Decimal::from_f64`. Found without text: the first scale
 /// `k <= 15` at which `m = round(x 10^k)` (below 2^50) satisfies `m / 10^k == x` in f64 (`m` and `10^k`
 /// are exact and the division is correctly rounded, so this is exactly "m at scale k reads back as x";
 /// below 2^50 the rounding of `x 10^k` cannot pick the wrong `m`).
-fn float_decimal(x: f64) -> Option<Decimal> {
+pub fn float_decimal(x: f64) -> Option<Decimal> {
     const POWERS: [f64; 16] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     const LIMIT: f64 = (1u64 << 50) as f64;
     if x.is_finite() && x != 0.0 {

@@ -209,8 +209,8 @@ def backtest(
 
     ``signal`` is ``"cross"`` (act on crossover events) or ``"state"`` (follow the side of the averages).
     Money parameters (``spread``, ``commission``, ``capital``) are exact decimals: pass strings or
-    ``decimal.Decimal`` for exactness (a float is read with ``Decimal::from_f64``: 0.0001 -> ``0.0001``,
-    but long values can keep a digit of binary noise).
+    ``decimal.Decimal`` for exactness (a float is read as the decimal it was written as when that has at
+    most 15 significant digits: 0.0001 -> ``0.0001``).
     ``trades``/``equity`` add the ledger and the per-bar equity of the ``columns`` selection (``best``,
     ``top:N``, ``all`` or ``FAST/SLOW,...``). ``device`` is ``auto``, ``cpu`` or ``cuda``. The GIL is
     released while the grid runs.
