@@ -272,7 +272,12 @@ def test_ctrl_c_stops_a_search_that_resumes(tmp_path):
                     break
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        pytest.fail(f"the search did not stop within 120 s of SIGINT; its stderr ends:\n{stderr[-3000:]}")
     assert proc.returncode != 0 and "KeyboardInterrupt" in stderr and "resume=True" in stderr, stderr
     with sqlite3.connect(study) as db:
         states = [s for (s,) in db.execute("SELECT state FROM trials")]
