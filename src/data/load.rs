@@ -821,23 +821,13 @@ fn build(
     // finding); those findings follow the rows' own, symbol by symbol in row order.
     let mut ordering: Vec<Vec<Finding>> = Vec::new();
     let mut series: Vec<Series> = Vec::new();
-    let in_order = |bars: &[MarketBar]| bars.par_windows(2).all(|w| w[0].time < w[1].time);
-    // One symbol (the common case): the rows' bars compacted in place are the series when their times
-    // increase (checked in parallel); otherwise, and with a symbol column, bar by bar below.
-    let single = map.symbol.is_none().then(|| kept.iter().flatten().count());
-    let mut kept = Some(kept);
-    if single.is_some() {
-        let mask: Vec<bool> = kept.iter().flatten().map(Option::is_some).collect();
-        let bars: Vec<MarketBar> = kept.take().unwrap_or_default().into_iter().flatten().collect();
-        if in_order(&bars) {
-            series.push(Series { symbol: default_symbol.to_owned(), bars });
-            ordering.push(Vec::new());
-        } else {
-            let mut bars = bars.into_iter();
-            kept = Some(mask.into_iter().map(|k| if k { bars.next() } else { None }).collect());
-        }
-    }
-    if let Some(kept) = kept {
+    // One symbol whose times increase (the common case): the kept bars, compacted in place, are the series.
+    let mut previous = None;
+    let in_order =
+        map.symbol.is_none() && kept.iter().flatten().all(|b| previous.replace(b.time).is_none_or(|p| p < b.time));
+    if in_order {
+        series.push(Series { symbol: default_symbol.to_owned(), bars: kept.into_iter().flatten().collect() });
+    } else {
         // Bars by symbol, in order of first appearance (rows of one symbol usually come together: the last
         // group is tried before the index).
         let mut index: HashMap<String, usize> = HashMap::new();
@@ -850,7 +840,7 @@ fn build(
                 _ => {
                     let name = symbol.unwrap_or(default_symbol);
                     let g = *index.entry(name.to_owned()).or_insert_with(|| {
-                        series.push(Series { symbol: name.to_owned(), bars: Vec::with_capacity(single.unwrap_or(0)) });
+                        series.push(Series { symbol: name.to_owned(), bars: Vec::new() });
                         ordering.push(Vec::new());
                         series.len() - 1
                     });
