@@ -136,15 +136,16 @@ impl VectorBatch {
         if address == 0 || !address.is_multiple_of(u64::from(kind.bytes)) {
             return Err(HostError::Config(format!("actions: device address {address:#x} is not aligned")));
         }
-        let args = VectorArgs { action_kind: kind.code(), ..self.args };
         match &mut self.inner {
             Inner::Cpu(_) => {
-                let _ = args;
                 Err(HostError::Config("device actions need the CUDA backend; this vector env runs on the CPU".into()))
             }
             #[cfg(feature = "cuda")]
-            // SAFETY: as the caller guarantees.
-            Inner::Cuda(c) => unsafe { c.step_device(&args, address) },
+            Inner::Cuda(c) => {
+                let args = VectorArgs { action_kind: kind.code(), ..self.args };
+                // SAFETY: as the caller guarantees.
+                unsafe { c.step_device(&args, address) }
+            }
         }
     }
 
