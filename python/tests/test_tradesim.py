@@ -263,21 +263,32 @@ def test_ctrl_c_stops_a_search_that_resumes(tmp_path):
         "tradesim.hyperopt({'study': {'trials': 2, 'parallel': 2, 'epochs': 40, 'envs': 8, 'segment_len': 64}},\n"
         f"    synthetic=3000, seed=2, device='cpu', study={str(study)!r})\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    # stderr goes to a file, not a pipe nobody reads while the search runs (a full pipe would stall it).
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", script], stderr=err)
     deadline = time.time() + 120
     while time.time() < deadline:
         if study.exists():
-            with sqlite3.connect(study) as db:
+            # The file exists before its tables do, and the search may hold the write lock:
+            # both read as "not yet".
+            db = sqlite3.connect(study, timeout=1)
+            try:
                 if db.execute("SELECT COUNT(*) FROM trial_intermediate_values").fetchone()[0] > 0:
                     break
+            except sqlite3.OperationalError:
+                pass
+            finally:
+                db.close()
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     try:
-        _, stderr = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, stderr = proc.communicate()
-        pytest.fail(f"the search did not stop within 120 s of SIGINT; its stderr ends:\n{stderr[-3000:]}")
+        proc.wait()
+        pytest.fail(f"the search did not stop within 120 s of SIGINT; its stderr ends:\n{log.read_text()[-3000:]}")
+    stderr = log.read_text()
     assert proc.returncode != 0 and "KeyboardInterrupt" in stderr and "resume=True" in stderr, stderr
     with sqlite3.connect(study) as db:
         states = [s for (s,) in db.execute("SELECT state FROM trials")]
