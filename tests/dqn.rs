@@ -169,18 +169,23 @@ test_device!(learns_a_planted_pattern);
 /// 3 trials (widths and batches that are not multiples of anything, Double DQN on and off, hard and Polyak
 /// targets) after 100 steps of acting and training.
 fn hundred_steps_agent(backend: &Backend) -> (DqnAgent, [TrialParams; 3]) {
+    hundred_steps_of(backend, 16, [16, 11, 13], 100)
+}
+
+/// [`hundred_steps_agent`] with hidden row stride `stride`, the trials' widths `widths`, `steps` steps.
+fn hundred_steps_of(backend: &Backend, stride: usize, widths: [u32; 3], steps: u64) -> (DqnAgent, [TrialParams; 3]) {
     let (env_p, dqn_p) = sanity_params();
     let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 100, ring_capacity: 64 * 100, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
     let dqn = [
-        dqn_p,
-        DqnParams { hidden: 11, batch: 45, double_dqn: 0, tau: 0.01, ..dqn_p },
-        DqnParams { lr: 1e-2, hidden: 13, ..dqn_p },
+        DqnParams { hidden: widths[0], ..dqn_p },
+        DqnParams { hidden: widths[1], batch: 45, double_dqn: 0, tau: 0.01, ..dqn_p },
+        DqnParams { lr: 1e-2, hidden: widths[2], ..dqn_p },
     ];
     let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 64).unwrap(), cfg).unwrap();
-    let mut agent = DqnAgent::new(backend, &env, &dqn, 16, 64, 6).unwrap();
-    for step in 0..100 {
+    let mut agent = DqnAgent::new(backend, &env, &dqn, stride, 64, 6).unwrap();
+    for step in 0..steps {
         agent.act_and_step(&mut env, step, false).unwrap();
         agent.train_step(&mut env).unwrap();
     }
@@ -359,6 +364,22 @@ fn gpu_training_matches_cpu_bitwise() {
     assert_bitwise("target weights", &cpu_state.target, &gpu_state.target);
     assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
     assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
+    assert_bitwise("losses", &cpu_losses, &gpu_losses);
+    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+}
+
+/// As [`gpu_training_matches_cpu_bitwise`] with widths past one 128-unit chunk of the fused layers
+/// (`mlp_chain`), a stride and widths that are not multiples of 4: the GPU gives the CPU's bits.
+#[test]
+fn gpu_wide_training_matches_cpu_bitwise() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let run = |backend: &Backend| {
+        let (agent, _) = hundred_steps_of(backend, 150, [150, 131, 37], 30);
+        (agent.state().unwrap(), agent.last_losses().unwrap())
+    };
+    let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (run(&Backend::Cpu), run(&gpu));
+    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
+    assert_bitwise("target weights", &cpu_state.target, &gpu_state.target);
     assert_bitwise("losses", &cpu_losses, &gpu_losses);
     assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
 }

@@ -294,7 +294,23 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     }
 }
 
-// The dynamic shared memory of the kernels launched with `shared_mem_bytes` (the greedy walk).
+/// One row tile of one chain of the table (block `(tile, chain)`, [`crate::chain::CHAIN_THREADS`] threads,
+/// [`crate::chain::ChainShared`] bytes of dynamic shared memory; [`crate::chain::gpu_chain`]).
+///
+/// # Safety
+/// `chains`: `grid_dim_y` row-major chains; `buffers`: a device pointer per buffer index they name, each
+/// long enough for their products ([`crate::chain::Chain::layers`]); no chain writes what another reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
+    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    unsafe {
+        let c = *chains.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        crate::chain::gpu_chain(&c, &net, tile, buffers, dyn_smem(), thread);
+    }
+}
+
+// The dynamic shared memory of the kernels launched with `shared_mem_bytes` (the greedy walk, the chains).
 core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
 
 /// Generic address of this block's dynamic shared memory.

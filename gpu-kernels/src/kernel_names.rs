@@ -37,10 +37,15 @@ pub const BACKTEST_BLOCK: u32 = 64;
 /// columns x 300K bars): the backtest keeps ~150 registers, so 6 blocks of 64 fit a multiprocessor and the
 /// grid takes two waves; asking for 12 blocks (one wave, at most 80 registers) made ptxas spill and the
 /// kernel 2x slower (0.89 s against 0.45 s), so only the block size is bounded.
-pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[(BACKTEST, BACKTEST_BLOCK, 0)];
+/// `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then: up to
+/// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two.
+pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] =
+    &[(BACKTEST, BACKTEST_BLOCK, 0), (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2)];
 
 /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
 pub const GEMM_TILES: &str = "gemm_tiles";
+/// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
+pub const MLP_CHAIN: &str = "mlp_chain";
 /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
 pub const DQN_SELECT: &str = "dqn_select";
 /// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]).
@@ -81,6 +86,7 @@ pub const ALL: &[&str] = &[
     VECTOR_STEP,
     BACKTEST,
     GEMM_TILES,
+    MLP_CHAIN,
     DQN_SELECT,
     DQN_TD,
     DQN_ADAM,

@@ -19,6 +19,7 @@
 pub mod backtest;
 pub mod barrier;
 pub mod batch;
+pub mod chain;
 pub mod dqn;
 pub mod env;
 pub mod kernel_names;

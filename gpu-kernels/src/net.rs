@@ -472,6 +472,14 @@ pub enum Stage {
     Gradients,
 }
 
+/// The training forward passes in order ([`NetTrial::passes`] of them): the weights' buffer, the input
+/// rows' buffer, and the [`Work`] regions of the two activations and the outputs.
+pub const PASSES: [(u32, u32, [usize; 3]); 3] = [
+    (buffers::ONLINE, buffers::OBS, [Work::A1, Work::A2, Work::Q]),
+    (buffers::TARGET, buffers::NEXT_OBS, [Work::T1, Work::T2, Work::QT]),
+    (buffers::ONLINE, buffers::NEXT_OBS, [Work::U1, Work::U2, Work::QO]),
+];
+
 /// The training forward passes, one launch per layer.
 pub const FORWARD: [Stage; 3] = [Stage::Forward(0), Stage::Forward(1), Stage::Forward(2)];
 /// The backward pass (hidden gradients) and the weight gradients, after the output gradient is known.
@@ -480,7 +488,7 @@ pub const BACKWARD: [Stage; 3] = [Stage::Backward2, Stage::Backward1, Stage::Gra
 /// Every product of `stage` for the trials `trials` of `args` (`args.envs_per_trial` envs per trial when
 /// acting), in a fixed order, through `push`.
 pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl FnMut(Gemm)) {
-    use buffers::{ACT, NEXT_OBS, OBS, ONES, ONLINE, PARTIAL, TARGET, WORK};
+    use buffers::{ACT, OBS, ONES, ONLINE, PARTIAL, WORK};
     let l = args.layout();
     let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
     let w = Work::of(args);
@@ -499,12 +507,7 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
                 push(dense(&l, ONLINE, t, layer, h, x, out, e, e));
             }
             Stage::Forward(layer) => {
-                let passes: [(u32, u32, [usize; 3]); 3] = [
-                    (ONLINE, OBS, [Work::A1, Work::A2, Work::Q]),
-                    (TARGET, NEXT_OBS, [Work::T1, Work::T2, Work::QT]),
-                    (ONLINE, NEXT_OBS, [Work::U1, Work::U2, Work::QO]),
-                ];
-                for &(net, input, regions) in &passes[..(p.passes as usize).min(3)] {
+                for &(net, input, regions) in &PASSES[..(p.passes as usize).min(3)] {
                     let x = if layer == 0 { Operand::rows(input, t * b * d, d) } else { reg(regions[layer - 1], t) };
                     push(dense(&l, net, t, layer, h, x, reg(regions[layer], t), bt, b));
                 }

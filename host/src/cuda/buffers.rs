@@ -111,6 +111,13 @@ pub(crate) struct GemmTable {
     pub(crate) dev: CudaSlice<Dev<Gemm>>,
 }
 
+/// A table of fused layer chains ([`gpu_kernels::chain::chain_plan`]), host and device copies.
+#[derive(Debug)]
+pub(crate) struct ChainTable {
+    pub(crate) host: Vec<gpu_kernels::chain::Chain>,
+    pub(crate) dev: CudaSlice<Dev<gpu_kernels::chain::Chain>>,
+}
+
 /// The PPO networks, rollout buffers and step buffers of every trial on the device.
 #[derive(Debug)]
 pub(crate) struct PpoBuffers {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 
 use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;
@@ -99,9 +99,7 @@ impl CudaDqn {
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.rt, view, &mut self.nets.act, env_args)?;
-        for layer in 0..3 {
-            self.tables.launch(&stream, &net, &self.trials, Stage::Act(layer))?;
-        }
+        self.tables.launch_layers(&stream, &net, &self.trials, true)?;
         launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)
     }
 
@@ -113,7 +111,7 @@ impl CudaDqn {
     ) -> Result<(), HostError> {
         self.point(Some(samples))?;
         let net = self.net;
-        self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
+        self.tables.launch_layers(stream, &net, &self.trials, false)?;
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
         launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;

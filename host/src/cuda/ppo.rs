@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::buffers::{Dev, PolicyView, PpoBuffers};
@@ -112,9 +112,7 @@ impl CudaPpo {
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.rt, view, &mut self.b.act, env_args)?;
-        for layer in 0..3 {
-            self.tables.launch(&stream, &net, &self.trials, Stage::Act(layer))?;
-        }
+        self.tables.launch_layers(&stream, &net, &self.trials, true)?;
         launch::ppo::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)
     }
 
@@ -128,7 +126,7 @@ impl CudaPpo {
         let (stream, ring, features) = env.rollout_view()?;
         let net = args.net();
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
-        self.tables.launch_all(stream, &net, &self.trials, &FORWARD)?;
+        self.tables.launch_layers(stream, &net, &self.trials, false)?;
         launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
         self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
         launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;

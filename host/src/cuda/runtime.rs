@@ -24,6 +24,7 @@ pub(crate) struct Kernels {
     pub(crate) vector_step: CudaFunction,
     pub(crate) backtest: CudaFunction,
     pub(crate) gemm_tiles: CudaFunction,
+    pub(crate) mlp_chain: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
@@ -55,6 +56,8 @@ pub struct CudaRuntime {
     shared_per_block: usize,
     compute_capability: (i32, i32),
     total_memory: usize,
+    /// [`Self::fused`].
+    fused: bool,
 }
 
 impl CudaRuntime {
@@ -83,6 +86,7 @@ impl CudaRuntime {
             vector_step: load(kernel_names::VECTOR_STEP)?,
             backtest: load(kernel_names::BACKTEST)?,
             gemm_tiles: load(kernel_names::GEMM_TILES)?,
+            mlp_chain: load(kernel_names::MLP_CHAIN)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
@@ -102,13 +106,14 @@ impl CudaRuntime {
         let shared_per_block = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(HostError::driver("reading the shared memory per block"))?;
-        kernels
-            .greedy_walk
-            .set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                shared_per_block,
-            )
-            .map_err(HostError::driver("allowing the greedy walk its shared memory"))?;
+        for (kernel, what) in [(&kernels.greedy_walk, "the greedy walk"), (&kernels.mlp_chain, "the fused layers")] {
+            kernel
+                .set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_per_block,
+                )
+                .map_err(HostError::driver(format!("allowing {what} its shared memory")))?;
+        }
         Ok(Self {
             ctx,
             _module: module,
@@ -119,6 +124,7 @@ impl CudaRuntime {
             shared_per_block: usize::try_from(shared_per_block).unwrap_or(0),
             compute_capability,
             total_memory,
+            fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
         })
     }
 
@@ -145,6 +151,12 @@ impl CudaRuntime {
     /// Bytes of shared memory one block may use (the opt-in maximum).
     pub fn shared_per_block(&self) -> usize {
         self.shared_per_block
+    }
+
+    /// Whether the learners run a network's layers fused ([`gpu_kernels::chain`], the default) or one launch
+    /// per layer (`TRADESIM_UNFUSED=1`: the side-by-side reference of the benchmarks; the same bits).
+    pub fn fused(&self) -> bool {
+        self.fused
     }
 
     /// A new stream (each trial group runs on its own).

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use gpu_kernels::net::{NetArgs, NetTrial, Stage, buffers};
+use gpu_kernels::net::{FORWARD, NetArgs, NetTrial, Stage, buffers};
 
-use super::buffers::{Dev, GemmTable};
+use super::buffers::{ChainTable, Dev, GemmTable};
 use super::launch;
 use super::runtime::CudaRuntime;
 use crate::HostError;
@@ -22,6 +22,8 @@ pub(crate) struct ProductTables {
     lens: [usize; buffers::COUNT],
     /// Tables by stage and envs per trial (acting) or 0 (training).
     tables: Vec<((Stage, u32), GemmTable)>,
+    /// Chain tables by kind (acting or training) and envs per trial (acting) or 0 (training).
+    chains: Vec<((bool, u32), ChainTable)>,
 }
 
 impl ProductTables {
@@ -35,6 +37,7 @@ impl ProductTables {
             host_pointers: [0; buffers::COUNT],
             lens: [0; buffers::COUNT],
             tables: Vec::new(),
+            chains: Vec::new(),
         })
     }
 
@@ -51,6 +54,7 @@ impl ProductTables {
                 .map_err(HostError::driver("uploading buffer addresses"))?;
             (self.host_pointers, self.lens) = (ptrs, lens);
             self.tables.clear();
+            self.chains.clear();
         }
         Ok(())
     }
@@ -64,6 +68,43 @@ impl ProductTables {
         stages: &[Stage],
     ) -> Result<(), HostError> {
         stages.iter().try_for_each(|&stage| self.launch(stream, net, trials, stage))
+    }
+
+    /// The three layers of acting (`act`) or of the training forward passes on `stream`: one fused launch
+    /// (`mlp_chain`, [`gpu_kernels::chain`]) when the network fits a block's shared memory and fusing is on
+    /// ([`CudaRuntime::fused`]), else one `gemm_tiles` launch per layer. The same bits either way.
+    pub(crate) fn launch_layers(
+        &mut self,
+        stream: &CudaStream,
+        net: &NetArgs,
+        trials: &[NetTrial],
+        act: bool,
+    ) -> Result<(), HostError> {
+        let fits = gpu_kernels::chain::ChainShared::of(net).bytes() <= self.rt.shared_per_block();
+        if !(fits && self.rt.fused()) {
+            let stages = if act { [Stage::Act(0), Stage::Act(1), Stage::Act(2)] } else { FORWARD };
+            return self.launch_all(stream, net, trials, &stages);
+        }
+        let key = (act, if act { net.envs_per_trial } else { 0 });
+        let i = match self.chains.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let mut host = Vec::new();
+                gpu_kernels::chain::chain_plan(net, trials, act, |c| host.push(c));
+                let l = net.layout();
+                let products: Vec<_> = host.iter().flat_map(|c| c.layers(&l)).collect();
+                crate::plan::check("mlp_chain", &products, &self.lens)?;
+                if let Some(c) = host.iter().find(|c| !c.row_major()) {
+                    return Err(HostError::Config(format!("mlp_chain: operands not row-major: {c:?}")));
+                }
+                let dev_table: Vec<_> = host.iter().copied().map(Dev).collect();
+                let dev = self.stream.clone_htod(&dev_table).map_err(HostError::driver("uploading chain tables"))?;
+                self.chains.push((key, ChainTable { host, dev }));
+                self.chains.len() - 1
+            }
+        };
+        let label = if act { "mlp_chain act" } else { "mlp_chain forward" };
+        launch::net::chain(&self.rt, stream, &self.chains[i].1, &self.pointers, net, label)
     }
 
     /// Launches `stage`'s products on `stream` (the table built, checked and uploaded on first use).

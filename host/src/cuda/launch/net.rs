@@ -10,7 +10,7 @@ use gpu_kernels::tile::GEMM_THREADS;
 
 use super::{at_least, grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{Dev, GemmTable, PolicyView};
+use crate::cuda::buffers::{ChainTable, Dev, GemmTable, PolicyView};
 use crate::cuda::runtime::CudaRuntime;
 
 /// `gemm_tiles`: every product of `table` (a block per 64 x 64 output tile of each) on the buffers whose
@@ -53,6 +53,46 @@ pub(crate) fn gemm(
     // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
     // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
+    timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `mlp_chain`: every chain of `table` (a block of 128 threads per 32-row tile of each, `shared` bytes of
+/// dynamic shared memory: [`gpu_kernels::chain::ChainShared`]) on the buffers whose addresses `pointers`
+/// holds; `label` names the launch in profiles.
+pub(crate) fn chain(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    table: &ChainTable,
+    pointers: &CudaSlice<u64>,
+    net: &NetArgs,
+    label: &'static str,
+) -> Result<(), HostError> {
+    if table.host.is_empty() {
+        return Ok(());
+    }
+    let tiles = table.host.iter().map(|c| c.tiles()).max().unwrap_or(0);
+    let shared = gpu_kernels::chain::ChainShared::of(net).bytes();
+    let (tiles, chains, shared) = match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared)) {
+        (Ok(t), Ok(c), Ok(s)) if c <= 65_535 && (s as usize) <= rt.shared_per_block() => (t.max(1), c, s),
+        _ => {
+            return Err(HostError::Config(format!(
+                "mlp_chain: {} chains of {tiles} tiles do not fit a launch",
+                table.host.len()
+            )));
+        }
+    };
+    let cfg = LaunchConfig {
+        grid_dim: (tiles, chains, 1),
+        block_dim: (gpu_kernels::chain::CHAIN_THREADS, 1, 1),
+        shared_mem_bytes: shared,
+    };
+    let dev_net = Dev(*net);
+    let mut launch = stream.launch_builder(&rt.kernels.mlp_chain);
+    launch.arg(&table.dev).arg(pointers).arg(&dev_net);
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_chain`; the table's products were checked against
+    // the lengths of the buffers its pointers name and are row-major (`ProductTables::launch_chains`); the
+    // shared memory is the layout's size; no chain writes what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

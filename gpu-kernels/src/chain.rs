@@ -1,0 +1,458 @@
+//! Fused forward passes: the three layers of one trial's network on a tile of [`CHAIN_ROWS`] rows in one
+//! block (`mlp_chain`), instead of one `gemm_tiles` launch per layer.
+//!
+//! A [`Chain`] is exactly the three [`crate::net::dense`] products [`Chain::layers`] returns: the same
+//! operands, sizes and epilogues, and the same order per element (`acc = 0; acc = fma(x_k, w_k, acc)` for k
+//! ascending, then the bias and the ReLU), so its outputs are the products' bits and the CPU, which runs
+//! the products one by one ([`crate::tile`]), needs no change. What changes is where the operands live:
+//! the block stages its rows once and keeps the hidden activations in shared memory between the layers,
+//! and each layer's weights (padded rows, [`crate::net::walk_row_stride`]) once per block, so a layer costs
+//! a barrier, not a launch, and the three layers of all trials are one launch.
+//!
+//! Shape of the work: 128 threads; warp `w` owns rows `8 w .. 8 w + 8` of the tile, lane `l` the units
+//! `l, l + 32, l + 64, l + 96` of each 128-unit chunk of the hidden width: an 8 x 4 patch of accumulators
+//! fed by twelve 16-byte shared loads per four inputs (the 8 row loads are broadcasts, one wavefront each;
+//! the 4 weight loads fall in distinct banks because the padded row stride is 4 more than a multiple of 8,
+//! four wavefronts each): 24 shared wavefronts per 128 FMA instructions a warp, so the FMAs, not the shared
+//! memory pipe, bound a layer (a 4 x 4 patch took 20 wavefronts per 64 FMAs: the shared pipe bound it).
+//! The output layer (3 or 4 units) takes a thread per output.
+
+use crate::mlp::Layout;
+use crate::net::{NetArgs, dense, walk_row_stride};
+use crate::tile::{Gemm, Operand};
+
+/// Rows of a chain block's tile.
+pub const CHAIN_ROWS: usize = 32;
+/// Threads of a chain block (4 warps of 8 rows each).
+pub const CHAIN_THREADS: u32 = 128;
+/// Rows of the tile each warp computes.
+pub const ROWS_PER_WARP: usize = CHAIN_ROWS / (CHAIN_THREADS as usize / 32);
+const _: () = assert!(ROWS_PER_WARP == 8, "wide_layer's unrolled loops are written for 8 rows a warp");
+/// Hidden units per chunk of a chain layer (a warp's 32 lanes x 4).
+pub const CHAIN_UNITS: usize = 128;
+
+/// Three dense layers of trial `trial`'s network (weights in buffer `net`) on `m` active rows of `x`
+/// (`m_pad` written): `out[0] = relu(x W1^T + b1)`, `out[1] = relu(out[0] W2^T + b2)`, `out[2] = out[1]
+/// W3^T + b3`, hidden width `h` active.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Chain {
+    /// Input rows (row-major, `D` wide).
+    pub x: Operand,
+    /// The two activations and the outputs (row-major).
+    pub out: [Operand; 3],
+    /// Buffer of the weights.
+    pub net: u32,
+    /// Trial whose parameters the layers use.
+    pub trial: u32,
+    /// Active rows.
+    pub m: u32,
+    /// Rows written.
+    pub m_pad: u32,
+    /// Active hidden width.
+    pub h: u32,
+    /// Keeps the size a multiple of 16.
+    pub _pad: [u32; 3],
+}
+
+const _: () = assert!(core::mem::size_of::<Chain>() == 96);
+
+impl Chain {
+    /// The three products this chain computes, in layer order.
+    pub fn layers(&self, l: &Layout) -> [Gemm; 3] {
+        let (t, h, m, m_pad) = (self.trial as usize, self.h as usize, self.m as usize, self.m_pad as usize);
+        let input = [self.x, self.out[0], self.out[1]];
+        core::array::from_fn(|layer| dense(l, self.net, t, layer, h, input[layer], self.out[layer], m, m_pad))
+    }
+
+    /// Row tiles of the launch.
+    pub fn tiles(&self) -> usize {
+        (self.m_pad as usize).div_ceil(CHAIN_ROWS)
+    }
+
+    /// Whether its operands suit the kernel: row-major rows (unit column stride).
+    pub fn row_major(&self) -> bool {
+        self.x.col == 1 && self.out.iter().all(|o| o.col == 1)
+    }
+}
+
+/// Where a chain block keeps its operands in shared memory (float offsets from a 16-byte aligned base).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainShared {
+    /// Row stride of the staged layer-1 weights and of the input rows ([`walk_row_stride`] of D).
+    pub s1: usize,
+    /// Row stride of the staged layer-2 and layer-3 weights and of the activations.
+    pub s2: usize,
+    /// Row stride of buffer `a` (the input rows, then the second activation).
+    pub sa: usize,
+    /// The staged weights of one layer (`H x max(s1, s2)`).
+    pub weights: usize,
+    /// Buffer `a`: `CHAIN_ROWS x sa`.
+    pub a: usize,
+    /// Buffer `b` (the first activation): `CHAIN_ROWS x s2`.
+    pub b: usize,
+    /// Floats in all.
+    pub len: usize,
+}
+
+impl ChainShared {
+    /// The layout for `net`'s sizes.
+    pub fn of(net: &NetArgs) -> Self {
+        let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
+        let (s1, s2) = (walk_row_stride(d), walk_row_stride(hs));
+        let sa = s1.max(s2);
+        let weights = 0;
+        let a = weights + (hs * s1).max(hs.max(o) * s2);
+        let b = a + CHAIN_ROWS * sa;
+        Self { s1, s2, sa, weights, a, b, len: b + CHAIN_ROWS * s2 }
+    }
+
+    /// Bytes of dynamic shared memory a chain block needs.
+    pub fn bytes(&self) -> usize {
+        4 * self.len
+    }
+}
+
+/// Repeats `$body` with `$i` bound to each literal of the list (indices stay constants: registers).
+#[cfg(target_arch = "nvptx64")]
+macro_rules! unrolled {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        $( { let $i: usize = $n; $body } )*
+    };
+}
+
+/// Four floats, 16-byte aligned.
+#[cfg(target_arch = "nvptx64")]
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct F4([f32; 4]);
+
+/// Copies rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r * dst_stride`:
+/// warp `w` of `W` takes rows `w, w + W, ..`, lane `l` columns `l, l + 32, ..`; a thread issues the loads
+/// of 8 rows x 4 columns (32 in flight) before their stores. (One load at a time, each waiting for its L2 round
+/// trip, with a division per element, was most of the kernel's time.) Offsets are u32: a staged layer and
+/// its source rows lie inside one buffer, whose offsets [`Chain`]'s products already keep below 2^32.
+///
+/// # Safety
+/// The ranges are valid; `thread < CHAIN_THREADS`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn stage_rows(
+    src: *const f32,
+    src_stride: usize,
+    dst: *mut f32,
+    dst_stride: usize,
+    rows: usize,
+    k: usize,
+    thread: usize,
+) {
+    let (lane, warp) = ((thread % 32) as u32, (thread / 32) as u32);
+    let (rows, k, ss, ds) = (rows as u32, k as u32, src_stride as u32, dst_stride as u32);
+    const WARPS: u32 = CHAIN_THREADS / 32;
+    let mut r0 = warp;
+    // SAFETY: the caller's contract; every copied element has `r < rows`, `j < k`.
+    unsafe {
+        while r0 < rows {
+            let mut j0 = lane;
+            while j0 < k {
+                let mut vals = [0.0f32; 32];
+                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(c in [0, 1, 2, 3] {
+                        let (r, j) = (r0 + WARPS * a as u32, j0 + 32 * c as u32);
+                        if r < rows && j < k {
+                            vals[4 * a + c] = *src.add((r * ss + j) as usize);
+                        }
+                    });
+                });
+                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(c in [0, 1, 2, 3] {
+                        let (r, j) = (r0 + WARPS * a as u32, j0 + 32 * c as u32);
+                        if r < rows && j < k {
+                            *dst.add((r * ds + j) as usize) = vals[4 * a + c];
+                        }
+                    });
+                });
+                j0 += 128;
+            }
+            r0 += 8 * WARPS;
+        }
+    }
+}
+
+/// One wide layer (`k` inputs, hidden width `hs`, `h` active units, ReLU) of the block's rows: from
+/// `x` (rows `sx` apart) and the staged weights `w` (rows `sw` apart) into `y` (rows `sy` apart) and the
+/// global output `out` (rows `m0 ..`, `m_pad` written, `m` active).
+///
+/// # Safety
+/// The shared buffers hold [`CHAIN_ROWS`] rows and `hs` weight rows; `out` and `bias` address valid
+/// memory for the rows and units written; every thread of the block calls this.
+#[cfg(target_arch = "nvptx64")]
+#[allow(clippy::too_many_arguments, reason = "one layer's operands")]
+#[inline(always)]
+unsafe fn wide_layer(
+    x: *const f32,
+    sx: usize,
+    w: *const f32,
+    sw: usize,
+    k: usize,
+    bias: *const f32,
+    (hs, h): (usize, usize),
+    y: *mut f32,
+    sy: usize,
+    out: *mut f32,
+    out_row: usize,
+    (m0, m, m_pad): (usize, usize, usize),
+    thread: usize,
+) {
+    use crate::tile::fma;
+    let (lane, warp) = (thread % 32, thread / 32);
+    let r0 = ROWS_PER_WARP * warp;
+    let vecs = k / 4;
+    let mut n0 = 0;
+    // SAFETY: the caller's contract; weight rows are read only below `hs` (clamped), inputs below `k`.
+    unsafe {
+        while n0 < hs {
+            // Units of this lane in the chunk; rows past the width read row 0 (their results are dropped).
+            let units: [usize; 4] = core::array::from_fn(|j| n0 + lane + 32 * j);
+            let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
+            let xrow: [*const f32; ROWS_PER_WARP] = core::array::from_fn(|i| x.add((r0 + i) * sx));
+            let mut acc = [[0.0f32; 4]; ROWS_PER_WARP];
+            let load = |v: usize| {
+                let o = 4 * v;
+                let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| (*(xrow[i].add(o) as *const F4)).0);
+                let ws: [[f32; 4]; 4] = core::array::from_fn(|j| (*(wrow[j].add(o) as *const F4)).0);
+                (xs, ws)
+            };
+            if vecs > 0 {
+                let mut cur = load(0);
+                for v in 0..vecs {
+                    // The next four inputs' operands are loaded before this step's FMAs (latency hiding).
+                    let next = if v + 1 < vecs { load(v + 1) } else { cur };
+                    let (xs, ws) = cur;
+                    unrolled!(u in [0, 1, 2, 3] {
+                        unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                            unrolled!(j in [0, 1, 2, 3] {
+                                acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
+                            });
+                        });
+                    });
+                    cur = next;
+                }
+            }
+            for kk in 4 * vecs..k {
+                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    let xv = *xrow[i].add(kk);
+                    unrolled!(j in [0, 1, 2, 3] {
+                        acc[i][j] = fma(xv, *wrow[j].add(kk), acc[i][j]);
+                    });
+                });
+            }
+            unrolled!(j in [0, 1, 2, 3] {
+                let n = units[j];
+                if n < hs {
+                    let b = if n < h { *bias.add(n) } else { 0.0 };
+                    unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                        let (r, row) = (r0 + i, m0 + r0 + i);
+                        // `finish` of EPI_BIAS_RELU: relu(acc + bias) inside the active sizes, 0 outside.
+                        let s = acc[i][j] + b;
+                        let value = if row < m && n < h && s > 0.0 { s } else { 0.0 };
+                        *y.add(r * sy + n) = value;
+                        if row < m_pad {
+                            *out.add(row * out_row + n) = value;
+                        }
+                    });
+                }
+            });
+            n0 += CHAIN_UNITS;
+        }
+    }
+}
+
+/// One block of chain `c`: row tile `tile` through the three layers.
+///
+/// # Safety
+/// `buffers` holds a valid device pointer for every buffer `c` names, long enough for the products of
+/// [`Chain::layers`] ([`Gemm::extent`]); `c` is row-major ([`Chain::row_major`]); `smem` is this block's
+/// dynamic shared memory of [`ChainShared::of`]`(net).len` floats, 16-byte aligned; every thread of the
+/// block calls this (it synchronizes the block).
+#[cfg(target_arch = "nvptx64")]
+pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use core::arch::nvptx::_syncthreads;
+    if tile >= c.tiles() {
+        return; // uniform over the block
+    }
+    let l = net.layout();
+    let sh = ChainShared::of(net);
+    let (d, hs, o) = (l.input, l.hidden, l.outputs);
+    let (h, m, m_pad) = (c.h as usize, c.m as usize, c.m_pad as usize);
+    let m0 = tile * CHAIN_ROWS;
+    // SAFETY: the caller's contract; staged reads stay inside the active rows and units, and the shared
+    // offsets inside `sh.len` floats; barriers separate every buffer's writers from its readers.
+    unsafe {
+        let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
+        let params = buf(c.net).add(c.trial as usize * l.params());
+        let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
+        let rows = m.saturating_sub(m0).min(CHAIN_ROWS);
+        // Layer 1: the tile's input rows into `a`, W1's active rows into the weights.
+        let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
+        stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
+        stage_rows(params.add(l.w1()), d, ws, sh.s1, h, d, thread);
+        _syncthreads();
+        let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);
+        let rows_of = |i: usize| c.out[i].row as usize;
+        wide_layer(
+            a,
+            sh.sa,
+            ws,
+            sh.s1,
+            d,
+            params.add(l.b1()),
+            (hs, h),
+            b,
+            sh.s2,
+            out(0),
+            rows_of(0),
+            (m0, m, m_pad),
+            thread,
+        );
+        _syncthreads();
+        // Layer 2: from `b` into `a`.
+        stage_rows(params.add(l.w2()), hs, ws, sh.s2, h, h, thread);
+        _syncthreads();
+        wide_layer(
+            b,
+            sh.s2,
+            ws,
+            sh.s2,
+            h,
+            params.add(l.b2()),
+            (hs, h),
+            a,
+            sh.sa,
+            out(1),
+            rows_of(1),
+            (m0, m, m_pad),
+            thread,
+        );
+        _syncthreads();
+        // Layer 3: a thread per output, the dot product of `dense_unit` (the same order).
+        stage_rows(params.add(l.w3()), hs, ws, sh.s2, o, h, thread);
+        _syncthreads();
+        let view = crate::net::LayerView { base: ws, unit: sh.s2, step: 1, k: h, aligned: true };
+        let mut i = thread;
+        while i < CHAIN_ROWS * o {
+            let (r, n) = (i / o, i % o);
+            let row = m0 + r;
+            if row < m_pad {
+                let value = if row < m {
+                    crate::net::dense_unit(&view, *params.add(l.b3() + n), false, n, a.add(r * sh.sa))
+                } else {
+                    0.0
+                };
+                *out(2).add(row * rows_of(2) + n) = value;
+            }
+            i += CHAIN_THREADS as usize;
+        }
+    }
+}
+
+/// The chains of acting (`act`: every env of each trial, `args.envs_per_trial` rows) or of the training
+/// forward passes (each trial's [`crate::net::NetTrial::passes`]), in the order of [`crate::net::plan`]'s
+/// products: chain `i`'s layers are the `i`-th product of each of the stage's three layers.
+pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mut push: impl FnMut(Chain)) {
+    use crate::net::buffers::{ACT, ONLINE, WORK};
+    use crate::net::{ActWork, Work};
+    let l = args.layout();
+    let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
+    let w = Work::of(args);
+    let reg = |r: usize, t: usize| Operand::rows(WORK, w.at(r, t), w.stride(r));
+    for (t, p) in trials.iter().enumerate() {
+        let (h, bt, trial) = (p.hidden, p.batch, t as u32);
+        if act {
+            let e = args.envs_per_trial as usize;
+            let aw = ActWork::of(args);
+            push(Chain {
+                x: Operand::rows(ACT, aw.obs() + t * e * d, d),
+                out: [
+                    Operand::rows(ACT, aw.h1() + t * e * hs, hs),
+                    Operand::rows(ACT, aw.h2() + t * e * hs, hs),
+                    Operand::rows(ACT, aw.q() + t * e * o, o),
+                ],
+                net: ONLINE,
+                trial,
+                m: e as u32,
+                m_pad: e as u32,
+                h,
+                _pad: [0; 3],
+            });
+            continue;
+        }
+        for &(net, input, regions) in &crate::net::PASSES[..(p.passes as usize).min(3)] {
+            push(Chain {
+                x: Operand::rows(input, t * b * d, d),
+                out: regions.map(|r| reg(r, t)),
+                net,
+                trial,
+                m: bt,
+                m_pad: b as u32,
+                h,
+                _pad: [0; 3],
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CHAIN_ROWS, Chain, ChainShared, chain_plan};
+    use crate::net::{FORWARD, NetArgs, NetTrial, Stage, plan};
+
+    /// Chain `i`'s three layers are the `i`-th products of the three per-layer stages they replace, for
+    /// acting and for training (one, two and three passes; widths and batches below the strides).
+    #[test]
+    fn chains_are_the_products_of_the_stages_they_fuse() {
+        let net = NetArgs::new(3, 70, 57, 150, 3, 45, 1_000);
+        let trials = [
+            NetTrial { hidden: 150, batch: 45, passes: 2, _pad: 0 },
+            NetTrial { hidden: 11, batch: 33, passes: 3, _pad: 0 },
+            NetTrial { hidden: 130, batch: 1, passes: 1, _pad: 0 },
+        ];
+        for act in [true, false] {
+            let mut chains = [Chain::default(); 8];
+            let mut n = 0;
+            chain_plan(&net, &trials, act, |c| {
+                chains[n] = c;
+                n += 1;
+            });
+            assert_eq!(n, if act { 3 } else { 6 });
+            let stages = if act { [Stage::Act(0), Stage::Act(1), Stage::Act(2)] } else { FORWARD };
+            for (layer, stage) in stages.into_iter().enumerate() {
+                let mut i = 0;
+                plan(&net, &trials, stage, |g| {
+                    assert_eq!(chains[i].layers(&net.layout())[layer], g, "chain {i}, layer {layer}, act {act}");
+                    assert!(chains[i].row_major());
+                    i += 1;
+                });
+                assert_eq!(i, n);
+            }
+        }
+        assert_eq!(chains_tiles(70), 3);
+    }
+
+    fn chains_tiles(m_pad: u32) -> usize {
+        Chain { m_pad, ..Chain::default() }.tiles()
+    }
+
+    /// The shared layout: rows 16-byte aligned and padded so that eight consecutive rows fall in distinct
+    /// bank quads; the buffers do not overlap; D = 54, H = 128 fits two blocks per H200 multiprocessor.
+    #[test]
+    fn shared_layout_is_aligned_and_fits_two_blocks() {
+        let sh = ChainShared::of(&NetArgs::new(5, 1024, 54, 128, 3, 1024, 300_000));
+        for s in [sh.s1, sh.s2, sh.sa] {
+            assert_eq!(s % 4, 0);
+            assert_eq!((s / 4) % 2, 1, "stride {s}: odd in quads");
+        }
+        assert!(sh.a >= 128 * sh.s1.max(sh.s2) && sh.b == sh.a + CHAIN_ROWS * sh.sa);
+        assert!(2 * (sh.bytes() + 1024) <= 228 * 1024, "{} bytes", sh.bytes());
+    }
+}
