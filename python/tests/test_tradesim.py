@@ -258,8 +258,12 @@ def test_ctrl_c_stops_a_search_that_resumes(tmp_path):
     import time
 
     study = tmp_path / "study.sqlite"
+    # Python leaves SIGINT ignored when its parent ignored it (a job started with `&` from a script, as CI
+    # runners do): the child then never sees the Ctrl-C and runs to the end. It installs Python's own
+    # handler, as in an interactive session.
     script = (
-        "import tradesim\n"
+        "import signal, tradesim\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "tradesim.hyperopt({'study': {'trials': 2, 'parallel': 2, 'epochs': 40, 'envs': 8, 'segment_len': 64}},\n"
         f"    synthetic=3000, seed=2, device='cpu', study={str(study)!r})\n"
     )
