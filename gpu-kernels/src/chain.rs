@@ -19,6 +19,8 @@
 
 use crate::mlp::Layout;
 use crate::net::{NetArgs, dense, walk_row_stride};
+#[cfg(target_arch = "nvptx64")]
+use crate::tile::{F4, unrolled};
 use crate::tile::{Gemm, Operand};
 
 /// Rows of a chain block's tile.
@@ -112,20 +114,6 @@ impl ChainShared {
         4 * self.len
     }
 }
-
-/// Repeats `$body` with `$i` bound to each literal of the list (indices stay constants: registers).
-#[cfg(target_arch = "nvptx64")]
-macro_rules! unrolled {
-    ($i:ident in [$($n:literal),*] $body:block) => {
-        $( { let $i: usize = $n; $body } )*
-    };
-}
-
-/// Four floats, 16-byte aligned.
-#[cfg(target_arch = "nvptx64")]
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct F4([f32; 4]);
 
 /// Copies rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r * dst_stride`:
 /// warp `w` of `W` takes rows `w, w + W, ..`, lane `l` columns `l, l + 32, ..`; a thread issues the loads
@@ -360,24 +348,18 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
 /// forward passes (each trial's [`crate::net::NetTrial::passes`]), in the order of [`crate::net::plan`]'s
 /// products: chain `i`'s layers are the `i`-th product of each of the stage's three layers.
 pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mut push: impl FnMut(Chain)) {
-    use crate::net::buffers::{ACT, ONLINE, WORK};
+    use crate::net::buffers::ONLINE;
     use crate::net::{ActWork, Work};
-    let l = args.layout();
-    let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
+    let (d, b) = (args.input as usize, args.batch as usize);
     let w = Work::of(args);
-    let reg = |r: usize, t: usize| Operand::rows(WORK, w.at(r, t), w.stride(r));
     for (t, p) in trials.iter().enumerate() {
         let (h, bt, trial) = (p.hidden, p.batch, t as u32);
         if act {
             let e = args.envs_per_trial as usize;
-            let aw = ActWork::of(args);
+            let rows = ActWork::of(args).trial_rows(t, e);
             push(Chain {
-                x: Operand::rows(ACT, aw.obs() + t * e * d, d),
-                out: [
-                    Operand::rows(ACT, aw.h1() + t * e * hs, hs),
-                    Operand::rows(ACT, aw.h2() + t * e * hs, hs),
-                    Operand::rows(ACT, aw.q() + t * e * o, o),
-                ],
+                x: rows[0],
+                out: [rows[1], rows[2], rows[3]],
                 net: ONLINE,
                 trial,
                 m: e as u32,
@@ -390,7 +372,7 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
         for &(net, input, regions) in &crate::net::PASSES[..(p.passes as usize).min(3)] {
             push(Chain {
                 x: Operand::rows(input, t * b * d, d),
-                out: regions.map(|r| reg(r, t)),
+                out: regions.map(|r| w.operand(r, t)),
                 net,
                 trial,
                 m: bt,
@@ -405,7 +387,7 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
 #[cfg(test)]
 mod tests {
     use super::{CHAIN_ROWS, Chain, ChainShared, chain_plan};
-    use crate::net::{FORWARD, NetArgs, NetTrial, Stage, plan};
+    use crate::net::{ACTING, FORWARD, NetArgs, NetTrial, plan};
 
     /// Chain `i`'s three layers are the `i`-th products of the three per-layer stages they replace, for
     /// acting and for training (one, two and three passes; widths and batches below the strides).
@@ -425,7 +407,7 @@ mod tests {
                 n += 1;
             });
             assert_eq!(n, if act { 3 } else { 6 });
-            let stages = if act { [Stage::Act(0), Stage::Act(1), Stage::Act(2)] } else { FORWARD };
+            let stages = if act { ACTING } else { FORWARD };
             for (layer, stage) in stages.into_iter().enumerate() {
                 let mut i = 0;
                 plan(&net, &trials, stage, |g| {

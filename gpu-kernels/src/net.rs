@@ -4,7 +4,7 @@
 //! ([`dense_unit`]). Every element follows [`crate::tile`]'s order, so the CPU and the GPU give the same bits.
 
 use crate::mlp::Layout;
-use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand};
+use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, F4, Gemm, Operand};
 
 /// Sizes of a learner's networks and buffers.
 #[repr(C)]
@@ -148,6 +148,10 @@ impl Work {
         let region = if r < Self::Q { r * self.hidden } else { 8 * self.hidden + (r - Self::Q) * self.outputs };
         t * self.per_trial() + self.batch * region
     }
+    /// Region `r` of trial `t` as a row-major operand of the training buffer.
+    pub fn operand(&self, r: usize, t: usize) -> Operand {
+        Operand::rows(buffers::WORK, self.at(r, t), self.stride(r))
+    }
 }
 
 /// The acting buffer of `n` envs with input width D, row stride H and O outputs: observations `n x D`, then
@@ -197,6 +201,17 @@ impl ActWork {
     /// Outputs (Q-values, or logits and value).
     pub fn q(&self) -> usize {
         self.h2() + self.envs * self.hidden
+    }
+    /// Trial `t`'s rows (`e` envs a trial) of the observations, the two activations and the outputs, as
+    /// row-major operands: acting's layer `l` reads entry `l` and writes entry `l + 1`.
+    pub fn trial_rows(&self, t: usize, e: usize) -> [Operand; 4] {
+        let (d, hs, o) = (self.input, self.hidden, self.outputs);
+        [
+            Operand::rows(buffers::ACT, self.obs() + t * e * d, d),
+            Operand::rows(buffers::ACT, self.h1() + t * e * hs, hs),
+            Operand::rows(buffers::ACT, self.h2() + t * e * hs, hs),
+            Operand::rows(buffers::ACT, self.q() + t * e * o, o),
+        ]
     }
 }
 
@@ -263,11 +278,6 @@ pub unsafe fn dot_strided(x: *const f32, w: *const f32, sj: usize, k: usize) -> 
     acc
 }
 
-/// Four floats, 16-byte aligned (one vector load).
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct V4([f32; 4]);
-
 /// Eight consecutive floats from a 16-byte aligned address (two vector loads).
 ///
 /// # Safety
@@ -275,7 +285,7 @@ struct V4([f32; 4]);
 #[inline(always)]
 unsafe fn load8(p: *const f32) -> [f32; 8] {
     // SAFETY: the caller's contract.
-    let (a, b) = unsafe { ((*(p as *const V4)).0, (*(p.add(4) as *const V4)).0) };
+    let (a, b) = unsafe { ((*(p as *const F4)).0, (*(p.add(4) as *const F4)).0) };
     [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
 }
 
@@ -480,6 +490,8 @@ pub const PASSES: [(u32, u32, [usize; 3]); 3] = [
     (buffers::ONLINE, buffers::NEXT_OBS, [Work::U1, Work::U2, Work::QO]),
 ];
 
+/// Acting's three layers, one launch each.
+pub const ACTING: [Stage; 3] = [Stage::Act(0), Stage::Act(1), Stage::Act(2)];
 /// The training forward passes, one launch per layer.
 pub const FORWARD: [Stage; 3] = [Stage::Forward(0), Stage::Forward(1), Stage::Forward(2)];
 /// The backward pass (hidden gradients) and the weight gradients, after the output gradient is known.
@@ -488,28 +500,24 @@ pub const BACKWARD: [Stage; 3] = [Stage::Backward2, Stage::Backward1, Stage::Gra
 /// Every product of `stage` for the trials `trials` of `args` (`args.envs_per_trial` envs per trial when
 /// acting), in a fixed order, through `push`.
 pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl FnMut(Gemm)) {
-    use buffers::{ACT, OBS, ONES, ONLINE, PARTIAL, WORK};
+    use buffers::{OBS, ONES, ONLINE, PARTIAL, WORK};
     let l = args.layout();
     let (d, hs, o, b) = (l.input, l.hidden, l.outputs, args.batch as usize);
     let w = Work::of(args);
-    let reg = |r: usize, t: usize| Operand::rows(WORK, w.at(r, t), w.stride(r));
     for (t, p) in trials.iter().enumerate() {
         let (h, bt) = (p.hidden as usize, p.batch as usize);
         match stage {
             Stage::Act(layer) => {
                 let e = args.envs_per_trial as usize;
-                let aw = ActWork::of(args);
-                let (x, out) = match layer {
-                    0 => (Operand::rows(ACT, aw.obs() + t * e * d, d), Operand::rows(ACT, aw.h1() + t * e * hs, hs)),
-                    1 => (Operand::rows(ACT, aw.h1() + t * e * hs, hs), Operand::rows(ACT, aw.h2() + t * e * hs, hs)),
-                    _ => (Operand::rows(ACT, aw.h2() + t * e * hs, hs), Operand::rows(ACT, aw.q() + t * e * o, o)),
-                };
-                push(dense(&l, ONLINE, t, layer, h, x, out, e, e));
+                let rows = ActWork::of(args).trial_rows(t, e);
+                let layer = layer.min(2);
+                push(dense(&l, ONLINE, t, layer, h, rows[layer], rows[layer + 1], e, e));
             }
             Stage::Forward(layer) => {
                 for &(net, input, regions) in &PASSES[..(p.passes as usize).min(3)] {
-                    let x = if layer == 0 { Operand::rows(input, t * b * d, d) } else { reg(regions[layer - 1], t) };
-                    push(dense(&l, net, t, layer, h, x, reg(regions[layer], t), bt, b));
+                    let x =
+                        if layer == 0 { Operand::rows(input, t * b * d, d) } else { w.operand(regions[layer - 1], t) };
+                    push(dense(&l, net, t, layer, h, x, w.operand(regions[layer], t), bt, b));
                 }
             }
             Stage::Backward2 | Stage::Backward1 => {
@@ -520,11 +528,11 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
                     (Work::D2, l.w2(), Work::A1, Work::D1, h)
                 };
                 push(Gemm {
-                    a: reg(from, t),
+                    a: w.operand(from, t),
                     b: Operand::rows(ONLINE, base + weights, hs),
                     bias: Operand::NONE,
-                    aux: reg(aux, t),
-                    c: reg(out, t),
+                    aux: w.operand(aux, t),
+                    c: w.operand(out, t),
                     m: bt as u32,
                     n: h as u32,
                     k: k as u32,

@@ -201,11 +201,10 @@ pub const TILE_ROW: usize = TILE + 4;
 /// stages of its operands).
 pub const GEMM_SHARED: usize = 2 * 2 * TILE_K * TILE_ROW;
 
-/// Four floats, 16-byte aligned (one vector load from shared memory).
-#[cfg(target_arch = "nvptx64")]
+/// Four floats, 16-byte aligned (one vector load): the tiles', the chains' and the walk units' operands.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
-struct F4([f32; 4]);
+pub(crate) struct F4(pub(crate) [f32; 4]);
 
 /// One GPU block's tile of problem `g` (`tile` counts row-major over [`Gemm::tiles`]): wide products get
 /// 64 x 64 outputs per block (256 threads, each a 4 x 4 patch), narrow ones ([`NARROW`] columns or fewer)
@@ -264,6 +263,8 @@ macro_rules! unrolled {
         $( { let $i: usize = $n; $body } )*
     };
 }
+#[cfg(target_arch = "nvptx64")]
+pub(crate) use unrolled;
 
 /// 64 x 64 outputs from `(m0, n0)`: thread `(tx, ty)` owns rows `m0 + 4 ty ..` and columns `n0 + 4 tx ..`.
 /// Two stages of shared memory: while step `s` is computed from one, step `s + 1` (loaded from global

@@ -103,20 +103,27 @@ pub(crate) struct DqnBuffers {
     pub(crate) losses: CudaSlice<f32>,
 }
 
-/// A table of products on the device, with its host copy (grid size), checked against the lengths of the
-/// buffers of a pointer table when it was built ([`crate::tile::check`]).
+/// A launch's table of problems on the device, with its host copy (grid size), checked against the lengths
+/// of the buffers of a pointer table when it was built (`crate::plan::check`).
 #[derive(Debug)]
-pub(crate) struct GemmTable {
-    pub(crate) host: Vec<Gemm>,
-    pub(crate) dev: CudaSlice<Dev<Gemm>>,
+pub(crate) struct DevTable<T> {
+    pub(crate) host: Vec<T>,
+    pub(crate) dev: CudaSlice<Dev<T>>,
 }
 
-/// A table of fused layer chains ([`gpu_kernels::chain::chain_plan`]), host and device copies.
-#[derive(Debug)]
-pub(crate) struct ChainTable {
-    pub(crate) host: Vec<gpu_kernels::chain::Chain>,
-    pub(crate) dev: CudaSlice<Dev<gpu_kernels::chain::Chain>>,
+impl<T: bytemuck::Pod> DevTable<T> {
+    /// Uploads `host` on `stream`.
+    pub(crate) fn upload(stream: &Arc<CudaStream>, host: Vec<T>) -> Result<Self, HostError> {
+        let table: Vec<_> = host.iter().copied().map(Dev).collect();
+        let dev = stream.clone_htod(&table).map_err(HostError::driver("uploading product tables"))?;
+        Ok(Self { host, dev })
+    }
 }
+
+/// Products of `gemm_tiles` ([`gpu_kernels::net::plan`]).
+pub(crate) type GemmTable = DevTable<Gemm>;
+/// Fused layer chains of `mlp_chain` ([`gpu_kernels::chain::chain_plan`]).
+pub(crate) type ChainTable = DevTable<gpu_kernels::chain::Chain>;
 
 /// The PPO networks, rollout buffers and step buffers of every trial on the device.
 #[derive(Debug)]

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use gpu_kernels::net::{FORWARD, NetArgs, NetTrial, Stage, buffers};
+use gpu_kernels::net::{ACTING, FORWARD, NetArgs, NetTrial, Stage, buffers};
 
-use super::buffers::{ChainTable, Dev, GemmTable};
+use super::buffers::{ChainTable, GemmTable};
 use super::launch;
 use super::runtime::CudaRuntime;
 use crate::HostError;
@@ -82,7 +82,7 @@ impl ProductTables {
     ) -> Result<(), HostError> {
         let fits = gpu_kernels::chain::ChainShared::of(net).bytes() <= self.rt.shared_per_block();
         if !(fits && self.rt.fused()) {
-            let stages = if act { [Stage::Act(0), Stage::Act(1), Stage::Act(2)] } else { FORWARD };
+            let stages = if act { ACTING } else { FORWARD };
             return self.launch_all(stream, net, trials, &stages);
         }
         let key = (act, if act { net.envs_per_trial } else { 0 });
@@ -97,9 +97,7 @@ impl ProductTables {
                 if let Some(c) = host.iter().find(|c| !c.row_major()) {
                     return Err(HostError::Config(format!("mlp_chain: operands not row-major: {c:?}")));
                 }
-                let dev_table: Vec<_> = host.iter().copied().map(Dev).collect();
-                let dev = self.stream.clone_htod(&dev_table).map_err(HostError::driver("uploading chain tables"))?;
-                self.chains.push((key, ChainTable { host, dev }));
+                self.chains.push((key, ChainTable::upload(&self.stream, host)?));
                 self.chains.len() - 1
             }
         };
@@ -121,9 +119,7 @@ impl ProductTables {
             None => {
                 let host = crate::plan::stage_plan(net, trials, stage);
                 crate::plan::check("gemm_tiles", &host, &self.lens)?;
-                let dev_table: Vec<_> = host.iter().copied().map(Dev).collect();
-                let dev = self.stream.clone_htod(&dev_table).map_err(HostError::driver("uploading product tables"))?;
-                self.tables.push((key, GemmTable { host, dev }));
+                self.tables.push((key, GemmTable::upload(&self.stream, host)?));
                 self.tables.len() - 1
             }
         };

@@ -91,7 +91,7 @@ pub(crate) fn chain(
     let mut launch = stream.launch_builder(&rt.kernels.mlp_chain);
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_chain`; the table's products were checked against
-    // the lengths of the buffers its pointers name and are row-major (`ProductTables::launch_chains`); the
+    // the lengths of the buffers its pointers name and are row-major (`ProductTables::launch_layers`); the
     // shared memory is the layout's size; no chain writes what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(())
