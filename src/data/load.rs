@@ -13,7 +13,7 @@ use rust_decimal::Decimal;
 
 use super::columns::ColumnMap;
 use super::time::{epoch, parse_time};
-use super::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity, check_bar, repair};
+use super::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity, check_bar, plainly_valid, repair};
 use super::{Dataset, MarketBar, Series};
 
 /// One cell as the file typed it.
@@ -28,77 +28,63 @@ enum Cell<'a> {
     Null,
 }
 
-/// Rows of a file: header names, then each row's number and its `headers.len()` cells, row after row in one
-/// vector (no allocation per row), or (plain CSV) each row's line, split into cells when the row is parsed.
+/// How a table holds its rows' cells.
+enum Storage<'a> {
+    /// Each row's `headers.len()` cells, row after row in one vector (no allocation per row).
+    Cells(Vec<Cell<'a>>),
+    /// Parquet read by column: column `c`'s cells, one per row.
+    Columns(Vec<Vec<Cell<'a>>>),
+    /// A CSV without quotes, split into cells where each row is built ([`PlainCsv`]).
+    Plain(PlainCsv<'a>),
+}
+
+/// Rows of a file: header names, then the rows, numbered (a plain CSV numbers its rows by line), and the
+/// findings of reading them (lines that are not rows).
 struct Table<'a> {
     headers: Vec<String>,
+    /// Row `i`'s number (`Cells` and `Columns`; empty for `Plain`).
     rows: Vec<usize>,
-    cells: Vec<Cell<'a>>,
-    /// Plain CSV: row `i`'s line (UTF-8, `headers.len()` fields); `cells` stays empty.
-    lines: Vec<&'a str>,
-    /// Parquet read by column: column `c`'s cells, one per row; `cells` stays empty.
-    columns: Vec<Vec<Cell<'a>>>,
-    delimiter: char,
+    storage: Storage<'a>,
     findings: Vec<Finding>,
 }
 
 impl<'a> Table<'a> {
     fn new(headers: Vec<String>) -> Self {
-        Self {
-            headers,
-            rows: Vec::new(),
-            cells: Vec::new(),
-            lines: Vec::new(),
-            columns: Vec::new(),
-            delimiter: ',',
-            findings: Vec::new(),
-        }
+        Self { headers, rows: Vec::new(), storage: Storage::Cells(Vec::new()), findings: Vec::new() }
     }
 
-    /// Row `row` of `cells` (as many as the headers).
+    /// Row `row` of `cells` (as many as the headers), into a table of `Cells`.
     fn push(&mut self, row: usize, cells: impl IntoIterator<Item = Cell<'a>>) {
         self.rows.push(row);
-        self.cells.extend(cells);
+        let Storage::Cells(all) = &mut self.storage else { unreachable!("rows are pushed into tables of cells") };
+        all.extend(cells);
     }
 
-    /// The cells of row `i` (the `i`-th pushed): a slice of `cells`, or its line split into `buf`.
+    /// The cells of row `i` of a `Cells` or `Columns` table (a `Plain` table's rows are split by
+    /// [`PlainCsv::walk`]): a slice of the cells, or the row gathered from the columns into `buf`.
     fn row_cells<'s>(&'s self, i: usize, buf: &'s mut Vec<Cell<'a>>) -> &'s [Cell<'a>] {
-        if !self.columns.is_empty() {
-            buf.clear();
-            buf.extend(self.columns.iter().map(|c| c[i].clone()));
-            return buf;
-        }
-        if self.lines.is_empty() {
-            let width = self.headers.len();
-            return &self.cells[i * width..(i + 1) * width];
-        }
-        buf.clear();
-        // Fields between delimiters (an ASCII byte, so every cut is at a character boundary), trimmed.
-        let (line, delimiter) = (self.lines[i], self.delimiter as u8);
-        let mut start = 0;
-        for (j, &b) in line.as_bytes().iter().enumerate() {
-            if b == delimiter {
-                buf.push(Cell::Text(Cow::Borrowed(line[start..j].trim_ascii())));
-                start = j + 1;
+        match &self.storage {
+            Storage::Cells(cells) => &cells[i * self.headers.len()..(i + 1) * self.headers.len()],
+            Storage::Columns(columns) => {
+                buf.clear();
+                buf.extend(columns.iter().map(|c| c[i].clone()));
+                buf
             }
+            Storage::Plain(_) => unreachable!("a plain CSV's rows are split by PlainCsv::walk"),
         }
-        buf.push(Cell::Text(Cow::Borrowed(line[start..].trim_ascii())));
-        buf
     }
 
-    /// Row `i`'s text in column `col`, trimmed, when it is text.
+    /// Row `i`'s text in column `col` of a `Cells` or `Columns` table, trimmed, when it is text.
     fn text(&self, i: usize, col: usize) -> Option<&str> {
-        if self.lines.is_empty() {
-            let cell = match self.columns.get(col) {
-                Some(column) => &column[i],
-                None => &self.cells[i * self.headers.len() + col],
-            };
-            return match cell {
-                Cell::Text(s) => Some(s.trim()),
-                _ => None,
-            };
+        let cell = match &self.storage {
+            Storage::Cells(cells) => &cells[i * self.headers.len() + col],
+            Storage::Columns(columns) => &columns[col][i],
+            Storage::Plain(_) => return None,
+        };
+        match cell {
+            Cell::Text(s) => Some(s.trim()),
+            _ => None,
         }
-        self.lines[i].split(self.delimiter).nth(col).map(str::trim_ascii)
     }
 }
 
@@ -106,9 +92,41 @@ impl<'a> Table<'a> {
 /// file stem as their symbol.
 pub fn load_file(path: &Path, policy: &CleanPolicy) -> Result<(Dataset, LoadReport), LoadReport> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
+    let bytes = file_bytes(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
     let stem = path.file_stem().map_or_else(|| "DATA".to_owned(), |s| s.to_string_lossy().to_uppercase());
     load_bytes(&name, &bytes, &stem, policy)
+}
+
+/// A file's bytes: mapped into memory when it is a regular file (a 17 MB CSV is there in about a millisecond,
+/// where copying it into a fresh buffer took 14 ms on a 2-core machine), else read (a pipe, a FIFO).
+enum FileBytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Mapped(m) => m,
+            Self::Read(v) => v,
+        }
+    }
+}
+
+fn file_bytes(path: &Path) -> std::io::Result<FileBytes> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.is_file() {
+        // SAFETY: a read-only private mapping that lives while the load reads it. As with every mapped
+        // reader, another process truncating the file during those milliseconds would fault the read
+        // (documented in the README); changing it in place gives torn rows, as a plain read would.
+        if let Ok(map) = unsafe { memmap2::MmapOptions::new().populate().map(&file) } {
+            return Ok(FileBytes::Mapped(map));
+        }
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes)?;
+    Ok(FileBytes::Read(bytes))
 }
 
 /// Loads CSV or Parquet bytes named `name`; `default_symbol` names the series when there is no symbol column.
@@ -178,7 +196,7 @@ pub fn load_columns(
     }
     let mut table = Table::new(headers.to_vec());
     table.rows.reserve(rows);
-    table.cells.reserve(rows * columns.len());
+    table.storage = Storage::Cells(Vec::with_capacity(rows * columns.len()));
     for i in 0..rows {
         table.push(i, columns.iter().map(|c| c.cell(i)));
     }
@@ -203,7 +221,7 @@ fn read_csv<'a>(name: &str, bytes: &'a [u8]) -> Result<Table<'a>, LoadReport> {
     let first_line = text_start.split(|&b| b == b'\n').next().unwrap_or_default();
     let delimiter = [b',', b';', b'\t', b'|'].into_iter().max_by_key(|d| first_line.iter().filter(|b| *b == d).count());
     if is_plain(text_start) {
-        return Ok(read_plain_csv(name, text_start, delimiter.unwrap_or(b',')));
+        return Ok(read_plain_csv(text_start, delimiter.unwrap_or(b',')));
     }
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter.unwrap_or(b','))
@@ -272,7 +290,12 @@ fn read_csv<'a>(name: &str, bytes: &'a [u8]) -> Result<Table<'a>, LoadReport> {
 /// Whether `text` is plain CSV: no quote character (so every newline ends a record and every delimiter
 /// separates fields) and no carriage return other than before a newline.
 fn is_plain(text: &[u8]) -> bool {
-    memchr::memchr(b'"', text).is_none() && memchr::memchr_iter(b'\r', text).all(|i| text.get(i + 1) == Some(&b'\n'))
+    const PIECE: usize = 1 << 20;
+    (0..text.len().div_ceil(PIECE)).into_par_iter().all(|k| {
+        let (start, piece) = (k * PIECE, &text[k * PIECE..((k + 1) * PIECE).min(text.len())]);
+        memchr::memchr(b'"', piece).is_none()
+            && memchr::memchr_iter(b'\r', piece).all(|i| text.get(start + i + 1) == Some(&b'\n'))
+    })
 }
 
 /// The fields of one line, trimmed (what the CSV reader gives with `Trim::All`).
@@ -280,16 +303,137 @@ fn fields(line: &[u8], delimiter: u8) -> impl Iterator<Item = &[u8]> {
     line.split(move |&b| b == delimiter).map(<[u8]>::trim_ascii)
 }
 
-/// Plain CSV ([`is_plain`]) read in parallel: the bytes after the header are cut into chunks at newlines,
-/// each chunk's lines are split in place (cells borrow the file's bytes), and the chunks are joined in
-/// order with their line numbers, so rows and findings are those of the sequential reader.
-fn read_plain_csv<'a>(name: &str, text: &'a [u8], delimiter: u8) -> Table<'a> {
+/// A CSV without quote characters ([`is_plain`]): every newline ends a line and every delimiter separates
+/// fields, so the body (the bytes after the header) is cut into chunks of whole lines that threads split
+/// and parse on their own, in place (cells borrow the file's bytes). The `k`-th line of the body is line
+/// `k + 2` of the file; rows and findings are those of the sequential reader.
+struct PlainCsv<'a> {
+    delimiter: u8,
+    width: usize,
+    /// Each chunk's bytes and the index of its first line in the body.
+    chunks: Vec<(&'a [u8], usize)>,
+    /// Lines in the body (a last line without a newline included).
+    lines: usize,
+}
+
+/// The lines of `chunk`, each without its line end (a last line without a newline included, and one empty
+/// line for an empty chunk, as the counts in [`read_plain_csv`] have it).
+fn chunk_lines(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', chunk).map(|i| i + 1).chain((chunk.last() != Some(&b'\n')).then_some(chunk.len())).map(
+        move |end| {
+            let line = &chunk[start..end];
+            start = end;
+            let line = line.strip_suffix(b"\n").unwrap_or(line);
+            line.strip_suffix(b"\r").unwrap_or(line)
+        },
+    )
+}
+
+/// `line`'s fields between delimiters (an ASCII byte, so every cut is at a character boundary), trimmed,
+/// into `buf`.
+fn split_line<'a>(line: &'a str, delimiter: u8, buf: &mut Vec<Cell<'a>>) {
+    buf.clear();
+    let mut start = 0;
+    for (j, &b) in line.as_bytes().iter().enumerate() {
+        if b == delimiter {
+            buf.push(Cell::Text(Cow::Borrowed(line[start..j].trim_ascii())));
+            start = j + 1;
+        }
+    }
+    buf.push(Cell::Text(Cow::Borrowed(line[start..].trim_ascii())));
+}
+impl<'a> PlainCsv<'a> {
+    /// Walks chunk `c` line by line: `row(k, cells)` for each row (`k` its line in the body) until it
+    /// returns `false`. Returns the findings of the lines that are not rows (a wrong number of fields, not
+    /// UTF-8) and the indexes of those lines and of blank ones (nothing but delimiters and spaces).
+    fn walk(
+        &self,
+        name: &str,
+        c: usize,
+        buf: &mut Vec<Cell<'a>>,
+        mut row: impl FnMut(usize, &[Cell<'a>]) -> bool,
+    ) -> (Vec<Finding>, Vec<usize>) {
+        let (chunk, first) = self.chunks[c];
+        let (mut findings, mut skipped) = (Vec::new(), Vec::new());
+        let blank = |cells: &[Cell]| cells.iter().all(|c| matches!(c, Cell::Text(t) if t.is_empty()));
+        // A chunk of whole lines that is UTF-8 as a whole has UTF-8 lines (a newline is ASCII).
+        let utf8 = std::str::from_utf8(chunk).is_ok();
+        for (j, line) in chunk_lines(chunk).enumerate() {
+            let k = first + j;
+            let text = if utf8 {
+                // SAFETY: `chunk` is UTF-8 and `line` is cut from it at ASCII bytes (newlines, a carriage
+                // return), so it is UTF-8 too.
+                unsafe { std::str::from_utf8_unchecked(line) }
+            } else if let Ok(text) = std::str::from_utf8(line) {
+                text
+            } else {
+                skipped.push(k);
+                let count = line.iter().filter(|&&b| b == self.delimiter).count() + 1;
+                let message = if line.iter().all(|&b| b == self.delimiter || b.is_ascii_whitespace()) {
+                    continue;
+                } else if count != self.width {
+                    format!("{count} fields, the header has {}", self.width)
+                } else {
+                    "not UTF-8".to_owned()
+                };
+                findings.push(row_finding(name, k + 2, None, IssueClass::BadRow, message));
+                continue;
+            };
+            split_line(text, self.delimiter, buf);
+            if buf.len() == self.width && !blank(buf) {
+                if !row(k, buf) {
+                    break;
+                }
+                continue;
+            }
+            skipped.push(k);
+            if !blank(buf) {
+                let message = format!("{} fields, the header has {}", buf.len(), self.width);
+                findings.push(row_finding(name, k + 2, None, IssueClass::BadRow, message));
+            }
+        }
+        (findings, skipped)
+    }
+
+    /// Every chunk walked in order without parsing: the findings of the lines that are not rows, and how
+    /// many rows there are (what a file refused for its header still reports).
+    fn survey(&self, name: &str) -> (Vec<Finding>, usize) {
+        let mut buf = Vec::new();
+        let (mut findings, mut skipped) = (Vec::new(), 0);
+        for c in 0..self.chunks.len() {
+            let (f, s) = self.walk(name, c, &mut buf, |_, _| true);
+            findings.extend(f);
+            skipped += s.len();
+        }
+        (findings, self.lines - skipped)
+    }
+
+    /// The first cell of the first row, when there is one (the pandas-index check).
+    fn first_cell(&self, name: &str) -> Option<Cell<'a>> {
+        let (mut buf, mut found) = (Vec::new(), None);
+        for c in 0..self.chunks.len() {
+            self.walk(name, c, &mut buf, |_, cells| {
+                found = cells.first().cloned();
+                false
+            });
+            if found.is_some() {
+                break;
+            }
+        }
+        found
+    }
+}
+
+/// Plain CSV ([`is_plain`]): the header, then the body cut into chunks of whole lines (about eight per
+/// thread) with the lines of each counted (in parallel), so that every line has its place in the row
+/// vectors before any is parsed ([`build`]).
+fn read_plain_csv<'a>(text: &'a [u8], delimiter: u8) -> Table<'a> {
     let header_end = text.iter().position(|&b| b == b'\n').map_or(text.len(), |i| i + 1);
     let headers: Vec<String> = fields(text[..header_end].trim_ascii_end(), delimiter)
         .map(|f| String::from_utf8_lossy(f).into_owned())
         .collect();
     let body = &text[header_end..];
-    let first_row_len = body.iter().position(|&b| b == b'\n').unwrap_or(body.len()) + 1;
     let pieces = (rayon::current_num_threads() * 8).max(1);
     let mut bounds = vec![0];
     for k in 1..pieces {
@@ -300,69 +444,16 @@ fn read_plain_csv<'a>(name: &str, text: &'a [u8], delimiter: u8) -> Table<'a> {
         }
     }
     bounds.push(body.len());
-    let width = headers.len();
-    // Each chunk: its lines, and a table of its rows and findings numbered from 0 within it.
-    let chunks: Vec<(usize, Table<'a>)> = bounds
-        .par_windows(2)
-        .map(|w| {
-            let chunk = &body[w[0]..w[1]];
-            let mut part = Table::new(Vec::new());
-            let rows_about = chunk.len() / first_row_len.max(1) + 1;
-            part.rows.reserve(rows_about);
-            part.lines.reserve(rows_about);
-            let mut lines = 0;
-            // A chunk of whole lines that is UTF-8 as a whole has UTF-8 lines (a newline is ASCII).
-            let utf8 = std::str::from_utf8(chunk).is_ok();
-            let mut start = 0;
-            let ends = memchr::memchr_iter(b'\n', chunk)
-                .map(|i| i + 1)
-                .chain((chunk.last() != Some(&b'\n')).then_some(chunk.len()));
-            for end in ends {
-                let line = &chunk[start..end];
-                start = end;
-                let local = lines;
-                lines += 1;
-                let line = line.strip_suffix(b"\n").unwrap_or(line);
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                // A blank line: nothing but delimiters and spaces (every field trims to empty).
-                if line.iter().all(|&b| b == delimiter || b.is_ascii_whitespace()) {
-                    continue;
-                }
-                let count = line.iter().filter(|&&b| b == delimiter).count() + 1;
-                if count != width {
-                    let message = format!("{count} fields, the header has {width}");
-                    part.findings.push(row_finding(name, local, None, IssueClass::BadRow, message));
-                    continue;
-                }
-                let text = if utf8 {
-                    // SAFETY: `chunk` is UTF-8 and `line` is cut from it at ASCII bytes (newlines, a carriage
-                    // return), so it is UTF-8 too.
-                    unsafe { std::str::from_utf8_unchecked(line) }
-                } else if let Ok(text) = std::str::from_utf8(line) {
-                    text
-                } else {
-                    part.findings.push(row_finding(name, local, None, IssueClass::BadRow, "not UTF-8".to_owned()));
-                    continue;
-                };
-                // Split into cells when the row is parsed (`Table::row_cells`).
-                part.rows.push(local);
-                part.lines.push(text);
-            }
-            (lines, part)
-        })
-        .collect();
-    // Line numbers: the header is line 1, so the body's first line is line 2.
-    let mut table = Table::new(headers);
-    table.delimiter = char::from(delimiter);
-    table.rows.reserve(chunks.iter().map(|c| c.1.rows.len()).sum());
-    table.lines.reserve(chunks.iter().map(|c| c.1.lines.len()).sum());
-    let mut first = 2;
-    for (lines, part) in chunks {
-        table.rows.extend(part.rows.into_iter().map(|local| first + local));
-        table.lines.extend(part.lines);
-        table.findings.extend(part.findings.into_iter().map(|f| Finding { row: f.row.map(|r| first + r), ..f }));
-        first += lines;
+    let counts: Vec<usize> = bounds.par_windows(2).map(|w| chunk_lines(&body[w[0]..w[1]]).count()).collect();
+    let mut chunks = Vec::with_capacity(counts.len());
+    let mut lines = 0;
+    for (w, count) in bounds.windows(2).zip(counts) {
+        chunks.push((&body[w[0]..w[1]], lines));
+        lines += count;
     }
+    let width = headers.len();
+    let mut table = Table::new(headers);
+    table.storage = Storage::Plain(PlainCsv { delimiter, width, chunks, lines });
     table
 }
 
@@ -400,7 +491,7 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table<'static>, LoadReport> 
     }
     let mut table = Table::new(headers);
     table.rows = (1..=n_rows).collect();
-    table.columns = columns;
+    table.storage = Storage::Columns(columns);
     Ok(table)
 }
 
@@ -629,6 +720,9 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
             float_decimal(*x).ok_or_else(|| (IssueClass::BadNumber, format!("{x} does not fit a Decimal")))
         }
         Cell::Text(s) => {
+            if let Some(d) = plain_decimal(s) {
+                return Ok(d);
+            }
             let t = s.trim();
             Decimal::from_str(t).or_else(|_| Decimal::from_scientific(t)).map_err(|_| {
                 let non_finite = ["nan", "inf", "+inf", "-inf", "infinity", "-infinity", "+infinity"];
@@ -643,27 +737,85 @@ fn decimal(cell: &Cell<'_>) -> Result<Decimal, (IssueClass, String)> {
     }
 }
 
+/// `[-]DIGITS[.DIGITS]` of at most 18 digits (how prices and volumes are written) read straight into a
+/// mantissa and a scale: the value and scale `Decimal::from_str` gives. `None` for anything else (signs,
+/// exponents, underscores, a negative zero, longer numbers), which takes the general parser.
+fn plain_decimal(text: &str) -> Option<Decimal> {
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    // At most 18 digits and a point (10^18 - 1 fits a u64).
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    let (mut mantissa, mut point) = (0u64, None);
+    for (i, &b) in digits.iter().enumerate() {
+        let d = b.wrapping_sub(b'0');
+        if d < 10 {
+            mantissa = mantissa * 10 + u64::from(d);
+        } else if b == b'.' && point.is_none() && i > 0 && i + 1 < digits.len() {
+            point = Some(i);
+        } else {
+            return None;
+        }
+    }
+    if (point.is_none() && digits.len() > 18) || (negative && mantissa == 0) {
+        return None;
+    }
+    let scale = point.map_or(0, |p| digits.len() - p - 1) as u32;
+    // Exact: the mantissa is below 2^64 and the scale below 19.
+    Some(Decimal::from_parts(mantissa as u32, (mantissa >> 32) as u32, 0, negative, scale))
+}
+
+/// Powers of ten that are exact doubles, by exponent.
+const POWERS: [f64; 16] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+
 /// The decimal a float (a cell, a money parameter from Python) stands for: the shortest decimal that reads back as `x` when one of at most
 /// 15 significant digits exists (every number written with at most 15 digits and parsed into a double,
 /// as pandas or Parquet writers do); others, with `Decimal::from_f64`. Found without text: the first scale
 /// `k <= 15` at which `m = round(x 10^k)` (below 2^50) satisfies `m / 10^k == x` in f64 (`m` and `10^k`
 /// are exact and the division is correctly rounded, so this is exactly "m at scale k reads back as x";
 /// below 2^50 the rounding of `x 10^k` cannot pick the wrong `m`).
+///
+/// A column's values usually share a scale, so the scale that worked last on this thread is tried first:
+/// when `m` at that scale reads back as `x` and has at most 15 digits, `m` without its trailing zeros is
+/// the answer of the search (a smaller scale reading back as `x` would be another decimal of at most 15
+/// significant digits rounding to the same double, which the 15.95 digits of a double rule out).
 pub fn float_decimal(x: f64) -> Option<Decimal> {
-    const POWERS: [f64; 16] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    thread_local!(static LAST_SCALE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+    if !x.is_finite() || x == 0.0 {
+        return Decimal::from_f64(x);
+    }
+    let hint = LAST_SCALE.get();
+    let m = (x * POWERS[hint]).round();
+    if m.abs() < 1e15 && m / POWERS[hint] == x {
+        let (mut m, mut k) = (m as i64, hint as u32);
+        while k > 0 && m % 10 == 0 {
+            (m, k) = (m / 10, k - 1);
+        }
+        return Some(Decimal::new(m, k));
+    }
+    let found = searched_decimal(x);
+    if let Some(d) = found {
+        LAST_SCALE.set(d.scale() as usize);
+    }
+    found.or_else(|| Decimal::from_f64(x))
+}
+
+/// The search of [`float_decimal`] from scale 0 (`None`: no decimal of at most 15 digits reads back as `x`).
+fn searched_decimal(x: f64) -> Option<Decimal> {
     const LIMIT: f64 = (1u64 << 50) as f64;
-    if x.is_finite() && x != 0.0 {
-        for (k, p) in POWERS.iter().enumerate() {
-            let m = (x * p).round();
-            if m.abs() >= LIMIT {
-                break;
-            }
-            if m / p == x {
-                return Some(Decimal::new(m as i64, k as u32));
-            }
+    for (k, p) in POWERS.iter().enumerate() {
+        let m = (x * p).round();
+        if m.abs() >= LIMIT {
+            break;
+        }
+        if m / p == x {
+            return Some(Decimal::new(m as i64, k as u32));
         }
     }
-    Decimal::from_f64(x)
+    None
 }
 
 /// A time cell (or a date cell and a time cell).
@@ -677,15 +829,168 @@ fn time(cell: &Cell<'_>, second: Option<&Cell<'_>>) -> Result<DateTime<FixedOffs
     }
 }
 
-/// What one row gave besides its bar: its findings, whether the policy dropped or repaired it, and its
-/// symbol (`None`: the file's default). Its bar, when kept, is in a vector beside (bars are large: the
-/// rows' bars are compacted in place into the series of a single-symbol file).
-struct RowOutcome<'t> {
-    row: usize,
+/// What a row gave besides its bar, kept only for rows with something to say: its findings, whether the
+/// policy dropped or repaired it, its symbol (`None`: the file's default), or that its line is not a row
+/// (a blank or bad line of a plain CSV). Most rows have none, and their note is `None` (a null pointer
+/// beside the bar, where a note inline would double the rows' memory).
+struct RowNote<'t> {
     findings: Vec<Finding>,
     dropped: bool,
     repaired: bool,
     symbol: Option<&'t str>,
+    skipped: bool,
+}
+
+/// Each row's note, beside the rows' bars.
+type Notes<'t> = Vec<Option<Box<RowNote<'t>>>>;
+
+/// What stands in the bars vector for a row that gave no bar (it is dropped before anything reads it).
+fn no_bar() -> MarketBar {
+    MarketBar {
+        time: DateTime::UNIX_EPOCH.fixed_offset(),
+        open: Decimal::ZERO,
+        high: Decimal::ZERO,
+        low: Decimal::ZERO,
+        close: Decimal::ZERO,
+        volume: Decimal::ZERO,
+    }
+}
+
+/// The text of a cell that borrows the file's bytes (a plain CSV's), trimmed.
+fn borrowed_text<'a>(cell: &Cell<'a>) -> Option<&'a str> {
+    match cell {
+        Cell::Text(Cow::Borrowed(s)) => Some(s.trim()),
+        _ => None,
+    }
+}
+
+/// How every row is read: the file's name and headers, where the columns are, and the policy.
+struct RowRules<'r> {
+    name: &'r str,
+    headers: &'r [String],
+    map: &'r ColumnMap,
+    date_time_pair: Option<(usize, usize)>,
+    policy: &'r CleanPolicy,
+    /// Time, open, high, low and close columns.
+    columns: [usize; 5],
+}
+
+impl RowRules<'_> {
+    /// Row `row`'s bar (`no_bar()` when it gives none or is dropped) and its note, from its cells. Rows
+    /// parse and check on their own, so any number of threads can do this, and their outcomes are then
+    /// taken in row order ([`build`]).
+    fn parse<'t>(
+        &self,
+        cells: &[Cell<'_>],
+        row: usize,
+        symbol: Option<&'t str>,
+    ) -> (MarketBar, Option<Box<RowNote<'t>>>) {
+        let (name, map, policy) = (self.name, self.map, self.policy);
+        let [t_col, o_col, h_col, l_col, c_col] = self.columns;
+        let header = |i: usize| self.headers[i].as_str();
+        let mut findings: Vec<Finding> = Vec::new();
+        let second = self.date_time_pair.map(|(_, t)| &cells[t]);
+        let t = time(&cells[t_col], second)
+            .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
+        let mut number = |col: usize| {
+            decimal(&cells[col])
+                .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
+                .ok()
+        };
+        let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
+        let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
+        let time = t.map_err(|f| findings.push(f)).ok();
+        let mut bar = match (time, open, high, low, close, volume) {
+            (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
+                Some(MarketBar { time, open, high, low, close, volume })
+            }
+            _ => None,
+        };
+        let mut keep = bar.is_some();
+        let mut repaired = false;
+        if let Some(b) = bar.as_mut().filter(|b| !plainly_valid(b)) {
+            for (class, column, message) in check_bar(b) {
+                let col = match column {
+                    "open" => o_col,
+                    "high" => h_col,
+                    "low" => l_col,
+                    "close" => c_col,
+                    _ => map.volume.unwrap_or(c_col),
+                };
+                let mut f = row_finding(name, row, Some(header(col)), class, message);
+                if class == IssueClass::ZeroVolume && map.volume.is_none() {
+                    continue;
+                }
+                if policy.repair.contains(&class) {
+                    repair(b, class);
+                    repaired = true;
+                    f.severity = Severity::Warning;
+                    f.message += " (repaired)";
+                } else if policy.drop.contains(&class) {
+                    keep = false;
+                    f.severity = Severity::Warning;
+                    f.message += " (row dropped)";
+                }
+                findings.push(f);
+            }
+        }
+        let repaired = repaired && keep;
+        let handled = |class: IssueClass| policy.drop.contains(&class) || policy.repair.contains(&class);
+        for f in findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error) {
+            f.severity = Severity::Warning;
+            f.message += " (row dropped)";
+        }
+        let dropped = !keep;
+        let note = (!findings.is_empty() || dropped || repaired || symbol.is_some())
+            .then(|| Box::new(RowNote { findings, dropped, repaired, symbol, skipped: false }));
+        (bar.filter(|_| keep).unwrap_or_else(no_bar), note)
+    }
+}
+
+/// A plain CSV's rows parsed by chunk in parallel, each line's bar and note written into its own place of
+/// vectors as long as the body's lines; lines that are not rows get a skipped note and their findings are
+/// returned in line order, with the number of rows.
+fn parse_plain<'a>(
+    plain: &PlainCsv<'a>,
+    rules: &RowRules<'_>,
+) -> (Vec<MarketBar>, Notes<'a>, Vec<Finding>, usize) {
+    let n = plain.lines;
+    let (mut bars, mut notes) = (Vec::new(), Vec::new());
+    (0..n).into_par_iter().map(|_| no_bar()).collect_into_vec(&mut bars);
+    (0..n).into_par_iter().map(|_| None).collect_into_vec(&mut notes);
+    let mut places = Vec::with_capacity(plain.chunks.len());
+    let (mut bars_left, mut notes_left) = (&mut bars[..], &mut notes[..]);
+    for (c, &(_, first)) in plain.chunks.iter().enumerate() {
+        let len = plain.chunks.get(c + 1).map_or(n, |next| next.1) - first;
+        let (b, rest) = std::mem::take(&mut bars_left).split_at_mut(len);
+        bars_left = rest;
+        let (o, rest) = std::mem::take(&mut notes_left).split_at_mut(len);
+        notes_left = rest;
+        places.push((c, first, b, o));
+    }
+    let symbol_col = rules.map.symbol;
+    let walked: Vec<(Vec<Finding>, Vec<usize>)> = places
+        .into_par_iter()
+        .map(|(c, first, bars, notes)| {
+            let mut buf = Vec::with_capacity(plain.width);
+            plain.walk(rules.name, c, &mut buf, |k, cells| {
+                let symbol = symbol_col.and_then(|col| borrowed_text(&cells[col])).filter(|s| !s.is_empty());
+                (bars[k - first], notes[k - first]) = rules.parse(cells, k + 2, symbol);
+                true
+            })
+        })
+        .collect();
+    let mut findings = Vec::new();
+    let mut rows = n;
+    for (f, skipped) in walked {
+        findings.extend(f);
+        rows -= skipped.len();
+        for k in skipped {
+            let note = RowNote { findings: Vec::new(), dropped: false, repaired: false, symbol: None, skipped: true };
+            notes[k] = Some(Box::new(note));
+        }
+    }
+    (bars, notes, findings, rows)
 }
 
 fn build(
@@ -709,11 +1014,14 @@ fn build(
         Cell::Time(_) => true,
         _ => false,
     };
+    let first_cell = || match &table.storage {
+        Storage::Plain(plain) => plain.first_cell(name),
+        _ => table.rows.first().and_then(|_| table.row_cells(0, &mut Vec::new()).first().cloned()),
+    };
     if map.time.is_none()
         && let Some(first) = table.headers.first()
         && (first.trim().trim_matches('"').is_empty() || first.trim().eq_ignore_ascii_case("unnamed: 0"))
-        && !table.rows.is_empty()
-        && table.row_cells(0, &mut Vec::new()).first().is_some_and(dated)
+        && first_cell().is_some_and(|c| dated(&c))
     {
         map.time = Some(0);
         report.notes.push(format!(
@@ -723,6 +1031,9 @@ fn build(
     }
     let missing = map.missing();
     if !missing.is_empty() {
+        if let Storage::Plain(plain) = &table.storage {
+            (report.findings, report.rows) = plain.survey(name);
+        }
         let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();
         report.findings.push(file_finding(
             name,
@@ -732,109 +1043,76 @@ fn build(
         ));
         return Err(report);
     }
-    if table.rows.is_empty() {
+    let idx = |c: Option<usize>| c.expect("required columns are present");
+    let t_col = idx(map.time);
+    let columns = [t_col, idx(map.open), idx(map.high), idx(map.low), idx(map.close)];
+    let rules = RowRules { name, headers: &table.headers, map: &map, date_time_pair, policy, columns };
+    // Every row's bar (or `no_bar()`) is written straight into its place in one vector, its note beside it;
+    // the outcomes are then taken in row order, so the findings and the series do not depend on the threads.
+    let (bars, notes) = match &table.storage {
+        Storage::Plain(plain) => {
+            let (bars, notes, findings, rows) = parse_plain(plain, &rules);
+            report.findings.extend(findings);
+            report.rows = rows;
+            (bars, notes)
+        }
+        _ => table
+            .rows
+            .par_iter()
+            .enumerate()
+            .map_init(
+                || Vec::with_capacity(table.headers.len()),
+                |buf, (i, &row)| {
+                    let symbol = map.symbol.and_then(|col| table.text(i, col)).filter(|s| !s.is_empty());
+                    rules.parse(table.row_cells(i, buf), row, symbol)
+                },
+            )
+            .unzip(),
+    };
+    if report.rows == 0 {
         report.findings.push(file_finding(name, None, IssueClass::EmptyFile, "no data rows".to_owned()));
         return Err(report);
     }
-    let header = |i: usize| table.headers[i].as_str();
-    let idx = |c: Option<usize>| c.expect("required columns are present");
-    let (t_col, o_col, h_col, l_col, c_col) =
-        (idx(map.time), idx(map.open), idx(map.high), idx(map.low), idx(map.close));
-    let width = table.headers.len();
-    let handled = |class: IssueClass| policy.drop.contains(&class) || policy.repair.contains(&class);
-    // Rows parse and check on their own (in parallel: a float column's decimals are the cost); their
-    // outcomes are then taken in row order, so the findings and the series do not depend on the threads.
-    let (kept, outcomes): (Vec<Option<MarketBar>>, Vec<RowOutcome<'_>>) = table
-        .rows
-        .par_iter()
-        .enumerate()
-        .map_init(
-            || Vec::with_capacity(width),
-            |buf, (i, &row)| {
-                let cells = table.row_cells(i, buf);
-                let mut findings: Vec<Finding> = Vec::new();
-                let second = date_time_pair.map(|(_, t)| &cells[t]);
-                let t = time(&cells[t_col], second)
-                    .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
-                let mut number = |col: usize| {
-                    decimal(&cells[col])
-                        .map_err(|(class, m)| findings.push(row_finding(name, row, Some(header(col)), class, m)))
-                        .ok()
-                };
-                let (open, high, low, close) = (number(o_col), number(h_col), number(l_col), number(c_col));
-                let volume = map.volume.map_or(Some(Decimal::ZERO), &mut number);
-                let time = t.map_err(|f| findings.push(f)).ok();
-                let symbol = map.symbol.and_then(|col| table.text(i, col)).filter(|s| !s.is_empty());
-                let parsed = match (time, open, high, low, close, volume) {
-                    (Some(time), Some(open), Some(high), Some(low), Some(close), Some(volume)) => {
-                        Some(MarketBar { time, open, high, low, close, volume })
-                    }
-                    _ => None,
-                };
-                let mut keep = parsed.is_some();
-                let mut outcome_repaired = false;
-                let mut bar = parsed;
-                if let Some(b) = bar.as_mut() {
-                    let mut repaired = false;
-                    for (class, column, message) in check_bar(b) {
-                        let col = match column {
-                            "open" => o_col,
-                            "high" => h_col,
-                            "low" => l_col,
-                            "close" => c_col,
-                            _ => map.volume.unwrap_or(c_col),
-                        };
-                        let mut f = row_finding(name, row, Some(header(col)), class, message);
-                        if class == IssueClass::ZeroVolume && map.volume.is_none() {
-                            continue;
-                        }
-                        if policy.repair.contains(&class) {
-                            repair(b, class);
-                            repaired = true;
-                            f.severity = Severity::Warning;
-                            f.message += " (repaired)";
-                        } else if policy.drop.contains(&class) {
-                            keep = false;
-                            f.severity = Severity::Warning;
-                            f.message += " (row dropped)";
-                        }
-                        findings.push(f);
-                    }
-                    outcome_repaired = repaired && keep;
-                }
-                for f in
-                    findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error)
-                {
-                    f.severity = Severity::Warning;
-                    f.message += " (row dropped)";
-                }
-                let outcome = RowOutcome { row, findings, dropped: !keep, repaired: outcome_repaired, symbol };
-                (bar.filter(|_| keep), outcome)
-            },
-        )
-        .unzip();
-    for o in &outcomes {
+    let row_of = |i: usize| if let Storage::Plain(_) = table.storage { i + 2 } else { table.rows[i] };
+    let mut any_gone = false;
+    for o in notes.iter().flatten() {
         report.dropped += usize::from(o.dropped);
         report.repaired += usize::from(o.repaired);
+        any_gone |= o.dropped || o.skipped;
     }
+    let kept = |i: usize| notes[i].as_ref().is_none_or(|o| !o.dropped && !o.skipped);
     // Each kept bar is checked against its symbol's last kept bar (a duplicate or earlier time is a
     // finding); those findings follow the rows' own, symbol by symbol in row order.
     let mut ordering: Vec<Vec<Finding>> = Vec::new();
     let mut series: Vec<Series> = Vec::new();
     // One symbol whose times increase (the common case): the kept bars, compacted in place, are the series.
     let mut previous = None;
-    let in_order =
-        map.symbol.is_none() && kept.iter().flatten().all(|b| previous.replace(b.time).is_none_or(|p| p < b.time));
+    let in_order = map.symbol.is_none()
+        && if any_gone {
+            bars.iter().enumerate().all(|(i, b)| !kept(i) || previous.replace(b.time).is_none_or(|p| p < b.time))
+        } else {
+            bars.par_windows(2).all(|w| w[0].time < w[1].time)
+        };
     if in_order {
-        series.push(Series { symbol: default_symbol.to_owned(), bars: kept.into_iter().flatten().collect() });
+        let mut bars = bars;
+        if any_gone {
+            let mut i = 0;
+            bars.retain(|_| {
+                i += 1;
+                kept(i - 1)
+            });
+        }
+        series.push(Series { symbol: default_symbol.to_owned(), bars });
     } else {
         // Bars by symbol, in order of first appearance (rows of one symbol usually come together: the last
         // group is tried before the index).
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut last: Option<(Option<&str>, usize)> = None;
-        for (o, bar) in outcomes.iter().zip(kept) {
-            let Some(bar) = bar else { continue };
-            let symbol = o.symbol;
+        for (i, bar) in bars.into_iter().enumerate() {
+            if !kept(i) {
+                continue;
+            }
+            let symbol = notes[i].as_ref().and_then(|o| o.symbol);
             let g = match last {
                 Some((s, g)) if s == symbol => g,
                 _ => {
@@ -860,7 +1138,7 @@ fn build(
             };
             let prev = bars.last().map(|b| b.time.to_rfc3339()).unwrap_or_default();
             let message = format!("{}: {} after {prev}", series[g].symbol, bar.time.to_rfc3339());
-            let mut f = row_finding(name, o.row, Some(header(t_col)), class, message);
+            let mut f = row_finding(name, row_of(i), Some(&table.headers[t_col]), class, message);
             if policy.drop.contains(&class) {
                 f.severity = Severity::Warning;
                 f.message += " (row dropped)";
@@ -869,7 +1147,7 @@ fn build(
             ordering[g].push(f);
         }
     }
-    report.findings.extend(outcomes.into_iter().flat_map(|o| o.findings));
+    report.findings.extend(notes.into_iter().flatten().flat_map(|o| o.findings));
     report.findings.extend(ordering.into_iter().flatten());
     report.usable = report.blocking().next().is_none() && series.iter().any(|s| !s.bars.is_empty());
     if report.usable {
@@ -978,19 +1256,76 @@ mod tests {
         assert_eq!(float_decimal(-0.0), Decimal::from_f64(-0.0));
     }
 
+    /// The scale tried first (the last one found on the thread) gives what the search from scale 0 gives,
+    /// value and scale, whatever scale came before: written decimals of every scale, with trailing zeros,
+    /// large and tiny ones, and random doubles.
+    #[test]
+    fn the_scale_tried_first_finds_the_searched_decimal() {
+        use num_traits::ToPrimitive;
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut compared = 0;
+        for _ in 0..300_000 {
+            // Prime the thread's scale with a decimal of a random scale, then read another.
+            let prime = Decimal::new(rng.random_range(1..10i64.pow(9)), rng.random_range(0..=15));
+            float_decimal(prime.to_f64().expect("finite"));
+            let digits = rng.random_range(1..=16u32);
+            let m: i64 = rng.random_range(1..10i64.pow(digits));
+            let x = if rng.random_range(0..4) == 0 {
+                f64::from_bits(rng.random::<u64>())
+            } else {
+                Decimal::new(m * 10i64.pow(rng.random_range(0..3)), rng.random_range(0..=18)).to_f64().expect("finite")
+            };
+            let Some(searched) = searched_decimal(x) else { continue };
+            let read = float_decimal(x).expect("finite");
+            assert_eq!((read, read.scale()), (searched, searched.scale()), "{x:e}");
+            compared += 1;
+        }
+        assert!(compared > 150_000, "{compared} readings compared");
+    }
+
+    /// The fast reading of plain numbers is `Decimal::from_str`'s (value and scale) wherever it answers,
+    /// and it answers for every plain number of up to 18 digits but a negative zero (left to `from_str`).
+    #[test]
+    fn plain_numbers_read_as_from_str_reads_them() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let alphabet = b"0123456789.-+e_ ";
+        for case in 0..200_000 {
+            let text: String = if case % 2 == 0 {
+                let len = rng.random_range(0..22);
+                (0..len).map(|_| char::from(alphabet[rng.random_range(0..alphabet.len())])).collect()
+            } else {
+                let digits = rng.random_range(1..=18usize);
+                let mut t: String = (0..digits).map(|_| char::from(b'0' + rng.random_range(0..10u8))).collect();
+                if digits > 1 && rng.random::<bool>() {
+                    t.insert(rng.random_range(1..digits), '.');
+                }
+                if rng.random::<bool>() { format!("-{t}") } else { t }
+            };
+            let fast = plain_decimal(&text);
+            let general = Decimal::from_str(&text).ok();
+            if let Some(d) = fast {
+                let g = general.unwrap_or_else(|| panic!("`{text}`: fast {d}, from_str refuses"));
+                assert_eq!((d, d.scale(), d.is_sign_negative()), (g, g.scale(), g.is_sign_negative()), "`{text}`");
+            } else if case % 2 == 1 && !(text.starts_with('-') && text.chars().all(|c| matches!(c, '-' | '0' | '.'))) {
+                panic!("`{text}` is plain but was not read");
+            }
+        }
+    }
+
     /// The column reader gives the row iterator's cells: the same series, bars and findings (row
     /// numbers included), across row groups and batches, with nulls, decimals and text.
     #[test]
     fn parquet_columns_read_as_the_rows_do() {
         let bytes = parquet_file(&[70_000, 3_000]);
         let by_columns = read_parquet("b.parquet", &bytes).unwrap();
-        assert!(!by_columns.columns.is_empty(), "read by column");
+        assert!(matches!(by_columns.storage, Storage::Columns(_)), "read by column");
         let by_rows = read_parquet_rows("b.parquet", &bytes).unwrap();
         assert_eq!(by_columns.rows, by_rows.rows);
-        let mut buf = Vec::new();
+        let (mut buf, mut by_rows_buf) = (Vec::new(), Vec::new());
         for i in [0, 5, 97 + 5, 65_535, 65_536, 69_999, 70_000, 72_999] {
-            let width = by_rows.headers.len();
-            assert_eq!(by_columns.row_cells(i, &mut buf), &by_rows.cells[i * width..(i + 1) * width], "row {i}");
+            assert_eq!(by_columns.row_cells(i, &mut buf), by_rows.row_cells(i, &mut by_rows_buf), "row {i}");
         }
         let policy = CleanPolicy::default();
         let a = build("b.parquet", by_columns, "X", &policy);
