@@ -32,8 +32,8 @@ enum Cell<'a> {
 enum Storage<'a> {
     /// Each row's `headers.len()` cells, row after row in one vector (no allocation per row).
     Cells(Vec<Cell<'a>>),
-    /// Parquet read by column: column `c`'s cells, one per row.
-    Columns(Vec<Vec<Cell<'a>>>),
+    /// Parquet read by column: column `c`'s values, one per row.
+    Columns(Vec<ParquetColumn>),
     /// A CSV without quotes, split into cells where each row is built ([`PlainCsv`]).
     Plain(PlainCsv<'a>),
 }
@@ -67,7 +67,7 @@ impl<'a> Table<'a> {
             Storage::Cells(cells) => &cells[i * self.headers.len()..(i + 1) * self.headers.len()],
             Storage::Columns(columns) => {
                 buf.clear();
-                buf.extend(columns.iter().map(|c| c[i].clone()));
+                buf.extend(columns.iter().map(|c| c.cell(i)));
                 buf
             }
             Storage::Plain(_) => unreachable!("a plain CSV's rows are split by PlainCsv::walk"),
@@ -78,7 +78,10 @@ impl<'a> Table<'a> {
     fn text(&self, i: usize, col: usize) -> Option<&str> {
         let cell = match &self.storage {
             Storage::Cells(cells) => &cells[i * self.headers.len() + col],
-            Storage::Columns(columns) => &columns[col][i],
+            Storage::Columns(columns) => match &columns[col] {
+                ParquetColumn::Cells(cells) => &cells[i],
+                _ => return None,
+            },
             Storage::Plain(_) => return None,
         };
         match cell {
@@ -477,14 +480,14 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table<'static>, LoadReport> 
         .map(|(c, kind)| {
             // Each column reads the file on its own (a reader per thread over the shared bytes).
             let reader = SerializedFileReader::new(data.clone())?;
-            let mut cells = Vec::with_capacity(n_rows);
+            let mut values = ParquetColumn::Cells(Vec::new());
             for g in 0..reader.num_row_groups() {
                 let column = reader.get_row_group(g)?.get_column_reader(c)?;
-                kind.read(column, &mut cells)?;
+                kind.read(column, &mut values)?;
             }
-            Ok(cells)
+            Ok(values)
         })
-        .collect::<Result<Vec<Vec<Cell<'static>>>, parquet::errors::ParquetError>>()
+        .collect::<Result<Vec<ParquetColumn>, parquet::errors::ParquetError>>()
         .map_err(bad)?;
     if columns.iter().any(|c| c.len() != n_rows) {
         return read_parquet_rows(name, bytes);
@@ -493,6 +496,77 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table<'static>, LoadReport> 
     table.rows = (1..=n_rows).collect();
     table.storage = Storage::Columns(columns);
     Ok(table)
+}
+
+/// A Parquet column as read: its plain values (8 bytes a row, made into a cell when its row is built) while
+/// every slot has one, or cells (a column with nulls, text, decimals, dates).
+enum ParquetColumn {
+    Floats(Vec<f64>),
+    Ints(Vec<i64>),
+    /// Timestamps in units of 1/`.1` second since the epoch (1,000 or 1,000,000).
+    Stamps(Vec<i64>, i64),
+    Cells(Vec<Cell<'static>>),
+}
+
+/// A timestamp cell (`Null` out of range), as the row iterator gives it.
+fn time_cell(t: Option<DateTime<chrono::Utc>>) -> Cell<'static> {
+    t.map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()))
+}
+
+impl ParquetColumn {
+    fn len(&self) -> usize {
+        match self {
+            Self::Floats(v) => v.len(),
+            Self::Ints(v) | Self::Stamps(v, _) => v.len(),
+            Self::Cells(v) => v.len(),
+        }
+    }
+
+    /// Row `i`'s cell.
+    fn cell(&self, i: usize) -> Cell<'static> {
+        match self {
+            Self::Floats(v) => Cell::Float(v[i]),
+            Self::Ints(v) => Cell::Int(v[i]),
+            Self::Stamps(v, 1_000) => time_cell(DateTime::from_timestamp_millis(v[i])),
+            Self::Stamps(v, _) => time_cell(DateTime::from_timestamp_micros(v[i])),
+            Self::Cells(v) => v[i].clone(),
+        }
+    }
+
+    /// The column as cells (plain values become cells, for a later row group with nulls).
+    fn cells(&mut self) -> &mut Vec<Cell<'static>> {
+        if !matches!(self, Self::Cells(_)) {
+            let cells = (0..self.len()).map(|i| self.cell(i)).collect();
+            *self = Self::Cells(cells);
+        }
+        let Self::Cells(cells) = self else { unreachable!("made cells above") };
+        cells
+    }
+
+    /// Appends a row group's floats (no nulls) when the column holds floats or nothing yet; `false`
+    /// otherwise (the caller then spreads them as cells).
+    fn extend_floats(&mut self, values: impl Iterator<Item = f64>) -> bool {
+        if matches!(self, Self::Cells(c) if c.is_empty()) {
+            *self = Self::Floats(Vec::new());
+        }
+        let Self::Floats(v) = self else { return false };
+        v.extend(values);
+        true
+    }
+
+    /// Appends a row group's integers (no nulls): timestamps of `unit` per second, or plain integers
+    /// (`unit` `None`), when the column holds the same or nothing yet; `false` otherwise.
+    fn extend_ints(&mut self, values: impl Iterator<Item = i64>, unit: Option<i64>) -> bool {
+        if matches!(self, Self::Cells(c) if c.is_empty()) {
+            *self = unit.map_or(Self::Ints(Vec::new()), |u| Self::Stamps(Vec::new(), u));
+        }
+        match (self, unit) {
+            (Self::Ints(v), None) => v.extend(values),
+            (Self::Stamps(v, held), Some(u)) if *held == u => v.extend(values),
+            _ => return false,
+        }
+        true
+    }
 }
 
 /// How a flat Parquet column becomes cells (as the row iterator's fields would).
@@ -549,11 +623,12 @@ impl ParquetKind {
         })
     }
 
-    /// Appends the cells of one row group's column (nulls where the definition level says so).
+    /// Appends one row group's column: plain values while the column has no nulls, else cells (nulls
+    /// where the definition level says so).
     fn read(
         self,
         column: parquet::column::reader::ColumnReader,
-        out: &mut Vec<Cell<'static>>,
+        out: &mut ParquetColumn,
     ) -> parquet::errors::Result<()> {
         use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
         use parquet::data_type::DataType;
@@ -583,7 +658,8 @@ impl ParquetKind {
                 defs.iter().map(|&d| if d > 0 { values.next().map_or(Cell::Null, &mut cell) } else { Cell::Null }),
             );
         }
-        let time = |t: Option<DateTime<chrono::Utc>>| t.map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()));
+        let time = time_cell;
+        let full = |defs: &[i16]| defs.iter().all(|&d| d > 0);
         let scaled = |v: i64, scale: i32| {
             u32::try_from(scale)
                 .ok()
@@ -594,48 +670,61 @@ impl ParquetKind {
             (kind, ColumnReader::Int32ColumnReader(r)) => {
                 let (values, defs) = all(r)?;
                 match kind {
-                    Self::Date => {
-                        spread(out, values, &defs, |d| epoch(i64::from(d) * 86_400).map_or(Cell::Null, Cell::Time))
-                    }
-                    Self::Decimal(scale, _) => spread(out, values, &defs, |v| scaled(i64::from(v), scale)),
-                    _ => spread(out, values, &defs, |v| Cell::Int(i64::from(v))),
+                    Self::Date => spread(out.cells(), values, &defs, |d| {
+                        epoch(i64::from(d) * 86_400).map_or(Cell::Null, Cell::Time)
+                    }),
+                    Self::Decimal(scale, _) => spread(out.cells(), values, &defs, |v| scaled(i64::from(v), scale)),
+                    _ if full(&defs) && out.extend_ints(values.iter().map(|&v| i64::from(v)), None) => {}
+                    _ => spread(out.cells(), values, &defs, |v| Cell::Int(i64::from(v))),
                 }
             }
             (kind, ColumnReader::Int64ColumnReader(r)) => {
                 let (values, defs) = all(r)?;
                 match kind {
-                    Self::Timestamp(1_000) => spread(out, values, &defs, |v| time(DateTime::from_timestamp_millis(v))),
-                    Self::Timestamp(_) => spread(out, values, &defs, |v| time(DateTime::from_timestamp_micros(v))),
-                    Self::Decimal(scale, _) => spread(out, values, &defs, |v| scaled(v, scale)),
-                    _ => spread(out, values, &defs, Cell::Int),
+                    Self::Timestamp(unit) if full(&defs) && out.extend_ints(values.iter().copied(), Some(unit)) => {}
+                    Self::Int if full(&defs) && out.extend_ints(values.iter().copied(), None) => {}
+                    Self::Timestamp(1_000) => {
+                        spread(out.cells(), values, &defs, |v| time(DateTime::from_timestamp_millis(v)))
+                    }
+                    Self::Timestamp(_) => {
+                        spread(out.cells(), values, &defs, |v| time(DateTime::from_timestamp_micros(v)))
+                    }
+                    Self::Decimal(scale, _) => spread(out.cells(), values, &defs, |v| scaled(v, scale)),
+                    _ => spread(out.cells(), values, &defs, Cell::Int),
                 }
             }
             (_, ColumnReader::FloatColumnReader(r)) => {
                 let (values, defs) = all(r)?;
-                spread(out, values, &defs, |v| Cell::Float(f64::from(v)));
+                if !(full(&defs) && out.extend_floats(values.iter().map(|&v| f64::from(v)))) {
+                    spread(out.cells(), values, &defs, |v| Cell::Float(f64::from(v)));
+                }
             }
             (_, ColumnReader::DoubleColumnReader(r)) => {
                 let (values, defs) = all(r)?;
-                spread(out, values, &defs, Cell::Float);
+                if !(full(&defs) && out.extend_floats(values.iter().copied())) {
+                    spread(out.cells(), values, &defs, Cell::Float);
+                }
             }
             (_, ColumnReader::BoolColumnReader(r)) => {
                 let (values, defs) = all(r)?;
-                spread(out, values, &defs, |v| Cell::Text(Cow::Owned(v.to_string())));
+                spread(out.cells(), values, &defs, |v| Cell::Text(Cow::Owned(v.to_string())));
             }
             (Self::Decimal(scale, precision), ColumnReader::ByteArrayColumnReader(r)) => {
                 let (values, defs) = all(r)?;
-                spread(out, values, &defs, |v| {
+                spread(out.cells(), values, &defs, |v| {
                     let d = parquet::data_type::Decimal::from_bytes(v, precision, scale);
                     parquet_decimal(&d).map_or(Cell::Null, Cell::Decimal)
                 });
             }
             (_, ColumnReader::ByteArrayColumnReader(r)) => {
                 let (values, defs) = all(r)?;
-                spread(out, values, &defs, |v| Cell::Text(Cow::Owned(String::from_utf8_lossy(v.data()).into_owned())));
+                spread(out.cells(), values, &defs, |v| {
+                    Cell::Text(Cow::Owned(String::from_utf8_lossy(v.data()).into_owned()))
+                });
             }
             (Self::Decimal(scale, precision), ColumnReader::FixedLenByteArrayColumnReader(r)) => {
                 let (values, defs) = all(r)?;
-                spread(out, values, &defs, |v| {
+                spread(out.cells(), values, &defs, |v| {
                     let d = parquet::data_type::Decimal::from_bytes(v.into(), precision, scale);
                     parquet_decimal(&d).map_or(Cell::Null, Cell::Decimal)
                 });
@@ -950,10 +1039,7 @@ impl RowRules<'_> {
 /// A plain CSV's rows parsed by chunk in parallel, each line's bar and note written into its own place of
 /// vectors as long as the body's lines; lines that are not rows get a skipped note and their findings are
 /// returned in line order, with the number of rows.
-fn parse_plain<'a>(
-    plain: &PlainCsv<'a>,
-    rules: &RowRules<'_>,
-) -> (Vec<MarketBar>, Notes<'a>, Vec<Finding>, usize) {
+fn parse_plain<'a>(plain: &PlainCsv<'a>, rules: &RowRules<'_>) -> (Vec<MarketBar>, Notes<'a>, Vec<Finding>, usize) {
     let n = plain.lines;
     let (mut bars, mut notes) = (Vec::new(), Vec::new());
     (0..n).into_par_iter().map(|_| no_bar()).collect_into_vec(&mut bars);
