@@ -35,7 +35,7 @@ fn cpu_inner(c: &mut Criterion) {
         n_params: 1,
         signal: SIGNAL_SMA_CROSS,
         write: 0,
-        _pad: 0,
+        narrow: u32::from(gpu_kernels::backtest::products_fit_i64(&prefix, &sma)),
         bars_per_year: 252.0,
         risk_free: 0.0,
     };

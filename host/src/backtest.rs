@@ -2,7 +2,9 @@
 //! per-column metrics, the trade ledger (sized by a count pass, then filled: nothing is dropped) and
 //! optional equity curves.
 
-use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, SIGNAL_TARGETS, WRITE_EQUITY, WRITE_LEDGER};
+use gpu_kernels::backtest::{
+    BacktestArgs, SIGNAL_SMA_CROSS, SIGNAL_TARGETS, WRITE_EQUITY, WRITE_LEDGER, products_fit_i64,
+};
 use gpu_kernels::{Action, TrialParams};
 
 pub use crate::types::{BacktestResult, BacktestSpec, Signals};
@@ -104,7 +106,7 @@ pub(crate) fn backtest_args(
         n_params: as_u32("parameter sets", params.len())?,
         signal,
         write: if spec.ledger { WRITE_LEDGER } else { 0 } | if spec.equity { WRITE_EQUITY } else { 0 },
-        _pad: 0,
+        narrow: 0,
         bars_per_year: spec.bars_per_year,
         risk_free: spec.risk_free,
     })
@@ -123,6 +125,8 @@ pub fn backtest(
     }
     let args = backtest_args(market, params, &signals, spec)?;
     let (prefix, _) = tick_prefix(market)?;
+    let narrow = matches!(signals, Signals::SmaCross(columns) if products_fit_i64(&prefix, columns));
+    let args = BacktestArgs { narrow: u32::from(narrow), ..args };
     match backend {
         Backend::Cpu => Ok(crate::cpu::backtest::backtest(market, params, &signals, &prefix, &args)),
         #[cfg(feature = "cuda")]
