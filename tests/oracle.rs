@@ -262,6 +262,36 @@ fn whole_units_at_an_exact_quotient(backend: &Backend) {
 }
 test_device!(whole_units_at_an_exact_quotient);
 
+/// An all-in short with fractional units whose price doubles by the close: its equity is exactly zero in
+/// Decimal and a residue of either sign around 1e-16 of the capital in f64, so the side of zero decided
+/// bankruptcy differently (a random property case found this: engine Bankruptcy, oracle EndOfData). With
+/// the bankruptcy slack (1e-12 of the capital) both close the trade for bankruptcy at that close, for every
+/// fill price tried.
+fn exact_zero_equity_is_bankrupt(backend: &Backend) {
+    let d = |s: &str| s.parse::<Decimal>().unwrap();
+    let mut rules = Rules::all_in(d("1000"), Decimal::ZERO, Decimal::ZERO);
+    rules.whole_units = false;
+    // Fills whose f64 residue is positive (0.11 .. 0.73), negative (15 .. 0.37) and zero (3, 7).
+    for fill in ["0.11", "19", "2.7", "5.4", "0.73", "15", "1.9", "0.21", "29", "0.37", "3", "7"] {
+        let p = d(fill);
+        // SMA 1 vs 2 (state rule): bar 1 closes below bar 0, so the side at its close is short, filled at
+        // bar 2's open `p`; bar 2 closes at 2p.
+        let ohlc = [(d("10"), d("10")), (d("10"), d("9")), (p, p * d("2")), (p * d("2"), p * d("2"))];
+        let bars: Vec<OBar> = ohlc
+            .iter()
+            .map(|&(o, c)| OBar { open: o, high: o.max(c), low: o.min(c), close: c, sigma: Decimal::ZERO })
+            .collect();
+        let closes: Vec<Decimal> = bars.iter().map(|b| b.close).collect();
+        let want = oracle::run(&bars, &oracle::sma_sides(&closes, 1, 2, false), &rules, 0, bars.len() - 1);
+        let t = want.trades[0];
+        assert_eq!((want.trades.len(), t.side, t.exit_bar, t.exit), (1, -1, 2, ExitReason::Bankruptcy), "fill {fill}");
+        let sma = SmaCross { fast: 1, slow: 2, allow_short: 1, rule: tradesim::RULE_STATE };
+        let got = engine_run(backend, &bars, &rules, sma);
+        compare(&got, &want, &rules).unwrap_or_else(|e| panic!("fill {fill}: {e}"));
+    }
+}
+test_device!(exact_zero_equity_is_bankrupt);
+
 /// The shared folder of real data (CI has it beside the clone; elsewhere TRADESIM_SHARED_DATA, or skip).
 fn shared_data() -> Option<std::path::PathBuf> {
     let dir = std::env::var("TRADESIM_SHARED_DATA")

@@ -32,6 +32,11 @@ pub fn target_side(action: u8, allow_short: bool) -> i32 {
 /// the cash by at most 1e-12 of it.
 pub const WHOLE_UNITS_SLACK: f64 = 1e-12;
 
+/// Relative slack of bankruptcy: equity at or below this fraction of the initial capital is bankrupt. An
+/// all-in short (fractional units) whose price doubles has an equity of exactly zero in Decimal, and in f64
+/// a residue of either sign around 1e-16 of the capital; with the slack both call it bankrupt.
+pub const BANKRUPTCY_SLACK: f64 = 1e-12;
+
 /// Units an open of `equity` buys at `fill_price`: `(1 - reserve) x equity / fill_price`, floored when
 /// `whole_units` is set (with [`WHOLE_UNITS_SLACK`]). Zero or negative equity buys nothing.
 #[inline]
@@ -177,7 +182,7 @@ pub fn trade_at_open(
 }
 
 /// Marks the env at `close` after a step from status `before`, records `costs`, updates the peak, and
-/// decides the status: bankrupt when equity <= 0; halted after the breaker's close; breaker pending when the
+/// decides the status: bankrupt when equity <= [`BANKRUPTCY_SLACK`] x the initial capital; halted after the breaker's close; breaker pending when the
 /// drawdown exceeds the limit; segment end once `bar == end_bar`.
 #[inline]
 pub fn mark_at_close(params: &TrialParams, state: &mut EnvState, before: EnvStatus, close: f64, costs: f64) {
@@ -187,7 +192,7 @@ pub fn mark_at_close(params: &TrialParams, state: &mut EnvState, before: EnvStat
     if state.equity > state.peak_equity {
         state.peak_equity = state.equity;
     }
-    let next = if state.equity <= 0.0 {
+    let next = if state.equity <= BANKRUPTCY_SLACK * params.initial_capital {
         EnvStatus::Bankrupt
     } else if before == EnvStatus::HaltPending {
         EnvStatus::Halted

@@ -270,7 +270,8 @@ enum Status {
 /// Runs the rules over bars `start..=end`: the side wanted at the close of bar t (`sides[t]`, -1 meaning
 /// flat when shorts are off) is traded at the open of t + 1; barriers are checked on the rest of that bar
 /// (once a barrier resolves, the position has none left); equity is marked at its close. Equity at or below
-/// zero is bankruptcy (the position closes at that close, nothing more happens); a drawdown from the peak
+/// 1e-12 of the capital (zero, with the engine's documented slack) is bankruptcy (the position closes at
+/// that close, nothing more happens); a drawdown from the peak
 /// beyond the limit closes the position at the next open and halts the account. A position still open after
 /// the last bar closes at its close.
 pub fn run(bars: &[OBar], sides: &[i32], rules: &Rules, start: usize, end: usize) -> Run {
@@ -307,7 +308,8 @@ pub fn run(bars: &[OBar], sides: &[i32], rules: &Rules, start: usize, end: usize
         }
         let mut value = acc.equity(bar.close);
         peak = peak.max(value);
-        status = if value <= Decimal::ZERO {
+        // The engine's documented slack (BANKRUPTCY_SLACK): an exact zero is bankrupt whatever the rounding.
+        status = if value <= rules.capital * Decimal::new(1, 12) {
             Status::Bankrupt
         } else if pending {
             Status::Halted
