@@ -229,35 +229,35 @@ pub fn sma_target(prefix: &[i64], t: usize, s: &SmaCross, narrow: bool) -> u8 {
 }
 
 /// The target actions of an SMA column bar after bar, by its rule ([`RULE_STATE`], [`RULE_CROSS`]); called
-/// with t ascending (the cross rule holds its last target).
+/// with t ascending (the cross rule holds its last target). `NARROW`: 64-bit products (see [`sma_side`]), a
+/// constant so that each kernel loop has one comparison and no branch on it.
 #[derive(Debug)]
-pub struct SmaSignal<'a> {
+pub struct SmaSignal<'a, const NARROW: bool> {
     prefix: &'a [i64],
     s: SmaCross,
-    narrow: bool,
     held: u8,
     /// The side at bar `last_bar` (the previous call's), so that each bar's side is computed once.
     last: Option<i32>,
     last_bar: usize,
 }
 
-impl<'a> SmaSignal<'a> {
-    /// The signal of column `s` over the prefix sums `prefix` (`narrow`: see [`sma_side`]).
+impl<'a, const NARROW: bool> SmaSignal<'a, NARROW> {
+    /// The signal of column `s` over the prefix sums `prefix`.
     #[inline]
-    pub fn new(prefix: &'a [i64], s: SmaCross, narrow: bool) -> Self {
-        Self { prefix, s, narrow, held: Action::Flat as u8, last: None, last_bar: usize::MAX }
+    pub fn new(prefix: &'a [i64], s: SmaCross) -> Self {
+        Self { prefix, s, held: Action::Flat as u8, last: None, last_bar: usize::MAX }
     }
 
     /// The target at the close of bar `t` (t ascending from call to call).
     #[inline]
     pub fn target(&mut self, t: usize) -> u8 {
         if self.s.rule != RULE_CROSS {
-            return sma_target(self.prefix, t, &self.s, self.narrow);
+            return sma_target(self.prefix, t, &self.s, NARROW);
         }
-        let now = sma_side(self.prefix, t, &self.s, self.narrow);
+        let now = sma_side(self.prefix, t, &self.s, NARROW);
         let before = match t.checked_sub(1) {
             Some(prev) if prev == self.last_bar => self.last,
-            Some(prev) => sma_side(self.prefix, prev, &self.s, self.narrow),
+            Some(prev) => sma_side(self.prefix, prev, &self.s, NARROW),
             None => None,
         };
         (self.last, self.last_bar) = (now, t);
@@ -462,8 +462,13 @@ pub fn run_column(
     let steps = (args.end - args.start) as usize;
     let start = args.start as usize;
     if args.signal == SIGNAL_SMA_CROSS {
-        let mut signal = SmaSignal::new(prefix, sma[col], args.narrow != 0);
-        backtest_column(args, p, bars, |t| signal.target(t), equity, sink)
+        if args.narrow != 0 {
+            let mut signal = SmaSignal::<true>::new(prefix, sma[col]);
+            backtest_column(args, p, bars, |t| signal.target(t), equity, sink)
+        } else {
+            let mut signal = SmaSignal::<false>::new(prefix, sma[col]);
+            backtest_column(args, p, bars, |t| signal.target(t), equity, sink)
+        }
     } else {
         let column = &targets[col * steps..(col + 1) * steps];
         backtest_column(args, p, bars, |t| column[t - start], equity, sink)
