@@ -139,19 +139,20 @@ fn cli_bench_all_quick_writes_json() {
     }
     let json = std::fs::read_to_string(&path).unwrap();
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
-    // W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5.
-    assert_eq!(parsed["rows"].as_array().map(Vec::len), Some(10), "{json}");
-    for workload in ["\"W1\"", "\"W2\"", "\"W2e\"", "\"W3\"", "\"W4\"", "\"W5\""] {
+    // W0 CSV and Parquet, W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5.
+    assert_eq!(parsed["rows"].as_array().map(Vec::len), Some(12), "{json}");
+    for workload in ["\"W0\"", "\"W1\"", "\"W2\"", "\"W2e\"", "\"W3\"", "\"W4\"", "\"W5\""] {
         assert!(json.contains(workload), "{workload} missing: {json}");
     }
-    assert_eq!(json.matches("\"workload\"").count(), 10, "{json}");
+    assert_eq!(json.matches("\"workload\"").count(), 12, "{json}");
+    assert!(stdout.contains("W0 market data in") && stdout.contains("| Parquet |"), "{stdout}");
     assert!(stdout.contains("W2e backtest end to end") && stdout.contains("| tradesim (cpu) |"), "{stdout}");
     assert!(json.contains("\"flops_per_s\": ") && !json.contains("\"flops_per_s\": 0,"), "{json}");
     assert!(stdout.contains("W4 PPO") && stdout.contains("| cpu |"), "{stdout}");
     assert!(json.contains("\"ratio_to_a\": 1,") || json.contains("\"ratio_to_a\": 1.0"), "{json}");
     let (ok, _, stderr) = tradesim(&["bench", "nonsense", "--quick"]);
     assert!(
-        !ok && stderr.contains("invalid value 'nonsense'") && stderr.contains("possible values: experience"),
+        !ok && stderr.contains("invalid value 'nonsense'") && stderr.contains("possible values: load, experience"),
         "{stderr}"
     );
     std::fs::remove_dir_all(dir).unwrap();

@@ -30,7 +30,7 @@ fn vbt_runs(fast: &[u32], slow: &[u32]) -> usize {
 const VBT_CHUNK: usize = 100;
 
 /// A directory removed when dropped.
-struct Scratch(PathBuf);
+pub(super) struct Scratch(pub(super) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -49,7 +49,7 @@ fn list(windows: &[u32]) -> String {
 }
 
 /// Writes `bars` seeded synthetic hourly bars as a CSV (the header pandas users write).
-fn write_csv(path: &Path, bars: usize) -> Result<(), Error> {
+pub(super) fn write_csv(path: &Path, bars: usize) -> Result<(), Error> {
     let data = generate(&GeneratorConfig { bars, symbols: 1, seed: 42, bar_seconds: 3_600 });
     let mut out = String::with_capacity(bars * 64);
     out.push_str("time,open,high,low,close,volume\n");

@@ -1,6 +1,7 @@
 //! `tradesim bench`: the project's claims measured side by side in one run on one machine, as a markdown
 //! table and a JSON document. All workloads use seeded synthetic bars with F = 51 and are labelled so.
 //!
+//! - W0 market data in: the bars as a CSV and as a Parquet file, each loaded and validated (median of 7).
 //! - W1 experience, 5 trials x all bars (the same transitions in every variant): (a) the seed's loop with
 //!   string conversions, (b) the same with `ToPrimitive`, (c) our CPU path with one env per trial, (d) our
 //!   CPU path env-parallel, (e) the GPU in the seed's design (one env per trial, one stream per trial),
@@ -19,6 +20,7 @@ use std::time::Instant;
 use report::Profile;
 
 mod end_to_end;
+mod load;
 
 use gpu_kernels::rng::draw_below;
 
@@ -498,6 +500,8 @@ impl GpuMonitor {
 /// What `tradesim bench` runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
+    /// W0: loading a CSV and a Parquet file of the bars.
+    Load,
     /// W1: the fused environment (scan and step modes).
     Experience,
     /// W2: the SMA backtest grid.
@@ -522,7 +526,8 @@ pub fn run(
     vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
-        Workload::All => &["experience", "backtest", "dqn", "ppo"],
+        Workload::All => &["load", "experience", "backtest", "dqn", "ppo"],
+        Workload::Load => &["load"],
         Workload::Experience => &["experience"],
         Workload::Backtest => &["backtest"],
         Workload::Dqn => &["dqn"],
@@ -539,6 +544,7 @@ pub fn run(
     let mut rows = Vec::new();
     for name in names {
         rows.extend(match *name {
+            "load" => load::load(&sizes)?,
             "experience" => experience(&backends, &sizes)?,
             "backtest" => {
                 let mut rows = backtest_grid(&backends, &sizes)?;

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 /// One measured line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// "W1" to "W5".
+    /// "W0" to "W5".
     pub workload: &'static str,
     /// Variant letter (W1) or backend name.
     pub variant: String,
@@ -111,6 +111,16 @@ impl Row {
             workload: "W2e",
             label: format!("{columns} SMA columns x {bars} bars from a CSV file, end to end"),
             ..Self::backtest(tool, columns, bars, seconds, true)
+        }
+    }
+
+    /// A W0 row: a file of `bars` bars in `format` loaded and validated on the CPU.
+    pub fn load(format: &'static str, bars: usize, seconds: f64) -> Self {
+        Self {
+            workload: "W0",
+            variant: format.to_owned(),
+            label: format!("{bars} bars of a {format} file loaded and validated into Decimal bars"),
+            ..Self::experience("", "", "cpu", bars, bars, seconds, None)
         }
     }
 
@@ -317,6 +327,17 @@ impl BenchReport {
         );
         let (a, c) = (self.throughput_of("a"), self.throughput_of("c"));
         let copy = self.gpu.as_ref().map(|g| g.copy_gbs);
+        if self.rows.iter().any(|r| r.workload == "W0") {
+            out += "W0 market data in\n\n| format | bars | seconds | bars/s | note |\n|---|---|---|---|---|\n";
+            for r in self.rows.iter().filter(|r| r.workload == "W0") {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.3} | {:.3e} | {} |",
+                    r.variant, r.work, r.seconds, r.throughput, r.note
+                );
+            }
+            out += "\n";
+        }
         out += "W1 experience (same transitions per variant)\n\n| var | what | backend | E | transitions | seconds | env-steps/s | x (a) | x (c) | kernel ms | GB/s (% of copy) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
         for r in self.rows.iter().filter(|r| r.workload == "W1") {
             let bandwidth = r.kernel_ms.map(|ms| BYTES_PER_ENV_STEP * r.work as f64 / (ms * 1e-3) / 1e9);
