@@ -493,12 +493,10 @@ mod tests {
     /// refuses one tick past the bound.
     #[test]
     fn narrow_products_compare_as_wide_ones() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut counter = 0;
         let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
+            counter += 1;
+            crate::rng::draw_u64(7, 0, counter)
         };
         for case in 0..300 {
             let (fast, slow) = (2 + (next() % 40) as u32, 1 + (next() % 90) as u32);

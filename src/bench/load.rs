@@ -47,20 +47,26 @@ fn write_parquet(path: &Path, bars: usize) -> Result<(), Error> {
         .iter()
         .map(|b| b.volume.to_i64().ok_or_else(|| Error::Output(format!("volume {} is not an integer", b.volume))))
         .collect::<Result<_, _>>()?;
-    let mut column = group.next_column().map_err(failed)?.ok_or_else(|| Error::Output("no time column".into()))?;
-    column.typed::<Int64Type>().write_batch(&times, None, None).map_err(failed)?;
-    column.close().map_err(failed)?;
+    write_column::<Int64Type, _>(&mut group, &times).map_err(failed)?;
     for values in &prices {
-        let mut column = group.next_column().map_err(failed)?.ok_or_else(|| Error::Output("no price column".into()))?;
-        column.typed::<DoubleType>().write_batch(values, None, None).map_err(failed)?;
-        column.close().map_err(failed)?;
+        write_column::<DoubleType, _>(&mut group, values).map_err(failed)?;
     }
-    let mut column = group.next_column().map_err(failed)?.ok_or_else(|| Error::Output("no volume column".into()))?;
-    column.typed::<Int64Type>().write_batch(&volumes, None, None).map_err(failed)?;
-    column.close().map_err(failed)?;
+    write_column::<Int64Type, _>(&mut group, &volumes).map_err(failed)?;
     group.close().map_err(failed)?;
     writer.close().map_err(failed)?;
     Ok(())
+}
+
+/// Writes the next column of `group`: `values` of type `T`, no nulls.
+fn write_column<T: parquet::data_type::DataType, W: std::io::Write + Send>(
+    group: &mut parquet::file::writer::SerializedRowGroupWriter<'_, W>,
+    values: &[T::T],
+) -> parquet::errors::Result<()> {
+    let mut column = group
+        .next_column()?
+        .ok_or_else(|| parquet::errors::ParquetError::General("the schema has fewer columns".into()))?;
+    column.typed::<T>().write_batch(values, None, None)?;
+    column.close()
 }
 
 /// W0 rows: the CSV and the Parquet file of `sizes.bars` bars, loaded and validated (median seconds).

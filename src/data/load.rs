@@ -372,8 +372,8 @@ impl<'a> PlainCsv<'a> {
                 text
             } else {
                 skipped.push(k);
-                let count = line.iter().filter(|&&b| b == self.delimiter).count() + 1;
-                let message = if line.iter().all(|&b| b == self.delimiter || b.is_ascii_whitespace()) {
+                let count = fields(line, self.delimiter).count();
+                let message = if fields(line, self.delimiter).all(<[u8]>::is_empty) {
                     continue;
                 } else if count != self.width {
                     format!("{count} fields, the header has {}", self.width)
@@ -658,7 +658,6 @@ impl ParquetKind {
                 defs.iter().map(|&d| if d > 0 { values.next().map_or(Cell::Null, &mut cell) } else { Cell::Null }),
             );
         }
-        let time = time_cell;
         let full = |defs: &[i16]| defs.iter().all(|&d| d > 0);
         let scaled = |v: i64, scale: i32| {
             u32::try_from(scale)
@@ -684,10 +683,10 @@ impl ParquetKind {
                     Self::Timestamp(unit) if full(&defs) && out.extend_ints(values.iter().copied(), Some(unit)) => {}
                     Self::Int if full(&defs) && out.extend_ints(values.iter().copied(), None) => {}
                     Self::Timestamp(1_000) => {
-                        spread(out.cells(), values, &defs, |v| time(DateTime::from_timestamp_millis(v)))
+                        spread(out.cells(), values, &defs, |v| time_cell(DateTime::from_timestamp_millis(v)))
                     }
                     Self::Timestamp(_) => {
-                        spread(out.cells(), values, &defs, |v| time(DateTime::from_timestamp_micros(v)))
+                        spread(out.cells(), values, &defs, |v| time_cell(DateTime::from_timestamp_micros(v)))
                     }
                     Self::Decimal(scale, _) => spread(out.cells(), values, &defs, |v| scaled(v, scale)),
                     _ => spread(out.cells(), values, &defs, Cell::Int),
