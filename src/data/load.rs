@@ -74,6 +74,22 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// [`Table::row_cells`] where only the columns `needed` are read: a `Columns` table makes cells of
+    /// those alone (the others stay `Null` in `buf`, a buffer used for nothing else), since a row's cells
+    /// are built for every row and most of a wide file's columns are not prices.
+    fn row_cells_in<'s>(&'s self, i: usize, needed: &[usize], buf: &'s mut Vec<Cell<'a>>) -> &'s [Cell<'a>] {
+        match &self.storage {
+            Storage::Columns(columns) => {
+                buf.resize(self.headers.len(), Cell::Null);
+                for &c in needed {
+                    buf[c] = columns[c].cell(i);
+                }
+                buf
+            }
+            _ => self.row_cells(i, buf),
+        }
+    }
+
     /// Row `i`'s text in column `col` of a `Cells` or `Columns` table, trimmed, when it is text.
     fn text(&self, i: usize, col: usize) -> Option<&str> {
         let cell = match &self.storage {
@@ -97,8 +113,20 @@ pub fn load_file(path: &Path, policy: &CleanPolicy) -> Result<(Dataset, LoadRepo
     let name = path.display().to_string();
     let bytes = file_bytes(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
     let stem = path.file_stem().map_or_else(|| "DATA".to_owned(), |s| s.to_string_lossy().to_uppercase());
+    if bytes.starts_with(PARQUET_MAGIC) {
+        // The Parquet reader shares the mapping (no copy of the file).
+        let data = match bytes {
+            FileBytes::Mapped(map) => bytes::Bytes::from_owner(map),
+            FileBytes::Read(v) => bytes::Bytes::from(v),
+        };
+        let table = read_parquet(&name, data)?;
+        return build(&name, table, &stem, policy);
+    }
     load_bytes(&name, &bytes, &stem, policy)
 }
+
+/// The first bytes of a Parquet file.
+const PARQUET_MAGIC: &[u8] = b"PAR1";
 
 /// A file's bytes: mapped into memory when it is a regular file (a 17 MB CSV is there in about a millisecond,
 /// where copying it into a fresh buffer took 14 ms on a 2-core machine), else read (a pipe, a FIFO).
@@ -139,7 +167,11 @@ pub fn load_bytes(
     default_symbol: &str,
     policy: &CleanPolicy,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    let table = if bytes.starts_with(b"PAR1") { read_parquet(name, bytes)? } else { read_csv(name, bytes)? };
+    let table = if bytes.starts_with(PARQUET_MAGIC) {
+        read_parquet(name, bytes::Bytes::copy_from_slice(bytes))?
+    } else {
+        read_csv(name, bytes)?
+    };
     build(name, table, default_symbol, policy)
 }
 
@@ -463,15 +495,14 @@ fn read_plain_csv<'a>(text: &'a [u8], delimiter: u8) -> Table<'a> {
 /// Parquet: flat files of the usual column types are read column by column (each column's pages decoded
 /// in one pass, the columns in parallel); other schemas (nested columns, INT96, unsigned or unusual
 /// logical types) go through the row iterator ([`read_parquet_rows`]). Both give the same cells.
-fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table<'static>, LoadReport> {
+fn read_parquet(name: &str, data: bytes::Bytes) -> Result<Table<'static>, LoadReport> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let bad =
         |e: parquet::errors::ParquetError| file_error(name, IssueClass::BadRow, format!("unreadable Parquet: {e}"));
-    let data = bytes::Bytes::copy_from_slice(bytes);
     let reader = SerializedFileReader::new(data.clone()).map_err(bad)?;
     let schema = reader.metadata().file_metadata().schema_descr_ptr();
     let kinds: Option<Vec<ParquetKind>> = schema.columns().iter().map(|c| ParquetKind::of(c)).collect();
-    let Some(kinds) = kinds else { return read_parquet_rows(name, bytes) };
+    let Some(kinds) = kinds else { return read_parquet_rows(name, &data) };
     let headers: Vec<String> = schema.columns().iter().map(|c| c.name().to_owned()).collect();
     let n_rows = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
     let columns = kinds
@@ -482,15 +513,16 @@ fn read_parquet(name: &str, bytes: &[u8]) -> Result<Table<'static>, LoadReport> 
             let reader = SerializedFileReader::new(data.clone())?;
             let mut values = ParquetColumn::Cells(Vec::new());
             for g in 0..reader.num_row_groups() {
-                let column = reader.get_row_group(g)?.get_column_reader(c)?;
-                kind.read(column, &mut values)?;
+                let group = reader.get_row_group(g)?;
+                let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
+                kind.read(group.get_column_reader(c)?, rows, &mut values)?;
             }
             Ok(values)
         })
         .collect::<Result<Vec<ParquetColumn>, parquet::errors::ParquetError>>()
         .map_err(bad)?;
     if columns.iter().any(|c| c.len() != n_rows) {
-        return read_parquet_rows(name, bytes);
+        return read_parquet_rows(name, &data);
     }
     let mut table = Table::new(headers);
     table.rows = (1..=n_rows).collect();
@@ -513,6 +545,28 @@ fn time_cell(t: Option<DateTime<chrono::Utc>>) -> Cell<'static> {
     t.map_or(Cell::Null, |t| Cell::Time(t.fixed_offset()))
 }
 
+/// `DateTime::from_timestamp_millis` (`per_second` 1,000) or `_micros` (1,000,000) of `v`, with the
+/// calendar date of the thread's last day kept: consecutive bars mostly share a day, and turning a day
+/// number into a date was the most expensive part of reading a timestamp.
+fn stamp_time(v: i64, per_second: i64) -> Option<DateTime<chrono::Utc>> {
+    use chrono::{NaiveDate, NaiveTime};
+    thread_local!(static LAST_DAY: std::cell::Cell<Option<(i64, NaiveDate)>> = const { std::cell::Cell::new(None) });
+    let per_day = 86_400 * per_second;
+    let (day, within) = (v.div_euclid(per_day), v.rem_euclid(per_day));
+    let date = match LAST_DAY.get() {
+        Some((d, date)) if d == day => date,
+        _ => {
+            // Days from 0001-01-01 (day 1 of the common era) to 1970-01-01: 719,163.
+            let date = NaiveDate::from_num_days_from_ce_opt(i32::try_from(day.checked_add(719_163)?).ok()?)?;
+            LAST_DAY.set(Some((day, date)));
+            date
+        }
+    };
+    let nanos = (within % per_second) * (1_000_000_000 / per_second);
+    let time = NaiveTime::from_num_seconds_from_midnight_opt((within / per_second) as u32, nanos as u32)?;
+    Some(date.and_time(time).and_utc())
+}
+
 impl ParquetColumn {
     fn len(&self) -> usize {
         match self {
@@ -527,8 +581,7 @@ impl ParquetColumn {
         match self {
             Self::Floats(v) => Cell::Float(v[i]),
             Self::Ints(v) => Cell::Int(v[i]),
-            Self::Stamps(v, 1_000) => time_cell(DateTime::from_timestamp_millis(v[i])),
-            Self::Stamps(v, _) => time_cell(DateTime::from_timestamp_micros(v[i])),
+            Self::Stamps(v, unit) => time_cell(stamp_time(v[i], *unit)),
             Self::Cells(v) => v[i].clone(),
         }
     }
@@ -545,24 +598,29 @@ impl ParquetColumn {
 
     /// Appends a row group's floats (no nulls) when the column holds floats or nothing yet; `false`
     /// otherwise (the caller then spreads them as cells).
-    fn extend_floats(&mut self, values: impl Iterator<Item = f64>) -> bool {
-        if matches!(self, Self::Cells(c) if c.is_empty()) {
-            *self = Self::Floats(Vec::new());
+    fn extend_floats(&mut self, values: &mut Vec<f64>) -> bool {
+        match self {
+            // The first row group's vector becomes the column's (no copy).
+            Self::Cells(c) if c.is_empty() => *self = Self::Floats(std::mem::take(values)),
+            Self::Floats(v) => v.extend_from_slice(values),
+            _ => return false,
         }
-        let Self::Floats(v) = self else { return false };
-        v.extend(values);
         true
     }
 
     /// Appends a row group's integers (no nulls): timestamps of `unit` per second, or plain integers
     /// (`unit` `None`), when the column holds the same or nothing yet; `false` otherwise.
-    fn extend_ints(&mut self, values: impl Iterator<Item = i64>, unit: Option<i64>) -> bool {
-        if matches!(self, Self::Cells(c) if c.is_empty()) {
-            *self = unit.map_or(Self::Ints(Vec::new()), |u| Self::Stamps(Vec::new(), u));
-        }
-        match (self, unit) {
-            (Self::Ints(v), None) => v.extend(values),
-            (Self::Stamps(v, held), Some(u)) if *held == u => v.extend(values),
+    fn extend_ints(&mut self, values: &mut Vec<i64>, unit: Option<i64>) -> bool {
+        match (&mut *self, unit) {
+            (Self::Cells(c), _) if c.is_empty() => {
+                let v = std::mem::take(values);
+                *self = match unit {
+                    Some(u) => Self::Stamps(v, u),
+                    None => Self::Ints(v),
+                };
+            }
+            (Self::Ints(v), None) => v.extend_from_slice(values),
+            (Self::Stamps(v, held), Some(u)) if *held == u => v.extend_from_slice(values),
             _ => return false,
         }
         true
@@ -628,13 +686,18 @@ impl ParquetKind {
     fn read(
         self,
         column: parquet::column::reader::ColumnReader,
+        rows: usize,
         out: &mut ParquetColumn,
     ) -> parquet::errors::Result<()> {
         use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
         use parquet::data_type::DataType;
-        /// Every value and definition level of a column chunk.
-        fn all<T: DataType>(mut r: ColumnReaderImpl<T>) -> parquet::errors::Result<(Vec<T::T>, Vec<i16>)> {
-            let (mut values, mut defs) = (Vec::new(), Vec::new());
+        /// Every value and definition level of a column chunk of `rows` rows (read into vectors of that
+        /// capacity: no regrowing).
+        fn read_all<T: DataType>(
+            mut r: ColumnReaderImpl<T>,
+            rows: usize,
+        ) -> parquet::errors::Result<(Vec<T::T>, Vec<i16>)> {
+            let (mut values, mut defs) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
             loop {
                 let (records, _, _) = r.read_records(1 << 16, Some(&mut defs), None, &mut values)?;
                 if records == 0 {
@@ -667,21 +730,21 @@ impl ParquetKind {
         };
         match (self, column) {
             (kind, ColumnReader::Int32ColumnReader(r)) => {
-                let (values, defs) = all(r)?;
+                let (values, defs) = read_all(r, rows)?;
                 match kind {
                     Self::Date => spread(out.cells(), values, &defs, |d| {
                         epoch(i64::from(d) * 86_400).map_or(Cell::Null, Cell::Time)
                     }),
                     Self::Decimal(scale, _) => spread(out.cells(), values, &defs, |v| scaled(i64::from(v), scale)),
-                    _ if full(&defs) && out.extend_ints(values.iter().map(|&v| i64::from(v)), None) => {}
+                    _ if full(&defs) && out.extend_ints(&mut values.iter().map(|&v| i64::from(v)).collect(), None) => {}
                     _ => spread(out.cells(), values, &defs, |v| Cell::Int(i64::from(v))),
                 }
             }
             (kind, ColumnReader::Int64ColumnReader(r)) => {
-                let (values, defs) = all(r)?;
+                let (mut values, defs) = read_all(r, rows)?;
                 match kind {
-                    Self::Timestamp(unit) if full(&defs) && out.extend_ints(values.iter().copied(), Some(unit)) => {}
-                    Self::Int if full(&defs) && out.extend_ints(values.iter().copied(), None) => {}
+                    Self::Timestamp(unit) if full(&defs) && out.extend_ints(&mut values, Some(unit)) => {}
+                    Self::Int if full(&defs) && out.extend_ints(&mut values, None) => {}
                     Self::Timestamp(1_000) => {
                         spread(out.cells(), values, &defs, |v| time_cell(DateTime::from_timestamp_millis(v)))
                     }
@@ -693,36 +756,36 @@ impl ParquetKind {
                 }
             }
             (_, ColumnReader::FloatColumnReader(r)) => {
-                let (values, defs) = all(r)?;
-                if !(full(&defs) && out.extend_floats(values.iter().map(|&v| f64::from(v)))) {
+                let (values, defs) = read_all(r, rows)?;
+                if !(full(&defs) && out.extend_floats(&mut values.iter().map(|&v| f64::from(v)).collect())) {
                     spread(out.cells(), values, &defs, |v| Cell::Float(f64::from(v)));
                 }
             }
             (_, ColumnReader::DoubleColumnReader(r)) => {
-                let (values, defs) = all(r)?;
-                if !(full(&defs) && out.extend_floats(values.iter().copied())) {
+                let (mut values, defs) = read_all(r, rows)?;
+                if !(full(&defs) && out.extend_floats(&mut values)) {
                     spread(out.cells(), values, &defs, Cell::Float);
                 }
             }
             (_, ColumnReader::BoolColumnReader(r)) => {
-                let (values, defs) = all(r)?;
+                let (values, defs) = read_all(r, rows)?;
                 spread(out.cells(), values, &defs, |v| Cell::Text(Cow::Owned(v.to_string())));
             }
             (Self::Decimal(scale, precision), ColumnReader::ByteArrayColumnReader(r)) => {
-                let (values, defs) = all(r)?;
+                let (values, defs) = read_all(r, rows)?;
                 spread(out.cells(), values, &defs, |v| {
                     let d = parquet::data_type::Decimal::from_bytes(v, precision, scale);
                     parquet_decimal(&d).map_or(Cell::Null, Cell::Decimal)
                 });
             }
             (_, ColumnReader::ByteArrayColumnReader(r)) => {
-                let (values, defs) = all(r)?;
+                let (values, defs) = read_all(r, rows)?;
                 spread(out.cells(), values, &defs, |v| {
                     Cell::Text(Cow::Owned(String::from_utf8_lossy(v.data()).into_owned()))
                 });
             }
             (Self::Decimal(scale, precision), ColumnReader::FixedLenByteArrayColumnReader(r)) => {
-                let (values, defs) = all(r)?;
+                let (values, defs) = read_all(r, rows)?;
                 spread(out.cells(), values, &defs, |v| {
                     let d = parquet::data_type::Decimal::from_bytes(v.into(), precision, scale);
                     parquet_decimal(&d).map_or(Cell::Null, Cell::Decimal)
@@ -876,9 +939,13 @@ pub fn float_decimal(x: f64) -> Option<Decimal> {
         return Decimal::from_f64(x);
     }
     let hint = LAST_SCALE.get();
-    let m = (x * POWERS[hint]).round();
-    if m.abs() < 1e15 && m / POWERS[hint] == x {
-        let (mut m, mut k) = (m as i64, hint as u32);
+    // Rounded by adding a half and truncating (`round` is a library call here): a nearest integer off by
+    // one in the rare cases this misrounds fails the read-back test and takes the search, and any `m` that
+    // passes the test is the answer (above), however it was found.
+    let y = x * POWERS[hint];
+    let m = if y.abs() < 1e15 { (y + 0.5f64.copysign(y)) as i64 } else { i64::MAX };
+    if m.unsigned_abs() < 1_000_000_000_000_000 && m as f64 / POWERS[hint] == x {
+        let (mut m, mut k) = (m, hint as u32);
         while k > 0 && m % 10 == 0 {
             (m, k) = (m / 10, k - 1);
         }
@@ -1132,6 +1199,7 @@ fn build(
     let t_col = idx(map.time);
     let columns = [t_col, idx(map.open), idx(map.high), idx(map.low), idx(map.close)];
     let rules = RowRules { name, headers: &table.headers, map: &map, date_time_pair, policy, columns };
+    let needed: Vec<usize> = columns.iter().copied().chain(map.volume).chain(date_time_pair.map(|(_, t)| t)).collect();
     // Every row's bar (or `no_bar()`) is written straight into its place in one vector, its note beside it;
     // the outcomes are then taken in row order, so the findings and the series do not depend on the threads.
     let (bars, notes) = match &table.storage {
@@ -1149,7 +1217,7 @@ fn build(
                 || Vec::with_capacity(table.headers.len()),
                 |buf, (i, &row)| {
                     let symbol = map.symbol.and_then(|col| table.text(i, col)).filter(|s| !s.is_empty());
-                    rules.parse(table.row_cells(i, buf), row, symbol)
+                    rules.parse(table.row_cells_in(i, &needed, buf), row, symbol)
                 },
             )
             .unzip(),
@@ -1369,6 +1437,24 @@ mod tests {
         assert!(compared > 150_000, "{compared} readings compared");
     }
 
+    /// Timestamps read with the thread's last day are chrono's, in and out of range, within a day and
+    /// across days and the epoch, in both units.
+    #[test]
+    fn stamps_read_as_chrono_reads_them() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut v: i64 = -3 * 86_400_000;
+        for k in 0..200_000 {
+            v = match k % 50 {
+                0 => rng.random::<i64>(),
+                1 => rng.random_range(-10i64.pow(17)..10i64.pow(17)),
+                _ => v.wrapping_add(rng.random_range(0..4_000_000)),
+            };
+            assert_eq!(stamp_time(v, 1_000), DateTime::from_timestamp_millis(v), "{v} ms");
+            assert_eq!(stamp_time(v, 1_000_000), DateTime::from_timestamp_micros(v), "{v} us");
+        }
+    }
+
     /// The fast reading of plain numbers is `Decimal::from_str`'s (value and scale) wherever it answers,
     /// and it answers for every plain number of up to 18 digits but a negative zero (left to `from_str`).
     #[test]
@@ -1404,7 +1490,7 @@ mod tests {
     #[test]
     fn parquet_columns_read_as_the_rows_do() {
         let bytes = parquet_file(&[70_000, 3_000]);
-        let by_columns = read_parquet("b.parquet", &bytes).unwrap();
+        let by_columns = read_parquet("b.parquet", bytes::Bytes::copy_from_slice(&bytes)).unwrap();
         assert!(matches!(by_columns.storage, Storage::Columns(_)), "read by column");
         let by_rows = read_parquet_rows("b.parquet", &bytes).unwrap();
         assert_eq!(by_columns.rows, by_rows.rows);
