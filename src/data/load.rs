@@ -935,8 +935,15 @@ const POWERS: [f64; 16] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e1
 /// significant digits rounding to the same double, which the 15.95 digits of a double rule out).
 pub fn float_decimal(x: f64) -> Option<Decimal> {
     thread_local!(static LAST_SCALE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+    // The thread's last reading (the answer depends on `x` alone): a bar's open is often the last close,
+    // and its high or low its open or close.
+    thread_local!(static LAST_READ: std::cell::Cell<(u64, Decimal)> = const { std::cell::Cell::new((0, Decimal::ZERO)) });
     if !x.is_finite() || x == 0.0 {
         return Decimal::from_f64(x);
+    }
+    let (bits, last) = LAST_READ.get();
+    if bits == x.to_bits() {
+        return Some(last);
     }
     let hint = LAST_SCALE.get();
     // Rounded by adding a half and truncating (`round` is a library call here): a nearest integer off by
@@ -949,11 +956,14 @@ pub fn float_decimal(x: f64) -> Option<Decimal> {
         while k > 0 && m % 10 == 0 {
             (m, k) = (m / 10, k - 1);
         }
-        return Some(Decimal::new(m, k));
+        let d = Decimal::new(m, k);
+        LAST_READ.set((x.to_bits(), d));
+        return Some(d);
     }
     let found = searched_decimal(x);
     if let Some(d) = found {
         LAST_SCALE.set(d.scale() as usize);
+        LAST_READ.set((x.to_bits(), d));
     }
     found.or_else(|| Decimal::from_f64(x))
 }
