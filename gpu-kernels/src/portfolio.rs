@@ -196,13 +196,27 @@ pub fn mark_at_close(params: &TrialParams, state: &mut EnvState, before: EnvStat
         EnvStatus::Bankrupt
     } else if before == EnvStatus::HaltPending {
         EnvStatus::Halted
-    } else if params.max_drawdown > 0.0 && state.drawdown() > params.max_drawdown {
+    } else if params.max_drawdown > 0.0 && beyond_drawdown(state, params.max_drawdown) {
         EnvStatus::HaltPending
     } else {
         EnvStatus::Active
     };
     state.status =
         if !next.is_done() && state.bar >= state.end_bar { EnvStatus::SegmentEnd as u32 } else { next as u32 };
+}
+
+/// `state.drawdown() > limit`, with its division only where equity is near or below the limit: for
+/// `0 < limit < 1`, an equity above `peak x (1 - limit) x (1 + 1e-9)` (computed with at most 3 roundings)
+/// means `equity / peak > 1 - limit` exactly, and then the rounded `1 - equity / peak` cannot exceed
+/// `limit` (rounding is monotonic and `limit` is a double), so the answer is the division's whatever the
+/// numbers; the division runs on a few bars of a breaker's neighbourhood instead of every bar.
+#[inline]
+fn beyond_drawdown(state: &EnvState, limit: f64) -> bool {
+    let peak = state.peak_equity;
+    if limit < 1.0 && peak > 0.0 && state.equity > peak * (1.0 - limit) * (1.0 + 1e-9) {
+        return false;
+    }
+    state.drawdown() > limit
 }
 
 /// The target position for `action` given the env's status: FLAT while the breaker is pending.
@@ -214,6 +228,29 @@ pub fn effective_target(params: &TrialParams, status: EnvStatus, action: u8) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The drawdown test without a division agrees with the division at and around every limit.
+    #[test]
+    fn drawdown_prefilter_is_the_division() {
+        let mut counter = 0;
+        let mut next = move || {
+            counter += 1;
+            (crate::rng::draw_u64(9, 0, counter) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut state = EnvState::new(&TrialParams::frictionless(1_000.0), 0, 10);
+        for case in 0..200_000 {
+            let limit = [next(), 0.25, 1e-12, 0.999_999, 1.0, 1.5][case % 6];
+            state.peak_equity = 1_000.0 * (0.5 + next());
+            let at = state.peak_equity * (1.0 - limit);
+            // Equity at the limit's equity to within a few ulps, near it, or anywhere.
+            state.equity = match case % 3 {
+                0 => f64::from_bits(at.to_bits().wrapping_add((next() * 16.0) as u64).wrapping_sub(8)),
+                1 => at * (1.0 + (next() - 0.5) * 4e-9),
+                _ => state.peak_equity * next() * 1.2,
+            };
+            assert_eq!(beyond_drawdown(&state, limit), state.drawdown() > limit, "{state:?} {limit}");
+        }
+    }
 
     #[test]
     fn fills_take_half_the_spread() {
