@@ -190,32 +190,18 @@ pub const WRITE_EQUITY: u32 = 2;
 /// else in 128 bits; the answer is the same.
 #[inline]
 pub fn sma_side(prefix: &[i64], t: usize, s: &SmaCross, narrow: bool) -> Option<i32> {
-    window_ends(prefix, t, s).map(|ends| side_of(ends, s, narrow))
-}
-
-/// The prefix sums [`sma_side`] reads at bar `t`: `prefix[t + 1]`, `prefix[t + 1 - fast]`,
-/// `prefix[t + 1 - slow]`; `None` until both windows are full (or past the prices).
-#[inline]
-fn window_ends(prefix: &[i64], t: usize, s: &SmaCross) -> Option<[i64; 3]> {
     let (fast, slow) = (s.fast as usize, s.slow as usize);
-    if fast == 0 || slow == 0 || t + 1 < slow.max(fast) || t + 1 >= prefix.len() {
+    if fast == 0 || slow == 0 || t + 1 < slow.max(fast) {
         return None;
     }
-    Some([prefix[t + 1], prefix[t + 1 - fast], prefix[t + 1 - slow]])
-}
-
-/// [`sma_side`] from the prefix sums at the ends of the windows.
-#[inline]
-fn side_of([now, fast_start, slow_start]: [i64; 3], s: &SmaCross, narrow: bool) -> i32 {
-    let (fast, slow) = (s.fast as usize, s.slow as usize);
-    let sum_fast = now - fast_start;
-    let sum_slow = now - slow_start;
+    let sum_fast = prefix[t + 1] - prefix[t + 1 - fast];
+    let sum_slow = prefix[t + 1] - prefix[t + 1 - slow];
     let order = if narrow {
         (sum_fast * slow as i64).cmp(&(sum_slow * fast as i64))
     } else {
         (i128::from(sum_fast) * slow as i128).cmp(&(i128::from(sum_slow) * fast as i128))
     };
-    order as i32
+    Some(order as i32)
 }
 
 /// Whether every column's products in [`sma_side`] fit an i64 over these prefix sums: a window sum of `w`

@@ -745,12 +745,7 @@ impl ParquetKind {
                 match kind {
                     Self::Timestamp(unit) if full(&defs) && out.extend_ints(&mut values, Some(unit)) => {}
                     Self::Int if full(&defs) && out.extend_ints(&mut values, None) => {}
-                    Self::Timestamp(1_000) => {
-                        spread(out.cells(), values, &defs, |v| time_cell(DateTime::from_timestamp_millis(v)))
-                    }
-                    Self::Timestamp(_) => {
-                        spread(out.cells(), values, &defs, |v| time_cell(DateTime::from_timestamp_micros(v)))
-                    }
+                    Self::Timestamp(unit) => spread(out.cells(), values, &defs, |v| time_cell(stamp_time(v, unit))),
                     Self::Decimal(scale, _) => spread(out.cells(), values, &defs, |v| scaled(v, scale)),
                     _ => spread(out.cells(), values, &defs, Cell::Int),
                 }
