@@ -117,8 +117,11 @@ impl TrainConfig {
 /// One epoch's outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EpochReport {
-    /// Epoch number (from 0).
+    /// Epoch number of the batch (from 0).
     pub epoch: usize,
+    /// Per slot: the key of the trial it trained this epoch and that trial's own epoch (from 0; a trial
+    /// started in a freed slot counts from its start), or `None` for an idle slot.
+    pub trials: Vec<Option<(u64, usize)>>,
     /// Env steps so far (per env).
     pub env_steps: u64,
     /// Gradient steps so far (each for every trial).
@@ -286,7 +289,7 @@ pub struct PendingGreedy<'a> {
     _env: EnvBatch,
     walk: WalkHandle,
     market: &'a MarketData,
-    env_params: &'a [TrialParams],
+    env_params: Vec<TrialParams>,
     bars_per_year: f64,
 }
 
@@ -297,13 +300,17 @@ pub fn start_greedy<'a, P: Policy>(
     backend: &Backend,
     agent: &mut P,
     market: &'a MarketData,
-    env_params: &'a [TrialParams],
+    env_params: &[TrialParams],
     bars_per_year: f64,
     seed: u64,
 ) -> Result<PendingGreedy<'a>, HostError> {
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let layout = SimLayout::new(trials, 1)?;
+    // A walk's envs are fresh: no trial's clocks carry over from the batch it trained in.
+    let env_params: Vec<TrialParams> =
+        env_params.iter().map(|p| TrialParams { ring_origin: 0, draw_origin: 0, ..*p }).collect();
+    let env_params = env_params.as_slice();
     let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed, trial_groups: 1 };
     let mut env = EnvBatch::new(backend, market, env_params, layout, cfg)?;
     env.reset_segments(&vec![(0, steps as u32); trials])?;
@@ -318,14 +325,14 @@ pub fn start_greedy<'a, P: Policy>(
         }
         walk = WalkHandle::from_actions(env.transitions()?.iter().map(|t| t.action).collect());
     }
-    Ok(PendingGreedy { _env: env, walk, market, env_params, bars_per_year })
+    Ok(PendingGreedy { _env: env, walk, market, env_params: env_params.to_vec(), bars_per_year })
 }
 
 impl PendingGreedy<'_> {
     /// Waits for the walk and backtests its actions: each trial's metrics and the actions.
     pub fn finish(self) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
         let targets = self.walk.finish()?.ok_or_else(|| HostError::Config("the greedy walk gave no actions".into()))?;
-        let (market, env_params) = (self.market, self.env_params);
+        let (market, env_params) = (self.market, &self.env_params);
         let spec = BacktestSpec {
             start: 0,
             end: market.n_bars() - 1,
@@ -343,7 +350,22 @@ impl PendingGreedy<'_> {
 }
 
 /// An agent that learns from its envs an epoch at a time.
-pub trait Learner: Policy {
+pub trait Learner: Policy + Networks {
+    /// A trial's learner parameters.
+    type Params: Clone;
+    /// Slot `k` takes a new trial at an epoch boundary, after `step` env steps of the batch: its env
+    /// parameters `env_params` and learner parameters `params`, fresh networks, optimizer state, replay ring
+    /// and clocks ([`EnvBatch::restart_trial`] and the agent's own), so that it computes what it would in a
+    /// batch of its own.
+    fn restart_slot(
+        &mut self,
+        k: usize,
+        params: Self::Params,
+        env: &mut EnvBatch,
+        env_params: TrialParams,
+        cfg: &TrainConfig,
+        step: u64,
+    ) -> Result<(), Error>;
     /// One epoch of `segment_len` env steps from `env`'s fresh segments; `step` counts env steps so far.
     fn learn_epoch(
         &mut self,
@@ -358,7 +380,41 @@ pub trait Learner: Policy {
     fn gradient_steps(&self) -> u64;
 }
 
+/// The batch's gradient rounds that a trial started after `start` env steps sits out: those its
+/// batch-mates take before the trial's own warm-up ends (its first round is at its own step `s0`, the first
+/// `s >= warmup_steps` that `train_every` divides). A trial's rounds fall on its batch-mates' only when
+/// `train_every` divides `start`: otherwise an error (slot refills need `segment_len` a multiple of
+/// `train_every`).
+pub fn warmup_rounds(cfg: &TrainConfig, start: u64) -> Result<u64, Error> {
+    let every = cfg.train_every.max(1);
+    if !start.is_multiple_of(every) {
+        return Err(Error::Data(format!(
+            "a trial can start in a freed slot only where train_every ({every}) divides the env steps so far \
+             ({start}): make segment_len a multiple of train_every"
+        )));
+    }
+    let round = |s: u64| s >= cfg.warmup_steps && s.is_multiple_of(every);
+    Ok((1..).take_while(|&s| !round(s)).filter(|&s| round(start + s)).count() as u64)
+}
+
 impl Learner for DqnAgent {
+    type Params = DqnParams;
+
+    fn restart_slot(
+        &mut self,
+        k: usize,
+        params: DqnParams,
+        env: &mut EnvBatch,
+        env_params: TrialParams,
+        cfg: &TrainConfig,
+        step: u64,
+    ) -> Result<(), Error> {
+        // Its batch-mates' gradient steps (and minibatch draws, one each) during its warm-up are not its own.
+        let skipped = warmup_rounds(cfg, step)? * cfg.grad_steps as u64;
+        env.restart_trial(k, env_params, env.draws() + skipped)?;
+        Ok(self.restart_trial(k, params, env, step, self.gradient_steps() + skipped)?)
+    }
+
     /// Acts every step; after the warm-up, `grad_steps` gradient steps every `train_every` env steps.
     fn learn_epoch(
         &mut self,
@@ -387,6 +443,21 @@ impl Learner for DqnAgent {
 }
 
 impl Learner for PpoAgent {
+    type Params = gpu_kernels::ppo::PpoParams;
+
+    fn restart_slot(
+        &mut self,
+        k: usize,
+        params: Self::Params,
+        env: &mut EnvBatch,
+        env_params: TrialParams,
+        _cfg: &TrainConfig,
+        _step: u64,
+    ) -> Result<(), Error> {
+        env.restart_trial(k, env_params, env.draws())?;
+        Ok(self.restart_trial(k, params, env)?)
+    }
+
     /// The segment's rollouts ([`rollouts_per_epoch`]), each followed by GAE and the minibatch updates.
     fn learn_epoch(
         &mut self,
@@ -422,16 +493,122 @@ pub fn rollouts_per_epoch(cfg: &TrainConfig, segment_len: usize) -> usize {
     segment_len.div_ceil(rollout_len(cfg, segment_len).max(1))
 }
 
-/// The training loop of any learner: envs on the train split, an agent from `make_agent`, each epoch fresh
-/// segments, one learning epoch, the greedy validation; the test split at the end.
-fn train<A: Learner>(
+/// A trial to start in a freed slot of a running batch.
+#[derive(Clone, Debug)]
+pub struct SlotTrial<P> {
+    /// Its environment parameters (its `key` keys every random stream of the trial).
+    pub env: TrialParams,
+    /// Its learner's parameters.
+    pub learner: P,
+}
+
+/// One trial's online network (active width) and where it sits in the parameter layout.
+#[derive(Clone, Debug)]
+pub struct TrialNetwork {
+    /// The parameter layout of its batch.
+    pub layout: Layout,
+    /// Its hidden width.
+    pub hidden: usize,
+    /// Its parameters (`layout.params()` floats).
+    pub weights: Vec<f32>,
+}
+
+impl TrialNetwork {
+    /// Trial `k`'s network of `agent`, from all trials' online parameters `online`.
+    fn of(agent: &(impl Networks + ?Sized), online: &[f32], k: usize) -> Self {
+        let layout = agent.net_layout();
+        let n = layout.params();
+        Self { layout, hidden: agent.hiddens()[k], weights: online[k * n..(k + 1) * n].to_vec() }
+    }
+
+    /// Saves it as safetensors at `path` (written beside, synced, then renamed into place: a kill leaves the
+    /// old file or the new one, never a torn checkpoint).
+    pub fn save(&self, path: &Path) -> Result<(), Error> {
+        let tensors = trial_tensors(&self.layout, &self.weights, self.hidden)
+            .map_err(|e| Error::Output(format!("checkpoint tensors: {e}")))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.tmp"));
+        candle_core::safetensors::save(&tensors, &tmp)
+            .map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(Error::io(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(Error::io(path))?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all(); // the rename itself, where the platform allows syncing a directory
+        }
+        Ok(())
+    }
+}
+
+/// A trial whose run in a slot ended: it trained all its epochs, or it stopped early (pruned).
+#[derive(Clone, Debug)]
+pub struct EndedTrial {
+    /// Its slot.
+    pub slot: usize,
+    /// Its key ([`TrialParams::key`]).
+    pub key: u64,
+    /// Epochs it trained.
+    pub epochs: usize,
+    /// Its greedy policy on the test split.
+    pub test: Metrics,
+    /// Its greedy test actions (test bars - 1).
+    pub test_actions: Vec<u8>,
+    /// Its online network when it ended.
+    pub network: TrialNetwork,
+}
+
+/// What a batch does at its epoch boundaries (the search's slot refill; [`train_dqn`] and [`train_ppo`]
+/// keep their trials to the end). Calls come in this order each epoch: the boundary's [`Self::stops`] and
+/// [`Self::next`] (slots in order), then the previous epoch's [`Self::report`], then the [`Self::ended`] of
+/// the trials that ended at the boundary before it.
+pub trait SlotControl<P> {
+    /// An epoch's validation report (per slot, with the trial it trained and that trial's own epoch:
+    /// [`EpochReport::trials`]). An error stops the run.
+    fn report(&mut self, report: &EpochReport) -> Result<(), Error>;
+    /// Whether the trial in `slot` ends at this boundary before its last epoch (pruned).
+    fn stops(&self, slot: usize) -> bool;
+    /// A new trial for `slot`, free at the boundary before the batch's epoch `tick`; `None` leaves it idle
+    /// (the batch ends when every slot is idle).
+    fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error>;
+    /// A trial ended (after its last epoch's report).
+    fn ended(&mut self, trial: EndedTrial) -> Result<(), Error>;
+}
+
+/// What [`run_slots`] leaves.
+#[derive(Debug)]
+pub struct SlotRun<A> {
+    /// The agent (its slots hold the last trials' networks).
+    pub agent: A,
+    /// Seconds of setup: envs and networks.
+    pub setup_seconds: f64,
+    /// Seconds of the test walks and backtests left after training (those that overlap training are free).
+    pub test_seconds: f64,
+}
+
+/// The trials that ended at one boundary: their test walk (started then) and what they leave.
+struct Ending<'a> {
+    walk: PendingGreedy<'a>,
+    trials: Vec<(usize, u64, usize, TrialNetwork)>,
+}
+
+/// The training loop of any learner over a batch of slots: envs on the train split, an agent from
+/// `make_agent` with `cfg`'s trials in its slots, each epoch fresh segments (each trial's own epoch), one
+/// learning epoch, the greedy validation; at each boundary the trials that are done (all `cfg.epochs`
+/// epochs, or stopped by `ctl`) end with a greedy test walk and free their slots for `ctl`'s next trials.
+///
+/// Epoch e's validation walk runs (on a GPU: on its own stream, from a copy of the weights) while epoch e + 1
+/// trains; it is finished and reported once that training is under way, so `ctl` hears of an epoch one
+/// epoch later and a trial it stops has trained one more epoch by the boundary where it ends. The reports
+/// and their order are those of walks finished at once: the overlap only changes when they arrive.
+pub fn run_slots<A: Learner>(
     backend: &Backend,
     data: &SplitData,
     cfg: &TrainConfig,
     ring_capacity: impl FnOnce(usize) -> usize,
     make_agent: impl FnOnce(&EnvBatch) -> Result<A, HostError>,
-    mut progress: impl FnMut(&EpochReport) -> Result<(), Error>,
-) -> Result<Trained<A>, Error> {
+    ctl: &mut dyn SlotControl<A::Params>,
+) -> Result<SlotRun<A>, Error> {
     let trials = cfg.env_params.len();
     let setup = Instant::now();
     let (train, valid, test) = (&data.train, &data.valid, &data.test);
@@ -446,37 +623,74 @@ fn train<A: Learner>(
     let mut env = EnvBatch::new(backend, train, &cfg.env_params, layout, env_cfg)?;
     let mut agent = make_agent(&env)?;
     let setup_seconds = setup.elapsed().as_secs_f64();
+    // Per slot: the live trial's key (None: idle), the tick it started at, the epochs it trained.
+    let mut live: Vec<Option<u64>> = cfg.env_params.iter().map(|p| Some(p.key)).collect();
+    let (mut started_at, mut trained) = (vec![0usize; trials], vec![0usize; trials]);
     let mut step = 0u64;
-    let mut epochs = Vec::with_capacity(cfg.epochs);
-    // Epoch e's validation walk runs (on a GPU: on its own stream, from a copy of the weights) while epoch
-    // e + 1 trains; it is finished and reported once that training is under way. The last one runs beside the
-    // test walk. The reports and their order are those of a walk finished at once: the overlap only changes
-    // when they arrive (and `eval_seconds`, which counts the waiting left after the next epoch's training).
     let mut pending: Option<(EpochReport, PendingGreedy)> = None;
-    let mut finish =
-        |pending: Option<(EpochReport, PendingGreedy)>, epochs: &mut Vec<EpochReport>| -> Result<(), Error> {
-            if let Some((mut report, walk)) = pending {
-                let started = Instant::now();
-                report.valid = walk.finish()?.0;
-                report.eval_seconds += started.elapsed().as_secs_f64();
-                progress(&report)?;
-                epochs.push(report);
-            }
-            Ok(())
-        };
-    for epoch in 0..cfg.epochs {
+    let mut endings: Vec<Ending> = Vec::new();
+    let mut test_seconds = 0.0;
+    // Finishes the pending validation (reported to `ctl`), then the endings registered before it.
+    let settle = |pending: Option<(EpochReport, PendingGreedy)>,
+                  endings: &mut Vec<Ending>,
+                  ctl: &mut dyn SlotControl<A::Params>|
+     -> Result<f64, Error> {
+        if let Some((mut report, walk)) = pending {
+            let started = Instant::now();
+            report.valid = walk.finish()?.0;
+            report.eval_seconds += started.elapsed().as_secs_f64();
+            ctl.report(&report)?;
+        }
         let started = Instant::now();
-        env.reset_epoch(epoch as u64)?;
+        for ending in endings.drain(..) {
+            let (metrics, actions) = ending.walk.finish()?;
+            let steps = actions.len() / metrics.len().max(1);
+            for (slot, key, epochs, network) in ending.trials {
+                let test_actions = actions[slot * steps..(slot + 1) * steps].to_vec();
+                ctl.ended(EndedTrial { slot, key, epochs, test: metrics[slot].clone(), test_actions, network })?;
+            }
+        }
+        Ok(started.elapsed().as_secs_f64())
+    };
+    for tick in 0.. {
+        // The boundary: trials that are done end (a test walk of their networks now), free slots refill.
+        let done: Vec<usize> =
+            (0..trials).filter(|&k| live[k].is_some() && (trained[k] >= cfg.epochs || ctl.stops(k))).collect();
+        if !done.is_empty() {
+            let started = Instant::now();
+            let online = agent.online()?;
+            let walk = start_greedy(backend, &mut agent, test, env.params(), cfg.bars_per_year, cfg.seed)?;
+            let ended = done
+                .iter()
+                .map(|&k| (k, live[k].take().unwrap_or_default(), trained[k], TrialNetwork::of(&agent, &online, k)))
+                .collect();
+            endings.push(Ending { walk, trials: ended });
+            test_seconds += started.elapsed().as_secs_f64();
+        }
+        for k in 0..trials {
+            if live[k].is_none()
+                && let Some(t) = ctl.next(k, tick)?
+            {
+                agent.restart_slot(k, t.learner, &mut env, t.env, cfg, step)?;
+                (live[k], started_at[k], trained[k]) = (Some(t.env.key), tick, 0);
+            }
+        }
+        if live.iter().all(Option::is_none) {
+            break;
+        }
+        let started = Instant::now();
+        env.reset_epochs(&(0..trials).map(|k| (tick - started_at[k]) as u64).collect::<Vec<_>>())?;
         agent.learn_epoch(&mut env, cfg, segment_len, &mut step)?;
         let launched = started.elapsed().as_secs_f64();
-        finish(pending.take(), &mut epochs)?;
+        test_seconds += settle(pending.take(), &mut endings, ctl)?;
         let started = Instant::now();
         let losses = agent.losses()?;
         let train_seconds = launched + started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let walk = start_greedy(backend, &mut agent, valid, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
+        let walk = start_greedy(backend, &mut agent, valid, env.params(), cfg.bars_per_year, cfg.seed)?;
         let report = EpochReport {
-            epoch,
+            epoch: tick,
+            trials: (0..trials).map(|k| live[k].map(|key| (key, trained[k]))).collect(),
             env_steps: step,
             grad_steps: agent.gradient_steps(),
             losses,
@@ -484,23 +698,60 @@ fn train<A: Learner>(
             train_seconds,
             eval_seconds: started.elapsed().as_secs_f64(),
         };
+        for (k, n) in trained.iter_mut().enumerate() {
+            *n += usize::from(live[k].is_some());
+        }
         pending = Some((report, walk));
     }
-    let started = Instant::now();
-    let test_walk = start_greedy(backend, &mut agent, test, &cfg.env_params, cfg.bars_per_year, cfg.seed)?;
-    let launched = started.elapsed().as_secs_f64();
-    finish(pending.take(), &mut epochs)?;
-    let started = Instant::now();
-    let (test_metrics, test_actions) = test_walk.finish()?;
-    let test_seconds = launched + started.elapsed().as_secs_f64();
+    test_seconds += settle(pending.take(), &mut endings, ctl)?;
+    Ok(SlotRun { agent, setup_seconds, test_seconds })
+}
+
+/// The training loop of a fixed batch ([`run_slots`] without refills): every trial trains all epochs, and
+/// `progress` hears of each epoch.
+fn train<A: Learner>(
+    backend: &Backend,
+    data: &SplitData,
+    cfg: &TrainConfig,
+    ring_capacity: impl FnOnce(usize) -> usize,
+    make_agent: impl FnOnce(&EnvBatch) -> Result<A, HostError>,
+    progress: impl FnMut(&EpochReport) -> Result<(), Error>,
+) -> Result<Trained<A>, Error> {
+    /// Reports every epoch; no trial stops early; no refill; keeps the ended trials' test results.
+    struct Fixed<F> {
+        progress: F,
+        epochs: Vec<EpochReport>,
+        ended: Vec<Option<EndedTrial>>,
+    }
+    impl<P, F: FnMut(&EpochReport) -> Result<(), Error>> SlotControl<P> for Fixed<F> {
+        fn report(&mut self, report: &EpochReport) -> Result<(), Error> {
+            (self.progress)(report)?;
+            self.epochs.push(report.clone());
+            Ok(())
+        }
+        fn stops(&self, _: usize) -> bool {
+            false
+        }
+        fn next(&mut self, _: usize, _: usize) -> Result<Option<SlotTrial<P>>, Error> {
+            Ok(None)
+        }
+        fn ended(&mut self, trial: EndedTrial) -> Result<(), Error> {
+            let slot = trial.slot;
+            self.ended[slot] = Some(trial);
+            Ok(())
+        }
+    }
+    let mut ctl = Fixed { progress, epochs: Vec::new(), ended: vec![None; cfg.env_params.len()] };
+    let run = run_slots(backend, data, cfg, ring_capacity, make_agent, &mut ctl)?;
+    let ended: Vec<EndedTrial> = ctl.ended.into_iter().flatten().collect();
     Ok(Trained {
-        agent,
-        epochs,
-        test: test_metrics,
-        test_actions,
+        agent: run.agent,
+        epochs: ctl.epochs,
+        test: ended.iter().map(|t| t.test.clone()).collect(),
+        test_actions: ended.iter().flat_map(|t| t.test_actions.iter().copied()).collect(),
         split: data.split.clone(),
-        setup_seconds,
-        test_seconds,
+        setup_seconds: run.setup_seconds,
+        test_seconds: run.test_seconds,
     })
 }
 
@@ -572,8 +823,7 @@ pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<
     save_named_weights(agent, dir, &names)
 }
 
-/// Saves trial k's online network to `dir/names[k]` (each written to a temporary file, synced, then renamed
-/// into place); returns the paths.
+/// Saves trial k's online network to `dir/names[k]` ([`TrialNetwork::save`]); returns the paths.
 pub fn save_named_weights(
     agent: &(impl Networks + ?Sized),
     dir: &Path,
@@ -581,22 +831,10 @@ pub fn save_named_weights(
 ) -> Result<Vec<std::path::PathBuf>, Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let online = agent.online()?;
-    let l = agent.net_layout();
     let mut paths = Vec::new();
-    for (k, (hidden, name)) in agent.hiddens().into_iter().zip(names).enumerate() {
-        let w = &online[k * l.params()..(k + 1) * l.params()];
-        let tensors = trial_tensors(&l, w, hidden).map_err(|e| Error::Output(format!("checkpoint tensors: {e}")))?;
+    for (k, name) in names.iter().enumerate().take(agent.hiddens().len()) {
         let path = dir.join(name);
-        // Written beside, flushed to disk, then renamed over the target: a kill leaves the old file or the new
-        // one, never a torn checkpoint (the study records the path only after this returns).
-        let tmp = dir.join(format!(".{name}.tmp"));
-        candle_core::safetensors::save(&tensors, &tmp)
-            .map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(Error::io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(Error::io(&path))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all(); // the rename itself, where the platform allows syncing a directory
-        }
+        TrialNetwork::of(agent, &online, k).save(&path)?;
         paths.push(path);
     }
     Ok(paths)

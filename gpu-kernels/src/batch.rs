@@ -39,11 +39,21 @@ impl BatchArgs {
         (self.envs_per_trial as usize).div_ceil(MOMENT_CHUNK)
     }
 
-    /// Global ring index of env `env` (trial-major numbering) at step `step` of this launch.
-    pub fn ring_index(&self, env: usize, step: usize) -> usize {
+    /// The ring head of a trial whose replay clock starts at `ring_origin` ([`TrialParams::ring_origin`]):
+    /// the batch's head less the transitions written before the trial began, so the trial's transitions
+    /// land where they would alone (not reduced modulo the capacity; [`ring_slot`] reduces it).
+    pub fn trial_head(&self, ring_origin: u64) -> u64 {
+        let capacity = u64::from(self.capacity.max(1));
+        self.head + (capacity - ring_origin % capacity) % capacity
+    }
+
+    /// Global ring index of env `env` (trial-major numbering) at step `step` of this launch, for a trial
+    /// whose replay clock starts at `ring_origin`.
+    pub fn ring_index(&self, env: usize, step: usize, ring_origin: u64) -> usize {
         let ept = self.envs_per_trial as usize;
         let (trial, e) = (env / ept, env % ept);
-        let slot = ring_slot(self.head, step as u64, ept as u64, e as u64, u64::from(self.capacity));
+        let head = self.trial_head(ring_origin);
+        let slot = ring_slot(head, step as u64, ept as u64, e as u64, u64::from(self.capacity));
         trial * self.capacity as usize + slot as usize
     }
 }
@@ -66,21 +76,27 @@ pub fn scan_env(
         let bar = state.bar;
         let outcome = env_step_on_series(params, state, action, bars);
         if args.capacity > 0 {
-            write(args.ring_index(env, step), transition(bar, action, &outcome));
+            write(args.ring_index(env, step, params.ring_origin), transition(bar, action, &outcome));
         }
     }
 }
 
-/// Moments of the valid raw rewards of chunk `chunk` (envs `chunk * 64 ..`) of trial `trial` at `step`,
-/// accumulated in env order.
+/// Moments of the valid raw rewards of chunk `chunk` (envs `chunk * 64 ..`) of trial `trial` (replay clock
+/// from `ring_origin`) at `step`, accumulated in env order.
 #[inline]
-pub fn chunk_moments(args: &BatchArgs, ring: &[Transition], trial: usize, step: usize, chunk: usize) -> Moments {
+pub fn chunk_moments(
+    args: &BatchArgs,
+    ring: &[Transition],
+    (trial, ring_origin): (usize, u64),
+    step: usize,
+    chunk: usize,
+) -> Moments {
     let ept = args.envs_per_trial as usize;
     let mut m = Moments::default();
     let first = chunk * MOMENT_CHUNK;
     let last = if first + MOMENT_CHUNK < ept { first + MOMENT_CHUNK } else { ept };
     for e in first..last {
-        let t = &ring[args.ring_index(trial * ept + e, step)];
+        let t = &ring[args.ring_index(trial * ept + e, step, ring_origin)];
         if t.valid != 0 {
             push(&mut m, f64::from(t.reward));
         }
@@ -173,26 +189,30 @@ pub struct SampleRow {
 #[inline]
 pub fn sample_one(
     args: &SampleArgs,
-    key: u64,
+    p: &TrialParams,
     ring: &[Transition],
     features: &[f32],
     i: usize,
     obs: &mut [f32],
     next_obs: &mut [f32],
 ) -> SampleRow {
-    let slot = sample_of(args, key, ring, i);
+    let slot = sample_of(args, p, ring, i);
     for c in 0..args.n_features as usize + 3 {
         (obs[c], next_obs[c]) = sample_entry(args, ring, features, slot, c);
     }
     sample_row(ring, slot)
 }
 
-/// The ring slot of sample `i` (trial-major) of the trial keyed `key` ([`crate::TrialParams::key`]), `None`
-/// where the trial's ring holds no valid transition.
+/// The ring slot of sample `i` (trial-major) of the trial with parameters `p`, `None` where the trial's ring
+/// holds no valid transition. The trial's own clocks decide: its key ([`TrialParams::key`]), the transitions
+/// it wrote ([`TrialParams::ring_origin`]) and its draws so far ([`TrialParams::draw_origin`]), so a trial
+/// started in a freed slot samples what it would alone.
 #[inline]
-pub fn sample_of(args: &SampleArgs, key: u64, ring: &[Transition], i: usize) -> Option<usize> {
+pub fn sample_of(args: &SampleArgs, p: &TrialParams, ring: &[Transition], i: usize) -> Option<usize> {
     let j = (i % args.batch as usize) as u64;
-    sample_slot(ring, args.count, args.seed, key, args.draw.wrapping_mul(1 << 20).wrapping_add(j))
+    let count = args.written.wrapping_sub(p.ring_origin).min(u64::from(args.capacity)) as u32;
+    let draw = args.draw.wrapping_sub(p.draw_origin);
+    sample_slot(ring, count, args.seed, p.key, draw.wrapping_mul(1 << 20).wrapping_add(j))
 }
 
 /// Column `c` of the rebuilt observation and next observation of the transition in `slot` (features of
@@ -267,11 +287,12 @@ pub fn observe_floats(params: &TrialParams, state: &EnvState, bars: &[Bar]) -> [
 pub struct SampleArgs {
     /// Seed of the draws.
     pub seed: u64,
-    /// Minibatch number: sample j's draw counter is `draw x 2^20 + j` (the same for a trial whatever the
-    /// other trials' batches).
+    /// Minibatch number: sample j of a trial draws with counter `(draw - draw_origin) x 2^20 + j` (the same
+    /// for a trial whatever the other trials' batches, and wherever it started; [`sample_of`]).
     pub draw: u64,
-    /// Transitions written per trial (capped at the capacity).
-    pub count: u32,
+    /// Transitions written per trial since the batch began (each trial counts from its
+    /// [`TrialParams::ring_origin`]; capped at the capacity).
+    pub written: u64,
     /// Samples per trial.
     pub batch: u32,
     /// Trials.
@@ -283,6 +304,8 @@ pub struct SampleArgs {
     /// Index in the env batch of the launch's first trial (a launch per trial group). The draws no longer
     /// depend on it: each trial's stream is keyed by its `TrialParams::key`.
     pub trial_offset: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<SampleArgs>() == 40);
+const _: () = assert!(core::mem::size_of::<SampleArgs>() == 48);

@@ -42,9 +42,16 @@ pub struct DqnParams {
     pub double_dqn: u32,
     /// The trial's random-number key (the agent sets it from the env's `TrialParams::key`).
     pub key: u64,
+    /// Env steps the batch had taken when the trial began (0 in a fresh batch): its exploration schedule
+    /// and draws count from here ([`choose`]).
+    pub origin_steps: u64,
+    /// Gradient steps the agent had taken before the trial's first (0 in a fresh batch): its Adam step and
+    /// target updates count from here, and it sits out the agent's gradient steps up to it
+    /// ([`update_param`]).
+    pub origin_grads: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<DqnParams>() == 64);
+const _: () = assert!(core::mem::size_of::<DqnParams>() == 80);
 
 impl DqnParams {
     /// The active sizes: two forward passes, three with Double DQN.
@@ -71,6 +78,8 @@ impl Default for DqnParams {
             target_every: 250,
             double_dqn: 1,
             key: 0,
+            origin_steps: 0,
+            origin_grads: 0,
         }
     }
 }
@@ -130,11 +139,12 @@ pub fn epsilon(p: &DqnParams, step: u64) -> f32 {
 #[inline]
 pub fn choose(env: usize, args: &DqnArgs, dqn: &DqnParams, q: &[f32]) -> u8 {
     if args.greedy == 0 {
-        // Keyed by the trial's key and its own env index: the draws do not depend on the batch.
-        let ept = u64::from(args.envs_per_trial);
-        let counter = args.step.wrapping_mul(ept).wrapping_add(env as u64 % ept);
+        // Keyed by the trial's key, its own env index and its own step count: the draws do not depend on the
+        // batch, nor on when the trial began.
+        let (ept, step) = (u64::from(args.envs_per_trial), args.step.wrapping_sub(dqn.origin_steps));
+        let counter = step.wrapping_mul(ept).wrapping_add(env as u64 % ept);
         let u = crate::rng::unit(draw_u64(args.seed, keyed(EXPLORE_STREAM, dqn.key), counter));
-        if u < epsilon(dqn, args.step) {
+        if u < epsilon(dqn, step) {
             return draw_below(args.seed, keyed(EXPLORE_STREAM + 1, dqn.key), counter, ACTIONS as u32) as u8;
         }
     }
@@ -175,14 +185,27 @@ pub fn td_sample(
 }
 
 /// Adam step of parameter `p` with its gradient `g`, then the target update (Polyak with tau > 0, else a
-/// copy every `target_every` gradient steps). `args.step` is the gradient step (>= 1).
+/// copy every `target_every` gradient steps). `args.step` is the agent's gradient step (>= 1); the trial's
+/// own is `args.step - origin_grads` ([`trial_grad_step`]): none (nothing changes) while the trial has not
+/// begun to learn.
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "one parameter's online, target and Adam state")]
 pub fn update_param(args: &DqnArgs, dqn: &DqnParams, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
-    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, args.step);
+    let Some(step) = trial_grad_step(args, dqn) else {
+        return;
+    };
+    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, step);
     if dqn.tau > 0.0 {
         *target = dqn.tau * *w + (1.0 - dqn.tau) * *target;
-    } else if dqn.target_every > 0 && args.step.is_multiple_of(u64::from(dqn.target_every)) {
+    } else if dqn.target_every > 0 && step.is_multiple_of(u64::from(dqn.target_every)) {
         *target = *w;
     }
+}
+
+/// The trial's own gradient step (>= 1) at the agent's gradient step `args.step`, or `None` while the agent's
+/// steps are those before the trial's first ([`DqnParams::origin_grads`]: a trial started in a freed slot
+/// sits out the gradient steps of its warm-up, which its batch-mates take).
+#[inline]
+pub fn trial_grad_step(args: &DqnArgs, dqn: &DqnParams) -> Option<u64> {
+    (args.step > dqn.origin_grads).then(|| args.step - dqn.origin_grads)
 }

@@ -96,9 +96,14 @@ pub unsafe extern "ptx-kernel" fn observe(
 /// Moments of each (trial, step, chunk) of raw rewards (one thread each).
 ///
 /// # Safety
-/// `ring`: `n_trials x capacity`; `chunks`: `n_trials x steps x n_chunks`.
+/// `params`: `n_trials`; `ring`: `n_trials x capacity`; `chunks`: `n_trials x steps x n_chunks`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn reward_chunk_moments(ring: *const Transition, chunks: *mut Moments, args: BatchArgs) {
+pub unsafe extern "ptx-kernel" fn reward_chunk_moments(
+    params: *const TrialParams,
+    ring: *const Transition,
+    chunks: *mut Moments,
+    args: BatchArgs,
+) {
     let i = thread_index();
     let (n_chunks, steps) = (args.n_chunks(), args.steps as usize);
     if i >= args.n_trials as usize * steps * n_chunks {
@@ -108,7 +113,8 @@ pub unsafe extern "ptx-kernel" fn reward_chunk_moments(ring: *const Transition, 
     // SAFETY: lengths as documented; this thread alone writes `chunks[i]`.
     unsafe {
         let ring = slice::from_raw_parts(ring, args.n_trials as usize * args.capacity as usize);
-        *chunks.add(chunk_index(&args, trial, step, chunk)) = chunk_moments(&args, ring, trial, step, chunk);
+        let origin = (*params.add(trial)).ring_origin;
+        *chunks.add(chunk_index(&args, trial, step, chunk)) = chunk_moments(&args, ring, (trial, origin), step, chunk);
     }
 }
 
@@ -158,8 +164,9 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     let trial = env / args.envs_per_trial as usize;
     // SAFETY: lengths as documented; (env, step) pairs map to distinct ring slots.
     unsafe {
-        let t = &mut *ring.add(args.ring_index(env, step));
-        normalize_transition(&*params.add(trial), t, &*after_step.add(trial * steps + step));
+        let p = &*params.add(trial);
+        let t = &mut *ring.add(args.ring_index(env, step, p.ring_origin));
+        normalize_transition(p, t, &*after_step.add(trial * steps + step));
     }
 }
 
@@ -194,8 +201,7 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     unsafe {
         let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        let key = (*params.add(trial)).key;
-        let slot = sample_of(&args, key, ring, i);
+        let slot = sample_of(&args, &*params.add(trial), ring, i);
         (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
         if c == 0 {
             let row = sample_row(ring, slot);
@@ -601,7 +607,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
         let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
-        let a = act_env(env, &args, (*ppo.add(env / ept)).key, out, slot);
+        let a = act_env(env, &args, &*ppo.add(env / ept), out, slot);
         *actions.add(env) = a.action;
         match a.rollout {
             Some(i) => {

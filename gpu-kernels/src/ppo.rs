@@ -53,11 +53,14 @@ pub struct PpoParams {
     pub key: u64,
     /// Initial weights: 1, orthogonal with CleanRL's gains; 0, PyTorch's default uniform (host only).
     pub orthogonal_init: u32,
-    /// Keeps the size a multiple of 16.
+    /// Keeps the next field 8-byte aligned.
     pub _pad: u32,
+    /// Rollouts the agent had collected when the trial began (0 in a fresh batch): its rollout, update and
+    /// action-draw numbers, and so its learning-rate schedule, count from here ([`trial_rollout`]).
+    pub origin_rollouts: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<PpoParams>() == 80);
+const _: () = assert!(core::mem::size_of::<PpoParams>() == 88);
 
 impl Default for PpoParams {
     fn default() -> Self {
@@ -81,6 +84,7 @@ impl Default for PpoParams {
             key: 0,
             orthogonal_init: 1,
             _pad: 0,
+            origin_rollouts: 0,
         }
     }
 }
@@ -148,7 +152,15 @@ pub fn learning_rate(p: &PpoParams, rollout: u64) -> f32 {
 #[inline]
 pub fn trial_update(p: &PpoParams, args: &PpoArgs) -> Option<u64> {
     let per = updates_per_rollout(p, args.steps as usize * args.envs_per_trial as usize);
-    (args.counter < per).then(|| args.rollout * per + args.counter)
+    (args.counter < per).then(|| trial_rollout(p, args.rollout) * per + args.counter)
+}
+
+/// The trial's own number of the agent's rollout `rollout`: counted from the rollouts collected before the
+/// trial began ([`PpoParams::origin_rollouts`]), so a trial started in a freed slot anneals, shuffles and
+/// draws as it would alone.
+#[inline]
+pub fn trial_rollout(p: &PpoParams, rollout: u64) -> u64 {
+    rollout.wrapping_sub(p.origin_rollouts)
 }
 
 impl PpoArgs {
@@ -228,15 +240,17 @@ fn uniform(seed: u64, stream: u64, counter: u64) -> f32 {
 /// Env `env`'s action from its trial's outputs `out` (3 logits and the value): sampled from the softmax, or
 /// the argmax when greedy; with its log-probability and the value.
 #[inline]
-pub fn choose(env: usize, args: &PpoArgs, key: u64, out: &[f32]) -> (u8, f32, f32) {
+pub fn choose(env: usize, args: &PpoArgs, p: &PpoParams, out: &[f32]) -> (u8, f32, f32) {
     let logp = log_softmax(out);
     let action = if args.greedy != 0 {
         argmax(out)
     } else {
-        // Keyed by the trial's key and its own env index: the draws do not depend on the batch.
+        // Keyed by the trial's key, its own env index and its own rollout steps: the draws do not depend on
+        // the batch, nor on when the trial began.
         let ept = u64::from(args.envs_per_trial);
-        let counter = args.counter.wrapping_mul(ept).wrapping_add(env as u64 % ept);
-        let u = uniform(args.seed, crate::rng::keyed(ACT_STREAM, key), counter);
+        let step = args.counter.wrapping_sub(p.origin_rollouts.wrapping_mul(u64::from(args.steps)));
+        let counter = step.wrapping_mul(ept).wrapping_add(env as u64 % ept);
+        let u = uniform(args.seed, crate::rng::keyed(ACT_STREAM, p.key), counter);
         let (mut cdf, mut pick) = (0.0, ACTIONS - 1);
         for (k, lp) in logp.iter().enumerate() {
             cdf += libm::expf(*lp);
@@ -533,8 +547,8 @@ pub struct ActOutput {
 /// action ([`choose`]) and the routing of its log-probability and value. The PTX shim and the CPU backend
 /// both call this.
 #[inline]
-pub fn act_env(env: usize, args: &PpoArgs, key: u64, out: &[f32], slot: u32) -> ActOutput {
-    let (action, logp, value) = choose(env, args, key, out);
+pub fn act_env(env: usize, args: &PpoArgs, p: &PpoParams, out: &[f32], slot: u32) -> ActOutput {
+    let (action, logp, value) = choose(env, args, p, out);
     let ept = args.envs_per_trial as usize;
     let rollout = (slot < args.steps).then(|| ((env / ept) * args.steps as usize + slot as usize) * ept + env % ept);
     ActOutput { action, logp, value, rollout }
@@ -586,7 +600,7 @@ pub fn sample_loss(
 #[inline]
 pub fn update_weight(args: &PpoArgs, p: &PpoParams, lanes: &[f32], g: f32, w: &mut f32, m: &mut f32, v: &mut f32) {
     if let Some(u) = trial_update(p, args) {
-        adam_step(p, g * clip_scale(p, lanes), w, m, v, u, args.rollout);
+        adam_step(p, g * clip_scale(p, lanes), w, m, v, u, trial_rollout(p, args.rollout));
     }
 }
 

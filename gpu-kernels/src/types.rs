@@ -72,9 +72,16 @@ pub struct TrialParams {
     /// a batch, so a trial gives the same bits alone or beside any others. `train` sets the trial index,
     /// `hyperopt` the trial number; trials with equal keys and seeds draw the same numbers.
     pub key: u64,
+    /// Where the trial's replay clock starts: transitions written per trial before it began (0 in a fresh
+    /// batch; a trial started in a freed slot sets it, [`crate::batch::BatchArgs::trial_head`]), so its ring
+    /// positions and sample counts are those it would have alone.
+    pub ring_origin: u64,
+    /// Minibatches the batch had drawn before the trial's first draw (0 in a fresh batch): its sample draws
+    /// are numbered from there ([`crate::batch::sample_of`]).
+    pub draw_origin: u64,
 }
 
-const _: () = assert!(size_of::<TrialParams>() == 120);
+const _: () = assert!(size_of::<TrialParams>() == 136);
 
 impl TrialParams {
     /// No costs, reserve, risk limit or barriers; long and short; fractional units; reward = log return.
@@ -98,6 +105,8 @@ impl TrialParams {
             normalize_reward: 0,
             _pad: 0,
             key: 0,
+            ring_origin: 0,
+            draw_origin: 0,
         }
     }
 }

@@ -56,26 +56,7 @@ impl DqnAgent {
             return Err(HostError::Config(format!("hidden {hidden} and batch {batch} must fit in 32 bits")));
         }
         for (k, p) in params.iter().enumerate() {
-            let bad = |what: &str| Err(HostError::Config(format!("trial {k}: {what} ({p:?})")));
-            if p.hidden == 0 || p.hidden as usize > hidden {
-                return bad(&format!("hidden width must be in 1..={hidden}"));
-            }
-            if p.batch == 0 || p.batch as usize > batch {
-                return bad(&format!("batch must be in 1..={batch}"));
-            }
-            if !(p.lr > 0.0 && p.lr.is_finite()) {
-                return bad("learning rate must be positive");
-            }
-            if !(0.0..=1.0).contains(&p.gamma) || !(0.0..=1.0).contains(&p.tau) {
-                return bad("gamma and tau must be in [0, 1]");
-            }
-            if !(p.huber_delta > 0.0
-                && (0.0..1.0).contains(&p.beta1)
-                && (0.0..1.0).contains(&p.beta2)
-                && p.adam_eps > 0.0)
-            {
-                return bad("huber_delta and adam_eps must be positive, betas in [0, 1)");
-            }
+            check_params(k, p, hidden, batch)?;
         }
         let args = DqnArgs {
             n_trials: trials as u32,
@@ -108,6 +89,45 @@ impl DqnAgent {
     /// The parameter layout.
     pub fn layout(&self) -> Layout {
         self.args.layout()
+    }
+
+    /// Slot `k` takes a new trial (another trial of the batch ended): `params` (within the agent's hidden
+    /// stride and minibatch buffer), fresh networks from the trial's key ([`EnvBatch::restart_trial`] set it
+    /// first), zero Adam state, and clocks that start here: its exploration schedule and draws from env
+    /// step `origin_steps` (the env steps taken so far), its Adam step and target updates from the agent's
+    /// gradient step `origin_grads` (the agent's steps before the trial's first: [`Self::gradient_steps`]
+    /// now, plus those its batch-mates take while it warms up; it sits those out). With both set so, the
+    /// trial computes what it would in a batch of its own (tests/refill.rs).
+    pub fn restart_trial(
+        &mut self,
+        k: usize,
+        params: DqnParams,
+        env: &EnvBatch,
+        origin_steps: u64,
+        origin_grads: u64,
+    ) -> Result<(), HostError> {
+        if k >= self.params.len() || env.layout().trials() != self.params.len() {
+            return Err(HostError::Config(format!("trial slot {k} of a batch of {}", self.params.len())));
+        }
+        check_params(k, &params, self.args.hidden as usize, self.args.batch as usize)?;
+        let p = DqnParams { key: env.params()[k].key, origin_steps, origin_grads, ..params };
+        let l = self.layout();
+        let weights = init_weights(&l, p.hidden as usize, self.args.seed, p.key);
+        match &mut self.inner {
+            AgentInner::Cpu(c) => {
+                let n = l.params();
+                let range = k * n..(k + 1) * n;
+                c.nets.online[range.clone()].copy_from_slice(&weights);
+                c.nets.target[range.clone()].copy_from_slice(&weights);
+                c.nets.m[range.clone()].fill(0.0);
+                c.nets.v[range].fill(0.0);
+            }
+            #[cfg(feature = "cuda")]
+            AgentInner::Cuda(dqn) => dqn.restart_trial(k, &p, &weights)?,
+        }
+        self.params[k] = p;
+        self.step_flops = crate::plan::step_flops(&self.args.net(), &trials_of(&self.params));
+        Ok(())
     }
 
     /// Gradient steps taken.
@@ -265,6 +285,27 @@ impl DqnAgent {
     pub fn params(&self) -> &[DqnParams] {
         &self.params
     }
+}
+
+/// Refuses trial `k`'s DQN parameters outside the agent's sizes or the optimizer's ranges.
+fn check_params(k: usize, p: &DqnParams, hidden: usize, batch: usize) -> Result<(), HostError> {
+    let bad = |what: &str| Err(HostError::Config(format!("trial {k}: {what} ({p:?})")));
+    if p.hidden == 0 || p.hidden as usize > hidden {
+        return bad(&format!("hidden width must be in 1..={hidden}"));
+    }
+    if p.batch == 0 || p.batch as usize > batch {
+        return bad(&format!("batch must be in 1..={batch}"));
+    }
+    if !(p.lr > 0.0 && p.lr.is_finite()) {
+        return bad("learning rate must be positive");
+    }
+    if !(0.0..=1.0).contains(&p.gamma) || !(0.0..=1.0).contains(&p.tau) {
+        return bad("gamma and tau must be in [0, 1]");
+    }
+    if !(p.huber_delta > 0.0 && (0.0..1.0).contains(&p.beta1) && (0.0..1.0).contains(&p.beta2) && p.adam_eps > 0.0) {
+        return bad("huber_delta and adam_eps must be positive, betas in [0, 1)");
+    }
+    Ok(())
 }
 
 /// The per-trial sizes of `params`.

@@ -113,6 +113,19 @@ impl EnvBatch {
     /// Fresh portfolios on epoch `epoch`'s segments of `segment_len` steps (tiling the bars when they fit,
     /// drawn from the seed otherwise; the same for every trial). The ring and reward statistics are kept.
     pub fn reset_epoch(&mut self, epoch: u64) -> Result<(), HostError> {
+        self.reset_epochs(&vec![epoch; self.layout.trials()])
+    }
+
+    /// [`EnvBatch::reset_epoch`] with each trial on its own epoch's segments (`epochs[k]` for trial k: a
+    /// trial started in a freed slot counts its epochs from its start).
+    pub fn reset_epochs(&mut self, epochs: &[u64]) -> Result<(), HostError> {
+        if epochs.len() != self.layout.trials() {
+            return Err(HostError::Shape {
+                what: "epochs (one per trial)".to_owned(),
+                expected: self.layout.trials(),
+                got: epochs.len(),
+            });
+        }
         let len = self.cfg.segment_len;
         if len == 0 || len as usize >= self.n_bars {
             return Err(HostError::Config(format!(
@@ -123,11 +136,35 @@ impl EnvBatch {
         let ept = self.layout.envs_per_trial() as u32;
         let segments: Vec<(u32, u32)> = (0..self.layout.n_envs() as u32)
             .map(|i| {
+                let epoch = epochs[(i / ept) as usize];
                 let start = segment_start(i % ept, ept, len, self.n_bars as u32, self.cfg.seed, epoch);
                 (start, start + len)
             })
             .collect();
         self.reset_segments(&segments)
+    }
+
+    /// Starts a new trial in slot `k` (a trial of the batch ended and another takes its place): its
+    /// parameters become `params`, its replay ring is emptied and its reward statistics restart, and its
+    /// clocks start here: its ring positions and sample counts from the transitions written so far
+    /// ([`TrialParams::ring_origin`]) and its minibatch draws from draw number `first_draw` (the batch's
+    /// minibatch number of the trial's first draw: [`EnvBatch::draws`] now, or later when its batch-mates
+    /// draw while it warms up; [`TrialParams::draw_origin`]). Its envs keep their states until the next
+    /// reset ([`EnvBatch::reset_epochs`]). So the trial samples what it would in a batch of its own.
+    pub fn restart_trial(&mut self, k: usize, params: TrialParams, first_draw: u64) -> Result<(), HostError> {
+        if k >= self.layout.trials() {
+            return Err(HostError::Config(format!("trial slot {k} of a batch of {}", self.layout.trials())));
+        }
+        validate_params(k, &params)?;
+        let p = TrialParams { ring_origin: self.written, draw_origin: first_draw, ..params };
+        on_backend!(&mut self.inner, env => env.restart_trial(k, &p))?;
+        self.params[k] = p;
+        Ok(())
+    }
+
+    /// Minibatches sampled so far (the next one's draw number).
+    pub fn draws(&self) -> u64 {
+        self.draws
     }
 
     /// Fresh portfolios with env `i` on bars `segments[i] = (start, end)`.
@@ -285,12 +322,13 @@ impl EnvBatch {
         let args = SampleArgs {
             seed: self.cfg.seed,
             draw: self.draws,
-            count: self.written.min(self.cfg.ring_capacity as u64) as u32,
+            written: self.written,
             batch: batch as u32,
             n_trials: self.layout.trials() as u32,
             capacity: self.cfg.ring_capacity as u32,
             n_features: self.n_features as u32,
             trial_offset: 0,
+            _pad: 0,
         };
         self.draws += 1;
         Ok(args)

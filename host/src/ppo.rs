@@ -19,6 +19,41 @@ fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
     params.iter().map(PpoParams::net).collect()
 }
 
+/// Trial `p`'s parameters for rollouts of `n` transitions: with a split, its minibatch is its share.
+fn split_share(p: &PpoParams, n: usize) -> PpoParams {
+    let batch = if p.minibatches > 0 { gpu_kernels::ppo::split_batch(n, p.minibatches) } else { p.batch };
+    PpoParams { batch, ..*p }
+}
+
+/// Refuses trial `k`'s PPO parameters outside the agent's sizes (`hidden` stride, `batch` buffer, rollouts
+/// of `n`) or the algorithm's ranges.
+fn check_params(k: usize, p: &PpoParams, hidden: usize, batch: usize, n: usize) -> Result<(), HostError> {
+    let ok = p.hidden >= 1
+        && p.hidden as usize <= hidden
+        && p.batch >= 1
+        && p.batch as usize <= batch
+        && p.lr > 0.0
+        && (0.0..=1.0).contains(&p.gamma)
+        && (0.0..=1.0).contains(&p.lambda)
+        && p.clip > 0.0
+        && p.epochs >= 1
+        && p.max_grad_norm >= 0.0
+        && p.minibatches as usize <= n;
+    if ok {
+        return Ok(());
+    }
+    Err(HostError::Config(format!(
+        "trial {k}: invalid PPO parameters {p:?} (hidden <= {hidden}, batch <= {batch}, the minibatch split's share \
+         of a rollout of {n} included, minibatches <= {n})"
+    )))
+}
+
+/// Trial `p`'s initial network (its key's streams): orthogonal with CleanRL's gains, or PyTorch's uniform.
+fn initial_weights(l: &Layout, p: &PpoParams, seed: u64) -> Vec<f32> {
+    let h = p.hidden as usize;
+    if p.orthogonal_init != 0 { init_orthogonal(l, h, seed, p.key) } else { init_weights(l, h, seed, p.key) }
+}
+
 #[derive(Debug)]
 enum PpoInner {
     Cpu(Box<CpuPpo>),
@@ -77,33 +112,11 @@ impl PpoAgent {
         }
         // With a split, a trial's minibatch is its share of the rollout.
         let n = steps * ept;
-        let params: Vec<PpoParams> = params
-            .iter()
-            .map(|p| {
-                let batch = if p.minibatches > 0 { gpu_kernels::ppo::split_batch(n, p.minibatches) } else { p.batch };
-                PpoParams { batch, ..*p }
-            })
-            .collect();
+        let params: Vec<PpoParams> = params.iter().map(|p| split_share(p, n)).collect();
         // The minibatch buffer holds the largest split's share.
         let batch = params.iter().filter(|p| p.minibatches > 0).map(|p| p.batch as usize).fold(batch, usize::max);
         for (k, p) in params.iter().enumerate() {
-            let ok = p.hidden >= 1
-                && p.hidden as usize <= hidden
-                && p.batch >= 1
-                && p.batch as usize <= batch
-                && p.lr > 0.0
-                && (0.0..=1.0).contains(&p.gamma)
-                && (0.0..=1.0).contains(&p.lambda)
-                && p.clip > 0.0
-                && p.epochs >= 1
-                && p.max_grad_norm >= 0.0
-                && p.minibatches as usize <= n;
-            if !ok {
-                return Err(HostError::Config(format!(
-                    "trial {k}: invalid PPO parameters {p:?} (hidden <= {hidden}, batch <= {batch}, the minibatch \
-                     split's share of a rollout of {n} included, minibatches <= {n})"
-                )));
-            }
+            check_params(k, p, hidden, batch, n)?;
         }
         let args = PpoArgs {
             n_trials: trials as u32,
@@ -123,17 +136,7 @@ impl PpoAgent {
             params.iter().zip(env.params()).map(|(p, e)| PpoParams { key: e.key, ..*p }).collect();
         let params = params.as_slice();
         let l = args.layout();
-        let online: Vec<f32> = params
-            .iter()
-            .flat_map(|p| {
-                let h = p.hidden as usize;
-                if p.orthogonal_init != 0 {
-                    init_orthogonal(&l, h, seed, p.key)
-                } else {
-                    init_weights(&l, h, seed, p.key)
-                }
-            })
-            .collect();
+        let online: Vec<f32> = params.iter().flat_map(|p| initial_weights(&l, p, seed)).collect();
         let nets = NetState { target: Vec::new(), m: vec![0.0; online.len()], v: vec![0.0; online.len()], online };
         let inner = match backend {
             Backend::Cpu => PpoInner::Cpu(Box::new(CpuPpo::sized(nets, &args))),
@@ -152,6 +155,39 @@ impl PpoAgent {
     /// The trials' PPO parameters.
     pub fn params(&self) -> &[PpoParams] {
         &self.params
+    }
+
+    /// Slot `k` takes a new trial (another trial of the batch ended), between rollouts: `params` (within
+    /// the agent's hidden stride and minibatch buffer, a split's share included), fresh networks from the
+    /// trial's key ([`EnvBatch::restart_trial`] set it first), zero Adam state, and its rollout, update,
+    /// learning-rate and action-draw numbers counted from the rollouts collected so far
+    /// ([`PpoParams::origin_rollouts`]): the trial computes what it would in a batch of its own
+    /// (tests/refill.rs).
+    pub fn restart_trial(&mut self, k: usize, params: PpoParams, env: &EnvBatch) -> Result<(), HostError> {
+        if k >= self.params.len() || env.layout().trials() != self.params.len() {
+            return Err(HostError::Config(format!("trial slot {k} of a batch of {}", self.params.len())));
+        }
+        if self.trained != self.rollouts {
+            return Err(HostError::Config("a PPO trial restarts between rollouts, after their updates".to_owned()));
+        }
+        let n = self.args.steps as usize * self.args.envs_per_trial as usize;
+        let p = split_share(&params, n);
+        check_params(k, &p, self.args.hidden as usize, self.args.batch as usize, n)?;
+        let p = PpoParams { key: env.params()[k].key, origin_rollouts: self.rollouts, ..p };
+        let weights = initial_weights(&self.layout(), &p, self.args.seed);
+        match &mut self.inner {
+            PpoInner::Cpu(c) => {
+                let range = k * weights.len()..(k + 1) * weights.len();
+                c.nets.online[range.clone()].copy_from_slice(&weights);
+                c.nets.m[range.clone()].fill(0.0);
+                c.nets.v[range].fill(0.0);
+            }
+            #[cfg(feature = "cuda")]
+            PpoInner::Cuda(g) => g.restart_trial(k, &p, &weights)?,
+        }
+        self.params[k] = p;
+        self.step_flops = crate::plan::step_flops(&self.args.net(), &trials_of(&self.params));
+        Ok(())
     }
 
     /// Minibatch updates so far.

@@ -50,6 +50,15 @@ impl CpuEnv {
         }
     }
 
+    /// Trial `k`'s new parameters, with its ring slots emptied and its reward moments restarted.
+    pub(crate) fn restart_trial(&mut self, k: usize, params: &TrialParams) -> Result<(), HostError> {
+        let capacity = self.ring.len() / self.params.len().max(1);
+        self.params[k] = *params;
+        self.ring[k * capacity..(k + 1) * capacity].fill(Transition::default());
+        self.moments[k] = Moments::default();
+        Ok(())
+    }
+
     pub(crate) fn set_states(&mut self, states: &[EnvState]) -> Result<(), HostError> {
         self.states.copy_from_slice(states);
         Ok(())
@@ -104,7 +113,8 @@ impl CpuEnv {
         for trial in 0..trials {
             for step in 0..steps {
                 for chunk in 0..n_chunks {
-                    chunks[chunk_index(args, trial, step, chunk)] = chunk_moments(args, &self.ring, trial, step, chunk);
+                    let at = (trial, self.params[trial].ring_origin);
+                    chunks[chunk_index(args, trial, step, chunk)] = chunk_moments(args, &self.ring, at, step, chunk);
                 }
             }
         }
@@ -116,7 +126,7 @@ impl CpuEnv {
         for step in 0..steps {
             for env in 0..args.n_envs() {
                 let trial = env / ept;
-                let t = &mut self.ring[args.ring_index(env, step)];
+                let t = &mut self.ring[args.ring_index(env, step, self.params[trial].ring_origin)];
                 normalize_transition(&self.params[trial], t, &after_step[trial * steps + step]);
             }
         }
@@ -151,8 +161,8 @@ impl CpuEnv {
             let ring = &self.ring[trial * capacity..(trial + 1) * capacity];
             let obs = &mut out.obs[i * width..(i + 1) * width];
             let next_obs = &mut out.next_obs[i * width..(i + 1) * width];
-            let key = self.params[args.trial_offset as usize + trial].key;
-            let row = sample_one(args, key, ring, &self.features, i, obs, next_obs);
+            let p = &self.params[args.trial_offset as usize + trial];
+            let row = sample_one(args, p, ring, &self.features, i, obs, next_obs);
             (out.actions[i], out.rewards[i], out.dones[i], out.weights[i]) =
                 (row.action, row.reward, row.done, row.weight);
         }

@@ -92,7 +92,7 @@ impl CpuPpo {
         let out = &self.act[aw.q()..];
         let outs: Vec<ActOutput> = (0..view.states.len())
             .into_par_iter()
-            .map(|i| act_env(i, args, params[i / ept].key, &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC], slot))
+            .map(|i| act_env(i, args, &params[i / ept], &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC], slot))
             .collect();
         for (i, a) in outs.into_iter().enumerate() {
             view.actions[i] = a.action;

@@ -152,6 +152,26 @@ impl CudaDqn {
         })
     }
 
+    /// Slot `k` takes a new trial: its parameters and sizes, `weights` as its online and target networks,
+    /// zero Adam moments (after all queued work; the device is synchronized).
+    pub(crate) fn restart_trial(&mut self, k: usize, p: &DqnParams, weights: &[f32]) -> Result<(), HostError> {
+        self.rt.synchronize()?;
+        let s = &self.stream;
+        let n = weights.len();
+        let nets = &mut self.nets;
+        const WHAT: &str = "restarting a trial's networks";
+        let fail = || HostError::driver(WHAT);
+        s.memcpy_htod(&[Dev(*p)], &mut nets.params.slice_mut(k..k + 1)).map_err(fail())?;
+        s.memcpy_htod(weights, &mut nets.online.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        s.memcpy_htod(weights, &mut nets.target.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        s.memset_zeros(&mut nets.m.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        s.memset_zeros(&mut nets.v.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        self.trials[k] = p.net();
+        s.memcpy_htod(&[Dev(p.net())], &mut self.dev_trials.slice_mut(k..k + 1)).map_err(fail())?;
+        self.tables.forget();
+        s.synchronize().map_err(fail())
+    }
+
     pub(crate) fn set_state(&mut self, state: &NetState) -> Result<(), HostError> {
         self.rt.synchronize()?;
         let s = &self.stream;

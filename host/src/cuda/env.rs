@@ -110,6 +110,24 @@ impl CudaEnv {
         })
     }
 
+    /// Trial `k`'s new parameters, with its ring slots emptied and its reward moments restarted (on its
+    /// group's stream, after the work queued there).
+    pub(crate) fn restart_trial(&mut self, k: usize, params: &TrialParams) -> Result<(), HostError> {
+        let capacity = self.capacity;
+        let g =
+            self.groups.iter_mut().find(|g| g.trials.contains(&k)).ok_or(HostError::Config(format!("trial {k}")))?;
+        let i = k - g.trials.start;
+        let s = &g.stream;
+        s.memcpy_htod(&[Dev(*params)], &mut g.params.slice_mut(i..i + 1))
+            .map_err(HostError::driver("uploading trial parameters"))?;
+        if capacity > 0 {
+            s.memset_zeros(&mut g.ring.slice_mut(i * capacity..(i + 1) * capacity))
+                .map_err(HostError::driver("emptying a trial's ring"))?;
+        }
+        s.memset_zeros(&mut g.moments.slice_mut(i..i + 1)).map_err(HostError::driver("restarting reward moments"))?;
+        Ok(())
+    }
+
     pub(crate) fn set_states(&mut self, states: &[EnvState]) -> Result<(), HostError> {
         for g in &mut self.groups {
             let host: Vec<_> = states[g.envs.clone()].iter().copied().map(Dev).collect();

@@ -153,6 +153,25 @@ impl CudaPpo {
         self.stream.clone_dtoh(buf).map_err(HostError::driver(context))
     }
 
+    /// Slot `k` takes a new trial: its parameters and sizes, `weights` as its network, zero Adam moments
+    /// (after all queued work; the device is synchronized).
+    pub(crate) fn restart_trial(&mut self, k: usize, p: &PpoParams, weights: &[f32]) -> Result<(), HostError> {
+        self.rt.synchronize()?;
+        let s = &self.stream;
+        let n = weights.len();
+        let b = &mut self.b;
+        const WHAT: &str = "restarting a trial's networks";
+        let fail = || HostError::driver(WHAT);
+        s.memcpy_htod(&[Dev(*p)], &mut b.params.slice_mut(k..k + 1)).map_err(fail())?;
+        s.memcpy_htod(weights, &mut b.weights.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        s.memset_zeros(&mut b.m.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        s.memset_zeros(&mut b.v.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
+        self.trials[k] = p.net();
+        s.memcpy_htod(&[Dev(p.net())], &mut self.dev_trials.slice_mut(k..k + 1)).map_err(fail())?;
+        self.tables.forget();
+        s.synchronize().map_err(fail())
+    }
+
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {
         self.download(&self.b.losses, "downloading losses")
     }

@@ -73,6 +73,12 @@ impl ProductTables {
     /// The three layers of acting (`act`) or of the training forward passes on `stream`: one fused launch
     /// (`mlp_chain`, [`gpu_kernels::chain`]) when the network fits a block's shared memory and fusing is on
     /// ([`CudaRuntime::fused`]), else one `gemm_tiles` launch per layer. The same bits either way.
+    /// Drops the built tables (a trial's sizes changed: they are rebuilt on next use).
+    pub(crate) fn forget(&mut self) {
+        self.tables.clear();
+        self.chains.clear();
+    }
+
     pub(crate) fn launch_layers(
         &mut self,
         stream: &CudaStream,

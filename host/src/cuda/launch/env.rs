@@ -92,7 +92,7 @@ fn check_update_rewards(args: &BatchArgs, lens: [usize; 5]) -> Result<(), HostEr
     )?;
     let [params, ring, running, chunks, after_step] = lens;
     for (kernel, what, needed, got) in [
-        ("reward_merge", "trial parameters", trials, params),
+        ("reward_chunk_moments", "trial parameters", trials, params),
         ("reward_chunk_moments", "ring slots", ring_len(args), ring),
         ("reward_merge", "running moments", trials, running),
         ("reward_chunk_moments", "chunk moments", n_chunk_values, chunks),
@@ -121,7 +121,7 @@ pub(crate) fn update_rewards(
     let n_chunk_values = trials * steps * args.n_chunks();
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.reward_chunk_moments);
-    launch.arg(&*ring).arg(&mut *chunks).arg(&dev_args);
+    launch.arg(params).arg(&*ring).arg(&mut *chunks).arg(&dev_args);
     let cfg = grid("reward_chunk_moments", n_chunk_values)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
     timed(rt, stream, "reward_chunk_moments", || unsafe { launch.launch(cfg) })?;

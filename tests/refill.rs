@@ -1,0 +1,214 @@
+//! Issue 12 item 5: a trial started in a freed slot of a running batch computes what it would in a batch of
+//! its own (fresh networks, optimizer state, replay ring, env segments, exploration and learning-rate
+//! schedules), bit for bit, on each backend; its batch-mates do not notice.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::assert_bitwise;
+use gpu_kernels::dqn::DqnParams;
+use gpu_kernels::ppo::PpoParams;
+use tradesim::train::{
+    EndedTrial, EpochReport, Learner, SlotControl, SlotTrial, SplitData, TrainConfig, rollout_len, run_slots,
+};
+use tradesim::{Backend, DqnAgent, EnvBatch, PpoAgent, TrialParams};
+
+/// Everything a trial leaves: per own epoch (loss bits, validation Sharpe and return bits), and its end
+/// (epochs, test bits, test actions, network bits).
+#[derive(Debug, Default, PartialEq)]
+struct Record {
+    epochs: Vec<(u32, u64, u64)>,
+    end: Option<(usize, u64, u64, Vec<u8>, Vec<u32>)>,
+}
+
+/// A controller that stops the trial of `stop` (slot, after the report of its own epoch) and gives freed
+/// slots the `queue`'s trials in order; it records every trial by key.
+struct Script<P> {
+    stop: Option<(usize, usize)>,
+    stopped: bool,
+    queue: Vec<SlotTrial<P>>,
+    records: BTreeMap<u64, Record>,
+    refills: Vec<(usize, usize, u64)>,
+}
+
+impl<P> Script<P> {
+    fn new(stop: Option<(usize, usize)>, queue: Vec<SlotTrial<P>>) -> Self {
+        Self { stop, stopped: false, queue, records: BTreeMap::new(), refills: Vec::new() }
+    }
+}
+
+impl<P> SlotControl<P> for Script<P> {
+    fn report(&mut self, r: &EpochReport) -> Result<(), tradesim::Error> {
+        for (slot, t) in r.trials.iter().enumerate() {
+            let Some((key, epoch)) = *t else { continue };
+            let rec = self.records.entry(key).or_default();
+            assert_eq!(rec.epochs.len(), epoch, "trial {key}: epochs reported in order");
+            let m = &r.valid[slot];
+            rec.epochs.push((r.losses[slot].to_bits(), m.sharpe.to_bits(), m.total_return.to_bits()));
+            if self.stop == Some((slot, epoch)) {
+                self.stopped = true;
+            }
+        }
+        Ok(())
+    }
+    fn stops(&self, slot: usize) -> bool {
+        self.stopped && self.stop.is_some_and(|(s, _)| s == slot) && self.refills.is_empty()
+    }
+    fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, tradesim::Error> {
+        if self.queue.is_empty() {
+            return Ok(None);
+        }
+        let t = self.queue.remove(0);
+        self.refills.push((slot, tick, t.env.key));
+        Ok(Some(t))
+    }
+    fn ended(&mut self, t: EndedTrial) -> Result<(), tradesim::Error> {
+        let bits = t.network.weights.iter().map(|w| w.to_bits()).collect();
+        let end = (t.epochs, t.test.sharpe.to_bits(), t.test.total_return.to_bits(), t.test_actions, bits);
+        let rec = self.records.entry(t.key).or_default();
+        assert!(rec.end.is_none(), "trial {} ended twice", t.key);
+        rec.end = Some(end);
+        Ok(())
+    }
+}
+
+fn data() -> SplitData {
+    let d = tradesim::data::embedded().unwrap();
+    SplitData::new(&d.series[0], tradesim::train::DEFAULT_SPLIT, tradesim::DEFAULT_SIGMA_SPAN).unwrap()
+}
+
+/// A batch's configuration for the trials `envs` (keys and env parameters), learner sizes shared.
+fn config(envs: &[TrialParams]) -> TrainConfig {
+    let mut cfg = TrainConfig::default_for(envs.len(), 3, 17);
+    cfg.envs = 6;
+    cfg.segment_len = 32;
+    cfg.hidden = 16;
+    cfg.batch = 32;
+    cfg.ring_capacity = 6 * 40; // not a multiple of a segment's transitions: the ring wraps mid-epoch
+    cfg.warmup_steps = 5;
+    cfg.train_every = 2;
+    cfg.grad_steps = 2;
+    cfg.rollout_steps = 16;
+    cfg.env_params = envs.to_vec();
+    cfg
+}
+
+fn env(key: u64, spread: f64) -> TrialParams {
+    TrialParams { key, spread, normalize_reward: u32::from(key % 2 == 1), ..TrialParams::frictionless(10_000.0) }
+}
+
+fn dqn(hidden: u32, batch: u32, lr: f32) -> DqnParams {
+    DqnParams { hidden, batch, lr, gamma: 0.9, eps_decay_steps: 60.0, target_every: 7, ..DqnParams::default() }
+}
+
+fn ppo(hidden: u32, minibatches: u32, lr: f32) -> PpoParams {
+    PpoParams { hidden, batch: 24, minibatches, lr, epochs: 2, anneal_rollouts: 9, ..PpoParams::default() }
+}
+
+/// Runs `slots` through `run_slots` with `make`'s agent; the script's records.
+fn run<A: Learner>(
+    backend: &Backend,
+    data: &SplitData,
+    cfg: &TrainConfig,
+    ring: usize,
+    make: impl FnOnce(&EnvBatch) -> Result<A, tradesim::HostError>,
+    mut script: Script<A::Params>,
+) -> Script<A::Params> {
+    run_slots(backend, data, cfg, |_| ring, make, &mut script).unwrap();
+    script
+}
+
+/// The refilled trial equals itself alone; the others equal themselves in a batch without the refill.
+fn check<P>(refilled: &Script<P>, alone: &Script<P>, plain: &Script<P>, new_key: u64, stopped_key: u64) {
+    let got = &refilled.records[&new_key];
+    let want = &alone.records[&new_key];
+    assert_eq!(got.epochs.len(), 3, "the new trial trains its 3 epochs");
+    assert_eq!(got.epochs, want.epochs, "trial {new_key}: epochs in the freed slot vs alone");
+    let (g, w) = (got.end.as_ref().unwrap(), want.end.as_ref().unwrap());
+    assert_eq!((g.0, g.1, g.2), (w.0, w.1, w.2), "trial {new_key}: test metrics");
+    assert_eq!(g.3, w.3, "trial {new_key}: test actions");
+    assert_bitwise("network of the refilled trial", &g.4, &w.4);
+    for (key, rec) in &plain.records {
+        let mine = &refilled.records[key];
+        if *key == stopped_key {
+            // Stopped after the report of its epoch 0: it trained one more epoch by the boundary.
+            assert_eq!(mine.end.as_ref().unwrap().0, 2);
+            assert_eq!(mine.epochs[..], rec.epochs[..2]);
+        } else {
+            assert_eq!(mine, rec, "trial {key}: a batch-mate of the refill changed");
+        }
+    }
+    assert_ne!(got.epochs, refilled.records[&stopped_key].epochs[..], "the new trial is another trial");
+}
+
+fn dqn_refill(backend: &Backend) {
+    let data = data();
+    let envs = [env(0, 0.0001), env(1, 0.0002), env(2, 0.0)];
+    let params = [dqn(16, 32, 1e-3), dqn(12, 20, 5e-4), dqn(8, 32, 2e-3)];
+    let newcomer = SlotTrial { env: env(7, 0.00015), learner: dqn(12, 24, 7e-4) };
+    let agent = |cfg: &TrainConfig, p: Vec<DqnParams>| {
+        let cfg = cfg.clone();
+        move |e: &EnvBatch| DqnAgent::new(backend, e, &p, cfg.hidden, cfg.batch, cfg.seed)
+    };
+    let cfg = config(&envs);
+    let ring = cfg.ring_capacity;
+    let refilled = run(
+        backend,
+        &data,
+        &cfg,
+        ring,
+        agent(&cfg, params.to_vec()),
+        Script::new(Some((1, 0)), vec![newcomer.clone()]),
+    );
+    assert_eq!(refilled.refills, [(1, 2, 7)], "slot 1 freed at the boundary before epoch 2");
+    let plain = run(backend, &data, &cfg, ring, agent(&cfg, params.to_vec()), Script::new(None, Vec::new()));
+    let solo = config(&[newcomer.env]);
+    let alone = run(backend, &data, &solo, ring, agent(&solo, vec![newcomer.learner]), Script::new(None, Vec::new()));
+    check(&refilled, &alone, &plain, 7, 1);
+}
+test_device!(dqn_refill);
+
+fn ppo_refill(backend: &Backend) {
+    let data = data();
+    let envs = [env(3, 0.0001), env(4, 0.0002)];
+    let params = [ppo(16, 4, 3e-4), ppo(8, 0, 1e-3)];
+    let newcomer = SlotTrial { env: env(9, 0.0), learner: ppo(12, 4, 5e-4) };
+    let agent = |cfg: &TrainConfig, p: Vec<PpoParams>| {
+        let cfg = cfg.clone();
+        move |e: &EnvBatch| PpoAgent::new(backend, e, &p, cfg.hidden, cfg.batch, cfg.seed)
+    };
+    let cfg = config(&envs);
+    let ring = rollout_len(&cfg, cfg.segment_len) * cfg.envs;
+    let refilled = run(
+        backend,
+        &data,
+        &cfg,
+        ring,
+        agent(&cfg, params.to_vec()),
+        Script::new(Some((0, 0)), vec![newcomer.clone()]),
+    );
+    assert_eq!(refilled.refills, [(0, 2, 9)]);
+    let plain = run(backend, &data, &cfg, ring, agent(&cfg, params.to_vec()), Script::new(None, Vec::new()));
+    let solo = config(&[newcomer.env]);
+    let alone = run(backend, &data, &solo, ring, agent(&solo, vec![newcomer.learner]), Script::new(None, Vec::new()));
+    check(&refilled, &alone, &plain, 9, 3);
+}
+test_device!(ppo_refill);
+
+/// A refill where the batch's gradient rounds and the trial's own would not line up is refused.
+#[test]
+fn misaligned_refills_are_refused() {
+    let mut cfg = config(&[env(0, 0.0)]);
+    cfg.train_every = 3;
+    let err = tradesim::train::warmup_rounds(&cfg, 32).unwrap_err().to_string();
+    assert!(err.contains("train_every (3)") && err.contains("segment_len"), "{err}");
+    // Aligned: warm-up 5, every 3 -> the trial's first round is its step 6; the batch's rounds at its
+    // steps 3 (33 + 3 = 36 is not 3k: start 33 -> 36 = 3 x 12) are skipped.
+    assert_eq!(tradesim::train::warmup_rounds(&cfg, 33).unwrap(), 1);
+    cfg.train_every = 1;
+    cfg.warmup_steps = 0;
+    assert_eq!(tradesim::train::warmup_rounds(&cfg, 64).unwrap(), 0);
+    cfg.warmup_steps = 16;
+    assert_eq!(tradesim::train::warmup_rounds(&cfg, 64).unwrap(), 15);
+}
