@@ -1,6 +1,7 @@
 //! Crash points for the kill/resume tests: `TRADESIM_FAILPOINT=NAME:N[,NAME:N]` aborts the process (as a
 //! `kill -9` would: no destructors, nothing flushed) right after the N-th time the search passes point
-//! NAME. The points: `prune` (a trial's prune is committed) and `finish` (a trial's results are committed).
+//! NAME. The points: `prune` (a trial's prune is committed), `finish` (a trial's results are committed) and
+//! `refill` (a trial claimed for a freed slot of a running batch is committed, before it trains).
 //! Unset (always, outside tests), [`hit`] only counts.
 
 use std::collections::HashMap;

@@ -559,15 +559,22 @@ pub struct EndedTrial {
 }
 
 /// What a batch does at its epoch boundaries (the search's slot refill; [`train_dqn`] and [`train_ppo`]
-/// keep their trials to the end). Calls come in this order each epoch: the boundary's [`Self::stops`] and
-/// [`Self::next`] (slots in order), then the previous epoch's [`Self::report`], then the [`Self::ended`] of
-/// the trials that ended at the boundary before it.
+/// keep their trials to the end). Calls come in this order at each boundary: [`Self::stops`] for the live
+/// slots; when some trial ends there, the previous epoch's [`Self::report`] and the ending trials'
+/// [`Self::ended`]; then [`Self::next`] for the free slots in order. At a boundary where no trial ends, the
+/// previous epoch's report comes once the next epoch's training is under way (its validation walk overlaps
+/// that training).
 pub trait SlotControl<P> {
     /// An epoch's validation report (per slot, with the trial it trained and that trial's own epoch:
     /// [`EpochReport::trials`]). An error stops the run.
     fn report(&mut self, report: &EpochReport) -> Result<(), Error>;
     /// Whether the trial in `slot` ends at this boundary before its last epoch (pruned).
     fn stops(&self, slot: usize) -> bool;
+    /// Whether the batch's slots start with the run's configured trials (`true`), or empty, every trial
+    /// coming from [`Self::next`] (from the first boundary on).
+    fn preloaded(&self) -> bool {
+        true
+    }
     /// A new trial for `slot`, free at the boundary before the batch's epoch `tick`; `None` leaves it idle
     /// (the batch ends when every slot is idle).
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error>;
@@ -599,8 +606,10 @@ struct Ending<'a> {
 ///
 /// Epoch e's validation walk runs (on a GPU: on its own stream, from a copy of the weights) while epoch e + 1
 /// trains; it is finished and reported once that training is under way, so `ctl` hears of an epoch one
-/// epoch later and a trial it stops has trained one more epoch by the boundary where it ends. The reports
-/// and their order are those of walks finished at once: the overlap only changes when they arrive.
+/// epoch later and a trial it stops has trained one more epoch by the boundary where it ends. At a boundary
+/// where trials end, the walk is waited for first (the ended trials' last reports come before their slots
+/// are refilled). The reports and their order are those of walks finished at once: the overlap only
+/// changes when they arrive.
 pub fn run_slots<A: Learner>(
     backend: &Backend,
     data: &SplitData,
@@ -624,7 +633,8 @@ pub fn run_slots<A: Learner>(
     let mut agent = make_agent(&env)?;
     let setup_seconds = setup.elapsed().as_secs_f64();
     // Per slot: the live trial's key (None: idle), the tick it started at, the epochs it trained.
-    let mut live: Vec<Option<u64>> = cfg.env_params.iter().map(|p| Some(p.key)).collect();
+    let preloaded = ctl.preloaded();
+    let mut live: Vec<Option<u64>> = cfg.env_params.iter().map(|p| preloaded.then_some(p.key)).collect();
     let (mut started_at, mut trained) = (vec![0usize; trials], vec![0usize; trials]);
     let mut step = 0u64;
     let mut pending: Option<(EpochReport, PendingGreedy)> = None;
@@ -647,7 +657,7 @@ pub fn run_slots<A: Learner>(
             let steps = actions.len() / metrics.len().max(1);
             for (slot, key, epochs, network) in ending.trials {
                 let test_actions = actions[slot * steps..(slot + 1) * steps].to_vec();
-                ctl.ended(EndedTrial { slot, key, epochs, test: metrics[slot].clone(), test_actions, network })?;
+                ctl.ended(EndedTrial { slot, key, epochs, test: metrics[slot], test_actions, network })?;
             }
         }
         Ok(started.elapsed().as_secs_f64())
@@ -666,6 +676,9 @@ pub fn run_slots<A: Learner>(
                 .collect();
             endings.push(Ending { walk, trials: ended });
             test_seconds += started.elapsed().as_secs_f64();
+            // Their last epoch's report and their ends come before the claims for their slots (a search
+            // samples the next trials from every trial finished by then).
+            test_seconds += settle(pending.take(), &mut endings, ctl)?;
         }
         for k in 0..trials {
             if live[k].is_none()
@@ -747,7 +760,7 @@ fn train<A: Learner>(
     Ok(Trained {
         agent: run.agent,
         epochs: ctl.epochs,
-        test: ended.iter().map(|t| t.test.clone()).collect(),
+        test: ended.iter().map(|t| t.test).collect(),
         test_actions: ended.iter().flat_map(|t| t.test_actions.iter().copied()).collect(),
         split: data.split.clone(),
         setup_seconds: run.setup_seconds,

@@ -239,8 +239,15 @@ fn two_workers_share_a_study() {
     let batches = std::sync::atomic::AtomicUsize::new(0);
     let data = tradesim::train::SplitData::new(&d.series[0], tradesim::train::DEFAULT_SPLIT, 100).unwrap();
     run_search(&[tradesim::Backend::Cpu, tradesim::Backend::Cpu], &data, &cfg, 6_048.0, &paths, &|p| {
-        if let tradesim::hyperopt::Progress::Batch { .. } = p {
-            batches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Claims: a batch's first trials, then those freed slots take.
+        match p {
+            tradesim::hyperopt::Progress::Batch { numbers, .. } => {
+                batches.fetch_add(numbers.len(), std::sync::atomic::Ordering::SeqCst);
+            }
+            tradesim::hyperopt::Progress::Refill { .. } => {
+                batches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            _ => {}
         }
         Ok(())
     })
@@ -418,6 +425,73 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
         assert_eq!(a, b);
     }
     assert_eq!(expected.1, resumed.1, "epoch records differ");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 12 item 5: a search whose batch refilled freed slots (pruned trials' slots take the next trials
+/// mid-batch), killed right after a refill's claim and again after the refilled trials began to finish,
+/// resumes to the study of the uninterrupted search: the same trials, places, histories, values, epochs and
+/// checkpoint bytes.
+#[test]
+fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
+    let dir = temp_dir("refill-resume");
+    let cfg = dir.join("search.toml");
+    std::fs::write(
+        &cfg,
+        "[study]\ntrials = 20\nparallel = 5\nepochs = 3\nstartup_trials = 5\nprune_startup_trials = 3\n\
+         envs = 4\nsegment_len = 24\nseed = 11\n[space]\nhidden = { choices = [8, 16] }\nbatch = { choices = [16, 32] }\n",
+    )
+    .unwrap();
+    let run = |study: &Path, resume: bool, failpoint: Option<&str>| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["hyperopt", "--device", "cpu", "--study", study.to_str().unwrap()]);
+        if resume {
+            cmd.arg("--resume");
+        } else {
+            cmd.args(["--config", cfg.to_str().unwrap()]);
+        }
+        if let Some(f) = failpoint {
+            cmd.env("TRADESIM_FAILPOINT", f);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let places = |study: &Path| -> Vec<(u64, String, Option<tradesim::hyperopt::study::Place>)> {
+        open(study).unwrap().trials().unwrap().into_iter().map(|t| (t.number, t.status, t.place)).collect()
+    };
+    let whole = dir.join("whole").join("study.sqlite");
+    let (ok, stderr) = run(&whole, false, None);
+    assert!(ok, "{stderr}");
+    let expected = snapshot(&whole);
+    let placed = places(&whole);
+    // One batch of 5 slots: trials started mid-batch in slots freed by pruned trials.
+    assert!(placed.iter().all(|p| p.2.is_some_and(|q| q.batch == 0 && q.slot < 5)), "{placed:?}");
+    let refills: Vec<_> = placed.iter().filter(|p| p.2.is_some_and(|q| q.tick > 0)).collect();
+    assert!(refills.len() >= 10, "{placed:?}");
+    let pruned_then_refilled = placed.iter().filter(|p| p.1 == "pruned").any(|p| {
+        let q = p.2.unwrap();
+        refills.iter().any(|r| r.2.is_some_and(|s| s.slot == q.slot && s.tick > q.tick && s.tick < q.tick + 3))
+    });
+    assert!(pruned_then_refilled, "no slot refilled before a trial's epochs would have ended: {placed:?}");
+
+    let killed = dir.join("killed").join("study.sqlite");
+    let (ok, stderr) = run(&killed, false, Some("refill:2"));
+    assert!(!ok && stderr.contains("failpoint refill:2"), "{stderr}");
+    let after = places(&killed);
+    assert!(after.iter().any(|p| p.1 == "running" && p.2.is_some_and(|q| q.tick > 0)), "{after:?}");
+    // Resumed, then killed again once trials started in freed slots are finishing.
+    let (ok, stderr) = run(&killed, true, Some("finish:7"));
+    assert!(!ok && stderr.contains("failpoint finish:7"), "{stderr}");
+    let (ok, stderr) = run(&killed, true, None);
+    assert!(ok, "{stderr}");
+    let resumed = snapshot(&killed);
+    let strip = |v: &[String]| v.iter().map(|t| t.replace(dir.to_str().unwrap(), "")).collect::<Vec<_>>();
+    assert_eq!(resumed.0.len(), 20);
+    for (a, b) in strip(&expected.0).iter().zip(strip(&resumed.0).iter()) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(expected.1, resumed.1, "epoch records differ");
+    assert_eq!(placed, places(&killed), "places differ");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -19,8 +19,11 @@ use tradesim::{Backend, DqnAgent, EnvBatch, PpoAgent, TrialParams};
 #[derive(Debug, Default, PartialEq)]
 struct Record {
     epochs: Vec<(u32, u64, u64)>,
-    end: Option<(usize, u64, u64, Vec<u8>, Vec<u32>)>,
+    end: Option<End>,
 }
+
+/// A trial's end: epochs trained, test Sharpe and return bits, test actions, network bits.
+type End = (usize, u64, u64, Vec<u8>, Vec<u32>);
 
 /// A controller that stops the trial of `stop` (slot, after the report of its own epoch) and gives freed
 /// slots the `queue`'s trials in order; it records every trial by key.

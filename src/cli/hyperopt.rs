@@ -64,11 +64,16 @@ pub fn run(
                 trials_bar.set_position(*finished as u64);
                 trials_bar.set_message(format!("running {numbers:?}"));
                 epochs_bar.reset();
+                epochs_bar.set_length(cfg.study.epochs as u64);
             }
             Progress::Epoch { epoch, env_steps_per_s, best, train_seconds, eval_seconds } => {
                 let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 t[0] += train_seconds;
                 t[1] += eval_seconds;
+                // A batch whose freed slots took new trials runs more epochs than a trial's.
+                if *epoch as u64 + 1 > epochs_bar.length().unwrap_or(0) {
+                    epochs_bar.set_length(*epoch as u64 + 1);
+                }
                 epochs_bar.set_position(*epoch as u64 + 1);
                 epochs_bar.set_message(format!("{env_steps_per_s:.2e} env-steps/s, best valid Sharpe {best:.2}"));
             }
@@ -77,7 +82,10 @@ pub fn run(
                 t[2] += setup_seconds;
                 t[3] += test_seconds;
             }
-            Progress::BatchDone { finished } => trials_bar.set_position(*finished as u64),
+            Progress::Refill { slot, number } => trials_bar.set_message(format!("slot {slot} took trial {number}")),
+            Progress::TrialDone { finished, .. } | Progress::BatchDone { finished } => {
+                trials_bar.set_position(*finished as u64)
+            }
             Progress::Waiting { numbers } => trials_bar.set_message(format!(
                 "waiting: other workers run {numbers:?} (taken over if their worker goes silent for {} s)",
                 cfg.study.stale_seconds

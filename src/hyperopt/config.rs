@@ -285,6 +285,28 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
 }
 
 impl SearchConfig {
+    /// The largest value parameter `name` can take in the space (rounded up), or `default` when the space
+    /// does not name it: the slots of a batch are sized for any trial the search may start in them.
+    pub fn space_max(&self, name: &str, default: f64) -> f64 {
+        match self.space.get(name) {
+            Some(Dimension::Fixed(v)) => *v,
+            Some(Dimension::Range { high, .. }) => high.ceil(),
+            Some(Dimension::Choice { choices }) => choices.iter().copied().fold(f64::NAN, f64::max),
+            None => default,
+        }
+    }
+
+    /// The smallest positive value parameter `name` can take in the space (rounded down, at least 1), or
+    /// `None` when it takes none (or the space does not name it).
+    pub fn space_min_positive(&self, name: &str) -> Option<f64> {
+        let positive = |v: f64| (v > 0.0).then_some(v);
+        match self.space.get(name)? {
+            Dimension::Fixed(v) => positive(*v),
+            Dimension::Range { low, high, .. } => (*high >= 1.0).then(|| low.floor().max(1.0)),
+            Dimension::Choice { choices } => choices.iter().copied().filter(|v| *v > 0.0).reduce(f64::min),
+        }
+    }
+
     /// The defaults for `algo`.
     pub fn for_algo(algo: Algo) -> Self {
         Self {

@@ -721,6 +721,7 @@ mod tests {
             worker: None,
             runs: 1,
             heartbeat: None,
+            place: None,
         }
     }
 

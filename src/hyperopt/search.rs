@@ -11,8 +11,9 @@ use rust_decimal::Decimal;
 use super::config::{Algo, EnvSettings, PruneRule, SearchConfig};
 use super::sampler::{Params, sample, tpe_loss};
 use super::storage::StorageUrl;
+use super::study::Place;
 use super::study::{EpochRecord, Study, TrialRecord};
-use crate::train::{EpochReport, Networks, SplitData, TrainConfig, Trained, save_named_weights, train_dqn, train_ppo};
+use crate::train::{EndedTrial, EpochReport, SlotControl, SlotTrial, SplitData, TrainConfig, run_slots};
 use crate::{Backend, DqnParams, PpoParams, TrialParams};
 
 /// Rewards are in percent: the log return, costs and drawdown terms are scaled by this.
@@ -204,6 +205,20 @@ pub enum Progress {
         /// Their numbers.
         numbers: Vec<u64>,
     },
+    /// A freed slot of the running batch took a new trial.
+    Refill {
+        /// The slot.
+        slot: usize,
+        /// The trial's number.
+        number: u64,
+    },
+    /// A trial ended (its test walk and checkpoint recorded).
+    TrialDone {
+        /// Its number.
+        number: u64,
+        /// Trials finished so far.
+        finished: usize,
+    },
     /// A batch finished.
     BatchDone {
         /// Trials finished so far.
@@ -238,21 +253,77 @@ fn gone(worker: &str, me: &str) -> bool {
 
 /// What a claim found.
 struct Claimed {
-    batch: Vec<Claim>,
+    batch: BatchPlan,
     finished: usize,
     /// Unfinished trials that live workers elsewhere are running.
     elsewhere: Vec<u64>,
 }
 
+/// A batch to run: its number, its epoch to start from, its slots, and its trials in their places.
+#[derive(Debug, Default)]
+struct BatchPlan {
+    /// The batch's first trial number.
+    id: u64,
+    /// The batch's epoch at which this run starts (0; later when a killed batch resumes).
+    tick0: usize,
+    /// Slots (K).
+    slots: usize,
+    /// Claimed trials and where they start.
+    runs: Vec<(Claim, Place)>,
+    /// Finished trials of a resumed batch: (slot, first epoch, end epoch) that they held.
+    held: Vec<(usize, usize, usize)>,
+}
+
+/// The batch's epoch at which a finished trial of it freed its slot: all its epochs, or (pruned at its epoch
+/// p) two more than p, as [`crate::train::run_slots`] ends a trial stopped after epoch p's report.
+fn end_tick(t: &TrialRecord, start: usize, epochs: usize) -> usize {
+    start + t.pruned_at.map_or(epochs, |p| (p as usize + 2).min(epochs))
+}
+
+/// Samples and starts up to `n` new trials of this worker inside the caller's transaction (TPE over every
+/// finished trial, which becomes their history), numbered after every trial and claim; each placed by
+/// `place(i)`. Returns the claims and their claim counts (0).
+fn start_new(
+    study: &Study,
+    cfg: &SearchConfig,
+    trials: &[TrialRecord],
+    claimed: &HashSet<u64>,
+    n: usize,
+    place: impl Fn(u64, usize) -> Place,
+) -> Result<Vec<(Claim, Place)>, Error> {
+    let s = &cfg.study;
+    let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
+    let epochs = s.epochs as u64;
+    let history: Vec<(Params, f64)> = finished
+        .iter()
+        .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
+        .collect();
+    let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
+    let ours_total = trials.iter().filter(|t| t.ours).count();
+    let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
+    let first = next;
+    let mut out = Vec::new();
+    while out.len() < n && ours_total + out.len() < s.trials {
+        let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
+        study.start(next, &params, &seen)?;
+        let at = place(first, out.len());
+        study.place(next, at)?;
+        out.push(((next, params, seen.clone()), at));
+        next += 1;
+    }
+    Ok(out)
+}
+
 /// Claims the next batch, in one write transaction (so two workers, in this process or any other, never
 /// claim the same trial). Interrupted trials come first: tradesim's unfinished trials that no worker of this
 /// process runs and whose worker is gone (a process of this host that no longer exists) or silent (no
-/// heartbeat for `stale_seconds`), those sharing the first one's history (its original batch, with one
-/// worker), restarted under their numbers, parameters and histories. Otherwise new trials, up to
-/// `parallel`, sampled from every finished trial, which becomes their recorded history. So with one worker
-/// a batch's membership and what its trials saw are functions of the seed and the trial numbers alone
-/// (batch b is trials bK..bK+K-1 and saw every earlier batch), and a resumed search runs what the
-/// uninterrupted one would. Trials of other Optuna workers are left alone (their numbers are skipped).
+/// heartbeat for `stale_seconds`). Those of the first one's batch are restarted under their numbers,
+/// parameters, histories and places, and the batch resumes at the first epoch one of them started at, its
+/// finished trials holding their slots as long as they did; so with one worker a resumed search starts,
+/// refills and samples where and what the uninterrupted one did. (Trials recorded without a place, by an
+/// older version, restart together at epoch 0 of a new batch.) Otherwise new trials, up to `parallel`,
+/// sampled from every finished trial, which becomes their recorded history. Trials of other Optuna workers
+/// are left alone (their numbers are skipped).
 fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &str) -> Result<Claimed, Error> {
     let s = &cfg.study;
     let cutoff = crate::hyperopt::db::timestamp(
@@ -261,45 +332,60 @@ fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me:
     let claimed_now = study.in_tx(|| {
         study.lock()?;
         let trials = study.trials()?;
-        let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
+        let finished = trials.iter().filter(|t| t.finished()).count();
         let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
             trials.iter().filter(|t| t.ours && !t.finished() && !claimed.contains(&t.number)).partition(|t| {
                 t.worker.as_deref().is_none_or(|w| w != me && gone(w, me))
                     || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
             });
-        // Each claimed trial's claims so far (0 for a new one), counted up by `claim_for`.
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        let batch: Vec<Claim> = if let Some(first) = interrupted.first() {
-            let again: Vec<&&TrialRecord> =
-                interrupted.iter().filter(|t| t.history == first.history).take(s.parallel).collect();
-            for t in &again {
-                study.restart(t.number)?;
-                runs.push((t.number, t.runs));
-            }
-            again.iter().map(|t| (t.number, t.params.clone(), t.history.clone())).collect()
-        } else {
-            let epochs = s.epochs as u64;
-            let history: Vec<(Params, f64)> = finished
-                .iter()
-                .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
+        let mut plan = BatchPlan::default();
+        if let Some(first) = interrupted.first() {
+            let again: Vec<(&TrialRecord, Place)> = match first.place {
+                Some(p) => {
+                    interrupted.iter().filter_map(|t| t.place.filter(|q| q.batch == p.batch).map(|q| (*t, q))).collect()
+                }
+                None => interrupted
+                    .iter()
+                    .filter(|t| t.place.is_none() && t.history == first.history)
+                    .take(s.parallel)
+                    .enumerate()
+                    .map(|(slot, t)| (*t, Place { batch: first.number, slot, tick: 0 }))
+                    .collect(),
+            };
+            plan.id = again[0].1.batch;
+            plan.tick0 = again.iter().map(|(_, q)| q.tick).min().unwrap_or(0);
+            let members = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == plan.id));
+            plan.slots = members.clone().map(|t| t.place.map_or(0, |q| q.slot + 1)).max().unwrap_or(0);
+            plan.slots = plan.slots.max(again.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0));
+            plan.held = members
+                .filter(|t| t.finished())
+                .filter_map(|t| t.place.map(|q| (q.slot, q.tick, end_tick(t, q.tick, s.epochs))))
                 .collect();
-            let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
-            let ours_total = trials.iter().filter(|t| t.ours).count();
-            let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
-            let mut batch = Vec::new();
-            while batch.len() < s.parallel && ours_total + batch.len() < s.trials {
-                let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
-                study.start(next, &params, &seen)?;
-                batch.push((next, params, seen.clone()));
-                runs.push((next, 0));
-                next += 1;
+            for (t, at) in again {
+                study.restart(t.number)?;
+                if first.place.is_none() {
+                    study.place(t.number, at)?;
+                }
+                plan.runs.push(((t.number, t.params.clone(), t.history.clone()), at));
             }
-            batch
-        };
+        } else {
+            plan.runs = start_new(study, cfg, &trials, claimed, s.parallel, |first, slot| Place {
+                batch: first,
+                slot,
+                tick: 0,
+            })?;
+            plan.id = plan.runs.first().map_or(0, |r| r.1.batch);
+            plan.slots = plan.runs.len();
+        }
+        let runs: Vec<(u64, u64)> = plan
+            .runs
+            .iter()
+            .map(|((n, ..), _)| (*n, trials.iter().find(|t| t.number == *n).map_or(0, |t| t.runs)))
+            .collect();
         study.claim_for(&runs, me)?;
-        Ok(Claimed { batch, finished: finished.len(), elsewhere: elsewhere.iter().map(|t| t.number).collect() })
+        Ok(Claimed { batch: plan, finished, elsewhere: elsewhere.iter().map(|t| t.number).collect() })
     })?;
-    claimed.extend(claimed_now.batch.iter().map(|b| b.0));
+    claimed.extend(claimed_now.batch.runs.iter().map(|r| r.0.0));
     Ok(claimed_now)
 }
 
@@ -320,7 +406,6 @@ pub fn run_search(
 ) -> Result<(), Error> {
     let s = &cfg.study;
     let env = EnvDecimals::parse(&cfg.env)?;
-    let steps_per_trial = (s.epochs * s.segment_len) as f64;
     let me = worker_id();
     let claimed = Mutex::new(HashSet::new());
     // Trials this process is running (the heartbeat thread's list).
@@ -336,7 +421,7 @@ pub fn run_search(
                 let mut claimed = claimed.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?;
                 next_batch(&study, cfg, &mut claimed, &me)?
             };
-            if c.batch.is_empty() {
+            if c.batch.runs.is_empty() {
                 if c.elsewhere.is_empty() {
                     return Ok(());
                 }
@@ -344,15 +429,12 @@ pub fn run_search(
                 std::thread::sleep(std::time::Duration::from_secs_f64(s.heartbeat_seconds));
                 continue;
             }
-            let numbers: Vec<u64> = c.batch.iter().map(|b| b.0).collect();
-            running.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?.extend(&numbers);
+            let numbers: Vec<u64> = c.batch.runs.iter().map(|r| r.0.0).collect();
+            locked(&running)?.extend(&numbers);
             progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
-            let result =
-                run_batch(backend, data, cfg, bars_per_year, &env, steps_per_trial, &c.batch, paths, &study, progress);
-            running
-                .lock()
-                .map_err(|_| Error::Study("a search worker failed".to_owned()))?
-                .retain(|n| !numbers.contains(n));
+            let shared = Shared { claimed: &claimed, running: &running, me: &me, paths, progress };
+            let result = run_batch(backend, data, cfg, bars_per_year, &env, c.batch, &shared, &study);
+            locked(&running)?.retain(|n| !numbers.contains(n));
             result?;
             let finished = study.trials()?.iter().filter(|t| t.finished()).count();
             progress(&Progress::BatchDone { finished })?;
@@ -391,127 +473,236 @@ fn run_batch(
     cfg: &SearchConfig,
     bars_per_year: f64,
     env: &EnvDecimals,
-    steps_per_trial: f64,
-    batch: &[Claim],
-    paths: &SearchPaths,
+    plan: BatchPlan,
+    shared: &Shared<'_>,
     study: &Study,
-    progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
 ) -> Result<(), Error> {
     let s = &cfg.study;
+    let steps_per_trial = (s.epochs * s.segment_len) as f64;
     // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
-    // on its batch-mates, its slot or K (the same trial gives the same bits in any batch, and on resume).
-    let mut tc = TrainConfig::default_for(batch.len(), s.epochs, s.seed);
+    // on its batch-mates, its slot, when it started or K (the same trial gives the same bits in any batch,
+    // and on resume: tests/refill.rs).
+    let mut tc = TrainConfig::default_for(plan.slots, s.epochs, s.seed);
     tc.envs = s.envs;
     tc.segment_len = s.segment_len;
     tc.ring_capacity = s.envs * 64;
     tc.bars_per_year = bars_per_year;
-    tc.env_params = batch
-        .iter()
-        .map(|(number, p, _)| env_params(p, env).map(|e| TrialParams { key: *number, ..e }))
+    let first = plan.runs.first().map(|r| r.0.1.clone()).ok_or_else(|| Error::Study("an empty batch".into()))?;
+    // The slots' networks and buffers fit any trial of the space (a freed slot may take any of them); the
+    // first trial's parameters stand in until each slot's trial is placed.
+    tc.hidden = cfg.space_max("hidden", 64.0) as usize;
+    tc.env_params = (0..plan.slots as u64)
+        .map(|k| env_params(&first, env).map(|e| TrialParams { key: k, ..e }))
         .collect::<Result<_, _>>()?;
-    // Each trial's median rule compares it with the complete trials of its history (not with whatever
-    // finished since), so a trial re-run on resume is pruned where it was the first time.
-    let references: Vec<(Vec<EpochRecord>, usize)> = {
-        let (trials, epochs) = (study.trials()?, study.epochs()?);
-        batch.iter().map(|(_, _, history)| pruning_reference(&trials, &epochs, history)).collect()
-    };
-    let mut pruned = vec![false; batch.len()];
-    let mut own: Vec<Vec<f64>> = vec![Vec::new(); batch.len()];
-    let mut failure: Option<Error> = None;
-    let transitions = (tc.envs * tc.segment_len) as f64 * batch.len() as f64;
-    let mut record = |r: &EpochReport| {
-        let best = r.valid.iter().map(|m| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
-        progress(&Progress::Epoch {
+    let slots = SearchSlots::new(cfg, env, plan, shared, study);
+    if s.algo == Algo::Ppo {
+        tc.rollout_steps = s.rollout_steps;
+        let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
+        let rollouts = s.epochs * crate::train::rollouts_per_epoch(&tc, segment);
+        tc.batch = cfg.space_max("batch", 1.0) as usize;
+        let stand_in = ppo_params(&first, rollouts)?;
+        let ppo = vec![PpoParams { hidden: tc.hidden as u32, ..stand_in }; tc.env_params.len()];
+        let n = crate::train::rollout_len(&tc, segment) * tc.envs;
+        // The minibatch buffer also holds the largest split's share (the fewest minibatches of the space).
+        if let Some(fewest) = cfg.space_min_positive("minibatches") {
+            tc.batch = tc.batch.max(n.div_ceil(fewest as usize));
+        }
+        let mut ctl = slots.with(move |p: &Params| ppo_params(p, rollouts));
+        let make = |e: &crate::EnvBatch| crate::PpoAgent::new(backend, e, &ppo, tc.hidden, tc.batch, tc.seed);
+        let ring = |segment_len| crate::train::rollout_len(&tc, segment_len) * tc.envs;
+        let run = run_slots(backend, data, &tc, ring, make, &mut ctl)?;
+        progress_trained(shared, &run)
+    } else {
+        tc.batch = cfg.space_max("batch", 64.0) as usize;
+        let stand_in = dqn_params(&first, steps_per_trial)?;
+        tc.dqn = vec![DqnParams { hidden: tc.hidden as u32, batch: tc.batch as u32, ..stand_in }; tc.env_params.len()];
+        let mut ctl = slots.with(move |p: &Params| dqn_params(p, steps_per_trial));
+        let make = |e: &crate::EnvBatch| crate::DqnAgent::new(backend, e, &tc.dqn, tc.hidden, tc.batch, tc.seed);
+        let run = run_slots(backend, data, &tc, |_| tc.ring_capacity, make, &mut ctl)?;
+        progress_trained(shared, &run)
+    }
+}
+
+fn progress_trained<A>(shared: &Shared<'_>, run: &crate::train::SlotRun<A>) -> Result<(), Error> {
+    (shared.progress)(&Progress::Trained { setup_seconds: run.setup_seconds, test_seconds: run.test_seconds })
+}
+
+/// What the workers of one search share: the claims of this process, the trials it runs (the heartbeat's
+/// list), this worker's name, where it writes, and the progress listener.
+struct Shared<'a> {
+    claimed: &'a Mutex<HashSet<u64>>,
+    running: &'a Mutex<HashSet<u64>>,
+    me: &'a str,
+    paths: &'a SearchPaths,
+    progress: &'a (dyn Fn(&Progress) -> Result<(), Error> + Sync),
+}
+
+fn locked<'m, T>(m: &'m Mutex<T>) -> Result<std::sync::MutexGuard<'m, T>, Error> {
+    m.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))
+}
+
+/// A trial running in a slot: its number, parameters, history's pruning reference, values so far, and
+/// whether it was pruned.
+struct Running {
+    number: u64,
+    reference: (Vec<EpochRecord>, usize),
+    own: Vec<f64>,
+    pruned: bool,
+}
+
+/// The search's [`SlotControl`]: records each epoch of each trial in the study and applies the median rule;
+/// places the batch's claimed trials at their epochs and, when a slot frees up, claims the next trial (TPE
+/// over the trials finished by then); saves a trial's checkpoint and finishes it in the study when it ends.
+struct SearchSlots<'a, F> {
+    cfg: &'a SearchConfig,
+    env: &'a EnvDecimals,
+    plan: BatchPlan,
+    shared: &'a Shared<'a>,
+    study: &'a Study,
+    /// Per slot: the number of the trial it holds.
+    slots: Vec<Option<u64>>,
+    /// Trials of this run by number (those ended leave).
+    trials: std::collections::HashMap<u64, Running>,
+    learner: F,
+}
+
+impl<'a> SearchSlots<'a, ()> {
+    fn new(
+        cfg: &'a SearchConfig,
+        env: &'a EnvDecimals,
+        plan: BatchPlan,
+        shared: &'a Shared<'a>,
+        study: &'a Study,
+    ) -> Self {
+        let slots = vec![None; plan.slots];
+        Self { cfg, env, plan, shared, study, slots, trials: std::collections::HashMap::new(), learner: () }
+    }
+
+    fn with<F>(self, learner: F) -> SearchSlots<'a, F> {
+        let Self { cfg, env, plan, shared, study, slots, trials, .. } = self;
+        SearchSlots { cfg, env, plan, shared, study, slots, trials, learner }
+    }
+}
+
+impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F> {
+    fn preloaded(&self) -> bool {
+        false
+    }
+
+    fn report(&mut self, r: &EpochReport) -> Result<(), Error> {
+        let s = &self.cfg.study;
+        let numbers: Vec<u64> = r.trials.iter().flatten().map(|t| t.0).collect();
+        let valid = |k: usize| r.valid[k].sharpe;
+        let best = r.trials.iter().enumerate().filter(|(_, t)| t.is_some()).map(|(k, _)| valid(k));
+        let best = best.filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
+        let transitions = (s.envs * s.segment_len * numbers.len()) as f64;
+        (self.shared.progress)(&Progress::Epoch {
             epoch: r.epoch,
             env_steps_per_s: transitions / r.train_seconds.max(1e-9),
             best,
             train_seconds: r.train_seconds,
             eval_seconds: r.eval_seconds,
         })?;
-        for (k, (number, ..)) in batch.iter().enumerate() {
-            if pruned[k] {
+        for (k, t) in r.trials.iter().enumerate() {
+            let Some((number, epoch)) = *t else { continue };
+            let Some(run) = self.trials.get_mut(&number) else { continue };
+            if run.pruned {
                 continue;
             }
             let m = &r.valid[k];
-            let epoch = EpochRecord {
-                trial: *number,
-                epoch: r.epoch as u64,
+            let record = EpochRecord {
+                trial: number,
+                epoch: epoch as u64,
                 loss: f64::from(r.losses[k]),
                 valid_sharpe: m.sharpe,
                 valid_return: m.total_return,
             };
-            own[k].push(m.sharpe);
-            let result = study.record_epoch(&epoch).and_then(|()| {
-                if s.prune == PruneRule::Median
-                    && should_prune(
-                        &own[k],
-                        r.epoch as u64,
-                        &references[k].0,
-                        references[k].1,
-                        s.prune_startup_trials,
-                        s.prune_warmup_epochs,
-                    )
-                {
-                    pruned[k] = true;
-                    study.prune(*number, r.epoch as u64, m.sharpe).map(|()| crate::failpoint::hit("prune"))
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = result {
-                failure.get_or_insert(e);
+            run.own.push(m.sharpe);
+            self.study.record_epoch(&record)?;
+            let (reference, n_complete) = (&run.reference.0, run.reference.1);
+            if s.prune == PruneRule::Median
+                && should_prune(
+                    &run.own,
+                    epoch as u64,
+                    reference,
+                    n_complete,
+                    s.prune_startup_trials,
+                    s.prune_warmup_epochs,
+                )
+            {
+                run.pruned = true;
+                self.study.prune(number, epoch as u64, m.sharpe)?;
+                crate::failpoint::hit("prune");
             }
         }
         Ok(())
-    };
-    if s.algo == Algo::Ppo {
-        tc.rollout_steps = s.rollout_steps;
-        let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
-        let rollouts = s.epochs * crate::train::rollouts_per_epoch(&tc, segment);
-        let ppo: Vec<PpoParams> = batch.iter().map(|(_, p, _)| ppo_params(p, rollouts)).collect::<Result<_, _>>()?;
-        tc.hidden = ppo.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
-        // The unsplit trials' batches (the agent grows the buffer to the splits' shares).
-        tc.batch = ppo.iter().filter(|p| p.minibatches == 0).map(|p| p.batch as usize).max().unwrap_or(1);
-        let trained = train_ppo(backend, data, &tc, &ppo, &mut record)?;
-        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds })?;
-        failure.map_or(Ok(()), Err)?;
-        finish_batch(&trained, batch, paths, study)
-    } else {
-        tc.dqn = batch.iter().map(|(_, p, _)| dqn_params(p, steps_per_trial)).collect::<Result<_, _>>()?;
-        tc.hidden = tc.dqn.iter().map(|p| p.hidden as usize).max().unwrap_or(64);
-        tc.batch = tc.dqn.iter().map(|p| p.batch as usize).max().unwrap_or(64);
-        let trained = train_dqn(backend, data, &tc, &mut record)?;
-        progress(&Progress::Trained { setup_seconds: trained.setup_seconds, test_seconds: trained.test_seconds })?;
-        failure.map_or(Ok(()), Err)?;
-        finish_batch(&trained, batch, paths, study)
     }
-}
 
-/// Saves a batch's weights and records every trial's final metric, test evaluation and checkpoint.
-fn finish_batch<A: Networks>(
-    trained: &Trained<A>,
-    batch: &[Claim],
-    paths: &SearchPaths,
-    study: &Study,
-) -> Result<(), Error> {
-    let names: Vec<String> = batch.iter().map(|(n, ..)| format!("trial-{n}.safetensors")).collect();
-    let saved = save_named_weights(&trained.agent, &paths.checkpoints, &names)?;
-    let last = trained.epochs.last().ok_or_else(|| Error::Data("no epoch ran".to_owned()))?;
-    let steps = trained.test_actions.len() / batch.len();
-    for (k, (number, ..)) in batch.iter().enumerate() {
-        let t = &trained.test[k];
-        let actions = &trained.test_actions[k * steps..(k + 1) * steps];
-        study.finish(
-            *number,
-            last.valid[k].sharpe,
-            t.total_return,
-            t.sharpe,
-            actions,
-            &saved[k].display().to_string(),
+    fn stops(&self, slot: usize) -> bool {
+        self.slots[slot].and_then(|n| self.trials.get(&n)).is_some_and(|t| t.pruned)
+    }
+
+    fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error> {
+        let at = self.plan.tick0 + tick;
+        self.slots[slot] = None;
+        let placed = self.plan.runs.iter().position(|(_, q)| q.slot == slot && q.tick == at);
+        let claim = match placed {
+            Some(i) => Some(self.plan.runs.remove(i).0),
+            None if self.plan.held.iter().any(|&(s, from, to)| s == slot && from <= at && at < to) => None,
+            // A slot that still has a trial of its own to come idles until then.
+            None if self.plan.runs.iter().any(|(_, q)| q.slot == slot) => None,
+            None => {
+                let (study, cfg, shared, id) = (self.study, self.cfg, self.shared, self.plan.id);
+                let mut claimed = locked(shared.claimed)?;
+                let new = study.in_tx(|| {
+                    study.lock()?;
+                    let trials = study.trials()?;
+                    let new = start_new(study, cfg, &trials, &claimed, 1, |_, _| Place { batch: id, slot, tick: at })?;
+                    study.claim_for(&new.iter().map(|((n, ..), _)| (*n, 0)).collect::<Vec<_>>(), shared.me)?;
+                    Ok(new)
+                })?;
+                claimed.extend(new.iter().map(|r| r.0.0));
+                if tick > 0 && !new.is_empty() {
+                    crate::failpoint::hit("refill");
+                }
+                new.into_iter().next().map(|r| r.0)
+            }
+        };
+        let Some((number, params, history)) = claim else { return Ok(None) };
+        locked(self.shared.running)?.insert(number);
+        let reference = {
+            let (trials, epochs) = (self.study.trials()?, self.study.epochs()?);
+            pruning_reference(&trials, &epochs, &history)
+        };
+        let env = TrialParams { key: number, ..env_params(&params, self.env)? };
+        let learner = (self.learner)(&params)?;
+        self.trials.insert(number, Running { number, reference, own: Vec::new(), pruned: false });
+        self.slots[slot] = Some(number);
+        if tick > 0 {
+            (self.shared.progress)(&Progress::Refill { slot, number })?;
+        }
+        Ok(Some(SlotTrial { env, learner }))
+    }
+
+    fn ended(&mut self, t: EndedTrial) -> Result<(), Error> {
+        let Some(run) = self.trials.remove(&t.key) else { return Ok(()) };
+        let path = self.shared.paths.checkpoints.join(format!("trial-{}.safetensors", run.number));
+        t.network.save(&path)?;
+        let value = run.own.last().copied().unwrap_or(f64::NAN);
+        let test = &t.test;
+        self.study.finish(
+            run.number,
+            value,
+            test.total_return,
+            test.sharpe,
+            &t.test_actions,
+            &path.display().to_string(),
         )?;
         crate::failpoint::hit("finish");
+        locked(self.shared.running)?.remove(&run.number);
+        let finished = self.study.trials()?.iter().filter(|t| t.finished()).count();
+        (self.shared.progress)(&Progress::TrialDone { number: run.number, finished })
     }
-    Ok(())
 }
 
 /// The study name when none is given.
@@ -582,6 +773,7 @@ mod tests {
             worker: None,
             runs: 1,
             heartbeat: None,
+            place: None,
         };
         // 0 complete, 1 pruned, 2 complete but finished after the trial's number was issued, 3 complete in
         // the history but unfinished (cannot happen in a study; left out all the same).

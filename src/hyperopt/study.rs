@@ -103,6 +103,21 @@ pub struct TrialRecord {
     pub runs: u64,
     /// Its last heartbeat (UTC, `YYYY-MM-DD HH:MM:SS.ffffff`, sortable as text).
     pub heartbeat: Option<String>,
+    /// Where it ran: its batch, slot and the batch's epoch it started at (trials recorded by versions
+    /// before slot refills have none).
+    pub place: Option<Place>,
+}
+
+/// Where a trial runs: the batch (numbered by its first trial), the slot, and the batch's epoch at which
+/// the trial started (0 for the batch's first trials; later for one started in a freed slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The batch's first trial number.
+    pub batch: u64,
+    /// The slot.
+    pub slot: usize,
+    /// The batch's epoch at which the trial started.
+    pub tick: usize,
 }
 
 impl TrialRecord {
@@ -534,6 +549,15 @@ impl Study {
         })
     }
 
+    /// Records where trial `number` runs ([`TrialRecord::place`]).
+    pub fn place(&self, number: u64, place: Place) -> Result<(), Error> {
+        self.in_tx(|| {
+            let id = self.trial_id(number)?;
+            let value = json!([place.batch, place.slot, place.tick]).to_string();
+            self.set_attr("trial_system_attributes", id, "tradesim_place", value)
+        })
+    }
+
     /// Restarts an interrupted trial (running, or pruned or finishing when its search was killed) under its
     /// number, parameters and history: state RUNNING, its epochs and results removed, in one transaction.
     pub fn restart(&self, number: u64) -> Result<(), Error> {
@@ -744,6 +768,11 @@ impl Study {
                 worker: attr(&system, "tradesim_worker").and_then(|v| v.as_str().map(str::to_owned)),
                 runs: attr(&system, "tradesim_runs").and_then(|v| v.as_u64()).unwrap_or(0),
                 heartbeat: beats.get(&id).cloned(),
+                place: attr(&system, "tradesim_place").and_then(|v| {
+                    let a = v.as_array()?;
+                    let at = |i: usize| a.get(i).and_then(Value::as_u64);
+                    Some(Place { batch: at(0)?, slot: at(1)? as usize, tick: at(2)? as usize })
+                }),
             });
         }
         Ok(out)
