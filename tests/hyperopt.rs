@@ -475,10 +475,20 @@ fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
     assert!(pruned_then_refilled, "no slot refilled before a trial's epochs would have ended: {placed:?}");
 
     let killed = dir.join("killed").join("study.sqlite");
-    let (ok, stderr) = run(&killed, false, Some("refill:2"));
-    assert!(!ok && stderr.contains("failpoint refill:2"), "{stderr}");
+    // The sixth claim for a freed slot: the first after pruned trials freed theirs, while the batch's other
+    // trials run on and the pruned trials' slots are still to be refilled.
+    let (ok, stderr) = run(&killed, false, Some("refill:6"));
+    assert!(!ok && stderr.contains("failpoint refill:6"), "{stderr}");
     let after = places(&killed);
-    assert!(after.iter().any(|p| p.1 == "running" && p.2.is_some_and(|q| q.tick > 0)), "{after:?}");
+    let refilled = |p: &(u64, String, Option<tradesim::hyperopt::study::Place>)| {
+        p.2.is_some_and(|q| {
+            after.iter().any(|o| o.1 == "pruned" && o.2.is_some_and(|r| r.slot == q.slot && r.tick < q.tick))
+        })
+    };
+    assert!(
+        after.iter().any(|p| p.1 == "running" && refilled(p)),
+        "no running trial in a pruned one's slot: {after:?}"
+    );
     // Resumed, then killed again once trials started in freed slots are finishing.
     let (ok, stderr) = run(&killed, true, Some("finish:7"));
     assert!(!ok && stderr.contains("failpoint finish:7"), "{stderr}");
