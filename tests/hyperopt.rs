@@ -369,9 +369,10 @@ fn snapshot(study: &Path) -> (Vec<String>, Vec<String>) {
     (trials, epochs)
 }
 
-/// Issue 17 item 5: a search killed right after a prune in its second batch, resumed, killed again while
-/// that batch is finishing, and resumed to the end equals the uninterrupted search: every trial's
-/// parameters, state, values, epochs, test results, history and checkpoint bytes.
+/// Issue 17 item 5: a search killed right after its first prune (among trials 5-9, in the slots the first
+/// five freed), resumed, killed again after two trials finished, and resumed to the end equals the
+/// uninterrupted search: every trial's parameters, state, values, epochs, test results, history and
+/// checkpoint bytes.
 #[test]
 fn a_resumed_search_equals_the_uninterrupted_one() {
     let dir = temp_dir("exact-resume");
@@ -405,15 +406,15 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
         .iter()
         .filter(|t| t.split(' ').nth(2) == Some("pruned"))
         .filter_map(|t| t.split(' ').next()?.parse::<u64>().ok());
-    assert!(pruned_in_batch_2.clone().any(|n| (5..10).contains(&n)), "no prune in the second batch: {:?}", expected.0);
+    assert!(pruned_in_batch_2.clone().any(|n| (5..10).contains(&n)), "no prune among trials 5-9: {:?}", expected.0);
 
     let killed = dir.join("killed").join("study.sqlite");
-    // The first prune of the search is in the second batch (the first has no complete trial to compare with).
+    // The first prune of the search is among trials 5-9 (the first five have no complete trial to compare with).
     let (ok, stderr) = run(&killed, false, Some("prune:1"));
     assert!(!ok && stderr.contains("failpoint prune:1"), "{stderr}");
     let after_prune = snapshot(&killed);
     assert!(after_prune.0.iter().any(|t| t.contains(" pruned ")), "the kill came after a prune: {:?}", after_prune.0);
-    // Resumed, then killed after two of the second batch's trials are finished.
+    // Resumed, then killed after two of trials 5-9 are finished.
     let (ok, stderr) = run(&killed, true, Some("finish:2"));
     assert!(!ok && stderr.contains("failpoint finish:2"), "{stderr}");
     let (ok, stderr) = run(&killed, true, None);

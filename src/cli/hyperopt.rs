@@ -56,8 +56,8 @@ pub fn run(
     epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
     // Seconds of training, validation, setup (the splits' features, then each batch's envs and networks) and
-    // test walks, summed over batches.
-    let timing = std::sync::Mutex::new([0.0, 0.0, 0.0, 0.0]);
+    // test walks, summed over batches; then the slot-epochs that trained a live trial, and all slot-epochs.
+    let timing = std::sync::Mutex::new([0.0; 6]);
     let done = job.run(&backends, &dataset, symbol, &|p| {
         match p {
             Progress::Batch { numbers, finished } => {
@@ -66,10 +66,12 @@ pub fn run(
                 epochs_bar.reset();
                 epochs_bar.set_length(cfg.study.epochs as u64);
             }
-            Progress::Epoch { epoch, env_steps_per_s, best, train_seconds, eval_seconds } => {
+            Progress::Epoch { epoch, env_steps_per_s, best, train_seconds, eval_seconds, live, slots } => {
                 let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 t[0] += train_seconds;
                 t[1] += eval_seconds;
+                t[4] += *live as f64;
+                t[5] += *slots as f64;
                 // A batch whose freed slots took new trials runs more epochs than a trial's.
                 if *epoch as u64 + 1 > epochs_bar.length().unwrap_or(0) {
                     epochs_bar.set_length(*epoch as u64 + 1);
@@ -97,13 +99,21 @@ pub fn run(
     epochs_bar.finish();
     timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[2] += done.split_seconds;
     let summary = done.summary;
-    let [train_s, eval_s, setup_s, test_s] = timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let [train_s, eval_s, setup_s, test_s, live, slots] =
+        timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let total = started.elapsed().as_secs_f64();
     println!(
         "search done in {total:.1} s: training {train_s:.2} s, validation {eval_s:.2} s, setup (features, envs, \
          networks) {setup_s:.2} s, test walks {test_s:.2} s, the rest (study, checkpoints, report) {:.2} s",
         total - train_s - eval_s - setup_s - test_s
     );
+    if slots > 0.0 {
+        println!(
+            "slots: {live:.0} of {slots:.0} slot-epochs trained a live trial ({:.0}%; a slot idles once its trial \
+             ended and no trial is left to claim)",
+            100.0 * live / slots
+        );
+    }
     println!(
         "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
         "rank", "trial", "status", "valid Sharpe", "test ret%", "test Sharpe", "lr", "gamma", "hidden"

@@ -192,6 +192,11 @@ pub enum Progress {
         train_seconds: f64,
         /// Seconds of the validation walk and backtest in this epoch.
         eval_seconds: f64,
+        /// Slots that trained a live trial this epoch (the others idled: their trial ended and no trial was
+        /// left to claim).
+        live: usize,
+        /// Slots of the batch.
+        slots: usize,
     },
     /// A batch's training ended (its test walks done; its checkpoints and study rows follow).
     Trained {
@@ -602,6 +607,8 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
             best,
             train_seconds: r.train_seconds,
             eval_seconds: r.eval_seconds,
+            live: numbers.len(),
+            slots: r.trials.len(),
         })?;
         for (k, t) in r.trials.iter().enumerate() {
             let Some((number, epoch)) = *t else { continue };
