@@ -668,8 +668,10 @@ pub fn run_slots<A: Learner>(
             (0..trials).filter(|&k| live[k].is_some() && (trained[k] >= cfg.epochs || ctl.stops(k))).collect();
         if !done.is_empty() {
             let started = Instant::now();
-            let online = agent.online()?;
+            // The test walk first: on a GPU it runs beside the pending validation walk while the weights
+            // download (which waits for the device).
             let walk = start_greedy(backend, &mut agent, test, env.params(), cfg.bars_per_year, cfg.seed)?;
+            let online = agent.online()?;
             let ended = done
                 .iter()
                 .map(|&k| (k, live[k].take().unwrap_or_default(), trained[k], TrialNetwork::of(&agent, &online, k)))

@@ -369,13 +369,9 @@ fn snapshot(study: &Path) -> (Vec<String>, Vec<String>) {
     (trials, epochs)
 }
 
-/// Issue 17 item 5: a search killed right after its first prune (among trials 5-9, in the slots the first
-/// five freed), resumed, killed again after two trials finished, and resumed to the end equals the
-/// uninterrupted search: every trial's parameters, state, values, epochs, test results, history and
-/// checkpoint bytes.
-#[test]
-fn a_resumed_search_equals_the_uninterrupted_one() {
-    let dir = temp_dir("exact-resume");
+/// The search of the exact-resume tests (20 trials through 5 slots, 3 epochs, the median pruner from the
+/// third complete trial on) written under `dir`: run on study PATH, fresh or resumed, with a failpoint.
+fn resumable_search(dir: &Path) -> impl Fn(&Path, bool, Option<&str>) -> (bool, String) + use<> {
     let cfg = dir.join("search.toml");
     std::fs::write(
         &cfg,
@@ -383,7 +379,7 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
          envs = 4\nsegment_len = 24\nseed = 11\n[space]\nhidden = { choices = [8, 16] }\nbatch = { choices = [16, 32] }\n",
     )
     .unwrap();
-    let run = |study: &Path, resume: bool, failpoint: Option<&str>| {
+    move |study: &Path, resume: bool, failpoint: Option<&str>| {
         let mut cmd = Command::new(bin());
         cmd.args(["hyperopt", "--device", "cpu", "--study", study.to_str().unwrap()]);
         if resume {
@@ -396,7 +392,17 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
         }
         let out = cmd.output().unwrap();
         (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
-    };
+    }
+}
+
+/// Issue 17 item 5: a search killed right after its first prune (among trials 5-9, in the slots the first
+/// five freed), resumed, killed again after two trials finished, and resumed to the end equals the
+/// uninterrupted search: every trial's parameters, state, values, epochs, test results, history and
+/// checkpoint bytes.
+#[test]
+fn a_resumed_search_equals_the_uninterrupted_one() {
+    let dir = temp_dir("exact-resume");
+    let run = resumable_search(&dir);
     let whole = dir.join("whole").join("study.sqlite");
     let (ok, stderr) = run(&whole, false, None);
     assert!(ok, "{stderr}");
@@ -436,27 +442,7 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
 #[test]
 fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
     let dir = temp_dir("refill-resume");
-    let cfg = dir.join("search.toml");
-    std::fs::write(
-        &cfg,
-        "[study]\ntrials = 20\nparallel = 5\nepochs = 3\nstartup_trials = 5\nprune_startup_trials = 3\n\
-         envs = 4\nsegment_len = 24\nseed = 11\n[space]\nhidden = { choices = [8, 16] }\nbatch = { choices = [16, 32] }\n",
-    )
-    .unwrap();
-    let run = |study: &Path, resume: bool, failpoint: Option<&str>| {
-        let mut cmd = Command::new(bin());
-        cmd.args(["hyperopt", "--device", "cpu", "--study", study.to_str().unwrap()]);
-        if resume {
-            cmd.arg("--resume");
-        } else {
-            cmd.args(["--config", cfg.to_str().unwrap()]);
-        }
-        if let Some(f) = failpoint {
-            cmd.env("TRADESIM_FAILPOINT", f);
-        }
-        let out = cmd.output().unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
-    };
+    let run = resumable_search(&dir);
     let places = |study: &Path| -> Vec<(u64, String, Option<tradesim::hyperopt::study::Place>)> {
         open(study).unwrap().trials().unwrap().into_iter().map(|t| (t.number, t.status, t.place)).collect()
     };

@@ -145,56 +145,46 @@ fn check<P>(refilled: &Script<P>, alone: &Script<P>, plain: &Script<P>, new_key:
     assert_ne!(got.epochs, refilled.records[&stopped_key].epochs[..], "the new trial is another trial");
 }
 
-fn dqn_refill(backend: &Backend) {
+/// The three runs of a refill check: `envs` with `params` where slot `stop.0`'s trial stops after its epoch
+/// `stop.1` and `newcomer` takes the slot; the same batch without the stop; the newcomer alone.
+fn three_runs<A: Learner>(
+    backend: &Backend,
+    (envs, params): (&[TrialParams], &[A::Params]),
+    newcomer: SlotTrial<A::Params>,
+    stop: (usize, usize),
+    ring: impl Fn(&TrainConfig) -> usize,
+    make: impl Fn(&EnvBatch, &[A::Params], &TrainConfig) -> Result<A, tradesim::HostError>,
+) -> [Script<A::Params>; 3] {
     let data = data();
+    let go = |envs: &[TrialParams], params: Vec<A::Params>, script| {
+        let cfg = config(envs);
+        run(backend, &data, &cfg, ring(&cfg), |e: &EnvBatch| make(e, &params, &cfg), script)
+    };
+    let key = newcomer.env.key;
+    let refilled = go(envs, params.to_vec(), Script::new(Some(stop), vec![newcomer.clone()]));
+    assert_eq!(refilled.refills, [(stop.0, stop.1 + 2, key)], "the slot is freed two epochs after the stop");
+    let plain = go(envs, params.to_vec(), Script::new(None, Vec::new()));
+    let alone = go(&[newcomer.env], vec![newcomer.learner], Script::new(None, Vec::new()));
+    [refilled, alone, plain]
+}
+
+fn dqn_refill(backend: &Backend) {
     let envs = [env(0, 0.0001), env(1, 0.0002), env(2, 0.0)];
     let params = [dqn(16, 32, 1e-3), dqn(12, 20, 5e-4), dqn(8, 32, 2e-3)];
     let newcomer = SlotTrial { env: env(7, 0.00015), learner: dqn(12, 24, 7e-4) };
-    let agent = |cfg: &TrainConfig, p: Vec<DqnParams>| {
-        let cfg = cfg.clone();
-        move |e: &EnvBatch| DqnAgent::new(backend, e, &p, cfg.hidden, cfg.batch, cfg.seed)
-    };
-    let cfg = config(&envs);
-    let ring = cfg.ring_capacity;
-    let refilled = run(
-        backend,
-        &data,
-        &cfg,
-        ring,
-        agent(&cfg, params.to_vec()),
-        Script::new(Some((1, 0)), vec![newcomer.clone()]),
-    );
-    assert_eq!(refilled.refills, [(1, 2, 7)], "slot 1 freed at the boundary before epoch 2");
-    let plain = run(backend, &data, &cfg, ring, agent(&cfg, params.to_vec()), Script::new(None, Vec::new()));
-    let solo = config(&[newcomer.env]);
-    let alone = run(backend, &data, &solo, ring, agent(&solo, vec![newcomer.learner]), Script::new(None, Vec::new()));
+    let make = |e: &EnvBatch, p: &[DqnParams], c: &TrainConfig| DqnAgent::new(backend, e, p, c.hidden, c.batch, c.seed);
+    let [refilled, alone, plain] = three_runs(backend, (&envs, &params), newcomer, (1, 0), |c| c.ring_capacity, make);
     check(&refilled, &alone, &plain, 7, 1);
 }
 test_device!(dqn_refill);
 
 fn ppo_refill(backend: &Backend) {
-    let data = data();
     let envs = [env(3, 0.0001), env(4, 0.0002)];
     let params = [ppo(16, 4, 3e-4), ppo(8, 0, 1e-3)];
     let newcomer = SlotTrial { env: env(9, 0.0), learner: ppo(12, 4, 5e-4) };
-    let agent = |cfg: &TrainConfig, p: Vec<PpoParams>| {
-        let cfg = cfg.clone();
-        move |e: &EnvBatch| PpoAgent::new(backend, e, &p, cfg.hidden, cfg.batch, cfg.seed)
-    };
-    let cfg = config(&envs);
-    let ring = rollout_len(&cfg, cfg.segment_len) * cfg.envs;
-    let refilled = run(
-        backend,
-        &data,
-        &cfg,
-        ring,
-        agent(&cfg, params.to_vec()),
-        Script::new(Some((0, 0)), vec![newcomer.clone()]),
-    );
-    assert_eq!(refilled.refills, [(0, 2, 9)]);
-    let plain = run(backend, &data, &cfg, ring, agent(&cfg, params.to_vec()), Script::new(None, Vec::new()));
-    let solo = config(&[newcomer.env]);
-    let alone = run(backend, &data, &solo, ring, agent(&solo, vec![newcomer.learner]), Script::new(None, Vec::new()));
+    let make = |e: &EnvBatch, p: &[PpoParams], c: &TrainConfig| PpoAgent::new(backend, e, p, c.hidden, c.batch, c.seed);
+    let ring = |c: &TrainConfig| rollout_len(c, c.segment_len) * c.envs;
+    let [refilled, alone, plain] = three_runs(backend, (&envs, &params), newcomer, (0, 0), ring, make);
     check(&refilled, &alone, &plain, 9, 3);
 }
 test_device!(ppo_refill);
