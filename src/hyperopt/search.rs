@@ -493,9 +493,24 @@ fn run_batch(
     tc.ring_capacity = s.envs * 64;
     tc.bars_per_year = bars_per_year;
     let first = plan.runs.first().map(|r| r.0.1.clone()).ok_or_else(|| Error::Study("an empty batch".into()))?;
-    // The slots' networks and buffers fit any trial of the space (a freed slot may take any of them); the
-    // first trial's parameters stand in until each slot's trial is placed.
-    tc.hidden = cfg.space_max("hidden", 64.0) as usize;
+    // The slots' networks and buffers fit every trial they may hold: any of the space while trials are left
+    // to claim (a freed slot may take any of them), else the batch's own (padding never changes a trial's
+    // bits; it only costs time). The first trial's parameters stand in until each slot's trial is placed.
+    let claims_left = study.trials()?.iter().filter(|t| t.ours).count() < s.trials;
+    let planned: Vec<Params> = plan.runs.iter().map(|r| r.0.1.clone()).collect();
+    let largest = |name: &str, default: f64| {
+        if claims_left {
+            cfg.space_max(name, default)
+        } else {
+            planned.iter().map(|p| p.get(name).copied().unwrap_or(default)).fold(default.min(1.0), f64::max)
+        }
+    };
+    let fewest_splits = if claims_left {
+        cfg.space_min_positive("minibatches")
+    } else {
+        planned.iter().filter_map(|p| p.get("minibatches").copied().filter(|m| *m > 0.0)).reduce(f64::min)
+    };
+    tc.hidden = largest("hidden", 64.0) as usize;
     tc.env_params = (0..plan.slots as u64)
         .map(|k| env_params(&first, env).map(|e| TrialParams { key: k, ..e }))
         .collect::<Result<_, _>>()?;
@@ -504,12 +519,12 @@ fn run_batch(
         tc.rollout_steps = s.rollout_steps;
         let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
         let rollouts = s.epochs * crate::train::rollouts_per_epoch(&tc, segment);
-        tc.batch = cfg.space_max("batch", 1.0) as usize;
+        tc.batch = largest("batch", 1.0) as usize;
         let stand_in = ppo_params(&first, rollouts)?;
         let ppo = vec![PpoParams { hidden: tc.hidden as u32, ..stand_in }; tc.env_params.len()];
         let n = crate::train::rollout_len(&tc, segment) * tc.envs;
-        // The minibatch buffer also holds the largest split's share (the fewest minibatches of the space).
-        if let Some(fewest) = cfg.space_min_positive("minibatches") {
+        // The minibatch buffer also holds the largest split's share (the fewest minibatches).
+        if let Some(fewest) = fewest_splits {
             tc.batch = tc.batch.max(n.div_ceil(fewest as usize));
         }
         let mut ctl = slots.with(move |p: &Params| ppo_params(p, rollouts));
@@ -518,7 +533,7 @@ fn run_batch(
         let run = run_slots(backend, data, &tc, ring, make, &mut ctl)?;
         progress_trained(shared, &run)
     } else {
-        tc.batch = cfg.space_max("batch", 64.0) as usize;
+        tc.batch = largest("batch", 64.0) as usize;
         let stand_in = dqn_params(&first, steps_per_trial)?;
         tc.dqn = vec![DqnParams { hidden: tc.hidden as u32, batch: tc.batch as u32, ..stand_in }; tc.env_params.len()];
         let mut ctl = slots.with(move |p: &Params| dqn_params(p, steps_per_trial));
