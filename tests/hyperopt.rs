@@ -369,6 +369,18 @@ fn snapshot(study: &Path) -> (Vec<String>, Vec<String>) {
     (trials, epochs)
 }
 
+/// The resumed study `killed` holds the 20 trials and the epochs of the uninterrupted `expected` (paths
+/// under `dir` stripped: the checkpoint folders differ).
+fn assert_same_study(dir: &Path, expected: &(Vec<String>, Vec<String>), killed: &Path) {
+    let resumed = snapshot(killed);
+    let strip = |v: &[String]| v.iter().map(|t| t.replace(dir.to_str().unwrap(), "")).collect::<Vec<_>>();
+    assert_eq!(resumed.0.len(), 20);
+    for (a, b) in strip(&expected.0).iter().zip(strip(&resumed.0).iter()) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(expected.1, resumed.1, "epoch records differ");
+}
+
 /// The search of the exact-resume tests (20 trials through 5 slots, 3 epochs, the median pruner from the
 /// third complete trial on) written under `dir`: run on study PATH, fresh or resumed, with a failpoint.
 fn resumable_search(dir: &Path) -> impl Fn(&Path, bool, Option<&str>) -> (bool, String) + use<> {
@@ -425,13 +437,7 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
     assert!(!ok && stderr.contains("failpoint finish:2"), "{stderr}");
     let (ok, stderr) = run(&killed, true, None);
     assert!(ok, "{stderr}");
-    let resumed = snapshot(&killed);
-    let strip = |v: &[String]| v.iter().map(|t| t.replace(dir.to_str().unwrap(), "")).collect::<Vec<_>>();
-    assert_eq!(resumed.0.len(), 20);
-    for (a, b) in strip(&expected.0).iter().zip(strip(&resumed.0).iter()) {
-        assert_eq!(a, b);
-    }
-    assert_eq!(expected.1, resumed.1, "epoch records differ");
+    assert_same_study(&dir, &expected, &killed);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -481,13 +487,7 @@ fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
     assert!(!ok && stderr.contains("failpoint finish:7"), "{stderr}");
     let (ok, stderr) = run(&killed, true, None);
     assert!(ok, "{stderr}");
-    let resumed = snapshot(&killed);
-    let strip = |v: &[String]| v.iter().map(|t| t.replace(dir.to_str().unwrap(), "")).collect::<Vec<_>>();
-    assert_eq!(resumed.0.len(), 20);
-    for (a, b) in strip(&expected.0).iter().zip(strip(&resumed.0).iter()) {
-        assert_eq!(a, b);
-    }
-    assert_eq!(expected.1, resumed.1, "epoch records differ");
+    assert_same_study(&dir, &expected, &killed);
     assert_eq!(placed, places(&killed), "places differ");
     std::fs::remove_dir_all(dir).unwrap();
 }
