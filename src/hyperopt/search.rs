@@ -667,7 +667,9 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error> {
         let at = self.plan.tick0 + tick;
         self.slots[slot] = None;
-        let placed = self.plan.runs.iter().position(|(_, q)| q.slot == slot && q.tick == at);
+        // A claimed trial starts at its place's epoch (never later in a run that repeats the original; were
+        // its slot still busy then, it starts as soon as the slot frees rather than never).
+        let placed = self.plan.runs.iter().position(|(_, q)| q.slot == slot && q.tick <= at);
         let claim = match placed {
             Some(i) => Some(self.plan.runs.remove(i).0),
             None if self.plan.held.iter().any(|&(s, from, to)| s == slot && from <= at && at < to) => None,
