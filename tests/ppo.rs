@@ -383,6 +383,40 @@ fn gpu_ppo_matches_cpu_bitwise() {
     assert_bitwise("losses", &cl, &gl);
 }
 
+/// Minibatches long enough for gradient chunks above the smallest ([`gpu_kernels::net::grad_chunk`]: 256
+/// samples here, the last chunk short) beside a trial whose active batch is half the buffer: the GPU gives
+/// the CPU's bits.
+#[test]
+fn long_gradient_chunks_match_cpu_bitwise() {
+    use gpu_kernels::net::{GRAD_CHUNK, grad_chunk};
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (envs, steps) = (200, 101u32);
+    let n = envs * steps as usize;
+    assert!(grad_chunk(n) > GRAD_CHUNK && !n.is_multiple_of(grad_chunk(n)), "the sizes no longer test long chunks");
+    let run = |backend: &Backend| {
+        let (env_p, ppo) = params();
+        let market = common::planted_market(1_000, 5);
+        let cfg = EnvConfig { segment_len: steps, ring_capacity: n, seed: 6, trial_groups: 1 };
+        let trials = [env_p, TrialParams { spread: 0.001, ..env_p }];
+        let ppos = [
+            PpoParams { minibatches: 1, batch: n as u32, epochs: 2, ..ppo },
+            PpoParams { minibatches: 2, batch: (n / 2) as u32, hidden: 13, epochs: 1, ..ppo },
+        ];
+        let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(2, envs).unwrap(), cfg).unwrap();
+        let mut agent = PpoAgent::new(backend, &env, &ppos, 16, n, 6).unwrap();
+        for epoch in 0..2 {
+            env.reset_epoch(epoch).unwrap();
+            agent.collect(&mut env).unwrap();
+            agent.update(&mut env).unwrap();
+        }
+        (agent.state().unwrap(), agent.last_losses().unwrap())
+    };
+    let ((c, cl), (g, gl)) = (run(&Backend::Cpu), run(&gpu));
+    assert_bitwise("weights", &c.online, &g.online);
+    assert_bitwise("adam v", &c.v, &g.v);
+    assert_bitwise("losses", &cl, &gl);
+}
+
 #[test]
 fn train_ppo_runs_on_real_data() {
     let d = tradesim::data::embedded().unwrap();

@@ -10,17 +10,19 @@ use crate::backtest::{
     BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER, run_column,
 };
 use crate::batch::{
-    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
+    BatchArgs, GATHER_ROWS, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
     observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
-use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
+use crate::dqn::{ADAM_PER_THREAD, DqnArgs, DqnParams, apply_update, choose, td_sample, trial_step};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{
-    GRAD_CHUNK, NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient,
+    NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient,
     walk_layers, walk_stage, walk_stage_len,
 };
-use crate::ppo::{NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_at, norm_lane, sample_loss, update_weight};
+use crate::ppo::{
+    NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_entry, minibatch_slot, norm_lane, sample_loss, update_weight,
+};
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
 const _: () = assert!(GEMM_SHARED * 4 <= 17_408, "gemm_tiles declares 17,408 bytes of shared memory");
@@ -170,12 +172,14 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     }
 }
 
-/// Samples `batch` transitions per trial and rebuilds their states (one thread per sample).
+/// Samples `batch` transitions per trial and rebuilds their states, [`GATHER_ROWS`] samples per block
+/// ([`gather_rows`]): each sample's slot ([`sample_of`], a draw) and scalars, then its columns.
 ///
 /// # Safety
 /// `params`: `n_trials` (the launch's trials: each sample's RNG key);
-/// `ring`: `n_trials x capacity`; `features`: the feature matrix; `obs`, `next_obs`:
-/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`.
+/// `ring`: `n_trials x capacity` (capacity below `u32::MAX`); `features`: the feature matrix; `obs`,
+/// `next_obs`: `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`:
+/// `n_trials x batch`; [`gather_rows`]'s launch.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn sample_transitions(
     params: *const TrialParams,
@@ -190,26 +194,30 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     weights: *mut f32,
     args: SampleArgs,
 ) {
-    let idx = thread_index();
     let width = args.n_features as usize + 3;
-    if idx >= args.n_trials as usize * args.batch as usize * width {
-        return;
-    }
-    let (i, c) = (idx / width, idx % width);
-    let trial = i / args.batch as usize;
-    // SAFETY: lengths as documented; this thread alone writes column c of sample i (and its scalars for c = 0).
+    let (b, capacity) = (args.batch as usize, args.capacity as usize);
+    // SAFETY: lengths as documented; each sample's scalars are written by the thread that finds its slot,
+    // each element by one thread.
     unsafe {
-        let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
+        let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * capacity), capacity);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        let slot = sample_of(&args, &*params.add(trial), ring, i);
-        (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
-        if c == 0 {
-            let row = sample_row(ring, slot);
-            *actions.add(i) = row.action;
-            *rewards.add(i) = row.reward;
-            *dones.add(i) = row.done;
-            *weights.add(i) = row.weight;
-        }
+        gather_rows(
+            args.n_trials as usize * b,
+            width,
+            |i| {
+                let ring = ring_of(i);
+                let slot = sample_of(&args, &*params.add(i / b), ring, i);
+                let row = sample_row(ring, slot);
+                *actions.add(i) = row.action;
+                *rewards.add(i) = row.reward;
+                *dones.add(i) = row.done;
+                *weights.add(i) = row.weight;
+                slot
+            },
+            |i, slot, c| {
+                (*obs.add(i * width + c), *next_obs.add(i * width + c)) = sample_entry(&args, ring_of(i), features, slot, c);
+            },
+        );
     }
 }
 
@@ -550,11 +558,13 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     }
 }
 
-/// Gradient, Adam step and target update of every parameter (one thread per trial and parameter).
+/// Gradient, Adam step and target update of every parameter: a thread per trial and [`ADAM_PER_THREAD`]
+/// parameters (`q`, `q + Q`, `q + 2Q`, .. with `Q = ceil(params / ADAM_PER_THREAD)`, so that consecutive
+/// threads touch consecutive parameters), the trial's bias corrections computed once per thread.
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
-/// `ceil(batch / GRAD_CHUNK) x n_trials x params`.
+/// `grad_chunks(batch) x n_trials x params`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn dqn_adam(
     dqn: *const DqnParams,
@@ -567,17 +577,23 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
 ) {
     let i = thread_index();
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
-    if i >= trials * n_params {
+    let per = n_params.div_ceil(ADAM_PER_THREAD);
+    if i >= trials * per {
         return;
     }
-    let (t, p) = (i / n_params, i % n_params);
-    let chunks = (args.batch as usize).div_ceil(GRAD_CHUNK);
-    // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
+    let (t, q) = (i / per, i % per);
+    let chunks = crate::net::grad_chunks(args.batch as usize);
+    // SAFETY: lengths as documented; this thread alone writes its parameters of each buffer.
     unsafe {
         let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
         let dqn = &*dqn.add(t);
-        let g = gradient(&args.net(), t, p, partial);
-        update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
+        let Some(step) = trial_step(&args, dqn) else { return };
+        let net = args.net();
+        for p in (q..n_params).step_by(per) {
+            let g = gradient(&net, t, p, partial);
+            let i = t * n_params + p;
+            apply_update(dqn, &step, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
+        }
     }
 }
 
@@ -619,12 +635,13 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     }
 }
 
-/// The minibatch observations of update `args.counter` (one thread per trial, sample and column; zeros for
-/// a trial that sits the update out).
+/// The minibatch observations of update `args.counter`, [`GATHER_ROWS`] samples per block ([`gather_rows`]):
+/// each sample's rollout slot ([`minibatch_slot`], a shuffle), then its columns ([`gather_entry`]); zeros
+/// for a trial that sits the update out.
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `ring`: `n_trials x steps x E` transitions; `features`: `n_bars x (input - 3)`; `obs`:
-/// `n_trials x batch x input`.
+/// `ppo`: `n_trials`; `ring`: `n_trials x steps x E` transitions (fewer than `u32::MAX` per trial);
+/// `features`: `n_bars x (input - 3)`; `obs`: `n_trials x batch x input`; [`gather_rows`]'s launch.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_gather(
     ppo: *const PpoParams,
@@ -633,19 +650,55 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
     obs: *mut f32,
     args: PpoArgs,
 ) {
-    let idx = thread_index();
     let (b, d) = (args.batch as usize, args.input as usize);
-    if idx >= args.n_trials as usize * b * d {
-        return;
-    }
-    let (i, c) = (idx / d, idx % d);
-    let (t, j) = (i / b, i % b);
     let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; this thread alone writes `obs[idx]`.
+    // SAFETY: lengths as documented; each row and element is written by one thread of one block.
     unsafe {
-        let ring = slice::from_raw_parts(ring.add(t * n), n);
+        let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * n), n);
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
-        *obs.add(idx) = gather_at(&args, &*ppo.add(t), j, ring, features, c);
+        gather_rows(
+            args.n_trials as usize * b,
+            d,
+            |i| minibatch_slot(&args, &*ppo.add(i / b), i % b, ring_of(i)),
+            |i, slot, c| *obs.add(i * d + c) = gather_entry(ring_of(i), features, d - 3, slot, c),
+        );
+    }
+}
+
+/// The body of a row-gathering kernel, [`GATHER_ROWS`] rows per block of 256 threads with `GATHER_ROWS`
+/// u32 of dynamic shared memory: the block's first threads find their row's slot (`find(row)`, once per
+/// row: a random draw or a shuffle, which one thread per element would repeat `width` times), then every
+/// thread copies elements `(row, column)` (`copy(row, slot, column)`), consecutive threads on consecutive
+/// elements of the block's rows.
+///
+/// # Safety
+/// Blocks of 256 threads and `4 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
+/// calls it (it holds a barrier); slots below `u32::MAX`.
+#[inline(always)]
+unsafe fn gather_rows(
+    rows: usize,
+    width: usize,
+    find: impl Fn(usize) -> Option<usize>,
+    mut copy: impl FnMut(usize, Option<usize>, usize),
+) {
+    let slots = dyn_smem() as *mut u32;
+    // SAFETY: reading the special registers has no side effects.
+    let (block, thread) = unsafe { (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize) };
+    let first = block * GATHER_ROWS;
+    // SAFETY: thread `r < GATHER_ROWS` alone writes slot `r` before the barrier; all read it after.
+    unsafe {
+        if thread < GATHER_ROWS && first + thread < rows {
+            *slots.add(thread) = find(first + thread).map_or(u32::MAX, |s| s as u32);
+        }
+        barrier_sync_count(0, 256);
+        let end = rows.min(first + GATHER_ROWS) * width;
+        let mut e = first * width + thread;
+        while e < end {
+            let i = e / width;
+            let slot = *slots.add(i - first);
+            copy(i, (slot != u32::MAX).then_some(slot as usize), e % width);
+            e += 256;
+        }
     }
 }
 
@@ -694,7 +747,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
 /// The gradient of every parameter from the chunk partials (one thread per trial and parameter).
 ///
 /// # Safety
-/// `grads`: `n_trials x params`; `partial`: `ceil(batch / GRAD_CHUNK) x n_trials x params`.
+/// `grads`: `n_trials x params`; `partial`: `grad_chunks(batch) x n_trials x params`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32, args: PpoArgs) {
     let i = thread_index();
@@ -702,7 +755,7 @@ pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32,
     if i >= trials * n_params {
         return;
     }
-    let chunks = (args.batch as usize).div_ceil(GRAD_CHUNK);
+    let chunks = crate::net::grad_chunks(args.batch as usize);
     // SAFETY: lengths as documented; this thread alone writes gradient i.
     unsafe {
         let partial = slice::from_raw_parts(partial, chunks * trials * n_params);

@@ -81,15 +81,36 @@ pub mod buffers {
     pub const PARTIAL: u32 = 5;
     /// Acting: observations, activations and Q-values of every env ([`super::ActWork`]).
     pub const ACT: u32 = 6;
-    /// [`super::GRAD_CHUNK`] ones: the input of the bias gradients.
+    /// [`super::MAX_GRAD_CHUNK`] ones: the input of the bias gradients.
     pub const ONES: u32 = 7;
     /// Entries of the table.
     pub const COUNT: usize = 8;
 }
 
-/// Samples per chunk of the split gradient sums: each chunk's products are summed in sample order, then
-/// the chunks in chunk order.
+/// The fewest samples per chunk of the split gradient sums: each chunk's products are summed in sample
+/// order, then the chunks in chunk order ([`grad_chunk`] sizes them).
 pub const GRAD_CHUNK: usize = 128;
+
+/// The most samples per chunk of the split gradient sums (and the length of the bias gradients' ones).
+pub const MAX_GRAD_CHUNK: usize = 1_024;
+
+/// Samples per chunk of the split gradient sums of a minibatch buffer of `batch` samples: [`GRAD_CHUNK`],
+/// doubled (up to [`MAX_GRAD_CHUNK`]) while 64 chunks or more of the doubled size would remain. A chunk is
+/// one K-run of the gradient products: small minibatches (DQN's) keep many chunks to spread over the GPU,
+/// large ones (PPO's quarter rollouts) take long runs, fewer partial sums to store and add. Both backends
+/// use it, so it fixes the summation order (the bits) of a given `batch`.
+pub const fn grad_chunk(batch: usize) -> usize {
+    let mut chunk = GRAD_CHUNK;
+    while chunk < MAX_GRAD_CHUNK && batch / (2 * chunk) >= 64 {
+        chunk *= 2;
+    }
+    chunk
+}
+
+/// Chunks of the split gradient sums of a minibatch buffer of `batch` samples ([`grad_chunk`]).
+pub const fn grad_chunks(batch: usize) -> usize {
+    batch.div_ceil(grad_chunk(batch))
+}
 
 /// Regions of the training buffer, per trial (`B x H` floats for activations and hidden gradients, `B x O`
 /// for outputs and output gradients): pass 0, online on the observations (`A1`, `A2`, `Q`); pass 1, target
@@ -478,7 +499,7 @@ pub enum Stage {
     Backward2,
     /// Hidden gradient of layer 1.
     Backward1,
-    /// Weight and bias gradients, per trial and chunk of [`GRAD_CHUNK`] samples.
+    /// Weight and bias gradients, per trial and chunk of [`grad_chunk`] samples.
     Gradients,
 }
 
@@ -544,9 +565,10 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
             }
             Stage::Gradients => {
                 let n_params = l.params();
-                for c in 0..b.div_ceil(GRAD_CHUNK) {
-                    let s0 = c * GRAD_CHUNK;
-                    let k = bt.saturating_sub(s0).min(GRAD_CHUNK);
+                let chunk = grad_chunk(b);
+                for c in 0..b.div_ceil(chunk) {
+                    let s0 = c * chunk;
+                    let k = bt.saturating_sub(s0).min(chunk);
                     let partial = (c * args.n_trials as usize + t) * n_params;
                     // (left operand: a delta transposed, rows and padded rows; right operand: the layer's input,
                     // columns and padded columns; output offset and its row/column strides). A bias is the
@@ -594,8 +616,31 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
 pub fn gradient(args: &NetArgs, t: usize, p: usize, partial: &[f32]) -> f32 {
     let (n_params, trials) = (args.layout().params(), args.n_trials as usize);
     let mut g = 0.0;
-    for c in 0..(args.batch as usize).div_ceil(GRAD_CHUNK) {
+    for c in 0..grad_chunks(args.batch as usize) {
         g += partial[(c * trials + t) * n_params + p];
     }
     g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GRAD_CHUNK, MAX_GRAD_CHUNK, grad_chunk, grad_chunks};
+
+    /// Chunks stay at the smallest size until 64 chunks of twice it fit, never exceed the largest, and
+    /// cover the batch.
+    #[test]
+    fn gradient_chunks_grow_with_large_batches() {
+        for batch in (1..300_000).step_by(97).chain([16_383, 16_384, 32_767, 32_768, 1 << 20]) {
+            let chunk = grad_chunk(batch);
+            assert!(chunk.is_power_of_two() && (GRAD_CHUNK..=MAX_GRAD_CHUNK).contains(&chunk), "{batch}: {chunk}");
+            if chunk > GRAD_CHUNK {
+                assert!(batch / chunk >= 64, "{batch}: {chunk} leaves fewer than 64 chunks");
+            }
+            if chunk < MAX_GRAD_CHUNK {
+                assert!(batch / (2 * chunk) < 64, "{batch}: {chunk} could double");
+            }
+            assert!(grad_chunks(batch) * chunk >= batch && (grad_chunks(batch) - 1) * chunk < batch);
+        }
+        assert_eq!(grad_chunk(1_024), GRAD_CHUNK, "DQN's minibatches keep the smallest chunks");
+    }
 }

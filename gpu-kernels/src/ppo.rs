@@ -565,11 +565,6 @@ pub fn gather_row(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], 
     }
 }
 
-/// Column `c` of the observation of minibatch sample `j` (one element of [`gather_row`]).
-#[inline]
-pub fn gather_at(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], features: &[f32], c: usize) -> f32 {
-    gather_entry(ring, features, args.input as usize - 3, minibatch_slot(args, p, j, ring), c)
-}
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
 /// ([`minibatch_sample`], [`loss_sample`]); the trial's rollout buffers are `ring`, `logps`, `values`,

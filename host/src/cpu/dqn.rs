@@ -5,7 +5,7 @@
 use gpu_kernels::batch::{SampleArgs, observe_env};
 use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use gpu_kernels::mlp::ACTIONS;
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetTrial, Stage, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetTrial, Stage, Work, buffers};
 use rayon::prelude::*;
 
 use super::env::{CpuEnv, PolicyView};
@@ -27,7 +27,7 @@ pub(crate) struct CpuDqn {
 
 /// Floats of the per-chunk weight gradients: `chunks x K x P`.
 pub(crate) fn partial_len(args: &DqnArgs) -> usize {
-    (args.batch as usize).div_ceil(GRAD_CHUNK) * args.n_trials as usize * args.layout().params()
+    gpu_kernels::net::grad_chunks(args.batch as usize) * args.n_trials as usize * args.layout().params()
 }
 
 impl CpuDqn {
@@ -102,7 +102,7 @@ pub(crate) fn train_step(
     let (net, trials) = (args.net(), params.iter().map(DqnParams::net).collect::<Vec<_>>());
     let run = |stage: Stage, nets: &mut NetState, s: &mut SampleBatch, work: &mut [f32], partial: &mut [f32]| {
         let table = crate::plan::stage_plan(&net, &trials, stage);
-        let mut ones = [1.0f32; GRAD_CHUNK];
+        let mut ones = [1.0f32; MAX_GRAD_CHUNK];
         let mut bufs: [&mut [f32]; buffers::COUNT] =
             [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
         super::tile::run(&table, &mut bufs)

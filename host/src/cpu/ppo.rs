@@ -4,7 +4,7 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::ACTOR_CRITIC;
-use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{
     ActOutput, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_row, norm_lane, sample_loss, update_weight,
 };
@@ -21,7 +21,7 @@ fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
 
 /// Floats of the per-chunk gradient buffer of `args`.
 pub(crate) fn partial_len(args: &PpoArgs) -> usize {
-    (args.batch as usize).div_ceil(GRAD_CHUNK) * args.n_trials as usize * args.layout().params()
+    gpu_kernels::net::grad_chunks(args.batch as usize) * args.n_trials as usize * args.layout().params()
 }
 
 /// The rollout buffers and networks on the CPU.
@@ -185,7 +185,7 @@ impl Minibatch<'_> {
     ) -> Result<Vec<f32>, HostError> {
         let Self { args, params, obs, work, partial, losses } = self;
         let (net, trials) = (args.net(), trials_of(params));
-        let mut ones = [1.0f32; GRAD_CHUNK];
+        let mut ones = [1.0f32; MAX_GRAD_CHUNK];
         let mut run = |stage: Stage, online: &mut [f32], obs: &mut [f32], work: &mut [f32], partial: &mut [f32]| {
             let table = crate::plan::stage_plan(&net, &trials, stage);
             let mut bufs: [&mut [f32]; buffers::COUNT] =

@@ -98,7 +98,7 @@ pub(crate) struct DqnBuffers {
     pub(crate) partial: CudaSlice<f32>,
     /// Acting buffer ([`gpu_kernels::net::ActWork`]).
     pub(crate) act: CudaSlice<f32>,
-    /// `GRAD_CHUNK` ones (the input of the bias gradients).
+    /// `MAX_GRAD_CHUNK` ones (the input of the bias gradients).
     pub(crate) ones: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,
 }
@@ -149,7 +149,7 @@ pub(crate) struct PpoBuffers {
     pub(crate) grads: CudaSlice<f32>,
     /// The lanes of the gradient-norm sums, `K x NORM_LANES`.
     pub(crate) norm_lanes: CudaSlice<f32>,
-    /// `GRAD_CHUNK` ones (the input of the bias gradients).
+    /// `MAX_GRAD_CHUNK` ones (the input of the bias gradients).
     pub(crate) ones: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{ActWork, BACKWARD, GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, grad_chunks, NetTrial, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::buffers::{Dev, PolicyView, PpoBuffers};
@@ -48,7 +48,7 @@ impl CudaPpo {
             + n_envs
             + samples * (l.input + 1)
             + k * Work::of(&net).per_trial()
-            + (args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params()
+            + grad_chunks(args.batch as usize) * k * l.params()
             + k * (l.params() + gpu_kernels::ppo::NORM_LANES);
         rt.ensure_fits(&format!("the PPO networks, rollout and step buffers of {k} trials"), 4 * floats)?;
         let stream = rt.new_stream()?;
@@ -67,10 +67,10 @@ impl CudaPpo {
             returns: zeros(rollout)?,
             obs: zeros(samples * l.input)?,
             work: zeros(k * Work::of(&net).per_trial())?,
-            partial: zeros((args.batch as usize).div_ceil(GRAD_CHUNK) * k * l.params())?,
+            partial: zeros(grad_chunks(args.batch as usize) * k * l.params())?,
             grads: zeros(k * l.params())?,
             norm_lanes: zeros(k * gpu_kernels::ppo::NORM_LANES)?,
-            ones: stream.clone_htod(&[1.0f32; GRAD_CHUNK]).map_err(HostError::driver("uploading PPO buffers"))?,
+            ones: stream.clone_htod(&[1.0f32; MAX_GRAD_CHUNK]).map_err(HostError::driver("uploading PPO buffers"))?,
             losses: zeros(samples)?,
         };
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();

@@ -86,7 +86,7 @@ pub(crate) fn dqn_adam(
     {
         at_least(kernel, what, trials * n_params, len)?;
     }
-    let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
+    let chunks = gpu_kernels::net::grad_chunks(args.batch as usize);
     at_least(kernel, "gradient partials", chunks * trials * n_params, nets.partial.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
@@ -98,7 +98,7 @@ pub(crate) fn dqn_adam(
         .arg(&mut nets.v)
         .arg(&nets.partial)
         .arg(&dev_args);
-    let cfg = grid(kernel, trials * n_params)?;
+    let cfg = grid(kernel, trials * n_params.div_ceil(gpu_kernels::dqn::ADAM_PER_THREAD))?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
     timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
     Ok(())

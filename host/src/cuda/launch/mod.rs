@@ -32,6 +32,14 @@ pub(crate) fn grid_of(kernel: &str, threads: usize, block: u32) -> Result<Launch
     Ok(LaunchConfig { grid_dim: (threads.div_ceil(block).max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 })
 }
 
+/// The launch of a row-gathering kernel (`gpu_kernels::entries::gather_rows`) over `rows` rows: blocks of
+/// [`BLOCK`] threads, `GATHER_ROWS` rows and as many u32 of shared memory each.
+pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, HostError> {
+    use gpu_kernels::batch::GATHER_ROWS;
+    let cfg = grid(kernel, rows.div_ceil(GATHER_ROWS) * BLOCK as usize)?;
+    Ok(LaunchConfig { shared_mem_bytes: 4 * GATHER_ROWS as u32, ..cfg })
+}
+
 /// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
 /// ([`CudaRuntime::start_profile`]).
 pub(crate) fn timed<T>(

@@ -4,7 +4,7 @@ use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 use gpu_kernels::Transition;
 use gpu_kernels::ppo::PpoArgs;
 
-use super::{at_least, grid, timed};
+use super::{at_least, gather_grid, grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{Dev, PpoBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -127,9 +127,11 @@ pub(crate) fn ppo_gather(
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
-    let threads = args.n_trials as usize * args.batch as usize * args.input as usize;
-    let cfg = grid(kernel, threads)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_gather`; lengths checked above.
+    if args.steps as usize * args.envs_per_trial as usize >= u32::MAX as usize {
+        return Err(HostError::Config(format!("{kernel}: a rollout of u32::MAX transitions or more")));
+    }
+    let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_gather` with its launch; lengths checked above.
     timed(rt, stream, "ppo_gather", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -174,7 +176,7 @@ pub(crate) fn ppo_adam(
     let kernel = "ppo_adam";
     check_ppo(kernel, b, args)?;
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
-    let chunks = (args.batch as usize).div_ceil(gpu_kernels::net::GRAD_CHUNK);
+    let chunks = gpu_kernels::net::grad_chunks(args.batch as usize);
     at_least(kernel, "gradient partials", chunks * trials * n_params, b.partial.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_grad);
