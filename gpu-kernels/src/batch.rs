@@ -170,11 +170,6 @@ pub fn sample_slot(ring: &[Transition], count: u32, seed: u64, key: u64, draw: u
     draw_valid(ring, count as usize, seed, crate::rng::keyed(SAMPLE_STREAM, key), draw)
 }
 
-/// Rows per block of the GPU's gathering kernels (replay sampling, PPO's minibatch observations): the
-/// block's first threads find the rows' slots, then all its threads copy the rows' columns (the values are
-/// those of [`sample_entry`] and [`crate::ppo::gather_row`]).
-pub const GATHER_ROWS: usize = 32;
-
 /// The scalar outputs of one sample.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SampleRow {

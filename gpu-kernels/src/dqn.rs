@@ -4,7 +4,7 @@
 //! ([`crate::net::plan`]); the per-element rules between them ([`choose`], [`td_sample`],
 //! [`update_param`]) are shared by the PTX entries and the CPU backend.
 
-use crate::mlp::{ACTIONS, Layout, adam_corrected, argmax, huber, huber_grad};
+use crate::mlp::{ACTIONS, Layout, adam, argmax, huber, huber_grad};
 use crate::net::{NetArgs, NetTrial};
 use crate::rng::{draw_below, draw_u64, keyed};
 
@@ -191,37 +191,10 @@ pub fn td_sample(
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "one parameter's online, target and Adam state")]
 pub fn update_param(args: &DqnArgs, dqn: &DqnParams, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
-    if let Some(step) = trial_step(args, dqn) {
-        apply_update(dqn, &step, g, w, target, m, v);
-    }
-}
-
-/// Parameters per thread of the GPU's Adam step (its bias corrections are computed once for them).
-pub const ADAM_PER_THREAD: usize = 4;
-
-/// A trial's gradient step as its parameters' updates need it: its own step number ([`trial_grad_step`])
-/// and Adam's bias corrections there ([`crate::mlp::bias_corrections`]).
-#[derive(Clone, Copy, Debug)]
-pub struct TrialStep {
-    /// The trial's own gradient step (>= 1).
-    pub step: u64,
-    /// `(1 - beta1^step, 1 - beta2^step)`.
-    pub corrections: (f32, f32),
-}
-
-/// The trial's [`TrialStep`] at the agent's gradient step `args.step`; `None` while it sits steps out.
-#[inline]
-pub fn trial_step(args: &DqnArgs, dqn: &DqnParams) -> Option<TrialStep> {
-    let step = trial_grad_step(args, dqn)?;
-    Some(TrialStep { step, corrections: crate::mlp::bias_corrections(dqn.beta1, dqn.beta2, step) })
-}
-
-/// [`update_param`] at the trial's step `s` (from [`trial_step`], computed once for many parameters).
-#[inline]
-#[allow(clippy::too_many_arguments, reason = "one parameter's online, target and Adam state")]
-pub fn apply_update(dqn: &DqnParams, s: &TrialStep, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
-    let step = s.step;
-    adam_corrected(w, m, v, g, dqn.lr, (dqn.beta1, dqn.beta2), dqn.adam_eps, s.corrections);
+    let Some(step) = trial_grad_step(args, dqn) else {
+        return;
+    };
+    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, step);
     if dqn.tau > 0.0 {
         *target = dqn.tau * *w + (1.0 - dqn.tau) * *target;
     } else if dqn.target_every > 0 && step.is_multiple_of(u64::from(dqn.target_every)) {

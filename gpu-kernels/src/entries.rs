@@ -10,18 +10,19 @@ use crate::backtest::{
     BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER, run_column,
 };
 use crate::batch::{
-    BatchArgs, GATHER_ROWS, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
     observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
-use crate::dqn::{ADAM_PER_THREAD, DqnArgs, DqnParams, apply_update, choose, td_sample, trial_step};
+use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{
-    NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient,
-    walk_layers, walk_stage, walk_stage_len,
+    NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient, walk_layers,
+    walk_stage, walk_stage_len,
 };
 use crate::ppo::{
-    NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_entry, minibatch_slot, norm_lane, sample_loss, update_weight,
+    GATHER_ROWS, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_entry, minibatch_slot, norm_lane,
+    sample_loss, update_weight,
 };
 use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
 
@@ -172,14 +173,12 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     }
 }
 
-/// Samples `batch` transitions per trial and rebuilds their states, [`GATHER_ROWS`] samples per block
-/// ([`gather_rows`]): each sample's slot ([`sample_of`], a draw) and scalars, then its columns.
+/// Samples `batch` transitions per trial and rebuilds their states (one thread per sample).
 ///
 /// # Safety
 /// `params`: `n_trials` (the launch's trials: each sample's RNG key);
-/// `ring`: `n_trials x capacity` (capacity below `u32::MAX`); `features`: the feature matrix; `obs`,
-/// `next_obs`: `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`:
-/// `n_trials x batch`; [`gather_rows`]'s launch.
+/// `ring`: `n_trials x capacity`; `features`: the feature matrix; `obs`, `next_obs`:
+/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn sample_transitions(
     params: *const TrialParams,
@@ -194,30 +193,26 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     weights: *mut f32,
     args: SampleArgs,
 ) {
+    let idx = thread_index();
     let width = args.n_features as usize + 3;
-    let (b, capacity) = (args.batch as usize, args.capacity as usize);
-    // SAFETY: lengths as documented; each sample's scalars are written by the thread that finds its slot,
-    // each element by one thread.
+    if idx >= args.n_trials as usize * args.batch as usize * width {
+        return;
+    }
+    let (i, c) = (idx / width, idx % width);
+    let trial = i / args.batch as usize;
+    // SAFETY: lengths as documented; this thread alone writes column c of sample i (and its scalars for c = 0).
     unsafe {
-        let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * capacity), capacity);
+        let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        gather_rows(
-            args.n_trials as usize * b,
-            width,
-            |i| {
-                let ring = ring_of(i);
-                let slot = sample_of(&args, &*params.add(i / b), ring, i);
-                let row = sample_row(ring, slot);
-                *actions.add(i) = row.action;
-                *rewards.add(i) = row.reward;
-                *dones.add(i) = row.done;
-                *weights.add(i) = row.weight;
-                slot
-            },
-            |i, slot, c| {
-                (*obs.add(i * width + c), *next_obs.add(i * width + c)) = sample_entry(&args, ring_of(i), features, slot, c);
-            },
-        );
+        let slot = sample_of(&args, &*params.add(trial), ring, i);
+        (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
+        if c == 0 {
+            let row = sample_row(ring, slot);
+            *actions.add(i) = row.action;
+            *rewards.add(i) = row.reward;
+            *dones.add(i) = row.done;
+            *weights.add(i) = row.weight;
+        }
     }
 }
 
@@ -558,9 +553,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     }
 }
 
-/// Gradient, Adam step and target update of every parameter: a thread per trial and [`ADAM_PER_THREAD`]
-/// parameters (`q`, `q + Q`, `q + 2Q`, .. with `Q = ceil(params / ADAM_PER_THREAD)`, so that consecutive
-/// threads touch consecutive parameters), the trial's bias corrections computed once per thread.
+/// Gradient, Adam step and target update of every parameter (one thread per trial and parameter).
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
@@ -577,23 +570,17 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
 ) {
     let i = thread_index();
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
-    let per = n_params.div_ceil(ADAM_PER_THREAD);
-    if i >= trials * per {
+    if i >= trials * n_params {
         return;
     }
-    let (t, q) = (i / per, i % per);
+    let (t, p) = (i / n_params, i % n_params);
     let chunks = crate::net::grad_chunks(args.batch as usize);
-    // SAFETY: lengths as documented; this thread alone writes its parameters of each buffer.
+    // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
     unsafe {
         let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
         let dqn = &*dqn.add(t);
-        let Some(step) = trial_step(&args, dqn) else { return };
-        let net = args.net();
-        for p in (q..n_params).step_by(per) {
-            let g = gradient(&net, t, p, partial);
-            let i = t * n_params + p;
-            apply_update(dqn, &step, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
-        }
+        let g = gradient(&args.net(), t, p, partial);
+        update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
     }
 }
 

@@ -136,33 +136,10 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "Adam's state and hyperparameters of one parameter")]
 pub fn adam(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, lr: f32, beta1: f32, beta2: f32, eps: f32, t: u64) {
-    adam_corrected(w, m, v, g, lr, (beta1, beta2), eps, bias_corrections(beta1, beta2, t));
-}
-
-/// Adam's bias corrections at step `t` (>= 1): `(1 - beta1^t, 1 - beta2^t)`, the same for every parameter
-/// of a trial (a kernel computes them once for several parameters).
-#[inline]
-pub fn bias_corrections(beta1: f32, beta2: f32, t: u64) -> (f32, f32) {
-    (1.0 - libm::powf(beta1, t as f32), 1.0 - libm::powf(beta2, t as f32))
-}
-
-/// [`adam`] with the step's [`bias_corrections`] given.
-#[inline]
-#[allow(clippy::too_many_arguments, reason = "Adam's state and hyperparameters of one parameter")]
-pub fn adam_corrected(
-    w: &mut f32,
-    m: &mut f32,
-    v: &mut f32,
-    g: f32,
-    lr: f32,
-    (beta1, beta2): (f32, f32),
-    eps: f32,
-    (c1, c2): (f32, f32),
-) {
     *m = beta1 * *m + (1.0 - beta1) * g;
     *v = beta2 * *v + (1.0 - beta2) * (g * g);
-    let m_hat = *m / c1;
-    let v_hat = *v / c2;
+    let m_hat = *m / (1.0 - libm::powf(beta1, t as f32));
+    let v_hat = *v / (1.0 - libm::powf(beta2, t as f32));
     *w -= lr * m_hat / (libm::sqrtf(v_hat) + eps);
 }
 

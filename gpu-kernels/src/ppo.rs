@@ -565,6 +565,10 @@ pub fn gather_row(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], 
     }
 }
 
+/// Minibatch samples per block of the GPU's gather: the block's first threads find the samples' rollout
+/// slots (a shuffle each, once per sample), then all its threads copy the rows' columns (the values of
+/// [`gather_row`]).
+pub const GATHER_ROWS: usize = 32;
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
 /// ([`minibatch_sample`], [`loss_sample`]); the trial's rollout buffers are `ring`, `logps`, `values`,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, grad_chunks, NetTrial, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers, grad_chunks};
 
 use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, grad_chunks, NetTrial, Work, buffers};
+use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers, grad_chunks};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::buffers::{Dev, PolicyView, PpoBuffers};

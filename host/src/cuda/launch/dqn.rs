@@ -98,7 +98,7 @@ pub(crate) fn dqn_adam(
         .arg(&mut nets.v)
         .arg(&nets.partial)
         .arg(&dev_args);
-    let cfg = grid(kernel, trials * n_params.div_ceil(gpu_kernels::dqn::ADAM_PER_THREAD))?;
+    let cfg = grid(kernel, trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
     timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
     Ok(())

@@ -35,7 +35,7 @@ pub(crate) fn grid_of(kernel: &str, threads: usize, block: u32) -> Result<Launch
 /// The launch of a row-gathering kernel (`gpu_kernels::entries::gather_rows`) over `rows` rows: blocks of
 /// [`BLOCK`] threads, `GATHER_ROWS` rows and as many u32 of shared memory each.
 pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, HostError> {
-    use gpu_kernels::batch::GATHER_ROWS;
+    use gpu_kernels::ppo::GATHER_ROWS;
     let cfg = grid(kernel, rows.div_ceil(GATHER_ROWS) * BLOCK as usize)?;
     Ok(LaunchConfig { shared_mem_bytes: 4 * GATHER_ROWS as u32, ..cfg })
 }
