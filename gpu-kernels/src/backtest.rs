@@ -412,12 +412,15 @@ pub fn backtest_column(
     // The lowest equity since the peak: under one peak, `equity / peak - 1` falls with equity (division by
     // a positive constant rounds monotonically), so only a new trough can deepen the drawdown.
     let mut trough = initial;
-    let (mut max_dd, mut max_dd_bars, mut in_position) = (0.0f64, 0usize, 0.0f64);
+    // Bars in a position: an integer count (an f64 add a bar sat on the f64 pipe), exact as a double.
+    let (mut max_dd, mut max_dd_bars, mut in_position) = (0.0f64, 0usize, 0u32);
+    // Bars `start..=end` only: the loop's indices are then provably in bounds (no check a bar).
+    let bars = &bars[..=end];
     for t in start..end {
         let prev = state.equity;
         account_step(params, &mut state, target(t), &bars[t], &bars[t + 1], &mut ledger);
         if state.position != 0 {
-            in_position += 1.0;
+            in_position += 1;
         }
         if t + 1 == end && state.position != 0 && state.status() != crate::EnvStatus::Bankrupt {
             let fill = close_position(params, &mut state, bars[end].close);
@@ -489,7 +492,7 @@ pub fn backtest_column(
             f64::NAN
         },
         avg_trade_return: ratio(ledger.sum_returns, trades),
-        exposure: ratio(in_position, n),
+        exposure: ratio(f64::from(in_position), n),
         total_costs: ledger.costs,
         final_equity: state.equity,
         bars: n,
@@ -515,6 +518,9 @@ pub fn run_column(
     let steps = (args.end - args.start) as usize;
     let start = args.start as usize;
     if args.signal == SIGNAL_SMA_CROSS {
+        // The prefix sums the bars `..=end` read (one more than the bars): the signal's indices are then
+        // provably in bounds.
+        let prefix = &prefix[..args.end as usize + 2];
         if args.narrow != 0 {
             let mut signal = SmaSignal::<true>::new(prefix, sma[col]);
             backtest_column(args, p, bars, |t| signal.target(t), equity, sink)
