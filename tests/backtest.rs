@@ -141,13 +141,44 @@ test_device!(zero_trade_column);
 
 /// The metrics of random columns equal a plain computation from their equity curves and ledgers.
 fn metrics_match_a_plain_reference(backend: &Backend) {
+    let p = TrialParams { spread: 0.0005, commission: 0.0002, ..TrialParams::frictionless(10_000.0) };
+    plain_reference(backend, p, 0, 4);
+}
+test_device!(metrics_match_a_plain_reference);
+
+/// Columns that the drawdown breaker ends (their later bars skip the signal and the account step): the
+/// equity stays flat after the breaker's exit, and the metrics still equal the plain computation over
+/// every bar (the flat bars' returns are zeros).
+fn ended_columns_match_a_plain_reference(backend: &Backend) {
+    let p =
+        TrialParams { spread: 0.0005, commission: 0.0002, max_drawdown: 0.04, ..TrialParams::frictionless(10_000.0) };
+    let r = plain_reference(backend, p, gpu_kernels::backtest::RULE_CROSS, 1);
+    let mut ended = 0;
+    for c in 0..r.metrics.len() {
+        let Some(last) = r.column_trades(c).last().copied() else { continue };
+        if ExitReason::from_code(last.reason) == ExitReason::Breaker {
+            ended += 1;
+            let eq = &r.equity[c * 3_000..(c + 1) * 3_000];
+            let after = &eq[last.exit_bar as usize..];
+            assert!(
+                after.len() > 100 && after.iter().all(|&e| e == after[0]),
+                "column {c}: not flat after the breaker"
+            );
+        }
+    }
+    assert!(ended >= 2, "only {ended} columns ended by the breaker: the test checks little");
+}
+test_device!(ended_columns_match_a_plain_reference);
+
+/// [`metrics_match_a_plain_reference`] for trial `p` and signal rule `rule`, each column with `min_trades`
+/// trades or more; returns the result.
+fn plain_reference(backend: &Backend, p: TrialParams, rule: u32, min_trades: usize) -> tradesim::BacktestResult {
     let d = generate(&GeneratorConfig { bars: 3_000, symbols: 1, seed: 8, bar_seconds: 86_400 });
     let market = Prepared::new(&d.series[0], 0..3_000).unwrap().market_data(0..3_000).unwrap();
     let grid: Vec<SmaCross> = [(5, 20, 0), (10, 50, 1), (3, 7, 1), (20, 100, 0)]
         .iter()
-        .map(|&(fast, slow, allow_short)| SmaCross { fast, slow, allow_short, rule: 0 })
+        .map(|&(fast, slow, allow_short)| SmaCross { fast, slow, allow_short, rule })
         .collect();
-    let p = TrialParams { spread: 0.0005, commission: 0.0002, ..TrialParams::frictionless(10_000.0) };
     let s = BacktestSpec { risk_free: 0.0001, ..spec(2_999) };
     let r = backtest(backend, &market, &[p], Signals::SmaCross(&grid), &s).unwrap();
     for (c, m) in r.metrics.iter().enumerate() {
@@ -174,14 +205,14 @@ fn metrics_match_a_plain_reference(backend: &Backend) {
         rel("total return", m.total_return, eq[2_999] / eq[0] - 1.0);
         rel("win rate", m.win_rate, wins / trades.len() as f64);
         assert_eq!(m.trades as usize, trades.len());
-        assert!(trades.len() > 3, "column {c} should trade");
+        assert!(trades.len() >= min_trades, "column {c} should trade {min_trades} times or more");
     }
     let order = r.ranking(|m| m.sharpe);
     for w in order.windows(2) {
         assert!(r.metrics[w[0]].sharpe >= r.metrics[w[1]].sharpe);
     }
+    r
 }
-test_device!(metrics_match_a_plain_reference);
 
 /// The Decimal audit of a 20,000-bar SMA column with costs: final equity within 1e-9 relative.
 fn decimal_audit_agrees(backend: &Backend) {

@@ -418,7 +418,10 @@ pub fn backtest_column(
     let bars = &bars[..=end];
     for t in start..end {
         let prev = state.equity;
-        account_step(params, &mut state, target(t), &bars[t], &bars[t + 1], &mut ledger);
+        // An ended env (bankrupt, halted by the breaker) never trades again and its decisions are ignored:
+        // its signal is not computed (what `account_step` does for it, it does without one).
+        let action = if state.status().is_done() { Action::Flat as u8 } else { target(t) };
+        account_step(params, &mut state, action, &bars[t], &bars[t + 1], &mut ledger);
         if state.position != 0 {
             in_position += 1;
         }
@@ -428,7 +431,8 @@ pub fn backtest_column(
             state.equity = state.cash;
             state.step_costs += fill.costs;
         }
-        let r = if prev != 0.0 { state.equity / prev - 1.0 } else { 0.0 };
+        // An unchanged finite equity returns exactly 0 (what `e / e - 1` gives), without the division.
+        let r = if prev == 0.0 || (state.equity == prev && prev.is_finite()) { 0.0 } else { state.equity / prev - 1.0 };
         let x = r - args.risk_free;
         moments.push(x);
         if x < 0.0 {

@@ -251,25 +251,48 @@ pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Er
     let Some(gpu) = backends.iter().find(|b| b.is_cuda()) else { return Ok(rows) };
     let wide = sma_columns(sizes.sma_wide);
     let counts_only = BacktestSpec { ledger: false, ..spec };
-    // A first launch loads the module and warms the caches; the figure is the second.
+    // A first launch loads the module and warms the caches; the figures are the later ones.
     crate::backtest(gpu, &w.market, &params, Signals::SmaCross(&wide[..wide.len().min(1_024)]), &counts_only)?;
+    // The demo trial's breaker ends an env at a 50% drawdown (an ended env's bars skip the signal and the
+    // account step); the same grid without it shows the rate of envs that trade to the last bar.
+    let no_breaker = [crate::TrialParams { max_drawdown: 0.0, ..params[0] }];
+    for (params, which) in [(&params, "breaker at 50% drawdown"), (&no_breaker, "breaker off")] {
+        rows.push(wide_grid(gpu, &w.market, params, &wide, &counts_only, which)?);
+    }
+    Ok(rows)
+}
+
+/// One timed launch of W2's wide grid on the GPU (metrics and trade counts) and a bitwise check of about
+/// 1,000 of its columns against the CPU.
+fn wide_grid(
+    gpu: &Backend,
+    market: &MarketData,
+    params: &[crate::TrialParams],
+    wide: &[SmaCross],
+    spec: &BacktestSpec,
+    which: &str,
+) -> Result<Row, Error> {
+    let n = market.n_bars();
     let mut result = None;
     let started = Instant::now();
     let profile = profiled(gpu, || {
-        result = Some(crate::backtest(gpu, &w.market, &params, Signals::SmaCross(&wide), &counts_only)?);
+        result = Some(crate::backtest(gpu, market, params, Signals::SmaCross(wide), spec)?);
         Ok(())
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    let Some(r) = result else { return Ok(rows) };
+    let r = result.ok_or_else(|| Error::Output("W2: the wide grid returned nothing".to_owned()))?;
     if std::env::var_os("TRADESIM_DEV_PTX").is_some() {
         // A kernel variant under development may give other bits than this binary's CPU path (a changed
         // summation): its time is still worth seeing before the check below refuses it.
         let rate = (wide.len() * (n - 1)) as f64 / seconds;
-        eprintln!("TRADESIM_DEV_PTX grid: {} columns in {seconds:.4} s, {rate:.3e} bar-columns/s", wide.len());
+        eprintln!(
+            "TRADESIM_DEV_PTX grid ({which}): {} columns in {seconds:.4} s, {rate:.3e} bar-columns/s",
+            wide.len()
+        );
     }
     let stride = wide.len().div_ceil(1_000).max(1);
     let sample: Vec<SmaCross> = wide.iter().copied().step_by(stride).collect();
-    let cpu = crate::backtest(&Backend::Cpu, &w.market, &params, Signals::SmaCross(&sample), &counts_only)?;
+    let cpu = crate::backtest(&Backend::Cpu, market, params, Signals::SmaCross(&sample), spec)?;
     let same = cpu.metrics.iter().enumerate().all(|(i, m)| {
         let g = &r.metrics[i * stride];
         m.values().iter().zip(g.values()).all(|(a, b)| a.to_bits() == b.to_bits())
@@ -277,16 +300,17 @@ pub fn backtest_grid(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Er
     });
     if !same {
         return Err(Error::Output(format!(
-            "W2: the GPU's wide grid differs from the CPU on a sampled column (stride {stride})"
+            "W2 ({which}): the GPU's wide grid differs from the CPU on a sampled column (stride {stride})"
         )));
     }
     let trades = r.offsets[wide.len()];
     let mut row = Row::backtest(gpu.info().backend, wide.len(), n - 1, seconds, false);
+    row.label = format!("{}, {which}", row.label);
     row.kernel_ms = profile.map(|p| p.kernels.iter().map(|k| k.2).sum());
-    rows.push(
-        row.with_note(format!("{trades} trades counted; {} sampled columns bitwise equal to the CPU", sample.len())),
-    );
-    Ok(rows)
+    Ok(row.with_note(format!(
+        "{which}; {trades} trades counted; {} sampled columns bitwise equal to the CPU",
+        sample.len()
+    )))
 }
 
 /// W3: DQN gradient steps and one epoch, CPU vs GPU; `sample` is called during the GPU epoch.
