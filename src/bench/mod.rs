@@ -6,7 +6,8 @@
 //!   string conversions, (b) the same with `ToPrimitive`, (c) our CPU path with one env per trial, (d) our
 //!   CPU path env-parallel, (e) the GPU in the seed's design (one env per trial, one stream per trial),
 //!   (f) the GPU env-parallel (E = 1,024, 16,384, 65,536; scan and step mode).
-//! - W2 backtest: an SMA grid of 10,000 parameter sets over all bars, CPU vs GPU.
+//! - W2 backtest: an SMA grid of 10,000 parameter sets over all bars, CPU vs GPU; then, on a GPU, 100,000
+//!   columns (metrics and trade counts) with the demo trial's drawdown breaker and without it.
 //! - W4 PPO: one epoch (a rollout of every env, GAE, 4 update epochs of minibatches), CPU vs GPU.
 //! - W3 DQN: gradient steps per second and one epoch (collect + train, 5 trials x all bars), CPU vs GPU,
 //!   with the GPU's utilization sampled through NVML.
