@@ -117,7 +117,7 @@ impl ChainShared {
 
 /// Copies rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r * dst_stride`:
 /// warp `w` of `W` takes rows `w, w + W, ..`, lane `l` columns `l, l + 32, ..`; a thread issues the loads
-/// of 8 rows x 4 columns (32 in flight) before their stores. (One load at a time, each waiting for its L2 round
+/// of 16 rows x 4 columns (64 in flight) before their stores. (One load at a time, each waiting for its L2 round
 /// trip, with a division per element, was most of the kernel's time.) Offsets are u32: a staged layer and
 /// its source rows lie inside one buffer, whose offsets [`Chain`]'s products already keep below 2^32.
 ///
@@ -134,17 +134,20 @@ unsafe fn stage_rows(
     k: usize,
     thread: usize,
 ) {
+    use crate::nvptx_ops::{shared_addr, sts};
     let (lane, warp) = ((thread % 32) as u32, (thread / 32) as u32);
     let (rows, k, ss, ds) = (rows as u32, k as u32, src_stride as u32, dst_stride as u32);
+    let db = shared_addr(dst);
     const WARPS: u32 = CHAIN_THREADS / 32;
+    const ROWS: u32 = 16;
     let mut r0 = warp;
     // SAFETY: the caller's contract; every copied element has `r < rows`, `j < k`.
     unsafe {
         while r0 < rows {
             let mut j0 = lane;
             while j0 < k {
-                let mut vals = [0.0f32; 32];
-                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let mut vals = [0.0f32; 4 * ROWS as usize];
+                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
                     unrolled!(c in [0, 1, 2, 3] {
                         let (r, j) = (r0 + WARPS * a as u32, j0 + 32 * c as u32);
                         if r < rows && j < k {
@@ -152,17 +155,17 @@ unsafe fn stage_rows(
                         }
                     });
                 });
-                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7] {
+                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
                     unrolled!(c in [0, 1, 2, 3] {
                         let (r, j) = (r0 + WARPS * a as u32, j0 + 32 * c as u32);
                         if r < rows && j < k {
-                            *dst.add((r * ds + j) as usize) = vals[4 * a + c];
+                            sts(db + 4 * (r * ds + j), vals[4 * a + c]);
                         }
                     });
                 });
                 j0 += 128;
             }
-            r0 += 8 * WARPS;
+            r0 += ROWS * WARPS;
         }
     }
 }
@@ -192,41 +195,60 @@ unsafe fn wide_layer(
     (m0, m, m_pad): (usize, usize, usize),
     thread: usize,
 ) {
+    use crate::nvptx_ops::{lds4, shared_addr, sts};
     use crate::tile::fma;
     let (lane, warp) = (thread % 32, thread / 32);
     let r0 = ROWS_PER_WARP * warp;
     let vecs = k / 4;
+    // Shared-window addresses (32-bit `ld.shared`): the generic pointers cost a 64-bit add per load.
+    let (xb, wb, yb) = (shared_addr(x), shared_addr(w), shared_addr(y));
+    let (sx4, sw4) = (4 * sx as u32, 4 * sw as u32);
+    let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| xb + (r0 + i) as u32 * sx4);
     let mut n0 = 0;
     // SAFETY: the caller's contract; weight rows are read only below `hs` (clamped), inputs below `k`.
     unsafe {
         while n0 < hs {
             // Units of this lane in the chunk; rows past the width read row 0 (their results are dropped).
             let units: [usize; 4] = core::array::from_fn(|j| n0 + lane + 32 * j);
-            let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
-            let xrow: [*const f32; ROWS_PER_WARP] = core::array::from_fn(|i| x.add((r0 + i) * sx));
+            let wa: [u32; 4] = core::array::from_fn(|j| wb + if units[j] < hs { units[j] as u32 * sw4 } else { 0 });
             let mut acc = [[0.0f32; 4]; ROWS_PER_WARP];
-            let load = |v: usize| {
-                let o = 4 * v;
-                let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| (*(xrow[i].add(o) as *const F4)).0);
-                let ws: [[f32; 4]; 4] = core::array::from_fn(|j| (*(wrow[j].add(o) as *const F4)).0);
+            // The operands of inputs `o / 4 .. o / 4 + 4` (`o` in bytes).
+            let load = |o: u32| {
+                let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| lds4(xa[i] + o));
+                let ws: [[f32; 4]; 4] = core::array::from_fn(|j| lds4(wa[j] + o));
                 (xs, ws)
             };
-            if vecs > 0 {
-                let mut cur = load(0);
-                for v in 0..vecs {
-                    // The next four inputs' operands are loaded before this step's FMAs (latency hiding).
-                    let next = if v + 1 < vecs { load(v + 1) } else { cur };
-                    let (xs, ws) = cur;
-                    unrolled!(u in [0, 1, 2, 3] {
-                        unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
-                            unrolled!(j in [0, 1, 2, 3] {
-                                acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
-                            });
+            let step = |acc: &mut [[f32; 4]; ROWS_PER_WARP], (xs, ws): ([[f32; 4]; ROWS_PER_WARP], [[f32; 4]; 4])| {
+                unrolled!(u in [0, 1, 2, 3] {
+                    unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                        unrolled!(j in [0, 1, 2, 3] {
+                            acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
                         });
                     });
-                    cur = next;
+                });
+            };
+            if vecs > 0 {
+                // Two register sets in turn, each loaded one step ahead of its FMAs (latency hiding without
+                // copying one set into the other); the loads past the last step re-read it (clamped).
+                let last = 16 * (vecs as u32 - 1);
+                let mut o = 0;
+                let mut a = load(0);
+                loop {
+                    let b = load((o + 16).min(last));
+                    step(&mut acc, a);
+                    if o == last {
+                        break;
+                    }
+                    a = load((o + 32).min(last));
+                    step(&mut acc, b);
+                    o += 32;
+                    if o > last {
+                        break;
+                    }
                 }
             }
+            let xrow: [*const f32; ROWS_PER_WARP] = core::array::from_fn(|i| x.add((r0 + i) * sx));
+            let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
             for kk in 4 * vecs..k {
                 unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
                     let xv = *xrow[i].add(kk);
@@ -244,7 +266,7 @@ unsafe fn wide_layer(
                         // `finish` of EPI_BIAS_RELU: relu(acc + bias) inside the active sizes, 0 outside.
                         let s = acc[i][j] + b;
                         let value = if row < m && n < h && s > 0.0 { s } else { 0.0 };
-                        *y.add(r * sy + n) = value;
+                        sts(yb + 4 * (r * sy + n) as u32, value);
                         if row < m_pad {
                             *out.add(row * out_row + n) = value;
                         }
@@ -264,6 +286,7 @@ unsafe fn wide_layer(
 /// dynamic shared memory of [`ChainShared::of`]`(net).len` floats, 16-byte aligned; every thread of the
 /// block calls this (it synchronizes the block).
 #[cfg(target_arch = "nvptx64")]
+#[inline(always)]
 pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
     use core::arch::nvptx::_syncthreads;
     if tile >= c.tiles() {

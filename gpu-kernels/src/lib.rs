@@ -51,6 +51,46 @@ pub(crate) mod nvptx_ops {
         // SAFETY: a pure arithmetic intrinsic.
         unsafe { llvm_fma_f32(a, b, c) }
     }
+
+    /// The shared-window address of `p`, a generic address inside this block's shared memory: a 32-bit
+    /// `ld.shared` address ([`lds4`]), which needs no 64-bit address arithmetic and no generic-space test.
+    #[inline(always)]
+    pub(crate) fn shared_addr(p: *const f32) -> u32 {
+        let a: u64;
+        // SAFETY: an address conversion, no memory access.
+        unsafe {
+            core::arch::asm!("cvta.to.shared.u64 {a}, {p};", a = out(reg64) a, p = in(reg64) p,
+                options(pure, nomem, nostack))
+        };
+        a as u32
+    }
+
+    /// `ld.shared.v4.f32` of the four floats at shared address `a`.
+    ///
+    /// # Safety
+    /// `a` is a 16-byte aligned shared address of this block, with four floats written before (a barrier
+    /// between other threads' writes and this read).
+    #[inline(always)]
+    pub(crate) unsafe fn lds4(a: u32) -> [f32; 4] {
+        let (x, y, z, w): (f32, f32, f32, f32);
+        // SAFETY: the caller's contract.
+        unsafe {
+            core::arch::asm!("ld.shared.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];", x = out(reg32) x, y = out(reg32) y,
+                z = out(reg32) z, w = out(reg32) w, a = in(reg32) a, options(pure, readonly, nostack))
+        };
+        [x, y, z, w]
+    }
+
+    /// `st.shared.f32` of `v` at shared address `a`.
+    ///
+    /// # Safety
+    /// `a` is a 4-byte aligned shared address of this block that no other thread reads or writes before
+    /// the next barrier.
+    #[inline(always)]
+    pub(crate) unsafe fn sts(a: u32, v: f32) {
+        // SAFETY: the caller's contract.
+        unsafe { core::arch::asm!("st.shared.f32 [{a}], {v};", a = in(reg32) a, v = in(reg32) v, options(nostack)) };
+    }
 }
 
 pub use types::{
