@@ -39,8 +39,16 @@ pub const BACKTEST_BLOCK: u32 = 64;
 /// kernel 2x slower (0.89 s against 0.45 s), so only the block size is bounded.
 /// `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then: up to
 /// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two.
-pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] =
-    &[(BACKTEST, BACKTEST_BLOCK, 0), (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2)];
+/// `gemm_tiles` asks for three blocks of 256 (at most 85 registers; ptxas keeps 80 and spills 28 bytes):
+/// with 96 registers two fit, and the products are latency-bound (a global round trip per K step), so the
+/// third block's warps hide more of it. Measured on the H200 (`bench learners`, interleaved variants by
+/// `TRADESIM_DEV_PTX`): PPO's backward and gradient products 129.5 -> 115.1 us per env step; four blocks
+/// (64 registers, 96 bytes spilled) were slower than two.
+pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
+    (BACKTEST, BACKTEST_BLOCK, 0),
+    (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
+    (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
+];
 
 /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
 pub const GEMM_TILES: &str = "gemm_tiles";

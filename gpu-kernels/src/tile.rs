@@ -267,18 +267,23 @@ macro_rules! unrolled {
 pub(crate) use unrolled;
 
 /// 64 x 64 outputs from `(m0, n0)`: thread `(tx, ty)` owns rows `m0 + 4 ty ..` and columns `n0 + 4 tx ..`.
-/// Two stages of shared memory: while step `s` is computed from one, step `s + 1` (loaded from global
-/// memory into registers during the previous step) is stored into the other, so one barrier per step suffices.
+/// Two stages of shared memory, [`TILE_K`] steps of `k` each: while step `s` is computed from one, step
+/// `s + 1` (loaded from global memory into registers during the previous step) is stored into the other, so
+/// one barrier per step suffices. Shared memory is read and written through its 32-bit window addresses.
 #[cfg(target_arch = "nvptx64")]
 #[inline]
 unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use crate::nvptx_ops::{lds4, shared_addr, sts};
     use core::arch::nvptx::_syncthreads;
-    const STAGE: usize = 2 * TILE_K * TILE_ROW;
+    const STAGE: u32 = (2 * TILE_K * TILE_ROW) as u32;
+    const PER_THREAD: usize = TILE * TILE_K / GEMM_THREADS as usize;
+    const _: () = assert!(PER_THREAD == 4, "the unrolled loops below are written for 4 elements a thread");
     let (tx, ty) = (thread % 16, thread / 16);
     let (m_act, n_act, k_act) = (g.m as usize, g.n as usize, g.k as usize);
+    let base = shared_addr(smem);
     // SAFETY: the caller's contract; every global index is checked against the active sizes, every shared
-    // index stays inside the 2 stages x 2 x TILE_K x TILE_ROW floats of this path, and F4 reads are 16-byte
-    // aligned (4-float offsets from an aligned base).
+    // address stays inside the 2 stages x 2 x TILE_K x TILE_ROW floats of this path, and the vector reads
+    // are 16-byte aligned (4-float offsets from an aligned base).
     unsafe {
         let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
         let (a_base, b_base) = (buf(&g.a), buf(&g.b));
@@ -286,15 +291,15 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
         // b_s[kk * TILE_ROW + c] (b_s = a_s + TILE_K * TILE_ROW); consecutive threads walk each operand's
         // unit stride.
         let a_slot = |q: usize| {
-            let idx = thread + 256 * q;
+            let idx = thread + GEMM_THREADS as usize * q;
             if g.a.col == 1 { (idx / TILE_K, idx % TILE_K) } else { (idx % TILE, idx / TILE) }
         };
         let b_slot = |q: usize| {
-            let idx = thread + 256 * q;
+            let idx = thread + GEMM_THREADS as usize * q;
             if g.b.col == 1 { (idx % TILE, idx / TILE) } else { (idx / TILE_K, idx % TILE_K) }
         };
         let fetch = |k0: usize| {
-            let (mut av, mut bv) = ([0.0f32; 4], [0.0f32; 4]);
+            let (mut av, mut bv) = ([0.0f32; PER_THREAD], [0.0f32; PER_THREAD]);
             unrolled!(q in [0, 1, 2, 3] {
                 let (r, kk) = a_slot(q);
                 if m0 + r < m_act && k0 + kk < k_act {
@@ -307,29 +312,26 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
             });
             (av, bv)
         };
-        let put = |stage: *mut f32, (av, bv): ([f32; 4], [f32; 4])| {
+        let put = |stage: u32, (av, bv): ([f32; PER_THREAD], [f32; PER_THREAD])| {
             unrolled!(q in [0, 1, 2, 3] {
                 let (r, kk) = a_slot(q);
-                *stage.add(kk * TILE_ROW + r) = av[q];
+                sts(stage + 4 * (kk * TILE_ROW + r) as u32, av[q]);
                 let (c, kk) = b_slot(q);
-                *stage.add(TILE_K * TILE_ROW + kk * TILE_ROW + c) = bv[q];
+                sts(stage + 4 * ((TILE_K + kk) * TILE_ROW + c) as u32, bv[q]);
             });
         };
         let mut acc = [[0.0f32; 4]; 4];
         let mut k0 = 0;
         let mut stage = 0;
-        put(smem, fetch(0));
+        put(base, fetch(0));
         _syncthreads();
+        let (a_t, b_t) = (4 * (4 * ty) as u32, 4 * (TILE_K * TILE_ROW + 4 * tx) as u32);
         while k0 < k_act {
             let more = k0 + TILE_K < k_act;
-            let next = if more { fetch(k0 + TILE_K) } else { ([0.0; 4], [0.0; 4]) };
-            let (a_s, b_s) = (smem.add(stage * STAGE), smem.add(stage * STAGE + TILE_K * TILE_ROW));
-            let load = |kk: usize| {
-                (
-                    (*(a_s.add(kk * TILE_ROW + 4 * ty) as *const F4)).0,
-                    (*(b_s.add(kk * TILE_ROW + 4 * tx) as *const F4)).0,
-                )
-            };
+            let next = if more { fetch(k0 + TILE_K) } else { ([0.0; PER_THREAD], [0.0; PER_THREAD]) };
+            let s = base + stage * 4 * STAGE;
+            let load =
+                |kk: usize| (lds4(s + a_t + (4 * kk * TILE_ROW) as u32), lds4(s + b_t + (4 * kk * TILE_ROW) as u32));
             // Step kk's operands are read before step kk - 1's products: the loads' latency hides behind FMAs.
             let mut cur = load(0);
             unrolled!(kk in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
@@ -344,7 +346,7 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
             });
             if more {
                 // The other stage was last read in the previous step, which every thread has left (barrier).
-                put(smem.add((1 - stage) * STAGE), next);
+                put(base + (1 - stage) * 4 * STAGE, next);
             }
             _syncthreads();
             stage = 1 - stage;
