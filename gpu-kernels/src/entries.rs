@@ -557,7 +557,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
-/// `grad_chunks(batch) x n_trials x params`.
+/// [`NetArgs::partial_len`] floats.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn dqn_adam(
     dqn: *const DqnParams,
@@ -574,10 +574,9 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
         return;
     }
     let (t, p) = (i / n_params, i % n_params);
-    let chunks = crate::net::grad_chunks(args.batch as usize);
     // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
     unsafe {
-        let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
+        let partial = slice::from_raw_parts(partial, args.net().partial_len());
         let dqn = &*dqn.add(t);
         let g = gradient(&args.net(), t, p, partial);
         update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
@@ -734,7 +733,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
 /// The gradient of every parameter from the chunk partials (one thread per trial and parameter).
 ///
 /// # Safety
-/// `grads`: `n_trials x params`; `partial`: `grad_chunks(batch) x n_trials x params`.
+/// `grads`: `n_trials x params`; `partial`: [`NetArgs::partial_len`] floats.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32, args: PpoArgs) {
     let i = thread_index();
@@ -742,10 +741,9 @@ pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32,
     if i >= trials * n_params {
         return;
     }
-    let chunks = crate::net::grad_chunks(args.batch as usize);
     // SAFETY: lengths as documented; this thread alone writes gradient i.
     unsafe {
-        let partial = slice::from_raw_parts(partial, chunks * trials * n_params);
+        let partial = slice::from_raw_parts(partial, args.net().partial_len());
         *grads.add(i) = gradient(&args.net(), i / n_params, i % n_params, partial);
     }
 }

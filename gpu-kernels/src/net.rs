@@ -49,6 +49,12 @@ impl NetArgs {
     pub fn layout(&self) -> Layout {
         Layout { input: self.input as usize, hidden: self.hidden as usize, outputs: self.outputs as usize }
     }
+
+    /// Floats of the per-chunk weight gradients ([`gradient`] reads them): [`grad_chunks`]`(batch) x
+    /// n_trials x params`, chunk-major.
+    pub fn partial_len(&self) -> usize {
+        grad_chunks(self.batch as usize) * self.n_trials as usize * self.layout().params()
+    }
 }
 
 /// One trial's active sizes.
@@ -615,6 +621,7 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
 #[inline]
 pub fn gradient(args: &NetArgs, t: usize, p: usize, partial: &[f32]) -> f32 {
     let (n_params, trials) = (args.layout().params(), args.n_trials as usize);
+    debug_assert!(partial.len() >= args.partial_len());
     let mut g = 0.0;
     for c in 0..grad_chunks(args.batch as usize) {
         g += partial[(c * trials + t) * n_params + p];

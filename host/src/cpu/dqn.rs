@@ -27,7 +27,7 @@ pub(crate) struct CpuDqn {
 
 /// Floats of the per-chunk weight gradients: `chunks x K x P`.
 pub(crate) fn partial_len(args: &DqnArgs) -> usize {
-    gpu_kernels::net::grad_chunks(args.batch as usize) * args.n_trials as usize * args.layout().params()
+    args.net().partial_len()
 }
 
 impl CpuDqn {

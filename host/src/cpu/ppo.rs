@@ -21,7 +21,7 @@ fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
 
 /// Floats of the per-chunk gradient buffer of `args`.
 pub(crate) fn partial_len(args: &PpoArgs) -> usize {
-    gpu_kernels::net::grad_chunks(args.batch as usize) * args.n_trials as usize * args.layout().params()
+    args.net().partial_len()
 }
 
 /// The rollout buffers and networks on the CPU.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers, grad_chunks};
+use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 
 use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;
@@ -39,7 +39,7 @@ impl CudaDqn {
         let k = args.n_trials as usize;
         let floats = 4 * k * args.layout().params()
             + k * Work::of(&net).per_trial()
-            + grad_chunks(args.batch as usize) * k * args.layout().params()
+            + net.partial_len()
             + ActWork::of(&net).len()
             + k * args.batch as usize;
         rt.ensure_fits(&format!("the DQN networks and step buffers of {k} trials"), 4 * floats)?;
@@ -54,7 +54,7 @@ impl CudaDqn {
             m: stream.clone_htod(&state.m).map_err(HostError::driver("uploading Adam state"))?,
             v: stream.clone_htod(&state.v).map_err(HostError::driver("uploading Adam state"))?,
             work: zeros(k * Work::of(&net).per_trial())?,
-            partial: zeros(grad_chunks(args.batch as usize) * k * args.layout().params())?,
+            partial: zeros(net.partial_len())?,
             act: zeros(ActWork::of(&net).len())?,
             ones: stream.clone_htod(&[1.0f32; MAX_GRAD_CHUNK]).map_err(HostError::driver("uploading DQN buffers"))?,
             losses: zeros(k * args.batch as usize)?,

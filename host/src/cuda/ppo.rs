@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers, grad_chunks};
+use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::buffers::{Dev, PolicyView, PpoBuffers};
@@ -48,7 +48,7 @@ impl CudaPpo {
             + n_envs
             + samples * (l.input + 1)
             + k * Work::of(&net).per_trial()
-            + grad_chunks(args.batch as usize) * k * l.params()
+            + net.partial_len()
             + k * (l.params() + gpu_kernels::ppo::NORM_LANES);
         rt.ensure_fits(&format!("the PPO networks, rollout and step buffers of {k} trials"), 4 * floats)?;
         let stream = rt.new_stream()?;
@@ -67,7 +67,7 @@ impl CudaPpo {
             returns: zeros(rollout)?,
             obs: zeros(samples * l.input)?,
             work: zeros(k * Work::of(&net).per_trial())?,
-            partial: zeros(grad_chunks(args.batch as usize) * k * l.params())?,
+            partial: zeros(net.partial_len())?,
             grads: zeros(k * l.params())?,
             norm_lanes: zeros(k * gpu_kernels::ppo::NORM_LANES)?,
             ones: stream.clone_htod(&[1.0f32; MAX_GRAD_CHUNK]).map_err(HostError::driver("uploading PPO buffers"))?,

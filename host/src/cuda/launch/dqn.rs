@@ -86,8 +86,7 @@ pub(crate) fn dqn_adam(
     {
         at_least(kernel, what, trials * n_params, len)?;
     }
-    let chunks = gpu_kernels::net::grad_chunks(args.batch as usize);
-    at_least(kernel, "gradient partials", chunks * trials * n_params, nets.partial.len())?;
+    at_least(kernel, "gradient partials", args.net().partial_len(), nets.partial.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
     launch

@@ -124,12 +124,12 @@ pub(crate) fn ppo_gather(
     let kernel = "ppo_gather";
     check_rollout(kernel, b, args, ring)?;
     at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
-    let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
-    launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     if args.steps as usize * args.envs_per_trial as usize >= u32::MAX as usize {
         return Err(HostError::Config(format!("{kernel}: a rollout of u32::MAX transitions or more")));
     }
+    let dev_args = Dev(*args);
+    let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
+    launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gather` with its launch; lengths checked above.
     timed(rt, stream, "ppo_gather", || unsafe { launch.launch(cfg) })?;
@@ -176,8 +176,7 @@ pub(crate) fn ppo_adam(
     let kernel = "ppo_adam";
     check_ppo(kernel, b, args)?;
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
-    let chunks = gpu_kernels::net::grad_chunks(args.batch as usize);
-    at_least(kernel, "gradient partials", chunks * trials * n_params, b.partial.len())?;
+    at_least(kernel, "gradient partials", args.net().partial_len(), b.partial.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.ppo_grad);
     launch.arg(&b.partial).arg(&mut b.grads).arg(&dev_args);
