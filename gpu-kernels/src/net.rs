@@ -4,7 +4,7 @@
 //! ([`dense_unit`]). Every element follows [`crate::tile`]'s order, so the CPU and the GPU give the same bits.
 
 use crate::mlp::Layout;
-use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, F4, Gemm, Operand};
+use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand};
 
 /// Sizes of a learner's networks and buffers.
 #[repr(C)]
@@ -309,34 +309,72 @@ pub unsafe fn dot_strided(x: *const f32, w: *const f32, sj: usize, k: usize) -> 
 ///
 /// # Safety
 /// `p` is 16-byte aligned and holds 8 floats.
+#[cfg(not(target_arch = "nvptx64"))]
 #[inline(always)]
 unsafe fn load8(p: *const f32) -> [f32; 8] {
+    use crate::tile::F4;
     // SAFETY: the caller's contract.
     let (a, b) = unsafe { ((*(p as *const F4)).0, (*(p.add(4) as *const F4)).0) };
     [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
 }
 
 /// [`dot_strided`] with unit stride on 16-byte aligned `x` and `w`: the same sum in the same order, eight
-/// terms per pair of vector loads, the next eight loaded while the current ones are accumulated.
+/// terms per pair of vector loads, the next eight loaded while the current ones are accumulated (two
+/// register sets in turn, so no set is copied into the other). On the GPU both operands are in the block's
+/// shared memory (a staged walk layer and its input, a chain's output layer), read through 32-bit
+/// shared-window addresses.
 ///
 /// # Safety
-/// `x` and `w` are 16-byte aligned and hold `k` floats each.
+/// `x` and `w` are 16-byte aligned and hold `k` floats each; on the GPU both lie in this block's shared
+/// memory.
 #[inline(always)]
 pub unsafe fn dot_aligned(x: *const f32, w: *const f32, k: usize) -> f32 {
     let mut acc = 0.0f32;
     let chunks = k / 8;
+    #[cfg(target_arch = "nvptx64")]
+    let load = {
+        use crate::nvptx_ops::{lds4, shared_addr};
+        let (xa, wa) = (shared_addr(x), shared_addr(w));
+        // SAFETY: the caller's contract; chunk c reads floats 8c .. 8c + 8 <= k.
+        move |c: usize| unsafe {
+            let o = 32 * c as u32;
+            let (x0, x1, w0, w1) = (lds4(xa + o), lds4(xa + o + 16), lds4(wa + o), lds4(wa + o + 16));
+            (
+                [x0[0], x0[1], x0[2], x0[3], x1[0], x1[1], x1[2], x1[3]],
+                [w0[0], w0[1], w0[2], w0[3], w1[0], w1[1], w1[2], w1[3]],
+            )
+        }
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
     // SAFETY: the caller's contract; chunk c reads floats 8c .. 8c + 8 <= k.
-    unsafe {
-        if chunks > 0 {
-            let (mut xs, mut ws) = (load8(x), load8(w));
-            for c in 0..chunks {
-                let next = if c + 1 < chunks { (load8(x.add(8 * c + 8)), load8(w.add(8 * c + 8))) } else { (xs, ws) };
-                for u in 0..8 {
-                    acc = crate::tile::fma(xs[u], ws[u], acc);
-                }
-                (xs, ws) = next;
+    let load = |c: usize| unsafe { (load8(x.add(8 * c)), load8(w.add(8 * c))) };
+    let sum8 = |acc: f32, (xs, ws): ([f32; 8], [f32; 8])| {
+        let mut acc = acc;
+        for u in 0..8 {
+            acc = crate::tile::fma(xs[u], ws[u], acc);
+        }
+        acc
+    };
+    if chunks > 0 {
+        let last = chunks - 1;
+        let mut c = 0;
+        let mut a = load(0);
+        loop {
+            let b = load((c + 1).min(last));
+            acc = sum8(acc, a);
+            if c == last {
+                break;
+            }
+            a = load((c + 2).min(last));
+            acc = sum8(acc, b);
+            c += 2;
+            if c > last {
+                break;
             }
         }
+    }
+    // SAFETY: as above.
+    unsafe {
         for j in 8 * chunks..k {
             acc = crate::tile::fma(*x.add(j), *w.add(j), acc);
         }
