@@ -402,7 +402,7 @@ pub struct LayerView {
     pub step: usize,
     /// Inputs.
     pub k: usize,
-    /// Rows and inputs 16-byte aligned ([`dot_aligned`]).
+    /// Rows and inputs 16-byte aligned ([`dot_aligned`]; on the GPU both in the block's shared memory).
     pub aligned: bool,
 }
 
@@ -467,7 +467,8 @@ pub unsafe fn walk_stage(l: &Layout, w: *const f32, h: usize, stage: *mut f32, i
 /// of a [`dense`] product bit for bit.
 ///
 /// # Safety
-/// `x` holds `v.k` floats (16-byte aligned when `v.aligned`) and `v` addresses the layer's weights.
+/// `x` holds `v.k` floats (16-byte aligned when `v.aligned`) and `v` addresses the layer's weights; on the
+/// GPU, when `v.aligned`, `x` and the weights lie in this block's shared memory ([`dot_aligned`]).
 #[inline(always)]
 pub unsafe fn dense_unit(v: &LayerView, bias: f32, relu: bool, n: usize, x: *const f32) -> f32 {
     let row = v.base.wrapping_add(n * v.unit);
