@@ -6,7 +6,7 @@ use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::mlp::Layout;
 use gpu_kernels::net::Work;
 
-use crate::cpu::dqn::{CpuDqn, partial_len, train_step};
+use crate::cpu::dqn::{CpuDqn, train_step};
 use crate::env_batch::Inner;
 use crate::init::init_weights;
 use crate::types::SampleBatch;
@@ -332,7 +332,7 @@ pub fn train_on_batch(
         });
     }
     let mut work = vec![0.0; args.n_trials as usize * Work::of(&args.net()).per_trial()];
-    let mut partial = vec![0.0; partial_len(args)];
+    let mut partial = vec![0.0; args.net().partial_len()];
     let mut losses = vec![0.0; n];
     let gradients = train_step(args, params, nets, &mut work, &mut partial, &mut losses, batch.clone())?;
     Ok(BatchStep { losses, gradients })

@@ -7,7 +7,7 @@ use gpu_kernels::net::NetTrial;
 use gpu_kernels::net::Work;
 use gpu_kernels::ppo::{PpoArgs, PpoParams, PpoSample, loss_sample};
 
-use crate::cpu::ppo::{CpuPpo, Minibatch, partial_len};
+use crate::cpu::ppo::{CpuPpo, Minibatch};
 use crate::env_batch::Inner;
 use crate::init::{init_orthogonal, init_weights};
 pub use crate::types::BatchStep;
@@ -383,7 +383,7 @@ pub fn train_on_batch(
     }
     let mut obs = obs.to_vec();
     let mut work = vec![0.0; k * Work::of(&args.net()).per_trial()];
-    let mut partial = vec![0.0; partial_len(args)];
+    let mut partial = vec![0.0; args.net().partial_len()];
     let mut losses = vec![0.0; k * b];
     let step = Minibatch { args, params, obs: &mut obs, work: &mut work, partial: &mut partial, losses: &mut losses };
     let gradients = step.run(nets, |i, out, dout| {

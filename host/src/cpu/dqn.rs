@@ -25,11 +25,6 @@ pub(crate) struct CpuDqn {
     pub(crate) losses: Vec<f32>,
 }
 
-/// Floats of the per-chunk weight gradients: `chunks x K x P`.
-pub(crate) fn partial_len(args: &DqnArgs) -> usize {
-    args.net().partial_len()
-}
-
 impl CpuDqn {
     /// Networks `nets` with buffers for `args`.
     pub(crate) fn new(nets: NetState, args: &DqnArgs) -> Self {
@@ -38,7 +33,7 @@ impl CpuDqn {
             nets,
             act: Vec::new(),
             work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
-            partial: vec![0.0; partial_len(args)],
+            partial: vec![0.0; args.net().partial_len()],
             losses: vec![0.0; trials * args.batch as usize],
         }
     }

@@ -19,11 +19,6 @@ fn trials_of(params: &[PpoParams]) -> Vec<NetTrial> {
     params.iter().map(PpoParams::net).collect()
 }
 
-/// Floats of the per-chunk gradient buffer of `args`.
-pub(crate) fn partial_len(args: &PpoArgs) -> usize {
-    args.net().partial_len()
-}
-
 /// The rollout buffers and networks on the CPU.
 #[derive(Debug, Default)]
 pub(crate) struct CpuPpo {
@@ -60,7 +55,7 @@ impl CpuPpo {
             returns: vec![0.0; rollout],
             obs: vec![0.0; trials * batch * l.input],
             work: vec![0.0; trials * Work::of(&args.net()).per_trial()],
-            partial: vec![0.0; partial_len(args)],
+            partial: vec![0.0; args.net().partial_len()],
             losses: vec![0.0; trials * batch],
             act: Vec::new(),
         }
