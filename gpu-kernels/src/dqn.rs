@@ -4,7 +4,7 @@
 //! ([`crate::net::plan`]); the per-element rules between them ([`choose`], [`td_sample`],
 //! [`update_param`]) are shared by the PTX entries and the CPU backend.
 
-use crate::mlp::{ACTIONS, Layout, adam, argmax, huber, huber_grad};
+use crate::mlp::{ACTIONS, BiasCorrection, Layout, adam_corrected, argmax, huber, huber_grad};
 use crate::net::{NetArgs, NetTrial};
 use crate::rng::{draw_below, draw_u64, keyed};
 
@@ -184,20 +184,33 @@ pub fn td_sample(
     huber(diff, dqn.huber_delta) * weight
 }
 
-/// Adam step of parameter `p` with its gradient `g`, then the target update (Polyak with tau > 0, else a
-/// copy every `target_every` gradient steps). `args.step` is the agent's gradient step (>= 1); the trial's
-/// own is `args.step - origin_grads` ([`trial_grad_step`]): none (nothing changes) while the trial has not
-/// begun to learn.
+/// What every parameter of a trial shares at one of the agent's gradient steps: the trial's own step
+/// ([`trial_grad_step`]) and Adam's bias corrections at it (computed once per trial and step, not once per
+/// parameter: same bits, a fraction of the work).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrialStep {
+    /// The trial's own gradient step (>= 1).
+    pub step: u64,
+    /// Adam's bias corrections at `step`.
+    pub bias: BiasCorrection,
+}
+
+/// The trial's [`TrialStep`] at the agent's gradient step `args.step`, or `None` while the trial has not
+/// begun to learn (nothing of it changes).
+#[inline]
+pub fn trial_step(args: &DqnArgs, dqn: &DqnParams) -> Option<TrialStep> {
+    trial_grad_step(args, dqn).map(|step| TrialStep { step, bias: BiasCorrection::at(dqn.beta1, dqn.beta2, step) })
+}
+
+/// Adam step of one parameter `w` with its gradient `g` at the trial's step `s` ([`trial_step`]), then the
+/// target update (Polyak with tau > 0, else a copy every `target_every` of the trial's gradient steps).
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "one parameter's online, target and Adam state")]
-pub fn update_param(args: &DqnArgs, dqn: &DqnParams, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
-    let Some(step) = trial_grad_step(args, dqn) else {
-        return;
-    };
-    adam(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, step);
+pub fn update_param(dqn: &DqnParams, s: &TrialStep, g: f32, w: &mut f32, target: &mut f32, m: &mut f32, v: &mut f32) {
+    adam_corrected(w, m, v, g, dqn.lr, dqn.beta1, dqn.beta2, dqn.adam_eps, s.bias);
     if dqn.tau > 0.0 {
         *target = dqn.tau * *w + (1.0 - dqn.tau) * *target;
-    } else if dqn.target_every > 0 && step.is_multiple_of(u64::from(dqn.target_every)) {
+    } else if dqn.target_every > 0 && s.step.is_multiple_of(u64::from(dqn.target_every)) {
         *target = *w;
     }
 }

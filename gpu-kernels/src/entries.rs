@@ -13,7 +13,7 @@ use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
     observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
-use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
+use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, trial_step, update_param};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{
@@ -553,7 +553,10 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     }
 }
 
-/// Gradient, Adam step and target update of every parameter (one thread per trial and parameter).
+/// Gradient, Adam step and target update of every parameter: the blocks of trial `block_idx_y`, each thread
+/// the parameters `block_idx_x x block_dim + thread` strided by the trial's threads
+/// ([`crate::kernel_names::DQN_ADAM_SPAN`] of them at the launch's size); the trial's step and Adam's bias
+/// corrections ([`trial_step`]) once per thread.
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
@@ -568,18 +571,33 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     partial: *const f32,
     args: DqnArgs,
 ) {
-    let i = thread_index();
-    let (trials, n_params) = (args.n_trials as usize, args.layout().params());
-    if i >= trials * n_params {
+    // SAFETY: reads of special registers.
+    let (t, first, stride) = unsafe {
+        let block = nvptx::_block_dim_x() as usize;
+        (
+            nvptx::_block_idx_y() as usize,
+            nvptx::_block_idx_x() as usize * block + nvptx::_thread_idx_x() as usize,
+            nvptx::_grid_dim_x() as usize * block,
+        )
+    };
+    if t >= args.n_trials as usize {
         return;
     }
-    let (t, p) = (i / n_params, i % n_params);
-    // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer.
+    let (net, n_params) = (args.net(), args.layout().params());
+    // SAFETY: lengths as documented; this thread alone writes its parameters of each buffer.
     unsafe {
-        let partial = slice::from_raw_parts(partial, args.net().partial_len());
         let dqn = &*dqn.add(t);
-        let g = gradient(&args.net(), t, p, partial);
-        update_param(&args, dqn, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
+        let Some(s) = trial_step(&args, dqn) else {
+            return;
+        };
+        let partial = slice::from_raw_parts(partial, net.partial_len());
+        let mut p = first;
+        while p < n_params {
+            let i = t * n_params + p;
+            let g = gradient(&net, t, p, partial);
+            update_param(dqn, &s, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
+            p += stride;
+        }
     }
 }
 

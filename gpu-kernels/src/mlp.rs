@@ -132,14 +132,50 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
     }
 }
 
+/// Adam's bias corrections at step `t` (>= 1): `1 - beta1^t` and `1 - beta2^t`. They are the same for every
+/// parameter of a trial at a step, so a kernel computes them once per trial and step (two software `powf`,
+/// the costliest part of an update) and applies them with [`adam_corrected`]; the bits are those of [`adam`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BiasCorrection {
+    /// `1 - beta1^t`.
+    pub first: f32,
+    /// `1 - beta2^t`.
+    pub second: f32,
+}
+
+impl BiasCorrection {
+    /// The corrections at step `t`.
+    #[inline]
+    pub fn at(beta1: f32, beta2: f32, t: u64) -> Self {
+        Self { first: 1.0 - libm::powf(beta1, t as f32), second: 1.0 - libm::powf(beta2, t as f32) }
+    }
+}
+
 /// Adam moments and step of one parameter (bias-corrected; `t` >= 1 is the step number).
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "Adam's state and hyperparameters of one parameter")]
 pub fn adam(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, lr: f32, beta1: f32, beta2: f32, eps: f32, t: u64) {
+    adam_corrected(w, m, v, g, lr, beta1, beta2, eps, BiasCorrection::at(beta1, beta2, t));
+}
+
+/// [`adam`] with its bias corrections computed before ([`BiasCorrection::at`] of the same step).
+#[inline]
+#[allow(clippy::too_many_arguments, reason = "Adam's state and hyperparameters of one parameter")]
+pub fn adam_corrected(
+    w: &mut f32,
+    m: &mut f32,
+    v: &mut f32,
+    g: f32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    bias: BiasCorrection,
+) {
     *m = beta1 * *m + (1.0 - beta1) * g;
     *v = beta2 * *v + (1.0 - beta2) * (g * g);
-    let m_hat = *m / (1.0 - libm::powf(beta1, t as f32));
-    let v_hat = *v / (1.0 - libm::powf(beta2, t as f32));
+    let m_hat = *m / bias.first;
+    let v_hat = *v / bias.second;
     *w -= lr * m_hat / (libm::sqrtf(v_hat) + eps);
 }
 

@@ -3,7 +3,7 @@
 //! the stages, products and rules of the CUDA launches, so the bits are the same.
 
 use gpu_kernels::batch::{SampleArgs, observe_env};
-use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, update_param};
+use gpu_kernels::dqn::{DqnArgs, DqnParams, choose, td_sample, trial_step, update_param};
 use gpu_kernels::mlp::ACTIONS;
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetTrial, Stage, Work, buffers};
 use rayon::prelude::*;
@@ -134,11 +134,15 @@ pub(crate) fn train_step(
     let n_params = args.layout().params();
     let gradients = super::tile::gradients(&net, partial);
     let NetState { online, target, m, v } = nets;
-    online
-        .par_iter_mut()
-        .zip(target.par_iter_mut())
-        .zip(m.par_iter_mut().zip(v.par_iter_mut()))
-        .enumerate()
-        .for_each(|(i, ((w, t), (m, v)))| update_param(args, &params[i / n_params], gradients[i], w, t, m, v));
+    // As the kernel: each trial's step and bias corrections once, then each of its parameters.
+    let steps: Vec<_> = params.iter().map(|dqn| trial_step(args, dqn)).collect();
+    online.par_iter_mut().zip(target.par_iter_mut()).zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(
+        |(i, ((w, t), (m, v)))| {
+            let trial = i / n_params;
+            if let Some(s) = &steps[trial] {
+                update_param(&params[trial], s, gradients[i], w, t, m, v);
+            }
+        },
+    );
     Ok(gradients)
 }

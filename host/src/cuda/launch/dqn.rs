@@ -2,8 +2,9 @@
 
 use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 use gpu_kernels::dqn::DqnArgs;
+use gpu_kernels::kernel_names::DQN_ADAM_SPAN;
 
-use super::{at_least, grid, timed};
+use super::{at_least, grid, per_trial_grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{Dev, DqnBuffers, SampleBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -97,7 +98,7 @@ pub(crate) fn dqn_adam(
         .arg(&mut nets.v)
         .arg(&nets.partial)
         .arg(&dev_args);
-    let cfg = grid(kernel, trials * n_params)?;
+    let cfg = per_trial_grid(kernel, n_params.div_ceil(DQN_ADAM_SPAN), trials)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
     timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
     Ok(())

@@ -32,6 +32,16 @@ pub(crate) fn grid_of(kernel: &str, threads: usize, block: u32) -> Result<Launch
     Ok(LaunchConfig { grid_dim: (threads.div_ceil(block).max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 })
 }
 
+/// A launch of `threads` threads for each of `trials` trials: the blocks of trial `t` are those of
+/// `block_idx_y = t` (at most 65,535 trials, the grid's y limit).
+pub(crate) fn per_trial_grid(kernel: &str, threads: usize, trials: usize) -> Result<LaunchConfig, HostError> {
+    let cfg = grid(kernel, threads)?;
+    match u32::try_from(trials) {
+        Ok(y) if y <= 65_535 => Ok(LaunchConfig { grid_dim: (cfg.grid_dim.0, y.max(1), 1), ..cfg }),
+        _ => Err(HostError::Shape { what: format!("{kernel}: trials per launch"), expected: 65_535, got: trials }),
+    }
+}
+
 /// The launch of a row-gathering kernel (`gpu_kernels::entries::gather_rows`) over `rows` rows: blocks of
 /// [`BLOCK`] threads, `GATHER_ROWS` rows and as many u32 of shared memory each.
 pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, HostError> {
