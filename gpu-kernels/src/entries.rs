@@ -13,7 +13,7 @@ use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
     observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
-use crate::dqn::{DqnArgs, DqnParams, choose, td_sample, trial_step, update_param};
+use crate::dqn::{DqnArgs, DqnParams, TrialStep, choose, td_sample, trial_step, update_param};
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{
@@ -553,14 +553,14 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     }
 }
 
-/// Gradient, Adam step and target update of every parameter: the blocks of trial `block_idx_y`, each thread
-/// the parameters `block_idx_x x block_dim + thread` strided by the trial's threads
-/// ([`crate::kernel_names::DQN_ADAM_SPAN`] of them at the launch's size); the trial's step and Adam's bias
-/// corrections ([`trial_step`]) once per thread.
+/// Gradient, Adam step and target update of every parameter: the blocks of trial `block_idx_y`, a thread per
+/// parameter. A thread issues its parameter's loads (the state, the chunk partials: [`gradient`] loads them
+/// ahead) before the barrier behind which thread 0 has computed the trial's step and Adam's bias corrections
+/// ([`trial_step`], two software `powf`) once for the block.
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
-/// [`NetArgs::partial_len`] floats.
+/// [`NetArgs::partial_len`] floats; dynamic shared memory: one `Option<TrialStep>`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn dqn_adam(
     dqn: *const DqnParams,
@@ -572,31 +572,31 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     args: DqnArgs,
 ) {
     // SAFETY: reads of special registers.
-    let (t, first, stride) = unsafe {
-        let block = nvptx::_block_dim_x() as usize;
-        (
-            nvptx::_block_idx_y() as usize,
-            nvptx::_block_idx_x() as usize * block + nvptx::_thread_idx_x() as usize,
-            nvptx::_grid_dim_x() as usize * block,
-        )
+    let (t, tid, p) = unsafe {
+        let tid = nvptx::_thread_idx_x() as usize;
+        (nvptx::_block_idx_y() as usize, tid, nvptx::_block_idx_x() as usize * nvptx::_block_dim_x() as usize + tid)
     };
     if t >= args.n_trials as usize {
-        return;
+        return; // uniform over the block
     }
     let (net, n_params) = (args.net(), args.layout().params());
-    // SAFETY: lengths as documented; this thread alone writes its parameters of each buffer.
+    let live = p < n_params;
+    let i = t * n_params + p;
+    // SAFETY: lengths as documented; this thread alone writes parameter i of each buffer; the shared step is
+    // written by thread 0 before the barrier and read after it.
     unsafe {
         let dqn = &*dqn.add(t);
-        let Some(s) = trial_step(&args, dqn) else {
-            return;
-        };
-        let partial = slice::from_raw_parts(partial, net.partial_len());
-        let mut p = first;
-        while p < n_params {
-            let i = t * n_params + p;
-            let g = gradient(&net, t, p, partial);
-            update_param(dqn, &s, g, &mut *online.add(i), &mut *target.add(i), &mut *m.add(i), &mut *v.add(i));
-            p += stride;
+        let mut state = if live { [*online.add(i), *target.add(i), *m.add(i), *v.add(i)] } else { [0.0; 4] };
+        let g = if live { gradient(&net, t, p, slice::from_raw_parts(partial, net.partial_len())) } else { 0.0 };
+        let step = dyn_smem() as *mut Option<TrialStep>;
+        if tid == 0 {
+            *step = trial_step(&args, dqn);
+        }
+        nvptx::_syncthreads();
+        if let (Some(s), true) = (*step, live) {
+            let [w, tg, mi, vi] = &mut state;
+            update_param(dqn, &s, g, w, tg, mi, vi);
+            (*online.add(i), *target.add(i), *m.add(i), *v.add(i)) = (*w, *tg, *mi, *vi);
         }
     }
 }

@@ -60,9 +60,6 @@ pub const DQN_SELECT: &str = "dqn_select";
 pub const DQN_TD: &str = "dqn_td";
 /// Per-parameter gradient, Adam and target update ([`crate::net::gradient`], [`crate::dqn::update_param`]).
 pub const DQN_ADAM: &str = "dqn_adam";
-/// Parameters each `dqn_adam` thread updates (the launch's blocks per trial: the trial's parameters over
-/// this many times the block): the trial's step and bias corrections are computed once for all of them.
-pub const DQN_ADAM_SPAN: usize = 2;
 /// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
 pub const GREEDY_WALK: &str = "greedy_walk";
 

@@ -661,11 +661,30 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
 pub fn gradient(args: &NetArgs, t: usize, p: usize, partial: &[f32]) -> f32 {
     let (n_params, trials) = (args.layout().params(), args.n_trials as usize);
     debug_assert!(partial.len() >= args.partial_len());
-    let mut g = 0.0;
-    for c in 0..grad_chunks(args.batch as usize) {
-        g += partial[(c * trials + t) * n_params + p];
+    fold_ahead(grad_chunks(args.batch as usize), |c| partial[(c * trials + t) * n_params + p], 0.0, |g, x| g + x)
+}
+
+/// Values [`fold_ahead`] loads before it folds them.
+pub const FOLD_AHEAD: usize = 8;
+
+/// `step` folded over `load(0), load(1), .., load(n - 1)` in that order from `init`, loading
+/// [`FOLD_AHEAD`] values before folding them. A GPU thread issues its instructions in order, so the plain
+/// loop (`acc = step(acc, load(i))`) waits a memory round trip for every value; this waits one per
+/// [`FOLD_AHEAD`] values. The fold's order is the plain loop's: the same bits on both backends.
+#[inline(always)]
+pub fn fold_ahead(n: usize, load: impl Fn(usize) -> f32, init: f32, step: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = init;
+    let mut i0 = 0;
+    while i0 < n {
+        let vals: [f32; FOLD_AHEAD] = core::array::from_fn(|j| if i0 + j < n { load(i0 + j) } else { 0.0 });
+        for (j, &x) in vals.iter().enumerate() {
+            if i0 + j < n {
+                acc = step(acc, x);
+            }
+        }
+        i0 += FOLD_AHEAD;
     }
-    g
+    acc
 }
 
 #[cfg(test)]

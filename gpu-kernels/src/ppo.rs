@@ -486,14 +486,14 @@ pub fn active_param(l: &Layout, h: usize, a: usize) -> usize {
 pub fn norm_lane(lane: usize, l: &Layout, p: &PpoParams, g: impl Fn(usize) -> f32) -> f32 {
     let h = p.hidden as usize;
     let n = active_params(l, h);
-    let mut s = 0.0f32;
-    let mut a = lane;
-    while a < n {
-        let x = g(active_param(l, h, a));
-        s = crate::tile::fma(x, x, s);
-        a += NORM_LANES;
-    }
-    s
+    // Terms `lane, lane + NORM_LANES, ..` in order, loaded ahead of the sum ([`crate::net::fold_ahead`]).
+    let terms = if lane < n { (n - lane).div_ceil(NORM_LANES) } else { 0 };
+    crate::net::fold_ahead(
+        terms,
+        |k| g(active_param(l, h, lane + k * NORM_LANES)),
+        0.0,
+        |s, x| crate::tile::fma(x, x, s),
+    )
 }
 
 /// The factor a trial's gradient is multiplied by before Adam: `min(1, max_grad_norm / (norm + 1e-6))`
@@ -503,10 +503,7 @@ pub fn clip_scale(p: &PpoParams, lanes: &[f32]) -> f32 {
     if p.max_grad_norm <= 0.0 {
         return 1.0;
     }
-    let mut sq = 0.0f32;
-    for &l in &lanes[..NORM_LANES] {
-        sq += l;
-    }
+    let sq = crate::net::fold_ahead(NORM_LANES, |i| lanes[i], 0.0, |s, x| s + x);
     let c = p.max_grad_norm / (libm::sqrtf(sq) + 1e-6);
     if c < 1.0 { c } else { 1.0 }
 }

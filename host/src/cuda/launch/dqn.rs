@@ -1,8 +1,7 @@
 //! Launches of the DQN kernels between the products: selection, TD targets, Adam.
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::dqn::DqnArgs;
-use gpu_kernels::kernel_names::DQN_ADAM_SPAN;
 
 use super::{at_least, grid, per_trial_grid, timed};
 use crate::HostError;
@@ -98,7 +97,8 @@ pub(crate) fn dqn_adam(
         .arg(&mut nets.v)
         .arg(&nets.partial)
         .arg(&dev_args);
-    let cfg = per_trial_grid(kernel, n_params.div_ceil(DQN_ADAM_SPAN), trials)?;
+    let step = std::mem::size_of::<Option<gpu_kernels::dqn::TrialStep>>() as u32;
+    let cfg = LaunchConfig { shared_mem_bytes: step, ..per_trial_grid(kernel, n_params, trials)? };
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
     timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
     Ok(())
