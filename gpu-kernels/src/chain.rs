@@ -257,10 +257,12 @@ unsafe fn wide_layer(
                     });
                 });
             }
+            // The four biases before the first store (one round trip, not one per unit).
+            let biases: [f32; 4] = core::array::from_fn(|j| if units[j] < h { *bias.add(units[j]) } else { 0.0 });
             unrolled!(j in [0, 1, 2, 3] {
                 let n = units[j];
                 if n < hs {
-                    let b = if n < h { *bias.add(n) } else { 0.0 };
+                    let b = biases[j];
                     unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
                         let (r, row) = (r0 + i, m0 + r0 + i);
                         // `finish` of EPI_BIAS_RELU: relu(acc + bias) inside the active sizes, 0 outside.

@@ -232,26 +232,62 @@ pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
     }
 }
 
-/// The stored value of output `(m, n)` from its accumulator: reads the bias and the auxiliary operand
-/// where the epilogue needs them.
-///
-/// # Safety
-/// As [`gpu_tile`].
+/// Where a block's epilogue reads and writes: the output, bias and auxiliary buffers of its product, their
+/// addresses read from the buffer table once (read per output, each store, which might alias the table,
+/// made the next output's reads wait for it).
 #[cfg(target_arch = "nvptx64")]
-#[inline]
-unsafe fn store(g: &Gemm, buffers: *const u64, m: usize, n: usize, acc: f32) {
-    // SAFETY: the caller's contract; the bias and aux indices are inside their extents for active outputs.
-    unsafe {
-        let buf = |o: &Operand| *buffers.add(o.buf as usize) as *const f32;
+#[derive(Clone, Copy)]
+struct Epilogue {
+    c: *mut f32,
+    bias: *const f32,
+    aux: *const f32,
+}
+
+#[cfg(target_arch = "nvptx64")]
+impl Epilogue {
+    /// The buffers of `g` (null where its epilogue reads none).
+    ///
+    /// # Safety
+    /// As [`gpu_tile`].
+    #[inline]
+    unsafe fn of(g: &Gemm, buffers: *const u64) -> Self {
+        // SAFETY: the caller's contract: every buffer index `g` uses is in the table.
+        unsafe {
+            let ptr = |o: &Operand, used: bool| {
+                if used { *buffers.add(o.buf as usize) as *const f32 } else { core::ptr::null() }
+            };
+            Self {
+                c: *buffers.add(g.c.buf as usize) as *mut f32,
+                bias: ptr(&g.bias, matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU)),
+                aux: ptr(&g.aux, g.epilogue == EPI_RELU_MASK),
+            }
+        }
+    }
+
+    /// The bias and the auxiliary value that output `(m, n)`'s epilogue reads (0 where it reads none, and
+    /// outside the active sizes).
+    ///
+    /// # Safety
+    /// As [`gpu_tile`].
+    #[inline]
+    unsafe fn inputs(&self, g: &Gemm, m: usize, n: usize) -> (f32, f32) {
         let active = m < g.m as usize && n < g.n as usize;
-        let bias = if active && matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
-            *buf(&g.bias).add(g.bias.at(0, n))
-        } else {
-            0.0
-        };
-        let aux = if active && g.epilogue == EPI_RELU_MASK { *buf(&g.aux).add(g.aux.at(m, n)) } else { 0.0 };
-        let c = *buffers.add(g.c.buf as usize) as *mut f32;
-        *c.add(g.c.at(m, n)) = finish(g, m, n, acc, bias, aux);
+        // SAFETY: the caller's contract; the bias and aux indices are inside their extents for active outputs.
+        unsafe {
+            let bias = if active && !self.bias.is_null() { *self.bias.add(g.bias.at(0, n)) } else { 0.0 };
+            let aux = if active && !self.aux.is_null() { *self.aux.add(g.aux.at(m, n)) } else { 0.0 };
+            (bias, aux)
+        }
+    }
+
+    /// Stores output `(m, n)` from its accumulator and its [`Self::inputs`].
+    ///
+    /// # Safety
+    /// As [`gpu_tile`].
+    #[inline]
+    unsafe fn store(&self, g: &Gemm, m: usize, n: usize, acc: f32, (bias, aux): (f32, f32)) {
+        // SAFETY: the caller's contract.
+        unsafe { *self.c.add(g.c.at(m, n)) = finish(g, m, n, acc, bias, aux) };
     }
 }
 
@@ -352,11 +388,22 @@ unsafe fn wide_tile(g: &Gemm, m0: usize, n0: usize, buffers: *const u64, smem: *
             stage = 1 - stage;
             k0 += TILE_K;
         }
+        // Every epilogue input of the patch is loaded before the first store (a thread issues in order, and
+        // a store may alias a later load: one load and store at a time waited a round trip per output).
+        let out = Epilogue::of(g, buffers);
+        let mut inputs = [[(0.0f32, 0.0f32); 4]; 4];
+        let stored = |i: usize, j: usize| (m0 + 4 * ty + i < g.m_pad as usize) && (n0 + 4 * tx + j < g.n_pad as usize);
         unrolled!(i in [0, 1, 2, 3] {
             unrolled!(j in [0, 1, 2, 3] {
-                let (m, n) = (m0 + 4 * ty + i, n0 + 4 * tx + j);
-                if m < g.m_pad as usize && n < g.n_pad as usize {
-                    store(g, buffers, m, n, acc[i][j]);
+                if stored(i, j) {
+                    inputs[i][j] = out.inputs(g, m0 + 4 * ty + i, n0 + 4 * tx + j);
+                }
+            });
+        });
+        unrolled!(i in [0, 1, 2, 3] {
+            unrolled!(j in [0, 1, 2, 3] {
+                if stored(i, j) {
+                    out.store(g, m0 + 4 * ty + i, n0 + 4 * tx + j, acc[i][j], inputs[i][j]);
                 }
             });
         });
@@ -424,7 +471,8 @@ unsafe fn narrow_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32
         }
         let m = m0 + row;
         if m < g.m_pad as usize && col < g.n_pad as usize {
-            store(g, buffers, m, col, acc);
+            let out = Epilogue::of(g, buffers);
+            out.store(g, m, col, acc, out.inputs(g, m, col));
         }
     }
 }
