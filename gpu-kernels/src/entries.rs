@@ -11,7 +11,7 @@ use crate::backtest::{
 };
 use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
-    observe_floats, sample_entry, sample_of, sample_row, scan_env,
+    observe_floats, sample_column, sample_of, sample_row, scan_env,
 };
 use crate::dqn::{DqnArgs, DqnParams, TrialStep, choose, td_sample, trial_step, update_param};
 use crate::env::env_step_on_series;
@@ -21,10 +21,10 @@ use crate::net::{
     walk_stage, walk_stage_len,
 };
 use crate::ppo::{
-    GATHER_ROWS, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_entry, minibatch_slot, norm_lane,
-    sample_loss, update_weight,
+    GATHER_AHEAD, GATHER_ROWS, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_column, minibatch_slot,
+    norm_lane, sample_loss, update_weight,
 };
-use crate::tile::{GEMM_SHARED, Gemm, gpu_tile};
+use crate::tile::{GEMM_SHARED, Gemm, gpu_tile, unrolled};
 
 const _: () = assert!(GEMM_SHARED * 4 <= 17_408, "gemm_tiles declares 17,408 bytes of shared memory");
 const _: () = assert!(crate::tile::NARROW_ROWS * (crate::tile::TILE_K + 1) + crate::tile::TILE_K * 4 <= GEMM_SHARED);
@@ -173,12 +173,15 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     }
 }
 
-/// Samples `batch` transitions per trial and rebuilds their states (one thread per sample).
+/// Samples `batch` transitions per trial and rebuilds their states, [`GATHER_ROWS`] samples per block
+/// ([`gather_rows`]): the block's first threads draw their sample's slot ([`sample_of`]) and write its
+/// scalars ([`sample_row`]), then the block copies the rows' columns ([`sample_column`]).
 ///
 /// # Safety
 /// `params`: `n_trials` (the launch's trials: each sample's RNG key);
 /// `ring`: `n_trials x capacity`; `features`: the feature matrix; `obs`, `next_obs`:
-/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`.
+/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`;
+/// [`gather_rows`]'s launch.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn sample_transitions(
     params: *const TrialParams,
@@ -193,26 +196,35 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     weights: *mut f32,
     args: SampleArgs,
 ) {
-    let idx = thread_index();
-    let width = args.n_features as usize + 3;
-    if idx >= args.n_trials as usize * args.batch as usize * width {
-        return;
-    }
-    let (i, c) = (idx / width, idx % width);
-    let trial = i / args.batch as usize;
-    // SAFETY: lengths as documented; this thread alone writes column c of sample i (and its scalars for c = 0).
+    let (b, f) = (args.batch as usize, args.n_features as usize);
+    // SAFETY: lengths as documented; sample i's scalars are written by its finder thread alone, each element
+    // of `obs` and `next_obs` by one thread.
     unsafe {
-        let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
+        let cap = args.capacity as usize;
+        let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * cap), cap);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        let slot = sample_of(&args, &*params.add(trial), ring, i);
-        (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
-        if c == 0 {
-            let row = sample_row(ring, slot);
-            *actions.add(i) = row.action;
-            *rewards.add(i) = row.reward;
-            *dones.add(i) = row.done;
-            *weights.add(i) = row.weight;
-        }
+        gather_rows(
+            args.n_trials as usize * b,
+            f + 3,
+            |i| {
+                let ring = ring_of(i);
+                let slot = sample_of(&args, &*params.add(i / b), ring, i);
+                let row = sample_row(ring, slot);
+                *actions.add(i) = row.action;
+                *rewards.add(i) = row.reward;
+                *dones.add(i) = row.done;
+                *weights.add(i) = row.weight;
+                slot.map(|s| (s, ring[s].bar))
+            },
+            |i, slot, bar, c| {
+                let t = &ring_of(i)[slot];
+                sample_column(features, f, bar, |k| (t.state[k], t.next_state[k]), c)
+            },
+            |e, (o, n)| {
+                *obs.add(e) = o;
+                *next_obs.add(e) = n;
+            },
+        );
     }
 }
 
@@ -640,7 +652,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
 }
 
 /// The minibatch observations of update `args.counter`, [`GATHER_ROWS`] samples per block ([`gather_rows`]):
-/// each sample's rollout slot ([`minibatch_slot`], a shuffle), then its columns ([`gather_entry`]); zeros
+/// each sample's rollout slot ([`minibatch_slot`], a shuffle), then its columns ([`gather_column`]); zeros
 /// for a trial that sits the update out.
 ///
 /// # Safety
@@ -656,52 +668,76 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
 ) {
     let (b, d) = (args.batch as usize, args.input as usize);
     let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; each row and element is written by one thread of one block.
+    // SAFETY: lengths as documented; each element is written by one thread of one block.
     unsafe {
         let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * n), n);
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
         gather_rows(
             args.n_trials as usize * b,
             d,
-            |i| minibatch_slot(&args, &*ppo.add(i / b), i % b, ring_of(i)),
-            |i, slot, c| *obs.add(i * d + c) = gather_entry(ring_of(i), features, d - 3, slot, c),
+            |i| {
+                let ring = ring_of(i);
+                minibatch_slot(&args, &*ppo.add(i / b), i % b, ring).map(|s| (s, ring[s].bar))
+            },
+            |i, slot, bar, c| gather_column(features, d - 3, bar, |k| ring_of(i)[slot].state[k], c),
+            |e, v| *obs.add(e) = v,
         );
     }
 }
 
-/// The body of a row-gathering kernel, [`GATHER_ROWS`] rows per block of 256 threads with `GATHER_ROWS`
-/// u32 of dynamic shared memory: the block's first threads find their row's slot (`find(row)`, once per
-/// row: a random draw or a shuffle, which one thread per element would repeat `width` times), then every
-/// thread copies elements `(row, column)` (`copy(row, slot, column)`), consecutive threads on consecutive
-/// elements of the block's rows.
+/// The body of a row-gathering kernel, [`GATHER_ROWS`] rows per block of 256 threads with `2 x GATHER_ROWS`
+/// u32 of dynamic shared memory. The block's first threads find their row's ring slot and its bar
+/// (`find(row)`, once per row: a random draw or a shuffle, which one thread per element would repeat `width`
+/// times); then each thread computes the values of up to [`GATHER_AHEAD`] elements `(row, column)` of the
+/// block's rows, 256 apart (`value(row, slot, bar, column)`, whose loads depend only on shared memory, so
+/// they are in flight together), before it stores them (`put(row x width + column, value)`); a row without
+/// a slot gets zeros.
 ///
 /// # Safety
-/// Blocks of 256 threads and `4 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
+/// Blocks of 256 threads and `8 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
 /// calls it (it holds a barrier); slots below `u32::MAX`.
 #[inline(always)]
-unsafe fn gather_rows(
+unsafe fn gather_rows<T: Copy + Default>(
     rows: usize,
     width: usize,
-    find: impl Fn(usize) -> Option<usize>,
-    mut copy: impl FnMut(usize, Option<usize>, usize),
+    find: impl Fn(usize) -> Option<(usize, u32)>,
+    value: impl Fn(usize, usize, u32, usize) -> T,
+    put: impl Fn(usize, T),
 ) {
     let slots = dyn_smem() as *mut u32;
     // SAFETY: reading the special registers has no side effects.
     let (block, thread) = unsafe { (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize) };
     let first = block * GATHER_ROWS;
-    // SAFETY: thread `r < GATHER_ROWS` alone writes slot `r` before the barrier; all read it after.
+    // SAFETY: thread `r < GATHER_ROWS` alone writes slot and bar `r` before the barrier; all read them after.
     unsafe {
+        let bars = slots.add(GATHER_ROWS);
         if thread < GATHER_ROWS && first + thread < rows {
-            *slots.add(thread) = find(first + thread).map_or(u32::MAX, |s| s as u32);
+            let (slot, bar) = find(first + thread).map_or((u32::MAX, 0), |(s, b)| (s as u32, b));
+            *slots.add(thread) = slot;
+            *bars.add(thread) = bar;
         }
         barrier_sync_count(0, 256);
-        let end = rows.min(first + GATHER_ROWS) * width;
-        let mut e = first * width + thread;
-        while e < end {
-            let i = e / width;
-            let slot = *slots.add(i - first);
-            copy(i, (slot != u32::MAX).then_some(slot as usize), e % width);
-            e += 256;
+        // Elements of the block's rows (fewer than 2^32: GATHER_ROWS rows of a u32 width).
+        let (n, w) = ((rows.min(first + GATHER_ROWS).saturating_sub(first) * width) as u32, width as u32);
+        let mut e0 = thread as u32;
+        while e0 < n {
+            const _: () = assert!(GATHER_AHEAD == 8, "the unrolled loops below are written for 8 elements");
+            let mut vals = [T::default(); GATHER_AHEAD];
+            unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let e = e0 + 256 * j as u32;
+                let (r, c) = ((e / w) as usize, (e % w) as usize);
+                let slot = if e < n { *slots.add(r) } else { u32::MAX };
+                if slot != u32::MAX {
+                    vals[j] = value(first + r, slot as usize, *bars.add(r), c);
+                }
+            });
+            unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let e = e0 + 256 * j as u32;
+                if e < n {
+                    put(first * width + e as usize, vals[j]);
+                }
+            });
+            e0 += 256 * GATHER_AHEAD as u32;
         }
     }
 }

@@ -514,7 +514,14 @@ pub fn clip_scale(p: &PpoParams, lanes: &[f32]) -> f32 {
 pub fn gather_entry(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, c: usize) -> f32 {
     let Some(slot) = slot else { return 0.0 };
     let t = &ring[slot];
-    if c < n_features { features[t.bar as usize * n_features + c] } else { t.state[c - n_features] }
+    gather_column(features, n_features, t.bar, |k| t.state[k], c)
+}
+
+/// Column `c` of [`gather_entry`] for a transition at bar `bar` whose portfolio floats `state(k)` gives (read
+/// only for the last 3 columns, one element): the GPU gather passes the bar it found once per sample.
+#[inline]
+pub fn gather_column(features: &[f32], n_features: usize, bar: u32, state: impl FnOnce(usize) -> f32, c: usize) -> f32 {
+    if c < n_features { features[bar as usize * n_features + c] } else { state(c - n_features) }
 }
 
 /// Adam step of one parameter with its gradient `g` (already clipped) at the trial's update `update`
@@ -566,6 +573,8 @@ pub fn gather_row(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], 
 /// slots (a shuffle each, once per sample), then all its threads copy the rows' columns (the values of
 /// [`gather_row`]).
 pub const GATHER_ROWS: usize = 32;
+/// Elements a thread of a row-gathering kernel loads before it stores them.
+pub const GATHER_AHEAD: usize = 8;
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
 /// ([`minibatch_sample`], [`loss_sample`]); the trial's rollout buffers are `ring`, `logps`, `values`,

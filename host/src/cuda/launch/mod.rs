@@ -43,11 +43,11 @@ pub(crate) fn per_trial_grid(kernel: &str, threads: usize, trials: usize) -> Res
 }
 
 /// The launch of a row-gathering kernel (`gpu_kernels::entries::gather_rows`) over `rows` rows: blocks of
-/// [`BLOCK`] threads, `GATHER_ROWS` rows and as many u32 of shared memory each.
+/// [`BLOCK`] threads, `GATHER_ROWS` rows and two u32 of shared memory for each (its slot and bar).
 pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, HostError> {
     use gpu_kernels::ppo::GATHER_ROWS;
     let cfg = grid(kernel, rows.div_ceil(GATHER_ROWS) * BLOCK as usize)?;
-    Ok(LaunchConfig { shared_mem_bytes: 4 * GATHER_ROWS as u32, ..cfg })
+    Ok(LaunchConfig { shared_mem_bytes: 8 * GATHER_ROWS as u32, ..cfg })
 }
 
 /// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
