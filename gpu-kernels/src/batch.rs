@@ -227,21 +227,12 @@ pub fn sample_entry(
 ) -> (f32, f32) {
     let Some(slot) = slot else { return (0.0, 0.0) };
     let t = &ring[slot];
-    sample_column(features, args.n_features as usize, t.bar, |k| (t.state[k], t.next_state[k]), c)
-}
-
-/// Column `c` of [`sample_entry`] for a transition at bar `bar` whose portfolio floats `states(k)` gives
-/// (read only for the last 3 columns, one element: no copy of the arrays): the GPU sampler passes the bar it
-/// found once per sample.
-#[inline]
-pub fn sample_column(
-    features: &[f32],
-    f: usize,
-    bar: u32,
-    states: impl FnOnce(usize) -> (f32, f32),
-    c: usize,
-) -> (f32, f32) {
-    if c < f { (features[bar as usize * f + c], features[(bar as usize + 1) * f + c]) } else { states(c - f) }
+    let f = args.n_features as usize;
+    if c < f {
+        (features[t.bar as usize * f + c], features[(t.bar as usize + 1) * f + c])
+    } else {
+        (t.state[c - f], t.next_state[c - f])
+    }
 }
 
 /// The scalars of the transition in `slot` (a zero-weight terminal row without one).

@@ -5,7 +5,7 @@ use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::vector::{ActionKind, VectorArgs};
 use gpu_kernels::{Moments, Transition, TrialParams};
 
-use super::{at_least, gather_grid, grid, timed};
+use super::{at_least, grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{Dev, EnvBuffers, SampleBuffers, VectorBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -182,8 +182,8 @@ pub(crate) fn sample_transitions(
         .arg(&mut out.dones)
         .arg(&mut out.weights)
         .arg(&dev_args);
-    let cfg = gather_grid(kernel, samples)?;
-    // SAFETY: arguments match `gpu_kernels::entries::sample_transitions` with its launch; lengths checked above.
+    let cfg = grid(kernel, samples * width)?;
+    // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
     timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
