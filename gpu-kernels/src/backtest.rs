@@ -466,18 +466,18 @@ pub fn backtest_column(
     let ReturnMoments { n, mean, m2, .. } = moments;
     let ann = args.bars_per_year;
     let total = state.equity / initial - 1.0;
-    let std = if n > 1.0 { libm::sqrt(m2 / (n - 1.0)) } else { f64::NAN };
+    let std = if n > 1.0 { crate::sqrt(m2 / (n - 1.0)) } else { f64::NAN };
     let annual = if n > 0.0 && 1.0 + total > 0.0 { libm::pow(1.0 + total, ann / n) - 1.0 } else { -1.0 };
-    let downside_dev = if n > 0.0 { libm::sqrt(downside / n) } else { 0.0 };
+    let downside_dev = if n > 0.0 { crate::sqrt(downside / n) } else { 0.0 };
     let trades = f64::from(ledger.count);
     let metrics = Metrics {
         total_return: total,
         annual_return: annual,
-        annual_volatility: std * libm::sqrt(ann),
-        sharpe: ratio(mean, std) * libm::sqrt(ann),
+        annual_volatility: std * crate::sqrt(ann),
+        sharpe: ratio(mean, std) * crate::sqrt(ann),
         // empyrical's edge: no return below the target and a positive mean is +inf (a zero mean is NaN).
         sortino: if downside_dev > 0.0 {
-            ratio(mean * ann, downside_dev * libm::sqrt(ann))
+            ratio(mean * ann, downside_dev * crate::sqrt(ann))
         } else if mean > 0.0 {
             f64::INFINITY
         } else {

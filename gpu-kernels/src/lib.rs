@@ -93,6 +93,45 @@ pub(crate) mod nvptx_ops {
     }
 }
 
+/// The square root of an f32, correctly rounded on both backends: the PTX instruction `sqrt.rn.f32` on the
+/// GPU (libm's software square root there reads a table from global memory and runs a chain of dependent
+/// integer steps: it was on the critical path of every Adam update), libm's on the host. IEEE 754 rounds a
+/// square root exactly, so both give the same bits (NaN payloads aside).
+#[inline]
+pub fn sqrtf(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        // SAFETY: a pure arithmetic instruction.
+        unsafe {
+            core::arch::asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::sqrtf(x)
+    }
+}
+
+/// [`sqrtf`] for f64 (`sqrt.rn.f64` on the GPU, libm's on the host; the same bits).
+#[inline]
+pub fn sqrt(x: f64) -> f64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f64;
+        // SAFETY: a pure arithmetic instruction.
+        unsafe {
+            core::arch::asm!("sqrt.rn.f64 {r}, {x};", r = out(reg64) r, x = in(reg64) x, options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::sqrt(x)
+    }
+}
+
 pub use types::{
     Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
 };

@@ -176,7 +176,7 @@ pub fn adam_corrected(
     *v = beta2 * *v + (1.0 - beta2) * (g * g);
     let m_hat = *m / bias.first;
     let v_hat = *v / bias.second;
-    *w -= lr * m_hat / (libm::sqrtf(v_hat) + eps);
+    *w -= lr * m_hat / (crate::sqrtf(v_hat) + eps);
 }
 
 #[cfg(test)]

@@ -504,7 +504,7 @@ pub fn clip_scale(p: &PpoParams, lanes: &[f32]) -> f32 {
         return 1.0;
     }
     let sq = crate::net::fold_ahead(NORM_LANES, |i| lanes[i], 0.0, |s, x| s + x);
-    let c = p.max_grad_norm / (libm::sqrtf(sq) + 1e-6);
+    let c = p.max_grad_norm / (crate::sqrtf(sq) + 1e-6);
     if c < 1.0 { c } else { 1.0 }
 }
 

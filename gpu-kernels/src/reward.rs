@@ -65,7 +65,7 @@ pub fn merge(a: &mut Moments, b: &Moments) {
 /// Population standard deviation of `m` (0 when empty).
 #[inline]
 pub fn std_dev(m: &Moments) -> f64 {
-    if m.count > 0.0 { libm::sqrt(m.m2 / m.count) } else { 0.0 }
+    if m.count > 0.0 { crate::sqrt(m.m2 / m.count) } else { 0.0 }
 }
 
 /// `(r - mean) / (std + 1e-8)`.
