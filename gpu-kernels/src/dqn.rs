@@ -47,7 +47,7 @@ pub struct DqnParams {
     pub origin_steps: u64,
     /// Gradient steps the agent had taken before the trial's first (0 in a fresh batch): its Adam step and
     /// target updates count from here, and it sits out the agent's gradient steps up to it
-    /// ([`update_param`]).
+    /// ([`trial_step`]).
     pub origin_grads: u64,
 }
 

@@ -689,7 +689,25 @@ pub fn fold_ahead(n: usize, load: impl Fn(usize) -> f32, init: f32, step: impl F
 
 #[cfg(test)]
 mod tests {
-    use super::{GRAD_CHUNK, MAX_GRAD_CHUNK, grad_chunk, grad_chunks};
+    use super::{FOLD_AHEAD, GRAD_CHUNK, MAX_GRAD_CHUNK, fold_ahead, grad_chunk, grad_chunks};
+
+    /// `fold_ahead` is the plain in-order fold, bit for bit, for counts below, at and past multiples of its
+    /// batch (an order-sensitive fold: sums of terms of very different magnitudes, and a sum of squares
+    /// by FMA).
+    #[test]
+    fn fold_ahead_is_the_plain_fold() {
+        let term = |i: usize| ((i * 7919 % 1013) as f32 - 500.0) * if i % 3 == 0 { 1e7 } else { 1e-3 };
+        for n in [0, 1, 7, FOLD_AHEAD, FOLD_AHEAD + 1, 3 * FOLD_AHEAD - 1, 100, 1_000] {
+            let plain = (0..n).fold(0.5f32, |a, i| a + term(i));
+            assert_eq!(fold_ahead(n, term, 0.5, |a, x| a + x).to_bits(), plain.to_bits(), "sum of {n}");
+            let squares = (0..n).fold(0.0f32, |a, i| term(i).mul_add(term(i), a));
+            let ahead = fold_ahead(n, term, 0.0, |a, x| x.mul_add(x, a));
+            assert_eq!(ahead.to_bits(), squares.to_bits(), "squares of {n}");
+        }
+        // The order matters for these terms: a reversed fold differs, so the checks above can fail.
+        let reversed = (0..100).rev().fold(0.5f32, |a, i| a + term(i));
+        assert_ne!(reversed.to_bits(), (0..100).fold(0.5f32, |a, i| a + term(i)).to_bits());
+    }
 
     /// Chunks stay at the smallest size until 64 chunks of twice it fit, never exceed the largest, and
     /// cover the batch.
