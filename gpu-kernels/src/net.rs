@@ -696,7 +696,7 @@ mod tests {
     /// by FMA).
     #[test]
     fn fold_ahead_is_the_plain_fold() {
-        let term = |i: usize| ((i * 7919 % 1013) as f32 - 500.0) * if i % 3 == 0 { 1e7 } else { 1e-3 };
+        let term = |i: usize| ((i * 7919 % 1013) as f32 - 500.0) * if i.is_multiple_of(3) { 1e7 } else { 1e-3 };
         for n in [0, 1, 7, FOLD_AHEAD, FOLD_AHEAD + 1, 3 * FOLD_AHEAD - 1, 100, 1_000] {
             let plain = (0..n).fold(0.5f32, |a, i| a + term(i));
             assert_eq!(fold_ahead(n, term, 0.5, |a, x| a + x).to_bits(), plain.to_bits(), "sum of {n}");
