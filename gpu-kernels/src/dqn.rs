@@ -185,8 +185,8 @@ pub fn td_sample(
 }
 
 /// What every parameter of a trial shares at one of the agent's gradient steps: the trial's own step
-/// ([`trial_grad_step`]) and Adam's bias corrections at it (computed once per trial and step, not once per
-/// parameter: same bits, a fraction of the work).
+/// ([`trial_grad_step`]) and Adam's bias corrections at it (computed once per trial on the CPU and once per
+/// block of the trial's parameters on the GPU, not once per parameter: same bits).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TrialStep {
     /// The trial's own gradient step (>= 1).

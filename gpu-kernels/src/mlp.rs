@@ -133,8 +133,9 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
 }
 
 /// Adam's bias corrections at step `t` (>= 1): `1 - beta1^t` and `1 - beta2^t`. They are the same for every
-/// parameter of a trial at a step, so a kernel computes them once per trial and step (two software `powf`,
-/// the costliest part of an update) and applies them with [`adam_corrected`]; the bits are those of [`adam`].
+/// parameter of a trial at a step, so DQN's update computes them once per trial on the CPU and once per block
+/// of a trial's parameters on the GPU (two software `powf`), then applies them with [`adam_corrected`]; the
+/// bits are those of [`adam`] (which PPO's update still calls per parameter).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BiasCorrection {
     /// `1 - beta1^t`.
