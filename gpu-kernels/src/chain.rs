@@ -16,11 +16,14 @@
 //! four wavefronts each): 24 shared wavefronts per 128 FMA instructions a warp, so the FMAs, not the shared
 //! memory pipe, bound a layer (a 4 x 4 patch took 20 wavefronts per 64 FMAs: the shared pipe bound it).
 //! The output layer (3 or 4 units) takes a thread per output.
+//!
+//! Staging is `cp.async` ([`ChainShared`] says where): the input rows, W1 and W3 first; the rows of W2 that
+//! lie below W1 in shared memory are copied while layer 1 computes, the rest after it.
 
 use crate::mlp::Layout;
 use crate::net::{NetArgs, dense, walk_row_stride};
 #[cfg(target_arch = "nvptx64")]
-use crate::tile::{F4, unrolled};
+use crate::tile::unrolled;
 use crate::tile::{Gemm, Operand};
 
 /// Rows of a chain block's tile.
@@ -79,6 +82,10 @@ impl Chain {
 }
 
 /// Where a chain block keeps its operands in shared memory (float offsets from a 16-byte aligned base).
+///
+/// The weights region holds one wide layer's staged weights at a time: W1 at its end (`w1`), then W2 from
+/// its start, so the first [`ChainShared::ahead`] rows of W2, which lie below W1, are copied while layer 1
+/// runs. W3 (3 or 4 rows) has a region of its own, copied with W1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChainShared {
     /// Row stride of the staged layer-1 weights and of the input rows ([`walk_row_stride`] of D).
@@ -87,8 +94,14 @@ pub struct ChainShared {
     pub s2: usize,
     /// Row stride of buffer `a` (the input rows, then the second activation).
     pub sa: usize,
-    /// The staged weights of one layer (`H x max(s1, s2)`).
+    /// The staged weights of one wide layer, `H x max(s1, s2)`: W2 from here.
     pub weights: usize,
+    /// The staged W1 (`H x s1`), at the end of the weights region.
+    pub w1: usize,
+    /// Rows of W2 that lie below `w1` (copied during layer 1).
+    pub ahead: usize,
+    /// The staged W3 (`O x s2`).
+    pub w3: usize,
     /// Buffer `a`: `CHAIN_ROWS x sa`.
     pub a: usize,
     /// Buffer `b` (the first activation): `CHAIN_ROWS x s2`.
@@ -104,9 +117,12 @@ impl ChainShared {
         let (s1, s2) = (walk_row_stride(d), walk_row_stride(hs));
         let sa = s1.max(s2);
         let weights = 0;
-        let a = weights + (hs * s1).max(hs.max(o) * s2);
+        let end = weights + hs * s1.max(s2);
+        let w1 = end - hs * s1;
+        let w3 = end;
+        let a = w3 + o * s2;
         let b = a + CHAIN_ROWS * sa;
-        Self { s1, s2, sa, weights, a, b, len: b + CHAIN_ROWS * s2 }
+        Self { s1, s2, sa, weights, w1, ahead: (w1 - weights) / s2, w3, a, b, len: b + CHAIN_ROWS * s2 }
     }
 
     /// Bytes of dynamic shared memory a chain block needs.
@@ -115,14 +131,13 @@ impl ChainShared {
     }
 }
 
-/// Copies rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r * dst_stride`:
-/// warp `w` of `W` takes rows `w, w + W, ..`, lane `l` columns `l, l + 32, ..`; a thread issues the loads
-/// of 16 rows x 4 columns (64 in flight) before their stores. (One load at a time, each waiting for its L2 round
-/// trip, with a division per element, was most of the kernel's time.) Offsets are u32: a staged layer and
-/// its source rows lie inside one buffer, whose offsets [`Chain`]'s products already keep below 2^32.
+/// Starts copying rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r *
+/// dst_stride` with `cp.async` (no registers, no wait: the caller commits and waits, then a barrier):
+/// warp `w` of the block takes rows `w, w + 4, ..`, lane `l` columns `l, l + 32, ..`. (Loads into registers
+/// and stores from them cost ten instructions an element and held 64 registers; this, two or three.)
 ///
 /// # Safety
-/// The ranges are valid; `thread < CHAIN_THREADS`.
+/// The ranges are valid, the source unwritten during the kernel; `thread < CHAIN_THREADS`.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn stage_rows(
@@ -134,38 +149,28 @@ unsafe fn stage_rows(
     k: usize,
     thread: usize,
 ) {
-    use crate::nvptx_ops::{shared_addr, sts};
-    let (lane, warp) = ((thread % 32) as u32, (thread / 32) as u32);
-    let (rows, k, ss, ds) = (rows as u32, k as u32, src_stride as u32, dst_stride as u32);
-    let db = shared_addr(dst);
+    use crate::nvptx_ops::{cp_async4, shared_addr};
     const WARPS: u32 = CHAIN_THREADS / 32;
-    const ROWS: u32 = 16;
-    let mut r0 = warp;
+    // u32 indices (64-bit compares and adds doubled the loop): a staged layer and its source rows lie inside
+    // one buffer, whose offsets [`Chain`]'s products already keep below 2^32.
+    let (rows, k, ss, ds) = (rows as u32, k as u32, src_stride as u32, dst_stride as u32);
+    let (lane, warp, db) = (thread as u32 % 32, thread as u32 / 32, shared_addr(dst));
+    let mut j0 = lane;
     // SAFETY: the caller's contract; every copied element has `r < rows`, `j < k`.
     unsafe {
-        while r0 < rows {
-            let mut j0 = lane;
-            while j0 < k {
-                let mut vals = [0.0f32; 4 * ROWS as usize];
-                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-                    unrolled!(c in [0, 1, 2, 3] {
-                        let (r, j) = (r0 + WARPS * a as u32, j0 + 32 * c as u32);
-                        if r < rows && j < k {
-                            vals[4 * a + c] = *src.add((r * ss + j) as usize);
-                        }
-                    });
+        while j0 < k {
+            // Columns j0 + 32 c of every row of the warp: pointers stepped per row, the columns as offsets.
+            let live: [bool; 4] = core::array::from_fn(|c| j0 + 32 * (c as u32) < k);
+            let (mut r, mut s, mut d) = (warp, src.add((warp * ss + j0) as usize), db + 4 * (warp * ds + j0));
+            while r < rows {
+                unrolled!(c in [0, 1, 2, 3] {
+                    if live[c] {
+                        cp_async4(d + 128 * c as u32, s.add(32 * c));
+                    }
                 });
-                unrolled!(a in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-                    unrolled!(c in [0, 1, 2, 3] {
-                        let (r, j) = (r0 + WARPS * a as u32, j0 + 32 * c as u32);
-                        if r < rows && j < k {
-                            sts(db + 4 * (r * ds + j), vals[4 * a + c]);
-                        }
-                    });
-                });
-                j0 += 128;
+                (r, s, d) = (r + WARPS, s.add((WARPS * ss) as usize), d + 4 * WARPS * ds);
             }
-            r0 += ROWS * WARPS;
+            j0 += 128;
         }
     }
 }
@@ -290,6 +295,7 @@ unsafe fn wide_layer(
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use crate::nvptx_ops::{cp_async_commit, cp_async_wait};
     use core::arch::nvptx::_syncthreads;
     if tile >= c.tiles() {
         return; // uniform over the block
@@ -306,17 +312,23 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         let params = buf(c.net).add(c.trial as usize * l.params());
         let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
         let rows = m.saturating_sub(m0).min(CHAIN_ROWS);
-        // Layer 1: the tile's input rows into `a`, W1's active rows into the weights.
+        // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
         let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
         stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
-        stage_rows(params.add(l.w1()), d, ws, sh.s1, h, d, thread);
+        stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, thread);
+        stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, thread);
+        cp_async_commit();
+        let ahead = h.min(sh.ahead);
+        stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, thread);
+        cp_async_commit();
+        cp_async_wait::<1>();
         _syncthreads();
         let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);
         let rows_of = |i: usize| c.out[i].row as usize;
         wide_layer(
             a,
             sh.sa,
-            ws,
+            smem.add(sh.w1),
             sh.s1,
             d,
             params.add(l.b1()),
@@ -329,8 +341,10 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
             thread,
         );
         _syncthreads();
-        // Layer 2: from `b` into `a`.
-        stage_rows(params.add(l.w2()), hs, ws, sh.s2, h, h, thread);
+        // Layer 2: from `b` into `a`; the rest of W2 over W1, which every thread has left (barrier).
+        let rest = (ahead * hs, ahead * sh.s2);
+        stage_rows(params.add(l.w2() + rest.0), hs, ws.add(rest.1), sh.s2, h - ahead, h, thread);
+        cp_async_wait::<0>();
         _syncthreads();
         wide_layer(
             b,
@@ -349,9 +363,7 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         );
         _syncthreads();
         // Layer 3: a thread per output, the dot product of `dense_unit` (the same order).
-        stage_rows(params.add(l.w3()), hs, ws, sh.s2, o, h, thread);
-        _syncthreads();
-        let view = crate::net::LayerView { base: ws, unit: sh.s2, step: 1, k: h, aligned: true };
+        let view = crate::net::LayerView { base: smem.add(sh.w3), unit: sh.s2, step: 1, k: h, aligned: true };
         let mut i = thread;
         while i < CHAIN_ROWS * o {
             let (r, n) = (i / o, i % o);
@@ -461,5 +473,14 @@ mod tests {
         }
         assert!(sh.a >= 128 * sh.s1.max(sh.s2) && sh.b == sh.a + CHAIN_ROWS * sh.sa);
         assert!(2 * (sh.bytes() + 1024) <= 228 * 1024, "{} bytes", sh.bytes());
+        // W1 ends where W3 begins; the W2 rows copied during layer 1 end at or below W1's start.
+        assert_eq!(sh.w1 + 128 * sh.s1, sh.w3);
+        assert_eq!(sh.ahead, sh.w1 / sh.s2);
+        assert!(sh.ahead > 0 && sh.weights + sh.ahead * sh.s2 <= sh.w1);
+        assert_eq!(sh.a, sh.w3 + 3 * sh.s2);
+        // Narrow hidden widths: W1 fills the region, so no W2 row is copied ahead, and W2 still fits.
+        let narrow = ChainShared::of(&NetArgs::new(2, 64, 57, 11, 4, 64, 1_000));
+        assert_eq!((narrow.w1, narrow.ahead), (0, 0));
+        assert!(11 * narrow.s2 <= narrow.w3 && narrow.a == narrow.w3 + 4 * narrow.s2);
     }
 }

@@ -556,7 +556,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
 /// Gradient, Adam step and target update of every parameter: the blocks of trial `block_idx_y`, a thread per
 /// parameter. A thread issues its parameter's loads (the state, the chunk partials: [`gradient`] loads them
 /// ahead) before the barrier behind which thread 0 has computed the trial's step and Adam's bias corrections
-/// ([`trial_step`], two software `powf`) once for the block.
+/// ([`trial_step`]) once for the block.
 ///
 /// # Safety
 /// `dqn`: `n_trials`; `online`, `target`, `m`, `v`: `n_trials x params`; `partial`:
@@ -587,11 +587,13 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     unsafe {
         let dqn = &*dqn.add(t);
         let mut state = if live { [*online.add(i), *target.add(i), *m.add(i), *v.add(i)] } else { [0.0; 4] };
-        let g = if live { gradient(&net, t, p, slice::from_raw_parts(partial, net.partial_len())) } else { 0.0 };
+        // Thread 0 computes the step (arithmetic only) while the loads are in flight, then sums its gradient
+        // like every thread: the barrier waits for no memory round trip of its own.
         let step = dyn_smem() as *mut Option<TrialStep>;
         if tid == 0 {
             *step = trial_step(&args, dqn);
         }
+        let g = if live { gradient(&net, t, p, slice::from_raw_parts(partial, net.partial_len())) } else { 0.0 };
         nvptx::_syncthreads();
         if let (Some(s), true) = (*step, live) {
             let [w, tg, mi, vi] = &mut state;

@@ -81,6 +81,38 @@ pub(crate) mod nvptx_ops {
         [x, y, z, w]
     }
 
+    /// `cp.async.ca.shared.global` of the float at `src` to shared address `dst`: the copy goes from the
+    /// memory system to shared memory without a register, and the thread goes on at once; it is complete
+    /// for this thread after [`cp_async_wait`], for the block after a barrier that follows that.
+    ///
+    /// # Safety
+    /// `src` is a valid, 4-byte aligned global address that no thread writes during this kernel; `dst` a
+    /// 4-byte aligned shared address of this block that no thread reads or writes before the copy is waited
+    /// for and a barrier passed.
+    #[inline(always)]
+    pub(crate) unsafe fn cp_async4(dst: u32, src: *const f32) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            core::arch::asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {s}; cp.async.ca.shared.global [{d}], [g], 4; }}",
+                d = in(reg32) dst, s = in(reg64) src, options(nostack))
+        };
+    }
+
+    /// `cp.async.commit_group`: closes this thread's group of [`cp_async4`] copies issued since the last.
+    #[inline(always)]
+    pub(crate) fn cp_async_commit() {
+        // SAFETY: no operands; it only marks the copies issued so far.
+        unsafe { core::arch::asm!("cp.async.commit_group;", options(nostack)) };
+    }
+
+    /// `cp.async.wait_group N`: waits until at most `N` of this thread's committed groups are in flight
+    /// (`N = 0`: all of its copies are complete).
+    #[inline(always)]
+    pub(crate) fn cp_async_wait<const N: u32>() {
+        // SAFETY: no operands; it only waits for this thread's own copies.
+        unsafe { core::arch::asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
+    }
+
     /// `st.shared.f32` of `v` at shared address `a`.
     ///
     /// # Safety

@@ -134,8 +134,12 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
 
 /// Adam's bias corrections at step `t` (>= 1): `1 - beta1^t` and `1 - beta2^t`. They are the same for every
 /// parameter of a trial at a step, so DQN's update computes them once per trial on the CPU and once per block
-/// of a trial's parameters on the GPU (two software `powf`), then applies them with [`adam_corrected`]; the
-/// bits are those of [`adam`] (which PPO's update still calls per parameter).
+/// of a trial's parameters on the GPU, then applies them with [`adam_corrected`]; the bits are those of
+/// [`adam`] (which PPO's update still calls per parameter).
+///
+/// `beta^t` is [`pow_steps`]: squarings and products in f64, no table and no memory access. (libm's `powf`
+/// read its tables from global memory: a chain of dependent round trips that every `dqn_adam` block waited
+/// for at its barrier; it also took the step as an f32, exact only below 2^24.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BiasCorrection {
     /// `1 - beta1^t`.
@@ -148,8 +152,25 @@ impl BiasCorrection {
     /// The corrections at step `t`.
     #[inline]
     pub fn at(beta1: f32, beta2: f32, t: u64) -> Self {
-        Self { first: 1.0 - libm::powf(beta1, t as f32), second: 1.0 - libm::powf(beta2, t as f32) }
+        Self { first: (1.0 - pow_steps(beta1, t)) as f32, second: (1.0 - pow_steps(beta2, t)) as f32 }
     }
+}
+
+/// `beta^t` in f64 by binary exponentiation (at most 64 squarings): IEEE products only, so both backends
+/// give the same bits. Each squaring doubles the relative error carried in, so it stays below about `2 t`
+/// units of f64's last place: far inside an f32 unit of `1 - beta^t` (what Adam uses) at any step where
+/// `beta^t` has not yet flushed to zero.
+#[inline]
+pub fn pow_steps(beta: f32, t: u64) -> f64 {
+    let (mut base, mut acc, mut e) = (f64::from(beta), 1.0f64, t);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc *= base;
+        }
+        base *= base;
+        e >>= 1;
+    }
+    acc
 }
 
 /// Adam moments and step of one parameter (bias-corrected; `t` >= 1 is the step number).
@@ -183,6 +204,26 @@ pub fn adam_corrected(
 #[cfg(test)]
 mod tests {
     use super::adam;
+
+    /// `pow_steps` is exact where the powers are (a dyadic beta), within `2 t` f64 ulps of the f64 `powf`
+    /// for Adam's betas over steps 1 .. 2^40 (the step is a u64, not rounded to a float), and the f32
+    /// corrections it gives are within one f32 ulp of those from `powf`.
+    #[test]
+    fn pow_steps_is_beta_to_the_step() {
+        use super::pow_steps;
+        assert_eq!(pow_steps(0.5, 0), 1.0);
+        assert_eq!(pow_steps(0.5, 10), 0.5f64.powi(10));
+        assert_eq!(pow_steps(0.75, 3), 0.421875);
+        for beta in [0.9f32, 0.99, 0.999, 0.9999] {
+            for t in [1u64, 2, 3, 7, 100, 1_000, 123_457, 1 << 20, (1 << 30) + 5, 1 << 40] {
+                let (got, want) = (pow_steps(beta, t), f64::from(beta).powf(t as f64));
+                let tol = 2.0 * t as f64 * f64::EPSILON * want + f64::MIN_POSITIVE;
+                assert!((got - want).abs() <= tol, "beta {beta}, t {t}: {got:e} vs {want:e}");
+                let (c, w) = ((1.0 - got) as f32, (1.0 - want) as f32);
+                assert!((c - w).abs() <= f32::EPSILON * w, "beta {beta}, t {t}: correction {c:e} vs {w:e}");
+            }
+        }
+    }
 
     /// The step counter is u64 end to end: at step 2^32 (a u32 counter wraps to 0 there, and the bias
     /// correction divides by 1 - beta^0 = 0) the update is finite and the bias corrections are 1.
