@@ -17,14 +17,14 @@ use crate::dqn::{DqnArgs, DqnParams, TrialStep, choose, td_sample, trial_step, u
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{
-    NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit, gradient, walk_layers,
-    walk_stage, walk_stage_len,
+    LOSS_ROWS, LOSS_THREADS, NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit,
+    gradient, hidden_gradient, walk_layers, walk_stage, walk_stage_len,
 };
 use crate::ppo::{
     GATHER_AHEAD, GATHER_ROWS, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_column, minibatch_slot,
     norm_lane, sample_loss, update_weight,
 };
-use crate::tile::{GEMM_SHARED, Gemm, gpu_tile, unrolled};
+use crate::tile::{GEMM_SHARED, Gemm, gpu_short_rows, gpu_tile, unrolled};
 
 const _: () = assert!(GEMM_SHARED * 4 <= 17_408, "gemm_tiles declares 17,408 bytes of shared memory");
 const _: () = assert!(crate::tile::NARROW_ROWS * (crate::tile::TILE_K + 1) + crate::tile::TILE_K * 4 <= GEMM_SHARED);
@@ -508,15 +508,21 @@ pub unsafe extern "ptx-kernel" fn dqn_select(dqn: *const DqnParams, q: *const f3
     }
 }
 
-/// TD target, loss and output gradient of every minibatch sample (one thread per trial and sample).
+/// TD target, loss and output gradient of every minibatch sample, then the hidden gradient of layer 2
+/// ([`Stage::Backward2`](crate::net::Stage::Backward2)'s product) of the same samples: block `(tile,
+/// trial)` of [`LOSS_THREADS`] threads takes samples `tile * LOSS_ROWS ..`, its first threads a sample each
+/// ([`td_sample`]), then, after a barrier, all of them the product's rows ([`gpu_short_rows`]). (The
+/// product as a `gemm_tiles` launch of its own, K = 3, cost twice this kernel.)
 ///
 /// # Safety
-/// `dqn`: `n_trials`; `work`: `n_trials x Work::per_trial`; `actions`, `rewards`, `dones`, `weights`,
-/// `losses`: `n_trials x batch`.
+/// `dqn`: `n_trials`; `work`: `n_trials x Work::per_trial`; `online`: `n_trials x params`; `actions`,
+/// `rewards`, `dones`, `weights`, `losses`: `n_trials x batch`.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "the minibatch's buffers")]
 pub unsafe extern "ptx-kernel" fn dqn_td(
     dqn: *const DqnParams,
     work: *mut f32,
+    online: *const f32,
     actions: *const u32,
     rewards: *const f32,
     dones: *const f32,
@@ -524,32 +530,32 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     losses: *mut f32,
     args: DqnArgs,
 ) {
-    let i = thread_index();
-    let b = args.batch as usize;
-    if i >= args.n_trials as usize * b {
-        return;
+    // SAFETY: reads of special registers.
+    let (tile, t, tid) =
+        unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
+    let (b, j0) = (args.batch as usize, tile * LOSS_ROWS);
+    if t >= args.n_trials as usize || j0 >= b {
+        return; // uniform over the block
     }
-    let (t, j) = (i / b, i % b);
-    let w = Work::of(&args.net());
-    let row = |r: usize| w.at(r, t) + j * ACTIONS;
-    // SAFETY: lengths as documented; this thread alone writes sample i's output gradient and loss.
+    let net = args.net();
+    let w = Work::of(&net);
+    // SAFETY: lengths as documented; thread `tid < LOSS_ROWS` alone writes sample `j0 + tid`'s output gradient
+    // and loss; the barrier orders them before the product reads them.
     unsafe {
-        let q = slice::from_raw_parts(work.add(row(Work::Q)), ACTIONS);
-        let qt = slice::from_raw_parts(work.add(row(Work::QT)), ACTIONS);
-        let qo = slice::from_raw_parts(work.add(row(Work::QO)), ACTIONS);
-        let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTIONS);
-        *losses.add(i) = td_sample(
-            j,
-            &*dqn.add(t),
-            q,
-            qt,
-            qo,
-            *actions.add(i),
-            *rewards.add(i),
-            *dones.add(i),
-            *weights.add(i),
-            dout,
-        );
+        let dqn = &*dqn.add(t);
+        let j = j0 + tid;
+        if tid < LOSS_ROWS && j < b {
+            let (i, row) = (t * b + j, |r: usize| w.at(r, t) + j * ACTIONS);
+            let q = slice::from_raw_parts(work.add(row(Work::Q)), ACTIONS);
+            let qt = slice::from_raw_parts(work.add(row(Work::QT)), ACTIONS);
+            let qo = slice::from_raw_parts(work.add(row(Work::QO)), ACTIONS);
+            let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTIONS);
+            let (action, reward, done, weight) = (*actions.add(i), *rewards.add(i), *dones.add(i), *weights.add(i));
+            *losses.add(i) = td_sample(j, dqn, q, qt, qo, action, reward, done, weight, dout);
+        }
+        nvptx::_syncthreads();
+        let g = hidden_gradient(&net, t, &dqn.net(), true);
+        gpu_short_rows(&g, [work, online, work, work], work, j0, tid, LOSS_THREADS as usize);
     }
 }
 
@@ -732,12 +738,12 @@ unsafe fn gather_rows<T: Copy + Default>(
     }
 }
 
-/// Loss and output gradient of every minibatch sample (one thread per trial and sample), from the forward
-/// outputs in `work`'s region `Q` into its region `DOUT`.
+/// Loss and output gradient of every minibatch sample, from the forward outputs in `work`'s region `Q` into
+/// its region `DOUT`, then the hidden gradient of layer 2 of the same samples: blocks as in [`dqn_td`].
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
-/// `n_trials x Work::per_trial`; `losses`: `n_trials x batch`.
+/// `n_trials x Work::per_trial`; `weights`: `n_trials x params`; `losses`: `n_trials x batch`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
 pub unsafe extern "ptx-kernel" fn ppo_loss(
@@ -748,29 +754,40 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     advantages: *const f32,
     returns: *const f32,
     work: *mut f32,
+    weights: *const f32,
     losses: *mut f32,
     args: PpoArgs,
 ) {
-    let i = thread_index();
-    let b = args.batch as usize;
-    if i >= args.n_trials as usize * b {
-        return;
+    // SAFETY: reads of special registers.
+    let (tile, t, tid) =
+        unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
+    let (b, j0) = (args.batch as usize, tile * LOSS_ROWS);
+    if t >= args.n_trials as usize || j0 >= b {
+        return; // uniform over the block
     }
-    let (t, j) = (i / b, i % b);
     let n = args.steps as usize * args.envs_per_trial as usize;
-    let w = Work::of(&args.net());
-    let row = |r: usize| w.at(r, t) + j * ACTOR_CRITIC;
-    // SAFETY: lengths as documented; this thread alone writes sample i's output gradient and loss.
+    let net = args.net();
+    let w = Work::of(&net);
+    // SAFETY: lengths as documented; thread `tid < LOSS_ROWS` alone writes sample `j0 + tid`'s output gradient
+    // and loss; the barrier orders them before the product reads them.
     unsafe {
-        let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
-        let ring = slice::from_raw_parts(ring.add(t * n), n);
-        let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
-        let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
-        let (logps, values, advantages, returns) = (at(logps), at(values), at(advantages), at(returns));
-        // A trial that sits the update out keeps the losses of its last one.
-        if let Some(loss) = sample_loss(&args, &*ppo.add(t), j, ring, logps, values, advantages, returns, out, dout) {
-            *losses.add(i) = loss;
+        let p = &*ppo.add(t);
+        let j = j0 + tid;
+        if tid < LOSS_ROWS && j < b {
+            let row = |r: usize| w.at(r, t) + j * ACTOR_CRITIC;
+            let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
+            let ring = slice::from_raw_parts(ring.add(t * n), n);
+            let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
+            let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
+            let (logps, values, advantages, returns) = (at(logps), at(values), at(advantages), at(returns));
+            // A trial that sits the update out keeps the losses of its last one.
+            if let Some(loss) = sample_loss(&args, p, j, ring, logps, values, advantages, returns, out, dout) {
+                *losses.add(t * b + j) = loss;
+            }
         }
+        nvptx::_syncthreads();
+        let g = hidden_gradient(&net, t, &p.net(), true);
+        gpu_short_rows(&g, [work, weights, work, work], work, j0, tid, LOSS_THREADS as usize);
     }
 }
 

@@ -56,7 +56,8 @@ pub const GEMM_TILES: &str = "gemm_tiles";
 pub const MLP_CHAIN: &str = "mlp_chain";
 /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
 pub const DQN_SELECT: &str = "dqn_select";
-/// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]).
+/// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]), then their layer-2
+/// hidden gradients ([`crate::net::hidden_gradient`]).
 pub const DQN_TD: &str = "dqn_td";
 /// Per-parameter gradient, Adam and target update ([`crate::net::gradient`], [`crate::dqn::update_param`]).
 pub const DQN_ADAM: &str = "dqn_adam";
@@ -69,7 +70,8 @@ pub const PPO_SELECT: &str = "ppo_select";
 pub const PPO_GAE: &str = "ppo_gae";
 /// The minibatch observations ([`crate::ppo::gather_entry`]).
 pub const PPO_GATHER: &str = "ppo_gather";
-/// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]).
+/// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]), then the layer-2 hidden gradients
+/// ([`crate::net::hidden_gradient`]).
 pub const PPO_LOSS: &str = "ppo_loss";
 /// PPO gradient per parameter from the chunk partials ([`crate::net::gradient`]).
 pub const PPO_GRAD: &str = "ppo_grad";

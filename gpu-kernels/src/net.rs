@@ -586,28 +586,7 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
                     push(dense(&l, net, t, layer, h, x, w.operand(regions[layer], t), bt, b));
                 }
             }
-            Stage::Backward2 | Stage::Backward1 => {
-                let base = t * l.params();
-                let (from, weights, aux, out, k) = if stage == Stage::Backward2 {
-                    (Work::DOUT, l.w3(), Work::A2, Work::D2, o)
-                } else {
-                    (Work::D2, l.w2(), Work::A1, Work::D1, h)
-                };
-                push(Gemm {
-                    a: w.operand(from, t),
-                    b: Operand::rows(ONLINE, base + weights, hs),
-                    bias: Operand::NONE,
-                    aux: w.operand(aux, t),
-                    c: w.operand(out, t),
-                    m: bt as u32,
-                    n: h as u32,
-                    k: k as u32,
-                    m_pad: b as u32,
-                    n_pad: hs as u32,
-                    epilogue: EPI_RELU_MASK,
-                    _pad: [0; 2],
-                });
-            }
+            Stage::Backward2 | Stage::Backward1 => push(hidden_gradient(args, t, p, stage == Stage::Backward2)),
             Stage::Gradients => {
                 let n_params = l.params();
                 let chunk = grad_chunk(b);
@@ -654,6 +633,43 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
         }
     }
 }
+
+/// The product of [`Stage::Backward2`] (`second`: the hidden gradient of layer 2, from the output gradient)
+/// or [`Stage::Backward1`] for trial `t` of sizes `p`: `D = (delta W) masked by the ReLU of A`.
+pub fn hidden_gradient(args: &NetArgs, t: usize, p: &NetTrial, second: bool) -> Gemm {
+    let l = args.layout();
+    let (hs, o, b) = (l.hidden, l.outputs, args.batch as usize);
+    let (h, bt) = (p.hidden as usize, p.batch as usize);
+    let w = Work::of(args);
+    let (from, weights, aux, out, k) =
+        if second { (Work::DOUT, l.w3(), Work::A2, Work::D2, o) } else { (Work::D2, l.w2(), Work::A1, Work::D1, h) };
+    Gemm {
+        a: w.operand(from, t),
+        b: Operand::rows(buffers::ONLINE, t * l.params() + weights, hs),
+        bias: Operand::NONE,
+        aux: w.operand(aux, t),
+        c: w.operand(out, t),
+        m: bt as u32,
+        n: h as u32,
+        k: k as u32,
+        m_pad: b as u32,
+        n_pad: hs as u32,
+        epilogue: EPI_RELU_MASK,
+        _pad: [0; 2],
+    }
+}
+
+/// Samples of a block of the kernels that compute a per-sample rule and then, after a barrier, the
+/// [`Stage::Backward2`] product of those samples ([`crate::tile::gpu_short_rows`]): `dqn_td`, `ppo_loss`.
+pub const LOSS_ROWS: usize = crate::tile::SHORT_ROWS;
+/// Threads of such a block.
+pub const LOSS_THREADS: u32 = 128;
+const _: () = assert!(LOSS_ROWS <= LOSS_THREADS as usize, "a thread per sample of the block");
+const _: () = assert!(crate::mlp::ACTIONS <= crate::tile::SHORT_K && crate::mlp::ACTOR_CRITIC <= crate::tile::SHORT_K);
+
+/// The stages the device runs as products after the per-sample loss kernels (`dqn_td`, `ppo_loss`), which
+/// compute [`Stage::Backward2`] themselves; the CPU backend runs all of [`BACKWARD`].
+pub const AFTER_LOSS: [Stage; 2] = [Stage::Backward1, Stage::Gradients];
 
 /// The gradient of parameter `p` of trial `t`: the sum of its chunk partials (`partial`, `chunks x K x P`,
 /// [`Stage::Gradients`]) in chunk order (0 outside the active width, where every partial is 0).

@@ -302,6 +302,78 @@ macro_rules! unrolled {
 #[cfg(target_arch = "nvptx64")]
 pub(crate) use unrolled;
 
+/// The most `k` of a [`gpu_short_rows`] product.
+pub const SHORT_K: usize = 4;
+/// Rows of a [`gpu_short_rows`] call.
+pub const SHORT_ROWS: usize = 16;
+
+/// Rows `m0 .. m0 + SHORT_ROWS` (those below `m_pad`) of product `g`, whose `k` is at most [`SHORT_K`] (an
+/// output layer's gradient times its weights), by `threads` threads of a block: thread `thread` takes
+/// columns `thread, thread + threads, ..`. Each element is [`reference`]'s (the same reads, order and
+/// epilogue). A thread loads its column's `B` values and its rows' `A`, bias and aux values before its
+/// first store (the stores may alias the inputs' buffers, so loads after one would wait for it). `a`, `b`,
+/// `bias`, `aux`, `c` are the addresses of the buffers `g` names.
+///
+/// # Safety
+/// The buffers hold every element `g` reads and writes for these rows; `g.k <= SHORT_K`; writes made to `A`
+/// by other threads of the block are ordered before this call (a barrier).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub unsafe fn gpu_short_rows(
+    g: &Gemm,
+    [a, b, bias, aux]: [*const f32; 4],
+    c: *mut f32,
+    m0: usize,
+    thread: usize,
+    threads: usize,
+) {
+    let (m, n_act, k) = (g.m as usize, g.n as usize, g.k as usize);
+    let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
+    let mut n = thread;
+    // SAFETY: the caller's contract; every read is of an active element, every write below the padded sizes.
+    unsafe {
+        while n < g.n_pad as usize {
+            let col = n < n_act;
+            let mut bk = [0.0f32; SHORT_K];
+            unrolled!(kk in [0, 1, 2, 3] {
+                if col && kk < k {
+                    bk[kk] = *b.add(g.b.at(kk, n));
+                }
+            });
+            let bn = if col && with_bias { *bias.add(g.bias.at(0, n)) } else { 0.0 };
+            let mut av = [[0.0f32; SHORT_K]; SHORT_ROWS];
+            let mut xv = [0.0f32; SHORT_ROWS];
+            unrolled!(r in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if m0 + r < m && col {
+                    unrolled!(kk in [0, 1, 2, 3] {
+                        if kk < k {
+                            av[r][kk] = *a.add(g.a.at(m0 + r, kk));
+                        }
+                    });
+                    if with_aux {
+                        xv[r] = *aux.add(g.aux.at(m0 + r, n));
+                    }
+                }
+            });
+            unrolled!(r in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                let row = m0 + r;
+                if row < g.m_pad as usize {
+                    let mut acc = 0.0f32;
+                    if row < m && col {
+                        unrolled!(kk in [0, 1, 2, 3] {
+                            if kk < k {
+                                acc = fma(av[r][kk], bk[kk], acc);
+                            }
+                        });
+                    }
+                    *c.add(g.c.at(row, n)) = finish(g, row, n, acc, bn, xv[r]);
+                }
+            });
+            n += threads;
+        }
+    }
+}
+
 /// 64 x 64 outputs from `(m0, n0)`: thread `(tx, ty)` owns rows `m0 + 4 ty ..` and columns `n0 + 4 tx ..`.
 /// Two stages of shared memory, [`TILE_K`] steps of `k` each: while step `s` is computed from one, step
 /// `s + 1` (loaded from global memory into registers during the previous step) is stored into the other, so

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{ActWork, BACKWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
+use gpu_kernels::net::{AFTER_LOSS, ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::buffers::{Dev, PolicyView, PpoBuffers};
@@ -128,7 +128,7 @@ impl CudaPpo {
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
         self.tables.launch_layers(stream, &net, &self.trials, false)?;
         launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
-        self.tables.launch_all(stream, &net, &self.trials, &BACKWARD)?;
+        self.tables.launch_all(stream, &net, &self.trials, &AFTER_LOSS)?;
         launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;
         self.updated = Some(launch::net::event_after(stream)?);
         Ok(())

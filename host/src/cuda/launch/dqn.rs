@@ -3,7 +3,7 @@
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::dqn::DqnArgs;
 
-use super::{at_least, grid, per_trial_grid, timed};
+use super::{at_least, grid, loss_grid, per_trial_grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{Dev, DqnBuffers, SampleBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -32,7 +32,7 @@ pub(crate) fn dqn_select(
     Ok(())
 }
 
-/// `dqn_td`: TD targets, losses and output gradients of every sample.
+/// `dqn_td`: TD targets, losses and output gradients of every sample, and the hidden gradients of layer 2.
 pub(crate) fn dqn_td(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -54,18 +54,20 @@ pub(crate) fn dqn_td(
     ] {
         at_least(kernel, what, n_samples, len)?;
     }
+    at_least(kernel, "online", args.n_trials as usize * args.layout().params(), nets.online.len())?;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.dqn_td);
     launch
         .arg(&nets.params)
         .arg(&mut nets.work)
+        .arg(&nets.online)
         .arg(&samples.actions)
         .arg(&samples.rewards)
         .arg(&samples.dones)
         .arg(&samples.weights)
         .arg(&mut nets.losses)
         .arg(&dev_args);
-    let cfg = grid(kernel, n_samples)?;
+    let cfg = loss_grid(kernel, args.batch as usize, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
     timed(rt, stream, "dqn_td", || unsafe { launch.launch(cfg) })?;
     Ok(())

@@ -35,7 +35,17 @@ pub(crate) fn grid_of(kernel: &str, threads: usize, block: u32) -> Result<Launch
 /// A launch of `threads` threads for each of `trials` trials: the blocks of trial `t` are those of
 /// `block_idx_y = t` (at most 65,535 trials, the grid's y limit).
 pub(crate) fn per_trial_grid(kernel: &str, threads: usize, trials: usize) -> Result<LaunchConfig, HostError> {
-    let cfg = grid(kernel, threads)?;
+    per_trial_grid_of(kernel, threads, BLOCK, trials)
+}
+
+/// [`per_trial_grid`] with `block` threads per block.
+pub(crate) fn per_trial_grid_of(
+    kernel: &str,
+    threads: usize,
+    block: u32,
+    trials: usize,
+) -> Result<LaunchConfig, HostError> {
+    let cfg = grid_of(kernel, threads, block)?;
     match u32::try_from(trials) {
         Ok(y) if y <= 65_535 => Ok(LaunchConfig { grid_dim: (cfg.grid_dim.0, y.max(1), 1), ..cfg }),
         _ => Err(HostError::Shape { what: format!("{kernel}: trials per launch"), expected: 65_535, got: trials }),
@@ -48,6 +58,13 @@ pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, Hos
     use gpu_kernels::ppo::GATHER_ROWS;
     let cfg = grid(kernel, rows.div_ceil(GATHER_ROWS) * BLOCK as usize)?;
     Ok(LaunchConfig { shared_mem_bytes: 8 * GATHER_ROWS as u32, ..cfg })
+}
+
+/// The launch of a per-sample loss kernel that also computes its samples' hidden gradient of layer 2
+/// (`dqn_td`, `ppo_loss`): per trial, a block of `LOSS_THREADS` for each `LOSS_ROWS` of the `batch` samples.
+pub(crate) fn loss_grid(kernel: &str, batch: usize, trials: usize) -> Result<LaunchConfig, HostError> {
+    use gpu_kernels::net::{LOSS_ROWS, LOSS_THREADS};
+    per_trial_grid_of(kernel, batch.div_ceil(LOSS_ROWS) * LOSS_THREADS as usize, LOSS_THREADS, trials)
 }
 
 /// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles

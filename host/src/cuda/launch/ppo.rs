@@ -4,7 +4,7 @@ use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 use gpu_kernels::Transition;
 use gpu_kernels::ppo::PpoArgs;
 
-use super::{at_least, gather_grid, grid, timed};
+use super::{at_least, gather_grid, grid, loss_grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{Dev, PpoBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -156,10 +156,10 @@ pub(crate) fn ppo_loss(
         .arg(&b.advantages)
         .arg(&b.returns)
         .arg(&mut b.work)
+        .arg(&b.weights)
         .arg(&mut b.losses)
         .arg(&dev_args);
-    let samples = args.n_trials as usize * args.batch as usize;
-    let cfg = grid(kernel, samples)?;
+    let cfg = loss_grid(kernel, args.batch as usize, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
     timed(rt, stream, "ppo_loss", || unsafe { launch.launch(cfg) })?;
     Ok(())
