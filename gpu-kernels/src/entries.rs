@@ -17,14 +17,14 @@ use crate::dqn::{DqnArgs, DqnParams, TrialStep, choose, td_sample, trial_step, u
 use crate::env::env_step_on_series;
 use crate::mlp::{ACTIONS, ACTOR_CRITIC, argmax};
 use crate::net::{
-    LOSS_ROWS, LOSS_THREADS, NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work, dense_unit,
-    gradient, hidden_gradient, walk_layers, walk_stage, walk_stage_len,
+    LOSS_THREADS, NetArgs, NetTrial, PPO_LOSS_ROWS, TD_ROWS, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, Work,
+    dense_unit, gradient, hidden_gradient, walk_layers, walk_stage, walk_stage_len,
 };
 use crate::ppo::{
     GATHER_AHEAD, GATHER_ROWS, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_column, minibatch_slot,
     norm_lane, sample_loss, update_weight,
 };
-use crate::tile::{GEMM_SHARED, Gemm, gpu_short_rows, gpu_tile, unrolled};
+use crate::tile::{GEMM_SHARED, Gemm, SHORT_ROWS, gpu_short_rows, gpu_tile, unrolled};
 
 const _: () = assert!(GEMM_SHARED * 4 <= 17_408, "gemm_tiles declares 17,408 bytes of shared memory");
 const _: () = assert!(crate::tile::NARROW_ROWS * (crate::tile::TILE_K + 1) + crate::tile::TILE_K * 4 <= GEMM_SHARED);
@@ -510,7 +510,7 @@ pub unsafe extern "ptx-kernel" fn dqn_select(dqn: *const DqnParams, q: *const f3
 
 /// TD target, loss and output gradient of every minibatch sample, then the hidden gradient of layer 2
 /// ([`Stage::Backward2`](crate::net::Stage::Backward2)'s product) of the same samples: block `(tile,
-/// trial)` of [`LOSS_THREADS`] threads takes samples `tile * LOSS_ROWS ..`, its first threads a sample each
+/// trial)` of [`LOSS_THREADS`] threads takes samples `tile * TD_ROWS ..`, its first threads a sample each
 /// ([`td_sample`]), then, after a barrier, all of them the product's rows ([`gpu_short_rows`]). (The
 /// product as a `gemm_tiles` launch of its own, K = 3, cost twice this kernel.)
 ///
@@ -533,18 +533,18 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     // SAFETY: reads of special registers.
     let (tile, t, tid) =
         unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
-    let (b, j0) = (args.batch as usize, tile * LOSS_ROWS);
+    let (b, j0) = (args.batch as usize, tile * TD_ROWS);
     if t >= args.n_trials as usize || j0 >= b {
         return; // uniform over the block
     }
     let net = args.net();
     let w = Work::of(&net);
-    // SAFETY: lengths as documented; thread `tid < LOSS_ROWS` alone writes sample `j0 + tid`'s output gradient
+    // SAFETY: lengths as documented; thread `tid < TD_ROWS` alone writes sample `j0 + tid`'s output gradient
     // and loss; the barrier orders them before the product reads them.
     unsafe {
         let dqn = &*dqn.add(t);
         let j = j0 + tid;
-        if tid < LOSS_ROWS && j < b {
+        if tid < TD_ROWS && j < b {
             let (i, row) = (t * b + j, |r: usize| w.at(r, t) + j * ACTIONS);
             let q = slice::from_raw_parts(work.add(row(Work::Q)), ACTIONS);
             let qt = slice::from_raw_parts(work.add(row(Work::QT)), ACTIONS);
@@ -555,7 +555,21 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
         }
         nvptx::_syncthreads();
         let g = hidden_gradient(&net, t, &dqn.net(), true);
-        gpu_short_rows(&g, [work, online, work, work], work, j0, tid, LOSS_THREADS as usize);
+        short_rows(&g, [work, online, work, work], work, j0, TD_ROWS, tid);
+    }
+}
+
+/// Rows `j0 .. j0 + rows` of `g` by the block's [`LOSS_THREADS`] threads, [`SHORT_ROWS`] at a time.
+///
+/// # Safety
+/// [`gpu_short_rows`]'s, for each group of rows.
+#[inline(always)]
+unsafe fn short_rows(g: &Gemm, inputs: [*const f32; 4], c: *mut f32, j0: usize, rows: usize, tid: usize) {
+    let mut r0 = j0;
+    while r0 < (j0 + rows).min(g.m_pad as usize) {
+        // SAFETY: the caller's contract.
+        unsafe { gpu_short_rows(g, inputs, c, r0, tid, LOSS_THREADS as usize) };
+        r0 += SHORT_ROWS;
     }
 }
 
@@ -739,7 +753,8 @@ unsafe fn gather_rows<T: Copy + Default>(
 }
 
 /// Loss and output gradient of every minibatch sample, from the forward outputs in `work`'s region `Q` into
-/// its region `DOUT`, then the hidden gradient of layer 2 of the same samples: blocks as in [`dqn_td`].
+/// its region `DOUT`, then the hidden gradient of layer 2 of the same samples: blocks as in [`dqn_td`], of
+/// [`PPO_LOSS_ROWS`] samples.
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
@@ -761,19 +776,19 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     // SAFETY: reads of special registers.
     let (tile, t, tid) =
         unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
-    let (b, j0) = (args.batch as usize, tile * LOSS_ROWS);
+    let (b, j0) = (args.batch as usize, tile * PPO_LOSS_ROWS);
     if t >= args.n_trials as usize || j0 >= b {
         return; // uniform over the block
     }
     let n = args.steps as usize * args.envs_per_trial as usize;
     let net = args.net();
     let w = Work::of(&net);
-    // SAFETY: lengths as documented; thread `tid < LOSS_ROWS` alone writes sample `j0 + tid`'s output gradient
+    // SAFETY: lengths as documented; thread `tid < PPO_LOSS_ROWS` alone writes sample `j0 + tid`'s output gradient
     // and loss; the barrier orders them before the product reads them.
     unsafe {
         let p = &*ppo.add(t);
         let j = j0 + tid;
-        if tid < LOSS_ROWS && j < b {
+        if tid < PPO_LOSS_ROWS && j < b {
             let row = |r: usize| w.at(r, t) + j * ACTOR_CRITIC;
             let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
             let ring = slice::from_raw_parts(ring.add(t * n), n);
@@ -787,7 +802,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
         }
         nvptx::_syncthreads();
         let g = hidden_gradient(&net, t, &p.net(), true);
-        gpu_short_rows(&g, [work, weights, work, work], work, j0, tid, LOSS_THREADS as usize);
+        short_rows(&g, [work, weights, work, work], work, j0, PPO_LOSS_ROWS, tid);
     }
 }
 

@@ -67,7 +67,7 @@ pub(crate) fn dqn_td(
         .arg(&samples.weights)
         .arg(&mut nets.losses)
         .arg(&dev_args);
-    let cfg = loss_grid(kernel, args.batch as usize, args.n_trials as usize)?;
+    let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::TD_ROWS, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
     timed(rt, stream, "dqn_td", || unsafe { launch.launch(cfg) })?;
     Ok(())

@@ -61,10 +61,10 @@ pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, Hos
 }
 
 /// The launch of a per-sample loss kernel that also computes its samples' hidden gradient of layer 2
-/// (`dqn_td`, `ppo_loss`): per trial, a block of `LOSS_THREADS` for each `LOSS_ROWS` of the `batch` samples.
-pub(crate) fn loss_grid(kernel: &str, batch: usize, trials: usize) -> Result<LaunchConfig, HostError> {
-    use gpu_kernels::net::{LOSS_ROWS, LOSS_THREADS};
-    per_trial_grid_of(kernel, batch.div_ceil(LOSS_ROWS) * LOSS_THREADS as usize, LOSS_THREADS, trials)
+/// (`dqn_td`, `ppo_loss`): per trial, a block of `LOSS_THREADS` for each `rows` of the `batch` samples.
+pub(crate) fn loss_grid(kernel: &str, batch: usize, rows: usize, trials: usize) -> Result<LaunchConfig, HostError> {
+    use gpu_kernels::net::LOSS_THREADS;
+    per_trial_grid_of(kernel, batch.div_ceil(rows) * LOSS_THREADS as usize, LOSS_THREADS, trials)
 }
 
 /// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles

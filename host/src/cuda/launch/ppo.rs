@@ -159,7 +159,7 @@ pub(crate) fn ppo_loss(
         .arg(&b.weights)
         .arg(&mut b.losses)
         .arg(&dev_args);
-    let cfg = loss_grid(kernel, args.batch as usize, args.n_trials as usize)?;
+    let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::PPO_LOSS_ROWS, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
     timed(rt, stream, "ppo_loss", || unsafe { launch.launch(cfg) })?;
     Ok(())
