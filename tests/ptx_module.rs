@@ -39,12 +39,13 @@ fn lines_by_entry() -> Vec<(Option<&'static str>, &'static str)> {
 #[test]
 fn float_arithmetic_is_not_contracted() {
     // The only fused multiply-adds are the explicit f32 ones of the product contract (`tile::fma`: the tiles,
-    // the fused layer chains and the greedy walk's units, the layer-2 hidden gradients of the loss kernels,
-    // PPO's gradient-norm lanes), which the CPU backend runs as `f32::mul_add`: a*b+c is never contracted
-    // behind the code's back.
+    // the fused layer chains, the staged products, the greedy walk's units, the layer-2 hidden gradients of
+    // the loss kernels, PPO's gradient-norm lanes), which the CPU backend runs as `f32::mul_add`: a*b+c is
+    // never contracted behind the code's back.
     let allowed = [
         kernel_names::GEMM_TILES,
         kernel_names::MLP_CHAIN,
+        kernel_names::MLP_ROWS,
         kernel_names::DQN_TD,
         kernel_names::PPO_LOSS,
         kernel_names::GREEDY_WALK,

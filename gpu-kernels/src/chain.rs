@@ -175,6 +175,75 @@ unsafe fn stage_rows(
     }
 }
 
+/// The 8 x 4 patch of a thread: `acc[i][j] = sum over k of x[i][k] w[j][k]`, each a chain of FMAs in
+/// ascending `k` from 0 (the product contract's order). `xa` are the shared addresses of the warp's 8 rows
+/// (16-byte aligned, `k` floats each); `wload(o)` gives the four units' weights of inputs `o / 4 .. o / 4 +
+/// 4` (`o` in bytes, as `[unit][input]`); `x_tail(i, kk)` and `w_tail(kk)` the inputs past the last full
+/// quad. Two register sets in turn, each loaded one step ahead of its FMAs (latency hiding without copying
+/// one set into the other); the loads past the last step re-read it (clamped).
+///
+/// # Safety
+/// The addresses `wload`, `xa` and the tail closures read hold the operands; shared memory written before a
+/// barrier that every thread has passed.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn accumulate(
+    xa: &[u32; ROWS_PER_WARP],
+    k: usize,
+    wload: impl Fn(u32) -> [[f32; 4]; 4],
+    x_tail: impl Fn(usize, usize) -> f32,
+    w_tail: impl Fn(usize) -> [f32; 4],
+) -> [[f32; 4]; ROWS_PER_WARP] {
+    use crate::nvptx_ops::lds4;
+    use crate::tile::fma;
+    let vecs = k / 4;
+    let mut acc = [[0.0f32; 4]; ROWS_PER_WARP];
+    // SAFETY: the caller's contract; inputs are read below `k` only.
+    unsafe {
+        let load = |o: u32| {
+            let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| lds4(xa[i] + o));
+            (xs, wload(o))
+        };
+        let step = |acc: &mut [[f32; 4]; ROWS_PER_WARP], (xs, ws): ([[f32; 4]; ROWS_PER_WARP], [[f32; 4]; 4])| {
+            unrolled!(u in [0, 1, 2, 3] {
+                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(j in [0, 1, 2, 3] {
+                        acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
+                    });
+                });
+            });
+        };
+        if vecs > 0 {
+            let last = 16 * (vecs as u32 - 1);
+            let mut o = 0;
+            let mut a = load(0);
+            loop {
+                let b = load((o + 16).min(last));
+                step(&mut acc, a);
+                if o == last {
+                    break;
+                }
+                a = load((o + 32).min(last));
+                step(&mut acc, b);
+                o += 32;
+                if o > last {
+                    break;
+                }
+            }
+        }
+        for kk in 4 * vecs..k {
+            let ws = w_tail(kk);
+            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let xv = x_tail(i, kk);
+                unrolled!(j in [0, 1, 2, 3] {
+                    acc[i][j] = fma(xv, ws[j], acc[i][j]);
+                });
+            });
+        }
+    }
+    acc
+}
+
 /// One wide layer (`k` inputs, hidden width `hs`, `h` active units, ReLU) of the block's rows: from
 /// `x` (rows `sx` apart) and the staged weights `w` (rows `sw` apart) into `y` (rows `sy` apart) and the
 /// global output `out` (rows `m0 ..`, `m_pad` written, `m` active).
@@ -216,52 +285,15 @@ unsafe fn wide_layer(
             // Units of this lane in the chunk; rows past the width read row 0 (their results are dropped).
             let units: [usize; 4] = core::array::from_fn(|j| n0 + lane + 32 * j);
             let wa: [u32; 4] = core::array::from_fn(|j| wb + if units[j] < hs { units[j] as u32 * sw4 } else { 0 });
-            let mut acc = [[0.0f32; 4]; ROWS_PER_WARP];
-            // The operands of inputs `o / 4 .. o / 4 + 4` (`o` in bytes).
-            let load = |o: u32| {
-                let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| lds4(xa[i] + o));
-                let ws: [[f32; 4]; 4] = core::array::from_fn(|j| lds4(wa[j] + o));
-                (xs, ws)
-            };
-            let step = |acc: &mut [[f32; 4]; ROWS_PER_WARP], (xs, ws): ([[f32; 4]; ROWS_PER_WARP], [[f32; 4]; 4])| {
-                unrolled!(u in [0, 1, 2, 3] {
-                    unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        unrolled!(j in [0, 1, 2, 3] {
-                            acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
-                        });
-                    });
-                });
-            };
-            if vecs > 0 {
-                // Two register sets in turn, each loaded one step ahead of its FMAs (latency hiding without
-                // copying one set into the other); the loads past the last step re-read it (clamped).
-                let last = 16 * (vecs as u32 - 1);
-                let mut o = 0;
-                let mut a = load(0);
-                loop {
-                    let b = load((o + 16).min(last));
-                    step(&mut acc, a);
-                    if o == last {
-                        break;
-                    }
-                    a = load((o + 32).min(last));
-                    step(&mut acc, b);
-                    o += 32;
-                    if o > last {
-                        break;
-                    }
-                }
-            }
             let xrow: [*const f32; ROWS_PER_WARP] = core::array::from_fn(|i| x.add((r0 + i) * sx));
             let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
-            for kk in 4 * vecs..k {
-                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    let xv = *xrow[i].add(kk);
-                    unrolled!(j in [0, 1, 2, 3] {
-                        acc[i][j] = fma(xv, *wrow[j].add(kk), acc[i][j]);
-                    });
-                });
-            }
+            let acc = accumulate(
+                &xa,
+                k,
+                |o| core::array::from_fn(|j| lds4(wa[j] + o)),
+                |i, kk| *xrow[i].add(kk),
+                |kk| core::array::from_fn(|j| *wrow[j].add(kk)),
+            );
             // The four biases before the first store (one round trip, not one per unit).
             let biases: [f32; 4] = core::array::from_fn(|j| if units[j] < h { *bias.add(units[j]) } else { 0.0 });
             unrolled!(j in [0, 1, 2, 3] {
@@ -377,6 +409,137 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
                 *out(2).add(row * rows_of(2) + n) = value;
             }
             i += CHAIN_THREADS as usize;
+        }
+    }
+}
+
+/// Where a [`gpu_rows`] block keeps its operands in shared memory (float offsets from a 16-byte aligned
+/// base): its tile of `A` ([`CHAIN_ROWS`] rows of `k`) and all of `B` (`k` rows of `n_pad`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowsShared {
+    /// Row stride of the staged `A` rows ([`walk_row_stride`] of `k`).
+    pub sa: usize,
+    /// Row stride of the staged `B` rows ([`walk_row_stride`] of `n_pad`).
+    pub sb: usize,
+    /// The staged `B`.
+    pub b: usize,
+    /// Floats in all.
+    pub len: usize,
+}
+
+impl RowsShared {
+    /// The layout for a product of `k` and `n_pad`.
+    pub fn of(k: usize, n_pad: usize) -> Self {
+        let (sa, sb) = (walk_row_stride(k), walk_row_stride(n_pad));
+        let b = CHAIN_ROWS * sa;
+        Self { sa, sb, b, len: b + k * sb }
+    }
+
+    /// The layout of product `g`.
+    pub fn of_product(g: &Gemm) -> Self {
+        Self::of(g.k as usize, g.n_pad as usize)
+    }
+
+    /// Bytes of dynamic shared memory a block needs.
+    pub fn bytes(&self) -> usize {
+        4 * self.len
+    }
+}
+
+/// Whether [`gpu_rows`] can compute `g`: `A` and `B` row-major (unit column stride).
+pub fn rows_suit(g: &Gemm) -> bool {
+    g.a.col == 1 && g.b.col == 1
+}
+
+/// Row tile `tile` ([`CHAIN_ROWS`] rows) of product `g` with `B` staged whole, as a chain layer: warp `w`
+/// owns rows `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
+/// [`accumulate`]: `B`'s rows are the inputs, so a lane reads its four columns of four `B` rows with four
+/// 16-byte loads, and the row loads are broadcasts). Each element is [`crate::tile::reference`]'s: the same
+/// order, epilogue and padding. Used for the hidden gradient of layer 1 (`D2 W2` masked by the ReLU of
+/// `A1`), where `gemm_tiles` ran 160 blocks of 64 x 64 at 15% of the warps.
+///
+/// # Safety
+/// `buffers` holds a valid device pointer for every buffer `g` names, long enough for it
+/// ([`Gemm::extent`]); [`rows_suit`]`(g)`; `smem` is this block's dynamic shared memory of
+/// [`RowsShared::of_product`]`(g).len` floats, 16-byte aligned; every thread of the block calls this.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+    use crate::nvptx_ops::{cp_async_commit, cp_async_wait, lds4, shared_addr};
+    use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, finish};
+    use core::arch::nvptx::_syncthreads;
+    let (m, n_act, k, m_pad, n_pad) = (g.m as usize, g.n as usize, g.k as usize, g.m_pad as usize, g.n_pad as usize);
+    let m0 = tile * CHAIN_ROWS;
+    if m0 >= m_pad {
+        return; // uniform over the block
+    }
+    let sh = RowsShared::of_product(g);
+    let (lane, warp) = (thread % 32, thread / 32);
+    let r0 = ROWS_PER_WARP * warp;
+    // SAFETY: the caller's contract; staged reads stay inside the active rows and columns, shared offsets
+    // inside `sh.len` floats, and the barrier orders the copies before the reads.
+    unsafe {
+        let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
+        let (a, b) = (smem, smem.add(sh.b));
+        stage_rows(
+            buf(g.a.buf).add(g.a.at(m0, 0)),
+            g.a.row as usize,
+            a,
+            sh.sa,
+            m.saturating_sub(m0).min(CHAIN_ROWS),
+            k,
+            thread,
+        );
+        stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, thread);
+        cp_async_commit();
+        cp_async_wait::<0>();
+        _syncthreads();
+        let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
+        let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);
+        let (c, bias, aux) = (buf(g.c.buf), buf(g.bias.buf), buf(g.aux.buf));
+        let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
+        let mut n0 = 0;
+        while n0 < n_pad {
+            // The lane's four columns; past the padded width it reads column 0 (its results are not stored).
+            let col = n0 + 4 * lane;
+            let cb = if col < n_pad { 4 * col as u32 } else { 0 };
+            let acc = accumulate(
+                &xa,
+                k,
+                |o| {
+                    // Rows o / 4 .. o / 4 + 4 of B (o = 4 kk bytes: row kk starts kk * sb4 = o * sb bytes in).
+                    let rows: [[f32; 4]; 4] =
+                        core::array::from_fn(|u| lds4(bb + o * sh.sb as u32 + u as u32 * sb4 + cb));
+                    core::array::from_fn(|j| core::array::from_fn(|u| rows[u][j]))
+                },
+                |i, kk| *a.add((r0 + i) * sh.sa + kk),
+                |kk| core::array::from_fn(|j| *b.add(kk * sh.sb + cb as usize / 4 + j)),
+            );
+            // The epilogue's inputs before the first store (a store may alias them).
+            let biases: [f32; 4] =
+                core::array::from_fn(
+                    |j| if with_bias && col + j < n_act { *bias.add(g.bias.at(0, col + j)) } else { 0.0 },
+                );
+            let mut auxes = [[0.0f32; 4]; ROWS_PER_WARP];
+            if with_aux {
+                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(j in [0, 1, 2, 3] {
+                        let (row, n) = (m0 + r0 + i, col + j);
+                        if row < m && n < n_act {
+                            auxes[i][j] = *aux.add(g.aux.at(row, n));
+                        }
+                    });
+                });
+            }
+            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                unrolled!(j in [0, 1, 2, 3] {
+                    let (row, n) = (m0 + r0 + i, col + j);
+                    if row < m_pad && n < n_pad {
+                        *c.add(g.c.at(row, n)) = finish(g, row, n, acc[i][j], biases[j], auxes[i][j]);
+                    }
+                });
+            });
+            n0 += CHAIN_UNITS;
         }
     }
 }

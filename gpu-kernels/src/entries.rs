@@ -319,6 +319,23 @@ pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, 
     }
 }
 
+/// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,
+/// [`crate::chain::CHAIN_THREADS`] threads, [`crate::chain::RowsShared`] bytes of dynamic shared memory for
+/// the largest product; [`crate::chain::gpu_rows`]).
+///
+/// # Safety
+/// `problems`: `grid_dim_y` products that [`crate::chain::rows_suit`]; `buffers`: a device pointer per buffer
+/// index they name, each long enough for them; no product writes what another reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *const u64) {
+    // SAFETY: the caller's contract; the block index picks its product and row tile.
+    unsafe {
+        let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        crate::chain::gpu_rows(&g, tile, buffers, dyn_smem(), thread);
+    }
+}
+
 // The dynamic shared memory of the kernels launched with `shared_mem_bytes` (the greedy walk, the chains).
 core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
 

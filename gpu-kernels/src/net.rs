@@ -669,7 +669,7 @@ pub const TD_ROWS: usize = crate::tile::SHORT_ROWS;
 /// minibatches large; with 16 samples a block (the other 112 threads idle during the rule) the kernel took
 /// 28.3 us per env step against 18.4 for the rule and the product as two launches.
 pub const PPO_LOSS_ROWS: usize = LOSS_THREADS as usize;
-const _: () = assert!(TD_ROWS <= LOSS_THREADS as usize && PPO_LOSS_ROWS <= LOSS_THREADS as usize);
+const _: () = assert!(PPO_LOSS_ROWS <= LOSS_THREADS as usize, "a thread per sample of the block");
 const _: () = assert!(TD_ROWS.is_multiple_of(crate::tile::SHORT_ROWS));
 const _: () = assert!(PPO_LOSS_ROWS.is_multiple_of(crate::tile::SHORT_ROWS));
 const _: () = assert!(crate::mlp::ACTIONS <= crate::tile::SHORT_K && crate::mlp::ACTOR_CRITIC <= crate::tile::SHORT_K);

@@ -25,6 +25,7 @@ pub(crate) struct Kernels {
     pub(crate) backtest: CudaFunction,
     pub(crate) gemm_tiles: CudaFunction,
     pub(crate) mlp_chain: CudaFunction,
+    pub(crate) mlp_rows: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
@@ -87,6 +88,7 @@ impl CudaRuntime {
             backtest: load(kernel_names::BACKTEST)?,
             gemm_tiles: load(kernel_names::GEMM_TILES)?,
             mlp_chain: load(kernel_names::MLP_CHAIN)?,
+            mlp_rows: load(kernel_names::MLP_ROWS)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
@@ -106,7 +108,11 @@ impl CudaRuntime {
         let shared_per_block = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(HostError::driver("reading the shared memory per block"))?;
-        for (kernel, what) in [(&kernels.greedy_walk, "the greedy walk"), (&kernels.mlp_chain, "the fused layers")] {
+        for (kernel, what) in [
+            (&kernels.greedy_walk, "the greedy walk"),
+            (&kernels.mlp_chain, "the fused layers"),
+            (&kernels.mlp_rows, "the staged products"),
+        ] {
             kernel
                 .set_attribute(
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -129,6 +129,17 @@ impl ProductTables {
                 self.tables.len() - 1
             }
         };
-        launch::net::gemm(&self.rt, stream, &self.tables[i].1, &self.pointers, stage)
+        let table = &self.tables[i].1;
+        if stage == Stage::Backward1 && self.rt.fused() && rows_fit(&self.rt, &table.host) {
+            return launch::net::rows(&self.rt, stream, table, &self.pointers, "mlp_rows backward1");
+        }
+        launch::net::gemm(&self.rt, stream, table, &self.pointers, stage)
     }
+}
+
+/// Whether `mlp_rows` can run `products` ([`gpu_kernels::chain::gpu_rows`]): row-major operands, and the
+/// largest product's staged operands fit a block's shared memory.
+fn rows_fit(rt: &CudaRuntime, products: &[gpu_kernels::tile::Gemm]) -> bool {
+    use gpu_kernels::chain::{RowsShared, rows_suit};
+    products.iter().all(|g| rows_suit(g) && RowsShared::of_product(g).bytes() <= rt.shared_per_block())
 }

@@ -97,6 +97,42 @@ pub(crate) fn chain(
     Ok(())
 }
 
+/// `mlp_rows`: every product of `table` (a block of 128 threads per 32-row tile of each, the dynamic
+/// shared memory of the largest: [`gpu_kernels::chain::RowsShared`]); `label` names the launch in profiles.
+pub(crate) fn rows(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    table: &GemmTable,
+    pointers: &CudaSlice<u64>,
+    label: &'static str,
+) -> Result<(), HostError> {
+    use gpu_kernels::chain::{CHAIN_ROWS, CHAIN_THREADS, RowsShared};
+    if table.host.is_empty() {
+        return Ok(());
+    }
+    let tiles = table.host.iter().map(|g| (g.m_pad as usize).div_ceil(CHAIN_ROWS)).max().unwrap_or(0);
+    let shared = table.host.iter().map(|g| RowsShared::of_product(g).bytes()).max().unwrap_or(0);
+    let (tiles, problems, shared) = match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared))
+    {
+        (Ok(t), Ok(p), Ok(s)) if p <= 65_535 && (s as usize) <= rt.shared_per_block() => (t.max(1), p, s),
+        _ => {
+            return Err(HostError::Config(format!(
+                "mlp_rows: {} products of {tiles} tiles and {shared} bytes of shared memory do not fit a launch",
+                table.host.len()
+            )));
+        }
+    };
+    let cfg =
+        LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (CHAIN_THREADS, 1, 1), shared_mem_bytes: shared };
+    let mut launch = stream.launch_builder(&rt.kernels.mlp_rows);
+    launch.arg(&table.dev).arg(pointers);
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_rows`; the table was checked against the lengths of
+    // the buffers its pointers name when it was built, its products suit the kernel (`ProductTables::launch`),
+    // the shared memory is the largest product's layout; no product of a stage writes what another reads.
+    timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
 /// A greedy walk launched on an env's stream ([`greedy_walk`]): [`DeviceWalk::finish`] waits for it and
 /// downloads its actions. It owns the copy of the weights the walk reads, so the copy lives until then.
 pub(crate) struct DeviceWalk {
