@@ -496,8 +496,11 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
         _syncthreads();
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
         let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);
-        let (c, bias, aux) = (buf(g.c.buf), buf(g.bias.buf), buf(g.aux.buf));
         let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
+        // An operand the epilogue does not read names no buffer (`Operand::NONE`): its table entry is not read.
+        let c = buf(g.c.buf);
+        let bias = if with_bias { buf(g.bias.buf) } else { core::ptr::null_mut() };
+        let aux = if with_aux { buf(g.aux.buf) } else { core::ptr::null_mut() };
         let mut n0 = 0;
         while n0 < n_pad {
             // The lane's four columns; past the padded width it reads column 0 (its results are not stored).
