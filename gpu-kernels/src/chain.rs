@@ -9,15 +9,12 @@
 //! and each layer's weights (padded rows, [`crate::net::walk_row_stride`]) once per block, so a layer costs
 //! a barrier, not a launch, and the three layers of all trials are one launch.
 //!
-//! Shape of the work: 256 threads; warps `w` and `w + 4` own rows `8 w .. 8 w + 8` of the tile, the first
-//! the units `0 .. 64` of each 128-unit chunk of the hidden width, the second `64 .. 128`; lane `l` of the
-//! half starting at `u` the units `u + l, u + l + 32`: an 8 x 2 patch of accumulators fed by ten 16-byte
-//! shared loads per four inputs (the 8 row loads are broadcasts, one wavefront each; the 2 weight loads
-//! fall in distinct banks because the padded row stride is 4 more than a multiple of 8, four wavefronts
-//! each): 16 shared wavefronts per 64 FMA instructions a warp. The chain is issue-bound, not shared-bound:
-//! an 8 x 4 patch (4 warps, 224 registers, two warps per scheduler) issued in 54% of the cycles, waiting on
-//! fixed-latency dependencies it had too few warps to hide; the 8 x 2 patch keeps half the registers and
-//! twice the warps. (A 4 x 4 patch took 20 wavefronts per 64 FMAs: the shared pipe bound it.)
+//! Shape of the work: 128 threads; warp `w` owns rows `8 w .. 8 w + 8` of the tile, lane `l` the units
+//! `l, l + 32, l + 64, l + 96` of each 128-unit chunk of the hidden width: an 8 x 4 patch of accumulators
+//! fed by twelve 16-byte shared loads per four inputs (the 8 row loads are broadcasts, one wavefront each;
+//! the 4 weight loads fall in distinct banks because the padded row stride is 4 more than a multiple of 8,
+//! four wavefronts each): 24 shared wavefronts per 128 FMA instructions a warp, so the FMAs, not the shared
+//! memory pipe, bound a layer (a 4 x 4 patch took 20 wavefronts per 64 FMAs: the shared pipe bound it).
 //! The output layer (3 or 4 units) takes a thread per output.
 //!
 //! Staging is `cp.async` ([`ChainShared`] says where): the input rows, W1 and W3 first; the rows of W2 that
@@ -31,20 +28,13 @@ use crate::tile::{Gemm, Operand};
 
 /// Rows of a chain block's tile.
 pub const CHAIN_ROWS: usize = 32;
-/// Threads of a chain block: 8 warps, two to each group of 8 rows.
-pub const CHAIN_THREADS: u32 = 256;
+/// Threads of a chain block (4 warps of 8 rows each).
+pub const CHAIN_THREADS: u32 = 128;
 /// Rows of the tile each warp computes.
-pub const ROWS_PER_WARP: usize = 8;
-/// Groups of [`ROWS_PER_WARP`] rows in a tile: warps `w` and `w + ROW_GROUPS` share group `w % ROW_GROUPS`.
-const ROW_GROUPS: usize = CHAIN_ROWS / ROWS_PER_WARP;
-/// Hidden units per chunk of a chain layer.
+pub const ROWS_PER_WARP: usize = CHAIN_ROWS / (CHAIN_THREADS as usize / 32);
+const _: () = assert!(ROWS_PER_WARP == 8, "wide_layer's unrolled loops are written for 8 rows a warp");
+/// Hidden units per chunk of a chain layer (a warp's 32 lanes x 4).
 pub const CHAIN_UNITS: usize = 128;
-/// Units of a chunk a chain lane owns (the two warps of a row group take half the chunk each).
-const LANE_UNITS: usize = CHAIN_UNITS * ROW_GROUPS / (CHAIN_THREADS as usize);
-const _: () = assert!(ROWS_PER_WARP == 8 && LANE_UNITS == 2, "the unrolled loops are written for an 8 x 2 patch");
-/// Threads of an `mlp_rows` block ([`gpu_rows`]: 4 warps, one to each group of 8 rows).
-pub const ROWS_THREADS: u32 = 128;
-const _: () = assert!(ROWS_THREADS as usize / 32 == ROW_GROUPS);
 
 /// Three dense layers of trial `trial`'s network (weights in buffer `net`) on `m` active rows of `x`
 /// (`m_pad` written): `out[0] = relu(x W1^T + b1)`, `out[1] = relu(out[0] W2^T + b2)`, `out[2] = out[1]
@@ -143,14 +133,14 @@ impl ChainShared {
 
 /// Starts copying rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r *
 /// dst_stride` with `cp.async` (no registers, no wait: the caller commits and waits, then a barrier):
-/// warp `w` of the block's `THREADS / 32` takes rows `w, w + THREADS / 32, ..`, lane `l` columns `l, l + 32, ..`. (Loads into registers
+/// warp `w` of the block takes rows `w, w + 4, ..`, lane `l` columns `l, l + 32, ..`. (Loads into registers
 /// and stores from them cost ten instructions an element and held 64 registers; this, two or three.)
 ///
 /// # Safety
-/// The ranges are valid, the source unwritten during the kernel; `thread < THREADS`, the block's threads.
+/// The ranges are valid, the source unwritten during the kernel; `thread < CHAIN_THREADS`.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-unsafe fn stage_rows<const THREADS: u32>(
+unsafe fn stage_rows(
     src: *const f32,
     src_stride: usize,
     dst: *mut f32,
@@ -160,7 +150,7 @@ unsafe fn stage_rows<const THREADS: u32>(
     thread: usize,
 ) {
     use crate::nvptx_ops::{cp_async4, shared_addr};
-    let warps = const { THREADS / 32 };
+    const WARPS: u32 = CHAIN_THREADS / 32;
     // u32 indices (64-bit compares and adds doubled the loop): a staged layer and its source rows lie inside
     // one buffer, whose offsets [`Chain`]'s products already keep below 2^32.
     let (rows, k, ss, ds) = (rows as u32, k as u32, src_stride as u32, dst_stride as u32);
@@ -178,16 +168,16 @@ unsafe fn stage_rows<const THREADS: u32>(
                         cp_async4(d + 128 * c as u32, s.add(32 * c));
                     }
                 });
-                (r, s, d) = (r + warps, s.add((warps * ss) as usize), d + 4 * warps * ds);
+                (r, s, d) = (r + WARPS, s.add((WARPS * ss) as usize), d + 4 * WARPS * ds);
             }
             j0 += 128;
         }
     }
 }
 
-/// The 8 x `J` patch of a thread: `acc[i][j] = sum over k of x[i][k] w[j][k]`, each a chain of FMAs in
+/// The 8 x 4 patch of a thread: `acc[i][j] = sum over k of x[i][k] w[j][k]`, each a chain of FMAs in
 /// ascending `k` from 0 (the product contract's order). `xa` are the shared addresses of the warp's 8 rows
-/// (16-byte aligned, `k` floats each); `wload(o)` gives the `J` units' weights of inputs `o / 4 .. o / 4 +
+/// (16-byte aligned, `k` floats each); `wload(o)` gives the four units' weights of inputs `o / 4 .. o / 4 +
 /// 4` (`o` in bytes, as `[unit][input]`); `x_tail(i, kk)` and `w_tail(kk)` the inputs past the last full
 /// quad. Two register sets in turn, each loaded one step ahead of its FMAs (latency hiding without copying
 /// one set into the other); the loads past the last step re-read it (clamped).
@@ -197,29 +187,29 @@ unsafe fn stage_rows<const THREADS: u32>(
 /// barrier that every thread has passed.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-unsafe fn accumulate<const J: usize>(
+unsafe fn accumulate(
     xa: &[u32; ROWS_PER_WARP],
     k: usize,
-    wload: impl Fn(u32) -> [[f32; 4]; J],
+    wload: impl Fn(u32) -> [[f32; 4]; 4],
     x_tail: impl Fn(usize, usize) -> f32,
-    w_tail: impl Fn(usize) -> [f32; J],
-) -> [[f32; J]; ROWS_PER_WARP] {
+    w_tail: impl Fn(usize) -> [f32; 4],
+) -> [[f32; 4]; ROWS_PER_WARP] {
     use crate::nvptx_ops::lds4;
     use crate::tile::fma;
     let vecs = k / 4;
-    let mut acc = [[0.0f32; J]; ROWS_PER_WARP];
+    let mut acc = [[0.0f32; 4]; ROWS_PER_WARP];
     // SAFETY: the caller's contract; inputs are read below `k` only.
     unsafe {
         let load = |o: u32| {
             let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| lds4(xa[i] + o));
             (xs, wload(o))
         };
-        let step = |acc: &mut [[f32; J]; ROWS_PER_WARP], (xs, ws): ([[f32; 4]; ROWS_PER_WARP], [[f32; 4]; J])| {
+        let step = |acc: &mut [[f32; 4]; ROWS_PER_WARP], (xs, ws): ([[f32; 4]; ROWS_PER_WARP], [[f32; 4]; 4])| {
             unrolled!(u in [0, 1, 2, 3] {
                 unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    for j in 0..J {
+                    unrolled!(j in [0, 1, 2, 3] {
                         acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
-                    }
+                    });
                 });
             });
         };
@@ -245,9 +235,9 @@ unsafe fn accumulate<const J: usize>(
             let ws = w_tail(kk);
             unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
                 let xv = x_tail(i, kk);
-                for j in 0..J {
+                unrolled!(j in [0, 1, 2, 3] {
                     acc[i][j] = fma(xv, ws[j], acc[i][j]);
-                }
+                });
             });
         }
     }
@@ -280,9 +270,10 @@ unsafe fn wide_layer(
     thread: usize,
 ) {
     use crate::nvptx_ops::{lds4, shared_addr, sts};
+    use crate::tile::fma;
     let (lane, warp) = (thread % 32, thread / 32);
-    // The warp's rows, and the half of each chunk's units it takes.
-    let (r0, half) = (ROWS_PER_WARP * (warp % ROW_GROUPS), CHAIN_UNITS / 2 * (warp / ROW_GROUPS));
+    let r0 = ROWS_PER_WARP * warp;
+    let vecs = k / 4;
     // Shared-window addresses (32-bit `ld.shared`): the generic pointers cost a 64-bit add per load.
     let (xb, wb, yb) = (shared_addr(x), shared_addr(w), shared_addr(y));
     let (sx4, sw4) = (4 * sx as u32, 4 * sw as u32);
@@ -292,23 +283,20 @@ unsafe fn wide_layer(
     unsafe {
         while n0 < hs {
             // Units of this lane in the chunk; rows past the width read row 0 (their results are dropped).
-            let units: [usize; LANE_UNITS] = core::array::from_fn(|j| n0 + half + lane + 32 * j);
-            let wa: [u32; LANE_UNITS] =
-                core::array::from_fn(|j| wb + if units[j] < hs { units[j] as u32 * sw4 } else { 0 });
+            let units: [usize; 4] = core::array::from_fn(|j| n0 + lane + 32 * j);
+            let wa: [u32; 4] = core::array::from_fn(|j| wb + if units[j] < hs { units[j] as u32 * sw4 } else { 0 });
             let xrow: [*const f32; ROWS_PER_WARP] = core::array::from_fn(|i| x.add((r0 + i) * sx));
-            let wrow: [*const f32; LANE_UNITS] =
-                core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
-            let acc = accumulate::<LANE_UNITS>(
+            let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
+            let acc = accumulate(
                 &xa,
                 k,
                 |o| core::array::from_fn(|j| lds4(wa[j] + o)),
                 |i, kk| *xrow[i].add(kk),
                 |kk| core::array::from_fn(|j| *wrow[j].add(kk)),
             );
-            // The biases before the first store (one round trip, not one per unit).
-            let biases: [f32; LANE_UNITS] =
-                core::array::from_fn(|j| if units[j] < h { *bias.add(units[j]) } else { 0.0 });
-            unrolled!(j in [0, 1] {
+            // The four biases before the first store (one round trip, not one per unit).
+            let biases: [f32; 4] = core::array::from_fn(|j| if units[j] < h { *bias.add(units[j]) } else { 0.0 });
+            unrolled!(j in [0, 1, 2, 3] {
                 let n = units[j];
                 if n < hs {
                     let b = biases[j];
@@ -358,12 +346,12 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         let rows = m.saturating_sub(m0).min(CHAIN_ROWS);
         // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
         let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
-        stage_rows::<CHAIN_THREADS>(x, c.x.row as usize, a, sh.sa, rows, d, thread);
-        stage_rows::<CHAIN_THREADS>(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, thread);
-        stage_rows::<CHAIN_THREADS>(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, thread);
+        stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
+        stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, thread);
+        stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, thread);
         cp_async_commit();
         let ahead = h.min(sh.ahead);
-        stage_rows::<CHAIN_THREADS>(params.add(l.w2()), hs, ws, sh.s2, ahead, h, thread);
+        stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, thread);
         cp_async_commit();
         cp_async_wait::<1>();
         _syncthreads();
@@ -387,7 +375,7 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         _syncthreads();
         // Layer 2: from `b` into `a`; the rest of W2 over W1, which every thread has left (barrier).
         let rest = (ahead * hs, ahead * sh.s2);
-        stage_rows::<CHAIN_THREADS>(params.add(l.w2() + rest.0), hs, ws.add(rest.1), sh.s2, h - ahead, h, thread);
+        stage_rows(params.add(l.w2() + rest.0), hs, ws.add(rest.1), sh.s2, h - ahead, h, thread);
         cp_async_wait::<0>();
         _syncthreads();
         wide_layer(
@@ -463,8 +451,8 @@ pub fn rows_suit(g: &Gemm) -> bool {
     g.a.col == 1 && g.b.col == 1
 }
 
-/// Row tile `tile` ([`CHAIN_ROWS`] rows) of product `g` with `B` staged whole, by [`ROWS_THREADS`] threads:
-/// warp `w` owns rows `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
+/// Row tile `tile` ([`CHAIN_ROWS`] rows) of product `g` with `B` staged whole, as a chain layer: warp `w`
+/// owns rows `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
 /// [`accumulate`]: `B`'s rows are the inputs, so a lane reads its four columns of four `B` rows with four
 /// 16-byte loads, and the row loads are broadcasts). Each element is [`crate::tile::reference`]'s: the same
 /// order, epilogue and padding. Used for the hidden gradient of layer 1 (`D2 W2` masked by the ReLU of
@@ -493,7 +481,7 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
     unsafe {
         let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
         let (a, b) = (smem, smem.add(sh.b));
-        stage_rows::<ROWS_THREADS>(
+        stage_rows(
             buf(g.a.buf).add(g.a.at(m0, 0)),
             g.a.row as usize,
             a,
@@ -502,7 +490,7 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             k,
             thread,
         );
-        stage_rows::<ROWS_THREADS>(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, thread);
+        stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, thread);
         cp_async_commit();
         cp_async_wait::<0>();
         _syncthreads();
@@ -518,7 +506,7 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             // The lane's four columns; past the padded width it reads column 0 (its results are not stored).
             let col = n0 + 4 * lane;
             let cb = if col < n_pad { 4 * col as u32 } else { 0 };
-            let acc = accumulate::<4>(
+            let acc = accumulate(
                 &xa,
                 k,
                 |o| {

@@ -320,7 +320,7 @@ pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, 
 }
 
 /// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,
-/// [`crate::chain::ROWS_THREADS`] threads, [`crate::chain::RowsShared`] bytes of dynamic shared memory for
+/// [`crate::chain::CHAIN_THREADS`] threads, [`crate::chain::RowsShared`] bytes of dynamic shared memory for
 /// the largest product; [`crate::chain::gpu_rows`]).
 ///
 /// # Safety

@@ -37,9 +37,8 @@ pub const BACKTEST_BLOCK: u32 = 64;
 /// columns x 300K bars): the backtest keeps ~150 registers, so 6 blocks of 64 fit a multiprocessor and the
 /// grid takes two waves; asking for 12 blocks (one wave, at most 80 registers) made ptxas spill and the
 /// kernel 2x slower (0.89 s against 0.45 s), so only the block size is bounded.
-/// `mlp_chain` asks for two blocks of 256 threads per multiprocessor (at most 128 registers a thread: its
-/// 8 x 2 patch needs about that, with a few spills outside the inner loop): its shared memory (103 KB at
-/// D = 54, H = 128) leaves room for two. `mlp_rows` asks for two blocks of 128 (up to 255 registers).
+/// `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then: up to
+/// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two.
 /// `gemm_tiles` asks for three blocks of 256 (at most 85 registers; ptxas keeps 80 and spills 28 bytes):
 /// with 96 registers two fit, and the products are latency-bound (a global round trip per K step), so the
 /// third block's warps hide more of it. Measured on the H200 (`bench learners`, interleaved variants by
@@ -48,7 +47,7 @@ pub const BACKTEST_BLOCK: u32 = 64;
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
-    (MLP_ROWS, crate::chain::ROWS_THREADS, 2),
+    (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
 ];
 

@@ -57,7 +57,7 @@ pub(crate) fn gemm(
     Ok(())
 }
 
-/// `mlp_chain`: every chain of `table` (a block of 256 threads per 32-row tile of each, `shared` bytes of
+/// `mlp_chain`: every chain of `table` (a block of 128 threads per 32-row tile of each, `shared` bytes of
 /// dynamic shared memory: [`gpu_kernels::chain::ChainShared`]) on the buffers whose addresses `pointers`
 /// holds; `label` names the launch in profiles.
 pub(crate) fn chain(
@@ -106,7 +106,7 @@ pub(crate) fn rows(
     pointers: &CudaSlice<u64>,
     label: &'static str,
 ) -> Result<(), HostError> {
-    use gpu_kernels::chain::{CHAIN_ROWS, ROWS_THREADS, RowsShared};
+    use gpu_kernels::chain::{CHAIN_ROWS, CHAIN_THREADS, RowsShared};
     if table.host.is_empty() {
         return Ok(());
     }
@@ -123,7 +123,7 @@ pub(crate) fn rows(
         }
     };
     let cfg =
-        LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (ROWS_THREADS, 1, 1), shared_mem_bytes: shared };
+        LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (CHAIN_THREADS, 1, 1), shared_mem_bytes: shared };
     let mut launch = stream.launch_builder(&rt.kernels.mlp_rows);
     launch.arg(&table.dev).arg(pointers);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_rows`; the table was checked against the lengths of
