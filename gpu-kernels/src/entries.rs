@@ -313,9 +313,15 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
 pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
     // SAFETY: the caller's contract; the block index picks its chain and row tile.
     unsafe {
+        use crate::chain::{ACT_ROWS, CHAIN_THREADS, ROWS_PER_WARP, gpu_chain};
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_chain(&c, &net, tile, buffers, dyn_smem(), thread);
+        // Uniform over the launch's blocks of one chain.
+        if c.tile_rows() == ACT_ROWS {
+            gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }>(&c, &net, tile, buffers, dyn_smem(), thread);
+        } else {
+            gpu_chain::<ROWS_PER_WARP>(&c, &net, tile, buffers, dyn_smem(), thread);
+        }
     }
 }
 
