@@ -413,7 +413,7 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
     }
 }
 
-/// Where a [`gpu_rows`] block keeps its operands in shared memory (float offsets from a 16-byte aligned
+/// Where a `gpu_rows` (nvptx only) block keeps its operands in shared memory (float offsets from a 16-byte aligned
 /// base): its tile of `A` ([`CHAIN_ROWS`] rows of `k`) and all of `B` (`k` rows of `n_pad`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsShared {
@@ -446,7 +446,7 @@ impl RowsShared {
     }
 }
 
-/// Whether [`gpu_rows`] can compute `g`: `A` and `B` row-major (unit column stride).
+/// Whether `gpu_rows` (nvptx only) can compute `g`: `A` and `B` row-major (unit column stride).
 pub fn rows_suit(g: &Gemm) -> bool {
     g.a.col == 1 && g.b.col == 1
 }

@@ -660,7 +660,7 @@ pub fn hidden_gradient(args: &NetArgs, t: usize, p: &NetTrial, second: bool) -> 
 }
 
 /// Threads of a block of the kernels that compute a per-sample rule and then, after a barrier, the
-/// [`Stage::Backward2`] product of those samples ([`crate::tile::gpu_short_rows`]): `dqn_td`, `ppo_loss`.
+/// [`Stage::Backward2`] product of those samples (`crate::tile::gpu_short_rows`, nvptx only): `dqn_td`, `ppo_loss`.
 pub const LOSS_THREADS: u32 = 128;
 /// Samples of a `dqn_td` block: its rule is light, and a minibatch of 1,024 samples per trial needs small
 /// blocks to fill the device.

@@ -302,9 +302,9 @@ macro_rules! unrolled {
 #[cfg(target_arch = "nvptx64")]
 pub(crate) use unrolled;
 
-/// The most `k` of a [`gpu_short_rows`] product.
+/// The most `k` of a `gpu_short_rows` (nvptx only) product.
 pub const SHORT_K: usize = 4;
-/// Rows of a [`gpu_short_rows`] call.
+/// Rows of a `gpu_short_rows` (nvptx only) call.
 pub const SHORT_ROWS: usize = 16;
 
 /// Rows `m0 .. m0 + SHORT_ROWS` (those below `m_pad`) of product `g`, whose `k` is at most [`SHORT_K`] (an
