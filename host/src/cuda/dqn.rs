@@ -26,6 +26,8 @@ pub(crate) struct CudaDqn {
     tables: ProductTables,
     /// Recorded after the last weight update, on the stream that ran it (a walk's weight copy waits for it).
     updated: Option<cudarc::driver::CudaEvent>,
+    /// The last walk's weight copy, which the next update waits for.
+    walk_copy: launch::net::WalkCopy,
 }
 
 impl CudaDqn {
@@ -62,7 +64,17 @@ impl CudaDqn {
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
         let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading DQN parameters"))?;
         let tables = ProductTables::new(rt, &stream)?;
-        let mut dqn = Self { rt: rt.clone(), stream, nets, net, trials, dev_trials, tables, updated: None };
+        let mut dqn = Self {
+            rt: rt.clone(),
+            stream,
+            nets,
+            net,
+            trials,
+            dev_trials,
+            tables,
+            updated: None,
+            walk_copy: Default::default(),
+        };
         dqn.point(None)?;
         dqn.stream.synchronize().map_err(HostError::driver("uploading DQN state"))?;
         Ok(dqn)
@@ -110,6 +122,7 @@ impl CudaDqn {
         args: &DqnArgs,
     ) -> Result<(), HostError> {
         self.point(Some(samples))?;
+        self.walk_copy.order(stream)?;
         let net = self.net;
         self.tables.launch_layers(stream, &net, &self.trials, false)?;
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
@@ -128,7 +141,9 @@ impl CudaDqn {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        let weights = launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.nets.online, view.stream)?;
+        let (weights, copy) =
+            launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.nets.online, view.stream)?;
+        self.walk_copy = copy;
         launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
     }
 

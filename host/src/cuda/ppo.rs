@@ -26,6 +26,8 @@ pub(crate) struct CudaPpo {
     tables: ProductTables,
     /// Recorded after the last weight update, on the stream that ran it (a walk's weight copy waits for it).
     updated: Option<cudarc::driver::CudaEvent>,
+    /// The last walk's weight copy, which the next update waits for.
+    walk_copy: launch::net::WalkCopy,
 }
 
 impl CudaPpo {
@@ -76,7 +78,16 @@ impl CudaPpo {
         let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
         let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading PPO parameters"))?;
         let tables = ProductTables::new(rt, &stream)?;
-        let mut ppo = Self { rt: rt.clone(), stream, b, trials, dev_trials, tables, updated: None };
+        let mut ppo = Self {
+            rt: rt.clone(),
+            stream,
+            b,
+            trials,
+            dev_trials,
+            tables,
+            updated: None,
+            walk_copy: Default::default(),
+        };
         ppo.point()?;
         ppo.stream.synchronize().map_err(HostError::driver("uploading PPO state"))?;
         Ok(ppo)
@@ -124,6 +135,7 @@ impl CudaPpo {
     /// One minibatch update: gather, forward, loss, backward, gradients, Adam.
     pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, features) = env.rollout_view()?;
+        self.walk_copy.order(stream)?;
         let net = args.net();
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
         self.tables.launch_layers(stream, &net, &self.trials, false)?;
@@ -143,7 +155,9 @@ impl CudaPpo {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        let weights = launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.b.weights, view.stream)?;
+        let (weights, copy) =
+            launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.b.weights, view.stream)?;
+        self.walk_copy = copy;
         launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
     }
 

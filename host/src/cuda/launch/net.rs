@@ -161,19 +161,42 @@ pub(crate) fn event_after(stream: &CudaStream) -> Result<CudaEvent, HostError> {
 
 /// A copy of a learner's `weights` for a walk on `walk_stream`, made on the learner's `stream` once the last
 /// update (`updated`, on the training envs' stream) is done, not after the whole device: a walk started
-/// earlier may still be running. Training may go on while the walk reads the copy.
+/// earlier may still be running. Training may go on while the walk reads the copy, but its next update must
+/// not write `weights` before the copy has read them: the returned event (recorded after the copy) is what
+/// the learner makes its training stream wait for before that update ([`WalkCopy::order`]). cudarc's own
+/// tracking does not cover it: a buffer keeps one read event, and a kernel of the training stream that
+/// reads the weights as an argument (`dqn_td`, `ppo_loss`) replaces the copy's.
 pub(crate) fn walk_weights(
     stream: &Arc<CudaStream>,
     updated: Option<&CudaEvent>,
     weights: &CudaSlice<f32>,
     walk_stream: &CudaStream,
-) -> Result<CudaSlice<f32>, HostError> {
+) -> Result<(CudaSlice<f32>, WalkCopy), HostError> {
     if let Some(updated) = updated {
         stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
     }
     let copy = stream.clone_dtod(weights).map_err(HostError::driver("copying weights for a walk"))?;
     walk_stream.join(stream).map_err(HostError::driver("ordering a walk after its weights"))?;
-    Ok(copy)
+    let done = stream
+        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .map_err(HostError::driver("recording a walk's weight copy"))?;
+    Ok((copy, WalkCopy(Some(done))))
+}
+
+/// The completion of the last walk's weight copy ([`walk_weights`]), which the next update must wait for.
+#[derive(Debug, Default)]
+pub(crate) struct WalkCopy(Option<CudaEvent>);
+
+impl WalkCopy {
+    /// Makes `stream` (the one the update runs on) wait for the copy, once.
+    pub(crate) fn order(&mut self, stream: &CudaStream) -> Result<(), HostError> {
+        match self.0.take() {
+            Some(done) => {
+                stream.wait(&done).map_err(HostError::driver("ordering an update after a walk's weight copy"))
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
