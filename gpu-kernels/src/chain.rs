@@ -466,7 +466,7 @@ pub fn rows_suit(g: &Gemm) -> bool {
 #[inline(always)]
 pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
     use crate::nvptx_ops::{cp_async_commit, cp_async_wait, lds4, shared_addr};
-    use crate::tile::Epilogue;
+    use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, finish};
     use core::arch::nvptx::_syncthreads;
     let (m, n_act, k, m_pad, n_pad) = (g.m as usize, g.n as usize, g.k as usize, g.m_pad as usize, g.n_pad as usize);
     let m0 = tile * CHAIN_ROWS;
@@ -496,7 +496,11 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
         _syncthreads();
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
         let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);
-        let out = Epilogue::of(g, buffers);
+        let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
+        // An operand the epilogue does not read names no buffer (`Operand::NONE`): its table entry is not read.
+        let c = buf(g.c.buf);
+        let bias = if with_bias { buf(g.bias.buf) } else { core::ptr::null_mut() };
+        let aux = if with_aux { buf(g.aux.buf) } else { core::ptr::null_mut() };
         let mut n0 = 0;
         while n0 < n_pad {
             // The lane's four columns; past the padded width it reads column 0 (its results are not stored).
@@ -515,17 +519,26 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
                 |kk| core::array::from_fn(|j| *b.add(kk * sh.sb + cb as usize / 4 + j)),
             );
             // The epilogue's inputs before the first store (a store may alias them).
-            let mut inputs = [[(0.0f32, 0.0f32); 4]; ROWS_PER_WARP];
-            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
-                unrolled!(j in [0, 1, 2, 3] {
-                    inputs[i][j] = out.inputs(g, m0 + r0 + i, col + j);
+            let biases: [f32; 4] =
+                core::array::from_fn(
+                    |j| if with_bias && col + j < n_act { *bias.add(g.bias.at(0, col + j)) } else { 0.0 },
+                );
+            let mut auxes = [[0.0f32; 4]; ROWS_PER_WARP];
+            if with_aux {
+                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(j in [0, 1, 2, 3] {
+                        let (row, n) = (m0 + r0 + i, col + j);
+                        if row < m && n < n_act {
+                            auxes[i][j] = *aux.add(g.aux.at(row, n));
+                        }
+                    });
                 });
-            });
+            }
             unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
                 unrolled!(j in [0, 1, 2, 3] {
                     let (row, n) = (m0 + r0 + i, col + j);
                     if row < m_pad && n < n_pad {
-                        out.store(g, row, n, acc[i][j], inputs[i][j]);
+                        *c.add(g.c.at(row, n)) = finish(g, row, n, acc[i][j], biases[j], auxes[i][j]);
                     }
                 });
             });

@@ -237,7 +237,7 @@ pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
 /// made the next output's reads wait for it).
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
-pub(crate) struct Epilogue {
+struct Epilogue {
     c: *mut f32,
     bias: *const f32,
     aux: *const f32,
@@ -245,13 +245,12 @@ pub(crate) struct Epilogue {
 
 #[cfg(target_arch = "nvptx64")]
 impl Epilogue {
-    /// The buffers of `g` from the buffer table (null where its epilogue reads none: such an operand is
-    /// `Operand::NONE`, whose index is past the table, so its entry is not read).
+    /// The buffers of `g` (null where its epilogue reads none).
     ///
     /// # Safety
     /// As [`gpu_tile`].
     #[inline]
-    pub(crate) unsafe fn of(g: &Gemm, buffers: *const u64) -> Self {
+    unsafe fn of(g: &Gemm, buffers: *const u64) -> Self {
         // SAFETY: the caller's contract: every buffer index `g` uses is in the table.
         unsafe {
             let ptr = |o: &Operand, used: bool| {
@@ -271,7 +270,7 @@ impl Epilogue {
     /// # Safety
     /// As [`gpu_tile`].
     #[inline]
-    pub(crate) unsafe fn inputs(&self, g: &Gemm, m: usize, n: usize) -> (f32, f32) {
+    unsafe fn inputs(&self, g: &Gemm, m: usize, n: usize) -> (f32, f32) {
         let active = m < g.m as usize && n < g.n as usize;
         // SAFETY: the caller's contract; the bias and aux indices are inside their extents for active outputs.
         unsafe {
@@ -286,7 +285,7 @@ impl Epilogue {
     /// # Safety
     /// As [`gpu_tile`].
     #[inline]
-    pub(crate) unsafe fn store(&self, g: &Gemm, m: usize, n: usize, acc: f32, (bias, aux): (f32, f32)) {
+    unsafe fn store(&self, g: &Gemm, m: usize, n: usize, acc: f32, (bias, aux): (f32, f32)) {
         // SAFETY: the caller's contract.
         unsafe { *self.c.add(g.c.at(m, n)) = finish(g, m, n, acc, bias, aux) };
     }
