@@ -37,6 +37,32 @@ fn lines_by_entry() -> Vec<(Option<&'static str>, &'static str)> {
 }
 
 #[test]
+fn every_async_copy_is_in_the_group_its_wait_waits_for() {
+    // `cp.async.wait_group N` waits for committed groups only: a copy issued after the last
+    // `cp.async.commit_group` is not waited for, and the barrier after the wait does not order it before
+    // the reads (mlp_chain's second W2 copy was such a race, found by `compute-sanitizer --tool racecheck`
+    // on the H200 and by refill tests that failed in some runs). So in every kernel, in the PTX's order, no
+    // `wait_group` follows a copy without a commit (or a `wait_all`, which commits) between them.
+    let (mut pending, mut waits) = (None, 0);
+    let mut entry_seen = None;
+    for (entry, line) in lines_by_entry() {
+        if entry != entry_seen {
+            (pending, entry_seen) = (None, entry);
+        }
+        let l = line.trim();
+        if l.contains("cp.async.commit_group") || l.contains("cp.async.wait_all") {
+            pending = None;
+        } else if l.contains("cp.async.wait_group") {
+            waits += 1;
+            assert!(pending.is_none(), "{entry:?}: `{l}` after the uncommitted copy `{}`", pending.unwrap_or(""));
+        } else if l.contains("cp.async.ca.") || l.contains("cp.async.cg.") {
+            pending = Some(l);
+        }
+    }
+    assert!(waits > 0, "the chains should stage their weights with cp.async and wait for them");
+}
+
+#[test]
 fn float_arithmetic_is_not_contracted() {
     // The only fused multiply-adds are the explicit f32 ones of the product contract (`tile::fma`: the tiles,
     // the fused layer chains, the staged products, the greedy walk's units, the layer-2 hidden gradients of

@@ -327,7 +327,7 @@ unsafe fn wide_layer(
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
-    use crate::nvptx_ops::{cp_async_commit, cp_async_wait};
+    use crate::nvptx_ops::{cp_async_commit, cp_async_wait, cp_async_wait_all};
     use core::arch::nvptx::_syncthreads;
     if tile >= c.tiles() {
         return; // uniform over the block
@@ -376,7 +376,9 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         // Layer 2: from `b` into `a`; the rest of W2 over W1, which every thread has left (barrier).
         let rest = (ahead * hs, ahead * sh.s2);
         stage_rows(params.add(l.w2() + rest.0), hs, ws.add(rest.1), sh.s2, h - ahead, h, thread);
-        cp_async_wait::<0>();
+        // These copies are in no committed group yet: `wait_all` commits and waits for them (a bare
+        // `wait_group 0` did not, and layer 2 read rows of W2 that had not landed).
+        cp_async_wait_all();
         _syncthreads();
         wide_layer(
             b,
@@ -465,7 +467,7 @@ pub fn rows_suit(g: &Gemm) -> bool {
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
-    use crate::nvptx_ops::{cp_async_commit, cp_async_wait, lds4, shared_addr};
+    use crate::nvptx_ops::{cp_async_wait_all, lds4, shared_addr};
     use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, finish};
     use core::arch::nvptx::_syncthreads;
     let (m, n_act, k, m_pad, n_pad) = (g.m as usize, g.n as usize, g.k as usize, g.m_pad as usize, g.n_pad as usize);
@@ -491,8 +493,7 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             thread,
         );
         stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, thread);
-        cp_async_commit();
-        cp_async_wait::<0>();
+        cp_async_wait_all();
         _syncthreads();
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
         let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);

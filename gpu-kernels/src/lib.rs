@@ -83,7 +83,8 @@ pub(crate) mod nvptx_ops {
 
     /// `cp.async.ca.shared.global` of the float at `src` to shared address `dst`: the copy goes from the
     /// memory system to shared memory without a register, and the thread goes on at once; it is complete
-    /// for this thread after [`cp_async_wait`], for the block after a barrier that follows that.
+    /// for this thread after [`cp_async_wait_all`] (or a [`cp_async_commit`] and a [`cp_async_wait`] that
+    /// covers its group), for the block after a barrier that follows that.
     ///
     /// # Safety
     /// `src` is a valid, 4-byte aligned global address that no thread writes during this kernel; `dst` a
@@ -106,11 +107,22 @@ pub(crate) mod nvptx_ops {
     }
 
     /// `cp.async.wait_group N`: waits until at most `N` of this thread's committed groups are in flight
-    /// (`N = 0`: all of its copies are complete).
+    /// (`N = 0`: all of its committed copies are complete). Copies issued after the last
+    /// [`cp_async_commit`] belong to no group and are **not** waited for: [`cp_async_wait_all`] is the
+    /// wait for everything.
     #[inline(always)]
     pub(crate) fn cp_async_wait<const N: u32>() {
         // SAFETY: no operands; it only waits for this thread's own copies.
         unsafe { core::arch::asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
+    }
+
+    /// `cp.async.wait_all`: commits this thread's copies issued since the last [`cp_async_commit`] and waits
+    /// until all of its copies are complete. (`wait_group 0` without the commit left the last copies of
+    /// `mlp_chain` unwaited: a race that `compute-sanitizer --tool racecheck` found on the H200.)
+    #[inline(always)]
+    pub(crate) fn cp_async_wait_all() {
+        // SAFETY: no operands; it only commits and waits for this thread's own copies.
+        unsafe { core::arch::asm!("cp.async.wait_all;", options(nostack)) };
     }
 
     /// `st.shared.f32` of `v` at shared address `a`.
