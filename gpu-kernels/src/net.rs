@@ -664,7 +664,7 @@ pub fn hidden_gradient(args: &NetArgs, t: usize, p: &NetTrial, second: bool) -> 
 pub const LOSS_THREADS: u32 = 128;
 /// Samples of a `dqn_td` block: its rule is light, and a minibatch of 1,024 samples per trial needs small
 /// blocks to fill the device.
-pub const TD_ROWS: usize = crate::tile::SHORT_ROWS;
+pub const TD_ROWS: usize = 16;
 /// Samples of a `ppo_loss` block: a thread each. Its rule (log-probabilities, entropy) is heavy and its
 /// minibatches large; with 16 samples a block (the other 112 threads idle during the rule) the kernel took
 /// 28.3 us per env step against 18.4 for the rule and the product as two launches.

@@ -304,8 +304,9 @@ pub(crate) use unrolled;
 
 /// The most `k` of a `gpu_short_rows` (nvptx only) product.
 pub const SHORT_K: usize = 4;
-/// Rows of a `gpu_short_rows` (nvptx only) call.
-pub const SHORT_ROWS: usize = 16;
+/// Rows of a `gpu_short_rows` (nvptx only) call: the rows' inputs a thread loads ahead (8 x 5 floats; with
+/// 16 rows `dqn_td` took 194 registers, two blocks a multiprocessor, and its 320 blocks two waves).
+pub const SHORT_ROWS: usize = 8;
 
 /// Rows `m0 .. m0 + SHORT_ROWS` (those below `m_pad`) of product `g`, whose `k` is at most [`SHORT_K`] (an
 /// output layer's gradient times its weights), by `threads` threads of a block: thread `thread` takes
@@ -343,7 +344,7 @@ pub unsafe fn gpu_short_rows(
             let bn = if col && with_bias { *bias.add(g.bias.at(0, n)) } else { 0.0 };
             let mut av = [[0.0f32; SHORT_K]; SHORT_ROWS];
             let mut xv = [0.0f32; SHORT_ROWS];
-            unrolled!(r in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            unrolled!(r in [0, 1, 2, 3, 4, 5, 6, 7] {
                 if m0 + r < m && col {
                     unrolled!(kk in [0, 1, 2, 3] {
                         if kk < k {
@@ -355,7 +356,7 @@ pub unsafe fn gpu_short_rows(
                     }
                 }
             });
-            unrolled!(r in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            unrolled!(r in [0, 1, 2, 3, 4, 5, 6, 7] {
                 let row = m0 + r;
                 if row < g.m_pad as usize {
                     let mut acc = 0.0f32;
