@@ -30,9 +30,13 @@ use crate::tile::{Gemm, Operand};
 pub const CHAIN_ROWS: usize = 32;
 /// Threads of a chain block (4 warps of 8 rows each).
 pub const CHAIN_THREADS: u32 = 128;
-/// Rows of the tile each warp computes.
+/// Rows of the tile each warp computes (training chains and `mlp_rows`).
 pub const ROWS_PER_WARP: usize = CHAIN_ROWS / (CHAIN_THREADS as usize / 32);
-const _: () = assert!(ROWS_PER_WARP == 8, "wide_layer's unrolled loops are written for 8 rows a warp");
+/// Rows of an acting chain's tile (5 a warp). An acting launch is a single wave (5 trials x 1,024 envs are
+/// 160 tiles of 32 rows for 132 multiprocessors, the busiest of which ran two: 64 rows, and a block's time
+/// is its warps' serial FMA chains); 20-row tiles are 256 blocks, at most two (40 rows) on one.
+pub const ACT_ROWS: usize = 20;
+const _: () = assert!(ACT_ROWS.is_multiple_of(CHAIN_THREADS as usize / 32) && ACT_ROWS <= CHAIN_ROWS);
 /// Hidden units per chunk of a chain layer (a warp's 32 lanes x 4).
 pub const CHAIN_UNITS: usize = 128;
 
@@ -56,8 +60,10 @@ pub struct Chain {
     pub m_pad: u32,
     /// Active hidden width.
     pub h: u32,
+    /// Rows of a block's tile: [`CHAIN_ROWS`] or [`ACT_ROWS`].
+    pub rows: u32,
     /// Keeps the size a multiple of 16.
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 2],
 }
 
 const _: () = assert!(core::mem::size_of::<Chain>() == 96);
@@ -72,7 +78,12 @@ impl Chain {
 
     /// Row tiles of the launch.
     pub fn tiles(&self) -> usize {
-        (self.m_pad as usize).div_ceil(CHAIN_ROWS)
+        (self.m_pad as usize).div_ceil(self.tile_rows())
+    }
+
+    /// Rows of a block's tile: [`ACT_ROWS`] when [`Chain::rows`] says so, else [`CHAIN_ROWS`].
+    pub fn tile_rows(&self) -> usize {
+        if self.rows as usize == ACT_ROWS { ACT_ROWS } else { CHAIN_ROWS }
     }
 
     /// Whether its operands suit the kernel: row-major rows (unit column stride).
@@ -175,8 +186,8 @@ unsafe fn stage_rows(
     }
 }
 
-/// The 8 x 4 patch of a thread: `acc[i][j] = sum over k of x[i][k] w[j][k]`, each a chain of FMAs in
-/// ascending `k` from 0 (the product contract's order). `xa` are the shared addresses of the warp's 8 rows
+/// The `R` x 4 patch of a thread: `acc[i][j] = sum over k of x[i][k] w[j][k]`, each a chain of FMAs in
+/// ascending `k` from 0 (the product contract's order). `xa` are the shared addresses of the warp's `R` rows
 /// (16-byte aligned, `k` floats each); `wload(o)` gives the four units' weights of inputs `o / 4 .. o / 4 +
 /// 4` (`o` in bytes, as `[unit][input]`); `x_tail(i, kk)` and `w_tail(kk)` the inputs past the last full
 /// quad. Two register sets in turn, each loaded one step ahead of its FMAs (latency hiding without copying
@@ -187,30 +198,30 @@ unsafe fn stage_rows(
 /// barrier that every thread has passed.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-unsafe fn accumulate(
-    xa: &[u32; ROWS_PER_WARP],
+unsafe fn accumulate<const R: usize>(
+    xa: &[u32; R],
     k: usize,
     wload: impl Fn(u32) -> [[f32; 4]; 4],
     x_tail: impl Fn(usize, usize) -> f32,
     w_tail: impl Fn(usize) -> [f32; 4],
-) -> [[f32; 4]; ROWS_PER_WARP] {
+) -> [[f32; 4]; R] {
     use crate::nvptx_ops::lds4;
     use crate::tile::fma;
     let vecs = k / 4;
-    let mut acc = [[0.0f32; 4]; ROWS_PER_WARP];
+    let mut acc = [[0.0f32; 4]; R];
     // SAFETY: the caller's contract; inputs are read below `k` only.
     unsafe {
         let load = |o: u32| {
-            let xs: [[f32; 4]; ROWS_PER_WARP] = core::array::from_fn(|i| lds4(xa[i] + o));
+            let xs: [[f32; 4]; R] = core::array::from_fn(|i| lds4(xa[i] + o));
             (xs, wload(o))
         };
-        let step = |acc: &mut [[f32; 4]; ROWS_PER_WARP], (xs, ws): ([[f32; 4]; ROWS_PER_WARP], [[f32; 4]; 4])| {
+        let step = |acc: &mut [[f32; 4]; R], (xs, ws): ([[f32; 4]; R], [[f32; 4]; 4])| {
             unrolled!(u in [0, 1, 2, 3] {
-                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                for i in 0..R {
                     unrolled!(j in [0, 1, 2, 3] {
                         acc[i][j] = fma(xs[i][u], ws[j][u], acc[i][j]);
                     });
-                });
+                }
             });
         };
         if vecs > 0 {
@@ -233,12 +244,12 @@ unsafe fn accumulate(
         }
         for kk in 4 * vecs..k {
             let ws = w_tail(kk);
-            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+            for (i, acc) in acc.iter_mut().enumerate() {
                 let xv = x_tail(i, kk);
                 unrolled!(j in [0, 1, 2, 3] {
-                    acc[i][j] = fma(xv, ws[j], acc[i][j]);
+                    acc[j] = fma(xv, ws[j], acc[j]);
                 });
-            });
+            }
         }
     }
     acc
@@ -254,7 +265,7 @@ unsafe fn accumulate(
 #[cfg(target_arch = "nvptx64")]
 #[allow(clippy::too_many_arguments, reason = "one layer's operands")]
 #[inline(always)]
-unsafe fn wide_layer(
+unsafe fn wide_layer<const R: usize>(
     x: *const f32,
     sx: usize,
     w: *const f32,
@@ -272,12 +283,12 @@ unsafe fn wide_layer(
     use crate::nvptx_ops::{lds4, shared_addr, sts};
     use crate::tile::fma;
     let (lane, warp) = (thread % 32, thread / 32);
-    let r0 = ROWS_PER_WARP * warp;
+    let r0 = R * warp;
     let vecs = k / 4;
     // Shared-window addresses (32-bit `ld.shared`): the generic pointers cost a 64-bit add per load.
     let (xb, wb, yb) = (shared_addr(x), shared_addr(w), shared_addr(y));
     let (sx4, sw4) = (4 * sx as u32, 4 * sw as u32);
-    let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| xb + (r0 + i) as u32 * sx4);
+    let xa: [u32; R] = core::array::from_fn(|i| xb + (r0 + i) as u32 * sx4);
     let mut n0 = 0;
     // SAFETY: the caller's contract; weight rows are read only below `hs` (clamped), inputs below `k`.
     unsafe {
@@ -285,7 +296,7 @@ unsafe fn wide_layer(
             // Units of this lane in the chunk; rows past the width read row 0 (their results are dropped).
             let units: [usize; 4] = core::array::from_fn(|j| n0 + lane + 32 * j);
             let wa: [u32; 4] = core::array::from_fn(|j| wb + if units[j] < hs { units[j] as u32 * sw4 } else { 0 });
-            let xrow: [*const f32; ROWS_PER_WARP] = core::array::from_fn(|i| x.add((r0 + i) * sx));
+            let xrow: [*const f32; R] = core::array::from_fn(|i| x.add((r0 + i) * sx));
             let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
             let acc = accumulate(
                 &xa,
@@ -300,16 +311,16 @@ unsafe fn wide_layer(
                 let n = units[j];
                 if n < hs {
                     let b = biases[j];
-                    unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    for (i, acc) in acc.iter().enumerate() {
                         let (r, row) = (r0 + i, m0 + r0 + i);
                         // `finish` of EPI_BIAS_RELU: relu(acc + bias) inside the active sizes, 0 outside.
-                        let s = acc[i][j] + b;
+                        let s = acc[j] + b;
                         let value = if row < m && n < h && s > 0.0 { s } else { 0.0 };
                         sts(yb + 4 * (r * sy + n) as u32, value);
                         if row < m_pad {
                             *out.add(row * out_row + n) = value;
                         }
-                    });
+                    }
                 }
             });
             n0 += CHAIN_UNITS;
@@ -317,7 +328,8 @@ unsafe fn wide_layer(
     }
 }
 
-/// One block of chain `c`: row tile `tile` through the three layers.
+/// One block of chain `c`: row tile `tile` (`4 R` rows, [`Chain::tile_rows`]) through the three layers, `R`
+/// rows a warp.
 ///
 /// # Safety
 /// `buffers` holds a valid device pointer for every buffer `c` names, long enough for the products of
@@ -326,7 +338,14 @@ unsafe fn wide_layer(
 /// block calls this (it synchronizes the block).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+pub unsafe fn gpu_chain<const R: usize>(
+    c: &Chain,
+    net: &NetArgs,
+    tile: usize,
+    buffers: *const u64,
+    smem: *mut f32,
+    thread: usize,
+) {
     use crate::nvptx_ops::{cp_async_commit, cp_async_wait, cp_async_wait_all};
     use core::arch::nvptx::_syncthreads;
     if tile >= c.tiles() {
@@ -336,14 +355,15 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
     let sh = ChainShared::of(net);
     let (d, hs, o) = (l.input, l.hidden, l.outputs);
     let (h, m, m_pad) = (c.h as usize, c.m as usize, c.m_pad as usize);
-    let m0 = tile * CHAIN_ROWS;
+    let tile_rows = R * (CHAIN_THREADS as usize / 32);
+    let m0 = tile * tile_rows;
     // SAFETY: the caller's contract; staged reads stay inside the active rows and units, and the shared
     // offsets inside `sh.len` floats; barriers separate every buffer's writers from its readers.
     unsafe {
         let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
         let params = buf(c.net).add(c.trial as usize * l.params());
         let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
-        let rows = m.saturating_sub(m0).min(CHAIN_ROWS);
+        let rows = m.saturating_sub(m0).min(tile_rows);
         // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
         let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
         stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
@@ -357,7 +377,7 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         _syncthreads();
         let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);
         let rows_of = |i: usize| c.out[i].row as usize;
-        wide_layer(
+        wide_layer::<R>(
             a,
             sh.sa,
             smem.add(sh.w1),
@@ -380,7 +400,7 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         // `wait_group 0` did not, and layer 2 read rows of W2 that had not landed).
         cp_async_wait_all();
         _syncthreads();
-        wide_layer(
+        wide_layer::<R>(
             b,
             sh.s2,
             ws,
@@ -399,7 +419,7 @@ pub unsafe fn gpu_chain(c: &Chain, net: &NetArgs, tile: usize, buffers: *const u
         // Layer 3: a thread per output, the dot product of `dense_unit` (the same order).
         let view = crate::net::LayerView { base: smem.add(sh.w3), unit: sh.s2, step: 1, k: h, aligned: true };
         let mut i = thread;
-        while i < CHAIN_ROWS * o {
+        while i < tile_rows * o {
             let (r, n) = (i / o, i % o);
             let row = m0 + r;
             if row < m_pad {
@@ -569,7 +589,8 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
                 m: e as u32,
                 m_pad: e as u32,
                 h,
-                _pad: [0; 3],
+                rows: ACT_ROWS as u32,
+                _pad: [0; 2],
             });
             continue;
         }
@@ -582,7 +603,8 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
                 m: bt,
                 m_pad: b as u32,
                 h,
-                _pad: [0; 3],
+                rows: CHAIN_ROWS as u32,
+                _pad: [0; 2],
             });
         }
     }
@@ -590,7 +612,7 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
 
 #[cfg(test)]
 mod tests {
-    use super::{CHAIN_ROWS, Chain, ChainShared, chain_plan};
+    use super::{ACT_ROWS, CHAIN_ROWS, Chain, ChainShared, chain_plan};
     use crate::net::{ACTING, FORWARD, NetArgs, NetTrial, plan};
 
     /// Chain `i`'s three layers are the `i`-th products of the three per-layer stages they replace, for
@@ -617,6 +639,9 @@ mod tests {
                 plan(&net, &trials, stage, |g| {
                     assert_eq!(chains[i].layers(&net.layout())[layer], g, "chain {i}, layer {layer}, act {act}");
                     assert!(chains[i].row_major());
+                    let rows = if act { ACT_ROWS } else { CHAIN_ROWS };
+                    assert_eq!(chains[i].tile_rows(), rows);
+                    assert_eq!(chains[i].tiles(), (chains[i].m_pad as usize).div_ceil(rows));
                     i += 1;
                 });
                 assert_eq!(i, n);

@@ -315,7 +315,23 @@ pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, 
     unsafe {
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_chain(&c, &net, tile, buffers, dyn_smem(), thread);
+        crate::chain::gpu_chain::<{ crate::chain::ROWS_PER_WARP }>(&c, &net, tile, buffers, dyn_smem(), thread);
+    }
+}
+
+/// [`mlp_chain`] for acting chains: tiles of [`crate::chain::ACT_ROWS`] rows, 5 a warp (a kernel of its
+/// own: one function with both instances took more registers and made the training chains slower).
+///
+/// # Safety
+/// As [`mlp_chain`]; every chain of the table has [`crate::chain::Chain::tile_rows`] `ACT_ROWS`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_chain_act(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
+    use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
+    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    unsafe {
+        let c = *chains.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }>(&c, &net, tile, buffers, dyn_smem(), thread);
     }
 }
 

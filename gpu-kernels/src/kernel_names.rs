@@ -47,6 +47,7 @@ pub const BACKTEST_BLOCK: u32 = 64;
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
+    (MLP_CHAIN_ACT, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
 ];
@@ -55,6 +56,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
 pub const GEMM_TILES: &str = "gemm_tiles";
 /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
 pub const MLP_CHAIN: &str = "mlp_chain";
+/// [`MLP_CHAIN`] for acting chains (`crate::chain::ACT_ROWS`-row tiles, nvptx only).
+pub const MLP_CHAIN_ACT: &str = "mlp_chain_act";
 /// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
 /// nvptx only): the hidden gradient of layer 1.
 pub const MLP_ROWS: &str = "mlp_rows";
@@ -101,6 +104,7 @@ pub const ALL: &[&str] = &[
     BACKTEST,
     GEMM_TILES,
     MLP_CHAIN,
+    MLP_CHAIN_ACT,
     MLP_ROWS,
     DQN_SELECT,
     DQN_TD,

@@ -25,6 +25,7 @@ pub(crate) struct Kernels {
     pub(crate) backtest: CudaFunction,
     pub(crate) gemm_tiles: CudaFunction,
     pub(crate) mlp_chain: CudaFunction,
+    pub(crate) mlp_chain_act: CudaFunction,
     pub(crate) mlp_rows: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_td: CudaFunction,
@@ -88,6 +89,7 @@ impl CudaRuntime {
             backtest: load(kernel_names::BACKTEST)?,
             gemm_tiles: load(kernel_names::GEMM_TILES)?,
             mlp_chain: load(kernel_names::MLP_CHAIN)?,
+            mlp_chain_act: load(kernel_names::MLP_CHAIN_ACT)?,
             mlp_rows: load(kernel_names::MLP_ROWS)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_td: load(kernel_names::DQN_TD)?,
@@ -111,6 +113,7 @@ impl CudaRuntime {
         for (kernel, what) in [
             (&kernels.greedy_walk, "the greedy walk"),
             (&kernels.mlp_chain, "the fused layers"),
+            (&kernels.mlp_chain_act, "the fused acting layers"),
             (&kernels.mlp_rows, "the staged products"),
         ] {
             kernel

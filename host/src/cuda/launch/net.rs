@@ -88,7 +88,12 @@ pub(crate) fn chain(
         shared_mem_bytes: shared,
     };
     let dev_net = Dev(*net);
-    let mut launch = stream.launch_builder(&rt.kernels.mlp_chain);
+    // Acting chains (`ACT_ROWS`-row tiles) have their own instance of the kernel.
+    let act = table.host.iter().all(|c| c.tile_rows() == gpu_kernels::chain::ACT_ROWS);
+    if !act && table.host.iter().any(|c| c.tile_rows() != gpu_kernels::chain::CHAIN_ROWS) {
+        return Err(HostError::Config("mlp_chain: a table mixes acting and training tiles".to_owned()));
+    }
+    let mut launch = stream.launch_builder(if act { &rt.kernels.mlp_chain_act } else { &rt.kernels.mlp_chain });
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_chain`; the table's products were checked against
     // the lengths of the buffers its pointers name and are row-major (`ProductTables::launch_layers`); the
