@@ -50,6 +50,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (MLP_CHAIN_ACT, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
+    (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
 ];
 
 /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
@@ -70,6 +71,8 @@ pub const DQN_TD: &str = "dqn_td";
 pub const DQN_ADAM: &str = "dqn_adam";
 /// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
 pub const GREEDY_WALK: &str = "greedy_walk";
+/// The greedy walk with the wide layers' weights in registers, for hidden layers of at most 128 units.
+pub const GREEDY_WALK_REGS: &str = "greedy_walk_regs";
 
 /// PPO acting from the acting outputs ([`crate::ppo::choose`]).
 pub const PPO_SELECT: &str = "ppo_select";
@@ -110,6 +113,7 @@ pub const ALL: &[&str] = &[
     DQN_TD,
     DQN_ADAM,
     GREEDY_WALK,
+    GREEDY_WALK_REGS,
     FMA_PEAK,
     PPO_SELECT,
     PPO_GAE,

@@ -493,7 +493,7 @@ pub const WALK_STATE_FLOATS: usize = core::mem::size_of::<crate::types::EnvState
 /// Where a greedy-walk block keeps its buffers in shared memory (float offsets from a 16-byte aligned base).
 /// Candidates and Q-values are double-buffered by step parity, so the writers of step s + 1 never meet the
 /// readers of step s between the block-wide barriers.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalkShared {
     /// `2 x ACTIONS` candidate env states ([`WALK_STATE_FLOATS`] each), first (8-byte aligned).
     pub slots: usize,
@@ -530,6 +530,58 @@ impl WalkShared {
 /// Floats of a greedy-walk block's buffers ([`WalkShared`]).
 pub fn walk_shared(net: &NetArgs) -> usize {
     WalkShared::of(net).len
+}
+
+/// The widest hidden layer of the register walk (`greedy_walk_regs`): each layer thread keeps its unit's row
+/// of `W2` in registers, the output warp's lanes their rows of `W3`.
+pub const WALK_REG_UNITS: usize = WALK_LAYER_THREADS;
+/// Threads of a register-walk block: the layer threads (a unit each), the env warps, then the output warp.
+pub const WALK_REGS_THREADS: usize = WALK_THREADS + 32;
+/// First thread of the register walk's output warp (lane `o` computes output `o`).
+pub const WALK_OUTPUT_THREAD: usize = WALK_THREADS;
+
+/// Whether `net` suits the register walk: hidden layers of at most [`WALK_REG_UNITS`] and at most 32 outputs.
+pub fn walk_regs_suit(net: &NetArgs) -> bool {
+    net.hidden as usize <= WALK_REG_UNITS && net.outputs <= 32 && net.input >= 3
+}
+
+/// Where a register-walk block keeps its buffers in shared memory (float offsets from a 16-byte aligned
+/// base). The candidates, their portfolio floats and the outputs are [`WalkShared`]'s (double-buffered by
+/// step parity); the activations hold [`WALK_REG_UNITS`] floats each (zeros past the trial's width, which
+/// the zero weights past it multiply: the padded terms add `+0` to a sum that is never `-0`, so the sums
+/// are the unpadded ones bit for bit); two rows of market features (the bar about to be observed when it
+/// was not foreseen, and the next bar's); `W1`'s rows padded ([`walk_row_stride`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkRegsShared {
+    /// Candidate states, portfolio floats and outputs, as [`WalkShared`] places them.
+    pub base: WalkShared,
+    /// First hidden activations ([`WALK_REG_UNITS`] floats).
+    pub h1: usize,
+    /// Second hidden activations ([`WALK_REG_UNITS`] floats).
+    pub h2: usize,
+    /// Market features of a bar whose layer-1 prefix was not computed ahead (`input - 3` floats).
+    pub now: usize,
+    /// Market features of the next bar (`input - 3` floats).
+    pub next: usize,
+    /// The staged `W1`: `hidden` rows of [`walk_row_stride`]`(input)` floats.
+    pub w1: usize,
+    /// Floats in all.
+    pub len: usize,
+}
+
+impl WalkRegsShared {
+    /// The layout for `net`.
+    pub fn of(net: &NetArgs) -> Self {
+        let base = WalkShared::of(net);
+        let (d, hs) = (net.input as usize, net.hidden as usize);
+        let f = d.saturating_sub(3);
+        let h1 = (base.q + 2 * net.outputs as usize).next_multiple_of(4);
+        let h2 = h1 + WALK_REG_UNITS;
+        let now = h2 + WALK_REG_UNITS;
+        let next = (now + f).next_multiple_of(4);
+        let w1 = (next + f).next_multiple_of(4);
+        Self { base, h1, h2, now, next, w1, len: w1 + hs * walk_row_stride(d) }
+    }
 }
 
 /// The stages of a learner's step, each one launch of products ([`plan`]).

@@ -387,7 +387,7 @@ pub fn dqn(
                 Ok(crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())?)
             })?;
             if let Some(p) = profile {
-                let ms: f64 = p.kernels.iter().filter(|k| k.0 == "greedy_walk").map(|k| k.2).sum();
+                let ms: f64 = p.kernels.iter().filter(|k| k.0.starts_with("greedy_walk")).map(|k| k.2).sum();
                 let bars = actions.len() / sizes.trials.max(1);
                 row = row.with_note(format!(
                     "greedy_walk kernel {ms:.1} ms of {:.1} ms ({:.2} us per bar)",

@@ -31,6 +31,7 @@ pub(crate) struct Kernels {
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
     pub(crate) greedy_walk: CudaFunction,
+    pub(crate) greedy_walk_regs: CudaFunction,
     pub(crate) fma_peak: CudaFunction,
     pub(crate) ppo_select: CudaFunction,
     pub(crate) ppo_gae: CudaFunction,
@@ -95,6 +96,7 @@ impl CudaRuntime {
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
             greedy_walk: load(kernel_names::GREEDY_WALK)?,
+            greedy_walk_regs: load(kernel_names::GREEDY_WALK_REGS)?,
             fma_peak: load(kernel_names::FMA_PEAK)?,
             ppo_select: load(kernel_names::PPO_SELECT)?,
             ppo_gae: load(kernel_names::PPO_GAE)?,
@@ -112,6 +114,7 @@ impl CudaRuntime {
             .map_err(HostError::driver("reading the shared memory per block"))?;
         for (kernel, what) in [
             (&kernels.greedy_walk, "the greedy walk"),
+            (&kernels.greedy_walk_regs, "the register walk"),
             (&kernels.mlp_chain, "the fused layers"),
             (&kernels.mlp_chain_act, "the fused acting layers"),
             (&kernels.mlp_rows, "the staged products"),

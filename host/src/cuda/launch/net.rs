@@ -205,9 +205,10 @@ impl WalkCopy {
 }
 
 /// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
-/// steps`) on the env's stream from `weights` ([`walk_weights`]), a block of `WALK_THREADS` per trial; the network staged (padded rows) in
-/// shared memory when it fits in a block's, read in place otherwise. `None` when even the walk's buffers do
-/// not fit (the caller walks a CPU copy).
+/// steps`) on the env's stream from `weights` ([`walk_weights`]), a block per trial: `greedy_walk_regs`
+/// (the wide layers' weights in registers) for hidden layers of at most 128 units, else `greedy_walk` with
+/// the network staged (padded rows) in shared memory when it fits in a block's, read in place otherwise.
+/// `None` when even the walk's buffers do not fit (the caller walks a CPU copy).
 pub(crate) fn greedy_walk(
     rt: &CudaRuntime,
     view: &PolicyView<'_>,
@@ -221,9 +222,15 @@ pub(crate) fn greedy_walk(
     if net.envs_per_trial != 1 {
         return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
     }
+    // Hidden layers of at most 128 units: the register walk (`greedy_walk_regs`) unless the per-layer
+    // references are asked for (`TRADESIM_UNFUSED`); else `greedy_walk`, its network staged when it fits.
+    let regs_bytes = 4 * gpu_kernels::net::WalkRegsShared::of(net).len;
+    let regs = rt.fused() && gpu_kernels::net::walk_regs_suit(net) && regs_bytes <= rt.shared_per_block();
     let buffers = 4 * gpu_kernels::net::walk_shared(net);
     let staged_bytes = buffers + 4 * gpu_kernels::net::walk_stage_floats(net);
-    let (staged, shared) = if staged_bytes <= rt.shared_per_block() {
+    let (staged, shared) = if regs {
+        (1u32, regs_bytes)
+    } else if staged_bytes <= rt.shared_per_block() {
         (1u32, staged_bytes)
     } else if buffers <= rt.shared_per_block() {
         (0, buffers)
@@ -245,10 +252,11 @@ pub(crate) fn greedy_walk(
     })?;
     let blocks = u32::try_from(k).map_err(|_| HostError::Config(format!("{kernel}: too many trials")))?;
     let shared_mem_bytes = u32::try_from(shared).unwrap_or(u32::MAX);
-    let threads = gpu_kernels::net::WALK_THREADS as u32;
+    let threads = if regs { gpu_kernels::net::WALK_REGS_THREADS } else { gpu_kernels::net::WALK_THREADS } as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes };
     let dev_net = Dev(*net);
-    let mut launch = view.stream.launch_builder(&rt.kernels.greedy_walk);
+    let function = if regs { &rt.kernels.greedy_walk_regs } else { &rt.kernels.greedy_walk };
+    let mut launch = view.stream.launch_builder(function);
     launch
         .arg(view.params)
         .arg(view.states)
@@ -258,11 +266,16 @@ pub(crate) fn greedy_walk(
         .arg(&weights)
         .arg(&mut actions)
         .arg(&dev_net)
-        .arg(&steps32)
-        .arg(&staged);
-    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk`; lengths checked above, and the shared
-    // memory holds the walk's buffers (and the staged network when `staged`); one block per trial.
-    timed(rt, view.stream, "greedy_walk", || unsafe { launch.launch(cfg) })?;
+        .arg(&steps32);
+    if !regs {
+        launch.arg(&staged);
+    }
+    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk` (or `greedy_walk_regs`, which takes no
+    // `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the staged
+    // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
+    // one block per trial.
+    let label = if regs { "greedy_walk regs" } else { "greedy_walk" };
+    timed(rt, view.stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights }))
 }
 
