@@ -75,6 +75,7 @@ fn float_arithmetic_is_not_contracted() {
         kernel_names::DQN_TD,
         kernel_names::PPO_LOSS,
         kernel_names::GREEDY_WALK,
+        kernel_names::GREEDY_WALK_REGS,
         kernel_names::FMA_PEAK,
         kernel_names::PPO_NORM,
     ];
