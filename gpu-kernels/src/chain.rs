@@ -281,10 +281,8 @@ unsafe fn wide_layer<const R: usize>(
     thread: usize,
 ) {
     use crate::nvptx_ops::{lds4, shared_addr, sts};
-    use crate::tile::fma;
     let (lane, warp) = (thread % 32, thread / 32);
     let r0 = R * warp;
-    let vecs = k / 4;
     // Shared-window addresses (32-bit `ld.shared`): the generic pointers cost a 64-bit add per load.
     let (xb, wb, yb) = (shared_addr(x), shared_addr(w), shared_addr(y));
     let (sx4, sw4) = (4 * sx as u32, 4 * sw as u32);

@@ -204,6 +204,7 @@ pub const GEMM_SHARED: usize = 2 * 2 * TILE_K * TILE_ROW;
 /// Four floats, 16-byte aligned (one vector load): the tiles', the chains' and the walk units' operands.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
+#[cfg_attr(target_arch = "nvptx64", allow(dead_code, reason = "the GPU loads vectors with `ld.shared.v4`"))]
 pub(crate) struct F4(pub(crate) [f32; 4]);
 
 /// One GPU block's tile of problem `g` (`tile` counts row-major over [`Gemm::tiles`]): wide products get

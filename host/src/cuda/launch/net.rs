@@ -255,7 +255,11 @@ pub(crate) fn greedy_walk(
     let threads = if regs { gpu_kernels::net::WALK_REGS_THREADS } else { gpu_kernels::net::WALK_THREADS } as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes };
     let dev_net = Dev(*net);
-    let function = if regs { &rt.kernels.greedy_walk_regs } else { &rt.kernels.greedy_walk };
+    let (function, label) = if regs {
+        (&rt.kernels.greedy_walk_regs, "greedy_walk regs")
+    } else {
+        (&rt.kernels.greedy_walk, "greedy_walk")
+    };
     let mut launch = view.stream.launch_builder(function);
     launch
         .arg(view.params)
@@ -274,7 +278,6 @@ pub(crate) fn greedy_walk(
     // `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the staged
     // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
     // one block per trial.
-    let label = if regs { "greedy_walk regs" } else { "greedy_walk" };
     timed(rt, view.stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights }))
 }
