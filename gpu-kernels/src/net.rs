@@ -764,7 +764,42 @@ pub fn fold_ahead(n: usize, load: impl Fn(usize) -> f32, init: f32, step: impl F
 
 #[cfg(test)]
 mod tests {
-    use super::{FOLD_AHEAD, GRAD_CHUNK, MAX_GRAD_CHUNK, fold_ahead, grad_chunk, grad_chunks};
+    use super::{
+        FOLD_AHEAD, GRAD_CHUNK, MAX_GRAD_CHUNK, NetArgs, WALK_REG_UNITS, WalkRegsShared, fold_ahead, grad_chunk,
+        grad_chunks, walk_regs_suit, walk_row_stride,
+    };
+
+    /// The register walk's buffers: the activations hold `WALK_REG_UNITS` floats each (its chains read whole
+    /// groups of 32 past a trial's width), the vector-read buffers start 16-byte aligned, none overlaps the
+    /// next, `W1` ends the layout, and the DQN and PPO networks of the benchmarks (D = 54, H = 128) fit a
+    /// block's 227 KB with room to spare; wider networks are not for it.
+    #[test]
+    fn register_walk_layout_is_aligned_and_disjoint() {
+        for (input, hidden, outputs) in [(54, 128, 3), (54, 128, 4), (54, 12, 3), (7, 1, 3), (130, 128, 4)] {
+            let net = NetArgs::new(5, 1, input, hidden, outputs, 1, 100);
+            assert!(walk_regs_suit(&net));
+            let l = WalkRegsShared::of(&net);
+            let f = input as usize - 3;
+            let regions = [
+                (l.base.q, 2 * outputs),
+                (l.h1, WALK_REG_UNITS),
+                (l.h2, WALK_REG_UNITS),
+                (l.now, f),
+                (l.next, f),
+                (l.w1, hidden as usize * walk_row_stride(input as usize)),
+            ];
+            for w in regions.windows(2) {
+                assert!(w[0].0 + w[0].1 <= w[1].0, "{input}/{hidden}: {:?} overlaps {:?}", w[0], w[1]);
+            }
+            for (at, _) in &regions[1..] {
+                assert_eq!(at % 4, 0, "{input}/{hidden}: offset {at} not 16-byte aligned");
+            }
+            assert_eq!(l.len, l.w1 + hidden as usize * walk_row_stride(input as usize));
+            assert!(l.base.q + 2 * outputs <= l.h1 && l.base.floats < l.base.q);
+        }
+        assert!(4 * WalkRegsShared::of(&NetArgs::new(5, 1, 54, 128, 4, 1, 100)).len < 64 * 1024);
+        assert!(!walk_regs_suit(&NetArgs::new(5, 1, 54, 129, 3, 1, 100)));
+    }
 
     /// `fold_ahead` is the plain in-order fold, bit for bit, for counts below, at and past multiples of its
     /// batch (an order-sensitive fold: sums of terms of very different magnitudes, and a sum of squares
