@@ -329,19 +329,17 @@ fn truncated_transitions_bootstrap_in_the_td_target() {
     assert_eq!(target(&terminated, &mut dout), 1.0);
 }
 
-/// Networks wider than the register walk's 128 units but narrow enough to stage (hidden 160 and 137) are
-/// walked by `greedy_walk` with the weights in shared memory (the register walk, `greedy_walk_regs`, takes
-/// the networks of the other walk tests); the GPU still chooses the CPU walk's actions, bit for bit.
-#[test]
-fn gpu_staged_greedy_walk_matches_cpu_walk() {
+/// Two trials of widths `hidden` trained 30 steps on the GPU, then walked on the GPU and on the CPU: the
+/// same actions, bit for bit, and more than one of them.
+fn gpu_walk_of_widths_matches_cpu_walk(hidden: [u32; 2], market_seed: u64) {
     let Some(gpu) = common::gpu_backend() else { return };
     let (env_p, dqn_p) = sanity_params();
-    let market = common::planted_market(600, 7);
+    let market = common::planted_market(600, market_seed);
     let cfg = EnvConfig { segment_len: 50, ring_capacity: 8 * 50, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }];
-    let dqn = [DqnParams { hidden: 160, ..dqn_p }, DqnParams { hidden: 137, double_dqn: 0, ..dqn_p }];
+    let dqn = [DqnParams { hidden: hidden[0], ..dqn_p }, DqnParams { hidden: hidden[1], double_dqn: 0, ..dqn_p }];
     let mut env = EnvBatch::new(&gpu, &market, &trials, SimLayout::new(2, 8).unwrap(), cfg).unwrap();
-    let mut agent = DqnAgent::new(&gpu, &env, &dqn, 160, 64, 6).unwrap();
+    let mut agent = DqnAgent::new(&gpu, &env, &dqn, hidden[0].max(hidden[1]) as usize, 64, 6).unwrap();
     for step in 0..30 {
         agent.act_and_step(&mut env, step, false).unwrap();
         agent.train_step(&mut env).unwrap();
@@ -354,28 +352,19 @@ fn gpu_staged_greedy_walk_matches_cpu_walk() {
     assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
 }
 
+/// Networks wider than the register walk's 128 units but narrow enough to stage (hidden 160 and 137) are
+/// walked by `greedy_walk` with the weights in shared memory (the register walk, `greedy_walk_regs`, takes
+/// the networks of the other walk tests).
+#[test]
+fn gpu_staged_greedy_walk_matches_cpu_walk() {
+    gpu_walk_of_widths_matches_cpu_walk([160, 137], 7);
+}
+
 /// Networks too wide for a block's shared memory (hidden 240 and 233 on 54 inputs: ~290 KB transposed) are
-/// walked with the weights read in place; the GPU still chooses the CPU walk's actions, bit for bit.
+/// walked with the weights read in place.
 #[test]
 fn gpu_wide_greedy_walk_matches_cpu_walk() {
-    let Some(gpu) = common::gpu_backend() else { return };
-    let (env_p, dqn_p) = sanity_params();
-    let market = common::planted_market(600, 5);
-    let cfg = EnvConfig { segment_len: 50, ring_capacity: 8 * 50, seed: 6, trial_groups: 1 };
-    let trials = [env_p, TrialParams { spread: 0.001, ..env_p }];
-    let dqn = [DqnParams { hidden: 240, ..dqn_p }, DqnParams { hidden: 233, double_dqn: 0, ..dqn_p }];
-    let mut env = EnvBatch::new(&gpu, &market, &trials, SimLayout::new(2, 8).unwrap(), cfg).unwrap();
-    let mut agent = DqnAgent::new(&gpu, &env, &dqn, 240, 64, 6).unwrap();
-    for step in 0..30 {
-        agent.act_and_step(&mut env, step, false).unwrap();
-        agent.train_step(&mut env).unwrap();
-    }
-    let (_, gpu_actions) = greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
-    let (_, cpu_actions) = greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
-    assert_eq!(gpu_actions.len(), 2 * 599);
-    assert_eq!(gpu_actions, cpu_actions, "greedy actions differ between the GPU and the CPU walk");
-    let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
-    assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+    gpu_walk_of_widths_matches_cpu_walk([240, 233], 5);
 }
 
 /// 100 steps of acting and training for 3 trials (different widths, batches, Double DQN on and off, hard

@@ -392,6 +392,98 @@ fn layer_barrier() {
     unsafe { barrier_sync_count(1, WALK_LAYER_THREADS as u32) };
 }
 
+/// A walk block's candidates in shared memory ([`WalkShared`]'s first regions, both walk kernels): `2 x
+/// ACTIONS` env states with their portfolio floats and `2 x outputs` Q-values, double-buffered by step
+/// parity. Step `s` reads the parity of `s - 1` and writes its own; the block-wide barrier that ends a step
+/// orders its writes before the next step's reads.
+#[derive(Clone, Copy)]
+struct WalkCandidates {
+    slots: *mut EnvState,
+    floats: *mut [f32; 3],
+    q: *mut f32,
+    o: usize,
+}
+
+impl WalkCandidates {
+    /// The candidates of the block whose shared memory starts at `smem`.
+    ///
+    /// # Safety
+    /// `smem` holds `ws` (16-byte aligned).
+    #[inline(always)]
+    unsafe fn of(smem: *mut f32, ws: &WalkShared, outputs: usize) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self {
+                slots: smem.add(ws.slots) as *mut EnvState,
+                floats: smem.add(ws.floats) as *mut [f32; 3],
+                q: smem.add(ws.q),
+                o: outputs,
+            }
+        }
+    }
+
+    /// The action chosen at step `s - 1` (the Q-values' argmax; candidate 0 before step 0).
+    ///
+    /// # Safety
+    /// The Q-values of step `s - 1` are written and ordered before this read (a barrier).
+    #[inline(always)]
+    unsafe fn chosen(&self, s: usize) -> usize {
+        // SAFETY: the caller's contract; the parity's `o` Q-values lie inside the block's buffers.
+        if s == 0 { 0 } else { argmax(unsafe { slice::from_raw_parts(self.q.add((s - 1) % 2 * self.o), self.o) }) }
+    }
+
+    /// The state chosen at step `s - 1` (`a_prev`) and its portfolio floats.
+    ///
+    /// # Safety
+    /// As [`Self::chosen`], for the candidates.
+    #[inline(always)]
+    unsafe fn previous(&self, s: usize, a_prev: usize) -> (*mut EnvState, [f32; 3]) {
+        let c = (s + 1) % 2 * ACTIONS + a_prev;
+        // SAFETY: the caller's contract; `c < 2 ACTIONS`.
+        unsafe { (self.slots.add(c), *self.floats.add(c)) }
+    }
+
+    /// The state before step 0 as candidate 0 of parity 1 (the "previous" step), chosen by convention.
+    ///
+    /// # Safety
+    /// One thread calls this, before a barrier that precedes step 0.
+    #[inline(always)]
+    unsafe fn start(&self, params: &TrialParams, start: EnvState, bars: &[Bar]) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            *self.slots.add(ACTIONS) = start;
+            *self.floats.add(ACTIONS) = observe_floats(params, &start, bars);
+        }
+    }
+
+    /// Step `s`'s candidate of `action`: a copy of the state chosen at step `s - 1` stepped with it, and its
+    /// portfolio floats.
+    ///
+    /// # Safety
+    /// One thread per action calls this in step `s`, after the barrier that ends step `s - 1`.
+    #[inline(always)]
+    unsafe fn step(&self, params: &TrialParams, bars: &[Bar], s: usize, a_prev: usize, action: u8) {
+        // SAFETY: the caller's contract; the candidate of `action` is this thread's alone in step `s`.
+        unsafe {
+            let mut state = *self.previous(s, a_prev).0;
+            env_step_on_series(params, &mut state, action, bars);
+            let c = s % 2 * ACTIONS + action as usize;
+            *self.floats.add(c) = observe_floats(params, &state, bars);
+            *self.slots.add(c) = state;
+        }
+    }
+
+    /// The state chosen after the last of `steps` steps.
+    ///
+    /// # Safety
+    /// After the barrier that ends the last step.
+    #[inline(always)]
+    unsafe fn last(&self, steps: usize) -> EnvState {
+        // SAFETY: the caller's contract.
+        unsafe { *self.previous(steps, self.chosen(steps)).0 }
+    }
+}
+
 /// The greedy walk of every trial's single env over `steps` bars, a block of [`WALK_THREADS`] per trial.
 /// Each step, the layer threads build the observation of the state chosen at the previous step (features a
 /// column per thread) and compute the layers (a unit per thread, [`dense_unit`], barriers among themselves
@@ -433,8 +525,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         let (d, o) = (l.input, l.outputs);
         let smem = dyn_smem();
         let ws = WalkShared::of(&args);
-        let slots = smem.add(ws.slots) as *mut EnvState;
-        let floats = smem.add(ws.floats) as *mut [f32; 3];
+        let cands = WalkCandidates::of(smem, &ws, o);
         let q = smem.add(ws.q);
         let obs = smem.add(ws.obs);
         let (h1, h2) = (smem.add(ws.h1), smem.add(ws.h2));
@@ -457,23 +548,19 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
             None
         };
         let layers = walk_layers(&l, w, h, stage);
-        // The state before step 0 is candidate 0 of parity 1 (the "previous" step), chosen by convention.
         if tid == WALK_LAYER_THREADS {
-            let start = *states.add(t);
-            *slots.add(ACTIONS) = start;
-            *floats.add(ACTIONS) = observe_floats(params, &start, bars);
+            cands.start(params, *states.add(t), bars);
         }
         walk_barrier();
         let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS) % 32 == 0;
         let my_action = (tid.saturating_sub(WALK_LAYER_THREADS) / 32) as u8;
-        // The action chosen at step `s - 1` (candidate 0 before step 0).
-        let chosen = |s: usize| if s == 0 { 0 } else { argmax(slice::from_raw_parts(q.add((s - 1) % 2 * o), o)) };
         for step in 0..steps as usize {
-            let (prev, cur) = ((step + 1) % 2, step % 2);
-            let a_prev = chosen(step);
+            let cur = step % 2;
+            let a_prev = cands.chosen(step);
             if tid < WALK_LAYER_THREADS {
                 // The observation of the chosen state: features of its bar, then its portfolio floats.
-                let bar = (*slots.add(prev * ACTIONS + a_prev)).bar as usize;
+                let (state, pf) = cands.previous(step, a_prev);
+                let bar = (*state).bar as usize;
                 let mut c = tid;
                 while c < f {
                     *obs.add(c) = features[bar * f + c];
@@ -483,7 +570,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
                     c += WALK_LAYER_THREADS;
                 }
                 if tid < 3 {
-                    *obs.add(f + tid) = (*floats.add(prev * ACTIONS + a_prev))[tid];
+                    *obs.add(f + tid) = pf[tid];
                 }
                 if tid == WALK_LAYER_THREADS - 1 && bar + 2 < n_bars {
                     prefetch(bars.as_ptr().add(bar + 2));
@@ -506,19 +593,15 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
                     *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
                 }
             } else if env_lane {
-                let mut state = *slots.add(prev * ACTIONS + a_prev);
-                env_step_on_series(params, &mut state, my_action, bars);
-                *floats.add(cur * ACTIONS + my_action as usize) = observe_floats(params, &state, bars);
-                *slots.add(cur * ACTIONS + my_action as usize) = state;
+                cands.step(params, bars, step, a_prev, my_action);
             }
             walk_barrier();
             if tid == WALK_LAYER_THREADS {
-                *actions.add(t * steps as usize + step) = chosen(step + 1) as u8;
+                *actions.add(t * steps as usize + step) = cands.chosen(step + 1) as u8;
             }
         }
         if tid == WALK_LAYER_THREADS {
-            let last = steps as usize;
-            *states.add(t) = *slots.add((last + 1) % 2 * ACTIONS + chosen(last));
+            *states.add(t) = cands.last(steps as usize);
         }
     }
 }
@@ -624,8 +707,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
         let (d, o) = (l.input, l.outputs);
         let smem = dyn_smem();
         let ws = WalkRegsShared::of(&args);
-        let slots = smem.add(ws.base.slots) as *mut EnvState;
-        let floats = smem.add(ws.base.floats) as *mut [f32; 3];
+        let cands = WalkCandidates::of(smem, &ws.base, o);
         let q = smem.add(ws.base.q);
         let (h1, h2, now, next, w1s) =
             (smem.add(ws.h1), smem.add(ws.h2), smem.add(ws.now), smem.add(ws.next), smem.add(ws.w1));
@@ -672,24 +754,20 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
         };
         let w1row = w1s.add(tid.min(WALK_REG_UNITS - 1) * s1);
         if tid == LAYER {
-            let start = *states.add(t);
-            *slots.add(ACTIONS) = start;
-            *floats.add(ACTIONS) = observe_floats(params, &start, bars);
+            cands.start(params, *states.add(t), bars);
         }
         block_barrier();
         let env_lane = (LAYER..WALK_OUTPUT_THREAD).contains(&tid) && (tid - LAYER) % 32 == 0;
         let my_action = (tid.saturating_sub(LAYER) / 32) as u8;
-        let chosen = |s: usize| if s == 0 { 0 } else { argmax(slice::from_raw_parts(q.add((s - 1) % 2 * o), o)) };
         let (h1a, h2a) = (shared_addr(h1), shared_addr(h2));
         // Layer 1's market part of unit `tid` for bar `cur_bar` and for the foreseen `next_bar` (none: MAX).
         let (mut cur_part, mut cur_bar, mut next_part, mut next_bar) = (0.0f32, usize::MAX, 0.0f32, usize::MAX);
         for step in 0..steps as usize {
-            let (prev, cur) = ((step + 1) % 2, step % 2);
-            let a_prev = chosen(step);
+            let cur = step % 2;
+            let a_prev = cands.chosen(step);
             if layer {
-                let cand = prev * ACTIONS + a_prev;
-                let bar = (*slots.add(cand)).bar as usize;
-                let pf = *floats.add(cand);
+                let (state, pf) = cands.previous(step, a_prev);
+                let bar = (*state).bar as usize;
                 if bar == next_bar {
                     cur_part = next_part;
                 } else if bar != cur_bar {
@@ -748,19 +826,15 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
                     *q.add(cur * o + lane) = dot_regs(h2a, &wr, h) + bias;
                 }
             } else if env_lane {
-                let mut state = *slots.add(prev * ACTIONS + a_prev);
-                env_step_on_series(params, &mut state, my_action, bars);
-                *floats.add(cur * ACTIONS + my_action as usize) = observe_floats(params, &state, bars);
-                *slots.add(cur * ACTIONS + my_action as usize) = state;
+                cands.step(params, bars, step, a_prev, my_action);
             }
             block_barrier();
             if tid == LAYER {
-                *actions.add(t * steps as usize + step) = chosen(step + 1) as u8;
+                *actions.add(t * steps as usize + step) = cands.chosen(step + 1) as u8;
             }
         }
         if tid == LAYER {
-            let last = steps as usize;
-            *states.add(t) = *slots.add((last + 1) % 2 * ACTIONS + chosen(last));
+            *states.add(t) = cands.last(steps as usize);
         }
     }
 }
