@@ -106,6 +106,11 @@ fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
         .args(["-C", &format!("target-cpu={arch}")]);
     let output = cmd.output().map_err(PtxError::Spawn)?;
     if output.status.success() {
+        // The nested build's own warnings (code compiled only for the GPU, which the host's clippy never
+        // sees) would otherwise stay in its captured output: pass them on.
+        for w in nested_warnings(&String::from_utf8_lossy(&output.stderr)) {
+            println!("cargo::warning=gpu-kernels (nvptx64): {w}");
+        }
         Ok(())
     } else {
         Err(PtxError::Cargo {
@@ -175,4 +180,20 @@ fn generate(arch: &str, entries: &[String]) -> String {
         &format!("/// The `-C target-cpu` the PTX was built for (env GPU_ARCH).\npub const ARCH: &str = {arch:?};\n");
     src += &format!("/// Every `.entry` of the module.\npub const ENTRIES: &[&str] = &{entries:?};\n");
     src
+}
+
+/// The first line and location of each warning in a nested cargo build's stderr (not the summary line).
+fn nested_warnings(stderr: &str) -> Vec<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        // Not the summary ("`gpu-kernels` (lib) generated N warnings").
+        if let Some(msg) = line.strip_prefix("warning: ")
+            && !(msg.starts_with('`') && msg.contains(" generated "))
+        {
+            let at = lines.get(i + 1).and_then(|l| l.trim_start().strip_prefix("--> ")).unwrap_or("");
+            out.push(if at.is_empty() { msg.to_owned() } else { format!("{msg} at {at}") });
+        }
+    }
+    out
 }
