@@ -378,29 +378,18 @@ unsafe extern "C" {
     fn barrier_sync_count(id: u32, count: u32);
 }
 
-/// Named barrier `id` of `count` threads (whole warps; safe where a warp's threads diverged).
-///
-/// # Safety
-/// Every thread of the warps counted executes the same sequence of barriers with this id.
-#[inline(always)]
-unsafe fn named_barrier(id: u32, count: usize) {
-    // SAFETY: the caller's contract.
-    unsafe { barrier_sync_count(id, count as u32) };
-}
-
-/// Barrier of a whole `greedy_walk` block (barrier 0, all [`WALK_THREADS`]).
+/// Barrier of a whole walk block (barrier 0, all [`WALK_THREADS`]; safe where a warp's threads diverged).
 #[inline(always)]
 fn walk_barrier() {
     // SAFETY: every thread of the block executes the same sequence of these barriers.
-    unsafe { named_barrier(0, WALK_THREADS) };
+    unsafe { barrier_sync_count(0, WALK_THREADS as u32) };
 }
 
-/// Barrier among a walk's layer threads alone (named barrier 1, both walk kernels; the other warps do not
-/// take part).
+/// Barrier among the walk's layer threads alone (named barrier 1; the env warps do not take part).
 #[inline(always)]
 fn layer_barrier() {
     // SAFETY: every layer thread executes the same sequence of these barriers (uniform control flow).
-    unsafe { named_barrier(1, WALK_LAYER_THREADS) };
+    unsafe { barrier_sync_count(1, WALK_LAYER_THREADS as u32) };
 }
 
 /// A walk block's candidates in shared memory ([`WalkShared`]'s first regions, both walk kernels): `2 x
@@ -443,26 +432,15 @@ impl WalkCandidates {
         if s == 0 { 0 } else { argmax(unsafe { slice::from_raw_parts(self.q.add((s - 1) % 2 * self.o), self.o) }) }
     }
 
-    /// The state chosen at step `s - 1` (`a_prev`) and its portfolio floats (addresses: a reader loads what
-    /// it uses).
+    /// The state chosen at step `s - 1` (`a_prev`) and its portfolio floats.
     ///
     /// # Safety
     /// As [`Self::chosen`], for the candidates.
     #[inline(always)]
-    unsafe fn previous(&self, s: usize, a_prev: usize) -> (*mut EnvState, *const [f32; 3]) {
+    unsafe fn previous(&self, s: usize, a_prev: usize) -> (*mut EnvState, [f32; 3]) {
         let c = (s + 1) % 2 * ACTIONS + a_prev;
         // SAFETY: the caller's contract; `c < 2 ACTIONS`.
-        unsafe { (self.slots.add(c), self.floats.add(c)) }
-    }
-
-    /// Where step `s` writes output `n` (`n < outputs`).
-    ///
-    /// # Safety
-    /// One thread writes each output of a step, before the barrier that ends the step.
-    #[inline(always)]
-    unsafe fn output(&self, s: usize, n: usize) -> *mut f32 {
-        // SAFETY: the caller's contract; the parity's outputs lie inside the block's buffers.
-        unsafe { self.q.add(s % 2 * self.o + n) }
+        unsafe { (self.slots.add(c), *self.floats.add(c)) }
     }
 
     /// The state before step 0 as candidate 0 of parity 1 (the "previous" step), chosen by convention.
@@ -548,6 +526,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         let smem = dyn_smem();
         let ws = WalkShared::of(&args);
         let cands = WalkCandidates::of(smem, &ws, o);
+        let q = smem.add(ws.q);
         let obs = smem.add(ws.obs);
         let (h1, h2) = (smem.add(ws.h1), smem.add(ws.h2));
         let params = &*env_params.add(t);
@@ -576,6 +555,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
         let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS) % 32 == 0;
         let my_action = (tid.saturating_sub(WALK_LAYER_THREADS) / 32) as u8;
         for step in 0..steps as usize {
+            let cur = step % 2;
             let a_prev = cands.chosen(step);
             if tid < WALK_LAYER_THREADS {
                 // The observation of the chosen state: features of its bar, then its portfolio floats.
@@ -590,7 +570,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
                     c += WALK_LAYER_THREADS;
                 }
                 if tid < 3 {
-                    *obs.add(f + tid) = (*pf)[tid];
+                    *obs.add(f + tid) = pf[tid];
                 }
                 if tid == WALK_LAYER_THREADS - 1 && bar + 2 < n_bars {
                     prefetch(bars.as_ptr().add(bar + 2));
@@ -610,7 +590,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
                 }
                 layer_barrier();
                 if tid < o {
-                    *cands.output(step, tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
+                    *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
                 }
             } else if env_lane {
                 cands.step(params, bars, step, a_prev, my_action);
@@ -624,6 +604,16 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
             *states.add(t) = cands.last(steps as usize);
         }
     }
+}
+
+/// Named barrier `id` of `count` threads (whole warps).
+///
+/// # Safety
+/// Every thread of the warps counted executes the same sequence of barriers with this id.
+#[inline(always)]
+unsafe fn named_barrier(id: u32, count: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { barrier_sync_count(id, count as u32) };
 }
 
 /// `sum_j x[j] w[j]` over `j < 32 * ceil(h / 32)` as one FMA chain in ascending `j` from 0 (`dot_aligned`'s
@@ -699,9 +689,9 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
     use crate::nvptx_ops::shared_addr;
     use crate::tile::fma;
     const LAYER: usize = WALK_LAYER_THREADS;
-    // Barrier ids: 0 the whole block, 1 the layer threads (`layer_barrier`), 2 the layer threads and the
-    // output warp.
+    // Barrier ids: 0 the whole block, 1 the layer threads, 2 the layer threads and the output warp.
     let block_barrier = || unsafe { named_barrier(0, WALK_REGS_THREADS) };
+    let layer_barrier = || unsafe { named_barrier(1, LAYER) };
     let output_barrier = || unsafe { named_barrier(2, LAYER + 32) };
     // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: the
     // candidates and outputs as in `greedy_walk`; `h1` is written before barrier 1 and read after it, `h2`
@@ -718,6 +708,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
         let smem = dyn_smem();
         let ws = WalkRegsShared::of(&args);
         let cands = WalkCandidates::of(smem, &ws.base, o);
+        let q = smem.add(ws.base.q);
         let (h1, h2, now, next, w1s) =
             (smem.add(ws.h1), smem.add(ws.h2), smem.add(ws.now), smem.add(ws.next), smem.add(ws.w1));
         let params = &*env_params.add(t);
@@ -728,10 +719,10 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
         let bars = slice::from_raw_parts(bars, n_bars);
         let features = slice::from_raw_parts(features, n_bars * f);
         let w = weights.add(t * l.params());
-        // W1 alone: `walk_stage`'s first `h * d` elements (its rows `s1` apart from `w1s`).
         let mut i = tid;
         while i < h * d {
-            walk_stage(&l, w, h, w1s, i);
+            let (n, j) = (i / d, i % d);
+            *w1s.add(n * s1 + j) = *w.add(l.w1() + n * d + j);
             i += WALK_REGS_THREADS;
         }
         let (layer, lane) = (tid < LAYER, tid.wrapping_sub(WALK_OUTPUT_THREAD));
@@ -772,10 +763,11 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
         // Layer 1's market part of unit `tid` for bar `cur_bar` and for the foreseen `next_bar` (none: MAX).
         let (mut cur_part, mut cur_bar, mut next_part, mut next_bar) = (0.0f32, usize::MAX, 0.0f32, usize::MAX);
         for step in 0..steps as usize {
+            let cur = step % 2;
             let a_prev = cands.chosen(step);
             if layer {
                 let (state, pf) = cands.previous(step, a_prev);
-                let (bar, pf) = ((*state).bar as usize, *pf);
+                let bar = (*state).bar as usize;
                 if bar == next_bar {
                     cur_part = next_part;
                 } else if bar != cur_bar {
@@ -831,7 +823,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
             } else if tid >= WALK_OUTPUT_THREAD {
                 output_barrier();
                 if output {
-                    *cands.output(step, lane) = dot_regs(h2a, &wr, h) + bias;
+                    *q.add(cur * o + lane) = dot_regs(h2a, &wr, h) + bias;
                 }
             } else if env_lane {
                 cands.step(params, bars, step, a_prev, my_action);

@@ -442,8 +442,7 @@ pub fn walk_stage_len(l: &Layout, h: usize) -> usize {
 /// `stage[n * s1 ..]`, then the rows of `W2` and `W3` ([`walk_layers`] says where), padding untouched.
 ///
 /// # Safety
-/// `w`: the trial's weights (`l.params()` floats); `stage`: [`walk_stage_floats`] floats, or `h` rows of
-/// [`walk_row_stride`]`(input)` floats when `i < h * input` (W1's elements only).
+/// `w`: the trial's weights (`l.params()` floats); `stage`: [`walk_stage_floats`] floats.
 #[inline]
 pub unsafe fn walk_stage(l: &Layout, w: *const f32, h: usize, stage: *mut f32, i: usize) {
     let (d, o) = (l.input, l.outputs);
