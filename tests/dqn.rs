@@ -174,8 +174,18 @@ fn hundred_steps_agent(backend: &Backend) -> (DqnAgent, [TrialParams; 3]) {
 
 /// [`hundred_steps_agent`] with hidden row stride `stride`, the trials' widths `widths`, `steps` steps.
 fn hundred_steps_of(backend: &Backend, stride: usize, widths: [u32; 3], steps: u64) -> (DqnAgent, [TrialParams; 3]) {
+    hundred_steps_on(backend, &common::planted_market(1_000, 5), stride, widths, steps)
+}
+
+/// [`hundred_steps_of`] on `market`.
+fn hundred_steps_on(
+    backend: &Backend,
+    market: &tradesim::MarketData,
+    stride: usize,
+    widths: [u32; 3],
+    steps: u64,
+) -> (DqnAgent, [TrialParams; 3]) {
     let (env_p, dqn_p) = sanity_params();
-    let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 100, ring_capacity: 64 * 100, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
     let dqn = [
@@ -183,7 +193,7 @@ fn hundred_steps_of(backend: &Backend, stride: usize, widths: [u32; 3], steps: u
         DqnParams { hidden: widths[1], batch: 45, double_dqn: 0, tau: 0.01, ..dqn_p },
         DqnParams { lr: 1e-2, hidden: widths[2], ..dqn_p },
     ];
-    let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 64).unwrap(), cfg).unwrap();
+    let mut env = EnvBatch::new(backend, market, &trials, SimLayout::new(3, 64).unwrap(), cfg).unwrap();
     let mut agent = DqnAgent::new(backend, &env, &dqn, stride, 64, 6).unwrap();
     for step in 0..steps {
         agent.act_and_step(&mut env, step, false).unwrap();
@@ -394,6 +404,32 @@ fn gpu_wide_training_matches_cpu_bitwise() {
     let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (run(&Backend::Cpu), run(&gpu));
     assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
     assert_bitwise("target weights", &cpu_state.target, &gpu_state.target);
+    assert_bitwise("losses", &cpu_losses, &gpu_losses);
+    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+}
+
+/// The fused backward pass (`mlp_backward`, `gpu_kernels::backward`) at the edges of its lanes and unit
+/// groups: a stride of 100 (four groups of 32 units, the last mostly past the width; warps whose rows lie
+/// past it), widths 100, 97 and 37, and 43 inputs (a lane's second input, past 32): the GPU gives the
+/// CPU's bits.
+#[test]
+fn gpu_fused_backward_edges_match_cpu_bitwise() {
+    use gpu_kernels::backward::backward_suit;
+    use gpu_kernels::net::NetArgs;
+    let Some(gpu) = common::gpu_backend() else { return };
+    let market = common::planted_market_with(1_000, 5, 38);
+    assert!(
+        backward_suit(&NetArgs::new(3, 64, 43, 100, 3, 64, 1_000)),
+        "the sizes no longer take the fused backward pass"
+    );
+    let run = |backend: &Backend| {
+        let (agent, _) = hundred_steps_on(backend, &market, 100, [100, 97, 37], 30);
+        (agent.state().unwrap(), agent.last_losses().unwrap())
+    };
+    let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (run(&Backend::Cpu), run(&gpu));
+    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
+    assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
+    assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
     assert_bitwise("losses", &cpu_losses, &gpu_losses);
     assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
 }

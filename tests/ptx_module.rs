@@ -65,7 +65,7 @@ fn every_async_copy_is_in_the_group_its_wait_waits_for() {
 #[test]
 fn float_arithmetic_is_not_contracted() {
     // The only fused multiply-adds are the explicit f32 ones of the product contract (`tile::fma`: the tiles,
-    // the fused layer chains, the staged products, the greedy walk's units, the layer-2 hidden gradients of
+    // the fused layer chains, the staged products, the fused backward pass, the greedy walk's units, the layer-2 hidden gradients of
     // the loss kernels, PPO's gradient-norm lanes), which the CPU backend runs as `f32::mul_add`: a*b+c is
     // never contracted behind the code's back.
     let allowed = [
@@ -73,6 +73,7 @@ fn float_arithmetic_is_not_contracted() {
         kernel_names::MLP_CHAIN,
         kernel_names::MLP_CHAIN_ACT,
         kernel_names::MLP_ROWS,
+        kernel_names::MLP_BACKWARD,
         kernel_names::DQN_TD,
         kernel_names::PPO_LOSS,
         kernel_names::GREEDY_WALK,

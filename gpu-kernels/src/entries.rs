@@ -352,6 +352,22 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
     }
 }
 
+/// The fused backward pass of a training step: block `(group, chunk x n_trials + trial)`,
+/// [`crate::backward::BACKWARD_THREADS`] threads, [`crate::backward::BackwardShared`] bytes of dynamic shared
+/// memory ([`crate::backward::gpu_backward`]).
+///
+/// # Safety
+/// As [`crate::backward::gpu_backward`]; the grid is [`crate::backward::backward_blocks`]`(&net)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
+    // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
+    unsafe {
+        let (group, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
+        let thread = nvptx::_thread_idx_x() as usize;
+        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), group, block, thread);
+    }
+}
+
 // The dynamic shared memory of the kernels launched with `shared_mem_bytes` (the greedy walk, the chains).
 core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
 

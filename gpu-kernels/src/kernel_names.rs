@@ -49,6 +49,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
     (MLP_CHAIN_ACT, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
+    (MLP_BACKWARD, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
 ];
@@ -62,6 +63,9 @@ pub const MLP_CHAIN_ACT: &str = "mlp_chain_act";
 /// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
 /// nvptx only): the hidden gradient of layer 1.
 pub const MLP_ROWS: &str = "mlp_rows";
+/// The hidden gradient of layer 1 and every weight gradient of a training step, fused
+/// (`crate::backward::gpu_backward`, nvptx only).
+pub const MLP_BACKWARD: &str = "mlp_backward";
 /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
 pub const DQN_SELECT: &str = "dqn_select";
 /// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]), then their layer-2
@@ -109,6 +113,7 @@ pub const ALL: &[&str] = &[
     MLP_CHAIN,
     MLP_CHAIN_ACT,
     MLP_ROWS,
+    MLP_BACKWARD,
     DQN_SELECT,
     DQN_TD,
     DQN_ADAM,

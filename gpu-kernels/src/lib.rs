@@ -17,6 +17,7 @@
 )]
 
 pub mod backtest;
+pub mod backward;
 pub mod barrier;
 pub mod batch;
 pub mod chain;
@@ -81,6 +82,22 @@ pub(crate) mod nvptx_ops {
         [x, y, z, w]
     }
 
+    /// `ld.shared.f32` of the float at shared address `a`.
+    ///
+    /// # Safety
+    /// `a` is a 4-byte aligned shared address of this block, written before (a barrier between other
+    /// threads' writes and this read).
+    #[inline(always)]
+    pub(crate) unsafe fn lds(a: u32) -> f32 {
+        let x: f32;
+        // SAFETY: the caller's contract.
+        unsafe {
+            core::arch::asm!("ld.shared.f32 {x}, [{a}];", x = out(reg32) x, a = in(reg32) a,
+                options(pure, readonly, nostack))
+        };
+        x
+    }
+
     /// `cp.async.ca.shared.global` of the float at `src` to shared address `dst`: the copy goes from the
     /// memory system to shared memory without a register, and the thread goes on at once; it is complete
     /// for this thread after [`cp_async_wait_all`] (or a [`cp_async_commit`] and a [`cp_async_wait`] that
@@ -95,6 +112,20 @@ pub(crate) mod nvptx_ops {
         // SAFETY: the caller's contract.
         unsafe {
             core::arch::asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {s}; cp.async.ca.shared.global [{d}], [g], 4; }}",
+                d = in(reg32) dst, s = in(reg64) src, options(nostack))
+        };
+    }
+
+    /// `cp.async.cg.shared.global` of the 16 bytes at `src` to shared address `dst` ([`cp_async4`]'s rules;
+    /// the copy bypasses L1).
+    ///
+    /// # Safety
+    /// As [`cp_async4`], with `src` and `dst` 16-byte aligned.
+    #[inline(always)]
+    pub(crate) unsafe fn cp_async16(dst: u32, src: *const f32) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            core::arch::asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {s}; cp.async.cg.shared.global [{d}], [g], 16; }}",
                 d = in(reg32) dst, s = in(reg64) src, options(nostack))
         };
     }

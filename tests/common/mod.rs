@@ -184,8 +184,14 @@ impl Bits for f64 {
 /// Bars whose next move is announced, 85% of the time, by feature 0 (the other feature is noise): the
 /// decision at the close of bar t sees f0 = sign of bar t+1's open-to-close move.
 pub fn planted_market(n: usize, seed: u64) -> tradesim::MarketData {
+    planted_market_with(n, seed, 0)
+}
+
+/// [`planted_market`] with `noise` more features of plain noise after its two (wider network inputs).
+#[allow(dead_code, reason = "not every test binary uses every helper")]
+pub fn planted_market_with(n: usize, seed: u64, noise: usize) -> tradesim::MarketData {
     let mut bars = Vec::with_capacity(n);
-    let mut features = Vec::with_capacity(n * 2);
+    let mut features = Vec::with_capacity(n * (2 + noise));
     let mut close = 100.0f64;
     let moves: Vec<f64> =
         (0..n as u64).map(|t| 0.01 * tradesim::data::synthetic::normal(seed, 1, t).signum()).collect();
@@ -197,8 +203,11 @@ pub fn planted_market(n: usize, seed: u64) -> tradesim::MarketData {
         let honest = tradesim::data::synthetic::normal(seed, 2, t as u64) > -1.04; // P = 0.85
         features.push(if honest { next as f32 } else { -next as f32 });
         features.push(tradesim::data::synthetic::normal(seed, 3, t as u64) as f32);
+        for f in 0..noise as u64 {
+            features.push(tradesim::data::synthetic::normal(seed, 4 + f, t as u64) as f32);
+        }
     }
-    tradesim::MarketData::from_bars(bars, features, 2).unwrap()
+    tradesim::MarketData::from_bars(bars, features, 2 + noise).unwrap()
 }
 
 /// Asserts that a policy's total return on `held_out` beats buy-and-hold (from the first fill) and a seeded

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{AFTER_LOSS, ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
+use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 
 use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;
@@ -126,7 +126,7 @@ impl CudaDqn {
         let net = self.net;
         self.tables.launch_layers(stream, &net, &self.trials, false)?;
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
-        self.tables.launch_all(stream, &net, &self.trials, &AFTER_LOSS)?;
+        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
         launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
         self.updated = Some(launch::net::event_after(stream)?);
         Ok(())

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::net::{AFTER_LOSS, ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
+use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
 use super::buffers::{Dev, PolicyView, PpoBuffers};
@@ -140,7 +140,7 @@ impl CudaPpo {
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
         self.tables.launch_layers(stream, &net, &self.trials, false)?;
         launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
-        self.tables.launch_all(stream, &net, &self.trials, &AFTER_LOSS)?;
+        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
         launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;
         self.updated = Some(launch::net::event_after(stream)?);
         Ok(())

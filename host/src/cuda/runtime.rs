@@ -27,6 +27,7 @@ pub(crate) struct Kernels {
     pub(crate) mlp_chain: CudaFunction,
     pub(crate) mlp_chain_act: CudaFunction,
     pub(crate) mlp_rows: CudaFunction,
+    pub(crate) mlp_backward: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
@@ -92,6 +93,7 @@ impl CudaRuntime {
             mlp_chain: load(kernel_names::MLP_CHAIN)?,
             mlp_chain_act: load(kernel_names::MLP_CHAIN_ACT)?,
             mlp_rows: load(kernel_names::MLP_ROWS)?,
+            mlp_backward: load(kernel_names::MLP_BACKWARD)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
@@ -118,6 +120,7 @@ impl CudaRuntime {
             (&kernels.mlp_chain, "the fused layers"),
             (&kernels.mlp_chain_act, "the fused acting layers"),
             (&kernels.mlp_rows, "the staged products"),
+            (&kernels.mlp_backward, "the fused backward pass"),
         ] {
             kernel
                 .set_attribute(

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use gpu_kernels::net::{ACTING, FORWARD, NetArgs, NetTrial, Stage, buffers};
+use gpu_kernels::net::{ACTING, AFTER_LOSS, FORWARD, NetArgs, NetTrial, Stage, buffers};
 
-use super::buffers::{ChainTable, GemmTable};
+use super::buffers::{ChainTable, Dev, GemmTable};
 use super::launch;
 use super::runtime::CudaRuntime;
 use crate::HostError;
@@ -111,6 +111,42 @@ impl ProductTables {
         launch::net::chain(&self.rt, stream, &self.chains[i].1, &self.pointers, net, label)
     }
 
+    /// The backward pass after the loss ([`AFTER_LOSS`]): one fused `mlp_backward` launch
+    /// ([`gpu_kernels::backward`]) when the sizes suit it, its shared memory fits and fusing is on, else the
+    /// stages' launches. The same bits either way. `dev_trials` holds `trials` on the device.
+    pub(crate) fn launch_backward(
+        &mut self,
+        stream: &CudaStream,
+        net: &NetArgs,
+        trials: &[NetTrial],
+        dev_trials: &CudaSlice<Dev<NetTrial>>,
+    ) -> Result<(), HostError> {
+        use gpu_kernels::backward::{BackwardShared, backward_suit};
+        let fits = BackwardShared::of(net).bytes() <= self.rt.shared_per_block();
+        if !(self.rt.fused() && fits && backward_suit(net)) {
+            return self.launch_all(stream, net, trials, &AFTER_LOSS);
+        }
+        // The products the kernel computes, built and checked against the buffers' lengths (once).
+        for stage in AFTER_LOSS {
+            self.table(net, trials, stage)?;
+        }
+        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net)
+    }
+
+    /// The index of `stage`'s table (built, checked and uploaded on first use).
+    fn table(&mut self, net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Result<usize, HostError> {
+        let key = (stage, if matches!(stage, Stage::Act(_)) { net.envs_per_trial } else { 0 });
+        Ok(match self.tables.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let host = crate::plan::stage_plan(net, trials, stage);
+                crate::plan::check("gemm_tiles", &host, &self.lens)?;
+                self.tables.push((key, GemmTable::upload(&self.stream, host)?));
+                self.tables.len() - 1
+            }
+        })
+    }
+
     /// Launches `stage`'s products on `stream` (the table built, checked and uploaded on first use).
     pub(crate) fn launch(
         &mut self,
@@ -119,16 +155,7 @@ impl ProductTables {
         trials: &[NetTrial],
         stage: Stage,
     ) -> Result<(), HostError> {
-        let key = (stage, if matches!(stage, Stage::Act(_)) { net.envs_per_trial } else { 0 });
-        let i = match self.tables.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                let host = crate::plan::stage_plan(net, trials, stage);
-                crate::plan::check("gemm_tiles", &host, &self.lens)?;
-                self.tables.push((key, GemmTable::upload(&self.stream, host)?));
-                self.tables.len() - 1
-            }
-        };
+        let i = self.table(net, trials, stage)?;
         let table = &self.tables[i].1;
         if stage == Stage::Backward1 && self.rt.fused() && rows_fit(&self.rt, &table.host) {
             return launch::net::rows(&self.rt, stream, table, &self.pointers, "mlp_rows backward1");

@@ -138,6 +138,43 @@ pub(crate) fn rows(
     Ok(())
 }
 
+/// `mlp_backward`: the hidden gradient of layer 1 and every weight gradient partial of the step
+/// ([`gpu_kernels::backward`]: a block of 256 threads per unit group, gradient chunk and trial) on the
+/// buffers whose addresses `pointers` holds, for the trials whose sizes `trials` holds on the device.
+pub(crate) fn backward(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    trials: &CudaSlice<Dev<NetTrial>>,
+    pointers: &CudaSlice<u64>,
+    net: &NetArgs,
+) -> Result<(), HostError> {
+    use gpu_kernels::backward::{BACKWARD_THREADS, BackwardShared, backward_blocks, backward_suit};
+    let kernel = "mlp_backward";
+    at_least(kernel, "trial sizes", net.n_trials as usize, trials.len())?;
+    let (groups, blocks) = backward_blocks(net);
+    let shared = BackwardShared::of(net).bytes();
+    let (groups, blocks, shared) = match (u32::try_from(groups), u32::try_from(blocks), u32::try_from(shared)) {
+        (Ok(g), Ok(b), Ok(s)) if backward_suit(net) && b <= 65_535 && (s as usize) <= rt.shared_per_block() => {
+            (g, b, s)
+        }
+        _ => {
+            return Err(HostError::Config(format!(
+                "mlp_backward: {blocks} blocks of {shared} bytes of shared memory for {net:?} do not fit a launch"
+            )));
+        }
+    };
+    let cfg =
+        LaunchConfig { grid_dim: (groups, blocks, 1), block_dim: (BACKWARD_THREADS, 1, 1), shared_mem_bytes: shared };
+    let dev_net = Dev(*net);
+    let mut launch = stream.launch_builder(&rt.kernels.mlp_backward);
+    launch.arg(trials).arg(pointers).arg(&dev_net);
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_backward`; the products it replaces were checked
+    // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
+    // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
+    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
 /// A greedy walk launched on an env's stream ([`greedy_walk`]): [`DeviceWalk::finish`] waits for it and
 /// downloads its actions. It owns the copy of the weights the walk reads, so the copy lives until then.
 pub(crate) struct DeviceWalk {

@@ -1,0 +1,450 @@
+//! The fused backward pass of a training step (`mlp_backward`): the hidden gradient of layer 1 and every
+//! weight and bias gradient of one (trial, gradient chunk, group of [`BACKWARD_UNITS`] hidden units) in one
+//! block, instead of an `mlp_rows` launch for [`Stage::Backward1`] and a `gemm_tiles` launch for
+//! [`Stage::Gradients`] (whose 64 x 64 tiles of short products, K = 128 samples, ran at ~12% of the FMA
+//! peak and read every operand twice through global memory).
+//!
+//! **Bits.** Each value is the element of a [`crate::net::plan`] product, computed in the product contract's
+//! order ([`crate::tile`]): `D1(s, j)` is `fma` over the units `n` of layer 2 ascending from 0, masked by the
+//! ReLU of `A1`; a chunk's weight gradient is `fma` over its samples ascending from 0 (a bias gradient is the
+//! product with a column of ones: `fma(delta, 1, acc)`); zero where the product writes zero (outside a
+//! trial's active width). So the CPU, which runs the products one by one, needs no change. The terms a block
+//! adds past the active sizes (zero-padded units up to a multiple of 4) are `fma(0, 0, acc) = acc`: a sum that
+//! starts at +0 is never -0, so adding +0 leaves its bits.
+//!
+//! **Shape.** A block of [`BACKWARD_THREADS`] threads owns units `u0 .. u0 + 32` (its group) of one trial's
+//! chunk and walks the chunk's samples in sub-tiles of [`BACKWARD_ROWS`], staging sub-tile `i + 1` with
+//! `cp.async` while it computes sub-tile `i` ([`BackwardShared`] says where). Per sub-tile:
+//! 1. `D1` of the group's units: warp `w` takes samples `4 w .. 4 w + 4`, lane `l` unit `u0 + l`, a chain over
+//!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block).
+//! 2. after a barrier, the gradients: warp `w` owns rows `u0 + 4 w .. + 4` of the `W2` gradient (lane `l`:
+//!    columns `4 l .. 4 l + 4`) and of the `W1` gradient (lane `l`: inputs `l` and `l + 32`); lanes 0-27 also
+//!    keep one small sum each (the `W3` gradient of the warp's units, and the three bias gradients). The
+//!    accumulators stay in registers across sub-tiles, so a chunk's sum runs over its samples in order.
+//!
+//! The layer-1 hidden gradient itself is not stored: only the gradients read it.
+//!
+//! [`Stage::Backward1`]: crate::net::Stage::Backward1
+//! [`Stage::Gradients`]: crate::net::Stage::Gradients
+
+use crate::net::{NetArgs, grad_chunks, walk_row_stride};
+
+/// Threads of an `mlp_backward` block (8 warps).
+pub const BACKWARD_THREADS: u32 = 256;
+/// Hidden units of a block's group.
+pub const BACKWARD_UNITS: usize = 32;
+/// Samples of a sub-tile (4 a warp in the hidden-gradient step).
+pub const BACKWARD_ROWS: usize = 32;
+/// The widest hidden layer the kernel takes (a lane's four columns of the `W2` gradient).
+pub const BACKWARD_MAX_HIDDEN: usize = 128;
+/// The most inputs (a lane's two inputs of the `W1` gradient).
+pub const BACKWARD_MAX_INPUT: usize = 64;
+/// The most outputs (four lanes per unit for the `W3` gradient).
+pub const BACKWARD_MAX_OUTPUTS: usize = 4;
+
+/// Where an `mlp_backward` block keeps its operands in shared memory (float offsets from a 16-byte aligned
+/// base). Two stages of sub-tile operands (`D2`, `A1`, the inputs, the group's columns of `A2`, the output
+/// gradients: offsets inside a stage), the group's columns of `W2`, the sub-tile's `D1`, and a 1.0 (the
+/// bias gradients' second factor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackwardShared {
+    /// Row stride of the staged `D2` and `A1` rows ([`walk_row_stride`] of H).
+    pub sd: usize,
+    /// Row stride of the staged input rows ([`walk_row_stride`] of D).
+    pub so: usize,
+    /// `W2`'s columns `u0 ..` of the group: H rows of [`BACKWARD_UNITS`].
+    pub w2: usize,
+    /// The sub-tile's `D1` of the group: [`BACKWARD_ROWS`] rows of [`BACKWARD_UNITS`].
+    pub d1: usize,
+    /// A 1.0.
+    pub one: usize,
+    /// First float of each stage.
+    pub stage: [usize; 2],
+    /// In a stage: the `D2` rows.
+    pub d2: usize,
+    /// In a stage: the `A1` rows.
+    pub a1: usize,
+    /// In a stage: the input rows.
+    pub obs: usize,
+    /// In a stage: the group's columns of `A2` ([`BACKWARD_UNITS`] a row).
+    pub a2: usize,
+    /// In a stage: the output gradients (4 a row).
+    pub dout: usize,
+    /// Floats in all.
+    pub len: usize,
+}
+
+impl BackwardShared {
+    /// The layout for `net`'s sizes.
+    pub fn of(net: &NetArgs) -> Self {
+        let (d, hs) = (net.input as usize, net.hidden as usize);
+        let (sd, so) = (walk_row_stride(hs), walk_row_stride(d));
+        let (r, g) = (BACKWARD_ROWS, BACKWARD_UNITS);
+        let w2 = 0;
+        let d1 = w2 + hs * g;
+        let one = d1 + r * g;
+        let (d2, a1) = (0, r * sd);
+        let obs = a1 + r * sd;
+        let a2 = obs + r * so;
+        let dout = a2 + r * g;
+        let stage_len = dout + r * BACKWARD_MAX_OUTPUTS;
+        let first = one + 4;
+        Self {
+            sd,
+            so,
+            w2,
+            d1,
+            one,
+            stage: [first, first + stage_len],
+            d2,
+            a1,
+            obs,
+            a2,
+            dout,
+            len: first + 2 * stage_len,
+        }
+    }
+
+    /// Bytes of dynamic shared memory a block needs.
+    pub fn bytes(&self) -> usize {
+        4 * self.len
+    }
+}
+
+/// Whether `mlp_backward` takes `net`: hidden width (the row stride) at most [`BACKWARD_MAX_HIDDEN`] and a
+/// multiple of 4 (16-byte rows), at most [`BACKWARD_MAX_INPUT`] inputs and [`BACKWARD_MAX_OUTPUTS`] outputs.
+pub fn backward_suit(net: &NetArgs) -> bool {
+    let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
+    (1..=BACKWARD_MAX_HIDDEN).contains(&hs)
+        && hs.is_multiple_of(4)
+        && (1..=BACKWARD_MAX_INPUT).contains(&d)
+        && (1..=BACKWARD_MAX_OUTPUTS).contains(&o)
+}
+
+/// Blocks of the launch: (unit groups, gradient chunks x trials). Block `(g, c * n_trials + t)` writes the
+/// partial sums of chunk `c` of trial `t` for the group's units.
+pub fn backward_blocks(net: &NetArgs) -> (usize, usize) {
+    ((net.hidden as usize).div_ceil(BACKWARD_UNITS), grad_chunks(net.batch as usize) * net.n_trials as usize)
+}
+
+/// Block `(group, block)` of `mlp_backward` ([`backward_blocks`]): the group's part of the hidden gradient of
+/// layer 1 and of every gradient partial sum of one trial's chunk, from the training buffer's `D2`, `A1`,
+/// `A2` and output gradients, the sampled inputs and the online `W2` ([`crate::net::buffers`]).
+///
+/// # Safety
+/// [`backward_suit`]`(net)`; `trials`: `net.n_trials` sizes with `hidden <= net.hidden` and `batch <=
+/// net.batch`; `buffers` holds device pointers for the buffers [`crate::net::plan`]'s
+/// [`crate::net::AFTER_LOSS`] products name, each long enough for them (16-byte aligned); `smem`: this
+/// block's dynamic shared memory of [`BackwardShared::of`]`(net).len` floats, 16-byte aligned; every thread
+/// of the block calls this with `thread < BACKWARD_THREADS`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub unsafe fn gpu_backward(
+    trials: *const crate::net::NetTrial,
+    buffers: *const u64,
+    net: &NetArgs,
+    smem: *mut f32,
+    group: usize,
+    block: usize,
+    thread: usize,
+) {
+    use crate::net::{Work, buffers as bufs, grad_chunk};
+    use crate::nvptx_ops::{cp_async_wait_all, cp_async4, cp_async16, lds, lds4, shared_addr, sts};
+    use crate::tile::{fma, unrolled};
+    use core::arch::nvptx::_syncthreads;
+    const G: usize = BACKWARD_UNITS;
+    const S: usize = BACKWARD_ROWS;
+    const T: u32 = BACKWARD_THREADS;
+    let l = net.layout();
+    let (d, hs, o, b, n_trials) = (l.input, l.hidden, l.outputs, net.batch as usize, net.n_trials as usize);
+    let (c, t) = (block / n_trials, block % n_trials);
+    let sh = BackwardShared::of(net);
+    let w = Work::of(net);
+    let (lane, warp) = (thread % 32, thread / 32);
+    let u0 = group * G;
+    // SAFETY: the caller's contract: every global read is inside the trial's active rows (`k` samples from
+    // `s0`) and the buffers' extents, every shared offset inside `sh.len` floats; the barriers order each
+    // stage's copies (waited by every thread) before its reads, and its reads before the next copies into it.
+    unsafe {
+        let p = *trials.add(t);
+        let (h, bt) = (p.hidden as usize, p.batch as usize);
+        let chunk = grad_chunk(b);
+        let s0 = c * chunk;
+        let k = bt.saturating_sub(s0).min(chunk);
+        let buf = |i: u32| *buffers.add(i as usize) as *mut f32;
+        let work = buf(bufs::WORK);
+        let d2g = work.add(w.at(Work::D2, t) + s0 * hs);
+        let a1g = work.add(w.at(Work::A1, t) + s0 * hs);
+        let a2g = work.add(w.at(Work::A2, t) + s0 * hs + u0);
+        let doutg = work.add(w.at(Work::DOUT, t) + s0 * o);
+        let obsg = buf(bufs::OBS).add(t * b * d + s0 * d);
+        let params = buf(bufs::ONLINE).add(t * l.params());
+        let partial = buf(bufs::PARTIAL).add((c * n_trials + t) * l.params());
+        let base = shared_addr(smem);
+        let at = |f: usize| base + 4 * f as u32;
+        // Stage `st`'s first float (arithmetic: an indexed `sh.stage` put the layout in local memory).
+        let stage_at = |st: usize| sh.stage[0] + st * (sh.stage[1] - sh.stage[0]);
+        // The group's columns of W2 (zero past the active width: their terms add +0) and the 1.0.
+        let mut i = if k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read when the chunk is empty
+        while i < (hs * G) as u32 {
+            let (n, j) = ((i / G as u32) as usize, (i % G as u32) as usize);
+            let dst = at(sh.w2 + n * G + j);
+            if n < h && u0 + j < hs {
+                cp_async4(dst, params.add(l.w2() + n * hs + u0 + j));
+            } else {
+                sts(dst, 0.0);
+            }
+            i += T;
+        }
+        if thread == 0 {
+            sts(at(sh.one), 1.0);
+        }
+        // Sub-tile `sub`'s operands into stage `st` (rows below `k` only; 16-byte copies of the H-wide rows).
+        let stage = |sub: usize, st: usize| {
+            let r0 = sub * S;
+            let rows = (k - r0).min(S) as u32;
+            let sb = stage_at(st);
+            let q4 = (hs / 4) as u32;
+            let mut i = thread as u32;
+            while i < rows * q4 {
+                let (r, q) = ((i / q4) as usize, 4 * (i % q4) as usize);
+                let src = (r0 + r) * hs + q;
+                cp_async16(at(sb + sh.d2 + r * sh.sd + q), d2g.add(src));
+                cp_async16(at(sb + sh.a1 + r * sh.sd + q), a1g.add(src));
+                i += T;
+            }
+            let mut i = thread as u32;
+            while i < rows * (G / 4) as u32 {
+                let (r, q) = ((i / (G / 4) as u32) as usize, 4 * (i % (G / 4) as u32) as usize);
+                if u0 + q < hs {
+                    cp_async16(at(sb + sh.a2 + r * G + q), a2g.add((r0 + r) * hs + q));
+                }
+                i += T;
+            }
+            let mut i = thread as u32;
+            while i < rows * d as u32 {
+                let (r, j) = ((i / d as u32) as usize, (i % d as u32) as usize);
+                cp_async4(at(sb + sh.obs + r * sh.so + j), obsg.add((r0 + r) * d + j));
+                i += T;
+            }
+            let mut i = thread as u32;
+            while i < rows * o as u32 {
+                let (r, j) = ((i / o as u32) as usize, (i % o as u32) as usize);
+                cp_async4(at(sb + sh.dout + r * BACKWARD_MAX_OUTPUTS + j), doutg.add((r0 + r) * o + j));
+                i += T;
+            }
+        };
+        let subs = k.div_ceil(S);
+        if subs > 0 {
+            stage(0, 0);
+        }
+        // This warp's rows of the W2 and W1 gradients exist (uniform over the warp).
+        let live = u0 + 4 * warp < hs;
+        // The lane's four W2-gradient columns (past the width it reads column 0; nothing is stored).
+        let cb = if 4 * lane < hs { 4 * lane } else { 0 };
+        let (x1, x2) = (lane.min(d - 1), if lane + 32 < d { lane + 32 } else { lane.min(d - 1) });
+        let mut g2 = [[0.0f32; 4]; 4];
+        let mut g1 = [[0.0f32; 2]; 4];
+        let mut small = 0.0f32;
+        let mut sub = 0;
+        while sub < subs {
+            cp_async_wait_all();
+            _syncthreads();
+            if sub + 1 < subs {
+                // The other stage was last read in sub-tile sub - 1, which every thread has left (barrier).
+                stage(sub + 1, (sub + 1) % 2);
+            }
+            let sb = stage_at(sub % 2);
+            let rows = (k - sub * S).min(S);
+            // 1. D1 of samples 4 warp + i, unit u0 + lane.
+            let rows_at: [u32; 4] = core::array::from_fn(|i| at(sb + sh.d2 + (4 * warp + i) * sh.sd));
+            let col = at(sh.w2 + lane);
+            // Inputs n .. n + 4 (byte offset 4 n into the rows, 4 n G into the columns).
+            let load = |o: u32| {
+                let x: [[f32; 4]; 4] = core::array::from_fn(|i| lds4(rows_at[i] + o));
+                let wv: [f32; 4] = core::array::from_fn(|q| lds(col + o * G as u32 + (4 * q * G) as u32));
+                (x, wv)
+            };
+            let step = |acc: &mut [f32; 4], (x, wv): ([[f32; 4]; 4], [f32; 4])| {
+                unrolled!(i in [0, 1, 2, 3] {
+                    unrolled!(q in [0, 1, 2, 3] {
+                        acc[i] = fma(x[i][q], wv[q], acc[i]);
+                    });
+                });
+            };
+            let mut acc = [0.0f32; 4];
+            // Eight inputs a step, both sets loaded before their FMAs (u32 offsets: 64-bit counters doubled
+            // the loop's integer work).
+            let (h4, mut o) = (4 * h.next_multiple_of(4) as u32, 0u32);
+            while o + 32 <= h4 {
+                let (x, y) = (load(o), load(o + 16));
+                step(&mut acc, x);
+                step(&mut acc, y);
+                o += 32;
+            }
+            if o < h4 {
+                step(&mut acc, load(o));
+            }
+            let j = u0 + lane;
+            unrolled!(i in [0, 1, 2, 3] {
+                let r = 4 * warp + i;
+                let keep = r < rows && j < h && lds(at(sb + sh.a1 + r * sh.sd + j)) > 0.0;
+                sts(at(sh.d1 + r * G + lane), if keep { acc[i] } else { 0.0 });
+            });
+            _syncthreads();
+            // 2. The gradients' terms of these samples, in sample order.
+            if live {
+                // Lane l's small sum: the W3 gradient (lanes 0-15: unit 4 warp + l / 4, output l % 4), the bias
+                // gradients of W2's units (16-19), of W1's (20-23) and of the outputs (24-27); a first factor's
+                // address and row stride, a second's (the 1.0: stride 0).
+                let (fa, sa, fb, sbb) = match lane {
+                    0..16 => (sb + sh.a2 + 4 * warp + lane / 4, G, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS),
+                    16..20 => (sb + sh.d2 + u0 + 4 * warp + lane - 16, sh.sd, sh.one, 0),
+                    20..24 => (sh.d1 + 4 * warp + lane - 20, G, sh.one, 0),
+                    24..28 => (sb + sh.dout + lane - 24, BACKWARD_MAX_OUTPUTS, sh.one, 0),
+                    _ => (sh.one, 0, sh.one, 0),
+                };
+                let (d2r, a1r, d1r, obr) =
+                    (at(sb + sh.d2 + u0 + 4 * warp), at(sb + sh.a1 + cb), at(sh.d1 + 4 * warp), at(sb + sh.obs));
+                let (fa, fb) = (at(fa), at(fb));
+                let (x1, x2) = (4 * x1 as u32, 4 * x2 as u32);
+                // Byte strides of a row: D2 and A1, D1, inputs, the small sum's two factors.
+                let (sd4, se4, so4, sa4, sb4) =
+                    (4 * sh.sd as u32, 4 * G as u32, 4 * sh.so as u32, 4 * sa as u32, 4 * sbb as u32);
+                let load = |r: u32| {
+                    let ob = obr + r * so4;
+                    (
+                        lds4(d2r + r * sd4),
+                        lds4(a1r + r * sd4),
+                        lds4(d1r + r * se4),
+                        [lds(ob + x1), lds(ob + x2)],
+                        [lds(fa + r * sa4), lds(fb + r * sb4)],
+                    )
+                };
+                let mut step = |(dv, av, ev, xv, sv): ([f32; 4], [f32; 4], [f32; 4], [f32; 2], [f32; 2])| {
+                    unrolled!(i in [0, 1, 2, 3] {
+                        unrolled!(q in [0, 1, 2, 3] {
+                            g2[i][q] = fma(dv[i], av[q], g2[i][q]);
+                        });
+                        unrolled!(e in [0, 1] {
+                            g1[i][e] = fma(ev[i], xv[e], g1[i][e]);
+                        });
+                    });
+                    small = fma(sv[0], sv[1], small);
+                };
+                // Two samples a step, both loaded before their FMAs; then the odd one.
+                let (rows, mut r) = (rows as u32, 0u32);
+                while r + 2 <= rows {
+                    let (x, y) = (load(r), load(r + 1));
+                    step(x);
+                    step(y);
+                    r += 2;
+                }
+                if r < rows {
+                    step(load(r));
+                }
+            }
+            sub += 1;
+        }
+        // The partial sums (zero outside the active width; the padded rows and columns are written too).
+        if live {
+            unrolled!(i in [0, 1, 2, 3] {
+                let n = u0 + 4 * warp + i;
+                if n < hs {
+                    unrolled!(q in [0, 1, 2, 3] {
+                        let j = 4 * lane + q;
+                        if j < hs {
+                            *partial.add(l.w2() + n * hs + j) = if n < h && j < h { g2[i][q] } else { 0.0 };
+                        }
+                    });
+                    unrolled!(e in [0, 1] {
+                        let x = if e == 0 { lane } else { lane + 32 };
+                        if x < d {
+                            *partial.add(l.w1() + n * d + x) = if n < h { g1[i][e] } else { 0.0 };
+                        }
+                    });
+                }
+            });
+            match lane {
+                0..16 => {
+                    let (n, out) = (u0 + 4 * warp + lane / 4, lane % 4);
+                    if n < hs && out < o {
+                        *partial.add(l.w3() + out * hs + n) = if n < h { small } else { 0.0 };
+                    }
+                }
+                16..24 => {
+                    let n = u0 + 4 * warp + (lane - 16) % 4;
+                    let bias = if lane < 20 { l.b2() } else { l.b1() };
+                    if n < hs {
+                        *partial.add(bias + n) = if n < h { small } else { 0.0 };
+                    }
+                }
+                24..28 => {
+                    if group == 0 && warp == 0 && lane - 24 < o {
+                        *partial.add(l.b3() + lane - 24) = small;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block's buffers are 16-byte aligned (its vector reads), none overlaps the next, each stage holds
+    /// a sub-tile's rows at their strides, and the benchmarks' networks (D = 54, H = 128; 3 or 4 outputs)
+    /// fit two blocks in an H200 multiprocessor's 228 KB (1 KB of it reserved per block).
+    #[test]
+    fn backward_layout_is_aligned_and_disjoint() {
+        let (r, g) = (BACKWARD_ROWS, BACKWARD_UNITS);
+        for (input, hidden, outputs) in [(54, 128, 3), (54, 128, 4), (5, 16, 3), (43, 100, 3), (64, 4, 4)] {
+            let net = NetArgs::new(3, 1, input, hidden, outputs, 64, 100);
+            assert!(backward_suit(&net), "{input}/{hidden}/{outputs}");
+            let l = BackwardShared::of(&net);
+            let (hs, d) = (hidden as usize, input as usize);
+            assert!(l.sd >= hs && l.so >= d);
+            let stage = |st: usize| {
+                [
+                    (st + l.d2, r * l.sd),
+                    (st + l.a1, r * l.sd),
+                    (st + l.obs, r * l.so),
+                    (st + l.a2, r * g),
+                    (st + l.dout, r * BACKWARD_MAX_OUTPUTS),
+                ]
+            };
+            let ([a, b, c, d0, e], [f, gg, h, i, j]) = (stage(l.stage[0]), stage(l.stage[1]));
+            let regions = [(l.w2, hs * g), (l.d1, r * g), (l.one, 1), a, b, c, d0, e, f, gg, h, i, j];
+            for w in regions.windows(2) {
+                assert!(w[0].0 + w[0].1 <= w[1].0, "{input}/{hidden}: {:?} overlaps {:?}", w[0], w[1]);
+            }
+            for (at, _) in &regions {
+                assert_eq!(at % 4, 0, "{input}/{hidden}: offset {at} not 16-byte aligned");
+            }
+            assert_eq!(l.len, j.0 + j.1);
+        }
+        let bench = BackwardShared::of(&NetArgs::new(5, 1, 54, 128, 4, 1_024, 100)).bytes();
+        assert!(2 * (bench + 1_024) <= 228 * 1_024, "{bench} bytes: one block a multiprocessor");
+    }
+
+    /// Sizes past a lane's reach go to the unfused launches.
+    #[test]
+    fn backward_refuses_what_its_lanes_cannot_hold() {
+        let suit = |input, hidden, outputs| backward_suit(&NetArgs::new(1, 1, input, hidden, outputs, 64, 100));
+        assert!(suit(54, 128, 3));
+        assert!(!suit(54, 132, 3), "a hidden width past 128");
+        assert!(!suit(54, 126, 3), "a row stride that is not a multiple of 4");
+        assert!(!suit(65, 64, 3), "more than 64 inputs");
+        assert!(!suit(54, 64, 5), "more than 4 outputs");
+    }
+
+    /// The grid: a block per unit group, and per gradient chunk of each trial.
+    #[test]
+    fn backward_blocks_cover_groups_and_chunks() {
+        let net = NetArgs::new(5, 1_024, 54, 100, 3, 1_024, 100);
+        assert_eq!(backward_blocks(&net), (4, 5 * crate::net::grad_chunks(1_024)));
+        assert_eq!(backward_blocks(&NetArgs::new(2, 1, 54, 16, 3, 45, 100)).0, 1);
+    }
+}
