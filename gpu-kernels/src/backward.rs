@@ -12,15 +12,21 @@
 //! adds past the active sizes (zero-padded units up to a multiple of 4) are `fma(0, 0, acc) = acc`: a sum that
 //! starts at +0 is never -0, so adding +0 leaves its bits.
 //!
-//! **Shape.** A block of [`BACKWARD_THREADS`] threads owns units `u0 .. u0 + 32` (its group) of one trial's
-//! chunk and walks the chunk's samples in sub-tiles of [`BACKWARD_ROWS`], staging sub-tile `i + 1` with
-//! `cp.async` while it computes sub-tile `i` ([`BackwardShared`] says where). Per sub-tile:
+//! **Shape.** Two blocks of [`BACKWARD_THREADS`] threads own units `u0 .. u0 + 32` (a group) of one trial's
+//! chunk: the layer-1 side (`D1` and the gradients that read it, `W1` and `b1`) and the layer-2 side (`W2`,
+//! `b2`, `W3`, `b3`, which need only `D2` and the activations), so the 40 (trial, chunk) pairs of a DQN
+//! step are 320 blocks, not 160 (one block per side took 41.8 us a step on the H200: 160 blocks on 132
+//! multiprocessors, 28 of which ran two). Each walks the chunk's samples in sub-tiles of [`BACKWARD_ROWS`],
+//! staging sub-tile `i + 1` with `cp.async` while it computes sub-tile `i` ([`BackwardShared`] says where).
+//! Per sub-tile, the layer-1 side:
 //! 1. `D1` of the group's units: warp `w` takes samples `4 w .. 4 w + 4`, lane `l` unit `u0 + l`, a chain over
-//!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block).
-//! 2. after a barrier, the gradients: warp `w` owns rows `u0 + 4 w .. + 4` of the `W2` gradient (lane `l`:
-//!    columns `4 l .. 4 l + 4`) and of the `W1` gradient (lane `l`: inputs `l` and `l + 32`); lanes 0-27 also
-//!    keep one small sum each (the `W3` gradient of the warp's units, and the three bias gradients). The
-//!    accumulators stay in registers across sub-tiles, so a chunk's sum runs over its samples in order.
+//!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block);
+//! 2. after a barrier, warp `w` owns rows `u0 + 4 w .. + 4` of the `W1` gradient (lane `l`: inputs `l` and
+//!    `l + 32`), lanes 0-3 the `b1` sums of those units.
+//!
+//! The layer-2 side: warp `w` owns rows `u0 + 4 w .. + 4` of the `W2` gradient (lane `l`: columns `4 l .. 4 l +
+//! 4`); lanes 0-15 keep the `W3` sums of those units, 16-19 their `b2` sums, 20-23 the `b3` sums. The
+//! accumulators stay in registers across sub-tiles, so a chunk's sum runs over its samples in order.
 //!
 //! The layer-1 hidden gradient itself is not stored: only the gradients read it.
 //!
@@ -43,9 +49,10 @@ pub const BACKWARD_MAX_INPUT: usize = 64;
 pub const BACKWARD_MAX_OUTPUTS: usize = 4;
 
 /// Where an `mlp_backward` block keeps its operands in shared memory (float offsets from a 16-byte aligned
-/// base). Two stages of sub-tile operands (`D2`, `A1`, the inputs, the group's columns of `A2`, the output
-/// gradients: offsets inside a stage), the group's columns of `W2`, the sub-tile's `D1`, and a 1.0 (the
-/// bias gradients' second factor).
+/// base). Two stages of sub-tile operands (`D2`; the layer-2 side's `A1` rows and output gradients; the
+/// layer-1 side's inputs; the group's columns of `A2` (layer-2 side) or `A1` (the layer-1 side's ReLU mask):
+/// offsets inside a stage), the group's columns of `W2` and the sub-tile's `D1` (layer-1 side), and a 1.0 (the
+/// bias gradients' second factor). Both sides use the one layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackwardShared {
     /// Row stride of the staged `D2` and `A1` rows ([`walk_row_stride`] of H).
@@ -66,7 +73,7 @@ pub struct BackwardShared {
     pub a1: usize,
     /// In a stage: the input rows.
     pub obs: usize,
-    /// In a stage: the group's columns of `A2` ([`BACKWARD_UNITS`] a row).
+    /// In a stage: the group's columns of `A2` or `A1` ([`BACKWARD_UNITS`] a row).
     pub a2: usize,
     /// In a stage: the output gradients (4 a row).
     pub dout: usize,
@@ -121,15 +128,18 @@ pub fn backward_suit(net: &NetArgs) -> bool {
         && (1..=BACKWARD_MAX_OUTPUTS).contains(&o)
 }
 
-/// Blocks of the launch: (unit groups, gradient chunks x trials). Block `(g, c * n_trials + t)` writes the
-/// partial sums of chunk `c` of trial `t` for the group's units.
+/// Blocks of the launch: (2 x unit groups, gradient chunks x trials). Block `(x, c * n_trials + t)` writes
+/// the partial sums of chunk `c` of trial `t` for group `x % groups`'s units: the layer-1 side (`x <
+/// groups`: `W1`, `b1`) or the layer-2 side (`W2`, `b2`, `W3`, `b3`).
 pub fn backward_blocks(net: &NetArgs) -> (usize, usize) {
-    ((net.hidden as usize).div_ceil(BACKWARD_UNITS), grad_chunks(net.batch as usize) * net.n_trials as usize)
+    (2 * (net.hidden as usize).div_ceil(BACKWARD_UNITS), grad_chunks(net.batch as usize) * net.n_trials as usize)
 }
 
-/// Block `(group, block)` of `mlp_backward` ([`backward_blocks`]): the group's part of the hidden gradient of
-/// layer 1 and of every gradient partial sum of one trial's chunk, from the training buffer's `D2`, `A1`,
-/// `A2` and output gradients, the sampled inputs and the online `W2` ([`crate::net::buffers`]).
+/// Block `(x, block)` of `mlp_backward` ([`backward_blocks`]): for unit group `x % groups` of chunk `block /
+/// n_trials` of trial `block % n_trials`, the layer-1 side (`x < groups`: `D1` and the `W1` and `b1`
+/// gradients) or the layer-2 side (the `W2`, `b2`, `W3` and `b3` gradients, which do not need `D1`), from the
+/// training buffer's `D2`, `A1`, `A2` and output gradients, the sampled inputs and the online `W2`
+/// ([`crate::net::buffers`]).
 ///
 /// # Safety
 /// [`backward_suit`]`(net)`; `trials`: `net.n_trials` sizes with `hidden <= net.hidden` and `batch <=
@@ -144,7 +154,7 @@ pub unsafe fn gpu_backward(
     buffers: *const u64,
     net: &NetArgs,
     smem: *mut f32,
-    group: usize,
+    x: usize,
     block: usize,
     thread: usize,
 ) {
@@ -158,6 +168,8 @@ pub unsafe fn gpu_backward(
     let l = net.layout();
     let (d, hs, o, b, n_trials) = (l.input, l.hidden, l.outputs, net.batch as usize, net.n_trials as usize);
     let (c, t) = (block / n_trials, block % n_trials);
+    let groups = hs.div_ceil(G);
+    let (group, first) = (x % groups, x < groups);
     let sh = BackwardShared::of(net);
     let w = Work::of(net);
     let (lane, warp) = (thread % 32, thread / 32);
@@ -175,7 +187,7 @@ pub unsafe fn gpu_backward(
         let work = buf(bufs::WORK);
         let d2g = work.add(w.at(Work::D2, t) + s0 * hs);
         let a1g = work.add(w.at(Work::A1, t) + s0 * hs);
-        let a2g = work.add(w.at(Work::A2, t) + s0 * hs + u0);
+        let a2g = work.add(w.at(Work::A2, t) + s0 * hs);
         let doutg = work.add(w.at(Work::DOUT, t) + s0 * o);
         let obsg = buf(bufs::OBS).add(t * b * d + s0 * d);
         let params = buf(bufs::ONLINE).add(t * l.params());
@@ -184,8 +196,8 @@ pub unsafe fn gpu_backward(
         let at = |f: usize| base + 4 * f as u32;
         // Stage `st`'s first float (arithmetic: an indexed `sh.stage` put the layout in local memory).
         let stage_at = |st: usize| sh.stage[0] + st * (sh.stage[1] - sh.stage[0]);
-        // The group's columns of W2 (zero past the active width: their terms add +0) and the 1.0.
-        let mut i = if k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read when the chunk is empty
+        // The layer-1 side: the group's columns of W2 (zero past the active width: their terms add +0).
+        let mut i = if first && k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read otherwise
         while i < (hs * G) as u32 {
             let (n, j) = ((i / G as u32) as usize, (i % G as u32) as usize);
             let dst = at(sh.w2 + n * G + j);
@@ -199,7 +211,21 @@ pub unsafe fn gpu_backward(
         if thread == 0 {
             sts(at(sh.one), 1.0);
         }
-        // Sub-tile `sub`'s operands into stage `st` (rows below `k` only; 16-byte copies of the H-wide rows).
+        // The group's columns of an H-wide region (A1 for the layer-1 side's mask, A2 for the W3 gradient) into
+        // the stage's `a2` rows.
+        let group_cols = |src: *const f32, sb: usize, r0: usize, rows: u32| {
+            let mut i = thread as u32;
+            while i < rows * (G / 4) as u32 {
+                let (r, q) = ((i / (G / 4) as u32) as usize, 4 * (i % (G / 4) as u32) as usize);
+                if u0 + q < hs {
+                    cp_async16(at(sb + sh.a2 + r * G + q), src.add((r0 + r) * hs + u0 + q));
+                }
+                i += T;
+            }
+        };
+        // Sub-tile `sub`'s operands into stage `st` (rows below `k` only; 16-byte copies of the H-wide rows):
+        // D2 for both sides; the group's A1 columns and the inputs for the layer-1 side; all of A1, the group's
+        // A2 columns and the output gradients for the layer-2 side.
         let stage = |sub: usize, st: usize| {
             let r0 = sub * S;
             let rows = (k - r0).min(S) as u32;
@@ -210,42 +236,45 @@ pub unsafe fn gpu_backward(
                 let (r, q) = ((i / q4) as usize, 4 * (i % q4) as usize);
                 let src = (r0 + r) * hs + q;
                 cp_async16(at(sb + sh.d2 + r * sh.sd + q), d2g.add(src));
-                cp_async16(at(sb + sh.a1 + r * sh.sd + q), a1g.add(src));
-                i += T;
-            }
-            let mut i = thread as u32;
-            while i < rows * (G / 4) as u32 {
-                let (r, q) = ((i / (G / 4) as u32) as usize, 4 * (i % (G / 4) as u32) as usize);
-                if u0 + q < hs {
-                    cp_async16(at(sb + sh.a2 + r * G + q), a2g.add((r0 + r) * hs + q));
+                if !first {
+                    cp_async16(at(sb + sh.a1 + r * sh.sd + q), a1g.add(src));
                 }
                 i += T;
             }
-            let mut i = thread as u32;
-            while i < rows * d as u32 {
-                let (r, j) = ((i / d as u32) as usize, (i % d as u32) as usize);
-                cp_async4(at(sb + sh.obs + r * sh.so + j), obsg.add((r0 + r) * d + j));
-                i += T;
-            }
-            let mut i = thread as u32;
-            while i < rows * o as u32 {
-                let (r, j) = ((i / o as u32) as usize, (i % o as u32) as usize);
-                cp_async4(at(sb + sh.dout + r * BACKWARD_MAX_OUTPUTS + j), doutg.add((r0 + r) * o + j));
-                i += T;
+            if first {
+                group_cols(a1g, sb, r0, rows);
+                let mut i = thread as u32;
+                while i < rows * d as u32 {
+                    let (r, j) = ((i / d as u32) as usize, (i % d as u32) as usize);
+                    cp_async4(at(sb + sh.obs + r * sh.so + j), obsg.add((r0 + r) * d + j));
+                    i += T;
+                }
+            } else {
+                group_cols(a2g, sb, r0, rows);
+                let mut i = thread as u32;
+                while i < rows * o as u32 {
+                    let (r, j) = ((i / o as u32) as usize, (i % o as u32) as usize);
+                    cp_async4(at(sb + sh.dout + r * BACKWARD_MAX_OUTPUTS + j), doutg.add((r0 + r) * o + j));
+                    i += T;
+                }
             }
         };
         let subs = k.div_ceil(S);
         if subs > 0 {
             stage(0, 0);
         }
-        // This warp's rows of the W2 and W1 gradients exist (uniform over the warp).
+        // This warp's units (rows of the W1 or W2 gradient) exist (uniform over the warp).
         let live = u0 + 4 * warp < hs;
-        // The lane's four W2-gradient columns (past the width it reads column 0; nothing is stored).
-        let cb = if 4 * lane < hs { 4 * lane } else { 0 };
-        let (x1, x2) = (lane.min(d - 1), if lane + 32 < d { lane + 32 } else { lane.min(d - 1) });
+        // Layer-1 side: the W1 gradient (4 units x inputs lane and lane + 32), lanes 0-3: the b1 gradient.
+        // Layer-2 side: the W2 gradient (4 units x columns 4 lane ..; past the width it reads column 0 and
+        // stores nothing), lanes 0-15: the W3 gradient (unit 4 warp + l / 4, output l % 4), 16-19: b2, 20-23:
+        // b3 (group 0, warp 0).
         let mut g2 = [[0.0f32; 4]; 4];
         let mut g1 = [[0.0f32; 2]; 4];
         let mut small = 0.0f32;
+        let cb = if 4 * lane < hs { 4 * lane } else { 0 };
+        let (x1, x2) = (lane.min(d - 1), if lane + 32 < d { lane + 32 } else { lane.min(d - 1) });
+        let (x1, x2) = (4 * x1 as u32, 4 * x2 as u32);
         let mut sub = 0;
         while sub < subs {
             cp_async_wait_all();
@@ -256,136 +285,144 @@ pub unsafe fn gpu_backward(
             }
             let sb = stage_at(sub % 2);
             let rows = (k - sub * S).min(S);
-            // 1. D1 of samples 4 warp + i, unit u0 + lane.
-            let rows_at: [u32; 4] = core::array::from_fn(|i| at(sb + sh.d2 + (4 * warp + i) * sh.sd));
-            let col = at(sh.w2 + lane);
-            // Inputs n .. n + 4 (byte offset 4 n into the rows, 4 n G into the columns).
-            let load = |o: u32| {
-                let x: [[f32; 4]; 4] = core::array::from_fn(|i| lds4(rows_at[i] + o));
-                let wv: [f32; 4] = core::array::from_fn(|q| lds(col + o * G as u32 + (4 * q * G) as u32));
-                (x, wv)
+            // The small sum's two factors: address and byte stride of a row (the second is the 1.0 for a bias).
+            let (fa, sa, fb, sbb) = match (first, lane) {
+                (true, 0..4) => (sh.d1 + 4 * warp + lane, G, sh.one, 0),
+                (false, 0..16) => (sb + sh.a2 + 4 * warp + lane / 4, G, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS),
+                (false, 16..20) => (sb + sh.d2 + u0 + 4 * warp + lane - 16, sh.sd, sh.one, 0),
+                (false, 20..24) => (sb + sh.dout + lane - 20, BACKWARD_MAX_OUTPUTS, sh.one, 0),
+                _ => (sh.one, 0, sh.one, 0),
             };
-            let step = |acc: &mut [f32; 4], (x, wv): ([[f32; 4]; 4], [f32; 4])| {
-                unrolled!(i in [0, 1, 2, 3] {
-                    unrolled!(q in [0, 1, 2, 3] {
-                        acc[i] = fma(x[i][q], wv[q], acc[i]);
+            let (fa, fb, sa4, sb4) = (at(fa), at(fb), 4 * sa as u32, 4 * sbb as u32);
+            let (rows32, sd4) = (rows as u32, 4 * sh.sd as u32);
+            if first {
+                // 1. D1 of samples 4 warp + i, unit u0 + lane.
+                let rows_at: [u32; 4] = core::array::from_fn(|i| at(sb + sh.d2 + (4 * warp + i) * sh.sd));
+                let col = at(sh.w2 + lane);
+                // Inputs n .. n + 4 (byte offset 4 n into the rows, 4 n G into the columns).
+                let load = |o: u32| {
+                    let x: [[f32; 4]; 4] = core::array::from_fn(|i| lds4(rows_at[i] + o));
+                    let wv: [f32; 4] = core::array::from_fn(|q| lds(col + o * G as u32 + (4 * q * G) as u32));
+                    (x, wv)
+                };
+                let step = |acc: &mut [f32; 4], (x, wv): ([[f32; 4]; 4], [f32; 4])| {
+                    unrolled!(i in [0, 1, 2, 3] {
+                        unrolled!(q in [0, 1, 2, 3] {
+                            acc[i] = fma(x[i][q], wv[q], acc[i]);
+                        });
                     });
+                };
+                let mut acc = [0.0f32; 4];
+                // Eight inputs a step, both sets loaded before their FMAs (u32 offsets: 64-bit counters doubled
+                // the loop's integer work).
+                let (h4, mut o) = (4 * h.next_multiple_of(4) as u32, 0u32);
+                while o + 32 <= h4 {
+                    let (x, y) = (load(o), load(o + 16));
+                    step(&mut acc, x);
+                    step(&mut acc, y);
+                    o += 32;
+                }
+                if o < h4 {
+                    step(&mut acc, load(o));
+                }
+                let j = u0 + lane;
+                unrolled!(i in [0, 1, 2, 3] {
+                    let r = 4 * warp + i;
+                    let keep = r < rows && j < h && lds(at(sb + sh.a2 + r * G + lane)) > 0.0;
+                    sts(at(sh.d1 + r * G + lane), if keep { acc[i] } else { 0.0 });
                 });
-            };
-            let mut acc = [0.0f32; 4];
-            // Eight inputs a step, both sets loaded before their FMAs (u32 offsets: 64-bit counters doubled
-            // the loop's integer work).
-            let (h4, mut o) = (4 * h.next_multiple_of(4) as u32, 0u32);
-            while o + 32 <= h4 {
-                let (x, y) = (load(o), load(o + 16));
-                step(&mut acc, x);
-                step(&mut acc, y);
-                o += 32;
-            }
-            if o < h4 {
-                step(&mut acc, load(o));
-            }
-            let j = u0 + lane;
-            unrolled!(i in [0, 1, 2, 3] {
-                let r = 4 * warp + i;
-                let keep = r < rows && j < h && lds(at(sb + sh.a1 + r * sh.sd + j)) > 0.0;
-                sts(at(sh.d1 + r * G + lane), if keep { acc[i] } else { 0.0 });
-            });
-            _syncthreads();
-            // 2. The gradients' terms of these samples, in sample order.
-            if live {
-                // Lane l's small sum: the W3 gradient (lanes 0-15: unit 4 warp + l / 4, output l % 4), the bias
-                // gradients of W2's units (16-19), of W1's (20-23) and of the outputs (24-27); a first factor's
-                // address and row stride, a second's (the 1.0: stride 0).
-                let (fa, sa, fb, sbb) = match lane {
-                    0..16 => (sb + sh.a2 + 4 * warp + lane / 4, G, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS),
-                    16..20 => (sb + sh.d2 + u0 + 4 * warp + lane - 16, sh.sd, sh.one, 0),
-                    20..24 => (sh.d1 + 4 * warp + lane - 20, G, sh.one, 0),
-                    24..28 => (sb + sh.dout + lane - 24, BACKWARD_MAX_OUTPUTS, sh.one, 0),
-                    _ => (sh.one, 0, sh.one, 0),
-                };
-                let (d2r, a1r, d1r, obr) =
-                    (at(sb + sh.d2 + u0 + 4 * warp), at(sb + sh.a1 + cb), at(sh.d1 + 4 * warp), at(sb + sh.obs));
-                let (fa, fb) = (at(fa), at(fb));
-                let (x1, x2) = (4 * x1 as u32, 4 * x2 as u32);
-                // Byte strides of a row: D2 and A1, D1, inputs, the small sum's two factors.
-                let (sd4, se4, so4, sa4, sb4) =
-                    (4 * sh.sd as u32, 4 * G as u32, 4 * sh.so as u32, 4 * sa as u32, 4 * sbb as u32);
-                let load = |r: u32| {
-                    let ob = obr + r * so4;
-                    (
-                        lds4(d2r + r * sd4),
-                        lds4(a1r + r * sd4),
-                        lds4(d1r + r * se4),
-                        [lds(ob + x1), lds(ob + x2)],
-                        [lds(fa + r * sa4), lds(fb + r * sb4)],
-                    )
-                };
-                let mut step = |(dv, av, ev, xv, sv): ([f32; 4], [f32; 4], [f32; 4], [f32; 2], [f32; 2])| {
+                _syncthreads();
+                // 2. The W1 and b1 gradients' terms of these samples, in sample order.
+                if live {
+                    let (d1r, obr, so4) = (at(sh.d1 + 4 * warp), at(sb + sh.obs), 4 * sh.so as u32);
+                    let load = |r: u32| {
+                        let ob = obr + r * so4;
+                        (
+                            lds4(d1r + r * 4 * G as u32),
+                            [lds(ob + x1), lds(ob + x2)],
+                            [lds(fa + r * sa4), lds(fb + r * sb4)],
+                        )
+                    };
+                    let mut step = |(ev, xv, sv): ([f32; 4], [f32; 2], [f32; 2])| {
+                        unrolled!(i in [0, 1, 2, 3] {
+                            unrolled!(e in [0, 1] {
+                                g1[i][e] = fma(ev[i], xv[e], g1[i][e]);
+                            });
+                        });
+                        small = fma(sv[0], sv[1], small);
+                    };
+                    let mut r = 0u32;
+                    while r + 2 <= rows32 {
+                        let (x, y) = (load(r), load(r + 1));
+                        step(x);
+                        step(y);
+                        r += 2;
+                    }
+                    if r < rows32 {
+                        step(load(r));
+                    }
+                }
+            } else if live {
+                // The W2, b2, W3 and b3 gradients' terms of these samples, in sample order.
+                let (d2r, a1r) = (at(sb + sh.d2 + u0 + 4 * warp), at(sb + sh.a1 + cb));
+                let load = |r: u32| (lds4(d2r + r * sd4), lds4(a1r + r * sd4), [lds(fa + r * sa4), lds(fb + r * sb4)]);
+                let mut step = |(dv, av, sv): ([f32; 4], [f32; 4], [f32; 2])| {
                     unrolled!(i in [0, 1, 2, 3] {
                         unrolled!(q in [0, 1, 2, 3] {
                             g2[i][q] = fma(dv[i], av[q], g2[i][q]);
                         });
-                        unrolled!(e in [0, 1] {
-                            g1[i][e] = fma(ev[i], xv[e], g1[i][e]);
-                        });
                     });
                     small = fma(sv[0], sv[1], small);
                 };
-                // Two samples a step, both loaded before their FMAs; then the odd one.
-                let (rows, mut r) = (rows as u32, 0u32);
-                while r + 2 <= rows {
+                let mut r = 0u32;
+                while r + 2 <= rows32 {
                     let (x, y) = (load(r), load(r + 1));
                     step(x);
                     step(y);
                     r += 2;
                 }
-                if r < rows {
+                if r < rows32 {
                     step(load(r));
                 }
             }
             sub += 1;
         }
         // The partial sums (zero outside the active width; the padded rows and columns are written too).
-        if live {
-            unrolled!(i in [0, 1, 2, 3] {
-                let n = u0 + 4 * warp + i;
-                if n < hs {
-                    unrolled!(q in [0, 1, 2, 3] {
-                        let j = 4 * lane + q;
-                        if j < hs {
-                            *partial.add(l.w2() + n * hs + j) = if n < h && j < h { g2[i][q] } else { 0.0 };
-                        }
-                    });
+        if !live {
+            return;
+        }
+        unrolled!(i in [0, 1, 2, 3] {
+            let n = u0 + 4 * warp + i;
+            if n < hs {
+                if first {
                     unrolled!(e in [0, 1] {
                         let x = if e == 0 { lane } else { lane + 32 };
                         if x < d {
                             *partial.add(l.w1() + n * d + x) = if n < h { g1[i][e] } else { 0.0 };
                         }
                     });
+                } else {
+                    unrolled!(q in [0, 1, 2, 3] {
+                        let j = 4 * lane + q;
+                        if j < hs {
+                            *partial.add(l.w2() + n * hs + j) = if n < h && j < h { g2[i][q] } else { 0.0 };
+                        }
+                    });
                 }
-            });
-            match lane {
-                0..16 => {
-                    let (n, out) = (u0 + 4 * warp + lane / 4, lane % 4);
-                    if n < hs && out < o {
-                        *partial.add(l.w3() + out * hs + n) = if n < h { small } else { 0.0 };
-                    }
-                }
-                16..24 => {
-                    let n = u0 + 4 * warp + (lane - 16) % 4;
-                    let bias = if lane < 20 { l.b2() } else { l.b1() };
-                    if n < hs {
-                        *partial.add(bias + n) = if n < h { small } else { 0.0 };
-                    }
-                }
-                24..28 => {
-                    if group == 0 && warp == 0 && lane - 24 < o {
-                        *partial.add(l.b3() + lane - 24) = small;
-                    }
-                }
-                _ => {}
             }
+        });
+        let n = u0 + 4 * warp + lane % 4;
+        match (first, lane) {
+            (true, 0..4) if n < hs => *partial.add(l.b1() + n) = if n < h { small } else { 0.0 },
+            (false, 0..16) => {
+                let (n, out) = (u0 + 4 * warp + lane / 4, lane % 4);
+                if n < hs && out < o {
+                    *partial.add(l.w3() + out * hs + n) = if n < h { small } else { 0.0 };
+                }
+            }
+            (false, 16..20) if n < hs => *partial.add(l.b2() + n) = if n < h { small } else { 0.0 },
+            (false, 20..24) if group == 0 && warp == 0 && lane - 20 < o => *partial.add(l.b3() + lane - 20) = small,
+            _ => {}
         }
     }
 }
@@ -440,11 +477,12 @@ mod tests {
         assert!(!suit(54, 64, 5), "more than 4 outputs");
     }
 
-    /// The grid: a block per unit group, and per gradient chunk of each trial.
+    /// The grid: two blocks (the layer-1 and the layer-2 side) per unit group, and per gradient chunk of each
+    /// trial.
     #[test]
     fn backward_blocks_cover_groups_and_chunks() {
         let net = NetArgs::new(5, 1_024, 54, 100, 3, 1_024, 100);
-        assert_eq!(backward_blocks(&net), (4, 5 * crate::net::grad_chunks(1_024)));
-        assert_eq!(backward_blocks(&NetArgs::new(2, 1, 54, 16, 3, 45, 100)).0, 1);
+        assert_eq!(backward_blocks(&net), (8, 5 * crate::net::grad_chunks(1_024)));
+        assert_eq!(backward_blocks(&NetArgs::new(2, 1, 54, 16, 3, 45, 100)).0, 2);
     }
 }

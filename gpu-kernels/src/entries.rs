@@ -352,7 +352,7 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
     }
 }
 
-/// The fused backward pass of a training step: block `(group, chunk x n_trials + trial)`,
+/// The fused backward pass of a training step: block `(side x groups + group, chunk x n_trials + trial)`,
 /// [`crate::backward::BACKWARD_THREADS`] threads, [`crate::backward::BackwardShared`] bytes of dynamic shared
 /// memory ([`crate::backward::gpu_backward`]).
 ///
@@ -362,9 +362,9 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
 pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
     // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
     unsafe {
-        let (group, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
+        let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
         let thread = nvptx::_thread_idx_x() as usize;
-        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), group, block, thread);
+        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), x, block, thread);
     }
 }
 
