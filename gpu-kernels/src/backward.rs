@@ -343,7 +343,7 @@ pub unsafe fn gpu_backward(
                             [lds(fa + r * sa4), lds(fb + r * sb4)],
                         )
                     };
-                    let mut step = |(ev, xv, sv): ([f32; 4], [f32; 2], [f32; 2])| {
+                    let step = |(ev, xv, sv): ([f32; 4], [f32; 2], [f32; 2])| {
                         unrolled!(i in [0, 1, 2, 3] {
                             unrolled!(e in [0, 1] {
                                 g1[i][e] = fma(ev[i], xv[e], g1[i][e]);
@@ -351,22 +351,13 @@ pub unsafe fn gpu_backward(
                         });
                         small = fma(sv[0], sv[1], small);
                     };
-                    let mut r = 0u32;
-                    while r + 2 <= rows32 {
-                        let (x, y) = (load(r), load(r + 1));
-                        step(x);
-                        step(y);
-                        r += 2;
-                    }
-                    if r < rows32 {
-                        step(load(r));
-                    }
+                    in_pairs(rows32, load, step);
                 }
             } else if live {
                 // The W2, b2, W3 and b3 gradients' terms of these samples, in sample order.
                 let (d2r, a1r) = (at(sb + sh.d2 + u0 + 4 * warp), at(sb + sh.a1 + cb));
                 let load = |r: u32| (lds4(d2r + r * sd4), lds4(a1r + r * sd4), [lds(fa + r * sa4), lds(fb + r * sb4)]);
-                let mut step = |(dv, av, sv): ([f32; 4], [f32; 4], [f32; 2])| {
+                let step = |(dv, av, sv): ([f32; 4], [f32; 4], [f32; 2])| {
                     unrolled!(i in [0, 1, 2, 3] {
                         unrolled!(q in [0, 1, 2, 3] {
                             g2[i][q] = fma(dv[i], av[q], g2[i][q]);
@@ -374,16 +365,7 @@ pub unsafe fn gpu_backward(
                     });
                     small = fma(sv[0], sv[1], small);
                 };
-                let mut r = 0u32;
-                while r + 2 <= rows32 {
-                    let (x, y) = (load(r), load(r + 1));
-                    step(x);
-                    step(y);
-                    r += 2;
-                }
-                if r < rows32 {
-                    step(load(r));
-                }
+                in_pairs(rows32, load, step);
             }
             sub += 1;
         }
@@ -424,6 +406,23 @@ pub unsafe fn gpu_backward(
             (false, 20..24) if group == 0 && warp == 0 && lane - 20 < o => *partial.add(l.b3() + lane - 20) = small,
             _ => {}
         }
+    }
+}
+
+/// `step(load(r))` for the samples `r` of a sub-tile in order, two a step with both loaded before their
+/// FMAs, then the odd one.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn in_pairs<L>(rows: u32, load: impl Fn(u32) -> L, mut step: impl FnMut(L)) {
+    let mut r = 0u32;
+    while r + 2 <= rows {
+        let (x, y) = (load(r), load(r + 1));
+        step(x);
+        step(y);
+        r += 2;
+    }
+    if r < rows {
+        step(load(r));
     }
 }
 
