@@ -12,21 +12,23 @@
 //! adds past the active sizes (zero-padded units up to a multiple of 4) are `fma(0, 0, acc) = acc`: a sum that
 //! starts at +0 is never -0, so adding +0 leaves its bits.
 //!
-//! **Shape.** Two blocks of [`BACKWARD_THREADS`] threads own units `u0 .. u0 + 32` (a group) of one trial's
-//! chunk: the layer-1 side (`D1` and the gradients that read it, `W1` and `b1`) and the layer-2 side (`W2`,
-//! `b2`, `W3`, `b3`, which need only `D2` and the activations), so the 40 (trial, chunk) pairs of a DQN
-//! step are 320 blocks, not 160 (one block per side took 41.8 us a step on the H200: 160 blocks on 132
-//! multiprocessors, 28 of which ran two). Each walks the chunk's samples in sub-tiles of [`BACKWARD_ROWS`],
-//! staging sub-tile `i + 1` with `cp.async` while it computes sub-tile `i` ([`BackwardShared`] says where).
-//! Per sub-tile, the layer-1 side:
+//! **Shape.** The blocks of one trial's chunk split the work in two sides: the layer-1 side (`D1` and the
+//! gradients that read it, `W1` and `b1`), a block per group of [`BACKWARD_UNITS`] units, and the layer-2
+//! side (`W2`, `b2`, `W3`, `b3`, which need only `D2` and the activations), a block per group of
+//! [`BACKWARD_UNITS2`] units; both sides' blocks cost about the same. A DQN step (40 trial-chunks, H = 128)
+//! is 240 blocks of [`BACKWARD_THREADS`], two a multiprocessor: one wave on the H200's 132. (One block per
+//! 32-unit group doing both sides took 41.8 us a step: 160 blocks, 28 multiprocessors running two.) Each
+//! block walks the chunk's samples in sub-tiles of [`BACKWARD_ROWS`], staging sub-tile `i + 1` with
+//! `cp.async` while it computes sub-tile `i` ([`BackwardShared`] says where). Per sub-tile, the layer-1 side:
 //! 1. `D1` of the group's units: warp `w` takes samples `4 w .. 4 w + 4`, lane `l` unit `u0 + l`, a chain over
 //!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block);
 //! 2. after a barrier, warp `w` owns rows `u0 + 4 w .. + 4` of the `W1` gradient (lane `l`: inputs `l` and
 //!    `l + 32`), lanes 0-3 the `b1` sums of those units.
 //!
-//! The layer-2 side: warp `w` owns rows `u0 + 4 w .. + 4` of the `W2` gradient (lane `l`: columns `4 l .. 4 l +
-//! 4`); lanes 0-15 keep the `W3` sums of those units, 16-19 their `b2` sums, 20-23 the `b3` sums. The
-//! accumulators stay in registers across sub-tiles, so a chunk's sum runs over its samples in order.
+//! The layer-2 side: warp `w` owns rows `u0 + 8 w .. + 8` of the `W2` gradient (lane `l`: columns `4 l .. 4 l +
+//! 4`), the `W3` sums of those units (lane `l`: unit `l / 4`, output `l % 4`), lanes 0-7 their `b2` sums and
+//! lanes 8-11 (group 0, warp 0) the `b3` sums. The accumulators stay in registers across sub-tiles, so a
+//! chunk's sum runs over its samples in order.
 //!
 //! The layer-1 hidden gradient itself is not stored: only the gradients read it.
 //!
@@ -37,8 +39,10 @@ use crate::net::{NetArgs, grad_chunks, walk_row_stride};
 
 /// Threads of an `mlp_backward` block (8 warps).
 pub const BACKWARD_THREADS: u32 = 256;
-/// Hidden units of a block's group.
+/// Hidden units of a layer-1 side block's group.
 pub const BACKWARD_UNITS: usize = 32;
+/// Hidden units of a layer-2 side block's group (8 rows of the `W2` gradient a warp).
+pub const BACKWARD_UNITS2: usize = 64;
 /// Samples of a sub-tile (4 a warp in the hidden-gradient step).
 pub const BACKWARD_ROWS: usize = 32;
 /// The widest hidden layer the kernel takes (a lane's four columns of the `W2` gradient).
@@ -69,11 +73,11 @@ pub struct BackwardShared {
     pub stage: [usize; 2],
     /// In a stage: the `D2` rows.
     pub d2: usize,
-    /// In a stage: the `A1` rows.
+    /// In a stage: the `A1` rows (layer-2 side).
     pub a1: usize,
-    /// In a stage: the input rows.
+    /// In a stage: the input rows (layer-1 side; the slot of `a1`).
     pub obs: usize,
-    /// In a stage: the group's columns of `A2` or `A1` ([`BACKWARD_UNITS`] a row).
+    /// In a stage: the group's columns of `A2` or `A1` ([`BACKWARD_UNITS2`] a row).
     pub a2: usize,
     /// In a stage: the output gradients (4 a row).
     pub dout: usize,
@@ -91,9 +95,10 @@ impl BackwardShared {
         let d1 = w2 + hs * g;
         let one = d1 + r * g;
         let (d2, a1) = (0, r * sd);
-        let obs = a1 + r * sd;
-        let a2 = obs + r * so;
-        let dout = a2 + r * g;
+        // The layer-1 side reads no A1 rows and the layer-2 side no inputs: one slot holds either.
+        let obs = a1;
+        let a2 = a1 + r * sd.max(so);
+        let dout = a2 + r * BACKWARD_UNITS2;
         let stage_len = dout + r * BACKWARD_MAX_OUTPUTS;
         let first = one + 4;
         Self {
@@ -128,11 +133,18 @@ pub fn backward_suit(net: &NetArgs) -> bool {
         && (1..=BACKWARD_MAX_OUTPUTS).contains(&o)
 }
 
-/// Blocks of the launch: (2 x unit groups, gradient chunks x trials). Block `(x, c * n_trials + t)` writes
-/// the partial sums of chunk `c` of trial `t` for group `x % groups`'s units: the layer-1 side (`x <
-/// groups`: `W1`, `b1`) or the layer-2 side (`W2`, `b2`, `W3`, `b3`).
+/// Unit groups of the layer-1 side and of the layer-2 side.
+pub fn backward_groups(net: &NetArgs) -> (usize, usize) {
+    let hs = net.hidden as usize;
+    (hs.div_ceil(BACKWARD_UNITS), hs.div_ceil(BACKWARD_UNITS2))
+}
+
+/// Blocks of the launch: (unit groups of both sides, gradient chunks x trials). Block `(x, c * n_trials + t)`
+/// writes the partial sums of chunk `c` of trial `t`: for layer-1 group `x` (`x <` its groups: `W1`, `b1`),
+/// else for the layer-2 side's group `x - ` that (`W2`, `b2`, `W3`, `b3`).
 pub fn backward_blocks(net: &NetArgs) -> (usize, usize) {
-    (2 * (net.hidden as usize).div_ceil(BACKWARD_UNITS), grad_chunks(net.batch as usize) * net.n_trials as usize)
+    let (g1, g2) = backward_groups(net);
+    (g1 + g2, grad_chunks(net.batch as usize) * net.n_trials as usize)
 }
 
 /// Block `(x, block)` of `mlp_backward` ([`backward_blocks`]): for unit group `x % groups` of chunk `block /
@@ -168,12 +180,13 @@ pub unsafe fn gpu_backward(
     let l = net.layout();
     let (d, hs, o, b, n_trials) = (l.input, l.hidden, l.outputs, net.batch as usize, net.n_trials as usize);
     let (c, t) = (block / n_trials, block % n_trials);
-    let groups = hs.div_ceil(G);
-    let (group, first) = (x % groups, x < groups);
+    const G2: usize = BACKWARD_UNITS2;
+    let groups = backward_groups(net).0;
+    let first = x < groups;
+    let (group, u0) = if first { (x, x * G) } else { (x - groups, (x - groups) * G2) };
     let sh = BackwardShared::of(net);
     let w = Work::of(net);
     let (lane, warp) = (thread % 32, thread / 32);
-    let u0 = group * G;
     // SAFETY: the caller's contract: every global read is inside the trial's active rows (`k` samples from
     // `s0`) and the buffers' extents, every shared offset inside `sh.len` floats; the barriers order each
     // stage's copies (waited by every thread) before its reads, and its reads before the next copies into it.
@@ -211,14 +224,15 @@ pub unsafe fn gpu_backward(
         if thread == 0 {
             sts(at(sh.one), 1.0);
         }
-        // The group's columns of an H-wide region (A1 for the layer-1 side's mask, A2 for the W3 gradient) into
-        // the stage's `a2` rows.
-        let group_cols = |src: *const f32, sb: usize, r0: usize, rows: u32| {
+        // The group's `width` columns of an H-wide region (A1 for the layer-1 side's mask, A2 for the W3
+        // gradient) into the stage's `a2` rows.
+        let group_cols = |src: *const f32, sb: usize, r0: usize, rows: u32, width: usize| {
+            let quads = (width / 4) as u32;
             let mut i = thread as u32;
-            while i < rows * (G / 4) as u32 {
-                let (r, q) = ((i / (G / 4) as u32) as usize, 4 * (i % (G / 4) as u32) as usize);
+            while i < rows * quads {
+                let (r, q) = ((i / quads) as usize, 4 * (i % quads) as usize);
                 if u0 + q < hs {
-                    cp_async16(at(sb + sh.a2 + r * G + q), src.add((r0 + r) * hs + u0 + q));
+                    cp_async16(at(sb + sh.a2 + r * G2 + q), src.add((r0 + r) * hs + u0 + q));
                 }
                 i += T;
             }
@@ -242,7 +256,7 @@ pub unsafe fn gpu_backward(
                 i += T;
             }
             if first {
-                group_cols(a1g, sb, r0, rows);
+                group_cols(a1g, sb, r0, rows, G);
                 let mut i = thread as u32;
                 while i < rows * d as u32 {
                     let (r, j) = ((i / d as u32) as usize, (i % d as u32) as usize);
@@ -250,7 +264,7 @@ pub unsafe fn gpu_backward(
                     i += T;
                 }
             } else {
-                group_cols(a2g, sb, r0, rows);
+                group_cols(a2g, sb, r0, rows, G2);
                 let mut i = thread as u32;
                 while i < rows * o as u32 {
                     let (r, j) = ((i / o as u32) as usize, (i % o as u32) as usize);
@@ -263,15 +277,19 @@ pub unsafe fn gpu_backward(
         if subs > 0 {
             stage(0, 0);
         }
-        // This warp's units (rows of the W1 or W2 gradient) exist (uniform over the warp).
-        let live = u0 + 4 * warp < hs;
+        // This warp's units (rows of the W1 or W2 gradient: 4 or 8 from u0 + 4 warp or u0 + 8 warp) exist
+        // (uniform over the warp).
+        let rows_of_warp = if first { 4 } else { 8 };
+        let w0 = u0 + rows_of_warp * warp;
+        let live = w0 < hs;
         // Layer-1 side: the W1 gradient (4 units x inputs lane and lane + 32), lanes 0-3: the b1 gradient.
-        // Layer-2 side: the W2 gradient (4 units x columns 4 lane ..; past the width it reads column 0 and
-        // stores nothing), lanes 0-15: the W3 gradient (unit 4 warp + l / 4, output l % 4), 16-19: b2, 20-23:
-        // b3 (group 0, warp 0).
-        let mut g2 = [[0.0f32; 4]; 4];
+        // Layer-2 side: the W2 gradient (8 units x columns 4 lane ..; past the width it reads column 0 and
+        // stores nothing), the W3 gradient (unit w0 + l / 4, output l % 4), lanes 0-7: b2 of unit w0 + l,
+        // 8-11: b3 (group 0, warp 0).
+        let mut g2 = [[0.0f32; 4]; 8];
         let mut g1 = [[0.0f32; 2]; 4];
         let mut small = 0.0f32;
+        let mut small2 = 0.0f32;
         let cb = if 4 * lane < hs { 4 * lane } else { 0 };
         let (x1, x2) = (lane.min(d - 1), if lane + 32 < d { lane + 32 } else { lane.min(d - 1) });
         let (x1, x2) = (4 * x1 as u32, 4 * x2 as u32);
@@ -285,15 +303,19 @@ pub unsafe fn gpu_backward(
             }
             let sb = stage_at(sub % 2);
             let rows = (k - sub * S).min(S);
-            // The small sum's two factors: address and byte stride of a row (the second is the 1.0 for a bias).
+            // The small sums' two factors: address and row stride (the second is the 1.0 for a bias).
             let (fa, sa, fb, sbb) = match (first, lane) {
                 (true, 0..4) => (sh.d1 + 4 * warp + lane, G, sh.one, 0),
-                (false, 0..16) => (sb + sh.a2 + 4 * warp + lane / 4, G, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS),
-                (false, 16..20) => (sb + sh.d2 + u0 + 4 * warp + lane - 16, sh.sd, sh.one, 0),
-                (false, 20..24) => (sb + sh.dout + lane - 20, BACKWARD_MAX_OUTPUTS, sh.one, 0),
-                _ => (sh.one, 0, sh.one, 0),
+                (true, _) => (sh.one, 0, sh.one, 0),
+                (false, _) => (sb + sh.a2 + 8 * warp + lane / 4, G2, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS),
+            };
+            let (fc, sc) = match lane {
+                0..8 => (sb + sh.d2 + w0 + lane, sh.sd),
+                8..12 => (sb + sh.dout + lane - 8, BACKWARD_MAX_OUTPUTS),
+                _ => (sh.one, 0),
             };
             let (fa, fb, sa4, sb4) = (at(fa), at(fb), 4 * sa as u32, 4 * sbb as u32);
+            let (fc, sc4, one) = (at(fc), 4 * sc as u32, at(sh.one));
             let (rows32, sd4) = (rows as u32, 4 * sh.sd as u32);
             if first {
                 // 1. D1 of samples 4 warp + i, unit u0 + lane.
@@ -328,7 +350,7 @@ pub unsafe fn gpu_backward(
                 let j = u0 + lane;
                 unrolled!(i in [0, 1, 2, 3] {
                     let r = 4 * warp + i;
-                    let keep = r < rows && j < h && lds(at(sb + sh.a2 + r * G + lane)) > 0.0;
+                    let keep = r < rows && j < h && lds(at(sb + sh.a2 + r * G2 + lane)) > 0.0;
                     sts(at(sh.d1 + r * G + lane), if keep { acc[i] } else { 0.0 });
                 });
                 _syncthreads();
@@ -355,15 +377,22 @@ pub unsafe fn gpu_backward(
                 }
             } else if live {
                 // The W2, b2, W3 and b3 gradients' terms of these samples, in sample order.
-                let (d2r, a1r) = (at(sb + sh.d2 + u0 + 4 * warp), at(sb + sh.a1 + cb));
-                let load = |r: u32| (lds4(d2r + r * sd4), lds4(a1r + r * sd4), [lds(fa + r * sa4), lds(fb + r * sb4)]);
-                let step = |(dv, av, sv): ([f32; 4], [f32; 4], [f32; 2])| {
-                    unrolled!(i in [0, 1, 2, 3] {
+                let (d2r, a1r) = (at(sb + sh.d2 + w0), at(sb + sh.a1 + cb));
+                let load = |r: u32| {
+                    (
+                        [lds4(d2r + r * sd4), lds4(d2r + r * sd4 + 16)],
+                        lds4(a1r + r * sd4),
+                        [lds(fa + r * sa4), lds(fb + r * sb4), lds(fc + r * sc4), lds(one)],
+                    )
+                };
+                let step = |(dv, av, sv): ([[f32; 4]; 2], [f32; 4], [f32; 4])| {
+                    unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
                         unrolled!(q in [0, 1, 2, 3] {
-                            g2[i][q] = fma(dv[i], av[q], g2[i][q]);
+                            g2[i][q] = fma(dv[i / 4][i % 4], av[q], g2[i][q]);
                         });
                     });
                     small = fma(sv[0], sv[1], small);
+                    small2 = fma(sv[2], sv[3], small2);
                 };
                 in_pairs(rows32, load, step);
             }
@@ -373,37 +402,43 @@ pub unsafe fn gpu_backward(
         if !live {
             return;
         }
-        unrolled!(i in [0, 1, 2, 3] {
-            let n = u0 + 4 * warp + i;
-            if n < hs {
-                if first {
+        if first {
+            unrolled!(i in [0, 1, 2, 3] {
+                let n = w0 + i;
+                if n < hs {
                     unrolled!(e in [0, 1] {
                         let x = if e == 0 { lane } else { lane + 32 };
                         if x < d {
                             *partial.add(l.w1() + n * d + x) = if n < h { g1[i][e] } else { 0.0 };
                         }
                     });
-                } else {
-                    unrolled!(q in [0, 1, 2, 3] {
-                        let j = 4 * lane + q;
-                        if j < hs {
-                            *partial.add(l.w2() + n * hs + j) = if n < h && j < h { g2[i][q] } else { 0.0 };
-                        }
-                    });
                 }
+            });
+            let n = w0 + lane;
+            if lane < 4 && n < hs {
+                *partial.add(l.b1() + n) = if n < h { small } else { 0.0 };
+            }
+            return;
+        }
+        unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+            let n = w0 + i;
+            if n < hs {
+                unrolled!(q in [0, 1, 2, 3] {
+                    let j = 4 * lane + q;
+                    if j < hs {
+                        *partial.add(l.w2() + n * hs + j) = if n < h && j < h { g2[i][q] } else { 0.0 };
+                    }
+                });
             }
         });
-        let n = u0 + 4 * warp + lane % 4;
-        match (first, lane) {
-            (true, 0..4) if n < hs => *partial.add(l.b1() + n) = if n < h { small } else { 0.0 },
-            (false, 0..16) => {
-                let (n, out) = (u0 + 4 * warp + lane / 4, lane % 4);
-                if n < hs && out < o {
-                    *partial.add(l.w3() + out * hs + n) = if n < h { small } else { 0.0 };
-                }
-            }
-            (false, 16..20) if n < hs => *partial.add(l.b2() + n) = if n < h { small } else { 0.0 },
-            (false, 20..24) if group == 0 && warp == 0 && lane - 20 < o => *partial.add(l.b3() + lane - 20) = small,
+        let (n, out) = (w0 + lane / 4, lane % 4);
+        if n < hs && out < o {
+            *partial.add(l.w3() + out * hs + n) = if n < h { small } else { 0.0 };
+        }
+        let n = w0 + lane;
+        match lane {
+            0..8 if n < hs => *partial.add(l.b2() + n) = if n < h { small2 } else { 0.0 },
+            8..12 if group == 0 && warp == 0 && lane - 8 < o => *partial.add(l.b3() + lane - 8) = small2,
             _ => {}
         }
     }
@@ -445,14 +480,17 @@ mod tests {
             let stage = |st: usize| {
                 [
                     (st + l.d2, r * l.sd),
-                    (st + l.a1, r * l.sd),
-                    (st + l.obs, r * l.so),
-                    (st + l.a2, r * g),
+                    (st + l.a1, r * l.sd.max(l.so)),
+                    (st + l.a2, r * BACKWARD_UNITS2),
                     (st + l.dout, r * BACKWARD_MAX_OUTPUTS),
                 ]
             };
-            let ([a, b, c, d0, e], [f, gg, h, i, j]) = (stage(l.stage[0]), stage(l.stage[1]));
-            let regions = [(l.w2, hs * g), (l.d1, r * g), (l.one, 1), a, b, c, d0, e, f, gg, h, i, j];
+            for st in l.stage {
+                assert_eq!(l.obs, l.a1, "the inputs share the A1 rows' slot");
+                assert!(st + l.obs + r * l.so <= st + l.a2, "{input}/{hidden}: the inputs overflow their slot");
+            }
+            let ([a, b, c, d0], [e, f, gg, j]) = (stage(l.stage[0]), stage(l.stage[1]));
+            let regions = [(l.w2, hs * g), (l.d1, r * g), (l.one, 1), a, b, c, d0, e, f, gg, j];
             for w in regions.windows(2) {
                 assert!(w[0].0 + w[0].1 <= w[1].0, "{input}/{hidden}: {:?} overlaps {:?}", w[0], w[1]);
             }
@@ -476,12 +514,12 @@ mod tests {
         assert!(!suit(54, 64, 5), "more than 4 outputs");
     }
 
-    /// The grid: two blocks (the layer-1 and the layer-2 side) per unit group, and per gradient chunk of each
-    /// trial.
+    /// The grid: a block per unit group of each side (32 units on the layer-1 side, 64 on the layer-2 side),
+    /// and per gradient chunk of each trial.
     #[test]
     fn backward_blocks_cover_groups_and_chunks() {
         let net = NetArgs::new(5, 1_024, 54, 100, 3, 1_024, 100);
-        assert_eq!(backward_blocks(&net), (8, 5 * crate::net::grad_chunks(1_024)));
+        assert_eq!(backward_blocks(&net), (4 + 2, 5 * crate::net::grad_chunks(1_024)));
         assert_eq!(backward_blocks(&NetArgs::new(2, 1, 54, 16, 3, 45, 100)).0, 2);
     }
 }
