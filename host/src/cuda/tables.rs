@@ -112,8 +112,14 @@ impl ProductTables {
     }
 
     /// The backward pass after the loss ([`AFTER_LOSS`]): one fused `mlp_backward` launch
-    /// ([`gpu_kernels::backward`]) when the sizes suit it, its shared memory fits and fusing is on, else the
-    /// stages' launches. The same bits either way. `dev_trials` holds `trials` on the device.
+    /// ([`gpu_kernels::backward`]) when the sizes suit it, its blocks fit the device in one wave and fusing is
+    /// on, else the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits either way.
+    /// `dev_trials` holds `trials` on the device.
+    ///
+    /// Why one wave: each of the fused kernel's blocks reads its chunk's `D2` rows again (a block per unit
+    /// group), which is cheap while the launch is latency-bound (a DQN step: 240 blocks, 37.7 us against
+    /// 17.5 + 32.7 us for the two launches on the H200) but not when it runs in many waves (a PPO update of
+    /// quarter rollouts: 1,920 blocks, 99.9 us a step against 90.4).
     pub(crate) fn launch_backward(
         &mut self,
         stream: &CudaStream,
@@ -121,9 +127,13 @@ impl ProductTables {
         trials: &[NetTrial],
         dev_trials: &CudaSlice<Dev<NetTrial>>,
     ) -> Result<(), HostError> {
-        use gpu_kernels::backward::{BackwardShared, backward_suit};
-        let fits = BackwardShared::of(net).bytes() <= self.rt.shared_per_block();
-        if !(self.rt.fused() && fits && backward_suit(net)) {
+        use gpu_kernels::backward::{BackwardShared, backward_blocks, backward_suit};
+        // 1 KB of a multiprocessor's shared memory is the driver's per block.
+        let bytes = BackwardShared::of(net).bytes() + 1_024;
+        let per_sm = (self.rt.shared_per_block() + 1_024) / bytes;
+        let (x, y) = backward_blocks(net);
+        let one_wave = x * y <= per_sm * self.rt.multiprocessors;
+        if !(self.rt.fused() && per_sm > 0 && one_wave && backward_suit(net)) {
             return self.launch_all(stream, net, trials, &AFTER_LOSS);
         }
         // The products the kernel computes, built and checked against the buffers' lengths (once).
