@@ -314,11 +314,12 @@ fn wide_grid(
     )))
 }
 
-/// W3: DQN gradient steps and one epoch, CPU vs GPU; `sample` is called during the GPU epoch.
+/// W3: DQN gradient steps and one epoch, CPU vs GPU; `sampler` is called from a thread of its own every 2 ms
+/// during the GPU epoch.
 pub fn dqn(
     backends: &[Backend],
     sizes: &Sizes,
-    mut sampler: impl FnMut() -> Option<report::Utilization>,
+    mut sampler: impl FnMut() -> Option<report::Utilization> + Send,
 ) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
     let (envs, batch, timed) = sizes.dqn;
@@ -344,21 +345,32 @@ pub fn dqn(
         agent.last_losses()?;
         let grad_steps_per_s = timed as f64 / started.elapsed().as_secs_f64();
         env.reset_epoch(1)?;
-        let mut utilization = report::Utilization::default();
         let flops_before = agent.product_flops();
-        let started = Instant::now();
-        for step in 0..steps as u64 {
-            agent.act_and_step(&mut env, 8 + step, false)?;
-            agent.train_step(&mut env)?;
-            if backend.is_cuda()
-                && step.is_multiple_of(8)
-                && let Some(u) = sampler()
-            {
-                utilization.add(&u);
-            }
-        }
-        agent.last_losses()?;
-        let seconds = started.elapsed().as_secs_f64();
+        // NVML is sampled from a thread of its own while the GPU epoch runs (a sample costs host time that
+        // a training loop does not spend; taken inline every 8 steps it was part of the epoch's wall time).
+        let sampling = std::sync::atomic::AtomicBool::new(backend.is_cuda());
+        let (seconds, utilization) = std::thread::scope(|scope| {
+            let monitor = scope.spawn(|| {
+                let mut utilization = report::Utilization::default();
+                while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(u) = sampler() {
+                        utilization.add(&u);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                utilization
+            });
+            let started = Instant::now();
+            let ran = (0..steps as u64).try_for_each(|step| {
+                agent.act_and_step(&mut env, 8 + step, false)?;
+                agent.train_step(&mut env)
+            });
+            let ran = ran.and_then(|()| agent.last_losses().map(|_| ()));
+            let seconds = started.elapsed().as_secs_f64();
+            sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+            let utilization = monitor.join().unwrap_or_default();
+            ran.map(|()| (seconds, utilization))
+        })?;
         let flops = agent.product_flops() - flops_before;
         let mut row = Row::dqn(backend.info().backend, sizes.trials * envs * steps, seconds, grad_steps_per_s, steps);
         if utilization.samples > 0 {
