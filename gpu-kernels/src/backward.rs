@@ -140,16 +140,17 @@ pub fn backward_groups(net: &NetArgs) -> (usize, usize) {
 }
 
 /// Blocks of the launch: (unit groups of both sides, gradient chunks x trials). Block `(x, c * n_trials + t)`
-/// writes the partial sums of chunk `c` of trial `t`: for layer-1 group `x` (`x <` its groups: `W1`, `b1`),
-/// else for the layer-2 side's group `x - ` that (`W2`, `b2`, `W3`, `b3`).
+/// writes the partial sums of chunk `c` of trial `t`: for layer-1 group `x` while `x < g1` (`W1`, `b1`),
+/// else for layer-2 group `x - g1` (`W2`, `b2`, `W3`, `b3`), `(g1, g2)` = [`backward_groups`].
 pub fn backward_blocks(net: &NetArgs) -> (usize, usize) {
     let (g1, g2) = backward_groups(net);
     (g1 + g2, grad_chunks(net.batch as usize) * net.n_trials as usize)
 }
 
-/// Block `(x, block)` of `mlp_backward` ([`backward_blocks`]): for unit group `x % groups` of chunk `block /
-/// n_trials` of trial `block % n_trials`, the layer-1 side (`x < groups`: `D1` and the `W1` and `b1`
-/// gradients) or the layer-2 side (the `W2`, `b2`, `W3` and `b3` gradients, which do not need `D1`), from the
+/// Block `(x, block)` of `mlp_backward` ([`backward_blocks`]): for chunk `block / n_trials` of trial `block %
+/// n_trials`, the layer-1 side of 32-unit group `x` (`D1` and the `W1` and `b1` gradients) or, past the
+/// layer-1 groups, the layer-2 side of a 64-unit group (the `W2`, `b2`, `W3` and `b3` gradients, which do not
+/// need `D1`), from the
 /// training buffer's `D2`, `A1`, `A2` and output gradients, the sampled inputs and the online `W2`
 /// ([`crate::net::buffers`]).
 ///
@@ -177,10 +178,10 @@ pub unsafe fn gpu_backward(
     const G: usize = BACKWARD_UNITS;
     const S: usize = BACKWARD_ROWS;
     const T: u32 = BACKWARD_THREADS;
+    const G2: usize = BACKWARD_UNITS2;
     let l = net.layout();
     let (d, hs, o, b, n_trials) = (l.input, l.hidden, l.outputs, net.batch as usize, net.n_trials as usize);
     let (c, t) = (block / n_trials, block % n_trials);
-    const G2: usize = BACKWARD_UNITS2;
     let groups = backward_groups(net).0;
     let first = x < groups;
     let (group, u0) = if first { (x, x * G) } else { (x - groups, (x - groups) * G2) };
@@ -237,6 +238,17 @@ pub unsafe fn gpu_backward(
                 i += T;
             }
         };
+        // `width` floats of each of `rows` rows (row r at `src + r * src_stride`) to shared float `dst + r *
+        // dst_stride`, 4 bytes a copy (the inputs' and output gradients' rows are not 16-byte aligned).
+        let narrow_rows =
+            |src: *const f32, src_stride: usize, dst: usize, dst_stride: usize, rows: u32, width: usize| {
+                let mut i = thread as u32;
+                while i < rows * width as u32 {
+                    let (r, j) = ((i / width as u32) as usize, (i % width as u32) as usize);
+                    cp_async4(at(dst + r * dst_stride + j), src.add(r * src_stride + j));
+                    i += T;
+                }
+            };
         // Sub-tile `sub`'s operands into stage `st` (rows below `k` only; 16-byte copies of the H-wide rows):
         // D2 for both sides; the group's A1 columns and the inputs for the layer-1 side; all of A1, the group's
         // A2 columns and the output gradients for the layer-2 side.
@@ -257,20 +269,10 @@ pub unsafe fn gpu_backward(
             }
             if first {
                 group_cols(a1g, sb, r0, rows, G);
-                let mut i = thread as u32;
-                while i < rows * d as u32 {
-                    let (r, j) = ((i / d as u32) as usize, (i % d as u32) as usize);
-                    cp_async4(at(sb + sh.obs + r * sh.so + j), obsg.add((r0 + r) * d + j));
-                    i += T;
-                }
+                narrow_rows(obsg.add(r0 * d), d, sb + sh.obs, sh.so, rows, d);
             } else {
                 group_cols(a2g, sb, r0, rows, G2);
-                let mut i = thread as u32;
-                while i < rows * o as u32 {
-                    let (r, j) = ((i / o as u32) as usize, (i % o as u32) as usize);
-                    cp_async4(at(sb + sh.dout + r * BACKWARD_MAX_OUTPUTS + j), doutg.add((r0 + r) * o + j));
-                    i += T;
-                }
+                narrow_rows(doutg.add(r0 * o), o, sb + sh.dout, BACKWARD_MAX_OUTPUTS, rows, o);
             }
         };
         let subs = k.div_ceil(S);
