@@ -69,6 +69,10 @@ impl CudaRuntime {
     /// already checked that the PTX has an entry for each name in `kernel_names::ALL`).
     pub fn new(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
+        if std::env::var_os("TRADESIM_EVENT_TRACKING").is_some_and(|v| v == "0") {
+            // SAFETY: experiment knob; every cross-stream use is ordered by explicit events or synchronizes.
+            unsafe { ctx.disable_event_tracking() };
+        }
         let name = ctx.name().map_err(HostError::driver("reading the device name"))?;
         let compute_capability =
             ctx.compute_capability().map_err(HostError::driver("reading the compute capability"))?;
