@@ -71,7 +71,8 @@ fn float_arithmetic_is_not_contracted() {
     let allowed = [
         kernel_names::GEMM_TILES,
         kernel_names::MLP_CHAIN,
-        kernel_names::MLP_CHAIN_ACT,
+        kernel_names::DQN_ACT,
+        kernel_names::PPO_ACT,
         kernel_names::MLP_ROWS,
         kernel_names::MLP_BACKWARD,
         kernel_names::DQN_TD,

@@ -326,23 +326,57 @@ unsafe fn wide_layer<const R: usize>(
     }
 }
 
+/// What a chain block does around its three layers (nvptx only): where its input rows come from and what
+/// follows its outputs. The training chains take the defaults (rows staged from `c.x`, nothing after); the
+/// acting kernels (`dqn_act`, `ppo_act`) compute each env's observation straight into shared memory and
+/// choose each env's action from its outputs, in place of the `observe` and select launches around
+/// `mlp_chain` (the same functions, so the same bits).
+pub trait ChainEnds {
+    /// Whether [`ChainEnds::output`] runs (a barrier, then a thread per row).
+    const OUTPUT: bool = false;
+
+    /// Writes rows `m0 .. m0 + rows` of the input (`d` floats each) to `a` (row stride `sa`) with plain
+    /// shared stores and returns true, or returns false for rows staged from `c.x`.
+    ///
+    /// # Safety
+    /// `a` holds `rows` rows of `sa >= d` floats; `thread < CHAIN_THREADS`.
+    #[inline(always)]
+    unsafe fn input(&self, _a: *mut f32, _sa: usize, _m0: usize, _rows: usize, _d: usize, _thread: usize) -> bool {
+        false
+    }
+
+    /// Row `row`'s outputs, once the block has written them (`Self::OUTPUT`).
+    ///
+    /// # Safety
+    /// As the implementor documents; one thread per row.
+    #[inline(always)]
+    unsafe fn output(&self, _row: usize, _out: &[f32]) {}
+}
+
+/// The training chains' ends: rows staged from the chain's input operand, nothing after the outputs.
+#[derive(Clone, Copy, Debug)]
+pub struct Staged;
+
+impl ChainEnds for Staged {}
+
 /// One block of chain `c`: row tile `tile` (`4 R` rows, [`Chain::tile_rows`]) through the three layers, `R`
-/// rows a warp.
+/// rows a warp, its input rows and what follows the outputs as `ends` says ([`ChainEnds`]).
 ///
 /// # Safety
 /// `buffers` holds a valid device pointer for every buffer `c` names, long enough for the products of
 /// [`Chain::layers`] ([`Gemm::extent`]); `c` is row-major ([`Chain::row_major`]); `smem` is this block's
 /// dynamic shared memory of [`ChainShared::of`]`(net).len` floats, 16-byte aligned; every thread of the
-/// block calls this (it synchronizes the block).
+/// block calls this (it synchronizes the block); `ends`' contracts hold.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub unsafe fn gpu_chain<const R: usize>(
+pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
     c: &Chain,
     net: &NetArgs,
     tile: usize,
     buffers: *const u64,
     smem: *mut f32,
     thread: usize,
+    ends: &E,
 ) {
     use crate::nvptx_ops::{cp_async_commit, cp_async_wait, cp_async_wait_all};
     use core::arch::nvptx::_syncthreads;
@@ -363,8 +397,10 @@ pub unsafe fn gpu_chain<const R: usize>(
         let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
         let rows = m.saturating_sub(m0).min(tile_rows);
         // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
-        let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
-        stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
+        if !ends.input(a, sh.sa, m0, rows, d, thread) {
+            let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
+            stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
+        }
         stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, thread);
         stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, thread);
         cp_async_commit();
@@ -429,6 +465,14 @@ pub unsafe fn gpu_chain<const R: usize>(
                 *out(2).add(row * rows_of(2) + n) = value;
             }
             i += CHAIN_THREADS as usize;
+        }
+        if E::OUTPUT {
+            // The barrier orders the block's output stores before the reads (global memory, one block).
+            _syncthreads();
+            if thread < rows {
+                let row = m0 + thread;
+                ends.output(row, core::slice::from_raw_parts(out(2).add(row * rows_of(2)), o));
+            }
         }
     }
 }

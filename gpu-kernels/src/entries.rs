@@ -315,23 +315,218 @@ pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, 
     unsafe {
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_chain::<{ crate::chain::ROWS_PER_WARP }>(&c, &net, tile, buffers, dyn_smem(), thread);
+        let ends = crate::chain::Staged;
+        crate::chain::gpu_chain::<{ crate::chain::ROWS_PER_WARP }, _>(
+            &c,
+            &net,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+            &ends,
+        );
     }
 }
 
-/// [`mlp_chain`] for acting chains: tiles of [`crate::chain::ACT_ROWS`] rows, 5 a warp (a kernel of its
-/// own: one function with both instances took more registers and made the training chains slower).
+/// An acting chain's input rows: each env's observation ([`observe_entry`]) written straight into the
+/// block's shared memory (warp `w` the rows `w, w + 4, ..`, lane `l` the columns `l, l + 32, ..`), in place of
+/// an `observe` launch and the staged copy of its output.
+struct Observe {
+    params: *const TrialParams,
+    states: *const EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    env: BatchArgs,
+    trial: usize,
+}
+
+impl Observe {
+    /// Global index of the trial's env `row`.
+    fn env(&self, row: usize) -> usize {
+        self.trial * self.env.envs_per_trial as usize + row
+    }
+
+    /// # Safety
+    /// `observe`'s contract for the envs of `self.trial`; `d == n_features + 3`; `a` as
+    /// [`ChainEnds::input`].
+    #[inline(always)]
+    unsafe fn rows(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) -> bool {
+        const WARPS: usize = crate::chain::CHAIN_THREADS as usize / 32;
+        let (nf, n_bars) = (self.env.n_features as usize, self.env.n_bars as usize);
+        // SAFETY: the caller's contract.
+        unsafe {
+            let bars = slice::from_raw_parts(self.bars, n_bars);
+            let features = slice::from_raw_parts(self.features, n_bars * nf);
+            let params = &*self.params.add(self.trial);
+            let mut r = thread / 32;
+            while r < rows {
+                let state = &*self.states.add(self.env(m0 + r));
+                let mut col = thread % 32;
+                while col < d {
+                    *a.add(r * sa + col) = observe_entry(params, state, bars, features, nf, col);
+                    col += 32;
+                }
+                r += WARPS;
+            }
+        }
+        true
+    }
+}
+
+/// DQN acting around the layers: observations in, epsilon-greedy actions out ([`choose`]).
+struct DqnAct {
+    obs: Observe,
+    dqn: *const DqnParams,
+    actions: *mut u8,
+    args: DqnArgs,
+}
+
+impl crate::chain::ChainEnds for DqnAct {
+    const OUTPUT: bool = true;
+
+    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) -> bool {
+        // SAFETY: `dqn_act`'s contract.
+        unsafe { self.obs.rows(a, sa, m0, rows, d, thread) }
+    }
+
+    unsafe fn output(&self, row: usize, q: &[f32]) {
+        let env = self.obs.env(row);
+        // SAFETY: `dqn_act`'s contract; this thread alone writes its env's action.
+        unsafe { *self.actions.add(env) = choose(env, &self.args, &*self.dqn.add(self.obs.trial), q) }
+    }
+}
+
+/// PPO acting around the layers: observations in, sampled actions, their log-probabilities and the values
+/// out ([`act_env`]).
+struct PpoAct {
+    obs: Observe,
+    ppo: *const PpoParams,
+    actions: *mut u8,
+    logps: *mut f32,
+    values: *mut f32,
+    slot: u32,
+    args: PpoArgs,
+}
+
+impl crate::chain::ChainEnds for PpoAct {
+    const OUTPUT: bool = true;
+
+    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) -> bool {
+        // SAFETY: `ppo_act`'s contract.
+        unsafe { self.obs.rows(a, sa, m0, rows, d, thread) }
+    }
+
+    unsafe fn output(&self, row: usize, out: &[f32]) {
+        let env = self.obs.env(row);
+        // SAFETY: `ppo_act`'s contract; this thread alone writes its env's outputs.
+        unsafe {
+            let a = act_env(env, &self.args, &*self.ppo.add(self.obs.trial), out, self.slot);
+            write_act(a, env, self.actions, self.logps, self.values);
+        }
+    }
+}
+
+/// One env's PPO acting outputs ([`ppo_select`], [`ppo_act`]).
 ///
 /// # Safety
-/// As [`mlp_chain`]; every chain of the table has [`crate::chain::Chain::tile_rows`] `ACT_ROWS`.
+/// The ranges of `ppo_select`'s contract; the caller alone writes this env's outputs.
+#[inline(always)]
+unsafe fn write_act(a: crate::ppo::ActOutput, env: usize, actions: *mut u8, logps: *mut f32, values: *mut f32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *actions.add(env) = a.action;
+        match a.rollout {
+            Some(i) => {
+                *logps.add(i) = a.logp;
+                *values.add(i) = a.value;
+            }
+            None => *values.add(env) = a.value,
+        }
+    }
+}
+
+/// DQN acting in one launch: each block an acting chain's row tile ([`crate::chain::ACT_ROWS`] rows, 5 a
+/// warp; block `(tile, chain)`) from the envs' observations, computed in shared memory ([`observe_entry`]),
+/// through the three layers ([`crate::chain::gpu_chain`]) to each env's action ([`choose`]): the
+/// `observe`, `mlp_chain` and `dqn_select` launches in one, the same bits.
+///
+/// # Safety
+/// As [`mlp_chain`] for acting chains (one per trial, [`crate::chain::chain_plan`]); `params`, `states`,
+/// `bars`, `features` as [`observe`] with `env` (whose envs per trial are the chains' rows, its
+/// `n_features + 3` the network's input); `dqn`: `n_trials`; `actions`: `n_trials x envs_per_trial`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mlp_chain_act(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
+#[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
+pub unsafe extern "ptx-kernel" fn dqn_act(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: NetArgs,
+    params: *const TrialParams,
+    states: *const EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    env: BatchArgs,
+    actions: *mut u8,
+    dqn: *const DqnParams,
+    args: DqnArgs,
+) {
     use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
     // SAFETY: the caller's contract; the block index picks its chain and row tile.
     unsafe {
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }>(&c, &net, tile, buffers, dyn_smem(), thread);
+        let obs = Observe { params, states, bars, features, env, trial: c.trial as usize };
+        let ends = DqnAct { obs, dqn, actions, args };
+        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, _>(
+            &c,
+            &net,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+            &ends,
+        );
+    }
+}
+
+/// PPO acting in one launch ([`dqn_act`]'s shape): observations, the three layers, then each env's action,
+/// log-probability and value ([`act_env`]): the `observe`, `mlp_chain` and `ppo_select` launches in one.
+///
+/// # Safety
+/// As [`dqn_act`], with `ppo`, `actions`, `logps`, `values`, `slot` and `args` as [`ppo_select`].
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
+pub unsafe extern "ptx-kernel" fn ppo_act(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: NetArgs,
+    params: *const TrialParams,
+    states: *const EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    env: BatchArgs,
+    actions: *mut u8,
+    ppo: *const PpoParams,
+    logps: *mut f32,
+    values: *mut f32,
+    slot: u32,
+    args: PpoArgs,
+) {
+    use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
+    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    unsafe {
+        let c = *chains.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        let obs = Observe { params, states, bars, features, env, trial: c.trial as usize };
+        let ends = PpoAct { obs, ppo, actions, logps, values, slot, args };
+        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, _>(
+            &c,
+            &net,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+            &ends,
+        );
     }
 }
 
@@ -1014,15 +1209,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
         let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
-        let a = act_env(env, &args, &*ppo.add(env / ept), out, slot);
-        *actions.add(env) = a.action;
-        match a.rollout {
-            Some(i) => {
-                *logps.add(i) = a.logp;
-                *values.add(i) = a.value;
-            }
-            None => *values.add(env) = a.value,
-        }
+        write_act(act_env(env, &args, &*ppo.add(env / ept), out, slot), env, actions, logps, values);
     }
 }
 

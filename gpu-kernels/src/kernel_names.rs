@@ -47,7 +47,8 @@ pub const BACKTEST_BLOCK: u32 = 64;
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
-    (MLP_CHAIN_ACT, crate::chain::CHAIN_THREADS, 2),
+    (DQN_ACT, crate::chain::CHAIN_THREADS, 2),
+    (PPO_ACT, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (MLP_BACKWARD, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
@@ -58,8 +59,6 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
 pub const GEMM_TILES: &str = "gemm_tiles";
 /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
 pub const MLP_CHAIN: &str = "mlp_chain";
-/// [`MLP_CHAIN`] for acting chains (`crate::chain::ACT_ROWS`-row tiles, nvptx only).
-pub const MLP_CHAIN_ACT: &str = "mlp_chain_act";
 /// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
 /// nvptx only): the hidden gradient of layer 1.
 pub const MLP_ROWS: &str = "mlp_rows";
@@ -68,6 +67,9 @@ pub const MLP_ROWS: &str = "mlp_rows";
 pub const MLP_BACKWARD: &str = "mlp_backward";
 /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
 pub const DQN_SELECT: &str = "dqn_select";
+/// DQN acting in one launch: observations, [`MLP_CHAIN`]'s layers on `crate::chain::ACT_ROWS`-row tiles,
+/// then [`DQN_SELECT`]'s choice (nvptx only).
+pub const DQN_ACT: &str = "dqn_act";
 /// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]), then their layer-2
 /// hidden gradients ([`crate::net::hidden_gradient`]).
 pub const DQN_TD: &str = "dqn_td";
@@ -80,6 +82,8 @@ pub const GREEDY_WALK_REGS: &str = "greedy_walk_regs";
 
 /// PPO acting from the acting outputs ([`crate::ppo::choose`]).
 pub const PPO_SELECT: &str = "ppo_select";
+/// PPO acting in one launch ([`DQN_ACT`]'s shape, then [`PPO_SELECT`]'s choice; nvptx only).
+pub const PPO_ACT: &str = "ppo_act";
 /// GAE ([`crate::ppo::gae_env`]).
 pub const PPO_GAE: &str = "ppo_gae";
 /// The minibatch observations ([`crate::ppo::gather_entry`]).
@@ -111,16 +115,17 @@ pub const ALL: &[&str] = &[
     BACKTEST,
     GEMM_TILES,
     MLP_CHAIN,
-    MLP_CHAIN_ACT,
     MLP_ROWS,
     MLP_BACKWARD,
     DQN_SELECT,
+    DQN_ACT,
     DQN_TD,
     DQN_ADAM,
     GREEDY_WALK,
     GREEDY_WALK_REGS,
     FMA_PEAK,
     PPO_SELECT,
+    PPO_ACT,
     PPO_GAE,
     PPO_GATHER,
     PPO_LOSS,

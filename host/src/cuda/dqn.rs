@@ -109,9 +109,12 @@ impl CudaDqn {
             self.nets.act = self.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
             self.point(None)?;
         }
+        if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
+            return launch::dqn::dqn_act(&self.rt, view, chains, pointers, &net, env_args, &self.nets, args);
+        }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.rt, view, &mut self.nets.act, env_args)?;
-        self.tables.launch_layers(&stream, &net, &self.trials, true)?;
+        self.tables.launch_all(&stream, &net, &self.trials, &gpu_kernels::net::ACTING)?;
         launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)
     }
 
@@ -124,7 +127,7 @@ impl CudaDqn {
         self.point(Some(samples))?;
         self.walk_copy.order(stream)?;
         let net = self.net;
-        self.tables.launch_layers(stream, &net, &self.trials, false)?;
+        self.tables.launch_layers(stream, &net, &self.trials)?;
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
         self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
         launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;

@@ -121,9 +121,12 @@ impl CudaPpo {
             self.b.bootstrap = self.stream.alloc_zeros(n_envs).map_err(HostError::driver("allocating PPO buffers"))?;
             self.point()?;
         }
+        if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
+            return launch::ppo::ppo_act(&self.rt, view, chains, pointers, &net, env_args, &mut self.b, args, slot);
+        }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.rt, view, &mut self.b.act, env_args)?;
-        self.tables.launch_layers(&stream, &net, &self.trials, true)?;
+        self.tables.launch_all(&stream, &net, &self.trials, &gpu_kernels::net::ACTING)?;
         launch::ppo::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)
     }
 
@@ -138,7 +141,7 @@ impl CudaPpo {
         self.walk_copy.order(stream)?;
         let net = args.net();
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
-        self.tables.launch_layers(stream, &net, &self.trials, false)?;
+        self.tables.launch_layers(stream, &net, &self.trials)?;
         launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
         self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
         launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;

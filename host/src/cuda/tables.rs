@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use gpu_kernels::net::{ACTING, AFTER_LOSS, FORWARD, NetArgs, NetTrial, Stage, buffers};
+use gpu_kernels::net::{AFTER_LOSS, FORWARD, NetArgs, NetTrial, Stage, buffers};
 
 use super::buffers::{ChainTable, Dev, GemmTable};
 use super::launch;
@@ -70,45 +70,59 @@ impl ProductTables {
         stages.iter().try_for_each(|&stage| self.launch(stream, net, trials, stage))
     }
 
-    /// The three layers of acting (`act`) or of the training forward passes on `stream`: one fused launch
-    /// (`mlp_chain`, [`gpu_kernels::chain`]) when the network fits a block's shared memory and fusing is on
-    /// ([`CudaRuntime::fused`]), else one `gemm_tiles` launch per layer. The same bits either way.
     /// Drops the built tables (a trial's sizes changed: they are rebuilt on next use).
     pub(crate) fn forget(&mut self) {
         self.tables.clear();
         self.chains.clear();
     }
 
+    /// The training forward passes' three layers on `stream`: one fused launch (`mlp_chain`,
+    /// [`gpu_kernels::chain`]) when the network fits a block's shared memory and fusing is on
+    /// ([`CudaRuntime::fused`]), else one `gemm_tiles` launch per layer. The same bits either way.
     pub(crate) fn launch_layers(
         &mut self,
         stream: &CudaStream,
         net: &NetArgs,
         trials: &[NetTrial],
-        act: bool,
     ) -> Result<(), HostError> {
+        match self.chain_table(net, trials, false)? {
+            Some(i) => launch::net::chain(&self.rt, stream, &self.chains[i].1, &self.pointers, net),
+            None => self.launch_all(stream, net, trials, &FORWARD),
+        }
+    }
+
+    /// The acting chains and the buffer addresses for a fused acting launch (`dqn_act`, `ppo_act`), or
+    /// `None` where the layers do not fuse (the network is too wide for a block's shared memory, or fusing
+    /// is off): the caller then launches `observe`, [`gpu_kernels::net::ACTING`]'s products and the selection.
+    pub(crate) fn act_chains(
+        &mut self,
+        net: &NetArgs,
+        trials: &[NetTrial],
+    ) -> Result<Option<(&ChainTable, &CudaSlice<u64>)>, HostError> {
+        Ok(self.chain_table(net, trials, true)?.map(|i| (&self.chains[i].1, &self.pointers)))
+    }
+
+    /// The index of the acting (`act`) or training chains' table (built, checked and uploaded on first use),
+    /// or `None` where the layers do not fuse.
+    fn chain_table(&mut self, net: &NetArgs, trials: &[NetTrial], act: bool) -> Result<Option<usize>, HostError> {
         let fits = gpu_kernels::chain::ChainShared::of(net).bytes() <= self.rt.shared_per_block();
         if !(fits && self.rt.fused()) {
-            let stages = if act { ACTING } else { FORWARD };
-            return self.launch_all(stream, net, trials, &stages);
+            return Ok(None);
         }
         let key = (act, if act { net.envs_per_trial } else { 0 });
-        let i = match self.chains.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                let mut host = Vec::new();
-                gpu_kernels::chain::chain_plan(net, trials, act, |c| host.push(c));
-                let l = net.layout();
-                let products: Vec<_> = host.iter().flat_map(|c| c.layers(&l)).collect();
-                crate::plan::check("mlp_chain", &products, &self.lens)?;
-                if let Some(c) = host.iter().find(|c| !c.row_major()) {
-                    return Err(HostError::Config(format!("mlp_chain: operands not row-major: {c:?}")));
-                }
-                self.chains.push((key, ChainTable::upload(&self.stream, host)?));
-                self.chains.len() - 1
-            }
-        };
-        let label = if act { "mlp_chain act" } else { "mlp_chain forward" };
-        launch::net::chain(&self.rt, stream, &self.chains[i].1, &self.pointers, net, label)
+        if let Some(i) = self.chains.iter().position(|(k, _)| *k == key) {
+            return Ok(Some(i));
+        }
+        let mut host = Vec::new();
+        gpu_kernels::chain::chain_plan(net, trials, act, |c| host.push(c));
+        let l = net.layout();
+        let products: Vec<_> = host.iter().flat_map(|c| c.layers(&l)).collect();
+        crate::plan::check("mlp_chain", &products, &self.lens)?;
+        if let Some(c) = host.iter().find(|c| !c.row_major()) {
+            return Err(HostError::Config(format!("mlp_chain: operands not row-major: {c:?}")));
+        }
+        self.chains.push((key, ChainTable::upload(&self.stream, host)?));
+        Ok(Some(self.chains.len() - 1))
     }
 
     /// The backward pass after the loss ([`AFTER_LOSS`]): one fused `mlp_backward` launch

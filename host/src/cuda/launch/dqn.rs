@@ -1,11 +1,13 @@
 //! Launches of the DQN kernels between the products: selection, TD targets, Adam.
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::dqn::DqnArgs;
+use gpu_kernels::net::NetArgs;
 
 use super::{at_least, grid, loss_grid, per_trial_grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{Dev, DqnBuffers, SampleBuffers};
+use crate::cuda::buffers::{ChainTable, Dev, DqnBuffers, PolicyView, SampleBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 /// `dqn_select`: every env's action from the acting Q-values.
@@ -29,6 +31,36 @@ pub(crate) fn dqn_select(
     let cfg = grid(kernel, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
     timed(rt, stream, "dqn_select", || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// `dqn_act`: every env's observation, the acting layers ([`ChainTable`] `chains` on the buffers whose
+/// addresses `pointers` holds) and every env's action, in one launch (`observe`, `mlp_chain` and
+/// `dqn_select` fused: the same bits).
+#[allow(clippy::too_many_arguments, reason = "the chains, the envs and the selection")]
+pub(crate) fn dqn_act(
+    rt: &CudaRuntime,
+    view: &mut PolicyView<'_>,
+    chains: &ChainTable,
+    pointers: &CudaSlice<u64>,
+    net: &NetArgs,
+    env: &BatchArgs,
+    nets: &DqnBuffers,
+    args: &DqnArgs,
+) -> Result<(), HostError> {
+    let kernel = "dqn_act";
+    at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
+    if (args.n_trials, args.envs_per_trial) != (env.n_trials, env.envs_per_trial) {
+        return Err(HostError::Config(format!("{kernel}: the selection's envs are not the observations'")));
+    }
+    let stream = view.stream.clone();
+    let sizes = (&Dev(*net), &Dev(*env));
+    let dev_args = Dev(*args);
+    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, kernel)?;
+    launch.arg(&nets.params).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
+    // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.
+    timed(rt, &stream, kernel, || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 

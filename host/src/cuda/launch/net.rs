@@ -57,49 +57,92 @@ pub(crate) fn gemm(
     Ok(())
 }
 
-/// `mlp_chain`: every chain of `table` (a block of 128 threads per 32-row tile of each, `shared` bytes of
-/// dynamic shared memory: [`gpu_kernels::chain::ChainShared`]) on the buffers whose addresses `pointers`
-/// holds; `label` names the launch in profiles.
+/// The launch of `table`'s chains (`mlp_chain`, `dqn_act`, `ppo_act`): a block of
+/// [`gpu_kernels::chain::CHAIN_THREADS`] per row tile of each chain, the layout's dynamic shared memory
+/// ([`gpu_kernels::chain::ChainShared`]); `None` for an empty table. `tile_rows` is the rows of a tile the
+/// kernel computes ([`gpu_kernels::chain::CHAIN_ROWS`] or `ACT_ROWS`), which every chain must have.
+pub(crate) fn chain_config(
+    rt: &CudaRuntime,
+    table: &ChainTable,
+    net: &NetArgs,
+    kernel: &str,
+    tile_rows: usize,
+) -> Result<Option<LaunchConfig>, HostError> {
+    if table.host.is_empty() {
+        return Ok(None);
+    }
+    if table.host.iter().any(|c| c.tile_rows() != tile_rows) {
+        return Err(HostError::Config(format!("{kernel}: a chain of the table has tiles of another height")));
+    }
+    let tiles = table.host.iter().map(|c| c.tiles()).max().unwrap_or(0);
+    let shared = gpu_kernels::chain::ChainShared::of(net).bytes();
+    match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared)) {
+        (Ok(t), Ok(c), Ok(s)) if c <= 65_535 && (s as usize) <= rt.shared_per_block() => Ok(Some(LaunchConfig {
+            grid_dim: (t.max(1), c, 1),
+            block_dim: (gpu_kernels::chain::CHAIN_THREADS, 1, 1),
+            shared_mem_bytes: s,
+        })),
+        _ => Err(HostError::Config(format!(
+            "{kernel}: {} chains of {tiles} tiles do not fit a launch",
+            table.host.len()
+        ))),
+    }
+}
+
+/// `mlp_chain`: every training chain of `table` ([`chain_config`]) on the buffers whose addresses
+/// `pointers` holds.
 pub(crate) fn chain(
     rt: &CudaRuntime,
     stream: &CudaStream,
     table: &ChainTable,
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
-    label: &'static str,
 ) -> Result<(), HostError> {
-    if table.host.is_empty() {
+    let Some(cfg) = chain_config(rt, table, net, "mlp_chain", gpu_kernels::chain::CHAIN_ROWS)? else {
         return Ok(());
-    }
-    let tiles = table.host.iter().map(|c| c.tiles()).max().unwrap_or(0);
-    let shared = gpu_kernels::chain::ChainShared::of(net).bytes();
-    let (tiles, chains, shared) = match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared)) {
-        (Ok(t), Ok(c), Ok(s)) if c <= 65_535 && (s as usize) <= rt.shared_per_block() => (t.max(1), c, s),
-        _ => {
-            return Err(HostError::Config(format!(
-                "mlp_chain: {} chains of {tiles} tiles do not fit a launch",
-                table.host.len()
-            )));
-        }
-    };
-    let cfg = LaunchConfig {
-        grid_dim: (tiles, chains, 1),
-        block_dim: (gpu_kernels::chain::CHAIN_THREADS, 1, 1),
-        shared_mem_bytes: shared,
     };
     let dev_net = Dev(*net);
-    // Acting chains (`ACT_ROWS`-row tiles) have their own instance of the kernel.
-    let act = table.host.iter().all(|c| c.tile_rows() == gpu_kernels::chain::ACT_ROWS);
-    if !act && table.host.iter().any(|c| c.tile_rows() != gpu_kernels::chain::CHAIN_ROWS) {
-        return Err(HostError::Config("mlp_chain: a table mixes acting and training tiles".to_owned()));
-    }
-    let mut launch = stream.launch_builder(if act { &rt.kernels.mlp_chain_act } else { &rt.kernels.mlp_chain });
+    let mut launch = stream.launch_builder(&rt.kernels.mlp_chain);
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_chain`; the table's products were checked against
     // the lengths of the buffers its pointers name and are row-major (`ProductTables::launch_layers`); the
     // shared memory is the layout's size; no chain writes what another reads (`gpu_kernels::net::plan`).
-    timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, "mlp_chain forward", || unsafe { launch.launch(cfg) })?;
     Ok(())
+}
+
+/// A fused acting launch (`dqn_act`, `ppo_act`): checks the envs' buffers as `observe` needs them and that
+/// the envs are the chains' rows (`env` matches `net`), then pushes the arguments the two kernels share
+/// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the actions) and returns the
+/// launch's configuration; the caller pushes the selection's other arguments and launches.
+pub(crate) fn act_launch<'a>(
+    rt: &'a CudaRuntime,
+    view: &'a mut PolicyView<'_>,
+    chains: (&'a ChainTable, &'a CudaSlice<u64>),
+    sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
+    kernel: &'static str,
+) -> Result<(cudarc::driver::LaunchArgs<'a>, LaunchConfig), HostError> {
+    let (net, env) = (&sizes.0.0, &sizes.1.0);
+    check_observe(kernel, view, env)?;
+    let same = env.n_trials == net.n_trials
+        && env.envs_per_trial == net.envs_per_trial
+        && env.n_features as usize + 3 == net.input as usize;
+    if !same {
+        return Err(HostError::Config(format!(
+            "{kernel}: envs of {} trials x {} with {} features for a network of {} trials x {} rows and {} inputs",
+            env.n_trials, env.envs_per_trial, env.n_features, net.n_trials, net.envs_per_trial, net.input
+        )));
+    }
+    let Some(cfg) = chain_config(rt, chains.0, net, kernel, gpu_kernels::chain::ACT_ROWS)? else {
+        return Err(HostError::Config(format!("{kernel}: no acting chains")));
+    };
+    let function = if kernel == "ppo_act" { &rt.kernels.ppo_act } else { &rt.kernels.dqn_act };
+    let mut launch = view.stream.launch_builder(function);
+    launch.arg(&chains.0.dev).arg(chains.1).arg(sizes.0);
+    at_least(kernel, "actions", env.n_envs(), view.actions.len())?;
+    launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(sizes.1);
+    launch.arg(&mut *view.actions);
+    Ok((launch, cfg))
 }
 
 /// `mlp_rows`: every product of `table` (a block of 128 threads per 32-row tile of each, the dynamic
@@ -328,10 +371,7 @@ pub(crate) fn observe_view(
 ) -> Result<(), HostError> {
     let kernel = "observe";
     let n_envs = args.n_envs();
-    at_least(kernel, "env parameters", args.n_trials as usize, view.params.len())?;
-    at_least(kernel, "env states", n_envs, view.states.len())?;
-    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
-    at_least(kernel, "features", args.n_bars as usize * args.n_features as usize, view.features.len())?;
+    check_observe(kernel, view, args)?;
     at_least(kernel, "observation floats", n_envs * (args.n_features as usize + 3), out.len())?;
     let dev_args = Dev(*args);
     let mut launch = view.stream.launch_builder(&rt.kernels.observe);
@@ -340,6 +380,14 @@ pub(crate) fn observe_view(
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
     timed(rt, view.stream, "observe", || unsafe { launch.launch(cfg) })?;
     Ok(())
+}
+
+/// The envs' buffers an observation reads ([`gpu_kernels::batch::observe_entry`]) are long enough for `args`.
+fn check_observe(kernel: &str, view: &PolicyView<'_>, args: &BatchArgs) -> Result<(), HostError> {
+    at_least(kernel, "env parameters", args.n_trials as usize, view.params.len())?;
+    at_least(kernel, "env states", args.n_envs(), view.states.len())?;
+    at_least(kernel, "bars", args.n_bars as usize, view.bars.len())?;
+    at_least(kernel, "features", args.n_bars as usize * args.n_features as usize, view.features.len())
 }
 
 /// `fma_peak`: `iters` rounds of 8 independent FMA chains per thread (the throughput reference).

@@ -2,11 +2,13 @@
 
 use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 use gpu_kernels::Transition;
+use gpu_kernels::batch::BatchArgs;
+use gpu_kernels::net::NetArgs;
 use gpu_kernels::ppo::PpoArgs;
 
 use super::{at_least, gather_grid, grid, loss_grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{Dev, PpoBuffers};
+use crate::cuda::buffers::{ChainTable, Dev, PolicyView, PpoBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostError> {
@@ -62,15 +64,9 @@ pub(crate) fn ppo_select(
     let aw = gpu_kernels::net::ActWork::of(&args.net());
     at_least(kernel, "acting buffer", aw.len(), b.act.len())?;
     at_least(kernel, "actions", n_envs, actions.len())?;
-    let bootstrap = slot >= args.steps;
-    if bootstrap {
-        at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
-    } else {
-        check_ppo(kernel, b, args)?;
-    }
+    let bootstrap = check_select(kernel, b, args, slot)?;
     let out = b.act.slice(aw.q()..);
     let dev_args = Dev(*args);
-    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
     let mut launch = stream.launch_builder(&rt.kernels.ppo_select);
     launch.arg(&b.params).arg(&out).arg(actions);
     if bootstrap {
@@ -84,6 +80,52 @@ pub(crate) fn ppo_select(
     // the kernel writes only `n_envs` values, into the bootstrap buffer).
     timed(rt, stream, "ppo_select", || unsafe { launch.launch(cfg) })?;
     Ok(())
+}
+
+/// `ppo_act`: every env's observation, the acting layers and every env's action, log-probability and
+/// value (`ppo_select`'s outputs) in one launch ([`super::dqn::dqn_act`]'s shape).
+#[allow(clippy::too_many_arguments, reason = "the chains, the envs and the selection")]
+pub(crate) fn ppo_act(
+    rt: &CudaRuntime,
+    view: &mut PolicyView<'_>,
+    chains: &ChainTable,
+    pointers: &CudaSlice<u64>,
+    net: &NetArgs,
+    env: &BatchArgs,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+    slot: u32,
+) -> Result<(), HostError> {
+    let kernel = "ppo_act";
+    let bootstrap = check_select(kernel, b, args, slot)?;
+    if (args.n_trials, args.envs_per_trial) != (env.n_trials, env.envs_per_trial) {
+        return Err(HostError::Config(format!("{kernel}: the selection's envs are not the observations'")));
+    }
+    let stream = view.stream.clone();
+    let sizes = (&Dev(*net), &Dev(*env));
+    let dev_args = Dev(*args);
+    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, kernel)?;
+    launch.arg(&b.params).arg(&mut b.logps);
+    launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
+    launch.arg(&slot).arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::ppo_act`; the chains were checked against the buffers'
+    // lengths when built, the envs' buffers and actions by `act_launch`, the selection's by `check_select`.
+    timed(rt, &stream, kernel, || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
+/// Checks `ppo_select`'s (and `ppo_act`'s) PPO buffers; whether `slot` is the bootstrap step (the values go
+/// to the bootstrap buffer).
+fn check_select(kernel: &str, b: &PpoBuffers, args: &PpoArgs, slot: u32) -> Result<bool, HostError> {
+    let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
+    at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
+    let bootstrap = slot >= args.steps;
+    if bootstrap {
+        at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
+    } else {
+        check_ppo(kernel, b, args)?;
+    }
+    Ok(bootstrap)
 }
 
 /// `ppo_gae` over the rollout in `ring`.
