@@ -332,18 +332,18 @@ unsafe fn wide_layer<const R: usize>(
 /// choose each env's action from its outputs, in place of the `observe` and select launches around
 /// `mlp_chain` (the same functions, so the same bits).
 pub trait ChainEnds {
+    /// Whether [`ChainEnds::input`] writes the input rows (else they are staged from `c.x`).
+    const INPUT: bool = false;
     /// Whether [`ChainEnds::output`] runs (a barrier, then a thread per row).
     const OUTPUT: bool = false;
 
     /// Writes rows `m0 .. m0 + rows` of the input (`d` floats each) to `a` (row stride `sa`) with plain
-    /// shared stores and returns true, or returns false for rows staged from `c.x`.
+    /// shared stores (`Self::INPUT`), while the weights' copies are in flight.
     ///
     /// # Safety
     /// `a` holds `rows` rows of `sa >= d` floats; `thread < CHAIN_THREADS`.
     #[inline(always)]
-    unsafe fn input(&self, _a: *mut f32, _sa: usize, _m0: usize, _rows: usize, _d: usize, _thread: usize) -> bool {
-        false
-    }
+    unsafe fn input(&self, _a: *mut f32, _sa: usize, _m0: usize, _rows: usize, _d: usize, _thread: usize) {}
 
     /// Row `row`'s outputs, once the block has written them (`Self::OUTPUT`).
     ///
@@ -397,7 +397,7 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
         let rows = m.saturating_sub(m0).min(tile_rows);
         // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
-        if !ends.input(a, sh.sa, m0, rows, d, thread) {
+        if !E::INPUT {
             let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
             stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
         }
@@ -407,6 +407,9 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         let ahead = h.min(sh.ahead);
         stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, thread);
         cp_async_commit();
+        if E::INPUT {
+            ends.input(a, sh.sa, m0, rows, d, thread);
+        }
         cp_async_wait::<1>();
         _syncthreads();
         let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);

@@ -348,28 +348,49 @@ impl Observe {
 
     /// # Safety
     /// `observe`'s contract for the envs of `self.trial`; `d == n_features + 3`; `a` as
-    /// [`ChainEnds::input`].
+    /// [`ChainEnds::input`]; `rows <= ACT_ROWS`.
+    ///
+    /// Each thread's values of a 64-column band (rows `w + 4 i`, columns `l` and `l + 32`) are loaded into
+    /// registers before any is stored: the stores to shared memory go through generic pointers, which
+    /// the compiler must assume alias the loads, so a loop that stored each value as it came waited a
+    /// global round trip per row (the fused acting took 8 us more than the layers alone).
     #[inline(always)]
-    unsafe fn rows(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) -> bool {
-        const WARPS: usize = crate::chain::CHAIN_THREADS as usize / 32;
+    unsafe fn rows(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
+        use crate::chain::{ACT_ROWS, CHAIN_THREADS};
+        const WARPS: usize = CHAIN_THREADS as usize / 32;
+        const R: usize = ACT_ROWS / WARPS;
         let (nf, n_bars) = (self.env.n_features as usize, self.env.n_bars as usize);
+        let (lane, warp) = (thread % 32, thread / 32);
         // SAFETY: the caller's contract.
         unsafe {
             let bars = slice::from_raw_parts(self.bars, n_bars);
             let features = slice::from_raw_parts(self.features, n_bars * nf);
             let params = &*self.params.add(self.trial);
-            let mut r = thread / 32;
-            while r < rows {
-                let state = &*self.states.add(self.env(m0 + r));
-                let mut col = thread % 32;
-                while col < d {
-                    *a.add(r * sa + col) = observe_entry(params, state, bars, features, nf, col);
-                    col += 32;
+            let mut c0 = 0;
+            while c0 < d {
+                let at = |i: usize, k: usize| (warp + WARPS * i, c0 + lane + 32 * k);
+                let values: [[f32; 2]; R] = core::array::from_fn(|i| {
+                    core::array::from_fn(|k| {
+                        let (r, col) = at(i, k);
+                        if r < rows && col < d {
+                            let state = &*self.states.add(self.env(m0 + r));
+                            observe_entry(params, state, bars, features, nf, col)
+                        } else {
+                            0.0
+                        }
+                    })
+                });
+                for (i, pair) in values.iter().enumerate() {
+                    for (k, &v) in pair.iter().enumerate() {
+                        let (r, col) = at(i, k);
+                        if r < rows && col < d {
+                            *a.add(r * sa + col) = v;
+                        }
+                    }
                 }
-                r += WARPS;
+                c0 += 64;
             }
         }
-        true
     }
 }
 
@@ -382,9 +403,10 @@ struct DqnAct {
 }
 
 impl crate::chain::ChainEnds for DqnAct {
+    const INPUT: bool = true;
     const OUTPUT: bool = true;
 
-    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) -> bool {
+    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
         // SAFETY: `dqn_act`'s contract.
         unsafe { self.obs.rows(a, sa, m0, rows, d, thread) }
     }
@@ -409,9 +431,10 @@ struct PpoAct {
 }
 
 impl crate::chain::ChainEnds for PpoAct {
+    const INPUT: bool = true;
     const OUTPUT: bool = true;
 
-    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) -> bool {
+    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
         // SAFETY: `ppo_act`'s contract.
         unsafe { self.obs.rows(a, sa, m0, rows, d, thread) }
     }
@@ -527,6 +550,152 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
             thread,
             &ends,
         );
+    }
+}
+
+/// A DQN training chain's input rows drawn from the replay ring: each sample's slot ([`sample_of`]), then its
+/// observation (the online pass on the observations) or next observation (the passes on the next ones)
+/// ([`sample_entry`]) straight into the block's shared memory, in place of a `sample_transitions` launch and
+/// the staged copy of its output. The block of the observations' pass also writes what the later launches
+/// read: the observation rows (the weight gradients' inputs, every row up to the chain's `m_pad`, as the
+/// sampler does) and each sample's action, reward, done flag and weight (`dqn_td`).
+struct Sampled {
+    params: *const TrialParams,
+    ring: *const Transition,
+    features: *const f32,
+    n_values: usize,
+    scalars: [*mut f32; 3],
+    actions: *mut u32,
+    args: SampleArgs,
+    trial: usize,
+    /// The observation rows of the trial in global memory (the observations' pass), else null.
+    obs: *mut f32,
+    /// The chain's padded rows.
+    m_pad: usize,
+}
+
+impl crate::chain::ChainEnds for Sampled {
+    const INPUT: bool = true;
+
+    /// The loads of a thread's values precede their stores (see [`Observe::rows`]).
+    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
+        use crate::chain::{CHAIN_THREADS, ROWS_PER_WARP as R};
+        const WARPS: usize = CHAIN_THREADS as usize / 32;
+        const _: () = assert!(R == 8, "the unrolled loops below take 8 rows a warp");
+        let (lane, warp) = (thread % 32, thread / 32);
+        let cap = self.args.capacity as usize;
+        // The observations' pass writes every row of its tile up to `m_pad`; the others only the active ones.
+        let first = !self.obs.is_null();
+        let end = if first { self.m_pad.saturating_sub(m0).min(R * WARPS) } else { rows };
+        // SAFETY: `dqn_forward`'s contract.
+        unsafe {
+            let ring = slice::from_raw_parts(self.ring.add(self.trial * cap), cap);
+            let features = slice::from_raw_parts(self.features, self.n_values);
+            let p = &*self.params.add(self.trial);
+            // Slots as u32 (`u32::MAX` for none): an array of `Option<usize>` went to the stack.
+            let mut slots = [u32::MAX; R];
+            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let r = warp + WARPS * i;
+                if r < end {
+                    slots[i] = sample_of(&self.args, p, ring, m0 + r).map_or(u32::MAX, |s| s as u32);
+                }
+            });
+            let slot = |i: usize| (slots[i] != u32::MAX).then_some(slots[i] as usize);
+            let mut c0 = 0;
+            while c0 < d {
+                let at = |i: usize, k: usize| (warp + WARPS * i, c0 + lane + 32 * k);
+                // Only the half of the pair this pass uses is loaded (the other is dead code).
+                let mut values = [[0.0f32; 2]; R];
+                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(k in [0, 1] {
+                        let (r, col) = at(i, k);
+                        if r < end && col < d {
+                            let pair = sample_entry(&self.args, ring, features, slot(i), col);
+                            values[i][k] = if first { pair.0 } else { pair.1 };
+                        }
+                    });
+                });
+                unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unrolled!(k in [0, 1] {
+                        let (r, col) = at(i, k);
+                        if r < end && col < d {
+                            if r < rows {
+                                *a.add(r * sa + col) = values[i][k];
+                            }
+                            if first {
+                                *self.obs.add((m0 + r) * d + col) = values[i][k];
+                            }
+                        }
+                    });
+                });
+                c0 += 64;
+            }
+            if first && lane == 0 {
+                for i in 0..R {
+                    let r = warp + WARPS * i;
+                    if r < end {
+                        let (row, j) = (sample_row(ring, slot(i)), self.trial * self.args.batch as usize + m0 + r);
+                        *self.actions.add(j) = row.action;
+                        *self.scalars[0].add(j) = row.reward;
+                        *self.scalars[1].add(j) = row.done;
+                        *self.scalars[2].add(j) = row.weight;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The DQN training forward passes with the minibatch drawn inside ([`Sampled`]): each block a training
+/// chain's row tile ([`crate::chain::CHAIN_ROWS`] rows; block `(tile, chain)`), its input rows sampled from
+/// the ring into shared memory, then the three layers ([`crate::chain::gpu_chain`]): the
+/// `sample_transitions` and `mlp_chain` launches in one, the same bits. The next observations are not
+/// written to global memory (only these passes read them).
+///
+/// # Safety
+/// As [`mlp_chain`] for the DQN training chains ([`crate::chain::chain_plan`]: the observations' chain of
+/// each trial reads buffer `OBS` with row stride `n_features + 3`, the others `NEXT_OBS`); `params`, `ring`,
+/// `features`, `actions`, `rewards`, `dones`, `weights` as [`sample_transitions`] with `args` (whose trials,
+/// batch and width are the chains').
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "the chains' and the sampler's buffers")]
+pub unsafe extern "ptx-kernel" fn dqn_forward(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: NetArgs,
+    params: *const TrialParams,
+    ring: *const Transition,
+    features: *const f32,
+    n_feature_values: u64,
+    actions: *mut u32,
+    rewards: *mut f32,
+    dones: *mut f32,
+    weights: *mut f32,
+    args: SampleArgs,
+) {
+    use crate::chain::{ROWS_PER_WARP, gpu_chain};
+    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    unsafe {
+        let c = *chains.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        let obs = if c.x.buf == crate::net::buffers::OBS {
+            (*buffers.add(c.x.buf as usize) as *mut f32).add(c.x.off as usize)
+        } else {
+            core::ptr::null_mut()
+        };
+        let ends = Sampled {
+            params,
+            ring,
+            features,
+            n_values: n_feature_values as usize,
+            scalars: [rewards, dones, weights],
+            actions,
+            args,
+            trial: c.trial as usize,
+            obs,
+            m_pad: c.m_pad as usize,
+        };
+        gpu_chain::<ROWS_PER_WARP, _>(&c, &net, tile, buffers, dyn_smem(), thread, &ends);
     }
 }
 
