@@ -338,12 +338,23 @@ pub trait ChainEnds {
     const OUTPUT: bool = false;
 
     /// Writes rows `m0 .. m0 + rows` of the input (`d` floats each) to `a` (row stride `sa`) with plain
-    /// shared stores (`Self::INPUT`), while the weights' copies are in flight.
+    /// shared stores (`Self::INPUT`), while the weights' copies are in flight. `scratch` is shared memory
+    /// the layers have not used yet (the first activation's [`CHAIN_ROWS`] x `s2` floats), free until the
+    /// barrier after this call; every thread of the block calls this (it may synchronize the block).
     ///
     /// # Safety
     /// `a` holds `rows` rows of `sa >= d` floats; `thread < CHAIN_THREADS`.
     #[inline(always)]
-    unsafe fn input(&self, _a: *mut f32, _sa: usize, _m0: usize, _rows: usize, _d: usize, _thread: usize) {}
+    unsafe fn input(
+        &self,
+        _a: *mut f32,
+        _sa: usize,
+        _scratch: *mut f32,
+        _rows: (usize, usize),
+        _d: usize,
+        _thread: usize,
+    ) {
+    }
 
     /// Row `row`'s outputs, once the block has written them (`Self::OUTPUT`).
     ///
@@ -408,7 +419,7 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, thread);
         cp_async_commit();
         if E::INPUT {
-            ends.input(a, sh.sa, m0, rows, d, thread);
+            ends.input(a, sh.sa, b, (m0, rows), d, thread);
         }
         cp_async_wait::<1>();
         _syncthreads();

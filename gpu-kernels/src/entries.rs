@@ -347,36 +347,57 @@ impl Observe {
     }
 
     /// # Safety
-    /// `observe`'s contract for the envs of `self.trial`; `d == n_features + 3`; `a` as
+    /// `observe`'s contract for the envs of `self.trial`; `d == n_features + 3`; `a` and `scratch` as
     /// [`ChainEnds::input`]; `rows <= ACT_ROWS`.
     ///
-    /// Each thread's values of a 64-column band (rows `w + 4 i`, columns `l` and `l + 32`) are loaded into
-    /// registers before any is stored: the stores to shared memory go through generic pointers, which
-    /// the compiler must assume alias the loads, so a loop that stored each value as it came waited a
-    /// global round trip per row (the fused acting took 8 us more than the layers alone).
+    /// Two phases: thread `r` reads env `r`'s state once and leaves its bar and portfolio floats
+    /// ([`observe_floats`]) in `scratch`; after a barrier, each thread fills its elements (rows `w + 4 i`,
+    /// columns `l` and `l + 32` of each 64-column band) with the features of its row's bar or the
+    /// row's portfolio floats: [`observe_entry`]'s values. A thread's loads of a band precede its stores
+    /// (stores through generic pointers may alias the loads, so a loop that stored each value as it came
+    /// waited a global round trip per row); with the whole observation per element (a state read, a
+    /// divergent f64 branch) the fused acting took 8 us more than the layers alone.
     #[inline(always)]
-    unsafe fn rows(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
+    unsafe fn rows(
+        &self,
+        a: *mut f32,
+        sa: usize,
+        scratch: *mut f32,
+        (m0, rows): (usize, usize),
+        d: usize,
+        thread: usize,
+    ) {
         use crate::chain::{ACT_ROWS, CHAIN_THREADS};
         const WARPS: usize = CHAIN_THREADS as usize / 32;
         const R: usize = ACT_ROWS / WARPS;
         let (nf, n_bars) = (self.env.n_features as usize, self.env.n_bars as usize);
         let (lane, warp) = (thread % 32, thread / 32);
-        // SAFETY: the caller's contract.
+        // SAFETY: the caller's contract; `scratch` holds 4 floats for each of the tile's rows.
         unsafe {
             let bars = slice::from_raw_parts(self.bars, n_bars);
             let features = slice::from_raw_parts(self.features, n_bars * nf);
-            let params = &*self.params.add(self.trial);
+            if thread < rows {
+                let state = &*self.states.add(self.env(m0 + thread));
+                let floats = observe_floats(&*self.params.add(self.trial), state, bars);
+                *scratch.add(4 * thread) = f32::from_bits(state.bar);
+                for (k, f) in floats.into_iter().enumerate() {
+                    *scratch.add(4 * thread + 1 + k) = f;
+                }
+            }
+            core::arch::nvptx::_syncthreads();
             let mut c0 = 0;
             while c0 < d {
                 let at = |i: usize, k: usize| (warp + WARPS * i, c0 + lane + 32 * k);
                 let values: [[f32; 2]; R] = core::array::from_fn(|i| {
                     core::array::from_fn(|k| {
                         let (r, col) = at(i, k);
-                        if r < rows && col < d {
-                            let state = &*self.states.add(self.env(m0 + r));
-                            observe_entry(params, state, bars, features, nf, col)
-                        } else {
-                            0.0
+                        match (r < rows, col) {
+                            (true, col) if col < nf => {
+                                let bar = (*scratch.add(4 * r)).to_bits() as usize;
+                                features[bar * nf + col]
+                            }
+                            (true, col) if col < d => *scratch.add(4 * r + 1 + col - nf),
+                            _ => 0.0,
                         }
                     })
                 });
@@ -406,9 +427,9 @@ impl crate::chain::ChainEnds for DqnAct {
     const INPUT: bool = true;
     const OUTPUT: bool = true;
 
-    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
+    unsafe fn input(&self, a: *mut f32, sa: usize, scratch: *mut f32, rows: (usize, usize), d: usize, thread: usize) {
         // SAFETY: `dqn_act`'s contract.
-        unsafe { self.obs.rows(a, sa, m0, rows, d, thread) }
+        unsafe { self.obs.rows(a, sa, scratch, rows, d, thread) }
     }
 
     unsafe fn output(&self, row: usize, q: &[f32]) {
@@ -434,9 +455,9 @@ impl crate::chain::ChainEnds for PpoAct {
     const INPUT: bool = true;
     const OUTPUT: bool = true;
 
-    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
+    unsafe fn input(&self, a: *mut f32, sa: usize, scratch: *mut f32, rows: (usize, usize), d: usize, thread: usize) {
         // SAFETY: `ppo_act`'s contract.
-        unsafe { self.obs.rows(a, sa, m0, rows, d, thread) }
+        unsafe { self.obs.rows(a, sa, scratch, rows, d, thread) }
     }
 
     unsafe fn output(&self, row: usize, out: &[f32]) {
@@ -577,8 +598,19 @@ struct Sampled {
 impl crate::chain::ChainEnds for Sampled {
     const INPUT: bool = true;
 
-    /// The loads of a thread's values precede their stores (see [`Observe::rows`]).
-    unsafe fn input(&self, a: *mut f32, sa: usize, m0: usize, rows: usize, d: usize, thread: usize) {
+    /// Two phases as [`Observe::rows`]: thread `r` draws row `r`'s slot ([`sample_of`]) into `scratch` (and,
+    /// in the observations' pass, writes its scalars); after a barrier each thread loads its elements
+    /// ([`sample_entry`]) before storing them. (With every lane of a warp drawing each of its 8 rows, one
+    /// data-dependent draw loop after another, the fused pass took 85 us against 50 for the two launches.)
+    unsafe fn input(
+        &self,
+        a: *mut f32,
+        sa: usize,
+        scratch: *mut f32,
+        (m0, rows): (usize, usize),
+        d: usize,
+        thread: usize,
+    ) {
         use crate::chain::{CHAIN_THREADS, ROWS_PER_WARP as R};
         const WARPS: usize = CHAIN_THREADS as usize / 32;
         const _: () = assert!(R == 8, "the unrolled loops below take 8 rows a warp");
@@ -587,30 +619,37 @@ impl crate::chain::ChainEnds for Sampled {
         // The observations' pass writes every row of its tile up to `m_pad`; the others only the active ones.
         let first = !self.obs.is_null();
         let end = if first { self.m_pad.saturating_sub(m0).min(R * WARPS) } else { rows };
-        // SAFETY: `dqn_forward`'s contract.
+        // SAFETY: `dqn_forward`'s contract; `scratch` holds a float for each of the tile's rows.
         unsafe {
             let ring = slice::from_raw_parts(self.ring.add(self.trial * cap), cap);
             let features = slice::from_raw_parts(self.features, self.n_values);
-            let p = &*self.params.add(self.trial);
-            // Slots as u32 (`u32::MAX` for none): an array of `Option<usize>` went to the stack.
-            let mut slots = [u32::MAX; R];
-            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let r = warp + WARPS * i;
-                if r < end {
-                    slots[i] = sample_of(&self.args, p, ring, m0 + r).map_or(u32::MAX, |s| s as u32);
+            if thread < end {
+                let slot = sample_of(&self.args, &*self.params.add(self.trial), ring, m0 + thread);
+                *scratch.add(thread) = f32::from_bits(slot.map_or(u32::MAX, |s| s as u32));
+                if first {
+                    let (row, j) = (sample_row(ring, slot), self.trial * self.args.batch as usize + m0 + thread);
+                    *self.actions.add(j) = row.action;
+                    *self.scalars[0].add(j) = row.reward;
+                    *self.scalars[1].add(j) = row.done;
+                    *self.scalars[2].add(j) = row.weight;
                 }
-            });
-            let slot = |i: usize| (slots[i] != u32::MAX).then_some(slots[i] as usize);
+            }
+            core::arch::nvptx::_syncthreads();
+            let slot = |r: usize| {
+                let s = (*scratch.add(r)).to_bits();
+                (s != u32::MAX).then_some(s as usize)
+            };
             let mut c0 = 0;
             while c0 < d {
                 let at = |i: usize, k: usize| (warp + WARPS * i, c0 + lane + 32 * k);
-                // Only the half of the pair this pass uses is loaded (the other is dead code).
+                // Only the half of the pair this pass uses is loaded (the other is dead code). Unrolled by
+                // hand: the array of values went to the stack otherwise.
                 let mut values = [[0.0f32; 2]; R];
                 unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
                     unrolled!(k in [0, 1] {
                         let (r, col) = at(i, k);
                         if r < end && col < d {
-                            let pair = sample_entry(&self.args, ring, features, slot(i), col);
+                            let pair = sample_entry(&self.args, ring, features, slot(r), col);
                             values[i][k] = if first { pair.0 } else { pair.1 };
                         }
                     });
@@ -629,18 +668,6 @@ impl crate::chain::ChainEnds for Sampled {
                     });
                 });
                 c0 += 64;
-            }
-            if first && lane == 0 {
-                for i in 0..R {
-                    let r = warp + WARPS * i;
-                    if r < end {
-                        let (row, j) = (sample_row(ring, slot(i)), self.trial * self.args.batch as usize + m0 + r);
-                        *self.actions.add(j) = row.action;
-                        *self.scalars[0].add(j) = row.reward;
-                        *self.scalars[1].add(j) = row.done;
-                        *self.scalars[2].add(j) = row.weight;
-                    }
-                }
             }
         }
     }
