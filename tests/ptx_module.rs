@@ -72,7 +72,6 @@ fn float_arithmetic_is_not_contracted() {
         kernel_names::GEMM_TILES,
         kernel_names::MLP_CHAIN,
         kernel_names::DQN_ACT,
-        kernel_names::DQN_FORWARD,
         kernel_names::PPO_ACT,
         kernel_names::MLP_ROWS,
         kernel_names::MLP_BACKWARD,

@@ -49,7 +49,6 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
     (DQN_ACT, crate::chain::CHAIN_THREADS, 2),
     (PPO_ACT, crate::chain::CHAIN_THREADS, 2),
-    (DQN_FORWARD, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (MLP_BACKWARD, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
@@ -71,9 +70,6 @@ pub const DQN_SELECT: &str = "dqn_select";
 /// DQN acting in one launch: observations, [`MLP_CHAIN`]'s layers on `crate::chain::ACT_ROWS`-row tiles,
 /// then [`DQN_SELECT`]'s choice (nvptx only).
 pub const DQN_ACT: &str = "dqn_act";
-/// The DQN training forward passes with the minibatch drawn inside: [`SAMPLE_TRANSITIONS`]'s rows, then
-/// [`MLP_CHAIN`]'s layers (nvptx only).
-pub const DQN_FORWARD: &str = "dqn_forward";
 /// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]), then their layer-2
 /// hidden gradients ([`crate::net::hidden_gradient`]).
 pub const DQN_TD: &str = "dqn_td";
@@ -123,7 +119,6 @@ pub const ALL: &[&str] = &[
     MLP_BACKWARD,
     DQN_SELECT,
     DQN_ACT,
-    DQN_FORWARD,
     DQN_TD,
     DQN_ADAM,
     GREEDY_WALK,

@@ -186,7 +186,8 @@ impl DqnAgent {
             (AgentInner::Cpu(c), Inner::Cpu(cpu)) => c.train(&args, &self.params, cpu, &sample_args)?,
             #[cfg(feature = "cuda")]
             (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
-                dqn.train(cuda.sample_view(&sample_args)?, &sample_args, &args)?;
+                let (stream, samples) = cuda.sample_device(&sample_args)?;
+                dqn.train(stream, samples, &args)?;
             }
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::BackendMismatch),

@@ -66,18 +66,6 @@ pub(crate) struct SampleBuffers {
     pub(crate) weights: CudaSlice<f32>,
 }
 
-/// A single trial group's replay ring and what sampling it needs, with the minibatch buffers it fills
-/// ([`crate::cuda::env::CudaEnv::sample_view`]).
-pub(crate) struct SampleView<'a> {
-    pub(crate) stream: &'a Arc<CudaStream>,
-    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
-    pub(crate) ring: &'a CudaSlice<Dev<Transition>>,
-    pub(crate) features: &'a CudaSlice<f32>,
-    /// Feature values the sampler may read (bars x features).
-    pub(crate) n_feature_values: usize,
-    pub(crate) out: &'a mut SampleBuffers,
-}
-
 /// Inputs of a backtest launch.
 pub(crate) struct BacktestInputs<'a> {
     pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use gpu_kernels::batch::SampleArgs;
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
 
-use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers, SampleView};
+use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;
 use super::runtime::CudaRuntime;
 use super::tables::ProductTables;
@@ -119,30 +118,20 @@ impl CudaDqn {
         launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)
     }
 
-    /// One gradient step on a minibatch of `sample` from `view`'s ring: drawn inside the fused forward
-    /// passes (`dqn_forward`) where the layers fuse, else by `sample_transitions` before the products.
     pub(crate) fn train(
         &mut self,
-        mut view: SampleView<'_>,
-        sample: &SampleArgs,
+        stream: &CudaStream,
+        samples: &SampleBuffers,
         args: &DqnArgs,
     ) -> Result<(), HostError> {
-        let stream = view.stream.clone();
-        self.point(Some(view.out))?;
-        self.walk_copy.order(&stream)?;
+        self.point(Some(samples))?;
+        self.walk_copy.order(stream)?;
         let net = self.net;
-        match self.tables.train_chains(&net, &self.trials)? {
-            Some(chains) => launch::dqn::dqn_forward(&self.rt, &mut view, chains, &net, sample)?,
-            None => {
-                let inputs = (view.params, view.ring, view.features, view.n_feature_values);
-                launch::env::sample_transitions(&self.rt, &stream, inputs, view.out, sample)?;
-                self.tables.launch_all(&stream, &net, &self.trials, &gpu_kernels::net::FORWARD)?;
-            }
-        }
-        launch::dqn::dqn_td(&self.rt, &stream, view.out, &mut self.nets, args)?;
-        self.tables.launch_backward(&stream, &net, &self.trials, &self.dev_trials)?;
-        launch::dqn::dqn_adam(&self.rt, &stream, &mut self.nets, args)?;
-        self.updated = Some(launch::net::event_after(&stream)?);
+        self.tables.launch_layers(stream, &net, &self.trials)?;
+        launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
+        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
+        launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
+        self.updated = Some(launch::net::event_after(stream)?);
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::{Bar, EnvState, Moments, Transition, TrialParams};
 
-use super::buffers::{Dev, EnvBuffers, PolicyView, SampleBuffers, SampleView, ensure, sample_buffers, zeros};
+use super::buffers::{Dev, EnvBuffers, PolicyView, SampleBuffers, ensure, sample_buffers, zeros};
 use super::launch;
 use super::runtime::CudaRuntime;
 use crate::types::{EnvConfig, SampleBatch, SimLayout};
@@ -220,8 +220,16 @@ impl CudaEnv {
             let samples = args.n_trials as usize * args.batch as usize;
             let width = args.n_features as usize + 3;
             let mut out = sample_buffers(&g.stream, samples, width)?;
-            let inputs = (&g.params, &g.ring, &self.features, self.n_feature_values);
-            launch::env::sample_transitions(&self.rt, &g.stream, inputs, &mut out, &args)?;
+            launch::env::sample_transitions(
+                &self.rt,
+                &g.stream,
+                &g.params,
+                &g.ring,
+                &self.features,
+                self.n_feature_values,
+                &mut out,
+                &args,
+            )?;
             let down = |d: &CudaSlice<f32>, n: usize| {
                 g.stream.clone_dtoh(&d.slice(0..n)).map_err(HostError::driver("downloading samples"))
             };
@@ -268,9 +276,8 @@ impl CudaEnv {
         Ok((&g.stream, &g.ring, &self.features))
     }
 
-    /// The single trial group's ring and sampling inputs, with minibatch buffers for `args` kept for the
-    /// next call; nothing is launched (the learner samples: `sample_transitions`, or inside its forward pass).
-    pub(crate) fn sample_view(&mut self, args: &SampleArgs) -> Result<SampleView<'_>, HostError> {
+    /// Samples a minibatch into device buffers kept for the next call (a single trial group).
+    pub(crate) fn sample_device(&mut self, args: &SampleArgs) -> Result<(&Arc<CudaStream>, &SampleBuffers), HostError> {
         let [g] = self.groups.as_slice() else {
             return Err(HostError::Config("device sampling needs trial_groups = 1".to_owned()));
         };
@@ -279,14 +286,18 @@ impl CudaEnv {
         if self.samples.as_ref().is_none_or(|s| s.actions.len() < samples) {
             self.samples = Some(sample_buffers(&g.stream, samples, width)?);
         }
-        Ok(SampleView {
-            stream: &g.stream,
-            params: &g.params,
-            ring: &g.ring,
-            features: &self.features,
-            n_feature_values: self.n_feature_values,
-            out: self.samples.as_mut().expect("allocated above"),
-        })
+        let out = self.samples.as_mut().expect("allocated above");
+        launch::env::sample_transitions(
+            &self.rt,
+            &g.stream,
+            &g.params,
+            &g.ring,
+            &self.features,
+            self.n_feature_values,
+            out,
+            args,
+        )?;
+        Ok((&g.stream, out))
     }
 
     pub(crate) fn states(&self) -> Result<Vec<EnvState>, HostError> {

@@ -29,7 +29,6 @@ pub(crate) struct Kernels {
     pub(crate) mlp_backward: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_act: CudaFunction,
-    pub(crate) dqn_forward: CudaFunction,
     pub(crate) dqn_td: CudaFunction,
     pub(crate) dqn_adam: CudaFunction,
     pub(crate) greedy_walk: CudaFunction,
@@ -101,7 +100,6 @@ impl CudaRuntime {
             mlp_backward: load(kernel_names::MLP_BACKWARD)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_act: load(kernel_names::DQN_ACT)?,
-            dqn_forward: load(kernel_names::DQN_FORWARD)?,
             dqn_td: load(kernel_names::DQN_TD)?,
             dqn_adam: load(kernel_names::DQN_ADAM)?,
             greedy_walk: load(kernel_names::GREEDY_WALK)?,
@@ -128,7 +126,6 @@ impl CudaRuntime {
             (&kernels.mlp_chain, "the fused layers"),
             (&kernels.dqn_act, "the fused DQN acting"),
             (&kernels.ppo_act, "the fused PPO acting"),
-            (&kernels.dqn_forward, "the fused DQN forward passes"),
             (&kernels.mlp_rows, "the staged products"),
             (&kernels.mlp_backward, "the fused backward pass"),
         ] {

@@ -91,16 +91,6 @@ impl ProductTables {
         }
     }
 
-    /// The training chains and the buffer addresses for a fused training forward launch (`dqn_forward`), or
-    /// `None` where the layers do not fuse (the caller then samples and launches [`FORWARD`]'s products).
-    pub(crate) fn train_chains(
-        &mut self,
-        net: &NetArgs,
-        trials: &[NetTrial],
-    ) -> Result<Option<(&ChainTable, &CudaSlice<u64>)>, HostError> {
-        Ok(self.chain_table(net, trials, false)?.map(|i| (&self.chains[i].1, &self.pointers)))
-    }
-
     /// The acting chains and the buffer addresses for a fused acting launch (`dqn_act`, `ppo_act`), or
     /// `None` where the layers do not fuse (the network is too wide for a block's shared memory, or fusing
     /// is off): the caller then launches `observe`, [`gpu_kernels::net::ACTING`]'s products and the selection.

@@ -1,13 +1,13 @@
 //! Launches of the DQN kernels between the products: selection, TD targets, Adam.
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use gpu_kernels::batch::{BatchArgs, SampleArgs};
+use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::dqn::DqnArgs;
 use gpu_kernels::net::NetArgs;
 
 use super::{at_least, grid, loss_grid, per_trial_grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{ChainTable, Dev, DqnBuffers, PolicyView, SampleBuffers, SampleView};
+use crate::cuda::buffers::{ChainTable, Dev, DqnBuffers, PolicyView, SampleBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 /// `dqn_select`: every env's action from the acting Q-values.
@@ -61,39 +61,6 @@ pub(crate) fn dqn_act(
     // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.
     timed(rt, &stream, kernel, || unsafe { launch.launch(cfg) })?;
-    Ok(())
-}
-
-/// `dqn_forward`: the training forward passes of `chains` with the minibatch of `sample` drawn inside from
-/// `view`'s ring (`sample_transitions` and `mlp_chain` fused: the same bits; the next observations are not
-/// written).
-pub(crate) fn dqn_forward(
-    rt: &CudaRuntime,
-    view: &mut SampleView<'_>,
-    chains: (&ChainTable, &CudaSlice<u64>),
-    net: &NetArgs,
-    sample: &SampleArgs,
-) -> Result<(), HostError> {
-    let kernel = "dqn_forward";
-    let inputs = (view.params, view.ring, view.features, view.n_feature_values);
-    super::env::check_sample(kernel, inputs, view.out, sample)?;
-    let rows_ok = chains.0.host.iter().all(|c| c.x.row == net.input);
-    if (sample.n_trials, sample.batch, sample.n_features + 3) != (net.n_trials, net.batch, net.input) || !rows_ok {
-        return Err(HostError::Config(format!("{kernel}: the minibatch does not match the network's chains")));
-    }
-    let Some(cfg) = super::net::chain_config(rt, chains.0, net, kernel, gpu_kernels::chain::CHAIN_ROWS)? else {
-        return Ok(());
-    };
-    let (dev_net, dev_sample, n_values) = (Dev(*net), Dev(*sample), view.n_feature_values as u64);
-    let out = &mut *view.out;
-    let mut launch = view.stream.launch_builder(&rt.kernels.dqn_forward);
-    launch.arg(&chains.0.dev).arg(chains.1).arg(&dev_net);
-    launch.arg(view.params).arg(view.ring).arg(view.features).arg(&n_values);
-    launch.arg(&mut out.actions).arg(&mut out.rewards).arg(&mut out.dones).arg(&mut out.weights).arg(&dev_sample);
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_forward`; the chains were checked against the buffers'
-    // lengths when built (their observation rows are `net.input` wide, checked above), the sampler's buffers
-    // by `check_sample`.
-    timed(rt, view.stream, kernel, || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 

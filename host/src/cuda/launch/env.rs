@@ -139,18 +139,34 @@ pub(crate) fn update_rewards(
 }
 
 /// `sample_transitions`: `args.batch` samples per trial into `out`.
+#[allow(clippy::too_many_arguments, reason = "the sampler's inputs and outputs")]
 pub(crate) fn sample_transitions(
     rt: &CudaRuntime,
     stream: &CudaStream,
-    inputs: SampleInputs<'_>,
+    params: &CudaSlice<Dev<TrialParams>>,
+    ring: &CudaSlice<Dev<Transition>>,
+    features: &CudaSlice<f32>,
+    n_feature_values: usize,
     out: &mut SampleBuffers,
     args: &SampleArgs,
 ) -> Result<(), HostError> {
     let kernel = "sample_transitions";
-    check_sample(kernel, inputs, out, args)?;
-    let (params, ring, features, n_feature_values) = inputs;
     let samples = args.n_trials as usize * args.batch as usize;
     let width = args.n_features as usize + 3;
+    at_least(kernel, "trial parameters", args.n_trials as usize, params.len())?;
+    at_least(kernel, "ring slots", args.n_trials as usize * args.capacity as usize, ring.len())?;
+    at_least(kernel, "feature values", n_feature_values, features.len())?;
+    for (what, got) in [("observation floats", out.obs.len()), ("next-observation floats", out.next_obs.len())] {
+        at_least(kernel, what, samples * width, got)?;
+    }
+    for (what, got) in [
+        ("actions", out.actions.len()),
+        ("rewards", out.rewards.len()),
+        ("dones", out.dones.len()),
+        ("weights", out.weights.len()),
+    ] {
+        at_least(kernel, what, samples, got)?;
+    }
     let n_values = n_feature_values as u64;
     let dev_args = Dev(*args);
     let mut launch = stream.launch_builder(&rt.kernels.sample_transitions);
@@ -169,38 +185,6 @@ pub(crate) fn sample_transitions(
     let cfg = grid(kernel, samples * width)?;
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
     timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
-    Ok(())
-}
-
-/// The sampler's inputs: trial parameters, ring, features and how many feature values it may read.
-pub(crate) type SampleInputs<'a> =
-    (&'a CudaSlice<Dev<TrialParams>>, &'a CudaSlice<Dev<Transition>>, &'a CudaSlice<f32>, usize);
-
-/// The sampler's inputs (parameters, ring, features and how many feature values it may read) and outputs
-/// are long enough for `args` (`sample_transitions`, `dqn_forward`).
-pub(crate) fn check_sample(
-    kernel: &str,
-    inputs: SampleInputs<'_>,
-    out: &SampleBuffers,
-    args: &SampleArgs,
-) -> Result<(), HostError> {
-    let (params, ring, features, n_feature_values) = inputs;
-    let samples = args.n_trials as usize * args.batch as usize;
-    let width = args.n_features as usize + 3;
-    at_least(kernel, "trial parameters", args.n_trials as usize, params.len())?;
-    at_least(kernel, "ring slots", args.n_trials as usize * args.capacity as usize, ring.len())?;
-    at_least(kernel, "feature values", n_feature_values, features.len())?;
-    for (what, got) in [("observation floats", out.obs.len()), ("next-observation floats", out.next_obs.len())] {
-        at_least(kernel, what, samples * width, got)?;
-    }
-    for (what, got) in [
-        ("actions", out.actions.len()),
-        ("rewards", out.rewards.len()),
-        ("dones", out.dones.len()),
-        ("weights", out.weights.len()),
-    ] {
-        at_least(kernel, what, samples, got)?;
-    }
     Ok(())
 }
 
