@@ -112,10 +112,12 @@ pub(crate) struct DevTable<T> {
 }
 
 impl<T: bytemuck::Pod> DevTable<T> {
-    /// Uploads `host` on `stream`.
+    /// Uploads `host` on `stream` and waits for the copy (the tables are read by launches on other streams,
+    /// which no event orders: [`crate::cuda::runtime::CudaRuntime`] turns cudarc's tracking off).
     pub(crate) fn upload(stream: &Arc<CudaStream>, host: Vec<T>) -> Result<Self, HostError> {
         let table: Vec<_> = host.iter().copied().map(Dev).collect();
         let dev = stream.clone_htod(&table).map_err(HostError::driver("uploading product tables"))?;
+        stream.synchronize().map_err(HostError::driver("uploading product tables"))?;
         Ok(Self { host, dev })
     }
 }

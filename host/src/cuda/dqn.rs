@@ -28,6 +28,16 @@ pub(crate) struct CudaDqn {
     updated: Option<cudarc::driver::CudaEvent>,
     /// The last walk's weight copy, which the next update waits for.
     walk_copy: launch::net::WalkCopy,
+    /// The stream of the last acting or training launches.
+    last: launch::net::LastStream,
+}
+
+/// The buffers are freed on the learner's stream, but the envs' stream uses them: wait for the device first
+/// (cudarc's per-buffer events, which would order the frees, are off: [`CudaRuntime::new`]).
+impl Drop for CudaDqn {
+    fn drop(&mut self) {
+        let _ = self.rt.synchronize();
+    }
 }
 
 impl CudaDqn {
@@ -74,6 +84,7 @@ impl CudaDqn {
             tables,
             updated: None,
             walk_copy: Default::default(),
+            last: Default::default(),
         };
         dqn.point(None)?;
         dqn.stream.synchronize().map_err(HostError::driver("uploading DQN state"))?;
@@ -104,9 +115,11 @@ impl CudaDqn {
         env_args: &gpu_kernels::batch::BatchArgs,
     ) -> Result<(), HostError> {
         let net = args.net();
+        self.last.switch_to(view.stream)?;
         let aw = ActWork::of(&net);
         if self.nets.act.len() < aw.len() {
             self.nets.act = self.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
+            self.stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;
             self.point(None)?;
         }
         if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
@@ -120,10 +133,11 @@ impl CudaDqn {
 
     pub(crate) fn train(
         &mut self,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         samples: &SampleBuffers,
         args: &DqnArgs,
     ) -> Result<(), HostError> {
+        self.last.switch_to(stream)?;
         self.point(Some(samples))?;
         self.walk_copy.order(stream)?;
         let net = self.net;

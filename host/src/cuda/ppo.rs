@@ -28,6 +28,16 @@ pub(crate) struct CudaPpo {
     updated: Option<cudarc::driver::CudaEvent>,
     /// The last walk's weight copy, which the next update waits for.
     walk_copy: launch::net::WalkCopy,
+    /// The stream of the last acting or training launches.
+    last: launch::net::LastStream,
+}
+
+/// As for [`super::dqn::CudaDqn`]: the device finishes the envs' stream's uses of the buffers before they are
+/// freed.
+impl Drop for CudaPpo {
+    fn drop(&mut self) {
+        let _ = self.rt.synchronize();
+    }
 }
 
 impl CudaPpo {
@@ -87,6 +97,7 @@ impl CudaPpo {
             tables,
             updated: None,
             walk_copy: Default::default(),
+            last: Default::default(),
         };
         ppo.point()?;
         ppo.stream.synchronize().map_err(HostError::driver("uploading PPO state"))?;
@@ -114,11 +125,13 @@ impl CudaPpo {
         slot: u32,
     ) -> Result<(), HostError> {
         let net = args.net();
+        self.last.switch_to(view.stream)?;
         let n_envs = net.n_trials as usize * net.envs_per_trial as usize;
         let aw = ActWork::of(&net);
         if self.b.act.len() < aw.len() || self.b.bootstrap.len() < n_envs {
             self.b.act = self.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating PPO buffers"))?;
             self.b.bootstrap = self.stream.alloc_zeros(n_envs).map_err(HostError::driver("allocating PPO buffers"))?;
+            self.stream.synchronize().map_err(HostError::driver("allocating PPO buffers"))?;
             self.point()?;
         }
         if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
@@ -132,12 +145,14 @@ impl CudaPpo {
 
     pub(crate) fn gae(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, _) = env.rollout_view()?;
+        self.last.switch_to(stream)?;
         launch::ppo::ppo_gae(&self.rt, stream, ring, &mut self.b, args)
     }
 
     /// One minibatch update: gather, forward, loss, backward, gradients, Adam.
     pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, features) = env.rollout_view()?;
+        self.last.switch_to(stream)?;
         self.walk_copy.order(stream)?;
         let net = args.net();
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;

@@ -70,8 +70,14 @@ impl CudaRuntime {
     /// already checked that the PTX has an entry for each name in `kernel_names::ALL`).
     pub fn new(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
-        if std::env::var_os("TRADESIM_EVENT_TRACKING").is_some_and(|v| v == "0") {
-            // SAFETY: experiment knob; every cross-stream use is ordered by explicit events or synchronizes.
+        if std::env::var_os("TRADESIM_EVENT_TRACKING").is_none_or(|v| v != "1") {
+            // SAFETY: every buffer is created before any use on another stream is queued (each upload or
+            // allocation used elsewhere is followed by a synchronize: the learners' `new`, the product tables,
+            // the acting buffers, the envs' market data), its uses on other streams are ordered by explicit
+            // events (a walk's weight copy, `walk_weights`) or by a synchronize, and no buffer is freed while
+            // another stream may use it (the learners and walks synchronize when dropped). cudarc's tracking
+            // recorded and waited on an event per buffer argument of every launch: the H200's DQN epoch
+            // took 2.5% longer with it (`TRADESIM_EVENT_TRACKING=1` turns it back on).
             unsafe { ctx.disable_event_tracking() };
         }
         let name = ctx.name().map_err(HostError::driver("reading the device name"))?;

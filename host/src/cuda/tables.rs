@@ -42,7 +42,7 @@ impl ProductTables {
     }
 
     /// Points the table's entries at `bufs` (buffer index, buffer); uploads the addresses when they changed
-    /// (and drops the tables checked against the old lengths).
+    /// (and drops the tables checked against the old lengths), waiting for the copy.
     pub(crate) fn point(&mut self, bufs: &[(u32, &CudaSlice<f32>)]) -> Result<(), HostError> {
         let (mut ptrs, mut lens) = (self.host_pointers, self.lens);
         for &(id, buf) in bufs {
@@ -52,6 +52,8 @@ impl ProductTables {
             self.stream
                 .memcpy_htod(&ptrs, &mut self.pointers)
                 .map_err(HostError::driver("uploading buffer addresses"))?;
+            // The launches that read the table run on the envs' stream: the copy must have landed.
+            self.stream.synchronize().map_err(HostError::driver("uploading buffer addresses"))?;
             (self.host_pointers, self.lens) = (ptrs, lens);
             self.tables.clear();
             self.chains.clear();

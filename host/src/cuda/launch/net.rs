@@ -227,6 +227,14 @@ pub(crate) struct DeviceWalk {
     _weights: CudaSlice<f32>,
 }
 
+/// A walk dropped unfinished (an error on the way) still reads its weight copy, which is freed on the
+/// learner's stream: wait for the walk's stream first.
+impl Drop for DeviceWalk {
+    fn drop(&mut self) {
+        let _ = self.stream.synchronize();
+    }
+}
+
 impl DeviceWalk {
     /// Waits for the walk and downloads its actions (`n_trials x steps`, trial-major).
     pub(crate) fn finish(self) -> Result<Vec<u8>, HostError> {
@@ -281,6 +289,26 @@ impl WalkCopy {
             }
             None => Ok(()),
         }
+    }
+}
+
+/// The stream of a learner's last launches. Its buffers are used on the stream of whichever env batch it
+/// acts on or trains from, and cudarc's per-buffer events, which would order those uses, are off
+/// ([`CudaRuntime::new`]): a launch on another stream (acting on the validation envs after training, say)
+/// first waits for the work queued on the last one.
+#[derive(Debug, Default)]
+pub(crate) struct LastStream(Option<Arc<CudaStream>>);
+
+impl LastStream {
+    /// Orders the launches about to go to `stream` after those queued on the last stream, if it differs.
+    pub(crate) fn switch_to(&mut self, stream: &Arc<CudaStream>) -> Result<(), HostError> {
+        match &self.0 {
+            Some(last) if Arc::ptr_eq(last, stream) => return Ok(()),
+            Some(last) => stream.join(last).map_err(HostError::driver("ordering a learner's launches"))?,
+            None => {}
+        }
+        self.0 = Some(stream.clone());
+        Ok(())
     }
 }
 
