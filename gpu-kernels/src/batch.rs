@@ -227,20 +227,12 @@ pub fn sample_entry(
 ) -> (f32, f32) {
     let Some(slot) = slot else { return (0.0, 0.0) };
     let t = &ring[slot];
-    sample_column(args.n_features as usize, features, t.bar, |k| (t.state[k], t.next_state[k]), c)
-}
-
-/// Column `c` of [`sample_entry`] for a transition at bar `bar` whose portfolio floats (of s and s') are
-/// `floats(k)`: the features of bars `bar` and `bar + 1` for `c < f`, else `floats(c - f)`.
-#[inline]
-pub fn sample_column(
-    f: usize,
-    features: &[f32],
-    bar: u32,
-    floats: impl Fn(usize) -> (f32, f32),
-    c: usize,
-) -> (f32, f32) {
-    if c < f { (features[bar as usize * f + c], features[(bar as usize + 1) * f + c]) } else { floats(c - f) }
+    let f = args.n_features as usize;
+    if c < f {
+        (features[t.bar as usize * f + c], features[(t.bar as usize + 1) * f + c])
+    } else {
+        (t.state[c - f], t.next_state[c - f])
+    }
 }
 
 /// The scalars of the transition in `slot` (a zero-weight terminal row without one).

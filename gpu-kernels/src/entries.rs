@@ -11,7 +11,7 @@ use crate::backtest::{
 };
 use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
-    observe_floats, sample_column, sample_of, sample_row, scan_env,
+    observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
 use crate::dqn::{DqnArgs, DqnParams, TrialStep, choose, td_sample, trial_step, update_param};
 use crate::env::env_step_on_series;
@@ -173,16 +173,12 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     }
 }
 
-/// Samples `batch` transitions per trial and rebuilds their states: [`GATHER_ROWS`] samples per block
-/// ([`gather_rows`]): each sample's slot ([`sample_of`]) and scalars ([`sample_row`]) by a thread of its own,
-/// then the columns of its observation and next observation ([`sample_column`], [`crate::batch::sample_entry`]'s values).
-/// (A thread per element drew its sample's slot again for each of the `F + 3` columns.)
+/// Samples `batch` transitions per trial and rebuilds their states (one thread per sample).
 ///
 /// # Safety
 /// `params`: `n_trials` (the launch's trials: each sample's RNG key);
 /// `ring`: `n_trials x capacity`; `features`: the feature matrix; `obs`, `next_obs`:
-/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`;
-/// [`gather_rows`]'s launch over `n_trials x batch` rows.
+/// `n_trials x batch x (n_features + 3)`; `actions`, `rewards`, `dones`, `weights`: `n_trials x batch`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn sample_transitions(
     params: *const TrialParams,
@@ -197,31 +193,26 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     weights: *mut f32,
     args: SampleArgs,
 ) {
-    let (b, width, cap) = (args.batch as usize, args.n_features as usize + 3, args.capacity as usize);
-    // SAFETY: lengths as documented; sample i's scalars are written by the thread that finds its slot, each
-    // element by one thread of one block.
+    let idx = thread_index();
+    let width = args.n_features as usize + 3;
+    if idx >= args.n_trials as usize * args.batch as usize * width {
+        return;
+    }
+    let (i, c) = (idx / width, idx % width);
+    let trial = i / args.batch as usize;
+    // SAFETY: lengths as documented; this thread alone writes column c of sample i (and its scalars for c = 0).
     unsafe {
-        let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * cap), cap);
+        let ring = slice::from_raw_parts(ring.add(trial * args.capacity as usize), args.capacity as usize);
         let features = slice::from_raw_parts(features, n_feature_values as usize);
-        gather_rows(
-            args.n_trials as usize * b,
-            width,
-            |i| {
-                let ring = ring_of(i);
-                let slot = sample_of(&args, &*params.add(i / b), ring, i);
-                let row = sample_row(ring, slot);
-                *actions.add(i) = row.action;
-                *rewards.add(i) = row.reward;
-                *dones.add(i) = row.done;
-                *weights.add(i) = row.weight;
-                slot.map(|s| (s, ring[s].bar))
-            },
-            |i, slot, bar, c| {
-                let t = &ring_of(i)[slot];
-                sample_column(args.n_features as usize, features, bar, |k| (t.state[k], t.next_state[k]), c)
-            },
-            |e, (o, n)| (*obs.add(e), *next_obs.add(e)) = (o, n),
-        );
+        let slot = sample_of(&args, &*params.add(trial), ring, i);
+        (*obs.add(idx), *next_obs.add(idx)) = sample_entry(&args, ring, features, slot, c);
+        if c == 0 {
+            let row = sample_row(ring, slot);
+            *actions.add(i) = row.action;
+            *rewards.add(i) = row.reward;
+            *dones.add(i) = row.done;
+            *weights.add(i) = row.weight;
+        }
     }
 }
 

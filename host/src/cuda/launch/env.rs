@@ -187,7 +187,7 @@ pub(crate) fn sample_transitions(
         .arg(&mut out.dones)
         .arg(&mut out.weights)
         .arg(&dev_args);
-    let cfg = super::gather_grid(kernel, samples)?;
+    let cfg = grid(kernel, samples * width)?;
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
     timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
     Ok(())
