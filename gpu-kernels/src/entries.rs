@@ -415,34 +415,52 @@ impl Observe {
     }
 }
 
-/// DQN acting around the layers: observations in, epsilon-greedy actions out ([`choose`]).
-struct DqnAct {
+/// An acting kernel's choice from one env's outputs.
+trait Choice {
+    /// Chooses env `env`'s action (trial `trial`) from its outputs `out` and writes what the kernel writes.
+    ///
+    /// # Safety
+    /// The kernel's contract; one thread per env.
+    unsafe fn choose(&self, env: usize, trial: usize, out: &[f32]);
+}
+
+/// Acting around the layers: observations in ([`Observe`]), each env's choice out.
+struct Act<C> {
     obs: Observe,
+    choice: C,
+}
+
+impl<C: Choice> crate::chain::ChainEnds for Act<C> {
+    const INPUT: bool = true;
+    const OUTPUT: bool = true;
+
+    unsafe fn input(&self, a: *mut f32, sa: usize, scratch: *mut f32, rows: (usize, usize), d: usize, thread: usize) {
+        // SAFETY: the acting kernel's contract.
+        unsafe { self.obs.rows(a, sa, scratch, rows, d, thread) }
+    }
+
+    unsafe fn output(&self, row: usize, out: &[f32]) {
+        // SAFETY: the acting kernel's contract; a thread per row, so per env.
+        unsafe { self.choice.choose(self.obs.env(row), self.obs.trial, out) }
+    }
+}
+
+/// DQN's choice: the epsilon-greedy action ([`choose`]).
+struct DqnChoice {
     dqn: *const DqnParams,
     actions: *mut u8,
     args: DqnArgs,
 }
 
-impl crate::chain::ChainEnds for DqnAct {
-    const INPUT: bool = true;
-    const OUTPUT: bool = true;
-
-    unsafe fn input(&self, a: *mut f32, sa: usize, scratch: *mut f32, rows: (usize, usize), d: usize, thread: usize) {
-        // SAFETY: `dqn_act`'s contract.
-        unsafe { self.obs.rows(a, sa, scratch, rows, d, thread) }
-    }
-
-    unsafe fn output(&self, row: usize, q: &[f32]) {
-        let env = self.obs.env(row);
+impl Choice for DqnChoice {
+    unsafe fn choose(&self, env: usize, trial: usize, q: &[f32]) {
         // SAFETY: `dqn_act`'s contract; this thread alone writes its env's action.
-        unsafe { *self.actions.add(env) = choose(env, &self.args, &*self.dqn.add(self.obs.trial), q) }
+        unsafe { *self.actions.add(env) = choose(env, &self.args, &*self.dqn.add(trial), q) }
     }
 }
 
-/// PPO acting around the layers: observations in, sampled actions, their log-probabilities and the values
-/// out ([`act_env`]).
-struct PpoAct {
-    obs: Observe,
+/// PPO's choice: the sampled action, its log-probability and the value ([`act_env`]).
+struct PpoChoice {
     ppo: *const PpoParams,
     actions: *mut u8,
     logps: *mut f32,
@@ -451,20 +469,11 @@ struct PpoAct {
     args: PpoArgs,
 }
 
-impl crate::chain::ChainEnds for PpoAct {
-    const INPUT: bool = true;
-    const OUTPUT: bool = true;
-
-    unsafe fn input(&self, a: *mut f32, sa: usize, scratch: *mut f32, rows: (usize, usize), d: usize, thread: usize) {
-        // SAFETY: `ppo_act`'s contract.
-        unsafe { self.obs.rows(a, sa, scratch, rows, d, thread) }
-    }
-
-    unsafe fn output(&self, row: usize, out: &[f32]) {
-        let env = self.obs.env(row);
+impl Choice for PpoChoice {
+    unsafe fn choose(&self, env: usize, trial: usize, out: &[f32]) {
         // SAFETY: `ppo_act`'s contract; this thread alone writes its env's outputs.
         unsafe {
-            let a = act_env(env, &self.args, &*self.ppo.add(self.obs.trial), out, self.slot);
+            let a = act_env(env, &self.args, &*self.ppo.add(trial), out, self.slot);
             write_act(a, env, self.actions, self.logps, self.values);
         }
     }
@@ -486,6 +495,29 @@ unsafe fn write_act(a: crate::ppo::ActOutput, env: usize, actions: *mut u8, logp
             }
             None => *values.add(env) = a.value,
         }
+    }
+}
+
+/// A block of an acting kernel (`dqn_act`, `ppo_act`): the chain and row tile of its block index, through
+/// [`crate::chain::gpu_chain`] with `envs`' observations in (its trial set to the chain's) and `choice` out.
+///
+/// # Safety
+/// The acting kernel's contract.
+#[inline(always)]
+unsafe fn act_block<C: Choice>(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: &NetArgs,
+    envs: Observe,
+    choice: C,
+) {
+    use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
+    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    unsafe {
+        let c = *chains.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        let ends = Act { obs: Observe { trial: c.trial as usize, ..envs }, choice };
+        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, _>(&c, net, tile, buffers, dyn_smem(), thread, &ends);
     }
 }
 
@@ -513,23 +545,9 @@ pub unsafe extern "ptx-kernel" fn dqn_act(
     dqn: *const DqnParams,
     args: DqnArgs,
 ) {
-    use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
-    // SAFETY: the caller's contract; the block index picks its chain and row tile.
-    unsafe {
-        let c = *chains.add(nvptx::_block_idx_y() as usize);
-        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        let obs = Observe { params, states, bars, features, env, trial: c.trial as usize };
-        let ends = DqnAct { obs, dqn, actions, args };
-        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, _>(
-            &c,
-            &net,
-            tile,
-            buffers,
-            dyn_smem(),
-            thread,
-            &ends,
-        );
-    }
+    let envs = Observe { params, states, bars, features, env, trial: 0 };
+    // SAFETY: the caller's contract.
+    unsafe { act_block(chains, buffers, &net, envs, DqnChoice { dqn, actions, args }) }
 }
 
 /// PPO acting in one launch ([`dqn_act`]'s shape): observations, the three layers, then each env's action,
@@ -555,23 +573,9 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     slot: u32,
     args: PpoArgs,
 ) {
-    use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
-    // SAFETY: the caller's contract; the block index picks its chain and row tile.
-    unsafe {
-        let c = *chains.add(nvptx::_block_idx_y() as usize);
-        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        let obs = Observe { params, states, bars, features, env, trial: c.trial as usize };
-        let ends = PpoAct { obs, ppo, actions, logps, values, slot, args };
-        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, _>(
-            &c,
-            &net,
-            tile,
-            buffers,
-            dyn_smem(),
-            thread,
-            &ends,
-        );
-    }
+    let envs = Observe { params, states, bars, features, env, trial: 0 };
+    // SAFETY: the caller's contract.
+    unsafe { act_block(chains, buffers, &net, envs, PpoChoice { ppo, actions, logps, values, slot, args }) }
 }
 
 /// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,

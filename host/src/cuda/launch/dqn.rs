@@ -50,13 +50,10 @@ pub(crate) fn dqn_act(
 ) -> Result<(), HostError> {
     let kernel = "dqn_act";
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
-    if (args.n_trials, args.envs_per_trial) != (env.n_trials, env.envs_per_trial) {
-        return Err(HostError::Config(format!("{kernel}: the selection's envs are not the observations'")));
-    }
-    let stream = view.stream.clone();
+    let (stream, dev_args) = (view.stream.clone(), Dev(*args));
+    let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
-    let dev_args = Dev(*args);
-    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, kernel)?;
+    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, select, kernel)?;
     launch.arg(&nets.params).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.

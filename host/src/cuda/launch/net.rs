@@ -112,7 +112,8 @@ pub(crate) fn chain(
 }
 
 /// A fused acting launch (`dqn_act`, `ppo_act`): checks the envs' buffers as `observe` needs them and that
-/// the envs are the chains' rows (`env` matches `net`), then pushes the arguments the two kernels share
+/// the envs are the chains' rows (`env` matches `net`) and the selection's (`select`: its trials and envs
+/// per trial), then pushes the arguments the two kernels share
 /// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the actions) and returns the
 /// launch's configuration; the caller pushes the selection's other arguments and launches.
 pub(crate) fn act_launch<'a>(
@@ -120,17 +121,27 @@ pub(crate) fn act_launch<'a>(
     view: &'a mut PolicyView<'_>,
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
+    select: (u32, u32),
     kernel: &'static str,
 ) -> Result<(cudarc::driver::LaunchArgs<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
-    let same = env.n_trials == net.n_trials
+    let same = (env.n_trials, env.envs_per_trial) == select
+        && env.n_trials == net.n_trials
         && env.envs_per_trial == net.envs_per_trial
         && env.n_features as usize + 3 == net.input as usize;
     if !same {
         return Err(HostError::Config(format!(
-            "{kernel}: envs of {} trials x {} with {} features for a network of {} trials x {} rows and {} inputs",
-            env.n_trials, env.envs_per_trial, env.n_features, net.n_trials, net.envs_per_trial, net.input
+            "{kernel}: envs of {} trials x {} with {} features for a network of {} trials x {} rows and {} inputs \
+             and a selection of {} x {}",
+            env.n_trials,
+            env.envs_per_trial,
+            env.n_features,
+            net.n_trials,
+            net.envs_per_trial,
+            net.input,
+            select.0,
+            select.1
         )));
     }
     let Some(cfg) = chain_config(rt, chains.0, net, kernel, gpu_kernels::chain::ACT_ROWS)? else {

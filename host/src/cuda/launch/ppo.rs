@@ -98,13 +98,10 @@ pub(crate) fn ppo_act(
 ) -> Result<(), HostError> {
     let kernel = "ppo_act";
     let bootstrap = check_select(kernel, b, args, slot)?;
-    if (args.n_trials, args.envs_per_trial) != (env.n_trials, env.envs_per_trial) {
-        return Err(HostError::Config(format!("{kernel}: the selection's envs are not the observations'")));
-    }
-    let stream = view.stream.clone();
+    let (stream, dev_args) = (view.stream.clone(), Dev(*args));
+    let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
-    let dev_args = Dev(*args);
-    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, kernel)?;
+    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, select, kernel)?;
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
     launch.arg(&slot).arg(&dev_args);
