@@ -271,8 +271,21 @@ pub fn observe_entry(
     n_features: usize,
     c: usize,
 ) -> f32 {
-    let t = state.bar as usize;
-    if c < n_features { features[t * n_features + c] } else { observe_floats(params, state, bars)[c - n_features] }
+    observe_column(features, n_features, state.bar as usize, |k| observe_floats(params, state, bars)[k], c)
+}
+
+/// Column `c` of the observation at bar `bar` whose portfolio floats are `floats(k)`: bar `bar`'s feature
+/// `c` for `c < n_features`, else `floats(c - n_features)` ([`observe_entry`]; the fused acting kernels
+/// call it with the floats they computed once per env).
+#[inline(always)]
+pub fn observe_column(
+    features: &[f32],
+    n_features: usize,
+    bar: usize,
+    floats: impl FnOnce(usize) -> f32,
+    c: usize,
+) -> f32 {
+    if c < n_features { features[bar * n_features + c] } else { floats(c - n_features) }
 }
 
 /// The portfolio floats of [`observe_env`]'s observation (its last 3 columns).

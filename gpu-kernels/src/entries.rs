@@ -10,8 +10,8 @@ use crate::backtest::{
     BacktestArgs, Metrics, SIGNAL_SMA_CROSS, SmaCross, Trade, WRITE_EQUITY, WRITE_LEDGER, run_column,
 };
 use crate::batch::{
-    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
-    observe_floats, sample_entry, sample_of, sample_row, scan_env,
+    BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_column,
+    observe_entry, observe_floats, sample_entry, sample_of, sample_row, scan_env,
 };
 use crate::dqn::{DqnArgs, DqnParams, TrialStep, choose, td_sample, trial_step, update_param};
 use crate::env::env_step_on_series;
@@ -391,13 +391,11 @@ impl Observe {
                 let values: [[f32; 2]; R] = core::array::from_fn(|i| {
                     core::array::from_fn(|k| {
                         let (r, col) = at(i, k);
-                        match (r < rows, col) {
-                            (true, col) if col < nf => {
-                                let bar = (*scratch.add(4 * r)).to_bits() as usize;
-                                features[bar * nf + col]
-                            }
-                            (true, col) if col < d => *scratch.add(4 * r + 1 + col - nf),
-                            _ => 0.0,
+                        if r < rows && col < d {
+                            let bar = (*scratch.add(4 * r)).to_bits() as usize;
+                            observe_column(features, nf, bar, |k| *scratch.add(4 * r + 1 + k), col)
+                        } else {
+                            0.0
                         }
                     })
                 });
