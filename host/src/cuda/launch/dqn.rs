@@ -53,7 +53,8 @@ pub(crate) fn dqn_act(
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
-    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, select, kernel)?;
+    let (mut launch, cfg) =
+        super::net::act_launch(rt, (&rt.kernels.dqn_act, kernel), view, (chains, pointers), sizes, select)?;
     launch.arg(&nets.params).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::{NetArgs, NetTrial, Stage};
 use gpu_kernels::tile::GEMM_THREADS;
@@ -111,18 +111,18 @@ pub(crate) fn chain(
     Ok(())
 }
 
-/// A fused acting launch (`dqn_act`, `ppo_act`): checks the envs' buffers as `observe` needs them and that
-/// the envs are the chains' rows (`env` matches `net`) and the selection's (`select`: its trials and envs
-/// per trial), then pushes the arguments the two kernels share
+/// A fused acting launch of `function` (`dqn_act` or `ppo_act`, named `kernel` in errors): checks the envs'
+/// buffers as `observe` needs them and that the envs are the chains' rows (`env` matches `net`) and the
+/// selection's (`select`: its trials and envs per trial), then pushes the arguments the two kernels share
 /// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the actions) and returns the
 /// launch's configuration; the caller pushes the selection's other arguments and launches.
 pub(crate) fn act_launch<'a>(
-    rt: &'a CudaRuntime,
+    rt: &CudaRuntime,
+    (function, kernel): (&'a CudaFunction, &'static str),
     view: &'a mut PolicyView<'_>,
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
     select: (u32, u32),
-    kernel: &'static str,
 ) -> Result<(cudarc::driver::LaunchArgs<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
@@ -147,7 +147,6 @@ pub(crate) fn act_launch<'a>(
     let Some(cfg) = chain_config(rt, chains.0, net, kernel, gpu_kernels::chain::ACT_ROWS)? else {
         return Err(HostError::Config(format!("{kernel}: no acting chains")));
     };
-    let function = if kernel == "ppo_act" { &rt.kernels.ppo_act } else { &rt.kernels.dqn_act };
     let mut launch = view.stream.launch_builder(function);
     launch.arg(&chains.0.dev).arg(chains.1).arg(sizes.0);
     at_least(kernel, "actions", env.n_envs(), view.actions.len())?;

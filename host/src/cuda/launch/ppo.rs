@@ -101,7 +101,8 @@ pub(crate) fn ppo_act(
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
-    let (mut launch, cfg) = super::net::act_launch(rt, view, (chains, pointers), sizes, select, kernel)?;
+    let (mut launch, cfg) =
+        super::net::act_launch(rt, (&rt.kernels.ppo_act, kernel), view, (chains, pointers), sizes, select)?;
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
     launch.arg(&slot).arg(&dev_args);
