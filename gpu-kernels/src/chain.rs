@@ -37,6 +37,13 @@ pub const ROWS_PER_WARP: usize = CHAIN_ROWS / (CHAIN_THREADS as usize / 32);
 /// is its warps' serial FMA chains); 20-row tiles are 256 blocks, at most two (40 rows) on one.
 pub const ACT_ROWS: usize = 20;
 const _: () = assert!(ACT_ROWS.is_multiple_of(CHAIN_THREADS as usize / 32) && ACT_ROWS <= CHAIN_ROWS);
+/// Rows of a wide training chain block's tile (`mlp_chain_wide`: 16 warps of [`ROWS_PER_WARP`]). One block a
+/// multiprocessor stages each layer's weights once for 128 rows and keeps 4 warps a scheduler (two 4-warp
+/// blocks of 32 rows keep 2): a DQN step's forward passes (15 chains of 1,024 rows) are 120 blocks, one wave.
+pub const WIDE_ROWS: usize = 128;
+/// Threads of a wide training chain block.
+pub const WIDE_THREADS: u32 = 512;
+const _: () = assert!(WIDE_ROWS == ROWS_PER_WARP * (WIDE_THREADS as usize / 32));
 /// Hidden units per chunk of a chain layer (a warp's 32 lanes x 4).
 pub const CHAIN_UNITS: usize = 128;
 
@@ -60,7 +67,7 @@ pub struct Chain {
     pub m_pad: u32,
     /// Active hidden width.
     pub h: u32,
-    /// Rows of a block's tile: [`CHAIN_ROWS`] or [`ACT_ROWS`].
+    /// Rows of a block's tile: [`CHAIN_ROWS`], [`WIDE_ROWS`] or [`ACT_ROWS`].
     pub rows: u32,
     /// Keeps the size a multiple of 16.
     pub _pad: [u32; 2],
@@ -81,9 +88,24 @@ impl Chain {
         (self.m_pad as usize).div_ceil(self.tile_rows())
     }
 
-    /// Rows of a block's tile: [`ACT_ROWS`] when [`Chain::rows`] says so, else [`CHAIN_ROWS`].
+    /// Rows of a block's tile: [`ACT_ROWS`] or [`WIDE_ROWS`] when [`Chain::rows`] says so, else [`CHAIN_ROWS`].
     pub fn tile_rows(&self) -> usize {
-        if self.rows as usize == ACT_ROWS { ACT_ROWS } else { CHAIN_ROWS }
+        match self.rows as usize {
+            ACT_ROWS => ACT_ROWS,
+            WIDE_ROWS => WIDE_ROWS,
+            _ => CHAIN_ROWS,
+        }
+    }
+
+    /// Threads of a block: [`WIDE_THREADS`] for wide tiles, else [`CHAIN_THREADS`].
+    pub fn threads(&self) -> u32 {
+        if self.tile_rows() == WIDE_ROWS { WIDE_THREADS } else { CHAIN_THREADS }
+    }
+
+    /// The block's shared layout for `net` (buffers of [`WIDE_ROWS`] rows for wide tiles, else of
+    /// [`CHAIN_ROWS`]).
+    pub fn shared(&self, net: &NetArgs) -> ChainShared {
+        ChainShared::with_rows(net, if self.tile_rows() == WIDE_ROWS { WIDE_ROWS } else { CHAIN_ROWS })
     }
 
     /// Whether its operands suit the kernel: row-major rows (unit column stride).
@@ -113,17 +135,22 @@ pub struct ChainShared {
     pub ahead: usize,
     /// The staged W3 (`O x s2`).
     pub w3: usize,
-    /// Buffer `a`: `CHAIN_ROWS x sa`.
+    /// Buffer `a`: `rows x sa`.
     pub a: usize,
-    /// Buffer `b` (the first activation): `CHAIN_ROWS x s2`.
+    /// Buffer `b` (the first activation): `rows x s2`.
     pub b: usize,
     /// Floats in all.
     pub len: usize,
 }
 
 impl ChainShared {
-    /// The layout for `net`'s sizes.
+    /// The layout for `net`'s sizes and tiles of [`CHAIN_ROWS`] (acting and narrow training chains).
     pub fn of(net: &NetArgs) -> Self {
+        Self::with_rows(net, CHAIN_ROWS)
+    }
+
+    /// The layout for `net`'s sizes and tiles of `rows`.
+    pub fn with_rows(net: &NetArgs, rows: usize) -> Self {
         let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
         let (s1, s2) = (walk_row_stride(d), walk_row_stride(hs));
         let sa = s1.max(s2);
@@ -132,8 +159,8 @@ impl ChainShared {
         let w1 = end - hs * s1;
         let w3 = end;
         let a = w3 + o * s2;
-        let b = a + CHAIN_ROWS * sa;
-        Self { s1, s2, sa, weights, w1, ahead: (w1 - weights) / s2, w3, a, b, len: b + CHAIN_ROWS * s2 }
+        let b = a + rows * sa;
+        Self { s1, s2, sa, weights, w1, ahead: (w1 - weights) / s2, w3, a, b, len: b + rows * s2 }
     }
 
     /// Bytes of dynamic shared memory a chain block needs.
@@ -144,11 +171,11 @@ impl ChainShared {
 
 /// Starts copying rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r *
 /// dst_stride` with `cp.async` (no registers, no wait: the caller commits and waits, then a barrier):
-/// warp `w` of the block takes rows `w, w + 4, ..`, lane `l` columns `l, l + 32, ..`. (Loads into registers
+/// warp `w` of the block's `warps` takes rows `w, w + warps, ..`, lane `l` columns `l, l + 32, ..`. (Loads into registers
 /// and stores from them cost ten instructions an element and held 64 registers; this, two or three.)
 ///
 /// # Safety
-/// The ranges are valid, the source unwritten during the kernel; `thread < CHAIN_THREADS`.
+/// The ranges are valid, the source unwritten during the kernel; `thread < 32 warps`.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn stage_rows(
@@ -158,10 +185,10 @@ unsafe fn stage_rows(
     dst_stride: usize,
     rows: usize,
     k: usize,
-    thread: usize,
+    (thread, warps): (usize, usize),
 ) {
     use crate::nvptx_ops::{cp_async4, shared_addr};
-    const WARPS: u32 = CHAIN_THREADS / 32;
+    let warps = warps as u32;
     // u32 indices (64-bit compares and adds doubled the loop): a staged layer and its source rows lie inside
     // one buffer, whose offsets [`Chain`]'s products already keep below 2^32.
     let (rows, k, ss, ds) = (rows as u32, k as u32, src_stride as u32, dst_stride as u32);
@@ -179,7 +206,7 @@ unsafe fn stage_rows(
                         cp_async4(d + 128 * c as u32, s.add(32 * c));
                     }
                 });
-                (r, s, d) = (r + WARPS, s.add((WARPS * ss) as usize), d + 4 * WARPS * ds);
+                (r, s, d) = (r + warps, s.add((warps * ss) as usize), d + 4 * warps * ds);
             }
             j0 += 128;
         }
@@ -190,15 +217,16 @@ unsafe fn stage_rows(
 /// ascending `k` from 0 (the product contract's order). `xa` are the shared addresses of the warp's `R` rows
 /// (16-byte aligned, `k` floats each); `wload(o)` gives the four units' weights of inputs `o / 4 .. o / 4 +
 /// 4` (`o` in bytes, as `[unit][input]`); `x_tail(i, kk)` and `w_tail(kk)` the inputs past the last full
-/// quad. Two register sets in turn, each loaded one step ahead of its FMAs (latency hiding without copying
-/// one set into the other); the loads past the last step re-read it (clamped).
+/// quad. With `AHEAD`, two register sets in turn, each loaded one step ahead of its FMAs (latency hiding
+/// without copying one set into the other; the loads past the last step re-read it, clamped); without, one
+/// set (blocks of many warps, at most 128 registers a thread, hide the loads' latency with other warps).
 ///
 /// # Safety
 /// The addresses `wload`, `xa` and the tail closures read hold the operands; shared memory written before a
 /// barrier that every thread has passed.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-unsafe fn accumulate<const R: usize>(
+unsafe fn accumulate<const R: usize, const AHEAD: bool>(
     xa: &[u32; R],
     k: usize,
     wload: impl Fn(u32) -> [[f32; 4]; 4],
@@ -224,7 +252,13 @@ unsafe fn accumulate<const R: usize>(
                 }
             });
         };
-        if vecs > 0 {
+        if !AHEAD {
+            let mut o = 0;
+            while o < 16 * vecs as u32 {
+                step(&mut acc, load(o));
+                o += 16;
+            }
+        } else if vecs > 0 {
             let last = 16 * (vecs as u32 - 1);
             let mut o = 0;
             let mut a = load(0);
@@ -265,7 +299,7 @@ unsafe fn accumulate<const R: usize>(
 #[cfg(target_arch = "nvptx64")]
 #[allow(clippy::too_many_arguments, reason = "one layer's operands")]
 #[inline(always)]
-unsafe fn wide_layer<const R: usize>(
+unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
     x: *const f32,
     sx: usize,
     w: *const f32,
@@ -280,7 +314,7 @@ unsafe fn wide_layer<const R: usize>(
     (m0, m, m_pad): (usize, usize, usize),
     thread: usize,
 ) {
-    use crate::nvptx_ops::{lds4, shared_addr, sts};
+    use crate::nvptx_ops::{lds, lds4, shared_addr, sts};
     let (lane, warp) = (thread % 32, thread / 32);
     let r0 = R * warp;
     // Shared-window addresses (32-bit `ld.shared`): the generic pointers cost a 64-bit add per load.
@@ -294,14 +328,12 @@ unsafe fn wide_layer<const R: usize>(
             // Units of this lane in the chunk; rows past the width read row 0 (their results are dropped).
             let units: [usize; 4] = core::array::from_fn(|j| n0 + lane + 32 * j);
             let wa: [u32; 4] = core::array::from_fn(|j| wb + if units[j] < hs { units[j] as u32 * sw4 } else { 0 });
-            let xrow: [*const f32; R] = core::array::from_fn(|i| x.add((r0 + i) * sx));
-            let wrow: [*const f32; 4] = core::array::from_fn(|j| w.add(if units[j] < hs { units[j] * sw } else { 0 }));
-            let acc = accumulate(
+            let acc = accumulate::<R, AHEAD>(
                 &xa,
                 k,
                 |o| core::array::from_fn(|j| lds4(wa[j] + o)),
-                |i, kk| *xrow[i].add(kk),
-                |kk| core::array::from_fn(|j| *wrow[j].add(kk)),
+                |i, kk| lds(xa[i] + 4 * kk as u32),
+                |kk| core::array::from_fn(|j| lds(wa[j] + 4 * kk as u32)),
             );
             // The four biases before the first store (one round trip, not one per unit).
             let biases: [f32; 4] = core::array::from_fn(|j| if units[j] < h { *bias.add(units[j]) } else { 0.0 });
@@ -380,7 +412,7 @@ impl ChainEnds for Staged {}
 /// block calls this (it synchronizes the block); `ends`' contracts hold.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
+pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: ChainEnds>(
     c: &Chain,
     net: &NetArgs,
     tile: usize,
@@ -395,10 +427,10 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         return; // uniform over the block
     }
     let l = net.layout();
-    let sh = ChainShared::of(net);
+    let sh = c.shared(net);
     let (d, hs, o) = (l.input, l.hidden, l.outputs);
     let (h, m, m_pad) = (c.h as usize, c.m as usize, c.m_pad as usize);
-    let tile_rows = R * (CHAIN_THREADS as usize / 32);
+    let tile_rows = R * W;
     let m0 = tile * tile_rows;
     // SAFETY: the caller's contract; staged reads stay inside the active rows and units, and the shared
     // offsets inside `sh.len` floats; barriers separate every buffer's writers from its readers.
@@ -410,13 +442,13 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
         if !E::INPUT {
             let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
-            stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, thread);
+            stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, (thread, W));
         }
-        stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, thread);
-        stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, thread);
+        stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, (thread, W));
+        stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, (thread, W));
         cp_async_commit();
         let ahead = h.min(sh.ahead);
-        stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, thread);
+        stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, (thread, W));
         cp_async_commit();
         if E::INPUT {
             ends.input(a, sh.sa, b, (m0, rows), d, thread);
@@ -425,7 +457,7 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         _syncthreads();
         let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);
         let rows_of = |i: usize| c.out[i].row as usize;
-        wide_layer::<R>(
+        wide_layer::<R, AHEAD>(
             a,
             sh.sa,
             smem.add(sh.w1),
@@ -443,12 +475,12 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
         _syncthreads();
         // Layer 2: from `b` into `a`; the rest of W2 over W1, which every thread has left (barrier).
         let rest = (ahead * hs, ahead * sh.s2);
-        stage_rows(params.add(l.w2() + rest.0), hs, ws.add(rest.1), sh.s2, h - ahead, h, thread);
+        stage_rows(params.add(l.w2() + rest.0), hs, ws.add(rest.1), sh.s2, h - ahead, h, (thread, W));
         // These copies are in no committed group yet: `wait_all` commits and waits for them (a bare
         // `wait_group 0` did not, and layer 2 read rows of W2 that had not landed).
         cp_async_wait_all();
         _syncthreads();
-        wide_layer::<R>(
+        wide_layer::<R, AHEAD>(
             b,
             sh.s2,
             ws,
@@ -478,7 +510,7 @@ pub unsafe fn gpu_chain<const R: usize, E: ChainEnds>(
                 };
                 *out(2).add(row * rows_of(2) + n) = value;
             }
-            i += CHAIN_THREADS as usize;
+            i += 32 * W;
         }
         if E::OUTPUT {
             // The barrier orders the block's output stores before the reads (global memory, one block).
@@ -566,9 +598,17 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             sh.sa,
             m.saturating_sub(m0).min(CHAIN_ROWS),
             k,
-            thread,
+            (thread, CHAIN_THREADS as usize / 32),
         );
-        stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, thread);
+        stage_rows(
+            buf(g.b.buf).add(g.b.at(0, 0)),
+            g.b.row as usize,
+            b,
+            sh.sb,
+            k,
+            n_act,
+            (thread, CHAIN_THREADS as usize / 32),
+        );
         cp_async_wait_all();
         _syncthreads();
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
@@ -583,7 +623,7 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             // The lane's four columns; past the padded width it reads column 0 (its results are not stored).
             let col = n0 + 4 * lane;
             let cb = if col < n_pad { 4 * col as u32 } else { 0 };
-            let acc = accumulate(
+            let acc = accumulate::<ROWS_PER_WARP, true>(
                 &xa,
                 k,
                 |o| {
@@ -626,8 +666,15 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
 
 /// The chains of acting (`act`: every env of each trial, `args.envs_per_trial` rows) or of the training
 /// forward passes (each trial's [`crate::net::NetTrial::passes`]), in the order of [`crate::net::plan`]'s
-/// products: chain `i`'s layers are the `i`-th product of each of the stage's three layers.
-pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mut push: impl FnMut(Chain)) {
+/// products: chain `i`'s layers are the `i`-th product of each of the stage's three layers. Training chains
+/// have tiles of `train_rows` ([`CHAIN_ROWS`] or [`WIDE_ROWS`]); acting chains of [`ACT_ROWS`].
+pub fn chain_plan(
+    args: &NetArgs,
+    trials: &[crate::net::NetTrial],
+    act: bool,
+    train_rows: usize,
+    mut push: impl FnMut(Chain),
+) {
     use crate::net::buffers::ONLINE;
     use crate::net::{ActWork, Work};
     let (d, b) = (args.input as usize, args.batch as usize);
@@ -659,7 +706,7 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
                 m: bt,
                 m_pad: b as u32,
                 h,
-                rows: CHAIN_ROWS as u32,
+                rows: train_rows as u32,
                 _pad: [0; 2],
             });
         }
@@ -668,7 +715,9 @@ pub fn chain_plan(args: &NetArgs, trials: &[crate::net::NetTrial], act: bool, mu
 
 #[cfg(test)]
 mod tests {
-    use super::{ACT_ROWS, CHAIN_ROWS, Chain, ChainShared, chain_plan};
+    use super::{
+        ACT_ROWS, CHAIN_ROWS, CHAIN_THREADS, Chain, ChainShared, ROWS_PER_WARP, WIDE_ROWS, WIDE_THREADS, chain_plan,
+    };
     use crate::net::{ACTING, FORWARD, NetArgs, NetTrial, plan};
 
     /// Chain `i`'s three layers are the `i`-th products of the three per-layer stages they replace, for
@@ -681,10 +730,10 @@ mod tests {
             NetTrial { hidden: 11, batch: 33, passes: 3, _pad: 0 },
             NetTrial { hidden: 130, batch: 1, passes: 1, _pad: 0 },
         ];
-        for act in [true, false] {
+        for (act, train_rows) in [(true, CHAIN_ROWS), (false, CHAIN_ROWS), (false, WIDE_ROWS)] {
             let mut chains = [Chain::default(); 8];
             let mut n = 0;
-            chain_plan(&net, &trials, act, |c| {
+            chain_plan(&net, &trials, act, train_rows, |c| {
                 chains[n] = c;
                 n += 1;
             });
@@ -695,8 +744,11 @@ mod tests {
                 plan(&net, &trials, stage, |g| {
                     assert_eq!(chains[i].layers(&net.layout())[layer], g, "chain {i}, layer {layer}, act {act}");
                     assert!(chains[i].row_major());
-                    let rows = if act { ACT_ROWS } else { CHAIN_ROWS };
+                    let rows = if act { ACT_ROWS } else { train_rows };
                     assert_eq!(chains[i].tile_rows(), rows);
+                    let threads = if rows == WIDE_ROWS { WIDE_THREADS } else { CHAIN_THREADS };
+                    assert_eq!(chains[i].threads(), threads);
+                    assert_eq!(chains[i].threads() as usize / 32 * ROWS_PER_WARP, rows.max(CHAIN_ROWS));
                     assert_eq!(chains[i].tiles(), (chains[i].m_pad as usize).div_ceil(rows));
                     i += 1;
                 });
@@ -730,5 +782,16 @@ mod tests {
         let narrow = ChainShared::of(&NetArgs::new(2, 64, 57, 11, 4, 64, 1_000));
         assert_eq!((narrow.w1, narrow.ahead), (0, 0));
         assert!(11 * narrow.s2 <= narrow.w3 && narrow.a == narrow.w3 + 4 * narrow.s2);
+        // Wide tiles: the same weights' layout, buffers of 128 rows; D = 54, H = 128 fits one block in an H200
+        // multiprocessor's 227 KB a block (its layers' weights once for 128 rows).
+        let net = NetArgs::new(5, 1024, 54, 128, 3, 1024, 300_000);
+        let wide = ChainShared::with_rows(&net, WIDE_ROWS);
+        assert_eq!((wide.w1, wide.w3, wide.a, wide.ahead), (sh.w1, sh.w3, sh.a, sh.ahead));
+        assert_eq!(wide.b, wide.a + WIDE_ROWS * wide.sa);
+        assert_eq!(wide.len, wide.b + WIDE_ROWS * wide.s2);
+        assert!(wide.bytes() <= 227 * 1024, "{} bytes", wide.bytes());
+        let c = Chain { rows: WIDE_ROWS as u32, ..Chain::default() };
+        assert_eq!(c.shared(&net), wide);
+        assert_eq!(Chain { rows: CHAIN_ROWS as u32, ..c }.shared(&net), sh);
     }
 }

@@ -316,15 +316,37 @@ pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, 
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
         let ends = crate::chain::Staged;
-        crate::chain::gpu_chain::<{ crate::chain::ROWS_PER_WARP }, _>(
-            &c,
-            &net,
-            tile,
-            buffers,
-            dyn_smem(),
-            thread,
-            &ends,
-        );
+        crate::chain::gpu_chain::<
+            { crate::chain::ROWS_PER_WARP },
+            { crate::chain::CHAIN_THREADS as usize / 32 },
+            true,
+            _,
+        >(&c, &net, tile, buffers, dyn_smem(), thread, &ends);
+    }
+}
+
+/// [`mlp_chain`] on tiles of [`crate::chain::WIDE_ROWS`] rows: blocks of [`crate::chain::WIDE_THREADS`] threads,
+/// [`crate::chain::Chain::shared`] bytes of dynamic shared memory.
+///
+/// # Safety
+/// As [`mlp_chain`], for chains of wide tiles.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_chain_wide(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: NetArgs,
+) {
+    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    unsafe {
+        let c = *chains.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        let ends = crate::chain::Staged;
+        crate::chain::gpu_chain::<
+            { crate::chain::ROWS_PER_WARP },
+            { crate::chain::WIDE_THREADS as usize / 32 },
+            false,
+            _,
+        >(&c, &net, tile, buffers, dyn_smem(), thread, &ends);
     }
 }
 
@@ -515,7 +537,15 @@ unsafe fn act_block<C: Choice>(
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
         let ends = Act { obs: Observe { trial: c.trial as usize, ..envs }, choice };
-        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, _>(&c, net, tile, buffers, dyn_smem(), thread, &ends);
+        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, { CHAIN_THREADS as usize / 32 }, true, _>(
+            &c,
+            net,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+            &ends,
+        );
     }
 }
 

@@ -38,7 +38,8 @@ pub const BACKTEST_BLOCK: u32 = 64;
 /// grid takes two waves; asking for 12 blocks (one wave, at most 80 registers) made ptxas spill and the
 /// kernel 2x slower (0.89 s against 0.45 s), so only the block size is bounded.
 /// `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then: up to
-/// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two.
+/// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two. `mlp_chain_wide` asks
+/// for one block of 512 (at most 128 registers a thread): its shared memory (200 KB) leaves room for one.
 /// `gemm_tiles` asks for three blocks of 256 (at most 85 registers; ptxas keeps 80 and spills 28 bytes):
 /// with 96 registers two fit, and the products are latency-bound (a global round trip per K step), so the
 /// third block's warps hide more of it. Measured on the H200 (`bench learners`, interleaved variants by
@@ -47,6 +48,7 @@ pub const BACKTEST_BLOCK: u32 = 64;
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
+    (MLP_CHAIN_WIDE, crate::chain::WIDE_THREADS, 1),
     (DQN_ACT, crate::chain::CHAIN_THREADS, 2),
     (PPO_ACT, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
@@ -59,6 +61,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
 pub const GEMM_TILES: &str = "gemm_tiles";
 /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
 pub const MLP_CHAIN: &str = "mlp_chain";
+/// [`MLP_CHAIN`] on tiles of `crate::chain::WIDE_ROWS` rows, a block of 512 threads a multiprocessor.
+pub const MLP_CHAIN_WIDE: &str = "mlp_chain_wide";
 /// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
 /// nvptx only): the hidden gradient of layer 1.
 pub const MLP_ROWS: &str = "mlp_rows";
@@ -115,6 +119,7 @@ pub const ALL: &[&str] = &[
     BACKTEST,
     GEMM_TILES,
     MLP_CHAIN,
+    MLP_CHAIN_WIDE,
     MLP_ROWS,
     MLP_BACKWARD,
     DQN_SELECT,

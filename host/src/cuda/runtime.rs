@@ -25,6 +25,7 @@ pub(crate) struct Kernels {
     pub(crate) backtest: CudaFunction,
     pub(crate) gemm_tiles: CudaFunction,
     pub(crate) mlp_chain: CudaFunction,
+    pub(crate) mlp_chain_wide: CudaFunction,
     pub(crate) mlp_rows: CudaFunction,
     pub(crate) mlp_backward: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
@@ -63,6 +64,8 @@ pub struct CudaRuntime {
     total_memory: usize,
     /// [`Self::fused`].
     fused: bool,
+    /// [`Self::narrow_chains`].
+    narrow_chains: bool,
 }
 
 impl CudaRuntime {
@@ -102,6 +105,7 @@ impl CudaRuntime {
             backtest: load(kernel_names::BACKTEST)?,
             gemm_tiles: load(kernel_names::GEMM_TILES)?,
             mlp_chain: load(kernel_names::MLP_CHAIN)?,
+            mlp_chain_wide: load(kernel_names::MLP_CHAIN_WIDE)?,
             mlp_rows: load(kernel_names::MLP_ROWS)?,
             mlp_backward: load(kernel_names::MLP_BACKWARD)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
@@ -130,6 +134,7 @@ impl CudaRuntime {
             (&kernels.greedy_walk, "the greedy walk"),
             (&kernels.greedy_walk_regs, "the register walk"),
             (&kernels.mlp_chain, "the fused layers"),
+            (&kernels.mlp_chain_wide, "the wide fused layers"),
             (&kernels.dqn_act, "the fused DQN acting"),
             (&kernels.ppo_act, "the fused PPO acting"),
             (&kernels.mlp_rows, "the staged products"),
@@ -153,6 +158,7 @@ impl CudaRuntime {
             compute_capability,
             total_memory,
             fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
+            narrow_chains: std::env::var_os("TRADESIM_NARROW_CHAINS").is_some_and(|v| !v.is_empty() && v != "0"),
         })
     }
 
@@ -185,6 +191,13 @@ impl CudaRuntime {
     /// per layer (`TRADESIM_UNFUSED=1`: the side-by-side reference of the benchmarks; the same bits).
     pub fn fused(&self) -> bool {
         self.fused
+    }
+
+    /// Whether the training forward passes run in tiles of 32 rows (`mlp_chain`, `TRADESIM_NARROW_CHAINS=1`:
+    /// the side-by-side reference) where tiles of 128 (`mlp_chain_wide`, the default) fit a block's shared
+    /// memory. The same bits either way.
+    pub fn narrow_chains(&self) -> bool {
+        self.narrow_chains
     }
 
     /// A new stream (each trial group runs on its own).

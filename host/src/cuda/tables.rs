@@ -107,16 +107,19 @@ impl ProductTables {
     /// The index of the acting (`act`) or training chains' table (built, checked and uploaded on first use),
     /// or `None` where the layers do not fuse.
     fn chain_table(&mut self, net: &NetArgs, trials: &[NetTrial], act: bool) -> Result<Option<usize>, HostError> {
-        let fits = gpu_kernels::chain::ChainShared::of(net).bytes() <= self.rt.shared_per_block();
-        if !(fits && self.rt.fused()) {
+        use gpu_kernels::chain::{CHAIN_ROWS, ChainShared, WIDE_ROWS};
+        let fits = |rows| ChainShared::with_rows(net, rows).bytes() <= self.rt.shared_per_block();
+        if !(fits(CHAIN_ROWS) && self.rt.fused()) {
             return Ok(None);
         }
+        // Training chains in wide tiles where their buffers fit a block (`mlp_chain_wide`), else in 32 rows.
+        let train_rows = if !act && fits(WIDE_ROWS) && !self.rt.narrow_chains() { WIDE_ROWS } else { CHAIN_ROWS };
         let key = (act, if act { net.envs_per_trial } else { 0 });
         if let Some(i) = self.chains.iter().position(|(k, _)| *k == key) {
             return Ok(Some(i));
         }
         let mut host = Vec::new();
-        gpu_kernels::chain::chain_plan(net, trials, act, |c| host.push(c));
+        gpu_kernels::chain::chain_plan(net, trials, act, train_rows, |c| host.push(c));
         let l = net.layout();
         let products: Vec<_> = host.iter().flat_map(|c| c.layers(&l)).collect();
         crate::plan::check("mlp_chain", &products, &self.lens)?;

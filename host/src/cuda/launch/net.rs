@@ -57,10 +57,11 @@ pub(crate) fn gemm(
     Ok(())
 }
 
-/// The launch of `table`'s chains (`mlp_chain`, `dqn_act`, `ppo_act`): a block of
-/// [`gpu_kernels::chain::CHAIN_THREADS`] per row tile of each chain, the layout's dynamic shared memory
-/// ([`gpu_kernels::chain::ChainShared`]); `None` for an empty table. `tile_rows` is the rows of a tile the
-/// kernel computes ([`gpu_kernels::chain::CHAIN_ROWS`] or `ACT_ROWS`), which every chain must have.
+/// The launch of `table`'s chains (`mlp_chain`, `mlp_chain_wide`, `dqn_act`, `ppo_act`): a block per row
+/// tile of each chain, of the chains' threads ([`gpu_kernels::chain::Chain::threads`]) and dynamic shared
+/// memory ([`gpu_kernels::chain::Chain::shared`]); `None` for an empty table. `tile_rows` is the rows of a
+/// tile the kernel computes ([`gpu_kernels::chain::CHAIN_ROWS`], `WIDE_ROWS` or `ACT_ROWS`), which every
+/// chain must have.
 pub(crate) fn chain_config(
     rt: &CudaRuntime,
     table: &ChainTable,
@@ -68,18 +69,18 @@ pub(crate) fn chain_config(
     kernel: &str,
     tile_rows: usize,
 ) -> Result<Option<LaunchConfig>, HostError> {
-    if table.host.is_empty() {
+    let Some(first) = table.host.first() else {
         return Ok(None);
-    }
+    };
     if table.host.iter().any(|c| c.tile_rows() != tile_rows) {
         return Err(HostError::Config(format!("{kernel}: a chain of the table has tiles of another height")));
     }
     let tiles = table.host.iter().map(|c| c.tiles()).max().unwrap_or(0);
-    let shared = gpu_kernels::chain::ChainShared::of(net).bytes();
+    let shared = first.shared(net).bytes();
     match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared)) {
         (Ok(t), Ok(c), Ok(s)) if c <= 65_535 && (s as usize) <= rt.shared_per_block() => Ok(Some(LaunchConfig {
             grid_dim: (t.max(1), c, 1),
-            block_dim: (gpu_kernels::chain::CHAIN_THREADS, 1, 1),
+            block_dim: (first.threads(), 1, 1),
             shared_mem_bytes: s,
         })),
         _ => Err(HostError::Config(format!(
@@ -89,8 +90,8 @@ pub(crate) fn chain_config(
     }
 }
 
-/// `mlp_chain`: every training chain of `table` ([`chain_config`]) on the buffers whose addresses
-/// `pointers` holds.
+/// `mlp_chain` (or `mlp_chain_wide` for chains of wide tiles): every training chain of `table`
+/// ([`chain_config`]) on the buffers whose addresses `pointers` holds.
 pub(crate) fn chain(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -98,16 +99,26 @@ pub(crate) fn chain(
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
 ) -> Result<(), HostError> {
-    let Some(cfg) = chain_config(rt, table, net, "mlp_chain", gpu_kernels::chain::CHAIN_ROWS)? else {
+    use gpu_kernels::chain::{CHAIN_ROWS, WIDE_ROWS};
+    let wide = table.host.first().is_some_and(|c| c.tile_rows() == WIDE_ROWS);
+    let (function, kernel, rows) = if wide {
+        (&rt.kernels.mlp_chain_wide, "mlp_chain_wide", WIDE_ROWS)
+    } else {
+        (&rt.kernels.mlp_chain, "mlp_chain", CHAIN_ROWS)
+    };
+    let Some(cfg) = chain_config(rt, table, net, kernel, rows)? else {
         return Ok(());
     };
     let dev_net = Dev(*net);
-    let mut launch = stream.launch_builder(&rt.kernels.mlp_chain);
+    let mut launch = stream.launch_builder(function);
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_chain`; the table's products were checked against
-    // the lengths of the buffers its pointers name and are row-major (`ProductTables::launch_layers`); the
-    // shared memory is the layout's size; no chain writes what another reads (`gpu_kernels::net::plan`).
-    timed(rt, stream, "mlp_chain forward", || unsafe { launch.launch(cfg) })?;
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_chain` (and `mlp_chain_wide`); the table's products
+    // were checked against the lengths of the buffers its pointers name and are row-major
+    // (`ProductTables::launch_layers`); the block and shared memory are the chains' (`chain_config`); no
+    // chain writes what another reads (`gpu_kernels::net::plan`).
+    timed(rt, stream, if wide { "mlp_chain_wide forward" } else { "mlp_chain forward" }, || unsafe {
+        launch.launch(cfg)
+    })?;
     Ok(())
 }
 
