@@ -71,6 +71,7 @@ fn float_arithmetic_is_not_contracted() {
     let allowed = [
         kernel_names::GEMM_TILES,
         kernel_names::MLP_CHAIN,
+        kernel_names::MLP_CHAIN_WIDE,
         kernel_names::DQN_ACT,
         kernel_names::PPO_ACT,
         kernel_names::MLP_ROWS,
