@@ -496,21 +496,45 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
             thread,
         );
         _syncthreads();
-        // Layer 3: a thread per output, the dot product of `dense_unit` (the same order).
-        let view = crate::net::LayerView { base: smem.add(sh.w3), unit: sh.s2, step: 1, k: h, aligned: true };
-        let mut i = thread;
-        while i < tile_rows * o {
-            let (r, n) = (i / o, i % o);
+        // Layer 3: a thread per row, its 3 or 4 outputs' dot products interleaved (`dots_aligned`: each is
+        // `dense_unit`'s, the same order; the row's inputs loaded once for all of them).
+        let w3 = smem.add(sh.w3) as *const f32;
+        let mut r = thread;
+        while r < tile_rows {
             let row = m0 + r;
             if row < m_pad {
-                let value = if row < m {
-                    crate::net::dense_unit(&view, *params.add(l.b3() + n), false, n, a.add(r * sh.sa))
-                } else {
-                    0.0
-                };
-                *out(2).add(row * rows_of(2) + n) = value;
+                let x = a.add(r * sh.sa);
+                let mut values = [0.0f32; 4];
+                if row < m {
+                    let bias = |n: usize| *params.add(l.b3() + n);
+                    match o {
+                        3 => {
+                            let d =
+                                crate::net::dots_aligned(x, core::array::from_fn::<_, 3, _>(|n| w3.add(n * sh.s2)), h);
+                            unrolled!(n in [0, 1, 2] { values[n] = d[n] + bias(n); });
+                        }
+                        4 => {
+                            let d =
+                                crate::net::dots_aligned(x, core::array::from_fn::<_, 4, _>(|n| w3.add(n * sh.s2)), h);
+                            unrolled!(n in [0, 1, 2, 3] { values[n] = d[n] + bias(n); });
+                        }
+                        _ => {
+                            let view = crate::net::LayerView { base: w3, unit: sh.s2, step: 1, k: h, aligned: true };
+                            unrolled!(n in [0, 1, 2, 3] {
+                                if n < o {
+                                    values[n] = crate::net::dense_unit(&view, bias(n), false, n, x);
+                                }
+                            });
+                        }
+                    }
+                }
+                unrolled!(n in [0, 1, 2, 3] {
+                    if n < o {
+                        *out(2).add(row * rows_of(2) + n) = values[n];
+                    }
+                });
             }
-            i += 32 * W;
+            r += 32 * W;
         }
         if E::OUTPUT {
             // The barrier orders the block's output stores before the reads (global memory, one block).

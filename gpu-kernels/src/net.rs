@@ -329,31 +329,46 @@ unsafe fn load8(p: *const f32) -> [f32; 8] {
 /// memory.
 #[inline(always)]
 pub unsafe fn dot_aligned(x: *const f32, w: *const f32, k: usize) -> f32 {
-    let mut acc = 0.0f32;
+    // SAFETY: the caller's contract.
+    unsafe { dots_aligned(x, [w], k)[0] }
+}
+
+/// [`dot_aligned`] of one input `x` with each of `N` weight rows `w`: each sum is [`dot_aligned`]'s (the same
+/// terms in the same order), the `N` chains interleaved, and `x`'s eight floats of a step loaded once for
+/// all of them.
+///
+/// # Safety
+/// As [`dot_aligned`] for each of the `N` rows.
+#[inline(always)]
+pub unsafe fn dots_aligned<const N: usize>(x: *const f32, w: [*const f32; N], k: usize) -> [f32; N] {
+    let mut acc = [0.0f32; N];
     let chunks = k / 8;
     #[cfg(target_arch = "nvptx64")]
     let load = {
         use crate::nvptx_ops::{lds4, shared_addr};
-        let (xa, wa) = (shared_addr(x), shared_addr(w));
+        let xa = shared_addr(x);
+        let wa: [u32; N] = core::array::from_fn(|n| shared_addr(w[n]));
+        let eight = |a: [f32; 4], b: [f32; 4]| [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]];
         // SAFETY: the caller's contract; chunk c reads floats 8c .. 8c + 8 <= k.
         move |c: usize| unsafe {
             let o = 32 * c as u32;
-            let (x0, x1, w0, w1) = (lds4(xa + o), lds4(xa + o + 16), lds4(wa + o), lds4(wa + o + 16));
-            (
-                [x0[0], x0[1], x0[2], x0[3], x1[0], x1[1], x1[2], x1[3]],
-                [w0[0], w0[1], w0[2], w0[3], w1[0], w1[1], w1[2], w1[3]],
-            )
+            let xs = eight(lds4(xa + o), lds4(xa + o + 16));
+            let ws: [[f32; 8]; N] = core::array::from_fn(|n| eight(lds4(wa[n] + o), lds4(wa[n] + o + 16)));
+            (xs, ws)
         }
     };
     #[cfg(not(target_arch = "nvptx64"))]
     // SAFETY: the caller's contract; chunk c reads floats 8c .. 8c + 8 <= k.
-    let load = |c: usize| unsafe { (load8(x.add(8 * c)), load8(w.add(8 * c))) };
-    let sum8 = |acc: f32, (xs, ws): ([f32; 8], [f32; 8])| {
-        let mut acc = acc;
+    let load = |c: usize| unsafe {
+        let ws: [[f32; 8]; N] = core::array::from_fn(|n| load8(w[n].add(8 * c)));
+        (load8(x.add(8 * c)), ws)
+    };
+    let sum8 = |acc: &mut [f32; N], (xs, ws): ([f32; 8], [[f32; 8]; N])| {
         for u in 0..8 {
-            acc = crate::tile::fma(xs[u], ws[u], acc);
+            for n in 0..N {
+                acc[n] = crate::tile::fma(xs[u], ws[n][u], acc[n]);
+            }
         }
-        acc
     };
     if chunks > 0 {
         let last = chunks - 1;
@@ -361,12 +376,12 @@ pub unsafe fn dot_aligned(x: *const f32, w: *const f32, k: usize) -> f32 {
         let mut a = load(0);
         loop {
             let b = load((c + 1).min(last));
-            acc = sum8(acc, a);
+            sum8(&mut acc, a);
             if c == last {
                 break;
             }
             a = load((c + 2).min(last));
-            acc = sum8(acc, b);
+            sum8(&mut acc, b);
             c += 2;
             if c > last {
                 break;
@@ -376,7 +391,9 @@ pub unsafe fn dot_aligned(x: *const f32, w: *const f32, k: usize) -> f32 {
     // SAFETY: as above.
     unsafe {
         for j in 8 * chunks..k {
-            acc = crate::tile::fma(*x.add(j), *w.add(j), acc);
+            for n in 0..N {
+                acc[n] = crate::tile::fma(*x.add(j), *w[n].add(j), acc[n]);
+            }
         }
     }
     acc
@@ -768,6 +785,41 @@ mod tests {
         FOLD_AHEAD, GRAD_CHUNK, MAX_GRAD_CHUNK, NetArgs, WALK_REG_UNITS, WalkRegsShared, fold_ahead, grad_chunk,
         grad_chunks, walk_regs_suit, walk_row_stride,
     };
+
+    /// `dots_aligned` is `dot_aligned` of each row and `dot_strided` with unit stride, bit for bit, for lengths
+    /// with and without a partial chunk of eight (the chain's output layer and the walk rely on it).
+    #[test]
+    fn dots_aligned_are_each_rows_dot() {
+        use super::{dot_aligned, dot_strided, dots_aligned};
+        // 16-byte aligned rows of 136 floats: x, then four weight rows.
+        let mut rows = [crate::tile::F4([0.0; 4]); 5 * 34];
+        let mut r = 0x2545_f491_4f6c_dd1d_u64;
+        for q in rows.iter_mut() {
+            for v in q.0.iter_mut() {
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+                *v = (r >> 40) as f32 / (1u64 << 22) as f32 - 2.0;
+            }
+        }
+        let base = rows.as_ptr() as *const f32;
+        // SAFETY: each row holds 136 floats, 16-byte aligned; k <= 136.
+        unsafe {
+            let (x, w) = (base, [base.add(136), base.add(272), base.add(408), base.add(544)]);
+            for k in [0, 1, 7, 8, 9, 54, 100, 128, 131, 136] {
+                let three = dots_aligned(x, [w[0], w[1], w[2]], k);
+                let four = dots_aligned(x, w, k);
+                for n in 0..4 {
+                    let one = dot_aligned(x, w[n], k);
+                    assert_eq!(one.to_bits(), dot_strided(x, w[n], 1, k).to_bits(), "k {k}, row {n}");
+                    assert_eq!(four[n].to_bits(), one.to_bits(), "k {k}, row {n} of 4");
+                    if n < 3 {
+                        assert_eq!(three[n].to_bits(), one.to_bits(), "k {k}, row {n} of 3");
+                    }
+                }
+            }
+        }
+    }
 
     /// The register walk's buffers: the activations hold `WALK_REG_UNITS` floats each (its chains read whole
     /// groups of 32 past a trial's width), the vector-read buffers start 16-byte aligned, none overlaps the
