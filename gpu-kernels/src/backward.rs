@@ -21,9 +21,11 @@
 //! block walks the chunk's samples in sub-tiles of [`BACKWARD_ROWS`], staging sub-tile `i + 1` with
 //! `cp.async` while it computes sub-tile `i` ([`BackwardShared`] says where). Per sub-tile, the layer-1 side:
 //! 1. `D1` of the group's units: warp `w` takes samples `4 w .. 4 w + 4`, lane `l` unit `u0 + l`, a chain over
-//!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block);
+//!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block,
+//!    transposed: a lane's four inputs are one vector load);
 //! 2. after a barrier, warp `w` owns rows `u0 + 4 w .. + 4` of the `W1` gradient (lane `l`: inputs `l` and
-//!    `l + 32`), lanes 0-3 the `b1` sums of those units.
+//!    `l + 32`), lanes 0-3 the `b1` sums of those units (from the `D1` values the lane loads for the `W1`
+//!    terms).
 //!
 //! The layer-2 side: warp `w` owns rows `u0 + 8 w .. + 8` of the `W2` gradient (lane `l`: columns `4 l .. 4 l +
 //! 4`), the `W3` sums of those units (lane `l`: unit `l / 4`, output `l % 4`), lanes 0-7 their `b2` sums and
@@ -63,7 +65,8 @@ pub struct BackwardShared {
     pub sd: usize,
     /// Row stride of the staged input rows ([`walk_row_stride`] of D).
     pub so: usize,
-    /// `W2`'s columns `u0 ..` of the group: H rows of [`BACKWARD_UNITS`].
+    /// `W2`'s columns `u0 ..` of the group, transposed: [`BACKWARD_UNITS`] rows of H (row stride `sd`), so a
+    /// lane reads four inputs of its unit with one vector load.
     pub w2: usize,
     /// The sub-tile's `D1` of the group: [`BACKWARD_ROWS`] rows of [`BACKWARD_UNITS`].
     pub d1: usize,
@@ -92,7 +95,7 @@ impl BackwardShared {
         let (sd, so) = (walk_row_stride(hs), walk_row_stride(d));
         let (r, g) = (BACKWARD_ROWS, BACKWARD_UNITS);
         let w2 = 0;
-        let d1 = w2 + hs * g;
+        let d1 = w2 + g * sd;
         let one = d1 + r * g;
         let (d2, a1) = (0, r * sd);
         // The layer-1 side reads no A1 rows and the layer-2 side no inputs: one slot holds either.
@@ -210,11 +213,12 @@ pub unsafe fn gpu_backward(
         let at = |f: usize| base + 4 * f as u32;
         // Stage `st`'s first float (arithmetic: an indexed `sh.stage` put the layout in local memory).
         let stage_at = |st: usize| sh.stage[0] + st * (sh.stage[1] - sh.stage[0]);
-        // The layer-1 side: the group's columns of W2 (zero past the active width: their terms add +0).
+        // The layer-1 side: the group's columns of W2, transposed (zero past the active width: their terms add
+        // +0). Consecutive threads read consecutive columns of a W2 row.
         let mut i = if first && k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read otherwise
         while i < (hs * G) as u32 {
             let (n, j) = ((i / G as u32) as usize, (i % G as u32) as usize);
-            let dst = at(sh.w2 + n * G + j);
+            let dst = at(sh.w2 + j * sh.sd + n);
             if n < h && u0 + j < hs {
                 cp_async4(dst, params.add(l.w2() + n * hs + u0 + j));
             } else {
@@ -306,11 +310,9 @@ pub unsafe fn gpu_backward(
             let sb = stage_at(sub % 2);
             let rows = (k - sub * S).min(S);
             // The small sums' two factors: address and row stride (the second is the 1.0 for a bias).
-            let (fa, sa, fb, sbb) = match (first, lane) {
-                (true, 0..4) => (sh.d1 + 4 * warp + lane, G, sh.one, 0),
-                (true, _) => (sh.one, 0, sh.one, 0),
-                (false, _) => (sb + sh.a2 + 8 * warp + lane / 4, G2, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS),
-            };
+            // (The layer-1 side's b1 sums take their factor from the W1 step's D1 loads, and 1.0.)
+            let (fa, sa, fb, sbb) =
+                (sb + sh.a2 + 8 * warp + lane / 4, G2, sb + sh.dout + lane % 4, BACKWARD_MAX_OUTPUTS);
             let (fc, sc) = match lane {
                 0..8 => (sb + sh.d2 + w0 + lane, sh.sd),
                 8..12 => (sb + sh.dout + lane - 8, BACKWARD_MAX_OUTPUTS),
@@ -322,12 +324,11 @@ pub unsafe fn gpu_backward(
             if first {
                 // 1. D1 of samples 4 warp + i, unit u0 + lane.
                 let rows_at: [u32; 4] = core::array::from_fn(|i| at(sb + sh.d2 + (4 * warp + i) * sh.sd));
-                let col = at(sh.w2 + lane);
-                // Inputs n .. n + 4 (byte offset 4 n into the rows, 4 n G into the columns).
+                let col = at(sh.w2 + lane * sh.sd);
+                // Inputs n .. n + 4 (byte offset 4 n into the rows and into the lane's transposed column).
                 let load = |o: u32| {
                     let x: [[f32; 4]; 4] = core::array::from_fn(|i| lds4(rows_at[i] + o));
-                    let wv: [f32; 4] = core::array::from_fn(|q| lds(col + o * G as u32 + (4 * q * G) as u32));
-                    (x, wv)
+                    (x, lds4(col + o))
                 };
                 let step = |acc: &mut [f32; 4], (x, wv): ([[f32; 4]; 4], [f32; 4])| {
                     unrolled!(i in [0, 1, 2, 3] {
@@ -361,19 +362,23 @@ pub unsafe fn gpu_backward(
                     let (d1r, obr, so4) = (at(sh.d1 + 4 * warp), at(sb + sh.obs), 4 * sh.so as u32);
                     let load = |r: u32| {
                         let ob = obr + r * so4;
-                        (
-                            lds4(d1r + r * 4 * G as u32),
-                            [lds(ob + x1), lds(ob + x2)],
-                            [lds(fa + r * sa4), lds(fb + r * sb4)],
-                        )
+                        (lds4(d1r + r * 4 * G as u32), [lds(ob + x1), lds(ob + x2)])
                     };
-                    let step = |(ev, xv, sv): ([f32; 4], [f32; 2], [f32; 2])| {
+                    // Lanes 0-3: the b1 sum of unit w0 + lane, `fma(D1, 1.0, acc)` (the product with the
+                    // column of ones) from the D1 value the lane already holds, picked by bit masks (a `match`
+                    // on the lane compiled to an indirect branch per sample).
+                    let masks: [u32; 4] = core::array::from_fn(|i| if lane & 3 == i { u32::MAX } else { 0 });
+                    let step = |(ev, xv): ([f32; 4], [f32; 2])| {
                         unrolled!(i in [0, 1, 2, 3] {
                             unrolled!(e in [0, 1] {
                                 g1[i][e] = fma(ev[i], xv[e], g1[i][e]);
                             });
                         });
-                        small = fma(sv[0], sv[1], small);
+                        let mut mine = 0u32;
+                        unrolled!(i in [0, 1, 2, 3] {
+                            mine |= ev[i].to_bits() & masks[i];
+                        });
+                        small = fma(f32::from_bits(mine), 1.0, small);
                     };
                     in_pairs(rows32, load, step);
                 }
@@ -492,7 +497,7 @@ mod tests {
                 assert!(st + l.obs + r * l.so <= st + l.a2, "{input}/{hidden}: the inputs overflow their slot");
             }
             let ([a, b, c, d0], [e, f, gg, j]) = (stage(l.stage[0]), stage(l.stage[1]));
-            let regions = [(l.w2, hs * g), (l.d1, r * g), (l.one, 1), a, b, c, d0, e, f, gg, j];
+            let regions = [(l.w2, g * l.sd), (l.d1, r * g), (l.one, 1), a, b, c, d0, e, f, gg, j];
             for w in regions.windows(2) {
                 assert!(w[0].0 + w[0].1 <= w[1].0, "{input}/{hidden}: {:?} overlaps {:?}", w[0], w[1]);
             }
