@@ -66,6 +66,8 @@ pub struct CudaRuntime {
     fused: bool,
     /// [`Self::narrow_chains`].
     narrow_chains: bool,
+    /// [`Self::backward_waves`].
+    backward_waves: bool,
 }
 
 impl CudaRuntime {
@@ -159,6 +161,7 @@ impl CudaRuntime {
             total_memory,
             fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
             narrow_chains: std::env::var_os("TRADESIM_NARROW_CHAINS").is_some_and(|v| !v.is_empty() && v != "0"),
+            backward_waves: std::env::var_os("TRADESIM_BACKWARD_WAVES").is_some_and(|v| !v.is_empty() && v != "0"),
         })
     }
 
@@ -198,6 +201,13 @@ impl CudaRuntime {
     /// memory. The same bits either way.
     pub fn narrow_chains(&self) -> bool {
         self.narrow_chains
+    }
+
+    /// Whether the fused backward pass (`mlp_backward`) also runs where its blocks take more than one wave
+    /// (`TRADESIM_BACKWARD_WAVES=1`: a measurement knob; by default those steps run `mlp_rows` and
+    /// `gemm_tiles`). The same bits either way.
+    pub fn backward_waves(&self) -> bool {
+        self.backward_waves
     }
 
     /// A new stream (each trial group runs on its own).

@@ -151,7 +151,7 @@ impl ProductTables {
         let bytes = BackwardShared::of(net).bytes() + 1_024;
         let per_sm = (self.rt.shared_per_block() + 1_024) / bytes;
         let (x, y) = backward_blocks(net);
-        let one_wave = x * y <= per_sm * self.rt.multiprocessors;
+        let one_wave = x * y <= per_sm * self.rt.multiprocessors || self.rt.backward_waves();
         if !(self.rt.fused() && per_sm > 0 && one_wave && backward_suit(net)) {
             return self.launch_all(stream, net, trials, &AFTER_LOSS);
         }
