@@ -311,18 +311,8 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
 /// long enough for their products ([`crate::chain::Chain::layers`]); no chain writes what another reads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
-    // SAFETY: the caller's contract; the block index picks its chain and row tile.
-    unsafe {
-        let c = *chains.add(nvptx::_block_idx_y() as usize);
-        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        let ends = crate::chain::Staged;
-        crate::chain::gpu_chain::<
-            { crate::chain::ROWS_PER_WARP },
-            { crate::chain::CHAIN_THREADS as usize / 32 },
-            true,
-            _,
-        >(&c, &net, tile, buffers, dyn_smem(), thread, &ends);
-    }
+    // SAFETY: the caller's contract.
+    unsafe { training_chain::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(chains, buffers, &net) }
 }
 
 /// [`mlp_chain`] on tiles of [`crate::chain::WIDE_ROWS`] rows: blocks of [`crate::chain::WIDE_THREADS`] threads,
@@ -336,17 +326,35 @@ pub unsafe extern "ptx-kernel" fn mlp_chain_wide(
     buffers: *const u64,
     net: NetArgs,
 ) {
+    // SAFETY: the caller's contract.
+    unsafe { training_chain::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(chains, buffers, &net) }
+}
+
+/// The block `(tile, chain)` of a training chain launch: `W` warps of [`crate::chain::ROWS_PER_WARP`] rows,
+/// operands loaded a step ahead or not (`AHEAD`, [`crate::chain::gpu_chain`]).
+///
+/// # Safety
+/// As [`mlp_chain`], with blocks of `32 W` threads and tiles of `ROWS_PER_WARP W` rows.
+#[inline(always)]
+unsafe fn training_chain<const W: usize, const AHEAD: bool>(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: &NetArgs,
+) {
     // SAFETY: the caller's contract; the block index picks its chain and row tile.
     unsafe {
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
         let ends = crate::chain::Staged;
-        crate::chain::gpu_chain::<
-            { crate::chain::ROWS_PER_WARP },
-            { crate::chain::WIDE_THREADS as usize / 32 },
-            false,
-            _,
-        >(&c, &net, tile, buffers, dyn_smem(), thread, &ends);
+        crate::chain::gpu_chain::<{ crate::chain::ROWS_PER_WARP }, W, AHEAD, _>(
+            &c,
+            net,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+            &ends,
+        );
     }
 }
 
