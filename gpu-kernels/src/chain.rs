@@ -556,7 +556,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
 }
 
 /// Where a `gpu_rows` (nvptx only) block keeps its operands in shared memory (float offsets from a 16-byte aligned
-/// base): its tile of `A` ([`CHAIN_ROWS`] rows of `k`) and all of `B` (`k` rows of `n_pad`).
+/// base): its tile of `A` ([`CHAIN_ROWS`] or [`WIDE_ROWS`] rows of `k`) and all of `B` (`k` rows of `n_pad`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsShared {
     /// Row stride of the staged `A` rows ([`walk_row_stride`] of `k`).
@@ -570,16 +570,17 @@ pub struct RowsShared {
 }
 
 impl RowsShared {
-    /// The layout for a product of `k` and `n_pad`.
-    pub fn of(k: usize, n_pad: usize) -> Self {
+    /// The layout for a product of `k` and `n_pad` on tiles of `rows` rows.
+    pub fn of(k: usize, n_pad: usize, rows: usize) -> Self {
         let (sa, sb) = (walk_row_stride(k), walk_row_stride(n_pad));
-        let b = CHAIN_ROWS * sa;
+        let b = rows * sa;
         Self { sa, sb, b, len: b + k * sb }
     }
 
-    /// The layout of product `g`.
-    pub fn of_product(g: &Gemm) -> Self {
-        Self::of(g.k as usize, g.n_pad as usize)
+    /// The layout of product `g` on tiles of `rows` rows ([`CHAIN_ROWS`]: `mlp_rows`; [`WIDE_ROWS`]:
+    /// `mlp_rows_wide`).
+    pub fn of_product(g: &Gemm, rows: usize) -> Self {
+        Self::of(g.k as usize, g.n_pad as usize, rows)
     }
 
     /// Bytes of dynamic shared memory a block needs.
@@ -593,8 +594,8 @@ pub fn rows_suit(g: &Gemm) -> bool {
     g.a.col == 1 && g.b.col == 1
 }
 
-/// Row tile `tile` ([`CHAIN_ROWS`] rows) of product `g` with `B` staged whole, as a chain layer: warp `w`
-/// owns rows `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
+/// Row tile `tile` (`8 W` rows: [`CHAIN_ROWS`] or [`WIDE_ROWS`]) of product `g` with `B` staged whole, as a
+/// chain layer (`W` warps, operands a step ahead or not: `AHEAD`, as [`gpu_chain`]): warp `w` owns rows `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
 /// [`accumulate`]: `B`'s rows are the inputs, so a lane reads its four columns of four `B` rows with four
 /// 16-byte loads, and the row loads are broadcasts). Each element is [`crate::tile::reference`]'s: the same
 /// order, epilogue and padding. Used for the hidden gradient of layer 1 (`D2 W2` masked by the ReLU of
@@ -603,19 +604,26 @@ pub fn rows_suit(g: &Gemm) -> bool {
 /// # Safety
 /// `buffers` holds a valid device pointer for every buffer `g` names, long enough for it
 /// ([`Gemm::extent`]); [`rows_suit`]`(g)`; `smem` is this block's dynamic shared memory of
-/// [`RowsShared::of_product`]`(g).len` floats, 16-byte aligned; every thread of the block calls this.
+/// [`RowsShared::of_product`]`(g, 8 W).len` floats, 16-byte aligned; every thread of the block calls this.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f32, thread: usize) {
+pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
+    g: &Gemm,
+    tile: usize,
+    buffers: *const u64,
+    smem: *mut f32,
+    thread: usize,
+) {
     use crate::nvptx_ops::{cp_async_wait_all, lds4, shared_addr};
     use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, finish};
     use core::arch::nvptx::_syncthreads;
     let (m, n_act, k, m_pad, n_pad) = (g.m as usize, g.n as usize, g.k as usize, g.m_pad as usize, g.n_pad as usize);
-    let m0 = tile * CHAIN_ROWS;
+    let tile_rows = ROWS_PER_WARP * W;
+    let m0 = tile * tile_rows;
     if m0 >= m_pad {
         return; // uniform over the block
     }
-    let sh = RowsShared::of_product(g);
+    let sh = RowsShared::of_product(g, tile_rows);
     let (lane, warp) = (thread % 32, thread / 32);
     let r0 = ROWS_PER_WARP * warp;
     // SAFETY: the caller's contract; staged reads stay inside the active rows and columns, shared offsets
@@ -628,19 +636,11 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             g.a.row as usize,
             a,
             sh.sa,
-            m.saturating_sub(m0).min(CHAIN_ROWS),
+            m.saturating_sub(m0).min(tile_rows),
             k,
-            (thread, CHAIN_THREADS as usize / 32),
+            (thread, W),
         );
-        stage_rows(
-            buf(g.b.buf).add(g.b.at(0, 0)),
-            g.b.row as usize,
-            b,
-            sh.sb,
-            k,
-            n_act,
-            (thread, CHAIN_THREADS as usize / 32),
-        );
+        stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, (thread, W));
         cp_async_wait_all();
         _syncthreads();
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
@@ -655,7 +655,7 @@ pub unsafe fn gpu_rows(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
             // The lane's four columns; past the padded width it reads column 0 (its results are not stored).
             let col = n0 + 4 * lane;
             let cb = if col < n_pad { 4 * col as u32 } else { 0 };
-            let acc = accumulate::<ROWS_PER_WARP, true>(
+            let acc = accumulate::<ROWS_PER_WARP, AHEAD>(
                 &xa,
                 k,
                 |o| {

@@ -627,7 +627,34 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
     unsafe {
         let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_rows(&g, tile, buffers, dyn_smem(), thread);
+        crate::chain::gpu_rows::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(
+            &g,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+        );
+    }
+}
+
+/// [`mlp_rows`] on tiles of [`crate::chain::WIDE_ROWS`] rows: blocks of [`crate::chain::WIDE_THREADS`] threads,
+/// [`crate::chain::RowsShared`] bytes for wide tiles.
+///
+/// # Safety
+/// As [`mlp_rows`], for wide tiles.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_rows_wide(problems: *const Gemm, buffers: *const u64) {
+    // SAFETY: the caller's contract; the block index picks its product and row tile.
+    unsafe {
+        let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
+        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        crate::chain::gpu_rows::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(
+            &g,
+            tile,
+            buffers,
+            dyn_smem(),
+            thread,
+        );
     }
 }
 

@@ -52,6 +52,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (DQN_ACT, crate::chain::CHAIN_THREADS, 2),
     (PPO_ACT, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
+    (MLP_ROWS_WIDE, crate::chain::WIDE_THREADS, 1),
     (MLP_BACKWARD, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
@@ -66,6 +67,8 @@ pub const MLP_CHAIN_WIDE: &str = "mlp_chain_wide";
 /// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
 /// nvptx only): the hidden gradient of layer 1.
 pub const MLP_ROWS: &str = "mlp_rows";
+/// [`MLP_ROWS`] on tiles of `crate::chain::WIDE_ROWS` rows, a block of 512 threads a multiprocessor.
+pub const MLP_ROWS_WIDE: &str = "mlp_rows_wide";
 /// The hidden gradient of layer 1 and every weight gradient of a training step, fused
 /// (`crate::backward::gpu_backward`, nvptx only).
 pub const MLP_BACKWARD: &str = "mlp_backward";
@@ -121,6 +124,7 @@ pub const ALL: &[&str] = &[
     MLP_CHAIN,
     MLP_CHAIN_WIDE,
     MLP_ROWS,
+    MLP_ROWS_WIDE,
     MLP_BACKWARD,
     DQN_SELECT,
     DQN_ACT,

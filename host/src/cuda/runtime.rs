@@ -27,6 +27,7 @@ pub(crate) struct Kernels {
     pub(crate) mlp_chain: CudaFunction,
     pub(crate) mlp_chain_wide: CudaFunction,
     pub(crate) mlp_rows: CudaFunction,
+    pub(crate) mlp_rows_wide: CudaFunction,
     pub(crate) mlp_backward: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_act: CudaFunction,
@@ -109,6 +110,7 @@ impl CudaRuntime {
             mlp_chain: load(kernel_names::MLP_CHAIN)?,
             mlp_chain_wide: load(kernel_names::MLP_CHAIN_WIDE)?,
             mlp_rows: load(kernel_names::MLP_ROWS)?,
+            mlp_rows_wide: load(kernel_names::MLP_ROWS_WIDE)?,
             mlp_backward: load(kernel_names::MLP_BACKWARD)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_act: load(kernel_names::DQN_ACT)?,
@@ -140,6 +142,7 @@ impl CudaRuntime {
             (&kernels.dqn_act, "the fused DQN acting"),
             (&kernels.ppo_act, "the fused PPO acting"),
             (&kernels.mlp_rows, "the staged products"),
+            (&kernels.mlp_rows_wide, "the wide staged products"),
             (&kernels.mlp_backward, "the fused backward pass"),
         ] {
             kernel
@@ -196,9 +199,9 @@ impl CudaRuntime {
         self.fused
     }
 
-    /// Whether the training forward passes run in tiles of 32 rows (`mlp_chain`, `TRADESIM_NARROW_CHAINS=1`:
-    /// the side-by-side reference) where tiles of 128 (`mlp_chain_wide`, the default) fit a block's shared
-    /// memory. The same bits either way.
+    /// Whether the training forward passes and the staged products run in tiles of 32 rows (`mlp_chain`,
+    /// `mlp_rows`; `TRADESIM_NARROW_CHAINS=1`: the side-by-side reference) where tiles of 128 (`mlp_chain_wide`,
+    /// `mlp_rows_wide`, the default) fit a block's shared memory. The same bits either way.
     pub fn narrow_chains(&self) -> bool {
         self.narrow_chains
     }

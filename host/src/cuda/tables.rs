@@ -186,16 +186,22 @@ impl ProductTables {
     ) -> Result<(), HostError> {
         let i = self.table(net, trials, stage)?;
         let table = &self.tables[i].1;
-        if stage == Stage::Backward1 && self.rt.fused() && rows_fit(&self.rt, &table.host) {
-            return launch::net::rows(&self.rt, stream, table, &self.pointers, "mlp_rows backward1");
+        if stage == Stage::Backward1 && self.rt.fused() {
+            use gpu_kernels::chain::{CHAIN_ROWS, WIDE_ROWS};
+            // Wide tiles where their rows fit a block (`mlp_rows_wide`), else tiles of 32 (`mlp_rows`).
+            let wide = !self.rt.narrow_chains() && rows_fit(&self.rt, &table.host, WIDE_ROWS);
+            if wide || rows_fit(&self.rt, &table.host, CHAIN_ROWS) {
+                return launch::net::rows(&self.rt, stream, table, &self.pointers, wide);
+            }
         }
         launch::net::gemm(&self.rt, stream, table, &self.pointers, stage)
     }
 }
 
-/// Whether `mlp_rows` can run `products` ([`gpu_kernels::chain::gpu_rows`]): row-major operands, and the
-/// largest product's staged operands fit a block's shared memory.
-fn rows_fit(rt: &CudaRuntime, products: &[gpu_kernels::tile::Gemm]) -> bool {
+/// Whether `mlp_rows` (or `mlp_rows_wide`) can run `products` in tiles of `rows` rows
+/// ([`gpu_kernels::chain::gpu_rows`]): row-major operands, and the largest product's staged operands fit a
+/// block's shared memory.
+fn rows_fit(rt: &CudaRuntime, products: &[gpu_kernels::tile::Gemm], rows: usize) -> bool {
     use gpu_kernels::chain::{RowsShared, rows_suit};
-    products.iter().all(|g| rows_suit(g) && RowsShared::of_product(g).bytes() <= rt.shared_per_block())
+    products.iter().all(|g| rows_suit(g) && RowsShared::of_product(g, rows).bytes() <= rt.shared_per_block())
 }

@@ -167,37 +167,43 @@ pub(crate) fn act_launch<'a>(
 }
 
 /// `mlp_rows`: every product of `table` (a block of 128 threads per 32-row tile of each, the dynamic
-/// shared memory of the largest: [`gpu_kernels::chain::RowsShared`]); `label` names the launch in profiles.
+/// shared memory of the largest: [`gpu_kernels::chain::RowsShared`]), or with `wide` `mlp_rows_wide` (a
+/// block of 512 threads per 128-row tile); the launch is the `Stage::Backward1` product in profiles.
 pub(crate) fn rows(
     rt: &CudaRuntime,
     stream: &CudaStream,
     table: &GemmTable,
     pointers: &CudaSlice<u64>,
-    label: &'static str,
+    wide: bool,
 ) -> Result<(), HostError> {
-    use gpu_kernels::chain::{CHAIN_ROWS, CHAIN_THREADS, RowsShared};
+    use gpu_kernels::chain::{CHAIN_ROWS, CHAIN_THREADS, RowsShared, WIDE_ROWS, WIDE_THREADS};
     if table.host.is_empty() {
         return Ok(());
     }
-    let tiles = table.host.iter().map(|g| (g.m_pad as usize).div_ceil(CHAIN_ROWS)).max().unwrap_or(0);
-    let shared = table.host.iter().map(|g| RowsShared::of_product(g).bytes()).max().unwrap_or(0);
+    let (rows, threads, function, label) = if wide {
+        (WIDE_ROWS, WIDE_THREADS, &rt.kernels.mlp_rows_wide, "mlp_rows_wide backward1")
+    } else {
+        (CHAIN_ROWS, CHAIN_THREADS, &rt.kernels.mlp_rows, "mlp_rows backward1")
+    };
+    let tiles = table.host.iter().map(|g| (g.m_pad as usize).div_ceil(rows)).max().unwrap_or(0);
+    let shared = table.host.iter().map(|g| RowsShared::of_product(g, rows).bytes()).max().unwrap_or(0);
     let (tiles, problems, shared) = match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared))
     {
         (Ok(t), Ok(p), Ok(s)) if p <= 65_535 && (s as usize) <= rt.shared_per_block() => (t.max(1), p, s),
         _ => {
             return Err(HostError::Config(format!(
-                "mlp_rows: {} products of {tiles} tiles and {shared} bytes of shared memory do not fit a launch",
+                "{label}: {} products of {tiles} tiles and {shared} bytes of shared memory do not fit a launch",
                 table.host.len()
             )));
         }
     };
-    let cfg =
-        LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (CHAIN_THREADS, 1, 1), shared_mem_bytes: shared };
-    let mut launch = stream.launch_builder(&rt.kernels.mlp_rows);
+    let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
+    let mut launch = stream.launch_builder(function);
     launch.arg(&table.dev).arg(pointers);
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_rows`; the table was checked against the lengths of
-    // the buffers its pointers name when it was built, its products suit the kernel (`ProductTables::launch`),
-    // the shared memory is the largest product's layout; no product of a stage writes what another reads.
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_rows` (and `mlp_rows_wide`); the table was checked
+    // against the lengths of the buffers its pointers name when it was built, its products suit the kernel
+    // (`ProductTables::launch`), the shared memory is the largest product's layout for the tile height; no
+    // product of a stage writes what another reads.
     timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
