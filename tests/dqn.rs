@@ -434,6 +434,49 @@ fn gpu_fused_backward_edges_match_cpu_bitwise() {
     assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
 }
 
+/// A step whose fused backward blocks would take more than one wave on the H200 (40 trials x 8 gradient
+/// chunks x 2 unit groups = 640 blocks against 2 a multiprocessor x 132): the host stores the hidden gradient
+/// of layer 1 (`mlp_rows_wide`) and sums the gradients from it (`mlp_gradients`). Widths below the stride
+/// and a short batch: the GPU gives the CPU's bits.
+#[test]
+fn gpu_split_backward_matches_cpu_bitwise() {
+    use gpu_kernels::backward::{backward_blocks, backward_suit};
+    use gpu_kernels::net::NetArgs;
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (trials, envs, batch, stride) = (40usize, 16usize, 1_024usize, 32usize);
+    let market = common::planted_market(1_000, 5);
+    let net = NetArgs::new(trials as u32, envs as u32, 43, stride as u32, 3, batch as u32, 1_000);
+    let (x, y) = backward_blocks(&net);
+    assert!(backward_suit(&net) && x * y > 2 * 132, "the sizes no longer take more than one wave on the H200");
+    let run = |backend: &Backend| {
+        let (env_p, dqn_p) = sanity_params();
+        let cfg = EnvConfig { segment_len: 100, ring_capacity: envs * 100, seed: 9, trial_groups: 1 };
+        let env_params: Vec<_> =
+            (0..trials).map(|t| TrialParams { spread: 0.0005 * (t % 3) as f64, ..env_p }).collect();
+        let dqn: Vec<_> = (0..trials)
+            .map(|t| match t % 3 {
+                0 => DqnParams { hidden: 32, batch: batch as u32, ..dqn_p },
+                1 => DqnParams { hidden: 29, batch: 1_000, double_dqn: 0, ..dqn_p },
+                _ => DqnParams { hidden: 17, batch: 700, tau: 0.01, ..dqn_p },
+            })
+            .collect();
+        let layout = SimLayout::new(trials, envs).unwrap();
+        let mut env = EnvBatch::new(backend, &market, &env_params, layout, cfg).unwrap();
+        let mut agent = DqnAgent::new(backend, &env, &dqn, stride, batch, 6).unwrap();
+        for step in 0..6 {
+            agent.act_and_step(&mut env, step, false).unwrap();
+            agent.train_step(&mut env).unwrap();
+        }
+        (agent.state().unwrap(), agent.last_losses().unwrap())
+    };
+    let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (run(&Backend::Cpu), run(&gpu));
+    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
+    assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
+    assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
+    assert_bitwise("losses", &cpu_losses, &gpu_losses);
+    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+}
+
 /// Saved weights load into a candle model through `VarBuilder` and give the agent's Q-values.
 #[test]
 fn safetensors_round_trip_into_candle() {

@@ -77,6 +77,7 @@ fn float_arithmetic_is_not_contracted() {
         kernel_names::MLP_ROWS,
         kernel_names::MLP_ROWS_WIDE,
         kernel_names::MLP_BACKWARD,
+        kernel_names::MLP_GRADIENTS,
         kernel_names::DQN_TD,
         kernel_names::PPO_LOSS,
         kernel_names::GREEDY_WALK,

@@ -170,9 +170,8 @@ pub unsafe fn gpu_backward(
     buffers: *const u64,
     net: &NetArgs,
     smem: *mut f32,
-    x: usize,
-    block: usize,
-    thread: usize,
+    (x, block, thread): (usize, usize, usize),
+    stored: bool,
 ) {
     use crate::net::{Work, buffers as bufs, grad_chunk};
     use crate::nvptx_ops::{cp_async_wait_all, cp_async4, cp_async16, lds, lds4, shared_addr, sts};
@@ -204,6 +203,7 @@ pub unsafe fn gpu_backward(
         let work = buf(bufs::WORK);
         let d2g = work.add(w.at(Work::D2, t) + s0 * hs);
         let a1g = work.add(w.at(Work::A1, t) + s0 * hs);
+        let d1g = work.add(w.at(Work::D1, t) + s0 * hs);
         let a2g = work.add(w.at(Work::A2, t) + s0 * hs);
         let doutg = work.add(w.at(Work::DOUT, t) + s0 * o);
         let obsg = buf(bufs::OBS).add(t * b * d + s0 * d);
@@ -215,7 +215,7 @@ pub unsafe fn gpu_backward(
         let stage_at = |st: usize| sh.stage[0] + st * (sh.stage[1] - sh.stage[0]);
         // The layer-1 side: the group's columns of W2, transposed (zero past the active width: their terms add
         // +0). Consecutive threads read consecutive columns of a W2 row.
-        let mut i = if first && k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read otherwise
+        let mut i = if first && !stored && k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read otherwise
         while i < (hs * G) as u32 {
             let (n, j) = ((i / G as u32) as usize, (i % G as u32) as usize);
             let dst = at(sh.w2 + j * sh.sd + n);
@@ -255,13 +255,14 @@ pub unsafe fn gpu_backward(
             };
         // Sub-tile `sub`'s operands into stage `st` (rows below `k` only; 16-byte copies of the H-wide rows):
         // D2 for both sides; the group's A1 columns and the inputs for the layer-1 side; all of A1, the group's
-        // A2 columns and the output gradients for the layer-2 side.
+        // A2 columns and the output gradients for the layer-2 side. With `stored`, the layer-1 side's D2 and A1
+        // columns are the group's columns of the stored D1 instead (in the A1 columns' slot).
         let stage = |sub: usize, st: usize| {
             let r0 = sub * S;
             let rows = (k - r0).min(S) as u32;
             let sb = stage_at(st);
             let q4 = (hs / 4) as u32;
-            let mut i = thread as u32;
+            let mut i = if first && stored { rows * q4 } else { thread as u32 };
             while i < rows * q4 {
                 let (r, q) = ((i / q4) as usize, 4 * (i % q4) as usize);
                 let src = (r0 + r) * hs + q;
@@ -272,7 +273,7 @@ pub unsafe fn gpu_backward(
                 i += T;
             }
             if first {
-                group_cols(a1g, sb, r0, rows, G);
+                group_cols(if stored { d1g } else { a1g }, sb, r0, rows, G);
                 narrow_rows(obsg.add(r0 * d), d, sb + sh.obs, sh.so, rows, d);
             } else {
                 group_cols(a2g, sb, r0, rows, G2);
@@ -321,7 +322,7 @@ pub unsafe fn gpu_backward(
             let (fa, fb, sa4, sb4) = (at(fa), at(fb), 4 * sa as u32, 4 * sbb as u32);
             let (fc, sc4, one) = (at(fc), 4 * sc as u32, at(sh.one));
             let (rows32, sd4) = (rows as u32, 4 * sh.sd as u32);
-            if first {
+            if first && !stored {
                 // 1. D1 of samples 4 warp + i, unit u0 + lane.
                 let rows_at: [u32; 4] = core::array::from_fn(|i| at(sb + sh.d2 + (4 * warp + i) * sh.sd));
                 let col = at(sh.w2 + lane * sh.sd);
@@ -357,12 +358,16 @@ pub unsafe fn gpu_backward(
                     sts(at(sh.d1 + r * G + lane), if keep { acc[i] } else { 0.0 });
                 });
                 _syncthreads();
-                // 2. The W1 and b1 gradients' terms of these samples, in sample order.
+            }
+            if first {
+                // 2. The W1 and b1 gradients' terms of these samples, in sample order, from the D1 just
+                // computed or (`stored`) staged.
                 if live {
-                    let (d1r, obr, so4) = (at(sh.d1 + 4 * warp), at(sb + sh.obs), 4 * sh.so as u32);
+                    let (d1r, d1s) = if stored { (at(sb + sh.a2 + 4 * warp), G2) } else { (at(sh.d1 + 4 * warp), G) };
+                    let (obr, so4, d1s4) = (at(sb + sh.obs), 4 * sh.so as u32, 4 * d1s as u32);
                     let load = |r: u32| {
                         let ob = obr + r * so4;
-                        (lds4(d1r + r * 4 * G as u32), [lds(ob + x1), lds(ob + x2)])
+                        (lds4(d1r + r * d1s4), [lds(ob + x1), lds(ob + x2)])
                     };
                     // Lanes 0-3: the b1 sum of unit w0 + lane, `fma(D1, 1.0, acc)` (the product with the
                     // column of ones) from the D1 value the lane already holds, picked by bit masks (a `match`

@@ -670,7 +670,23 @@ pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers:
     unsafe {
         let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
         let thread = nvptx::_thread_idx_x() as usize;
-        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), x, block, thread);
+        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), (x, block, thread), false);
+    }
+}
+
+/// [`mlp_backward`] after the hidden gradient of layer 1 was stored (`mlp_rows`): the layer-1 side's blocks
+/// stage their units' columns of it instead of computing them, so each reads only its own columns (no
+/// `D2` rows, no `W2`): the weight and bias gradients' partial sums of a step whose blocks take many waves.
+///
+/// # Safety
+/// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mlp_gradients(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
+    // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
+    unsafe {
+        let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
+        let thread = nvptx::_thread_idx_x() as usize;
+        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), (x, block, thread), true);
     }
 }
 

@@ -54,6 +54,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS_WIDE, crate::chain::WIDE_THREADS, 1),
     (MLP_BACKWARD, crate::backward::BACKWARD_THREADS, 2),
+    (MLP_GRADIENTS, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
 ];
@@ -72,6 +73,9 @@ pub const MLP_ROWS_WIDE: &str = "mlp_rows_wide";
 /// The hidden gradient of layer 1 and every weight gradient of a training step, fused
 /// (`crate::backward::gpu_backward`, nvptx only).
 pub const MLP_BACKWARD: &str = "mlp_backward";
+/// [`MLP_BACKWARD`]'s weight and bias gradients from a stored hidden gradient of layer 1
+/// (`crate::backward::gpu_backward` with `stored`, nvptx only).
+pub const MLP_GRADIENTS: &str = "mlp_gradients";
 /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
 pub const DQN_SELECT: &str = "dqn_select";
 /// DQN acting in one launch: observations, [`MLP_CHAIN`]'s layers on `crate::chain::ACT_ROWS`-row tiles,
@@ -126,6 +130,7 @@ pub const ALL: &[&str] = &[
     MLP_ROWS,
     MLP_ROWS_WIDE,
     MLP_BACKWARD,
+    MLP_GRADIENTS,
     DQN_SELECT,
     DQN_ACT,
     DQN_TD,

@@ -29,6 +29,7 @@ pub(crate) struct Kernels {
     pub(crate) mlp_rows: CudaFunction,
     pub(crate) mlp_rows_wide: CudaFunction,
     pub(crate) mlp_backward: CudaFunction,
+    pub(crate) mlp_gradients: CudaFunction,
     pub(crate) dqn_select: CudaFunction,
     pub(crate) dqn_act: CudaFunction,
     pub(crate) dqn_td: CudaFunction,
@@ -67,8 +68,8 @@ pub struct CudaRuntime {
     fused: bool,
     /// [`Self::narrow_chains`].
     narrow_chains: bool,
-    /// [`Self::backward_waves`].
-    backward_waves: bool,
+    /// [`Self::multiwave_backward`].
+    multiwave_backward: MultiwaveBackward,
 }
 
 impl CudaRuntime {
@@ -112,6 +113,7 @@ impl CudaRuntime {
             mlp_rows: load(kernel_names::MLP_ROWS)?,
             mlp_rows_wide: load(kernel_names::MLP_ROWS_WIDE)?,
             mlp_backward: load(kernel_names::MLP_BACKWARD)?,
+            mlp_gradients: load(kernel_names::MLP_GRADIENTS)?,
             dqn_select: load(kernel_names::DQN_SELECT)?,
             dqn_act: load(kernel_names::DQN_ACT)?,
             dqn_td: load(kernel_names::DQN_TD)?,
@@ -144,6 +146,7 @@ impl CudaRuntime {
             (&kernels.mlp_rows, "the staged products"),
             (&kernels.mlp_rows_wide, "the wide staged products"),
             (&kernels.mlp_backward, "the fused backward pass"),
+            (&kernels.mlp_gradients, "the fused gradients"),
         ] {
             kernel
                 .set_attribute(
@@ -164,7 +167,7 @@ impl CudaRuntime {
             total_memory,
             fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
             narrow_chains: std::env::var_os("TRADESIM_NARROW_CHAINS").is_some_and(|v| !v.is_empty() && v != "0"),
-            backward_waves: std::env::var_os("TRADESIM_BACKWARD_WAVES").is_some_and(|v| !v.is_empty() && v != "0"),
+            multiwave_backward: MultiwaveBackward::from_env()?,
         })
     }
 
@@ -206,11 +209,10 @@ impl CudaRuntime {
         self.narrow_chains
     }
 
-    /// Whether the fused backward pass (`mlp_backward`) also runs where its blocks take more than one wave
-    /// (`TRADESIM_BACKWARD_WAVES=1`: a measurement knob; by default those steps run `mlp_rows` and
-    /// `gemm_tiles`). The same bits either way.
-    pub fn backward_waves(&self) -> bool {
-        self.backward_waves
+    /// How a backward pass whose fused blocks would take more than one wave runs
+    /// (`TRADESIM_MULTIWAVE_BACKWARD`, [`MultiwaveBackward`]). The same bits either way.
+    pub(crate) fn multiwave_backward(&self) -> MultiwaveBackward {
+        self.multiwave_backward
     }
 
     /// A new stream (each trial group runs on its own).
@@ -297,5 +299,33 @@ impl CudaRuntime {
             return Err(HostError::OutOfDeviceMemory { what: what.to_owned(), needed, free });
         }
         Ok(())
+    }
+}
+
+/// How the backward pass after the loss runs where `mlp_backward`'s blocks would take more than one wave
+/// (PPO's quarter-rollout minibatches, batches of many trials), by `TRADESIM_MULTIWAVE_BACKWARD`. Each
+/// gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MultiwaveBackward {
+    /// `split` (the default): `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the
+    /// weight and bias gradients (each block reads only its own columns).
+    Split,
+    /// `fused`: `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
+    Fused,
+    /// `products`: `mlp_rows`, then `gemm_tiles` for the gradients (the reference of the measurements).
+    Products,
+}
+
+impl MultiwaveBackward {
+    /// The mode `TRADESIM_MULTIWAVE_BACKWARD` names (`split` when unset or empty).
+    fn from_env() -> Result<Self, HostError> {
+        match std::env::var("TRADESIM_MULTIWAVE_BACKWARD").as_deref() {
+            Err(_) | Ok("" | "split") => Ok(Self::Split),
+            Ok("fused") => Ok(Self::Fused),
+            Ok("products") => Ok(Self::Products),
+            Ok(other) => Err(HostError::Config(format!(
+                "TRADESIM_MULTIWAVE_BACKWARD={other}: expected split, fused or products"
+            ))),
+        }
     }
 }

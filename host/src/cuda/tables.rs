@@ -8,7 +8,7 @@ use gpu_kernels::net::{AFTER_LOSS, FORWARD, NetArgs, NetTrial, Stage, buffers};
 
 use super::buffers::{ChainTable, Dev, GemmTable};
 use super::launch;
-use super::runtime::CudaRuntime;
+use super::runtime::{CudaRuntime, MultiwaveBackward};
 use crate::HostError;
 
 #[derive(Debug)]
@@ -130,15 +130,17 @@ impl ProductTables {
         Ok(Some(self.chains.len() - 1))
     }
 
-    /// The backward pass after the loss ([`AFTER_LOSS`]): one fused `mlp_backward` launch
-    /// ([`gpu_kernels::backward`]) when the sizes suit it, its blocks fit the device in one wave and fusing is
-    /// on, else the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits either way.
-    /// `dev_trials` holds `trials` on the device.
+    /// The backward pass after the loss ([`AFTER_LOSS`]) when the sizes suit the fused kernels
+    /// ([`gpu_kernels::backward`]) and fusing is on: one `mlp_backward` launch where its blocks fit the device
+    /// in one wave; where they would take more, `mlp_rows` (the hidden gradient of layer 1, stored) and then
+    /// `mlp_gradients` (the weight and bias gradients from it), or what `TRADESIM_MULTIWAVE_BACKWARD` asks
+    /// ([`MultiwaveBackward`]). Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits
+    /// every way. `dev_trials` holds `trials` on the device.
     ///
-    /// Why one wave: each of the fused kernel's blocks reads its chunk's `D2` rows again (a block per unit
-    /// group), which is cheap while the launch is latency-bound (a DQN step: 240 blocks, 37.7 us against
-    /// 17.5 + 32.7 us for the two launches on the H200) but not when it runs in many waves (a PPO update of
-    /// quarter rollouts: 1,920 blocks, 99.9 us a step against 90.4).
+    /// Why one wave for `mlp_backward`: each of its layer-1 blocks reads its chunk's `D2` rows again (a block
+    /// per unit group) and computes its units' `D1`, which is cheap while the launch is latency-bound (a DQN
+    /// step: 240 blocks, 37.7 us against 17.5 + 32.7 us for the two launches on the H200) but not when it runs
+    /// in many waves (a PPO update of quarter rollouts: 1,920 blocks, 99.9 us a step against 90.4).
     pub(crate) fn launch_backward(
         &mut self,
         stream: &CudaStream,
@@ -151,15 +153,20 @@ impl ProductTables {
         let bytes = BackwardShared::of(net).bytes() + 1_024;
         let per_sm = (self.rt.shared_per_block() + 1_024) / bytes;
         let (x, y) = backward_blocks(net);
-        let one_wave = x * y <= per_sm * self.rt.multiprocessors || self.rt.backward_waves();
-        if !(self.rt.fused() && per_sm > 0 && one_wave && backward_suit(net)) {
+        let one_wave = x * y <= per_sm * self.rt.multiprocessors;
+        let mode = if one_wave { MultiwaveBackward::Fused } else { self.rt.multiwave_backward() };
+        if !(self.rt.fused() && per_sm > 0 && backward_suit(net)) || mode == MultiwaveBackward::Products {
             return self.launch_all(stream, net, trials, &AFTER_LOSS);
         }
-        // The products the kernel computes, built and checked against the buffers' lengths (once).
+        // The products the kernels compute, built and checked against the buffers' lengths (once).
         for stage in AFTER_LOSS {
             self.table(net, trials, stage)?;
         }
-        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net)
+        let stored = mode == MultiwaveBackward::Split;
+        if stored {
+            self.launch(stream, net, trials, Stage::Backward1)?;
+        }
+        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, stored)
     }
 
     /// The index of `stage`'s table (built, checked and uploaded on first use).

@@ -217,9 +217,11 @@ pub(crate) fn backward(
     trials: &CudaSlice<Dev<NetTrial>>,
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
+    stored: bool,
 ) -> Result<(), HostError> {
     use gpu_kernels::backward::{BACKWARD_THREADS, BackwardShared, backward_blocks, backward_suit};
-    let kernel = "mlp_backward";
+    let (function, kernel) =
+        if stored { (&rt.kernels.mlp_gradients, "mlp_gradients") } else { (&rt.kernels.mlp_backward, "mlp_backward") };
     at_least(kernel, "trial sizes", net.n_trials as usize, trials.len())?;
     let (groups, blocks) = backward_blocks(net);
     let shared = BackwardShared::of(net).bytes();
@@ -229,16 +231,17 @@ pub(crate) fn backward(
         }
         _ => {
             return Err(HostError::Config(format!(
-                "mlp_backward: {blocks} blocks of {shared} bytes of shared memory for {net:?} do not fit a launch"
+                "{kernel}: {blocks} blocks of {shared} bytes of shared memory for {net:?} do not fit a launch"
             )));
         }
     };
     let cfg =
         LaunchConfig { grid_dim: (groups, blocks, 1), block_dim: (BACKWARD_THREADS, 1, 1), shared_mem_bytes: shared };
     let dev_net = Dev(*net);
-    let mut launch = stream.launch_builder(&rt.kernels.mlp_backward);
+    let mut launch = stream.launch_builder(function);
     launch.arg(trials).arg(pointers).arg(&dev_net);
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_backward`; the products it replaces were checked
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_backward` (and `mlp_gradients`, after the stored
+    // hidden gradient of layer 1 on the same stream); the products it replaces were checked
     // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
     // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
     timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })?;
