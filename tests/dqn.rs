@@ -408,6 +408,17 @@ fn gpu_wide_training_matches_cpu_bitwise() {
     assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
 }
 
+/// The CPU's and the GPU's weights, Adam moments and losses after the same steps are the same bits, and the
+/// losses are finite and positive.
+fn assert_same_training(cpu: (tradesim::NetState, Vec<f32>), gpu: (tradesim::NetState, Vec<f32>)) {
+    let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (cpu, gpu);
+    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
+    assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
+    assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
+    assert_bitwise("losses", &cpu_losses, &gpu_losses);
+    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+}
+
 /// The fused backward pass (`mlp_backward`, `gpu_kernels::backward`) at the edges of its lanes and unit
 /// groups: a stride of 100 (four groups of 32 units, the last mostly past the width; warps whose rows lie
 /// past it), widths 100, 97 and 37, and 43 inputs (a lane's second input, past 32): the GPU gives the
@@ -426,12 +437,7 @@ fn gpu_fused_backward_edges_match_cpu_bitwise() {
         let (agent, _) = hundred_steps_on(backend, &market, 100, [100, 97, 37], 30);
         (agent.state().unwrap(), agent.last_losses().unwrap())
     };
-    let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (run(&Backend::Cpu), run(&gpu));
-    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
-    assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
-    assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
-    assert_bitwise("losses", &cpu_losses, &gpu_losses);
-    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+    assert_same_training(run(&Backend::Cpu), run(&gpu));
 }
 
 /// A step whose fused backward blocks would take more than one wave on the H200 (40 trials x 8 gradient
@@ -469,12 +475,7 @@ fn gpu_split_backward_matches_cpu_bitwise() {
         }
         (agent.state().unwrap(), agent.last_losses().unwrap())
     };
-    let ((cpu_state, cpu_losses), (gpu_state, gpu_losses)) = (run(&Backend::Cpu), run(&gpu));
-    assert_bitwise("online weights", &cpu_state.online, &gpu_state.online);
-    assert_bitwise("adam m", &cpu_state.m, &gpu_state.m);
-    assert_bitwise("adam v", &cpu_state.v, &gpu_state.v);
-    assert_bitwise("losses", &cpu_losses, &gpu_losses);
-    assert!(cpu_losses.iter().all(|l| l.is_finite() && *l > 0.0));
+    assert_same_training(run(&Backend::Cpu), run(&gpu));
 }
 
 /// Saved weights load into a candle model through `VarBuilder` and give the agent's Q-values.

@@ -341,20 +341,30 @@ unsafe fn training_chain<const W: usize, const AHEAD: bool>(
     buffers: *const u64,
     net: &NetArgs,
 ) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        chain_block::<{ crate::chain::ROWS_PER_WARP }, W, AHEAD, _>(chains, buffers, net, |_| crate::chain::Staged)
+    }
+}
+
+/// The chain and row tile of this block's index through [`crate::chain::gpu_chain`] (`R` rows a warp, `W`
+/// warps, operands a step ahead or not), with the ends `ends` makes for the chain.
+///
+/// # Safety
+/// As [`crate::chain::gpu_chain`] for the chain `chains[block_idx_y]` and tile `block_idx_x`.
+#[inline(always)]
+unsafe fn chain_block<const R: usize, const W: usize, const AHEAD: bool, E: crate::chain::ChainEnds>(
+    chains: *const crate::chain::Chain,
+    buffers: *const u64,
+    net: &NetArgs,
+    ends: impl FnOnce(&crate::chain::Chain) -> E,
+) {
     // SAFETY: the caller's contract; the block index picks its chain and row tile.
     unsafe {
         let c = *chains.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        let ends = crate::chain::Staged;
-        crate::chain::gpu_chain::<{ crate::chain::ROWS_PER_WARP }, W, AHEAD, _>(
-            &c,
-            net,
-            tile,
-            buffers,
-            dyn_smem(),
-            thread,
-            &ends,
-        );
+        let ends = ends(&c);
+        crate::chain::gpu_chain::<R, W, AHEAD, _>(&c, net, tile, buffers, dyn_smem(), thread, &ends);
     }
 }
 
@@ -539,21 +549,15 @@ unsafe fn act_block<C: Choice>(
     envs: Observe,
     choice: C,
 ) {
-    use crate::chain::{ACT_ROWS, CHAIN_THREADS, gpu_chain};
-    // SAFETY: the caller's contract; the block index picks its chain and row tile.
+    use crate::chain::{ACT_ROWS, CHAIN_THREADS};
+    // SAFETY: the caller's contract.
     unsafe {
-        let c = *chains.add(nvptx::_block_idx_y() as usize);
-        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        let ends = Act { obs: Observe { trial: c.trial as usize, ..envs }, choice };
-        gpu_chain::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, { CHAIN_THREADS as usize / 32 }, true, _>(
-            &c,
-            net,
-            tile,
+        chain_block::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, { CHAIN_THREADS as usize / 32 }, true, _>(
+            chains,
             buffers,
-            dyn_smem(),
-            thread,
-            &ends,
-        );
+            net,
+            |c| Act { obs: Observe { trial: c.trial as usize, ..envs }, choice },
+        )
     }
 }
 
@@ -623,18 +627,8 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
 /// index they name, each long enough for them; no product writes what another reads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *const u64) {
-    // SAFETY: the caller's contract; the block index picks its product and row tile.
-    unsafe {
-        let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
-        let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_rows::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(
-            &g,
-            tile,
-            buffers,
-            dyn_smem(),
-            thread,
-        );
-    }
+    // SAFETY: the caller's contract.
+    unsafe { staged_rows::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(problems, buffers) }
 }
 
 /// [`mlp_rows`] on tiles of [`crate::chain::WIDE_ROWS`] rows: blocks of [`crate::chain::WIDE_THREADS`] threads,
@@ -644,17 +638,22 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
 /// As [`mlp_rows`], for wide tiles.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_rows_wide(problems: *const Gemm, buffers: *const u64) {
+    // SAFETY: the caller's contract.
+    unsafe { staged_rows::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(problems, buffers) }
+}
+
+/// The block `(tile, product)` of a staged-products launch: `W` warps, operands a step ahead or not
+/// ([`crate::chain::gpu_rows`]).
+///
+/// # Safety
+/// As [`mlp_rows`], with blocks of `32 W` threads.
+#[inline(always)]
+unsafe fn staged_rows<const W: usize, const AHEAD: bool>(problems: *const Gemm, buffers: *const u64) {
     // SAFETY: the caller's contract; the block index picks its product and row tile.
     unsafe {
         let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_rows::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(
-            &g,
-            tile,
-            buffers,
-            dyn_smem(),
-            thread,
-        );
+        crate::chain::gpu_rows::<W, AHEAD>(&g, tile, buffers, dyn_smem(), thread);
     }
 }
 
@@ -666,12 +665,8 @@ pub unsafe extern "ptx-kernel" fn mlp_rows_wide(problems: *const Gemm, buffers: 
 /// As [`crate::backward::gpu_backward`]; the grid is [`crate::backward::backward_blocks`]`(&net)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
-    // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
-    unsafe {
-        let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
-        let thread = nvptx::_thread_idx_x() as usize;
-        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), (x, block, thread), false);
-    }
+    // SAFETY: the caller's contract.
+    unsafe { backward_block(trials, buffers, &net, false) }
 }
 
 /// [`mlp_backward`] after the hidden gradient of layer 1 was stored (`mlp_rows`): the layer-1 side's blocks
@@ -682,11 +677,21 @@ pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers:
 /// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_gradients(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
+    // SAFETY: the caller's contract.
+    unsafe { backward_block(trials, buffers, &net, true) }
+}
+
+/// The block `(group, chunk x n_trials + trial)` of `mlp_backward` or (`stored`) `mlp_gradients`.
+///
+/// # Safety
+/// As [`mlp_backward`] (with `stored`, [`mlp_gradients`]).
+#[inline(always)]
+unsafe fn backward_block(trials: *const NetTrial, buffers: *const u64, net: &NetArgs, stored: bool) {
     // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
     unsafe {
         let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
         let thread = nvptx::_thread_idx_x() as usize;
-        crate::backward::gpu_backward(trials, buffers, &net, dyn_smem(), (x, block, thread), true);
+        crate::backward::gpu_backward(trials, buffers, net, dyn_smem(), (x, block, thread), stored);
     }
 }
 
