@@ -215,7 +215,8 @@ pub unsafe fn gpu_backward(
         let stage_at = |st: usize| sh.stage[0] + st * (sh.stage[1] - sh.stage[0]);
         // The layer-1 side: the group's columns of W2, transposed (zero past the active width: their terms add
         // +0). Consecutive threads read consecutive columns of a W2 row.
-        let mut i = if first && !stored && k > 0 { thread as u32 } else { (hs * G) as u32 }; // nothing to read otherwise
+        // (Nothing to read for the layer-2 side, a stored D1 or an empty chunk.)
+        let mut i = if first && !stored && k > 0 { thread as u32 } else { (hs * G) as u32 };
         while i < (hs * G) as u32 {
             let (n, j) = ((i / G as u32) as usize, (i % G as u32) as usize);
             let dst = at(sh.w2 + j * sh.sd + n);

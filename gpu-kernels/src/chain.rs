@@ -179,8 +179,9 @@ impl ChainShared {
 
 /// Starts copying rows `0..rows` (`k` floats each, row `r` at `src + r * src_stride`) to `dst + r *
 /// dst_stride` with `cp.async` (no registers, no wait: the caller commits and waits, then a barrier):
-/// warp `w` of the block's `warps` takes rows `w, w + warps, ..`, lane `l` columns `l, l + 32, ..`. (Loads into registers
-/// and stores from them cost ten instructions an element and held 64 registers; this, two or three.)
+/// warp `w` of the block's `warps` takes rows `w, w + warps, ..`, lane `l` columns `l, l + 32, ..`. (Loads
+/// into registers and stores from them cost ten instructions an element and held 64 registers; this, two or
+/// three.)
 ///
 /// # Safety
 /// The ranges are valid, the source unwritten during the kernel; `thread < 32 warps`.
@@ -595,7 +596,8 @@ pub fn rows_suit(g: &Gemm) -> bool {
 }
 
 /// Row tile `tile` (`8 W` rows: [`CHAIN_ROWS`] or [`WIDE_ROWS`]) of product `g` with `B` staged whole, as a
-/// chain layer (`W` warps, operands a step ahead or not: `AHEAD`, as [`gpu_chain`]): warp `w` owns rows `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
+/// chain layer (`W` warps, operands a step ahead or not: `AHEAD`, as [`gpu_chain`]): warp `w` owns rows
+/// `8 w ..`, lane `l` the columns `4 l .. 4 l + 4` of each 128-column chunk (an 8 x 4 patch,
 /// [`accumulate`]: `B`'s rows are the inputs, so a lane reads its four columns of four `B` rows with four
 /// 16-byte loads, and the row loads are broadcasts). Each element is [`crate::tile::reference`]'s: the same
 /// order, epilogue and padding. Used for the hidden gradient of layer 1 (`D2 W2` masked by the ReLU of

@@ -311,8 +311,9 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
 /// long enough for their products ([`crate::chain::Chain::layers`]); no chain writes what another reads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
+    use crate::chain::{CHAIN_THREADS, ROWS_PER_WARP, Staged};
     // SAFETY: the caller's contract.
-    unsafe { training_chain::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(chains, buffers, &net) }
+    unsafe { chain_block::<ROWS_PER_WARP, { CHAIN_THREADS as usize / 32 }, true, _>(chains, buffers, &net, |_| Staged) }
 }
 
 /// [`mlp_chain`] on tiles of [`crate::chain::WIDE_ROWS`] rows: blocks of [`crate::chain::WIDE_THREADS`] threads,
@@ -326,25 +327,9 @@ pub unsafe extern "ptx-kernel" fn mlp_chain_wide(
     buffers: *const u64,
     net: NetArgs,
 ) {
+    use crate::chain::{ROWS_PER_WARP, Staged, WIDE_THREADS};
     // SAFETY: the caller's contract.
-    unsafe { training_chain::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(chains, buffers, &net) }
-}
-
-/// The block `(tile, chain)` of a training chain launch: `W` warps of [`crate::chain::ROWS_PER_WARP`] rows,
-/// operands loaded a step ahead or not (`AHEAD`, [`crate::chain::gpu_chain`]).
-///
-/// # Safety
-/// As [`mlp_chain`], with blocks of `32 W` threads and tiles of `ROWS_PER_WARP W` rows.
-#[inline(always)]
-unsafe fn training_chain<const W: usize, const AHEAD: bool>(
-    chains: *const crate::chain::Chain,
-    buffers: *const u64,
-    net: &NetArgs,
-) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        chain_block::<{ crate::chain::ROWS_PER_WARP }, W, AHEAD, _>(chains, buffers, net, |_| crate::chain::Staged)
-    }
+    unsafe { chain_block::<ROWS_PER_WARP, { WIDE_THREADS as usize / 32 }, false, _>(chains, buffers, &net, |_| Staged) }
 }
 
 /// The chain and row tile of this block's index through [`crate::chain::gpu_chain`] (`R` rows a warp, `W`

@@ -112,12 +112,12 @@ impl ProductTables {
         if !(fits(CHAIN_ROWS) && self.rt.fused()) {
             return Ok(None);
         }
-        // Training chains in wide tiles where their buffers fit a block (`mlp_chain_wide`), else in 32 rows.
-        let train_rows = if !act && fits(WIDE_ROWS) && !self.rt.narrow_chains() { WIDE_ROWS } else { CHAIN_ROWS };
         let key = (act, if act { net.envs_per_trial } else { 0 });
         if let Some(i) = self.chains.iter().position(|(k, _)| *k == key) {
             return Ok(Some(i));
         }
+        // Training chains in wide tiles where their buffers fit a block (`mlp_chain_wide`), else in 32 rows.
+        let train_rows = if !act && fits(WIDE_ROWS) && !self.rt.narrow_chains() { WIDE_ROWS } else { CHAIN_ROWS };
         let mut host = Vec::new();
         gpu_kernels::chain::chain_plan(net, trials, act, train_rows, |c| host.push(c));
         let l = net.layout();
