@@ -52,17 +52,45 @@ impl fmt::Display for PtxError {
     }
 }
 
-/// Compiles the PTX into `$OUT_DIR/kernels.ptx`, checks it, and writes `$OUT_DIR/ptx.rs`.
+/// The target from which a module can use programmatic dependent launch (`griddepcontrol`, ARCHITECTURE.md).
+const PDL_ARCH: &str = "sm_90";
+
+/// Compiles the PTX into `$OUT_DIR/kernels.ptx` (for `GPU_ARCH`, default sm_80) and, where that target is
+/// older than sm_90, the same kernels for sm_90 into `$OUT_DIR/kernels-sm_90.ptx` (the host loads it on
+/// GPUs that can run it: programmatic dependent launch); checks both and writes `$OUT_DIR/ptx.rs`.
 pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let arch = std::env::var("GPU_ARCH").unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
+    let entries = build_module(&root, &out_dir, &arch, "kernels.ptx", expected)?;
+    let newer = sm_number(&arch).is_some_and(|n| n < sm_number(PDL_ARCH).unwrap_or(0));
+    if newer {
+        build_module(&root, &out_dir, PDL_ARCH, &format!("kernels-{PDL_ARCH}.ptx"), expected)?;
+    }
+    let generated = out_dir.join("ptx.rs");
+    std::fs::write(&generated, generate(&arch, &entries, newer.then_some(PDL_ARCH)))
+        .map_err(|e| PtxError::Write(generated, e))
+}
+
+/// The number of an `sm_NN` target (`None` for anything else).
+fn sm_number(arch: &str) -> Option<u32> {
+    arch.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
+}
+
+/// Compiles the kernels for `arch` into `$OUT_DIR/{file}` with launch bounds; returns the module's entries.
+fn build_module(
+    root: &Path,
+    out_dir: &Path,
+    arch: &str,
+    file: &str,
+    expected: &[&str],
+) -> Result<Vec<String>, PtxError> {
     // rustc's own output, kept apart from the module with launch bounds: a nested build that finds the kernels
     // fresh does not emit it again, and the bounds must not be written into an already bounded file.
-    let raw_path = out_dir.join("kernels-rustc.ptx");
-    let ptx_path = out_dir.join("kernels.ptx");
+    let raw_path = out_dir.join(format!("rustc-{file}"));
+    let ptx_path = out_dir.join(file);
     let started = Instant::now();
-    compile(&root, &arch, &raw_path)?;
+    compile(root, arch, &raw_path)?;
     let ptx = std::fs::read_to_string(&raw_path).map_err(|e| PtxError::Read(raw_path.clone(), e))?;
     let entries = check(&ptx, expected)?;
     let ptx = with_launch_bounds(&ptx, gpu_kernels::kernel_names::LAUNCH_BOUNDS)?;
@@ -73,8 +101,7 @@ pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
         entries.len(),
         started.elapsed().as_secs_f64()
     );
-    let generated = out_dir.join("ptx.rs");
-    std::fs::write(&generated, generate(&arch, &entries)).map_err(|e| PtxError::Write(generated, e))
+    Ok(entries)
 }
 
 /// `TRADESIM_NIGHTLY`, or the pinned nightly.
@@ -100,7 +127,8 @@ fn compile(root: &Path, arch: &str, ptx_path: &Path) -> Result<(), PtxError> {
         .arg(format!("+{toolchain}"))
         .args(["rustc", "-p", "gpu-kernels", "--profile", "ptx", "--crate-type", "staticlib"])
         .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--target-dir"])
-        .arg(root.join("target").join("ptx"))
+        // A target directory per arch: the two builds would otherwise invalidate each other's kernels.
+        .arg(root.join("target").join(if arch == DEFAULT_ARCH { "ptx".to_owned() } else { format!("ptx-{arch}") }))
         .arg("--")
         .arg(format!("--emit=asm={}", ptx_path.display()))
         .args(["-C", &format!("target-cpu={arch}")]);
@@ -171,7 +199,7 @@ fn check(ptx: &str, expected: &[&str]) -> Result<Vec<String>, PtxError> {
     Ok(entries)
 }
 
-fn generate(arch: &str, entries: &[String]) -> String {
+fn generate(arch: &str, entries: &[String], newer: Option<&str>) -> String {
     let mut src = String::from(
         "/// The PTX module built from gpu-kernels at `cargo build`.\n\
          pub const PTX: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/kernels.ptx\"));\n",
@@ -179,6 +207,15 @@ fn generate(arch: &str, entries: &[String]) -> String {
     src +=
         &format!("/// The `-C target-cpu` the PTX was built for (env GPU_ARCH).\npub const ARCH: &str = {arch:?};\n");
     src += &format!("/// Every `.entry` of the module.\npub const ENTRIES: &[&str] = &{entries:?};\n");
+    src += "/// The same kernels built for a newer target (sm_90: programmatic dependent launch) where [`ARCH`] is \
+            older: the target and the module.\n";
+    src += &match newer {
+        Some(newer) => format!(
+            "pub const NEWER: Option<(&str, &str)> = Some(({newer:?}, \
+             include_str!(concat!(env!(\"OUT_DIR\"), \"/kernels-{newer}.ptx\"))));\n"
+        ),
+        None => "pub const NEWER: Option<(&str, &str)> = None;\n".to_owned(),
+    };
     src
 }
 

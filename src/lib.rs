@@ -58,21 +58,23 @@ pub use error::Error;
 pub mod ptx {
     include!(concat!(env!("OUT_DIR"), "/ptx.rs"));
 
-    /// The module the CUDA backend loads: [`PTX`], or for kernel development the file named by
-    /// `TRADESIM_DEV_PTX` (a variant of the same kernels, e.g. other launch bounds, measured without
+    /// The modules the CUDA backend may load, newest target first: [`NEWER`]'s (where built) and [`PTX`]; the
+    /// runtime loads the first the device can run. For kernel development, the file named by
+    /// `TRADESIM_DEV_PTX` alone (a variant of the same kernels, e.g. other launch bounds, measured without
     /// rebuilding the binary; build.rs's entry checks have not run on it, so a missing kernel is reported at
     /// load). Read once per process.
-    pub fn source() -> Result<&'static str, tradesim_host::HostError> {
-        static SOURCE: std::sync::OnceLock<Result<&'static str, String>> = std::sync::OnceLock::new();
-        SOURCE
+    pub fn sources() -> Result<&'static [&'static str], tradesim_host::HostError> {
+        static SOURCES: std::sync::OnceLock<Result<Vec<&'static str>, String>> = std::sync::OnceLock::new();
+        SOURCES
             .get_or_init(|| match std::env::var_os("TRADESIM_DEV_PTX") {
-                None => Ok(PTX),
+                None => Ok(NEWER.map(|(_, ptx)| ptx).into_iter().chain([PTX]).collect()),
                 Some(path) => std::fs::read_to_string(&path)
-                    .map(|text| &*Box::leak(text.into_boxed_str()))
+                    .map(|text| vec![&*Box::leak(text.into_boxed_str())])
                     .map_err(|e| format!("TRADESIM_DEV_PTX={}: {e}", path.to_string_lossy())),
             })
-            .clone()
-            .map_err(tradesim_host::HostError::Config)
+            .as_ref()
+            .map(Vec::as_slice)
+            .map_err(|e| tradesim_host::HostError::Config(e.clone()))
     }
 }
 
@@ -91,7 +93,7 @@ pub fn select_backends(request: DeviceRequest) -> Result<(Vec<Backend>, Option<S
     {
         let mut all = vec![first];
         for ordinal in 1..devices {
-            let rt = tradesim_host::CudaRuntime::new(ordinal, ptx::source()?)?;
+            let rt = tradesim_host::CudaRuntime::new(ordinal, ptx::sources()?)?;
             all.push(Backend::Cuda(std::sync::Arc::new(rt)));
         }
         return Ok((all, reason));
@@ -102,7 +104,7 @@ pub fn select_backends(request: DeviceRequest) -> Result<(Vec<Backend>, Option<S
 /// [`select_backend`], also returning why `auto` chose the CPU (if it did).
 pub fn select_backend_with_reason(request: DeviceRequest) -> Result<(Backend, Option<String>), HostError> {
     #[cfg(feature = "cuda")]
-    let ptx = Some(ptx::source()?);
+    let ptx = Some(ptx::sources()?);
     #[cfg(not(feature = "cuda"))]
     let ptx = None;
     tradesim_host::backend::select_with_reason(request, ptx)

@@ -71,6 +71,25 @@ fn info_reports_the_backend_and_kernels() {
     }
 }
 
+#[cfg(feature = "cuda")]
+#[test]
+fn a_gpu_that_runs_the_newer_module_loads_it_and_launches_dependently() {
+    // The suite's GPU parity tests then run with programmatic dependent launch on such a GPU (the default).
+    let Some(backend) = common::gpu_backend() else { return };
+    let info = backend.info();
+    let (major, minor) = info.compute_capability.expect("a CUDA backend has a compute capability");
+    let target = info.ptx_target.expect("a CUDA backend has a module");
+    let runs_newer = tradesim::ptx::NEWER.is_some() && major * 10 + minor >= 90;
+    let off = std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_some_and(|v| v == "0");
+    if runs_newer {
+        assert_eq!(target, "sm_90", "cc {major}.{minor} should load the sm_90 module");
+        assert_eq!(info.dependent_launch, !off, "dependent launch on cc {major}.{minor}");
+    } else {
+        assert_eq!(target, tradesim::ptx::ARCH);
+        assert!(!info.dependent_launch, "dependent launch with the {target} module");
+    }
+}
+
 #[test]
 fn cli_device_cuda_without_gpu_fails_with_the_reason() {
     let availability = tradesim::detect();

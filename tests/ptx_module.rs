@@ -22,11 +22,15 @@ fn module_is_self_contained() {
     assert!(tradesim::ptx::PTX.contains(&target), "PTX is not built for {}", tradesim::ptx::ARCH);
 }
 
-/// The kernel whose body holds each line of the PTX (`None` before the first entry).
-fn lines_by_entry() -> Vec<(Option<&'static str>, &'static str)> {
+/// Every module built: the base one and, where built, the newer one (sm_90).
+fn modules() -> Vec<&'static str> {
+    [tradesim::ptx::PTX].into_iter().chain(tradesim::ptx::NEWER.map(|(_, ptx)| ptx)).collect()
+}
+
+/// Each line of `ptx` with the kernel whose body holds it (`None` before the first entry).
+fn by_entry(ptx: &'static str) -> Vec<(Option<&'static str>, &'static str)> {
     let mut entry = None;
-    tradesim::ptx::PTX
-        .lines()
+    ptx.lines()
         .map(|l| {
             if let Some(rest) = l.trim_start().strip_prefix(".visible .entry ") {
                 entry = rest.split('(').next();
@@ -45,7 +49,7 @@ fn every_async_copy_is_in_the_group_its_wait_waits_for() {
     // `wait_group` follows a copy without a commit (or a `wait_all`, which commits) between them.
     let (mut pending, mut waits) = (None, 0);
     let mut entry_seen = None;
-    for (entry, line) in lines_by_entry() {
+    for (entry, line) in modules().into_iter().flat_map(by_entry) {
         if entry != entry_seen {
             (pending, entry_seen) = (None, entry);
         }
@@ -85,7 +89,8 @@ fn float_arithmetic_is_not_contracted() {
         kernel_names::FMA_PEAK,
         kernel_names::PPO_NORM,
     ];
-    let fused: Vec<_> = lines_by_entry().into_iter().filter(|(_, l)| l.trim_start().starts_with("fma.")).collect();
+    let fused: Vec<_> =
+        modules().into_iter().flat_map(by_entry).filter(|(_, l)| l.trim_start().starts_with("fma.")).collect();
     assert!(!fused.is_empty(), "the product tiles should use fma.rn.f32");
     for (entry, line) in fused {
         assert!(line.trim_start().starts_with("fma.rn.f32"), "an FMA that is not fma.rn.f32: {line}");
@@ -96,14 +101,60 @@ fn float_arithmetic_is_not_contracted() {
 
 #[test]
 fn launch_bounds_are_written_into_their_entries() {
-    let lines = lines_by_entry();
-    for &(kernel, threads, blocks) in kernel_names::LAUNCH_BOUNDS {
-        let body: Vec<&str> = lines.iter().filter(|(e, _)| *e == Some(kernel)).map(|(_, l)| l.trim()).collect();
-        // The directives sit between the parameter list and the body's opening brace.
-        let brace = body.iter().position(|l| *l == "{").unwrap_or_else(|| panic!("{kernel} has no body"));
-        let header = &body[..brace];
-        let count = |directive: &str| header.iter().filter(|l| **l == directive).count();
-        assert_eq!(count(&format!(".maxntid {threads}, 1, 1")), 1, "{kernel}: {header:?}");
-        assert_eq!(count(&format!(".minnctapersm {blocks}")), usize::from(blocks > 0), "{kernel}: {header:?}");
+    for lines in modules().into_iter().map(by_entry) {
+        for &(kernel, threads, blocks) in kernel_names::LAUNCH_BOUNDS {
+            let body: Vec<&str> = lines.iter().filter(|(e, _)| *e == Some(kernel)).map(|(_, l)| l.trim()).collect();
+            // The directives sit between the parameter list and the body's opening brace.
+            let brace = body.iter().position(|l| *l == "{").unwrap_or_else(|| panic!("{kernel} has no body"));
+            let header = &body[..brace];
+            let count = |directive: &str| header.iter().filter(|l| **l == directive).count();
+            assert_eq!(count(&format!(".maxntid {threads}, 1, 1")), 1, "{kernel}: {header:?}");
+            assert_eq!(count(&format!(".minnctapersm {blocks}")), usize::from(blocks > 0), "{kernel}: {header:?}");
+        }
     }
+}
+
+#[test]
+fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_touching_memory() {
+    // Kernels of the sm_90 module are launched with programmatic stream serialization: one may start while
+    // the kernel before it runs, so it must not read or write memory before `griddepcontrol.wait`.
+    let older = tradesim::ptx::ARCH.strip_prefix("sm_").and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n < 90);
+    let Some((arch, ptx)) = tradesim::ptx::NEWER else {
+        assert!(!older, "ARCH {} is older than sm_90, but no sm_90 module was built", tradesim::ptx::ARCH);
+        return;
+    };
+    assert_eq!(arch, "sm_90");
+    assert!(ptx.contains(".target sm_90"), "the newer module is not built for sm_90");
+    assert!(!ptx.contains(".extern .func"), "the newer module calls external functions");
+    // The older module has no such instruction: its kernels are launched the classic way.
+    assert!(!tradesim::ptx::PTX.contains("griddepcontrol"), "the {} module uses griddepcontrol", tradesim::ptx::ARCH);
+    let mut checked = Vec::new();
+    let (mut current, mut waited, mut triggered) = (None, false, false);
+    for (entry, line) in by_entry(ptx) {
+        if entry != current {
+            if let Some(name) = current {
+                assert!(waited && triggered, "{name}: no griddepcontrol.wait / launch_dependents");
+                checked.push(name);
+            }
+            (current, waited, triggered) = (entry, false, false);
+        }
+        let l = line.trim();
+        if l.starts_with("griddepcontrol.wait") {
+            waited = true;
+        } else if l.starts_with("griddepcontrol.launch_dependents") {
+            assert!(waited, "{entry:?}: launch_dependents before the wait");
+            triggered = true;
+        }
+        let memory = ["ld.", "st.", "cp.async", "atom.", "red.", "prefetch"];
+        let touches = memory.iter().any(|op| l.starts_with(op)) && !l.starts_with("ld.param");
+        assert!(!touches || waited, "{entry:?}: `{l}` before griddepcontrol.wait");
+    }
+    if let Some(name) = current {
+        assert!(waited && triggered, "{name}: no griddepcontrol.wait / launch_dependents");
+        checked.push(name);
+    }
+    checked.sort_unstable();
+    let mut all = kernel_names::ALL.to_vec();
+    all.sort_unstable();
+    assert_eq!(checked, all, "the newer module's entries");
 }

@@ -105,6 +105,11 @@ pub struct BackendInfo {
     pub total_memory: Option<usize>,
     /// Worker threads (CPU) or streaming multiprocessors (CUDA).
     pub parallelism: usize,
+    /// The target of the PTX module loaded (CUDA), e.g. `sm_90`.
+    pub ptx_target: Option<String>,
+    /// Whether kernels are launched with programmatic dependent launch (CUDA,
+    /// [`crate::CudaRuntime::dependent_launch`]).
+    pub dependent_launch: bool,
 }
 
 impl Backend {
@@ -118,6 +123,8 @@ impl Backend {
                 compute_capability: None,
                 total_memory: None,
                 parallelism: rayon::current_num_threads(),
+                ptx_target: None,
+                dependent_launch: false,
             },
             #[cfg(feature = "cuda")]
             Self::Cuda(rt) => BackendInfo {
@@ -127,6 +134,8 @@ impl Backend {
                 compute_capability: Some(rt.compute_capability()),
                 total_memory: Some(rt.total_memory()),
                 parallelism: rt.multiprocessors(),
+                ptx_target: Some(rt.ptx_target().to_owned()),
+                dependent_launch: rt.dependent_launch(),
             },
         }
     }
@@ -137,16 +146,20 @@ impl Backend {
     }
 }
 
-/// Picks the backend for `request`. `ptx` is the module to load for CUDA (`None` in CPU-only builds).
+/// Picks the backend for `request`. `ptx` holds the modules CUDA may load, newest target first
+/// ([`crate::CudaRuntime::new`]; `None` in CPU-only builds).
 ///
 /// `auto` falls back to the CPU when CUDA is absent or unusable (the reason is kept for [`select_with_reason`]);
 /// `cuda` returns [`HostError::CudaUnavailable`] or the load error instead.
-pub fn select(request: DeviceRequest, ptx: Option<&str>) -> Result<Backend, HostError> {
+pub fn select(request: DeviceRequest, ptx: Option<&[&str]>) -> Result<Backend, HostError> {
     select_with_reason(request, ptx).map(|(backend, _)| backend)
 }
 
 /// [`select`], also returning why `auto` chose the CPU (if it did).
-pub fn select_with_reason(request: DeviceRequest, ptx: Option<&str>) -> Result<(Backend, Option<String>), HostError> {
+pub fn select_with_reason(
+    request: DeviceRequest,
+    ptx: Option<&[&str]>,
+) -> Result<(Backend, Option<String>), HostError> {
     match request {
         DeviceRequest::Cpu => Ok((Backend::Cpu, None)),
         DeviceRequest::Cuda => open_cuda(ptx).map(|b| (b, None)),
@@ -159,11 +172,11 @@ pub fn select_with_reason(request: DeviceRequest, ptx: Option<&str>) -> Result<(
     }
 }
 
-fn open_cuda(ptx: Option<&str>) -> Result<Backend, HostError> {
+fn open_cuda(ptx: Option<&[&str]>) -> Result<Backend, HostError> {
     match detect() {
         #[cfg(feature = "cuda")]
         CudaAvailability::Available { .. } => {
-            let ptx = ptx.ok_or_else(|| HostError::CudaUnavailable {
+            let ptx = ptx.filter(|modules| !modules.is_empty()).ok_or_else(|| HostError::CudaUnavailable {
                 reason: "no PTX module was given to the CUDA backend".to_owned(),
             })?;
             crate::CudaRuntime::new(0, ptx).map(|rt| Backend::Cuda(Arc::new(rt)))

@@ -244,10 +244,12 @@ impl Machine {
             .unwrap_or_else(|| "unknown".to_owned());
         let gpu = gpu.map(|b| b.info()).and_then(|i| {
             let (major, minor) = i.compute_capability?;
+            let dependent = if i.dependent_launch { "on" } else { "off" };
             Some(format!(
-                "{} (cc {major}.{minor}, {:.1} GiB)",
+                "{} (cc {major}.{minor}, {:.1} GiB; PTX {}, dependent launch {dependent})",
                 i.device_name?,
-                i.total_memory? as f64 / f64::from(1u32 << 30)
+                i.total_memory? as f64 / f64::from(1u32 << 30),
+                i.ptx_target.as_deref().unwrap_or("unknown")
             ))
         });
         Self { cpu, threads: crate::Backend::Cpu.info().parallelism, gpu }

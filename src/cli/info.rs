@@ -22,7 +22,14 @@ pub(super) fn run(device: DeviceRequest) -> Result<(), Error> {
     #[cfg(feature = "cuda")]
     {
         println!("PTX arch:    {} ({} bytes, built at cargo build)", crate::ptx::ARCH, crate::ptx::PTX.len());
+        if let Some((arch, ptx)) = crate::ptx::NEWER {
+            println!("PTX newer:   {arch} ({} bytes: loaded on GPUs that run it, dependent launch)", ptx.len());
+        }
         println!("kernels:     {}", crate::ptx::ENTRIES.join(", "));
+        if let Some(target) = &info.ptx_target {
+            let dependent = if info.dependent_launch { "on" } else { "off" };
+            println!("PTX in use:  {target} (programmatic dependent launch {dependent})");
+        }
         if let Some(path) = std::env::var_os("TRADESIM_DEV_PTX") {
             println!("PTX loaded:  {} (TRADESIM_DEV_PTX)", path.to_string_lossy());
         }

@@ -70,12 +70,19 @@ pub struct CudaRuntime {
     narrow_chains: bool,
     /// [`Self::multiwave_backward`].
     multiwave_backward: MultiwaveBackward,
+    /// [`Self::dependent_launch`].
+    dependent_launch: bool,
+    /// [`Self::ptx_target`].
+    ptx_target: String,
 }
 
 impl CudaRuntime {
-    /// Opens device `ordinal`, loads `ptx` and resolves every kernel the host launches (build.rs has
-    /// already checked that the PTX has an entry for each name in `kernel_names::ALL`).
-    pub fn new(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
+    /// Opens device `ordinal`, loads the first of `modules` (PTX, newest target first) whose target the
+    /// device can run (else the last: its load error names the target) and resolves every kernel the host
+    /// launches (build.rs has already checked that the PTX has an entry for each name in
+    /// `kernel_names::ALL`). Kernels of a module built for sm_90 or later are launched with programmatic
+    /// stream serialization ([`Self::dependent_launch`]).
+    pub fn new(ordinal: usize, modules: &[&str]) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
         if std::env::var_os("TRADESIM_EVENT_TRACKING").is_none_or(|v| v != "1") {
             // SAFETY: every buffer is created before any use on another stream is queued (each upload or
@@ -91,6 +98,14 @@ impl CudaRuntime {
         let compute_capability =
             ctx.compute_capability().map_err(HostError::driver("reading the compute capability"))?;
         let total_memory = ctx.total_mem().map_err(HostError::driver("reading the device memory size"))?;
+        let runs = |ptx: &&&str| ptx_sm(ptx).is_some_and(|sm| sm <= compute_capability.0 * 10 + compute_capability.1);
+        let ptx = *modules
+            .iter()
+            .find(runs)
+            .or(modules.last())
+            .ok_or_else(|| HostError::Load { arch: "none".to_owned(), reason: "no PTX module was given".to_owned() })?;
+        let dependent_launch = ptx_sm(ptx).is_some_and(|sm| sm >= 90)
+            && std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_none_or(|v| v.is_empty() || v != "0");
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|e| HostError::Load {
             arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
             reason: e.to_string(),
@@ -168,6 +183,8 @@ impl CudaRuntime {
             fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
             narrow_chains: std::env::var_os("TRADESIM_NARROW_CHAINS").is_some_and(|v| !v.is_empty() && v != "0"),
             multiwave_backward: MultiwaveBackward::from_env()?,
+            dependent_launch,
+            ptx_target: ptx_target(ptx).unwrap_or("unknown").to_owned(),
         })
     }
 
@@ -215,6 +232,20 @@ impl CudaRuntime {
         self.multiwave_backward
     }
 
+    /// The `.target` of the PTX module loaded (e.g. `sm_90`).
+    pub fn ptx_target(&self) -> &str {
+        &self.ptx_target
+    }
+
+    /// Whether kernels are launched with programmatic stream serialization (programmatic dependent launch):
+    /// where the loaded module was built for sm_90 or later (on such GPUs, `build.rs` builds one beside the
+    /// sm_80 module), unless `TRADESIM_DEPENDENT_LAUNCH=0` (the side-by-side reference of the benchmarks).
+    /// Each kernel's first statement waits for the kernel before it to complete, so the bits are the same
+    /// either way; what overlaps is a launch and its blocks' dispatch with the end of the kernel before.
+    pub fn dependent_launch(&self) -> bool {
+        self.dependent_launch
+    }
+
     /// A new stream (each trial group runs on its own).
     pub fn new_stream(&self) -> Result<Arc<CudaStream>, HostError> {
         self.ctx.new_stream().map_err(HostError::driver("creating a stream"))
@@ -224,6 +255,11 @@ impl CudaRuntime {
     pub fn synchronize(&self) -> Result<(), HostError> {
         self.ctx.synchronize().map_err(HostError::driver("synchronizing the device"))
     }
+}
+
+/// The number of a PTX module's `sm_NN` target (80 for `sm_80`, 90 for `sm_90a`).
+fn ptx_sm(ptx: &str) -> Option<i32> {
+    ptx_target(ptx)?.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
 }
 
 /// The `.target` line of a PTX module (e.g. `sm_80`).
@@ -327,5 +363,19 @@ impl MultiwaveBackward {
                 "TRADESIM_MULTIWAVE_BACKWARD={other}: expected split, fused or products"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ptx_sm;
+
+    #[test]
+    fn a_modules_target_number_is_read_from_its_target_line() {
+        assert_eq!(ptx_sm(".version 7.8\n.target sm_90\n.address_size 64\n"), Some(90));
+        assert_eq!(ptx_sm(".target sm_80\n"), Some(80));
+        assert_eq!(ptx_sm(".target sm_90a\n"), Some(90));
+        assert_eq!(ptx_sm(".target compute_90\n"), None);
+        assert_eq!(ptx_sm("no target"), None);
     }
 }

@@ -4,7 +4,7 @@ use cudarc::driver::{CudaStream, PushKernelArg};
 use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, WRITE_EQUITY, WRITE_LEDGER};
 use gpu_kernels::kernel_names::BACKTEST_BLOCK;
 
-use super::{at_least, grid_of, timed};
+use super::{Launch, at_least, grid_of, timed};
 use crate::HostError;
 use crate::cuda::buffers::{BacktestInputs, BacktestOutputs, Dev};
 use crate::cuda::runtime::CudaRuntime;
@@ -38,7 +38,7 @@ pub(crate) fn backtest(
         at_least(kernel, "equity values", columns * (steps + 1), out.equity.len())?;
     }
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.backtest);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.backtest);
     launch
         .arg(input.params)
         .arg(input.targets)

@@ -5,7 +5,7 @@ use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::dqn::DqnArgs;
 use gpu_kernels::net::NetArgs;
 
-use super::{at_least, grid, loss_grid, per_trial_grid, timed};
+use super::{Launch, at_least, grid, loss_grid, per_trial_grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{ChainTable, Dev, DqnBuffers, PolicyView, SampleBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -26,7 +26,7 @@ pub(crate) fn dqn_select(
     at_least(kernel, "actions", n_envs, actions.len())?;
     let q = nets.act.slice(aw.q()..);
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.dqn_select);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.dqn_select);
     launch.arg(&nets.params).arg(&q).arg(actions).arg(&dev_args);
     let cfg = grid(kernel, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
@@ -86,7 +86,7 @@ pub(crate) fn dqn_td(
     }
     at_least(kernel, "online", args.n_trials as usize * args.layout().params(), nets.online.len())?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.dqn_td);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.dqn_td);
     launch
         .arg(&nets.params)
         .arg(&mut nets.work)
@@ -120,7 +120,7 @@ pub(crate) fn dqn_adam(
     }
     at_least(kernel, "gradient partials", args.net().partial_len(), nets.partial.len())?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.dqn_adam);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.dqn_adam);
     launch
         .arg(&nets.params)
         .arg(&mut nets.online)

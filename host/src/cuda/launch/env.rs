@@ -5,7 +5,7 @@ use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::vector::{ActionKind, VectorArgs};
 use gpu_kernels::{Moments, Transition, TrialParams};
 
-use super::{at_least, grid, grid_of, timed};
+use super::{Launch, at_least, grid, grid_of, timed};
 use crate::HostError;
 use crate::cuda::buffers::{Dev, EnvBuffers, SampleBuffers, VectorBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -48,7 +48,7 @@ pub(crate) fn env_scan(
     }
     let cfg = grid_of(kernel, args.n_envs(), ENV_SCAN_BLOCK)?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.env_scan);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.env_scan);
     launch.arg(buf.params).arg(buf.states).arg(actions).arg(buf.bars).arg(buf.ring).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
     // contract names was checked above, including that no two threads write one ring slot.
@@ -76,7 +76,7 @@ pub(crate) fn observe(
     at_least(kernel, "observation floats", args.n_envs() * (args.n_features as usize + 3), out.len())?;
     let cfg = grid(kernel, args.n_envs() * (args.n_features as usize + 3))?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.observe);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.observe);
     launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
     timed(rt, stream, "observe", || unsafe { launch.launch(cfg) })?;
@@ -125,17 +125,17 @@ pub(crate) fn update_rewards(
     let (trials, steps) = (args.n_trials as usize, args.steps as usize);
     let n_chunk_values = trials * steps * args.n_chunks();
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.reward_chunk_moments);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.reward_chunk_moments);
     launch.arg(params).arg(&*ring).arg(&mut *chunks).arg(&dev_args);
     let cfg = grid("reward_chunk_moments", n_chunk_values)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
     timed(rt, stream, "reward_chunk_moments", || unsafe { launch.launch(cfg) })?;
-    let mut launch = stream.launch_builder(&rt.kernels.reward_merge);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.reward_merge);
     launch.arg(running).arg(&*chunks).arg(&mut *after_step).arg(&dev_args);
     let cfg = grid("reward_merge", trials)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
     timed(rt, stream, "reward_merge", || unsafe { launch.launch(cfg) })?;
-    let mut launch = stream.launch_builder(&rt.kernels.reward_normalize);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.reward_normalize);
     launch.arg(params).arg(ring).arg(&*after_step).arg(&dev_args);
     let cfg = grid("reward_normalize", args.n_envs() * steps)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
@@ -174,7 +174,7 @@ pub(crate) fn sample_transitions(
     }
     let n_values = n_feature_values as u64;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.sample_transitions);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.sample_transitions);
     launch
         .arg(params)
         .arg(ring)
@@ -221,7 +221,7 @@ pub(crate) fn vector_reset(
     let cfg = grid(kernel, args.n_envs as usize)?;
     let dev_args = Dev(*args);
     let o = buf.out;
-    let mut launch = stream.launch_builder(&rt.kernels.vector_reset);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.vector_reset);
     launch.arg(buf.params).arg(buf.states).arg(buf.episodes).arg(buf.bars).arg(buf.features);
     launch.arg(&mut o.obs).arg(&mut o.final_obs).arg(&mut o.rewards).arg(&mut o.terminated).arg(&mut o.truncated);
     launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
@@ -253,7 +253,7 @@ pub(crate) unsafe fn vector_check(
     at_least(kernel, "status words", 1, status.len())?;
     let cfg = grid(kernel, args.n_envs as usize)?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.vector_check);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.vector_check);
     launch.arg(&actions).arg(status).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::vector_check`; the caller vouches for `actions`.
     timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
@@ -277,7 +277,7 @@ pub(crate) unsafe fn vector_step(
     let cfg = grid(kernel, args.n_envs as usize)?;
     let dev_args = Dev(*args);
     let o = buf.out;
-    let mut launch = stream.launch_builder(&rt.kernels.vector_step);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.vector_step);
     launch.arg(buf.params).arg(buf.states).arg(buf.episodes);
     let raw;
     match actions {

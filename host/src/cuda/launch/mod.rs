@@ -10,7 +10,16 @@ pub(crate) mod env;
 pub(crate) mod net;
 pub(crate) mod ppo;
 
-use cudarc::driver::{CudaStream, LaunchConfig};
+use std::ffi::c_void;
+use std::mem::ManuallyDrop;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DriverError, LaunchConfig,
+    PushKernelArg, SyncOnDrop,
+};
+
+use super::buffers::Dev;
 
 use super::runtime::CudaRuntime;
 use crate::HostError;
@@ -66,6 +75,156 @@ pub(crate) fn loss_grid(kernel: &str, batch: usize, rows: usize, trials: usize) 
     use gpu_kernels::net::LOSS_THREADS;
     per_trial_grid_of(kernel, batch.div_ceil(rows) * LOSS_THREADS as usize, LOSS_THREADS, trials)
 }
+
+/// The most arguments a kernel takes (`sample_transitions`: 11).
+const MAX_ARGS: usize = 16;
+
+/// A kernel launch being built: cudarc's `LaunchArgs` with the same `arg` calls (the buffers' device
+/// addresses, values by reference), launched with programmatic stream serialization where the runtime allows
+/// it ([`CudaRuntime::dependent_launch`]): the kernel's launch and block dispatch may then overlap the end of
+/// the kernel before it on the stream, whose completion every kernel waits for in its first statement
+/// (`gpu_kernels::entries::follow_previous`).
+pub(crate) struct Launch<'a> {
+    stream: &'a CudaStream,
+    function: &'a CudaFunction,
+    dependent: bool,
+    /// The device addresses of buffer arguments, where `args` points (boxed: the builder may move).
+    addresses: Box<[CUdeviceptr; MAX_ARGS]>,
+    buffers: usize,
+    args: Vec<*mut c_void>,
+    /// Records each buffer's use on its event after the launch when cudarc tracks events
+    /// (`TRADESIM_EVENT_TRACKING=1`; nothing otherwise). Dropped by [`Self::launch`] alone, so that the
+    /// builder itself needs no drop and the buffers' borrows end at its last use (as cudarc's builder's do);
+    /// a builder never launched records nothing.
+    guards: ManuallyDrop<Vec<SyncOnDrop<'a>>>,
+}
+
+impl<'a> Launch<'a> {
+    /// A launch of `function` on `stream`.
+    pub(crate) fn new(rt: &CudaRuntime, stream: &'a CudaStream, function: &'a CudaFunction) -> Self {
+        Self {
+            stream,
+            function,
+            dependent: rt.dependent_launch(),
+            addresses: Box::new([0; MAX_ARGS]),
+            buffers: 0,
+            args: Vec::with_capacity(MAX_ARGS),
+            guards: ManuallyDrop::new(Vec::new()),
+        }
+    }
+
+    fn address(&mut self, address: CUdeviceptr, guard: SyncOnDrop<'a>) -> &mut Self {
+        // More than MAX_ARGS buffers is a wrapper's bug (every kernel's arguments are fixed), not an input.
+        let slot = &mut self.addresses[self.buffers];
+        *slot = address;
+        self.args.push(slot as *mut CUdeviceptr as *mut c_void);
+        self.buffers += 1;
+        self.guards.push(guard);
+        self
+    }
+
+    fn value<T>(&mut self, value: &'a T) -> &mut Self {
+        self.args.push(value as *const T as *mut c_void);
+        self
+    }
+
+    /// Launches the kernel with `cfg`.
+    ///
+    /// # Safety
+    /// The arguments pushed match the kernel's parameters in order and type, and every length the kernel's
+    /// safety contract names holds (cudarc's `LaunchArgs::launch`).
+    pub(crate) unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), DriverError> {
+        self.stream.context().bind_to_thread()?;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(self.dependent),
+        };
+        // SAFETY: `config` and `attribute` outlive the call; `args` holds a pointer to each argument's value
+        // (the caller's contract), all alive for the builder's lifetime.
+        let launched = unsafe {
+            sys::cuLaunchKernelEx(&config, self.function.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut())
+                .result()
+        };
+        // SAFETY: taken once: the builder is not used after its launch (every wrapper launches it last).
+        drop(unsafe { ManuallyDrop::take(&mut self.guards) });
+        launched
+    }
+}
+
+// SAFETY: the address pushed is the buffer's device address on the launch's stream; cudarc's `device_ptr`
+// (`_mut`) orders the stream after the buffer's earlier uses when it tracks events, and the guard records this
+// use after the launch.
+unsafe impl<'a, 'b: 'a, T> PushKernelArg<&'b CudaSlice<T>> for Launch<'a> {
+    fn arg(&mut self, arg: &'b CudaSlice<T>) -> &mut Self {
+        let (address, guard) = arg.device_ptr(self.stream);
+        self.address(address, guard)
+    }
+}
+
+// SAFETY: the address pushed is the buffer's device address on the launch's stream; cudarc's `device_ptr`
+// (`_mut`) orders the stream after the buffer's earlier uses when it tracks events, and the guard records this
+// use after the launch.
+unsafe impl<'a, 'b: 'a, T> PushKernelArg<&'b mut CudaSlice<T>> for Launch<'a> {
+    fn arg(&mut self, arg: &'b mut CudaSlice<T>) -> &mut Self {
+        let (address, guard) = arg.device_ptr_mut(self.stream);
+        self.address(address, guard)
+    }
+}
+
+// SAFETY: the address pushed is the buffer's device address on the launch's stream; cudarc's `device_ptr`
+// (`_mut`) orders the stream after the buffer's earlier uses when it tracks events, and the guard records this
+// use after the launch.
+unsafe impl<'a, 'b: 'a, 'c: 'b, T> PushKernelArg<&'b CudaView<'c, T>> for Launch<'a> {
+    fn arg(&mut self, arg: &'b CudaView<'c, T>) -> &mut Self {
+        let (address, guard) = arg.device_ptr(self.stream);
+        self.address(address, guard)
+    }
+}
+
+// SAFETY: the address pushed is the buffer's device address on the launch's stream; cudarc's `device_ptr`
+// (`_mut`) orders the stream after the buffer's earlier uses when it tracks events, and the guard records this
+// use after the launch.
+unsafe impl<'a, 'b: 'a, 'c: 'b, T> PushKernelArg<&'b mut CudaViewMut<'c, T>> for Launch<'a> {
+    fn arg(&mut self, arg: &'b mut CudaViewMut<'c, T>) -> &mut Self {
+        let (address, guard) = arg.device_ptr_mut(self.stream);
+        self.address(address, guard)
+    }
+}
+
+// SAFETY: a `Pod` struct passed by value (`Dev`'s `DeviceRepr` contract); the pointer is to the caller's
+// value, alive for the builder's lifetime.
+unsafe impl<'a, 'b: 'a, T: bytemuck::Pod> PushKernelArg<&'b Dev<T>> for Launch<'a> {
+    fn arg(&mut self, arg: &'b Dev<T>) -> &mut Self {
+        self.value(arg)
+    }
+}
+
+/// Scalars passed by value.
+macro_rules! scalar_args {
+    ($($t:ty),*) => {$(
+        // SAFETY: a plain scalar passed by value; the pointer is to the caller's value, alive for the
+        // builder's lifetime.
+        unsafe impl<'a, 'b: 'a> PushKernelArg<&'b $t> for Launch<'a> {
+            fn arg(&mut self, arg: &'b $t) -> &mut Self {
+                self.value(arg)
+            }
+        }
+    )*};
+}
+scalar_args!(u32, u64, i32, f32);
 
 /// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
 /// ([`CudaRuntime::start_profile`]).

@@ -8,7 +8,7 @@ use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::{NetArgs, NetTrial, Stage};
 use gpu_kernels::tile::GEMM_THREADS;
 
-use super::{at_least, grid, timed};
+use super::{Launch, at_least, grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{ChainTable, Dev, GemmTable, PolicyView};
 use crate::cuda::runtime::CudaRuntime;
@@ -37,7 +37,7 @@ pub(crate) fn gemm(
         }
     };
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 };
-    let mut launch = stream.launch_builder(&rt.kernels.gemm_tiles);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.gemm_tiles);
     launch.arg(&table.dev).arg(pointers);
     let label = match stage {
         Stage::Act(0) => "gemm_tiles act0",
@@ -110,7 +110,7 @@ pub(crate) fn chain(
         return Ok(());
     };
     let dev_net = Dev(*net);
-    let mut launch = stream.launch_builder(function);
+    let mut launch = Launch::new(rt, stream, function);
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_chain` (and `mlp_chain_wide`); the table's products
     // were checked against the lengths of the buffers its pointers name and are row-major
@@ -134,7 +134,7 @@ pub(crate) fn act_launch<'a>(
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
     select: (u32, u32),
-) -> Result<(cudarc::driver::LaunchArgs<'a>, LaunchConfig), HostError> {
+) -> Result<(Launch<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
     let same = (env.n_trials, env.envs_per_trial) == select
@@ -158,7 +158,7 @@ pub(crate) fn act_launch<'a>(
     let Some(cfg) = chain_config(rt, chains.0, net, kernel, gpu_kernels::chain::ACT_ROWS)? else {
         return Err(HostError::Config(format!("{kernel}: no acting chains")));
     };
-    let mut launch = view.stream.launch_builder(function);
+    let mut launch = Launch::new(rt, view.stream, function);
     launch.arg(&chains.0.dev).arg(chains.1).arg(sizes.0);
     at_least(kernel, "actions", env.n_envs(), view.actions.len())?;
     launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(sizes.1);
@@ -198,7 +198,7 @@ pub(crate) fn rows(
         }
     };
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
-    let mut launch = stream.launch_builder(function);
+    let mut launch = Launch::new(rt, stream, function);
     launch.arg(&table.dev).arg(pointers);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_rows` (and `mlp_rows_wide`); the table was checked
     // against the lengths of the buffers its pointers name when it was built, its products suit the kernel
@@ -238,7 +238,7 @@ pub(crate) fn backward(
     let cfg =
         LaunchConfig { grid_dim: (groups, blocks, 1), block_dim: (BACKWARD_THREADS, 1, 1), shared_mem_bytes: shared };
     let dev_net = Dev(*net);
-    let mut launch = stream.launch_builder(function);
+    let mut launch = Launch::new(rt, stream, function);
     launch.arg(trials).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_backward` (and `mlp_gradients`, after the stored
     // hidden gradient of layer 1 on the same stream); the products it replaces were checked
@@ -398,7 +398,7 @@ pub(crate) fn greedy_walk(
     } else {
         (&rt.kernels.greedy_walk, "greedy_walk")
     };
-    let mut launch = view.stream.launch_builder(function);
+    let mut launch = Launch::new(rt, view.stream, function);
     launch
         .arg(view.params)
         .arg(view.states)
@@ -432,7 +432,7 @@ pub(crate) fn observe_view(
     check_observe(kernel, view, args)?;
     at_least(kernel, "observation floats", n_envs * (args.n_features as usize + 3), out.len())?;
     let dev_args = Dev(*args);
-    let mut launch = view.stream.launch_builder(&rt.kernels.observe);
+    let mut launch = Launch::new(rt, view.stream, &rt.kernels.observe);
     launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
     let cfg = grid(kernel, n_envs * (args.n_features as usize + 3))?;
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
@@ -457,7 +457,7 @@ pub(crate) fn fma_peak(
     cfg: LaunchConfig,
 ) -> Result<(), HostError> {
     at_least("fma_peak", "outputs", (cfg.grid_dim.0 * cfg.block_dim.0) as usize, out.len())?;
-    let mut launch = stream.launch_builder(&rt.kernels.fma_peak);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.fma_peak);
     launch.arg(out).arg(&iters);
     // SAFETY: arguments match `gpu_kernels::entries::fma_peak`; one output per thread, checked above.
     timed(rt, stream, "fma_peak", || unsafe { launch.launch(cfg) })?;

@@ -6,7 +6,7 @@ use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::NetArgs;
 use gpu_kernels::ppo::PpoArgs;
 
-use super::{at_least, gather_grid, grid, loss_grid, timed};
+use super::{Launch, at_least, gather_grid, grid, loss_grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{ChainTable, Dev, PolicyView, PpoBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -67,7 +67,7 @@ pub(crate) fn ppo_select(
     let bootstrap = check_select(kernel, b, args, slot)?;
     let out = b.act.slice(aw.q()..);
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_select);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_select);
     launch.arg(&b.params).arg(&out).arg(actions);
     if bootstrap {
         launch.arg(&mut b.logps).arg(&mut b.bootstrap);
@@ -137,7 +137,7 @@ pub(crate) fn ppo_gae(
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
     check_rollout("ppo_gae", b, args, ring)?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_gae);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gae);
     launch
         .arg(&b.params)
         .arg(ring)
@@ -168,7 +168,7 @@ pub(crate) fn ppo_gather(
         return Err(HostError::Config(format!("{kernel}: a rollout of u32::MAX transitions or more")));
     }
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_gather);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gather);
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gather` with its launch; lengths checked above.
@@ -187,7 +187,7 @@ pub(crate) fn ppo_loss(
     let kernel = "ppo_loss";
     check_rollout(kernel, b, args, ring)?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_loss);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_loss);
     launch
         .arg(&b.params)
         .arg(ring)
@@ -218,17 +218,17 @@ pub(crate) fn ppo_adam(
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
     at_least(kernel, "gradient partials", args.net().partial_len(), b.partial.len())?;
     let dev_args = Dev(*args);
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_grad);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_grad);
     launch.arg(&b.partial).arg(&mut b.grads).arg(&dev_args);
     let cfg = grid("ppo_grad", trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_grad`; lengths checked above.
     timed(rt, stream, "ppo_grad", || unsafe { launch.launch(cfg) })?;
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_norm);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_norm);
     launch.arg(&b.params).arg(&b.grads).arg(&mut b.norm_lanes).arg(&dev_args);
     let cfg = grid("ppo_norm", trials * gpu_kernels::ppo::NORM_LANES)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_norm`; lengths checked above.
     timed(rt, stream, "ppo_norm", || unsafe { launch.launch(cfg) })?;
-    let mut launch = stream.launch_builder(&rt.kernels.ppo_adam);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adam);
     launch
         .arg(&b.params)
         .arg(&mut b.weights)
