@@ -457,10 +457,45 @@ trait Choice {
     unsafe fn choose(&self, env: usize, trial: usize, out: &[f32]);
 }
 
-/// Acting around the layers: observations in ([`Observe`]), each env's choice out.
+/// Acting around the layers: observations in ([`Observe`]), each env's choice out, then (where asked) its
+/// env's step on the action chosen ([`EnvStep`]).
 struct Act<C> {
     obs: Observe,
     choice: C,
+    step: EnvStep,
+}
+
+/// The env step fused after an acting kernel's choice (`env_scan` over one bar, in the same thread that
+/// chose the action: [`scan_env`] with `steps = 1` reading the action just written), in place of an
+/// `env_scan` launch after the acting one; the same bits.
+#[derive(Clone, Copy)]
+struct EnvStep {
+    states: *mut EnvState,
+    ring: *mut Transition,
+    actions: *const u8,
+    on: bool,
+}
+
+impl EnvStep {
+    /// Steps env `env` of `obs`'s trial, where asked.
+    ///
+    /// # Safety
+    /// `env_scan`'s contract for `obs.env` (with `steps == 1`) and the acting kernel's: this thread alone
+    /// wrote env `env`'s action and alone touches its state (read by [`Observe::rows`] before the layers'
+    /// barriers) and ring slot.
+    #[inline(always)]
+    unsafe fn run(&self, env: usize, obs: &Observe) {
+        if !self.on {
+            return;
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            let params = &*obs.params.add(obs.trial);
+            let bars = slice::from_raw_parts(obs.bars, obs.env.n_bars as usize);
+            let actions = slice::from_raw_parts(self.actions, obs.env.n_envs());
+            scan_env(env, &obs.env, params, &mut *self.states.add(env), actions, bars, |i, t| *self.ring.add(i) = t);
+        }
+    }
 }
 
 impl<C: Choice> crate::chain::ChainEnds for Act<C> {
@@ -474,7 +509,11 @@ impl<C: Choice> crate::chain::ChainEnds for Act<C> {
 
     unsafe fn output(&self, row: usize, out: &[f32]) {
         // SAFETY: the acting kernel's contract; a thread per row, so per env.
-        unsafe { self.choice.choose(self.obs.env(row), self.obs.trial, out) }
+        unsafe {
+            let env = self.obs.env(row);
+            self.choice.choose(env, self.obs.trial, out);
+            self.step.run(env, &self.obs);
+        }
     }
 }
 
@@ -543,6 +582,7 @@ unsafe fn act_block<C: Choice>(
     net: &NetArgs,
     envs: Observe,
     choice: C,
+    step: EnvStep,
 ) {
     use crate::chain::{ACT_ROWS, CHAIN_THREADS};
     // SAFETY: the caller's contract.
@@ -551,7 +591,7 @@ unsafe fn act_block<C: Choice>(
             chains,
             buffers,
             net,
-            |c| Act { obs: Observe { trial: c.trial as usize, ..envs }, choice },
+            |c| Act { obs: Observe { trial: c.trial as usize, ..envs }, choice, step },
         )
     }
 }
@@ -559,12 +599,14 @@ unsafe fn act_block<C: Choice>(
 /// DQN acting in one launch: each block an acting chain's row tile ([`crate::chain::ACT_ROWS`] rows, 5 a
 /// warp; block `(tile, chain)`) from the envs' observations, computed in shared memory ([`observe_entry`]),
 /// through the three layers ([`crate::chain::gpu_chain`]) to each env's action ([`choose`]): the
-/// `observe`, `mlp_chain` and `dqn_select` launches in one, the same bits.
+/// `observe`, `mlp_chain` and `dqn_select` launches in one, the same bits. With `step != 0`, each env then
+/// steps one bar on its action ([`EnvStep`]: the `env_scan` launch after it too).
 ///
 /// # Safety
 /// As [`mlp_chain`] for acting chains (one per trial, [`crate::chain::chain_plan`]); `params`, `states`,
 /// `bars`, `features` as [`observe`] with `env` (whose envs per trial are the chains' rows, its
-/// `n_features + 3` the network's input); `dqn`: `n_trials`; `actions`: `n_trials x envs_per_trial`.
+/// `n_features + 3` the network's input); `dqn`: `n_trials`; `actions`: `n_trials x envs_per_trial`; with
+/// `step != 0`, `ring` and `env` as [`env_scan`]'s with `env.steps == 1`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
 pub unsafe extern "ptx-kernel" fn dqn_act(
@@ -572,25 +614,29 @@ pub unsafe extern "ptx-kernel" fn dqn_act(
     buffers: *const u64,
     net: NetArgs,
     params: *const TrialParams,
-    states: *const EnvState,
+    states: *mut EnvState,
     bars: *const Bar,
     features: *const f32,
     env: BatchArgs,
+    ring: *mut Transition,
+    step: u32,
     actions: *mut u8,
     dqn: *const DqnParams,
     args: DqnArgs,
 ) {
     follow_previous();
     let envs = Observe { params, states, bars, features, env, trial: 0 };
+    let step = EnvStep { states, ring, actions, on: step != 0 };
     // SAFETY: the caller's contract.
-    unsafe { act_block(chains, buffers, &net, envs, DqnChoice { dqn, actions, args }) }
+    unsafe { act_block(chains, buffers, &net, envs, DqnChoice { dqn, actions, args }, step) }
 }
 
 /// PPO acting in one launch ([`dqn_act`]'s shape): observations, the three layers, then each env's action,
 /// log-probability and value ([`act_env`]): the `observe`, `mlp_chain` and `ppo_select` launches in one.
 ///
 /// # Safety
-/// As [`dqn_act`], with `ppo`, `actions`, `logps`, `values`, `slot` and `args` as [`ppo_select`].
+/// As [`dqn_act`] (the env step included), with `ppo`, `actions`, `logps`, `values`, `slot` and `args` as
+/// [`ppo_select`].
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
 pub unsafe extern "ptx-kernel" fn ppo_act(
@@ -598,10 +644,12 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     buffers: *const u64,
     net: NetArgs,
     params: *const TrialParams,
-    states: *const EnvState,
+    states: *mut EnvState,
     bars: *const Bar,
     features: *const f32,
     env: BatchArgs,
+    ring: *mut Transition,
+    step: u32,
     actions: *mut u8,
     ppo: *const PpoParams,
     logps: *mut f32,
@@ -611,8 +659,9 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
 ) {
     follow_previous();
     let envs = Observe { params, states, bars, features, env, trial: 0 };
+    let step = EnvStep { states, ring, actions, on: step != 0 };
     // SAFETY: the caller's contract.
-    unsafe { act_block(chains, buffers, &net, envs, PpoChoice { ppo, actions, logps, values, slot, args }) }
+    unsafe { act_block(chains, buffers, &net, envs, PpoChoice { ppo, actions, logps, values, slot, args }, step) }
 }
 
 /// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,

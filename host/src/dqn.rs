@@ -165,14 +165,17 @@ impl DqnAgent {
         };
         #[cfg(feature = "cuda")]
         let env_args = env.args(1);
-        match (&mut self.inner, env.inner_mut()) {
-            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => c.act(&args, &self.params, cpu)?,
+        let stepped = match (&mut self.inner, env.inner_mut()) {
+            (AgentInner::Cpu(c), Inner::Cpu(cpu)) => {
+                c.act(&args, &self.params, cpu)?;
+                false
+            }
             #[cfg(feature = "cuda")]
-            (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => dqn.act(&mut cuda.policy_view()?, &args, &env_args)?,
+            (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => dqn.act(&mut cuda.policy_view()?, &args, &env_args, true)?,
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::BackendMismatch),
-        }
-        env.run_loaded(1, 1)
+        };
+        if stepped { env.stepped_by_policy() } else { env.run_loaded(1, 1) }
     }
 
     /// One gradient step for every trial: a minibatch of `self.batch` per trial from `env`'s ring, TD

@@ -290,19 +290,32 @@ impl EnvBatch {
     /// Advances `steps` steps with the actions already in the backend's action buffer (uploaded by
     /// [`Self::advance`], or written on the device by a policy).
     pub(crate) fn run_loaded(&mut self, steps: usize, per_launch: usize) -> Result<(), HostError> {
-        let normalize = self.cfg.ring_capacity > 0 && self.params.iter().any(|p| p.normalize_reward != 0);
         let mut done = 0;
         while done < steps {
             let chunk = per_launch.min(steps - done);
             let args = self.args(chunk);
             on_backend!(&mut self.inner, env => env.scan(&args, done))?;
-            if normalize {
-                on_backend!(&mut self.inner, env => env.update_rewards(&args))?;
-            }
-            if self.cfg.ring_capacity > 0 {
-                self.written += (chunk * self.layout.envs_per_trial()) as u64;
-            }
+            self.scanned(&args)?;
             done += chunk;
+        }
+        Ok(())
+    }
+
+    /// What follows one step that a device policy took itself (its acting kernel stepped every env on the
+    /// actions it chose: `env_scan`'s work with [`Self::args`]`(1)`): [`Self::run_loaded`]'s `(1, 1)` without
+    /// its scan.
+    pub(crate) fn stepped_by_policy(&mut self) -> Result<(), HostError> {
+        let args = self.args(1);
+        self.scanned(&args)
+    }
+
+    /// The reward statistics and the ring's clock after a scan with `args`.
+    fn scanned(&mut self, args: &BatchArgs) -> Result<(), HostError> {
+        if self.cfg.ring_capacity > 0 && self.params.iter().any(|p| p.normalize_reward != 0) {
+            on_backend!(&mut self.inner, env => env.update_rewards(args))?;
+        }
+        if self.cfg.ring_capacity > 0 {
+            self.written += (args.steps as usize * self.layout.envs_per_trial()) as u64;
         }
         Ok(())
     }

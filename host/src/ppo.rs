@@ -208,8 +208,9 @@ impl PpoAgent {
         Ok(())
     }
 
-    /// One action per env at rollout step `slot` (values only, into the bootstrap, when `slot >= steps`).
-    fn act(&mut self, env: &mut EnvBatch, counter: u64, slot: u32, greedy: bool) -> Result<(), HostError> {
+    /// One action per env at rollout step `slot` (values only, into the bootstrap, when `slot >= steps`); with
+    /// `step`, then one env step on the actions (on the GPU in the acting kernel where it is fused).
+    fn act(&mut self, env: &mut EnvBatch, counter: u64, slot: u32, greedy: bool, step: bool) -> Result<(), HostError> {
         self.check_env(env)?;
         let args = PpoArgs {
             counter,
@@ -220,20 +221,26 @@ impl PpoAgent {
         };
         #[cfg(feature = "cuda")]
         let env_args = env.args(1);
-        match (&mut self.inner, env.inner_mut()) {
-            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.act(&args, &self.params, cpu, slot)?,
+        let stepped = match (&mut self.inner, env.inner_mut()) {
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
+                c.act(&args, &self.params, cpu, slot)?;
+                false
+            }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, &env_args, slot)?,
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, &env_args, slot, step)?,
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::BackendMismatch),
+        };
+        match (step, stepped) {
+            (false, _) => Ok(()),
+            (true, true) => env.stepped_by_policy(),
+            (true, false) => env.run_loaded(1, 1),
         }
-        Ok(())
     }
 
     /// Greedy (or sampled) actions for every env, then one env step (evaluation).
     pub fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
-        self.act(env, step, u32::MAX, greedy)?;
-        env.run_loaded(1, 1)
+        self.act(env, step, u32::MAX, greedy, true)
     }
 
     /// One rollout: `steps` sampled steps of every env (the ring then holds exactly the rollout), the
@@ -245,11 +252,10 @@ impl PpoAgent {
         }
         for t in 0..steps {
             let counter = self.rollouts * u64::from(steps) + u64::from(t);
-            self.act(env, counter, t, false)?;
-            env.run_loaded(1, 1)?;
+            self.act(env, counter, t, false, true)?;
         }
         self.flops += (u64::from(steps) + 1) * self.step_flops.0;
-        self.act(env, self.rollouts * u64::from(steps) + u64::from(steps), steps, false)?;
+        self.act(env, self.rollouts * u64::from(steps) + u64::from(steps), steps, false, false)?;
         self.rollouts += 1;
         let args = self.args;
         match (&mut self.inner, env.inner_mut()) {

@@ -160,10 +160,12 @@ pub(crate) struct PpoBuffers {
 pub(crate) struct PolicyView<'a> {
     pub(crate) stream: &'a Arc<CudaStream>,
     pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
-    pub(crate) states: &'a CudaSlice<Dev<EnvState>>,
+    pub(crate) states: &'a mut CudaSlice<Dev<EnvState>>,
     pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
     pub(crate) features: &'a CudaSlice<f32>,
     pub(crate) actions: &'a mut CudaSlice<u8>,
+    /// The replay ring (or rollout) the fused env step writes (`dqn_act`, `ppo_act` with `step`).
+    pub(crate) ring: &'a mut CudaSlice<Dev<Transition>>,
 }
 
 pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(

@@ -108,12 +108,15 @@ impl CudaDqn {
         self.tables.point(&bufs)
     }
 
+    /// Every env's action; with `step`, where the fused acting kernel runs, also every env's step on it.
+    /// Whether the envs were stepped (else the caller steps them).
     pub(crate) fn act(
         &mut self,
         view: &mut PolicyView<'_>,
         args: &DqnArgs,
         env_args: &gpu_kernels::batch::BatchArgs,
-    ) -> Result<(), HostError> {
+        step: bool,
+    ) -> Result<bool, HostError> {
         let net = args.net();
         self.last.switch_to(view.stream)?;
         let aw = ActWork::of(&net);
@@ -123,12 +126,14 @@ impl CudaDqn {
             self.point(None)?;
         }
         if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
-            return launch::dqn::dqn_act(&self.rt, view, chains, pointers, &net, env_args, &self.nets, args);
+            launch::dqn::dqn_act(&self.rt, view, chains, pointers, &net, env_args, &self.nets, args, step)?;
+            return Ok(step);
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.rt, view, &mut self.nets.act, env_args)?;
         self.tables.launch_all(&stream, &net, &self.trials, &gpu_kernels::net::ACTING)?;
-        launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)
+        launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)?;
+        Ok(false)
     }
 
     pub(crate) fn train(

@@ -258,10 +258,11 @@ impl CudaEnv {
         Ok(PolicyView {
             stream: &g.stream,
             params: &g.params,
-            states: &g.states,
+            states: &mut g.states,
             bars: &self.bars,
             features: &self.features,
             actions: g.actions.as_mut().expect("allocated above"),
+            ring: &mut g.ring,
         })
     }
 

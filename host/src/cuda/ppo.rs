@@ -117,13 +117,16 @@ impl CudaPpo {
         ])
     }
 
+    /// Every env's action at rollout step `slot`; with `step`, where the fused acting kernel runs, also every
+    /// env's step on it. Whether the envs were stepped (else the caller steps them).
     pub(crate) fn act(
         &mut self,
         view: &mut PolicyView<'_>,
         args: &PpoArgs,
         env_args: &gpu_kernels::batch::BatchArgs,
         slot: u32,
-    ) -> Result<(), HostError> {
+        step: bool,
+    ) -> Result<bool, HostError> {
         let net = args.net();
         self.last.switch_to(view.stream)?;
         let n_envs = net.n_trials as usize * net.envs_per_trial as usize;
@@ -135,12 +138,14 @@ impl CudaPpo {
             self.point()?;
         }
         if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
-            return launch::ppo::ppo_act(&self.rt, view, chains, pointers, &net, env_args, &mut self.b, args, slot);
+            launch::ppo::ppo_act(&self.rt, view, chains, pointers, &net, env_args, &mut self.b, args, slot, step)?;
+            return Ok(step);
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.rt, view, &mut self.b.act, env_args)?;
         self.tables.launch_all(&stream, &net, &self.trials, &gpu_kernels::net::ACTING)?;
-        launch::ppo::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)
+        launch::ppo::ppo_select(&self.rt, &stream, &mut self.b, view.actions, args, slot)?;
+        Ok(false)
     }
 
     pub(crate) fn gae(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {

@@ -36,7 +36,7 @@ pub(crate) fn dqn_select(
 
 /// `dqn_act`: every env's observation, the acting layers ([`ChainTable`] `chains` on the buffers whose
 /// addresses `pointers` holds) and every env's action, in one launch (`observe`, `mlp_chain` and
-/// `dqn_select` fused: the same bits).
+/// `dqn_select` fused: the same bits); with `step`, every env's step on its action too (`env_scan`'s).
 #[allow(clippy::too_many_arguments, reason = "the chains, the envs and the selection")]
 pub(crate) fn dqn_act(
     rt: &CudaRuntime,
@@ -47,14 +47,15 @@ pub(crate) fn dqn_act(
     env: &BatchArgs,
     nets: &DqnBuffers,
     args: &DqnArgs,
+    step: bool,
 ) -> Result<(), HostError> {
     let kernel = "dqn_act";
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
-    let sizes = (&Dev(*net), &Dev(*env));
+    let (sizes, step) = ((&Dev(*net), &Dev(*env)), u32::from(step));
     let (mut launch, cfg) =
-        super::net::act_launch(rt, (&rt.kernels.dqn_act, kernel), view, (chains, pointers), sizes, select)?;
+        super::net::act_launch(rt, (&rt.kernels.dqn_act, kernel), view, (chains, pointers), sizes, select, &step)?;
     launch.arg(&nets.params).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.

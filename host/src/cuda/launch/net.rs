@@ -125,8 +125,10 @@ pub(crate) fn chain(
 /// A fused acting launch of `function` (`dqn_act` or `ppo_act`, named `kernel` in errors): checks the envs'
 /// buffers as `observe` needs them and that the envs are the chains' rows (`env` matches `net`) and the
 /// selection's (`select`: its trials and envs per trial), then pushes the arguments the two kernels share
-/// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the actions) and returns the
-/// launch's configuration; the caller pushes the selection's other arguments and launches.
+/// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the ring and `step`, the actions)
+/// and returns the launch's configuration; the caller pushes the selection's other arguments and launches.
+/// With `step != 0` the kernel also steps every env one bar on its action, as `env_scan` would (the ring and
+/// `env.steps == 1` checked here as `env_scan` checks them).
 pub(crate) fn act_launch<'a>(
     rt: &CudaRuntime,
     (function, kernel): (&'a CudaFunction, &'static str),
@@ -134,9 +136,25 @@ pub(crate) fn act_launch<'a>(
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
     select: (u32, u32),
+    step: &'a u32,
 ) -> Result<(Launch<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
+    if *step != 0 {
+        at_least(
+            kernel,
+            "ring slots (trials x capacity)",
+            (env.n_trials * env.capacity).max(1) as usize,
+            view.ring.len(),
+        )?;
+        if env.steps != 1 || (env.capacity > 0 && env.envs_per_trial > env.capacity) {
+            return Err(HostError::Config(format!(
+                "{kernel}: a fused env step takes one step of {} envs per trial into a ring of {} a trial, not {} \
+                 steps",
+                env.envs_per_trial, env.capacity, env.steps
+            )));
+        }
+    }
     let same = (env.n_trials, env.envs_per_trial) == select
         && env.n_trials == net.n_trials
         && env.envs_per_trial == net.envs_per_trial
@@ -161,8 +179,8 @@ pub(crate) fn act_launch<'a>(
     let mut launch = Launch::new(rt, view.stream, function);
     launch.arg(&chains.0.dev).arg(chains.1).arg(sizes.0);
     at_least(kernel, "actions", env.n_envs(), view.actions.len())?;
-    launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(sizes.1);
-    launch.arg(&mut *view.actions);
+    launch.arg(view.params).arg(&mut *view.states).arg(view.bars).arg(view.features).arg(sizes.1);
+    launch.arg(&mut *view.ring).arg(step).arg(&mut *view.actions);
     Ok((launch, cfg))
 }
 
@@ -401,7 +419,7 @@ pub(crate) fn greedy_walk(
     let mut launch = Launch::new(rt, view.stream, function);
     launch
         .arg(view.params)
-        .arg(view.states)
+        .arg(&*view.states)
         .arg(view.bars)
         .arg(view.features)
         .arg(trials)
@@ -433,7 +451,7 @@ pub(crate) fn observe_view(
     at_least(kernel, "observation floats", n_envs * (args.n_features as usize + 3), out.len())?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, view.stream, &rt.kernels.observe);
-    launch.arg(view.params).arg(view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
+    launch.arg(view.params).arg(&*view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
     let cfg = grid(kernel, n_envs * (args.n_features as usize + 3))?;
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
     timed(rt, view.stream, "observe", || unsafe { launch.launch(cfg) })?;

@@ -95,14 +95,15 @@ pub(crate) fn ppo_act(
     b: &mut PpoBuffers,
     args: &PpoArgs,
     slot: u32,
+    step: bool,
 ) -> Result<(), HostError> {
     let kernel = "ppo_act";
     let bootstrap = check_select(kernel, b, args, slot)?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
-    let sizes = (&Dev(*net), &Dev(*env));
+    let (sizes, step) = ((&Dev(*net), &Dev(*env)), u32::from(step));
     let (mut launch, cfg) =
-        super::net::act_launch(rt, (&rt.kernels.ppo_act, kernel), view, (chains, pointers), sizes, select)?;
+        super::net::act_launch(rt, (&rt.kernels.ppo_act, kernel), view, (chains, pointers), sizes, select, &step)?;
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
     launch.arg(&slot).arg(&dev_args);
