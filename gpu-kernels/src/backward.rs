@@ -281,6 +281,10 @@ pub unsafe fn gpu_backward(
                 narrow_rows(doutg.add(r0 * o), o, sb + sh.dout, BACKWARD_MAX_OUTPUTS, rows, o);
             }
         };
+        // The W2 columns above are copied before the grid-dependency wait: the kernel launched just before
+        // this one (the loss kernel, or `mlp_rows` before a stored D1) does not write the weights
+        // (`EARLY_READS`); everything below reads what it wrote.
+        crate::nvptx_ops::follow_previous();
         let subs = k.div_ceil(S);
         if subs > 0 {
             stage(0, 0);

@@ -448,14 +448,19 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
         let params = buf(c.net).add(c.trial as usize * l.params());
         let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
         let rows = m.saturating_sub(m0).min(tile_rows);
-        // The tile's input rows into `a`, W1 and W3 into their regions; then the rows of W2 below W1.
-        if !E::INPUT {
-            let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
-            stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, (thread, W));
-        }
+        // W1 and W3 into their regions; the tile's input rows into `a`; then the rows of W2 below W1. A
+        // training chain (its input a buffer) copies the weights before its grid-dependency wait: the kernel
+        // launched just before it (the sampler, PPO's gather) does not write them (`EARLY_READS`); the acting
+        // kernels have waited at their start (the update before them wrote the weights).
         stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, (thread, W));
         stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, (thread, W));
         cp_async_commit();
+        if !E::INPUT {
+            crate::nvptx_ops::follow_previous();
+            let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
+            stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, (thread, W));
+            cp_async_commit();
+        }
         let ahead = h.min(sh.ahead);
         stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, (thread, W));
         cp_async_commit();

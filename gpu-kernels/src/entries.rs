@@ -53,7 +53,7 @@ pub unsafe extern "ptx-kernel" fn env_scan(
     ring: *mut Transition,
     args: BatchArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     if env >= args.n_envs() {
         return;
@@ -82,7 +82,7 @@ pub unsafe extern "ptx-kernel" fn observe(
     out: *mut f32,
     args: BatchArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let width = args.n_features as usize + 3;
     if i >= args.n_envs() * width {
@@ -109,7 +109,7 @@ pub unsafe extern "ptx-kernel" fn reward_chunk_moments(
     chunks: *mut Moments,
     args: BatchArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let (n_chunks, steps) = (args.n_chunks(), args.steps as usize);
     if i >= args.n_trials as usize * steps * n_chunks {
@@ -136,7 +136,7 @@ pub unsafe extern "ptx-kernel" fn reward_merge(
     after_step: *mut Moments,
     args: BatchArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let trial = thread_index();
     if trial >= args.n_trials as usize {
         return;
@@ -162,7 +162,7 @@ pub unsafe extern "ptx-kernel" fn reward_normalize(
     after_step: *const Moments,
     args: BatchArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let (n_envs, steps) = (args.n_envs(), args.steps as usize);
     if i >= n_envs * steps {
@@ -198,7 +198,7 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
     weights: *mut f32,
     args: SampleArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let idx = thread_index();
     let width = args.n_features as usize + 3;
     if idx >= args.n_trials as usize * args.batch as usize * width {
@@ -244,7 +244,7 @@ pub unsafe extern "ptx-kernel" fn backtest(
     equity: *mut f64,
     args: BacktestArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let col = thread_index();
     if col >= args.n_columns as usize {
         return;
@@ -292,7 +292,7 @@ pub unsafe extern "ptx-kernel" fn backtest(
 /// enough for [`Gemm::extent`]; no product writes what another product of the launch reads; 256 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *const u64) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let smem: u64;
     // SAFETY: declares this block's tiles (GEMM_SHARED floats) and takes their generic address.
     unsafe {
@@ -319,7 +319,6 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
 /// long enough for their products ([`crate::chain::Chain::layers`]); no chain writes what another reads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_chain(chains: *const crate::chain::Chain, buffers: *const u64, net: NetArgs) {
-    follow_previous();
     use crate::chain::{CHAIN_THREADS, ROWS_PER_WARP, Staged};
     // SAFETY: the caller's contract.
     unsafe { chain_block::<ROWS_PER_WARP, { CHAIN_THREADS as usize / 32 }, true, _>(chains, buffers, &net, |_| Staged) }
@@ -336,7 +335,6 @@ pub unsafe extern "ptx-kernel" fn mlp_chain_wide(
     buffers: *const u64,
     net: NetArgs,
 ) {
-    follow_previous();
     use crate::chain::{ROWS_PER_WARP, Staged, WIDE_THREADS};
     // SAFETY: the caller's contract.
     unsafe { chain_block::<ROWS_PER_WARP, { WIDE_THREADS as usize / 32 }, false, _>(chains, buffers, &net, |_| Staged) }
@@ -624,7 +622,7 @@ pub unsafe extern "ptx-kernel" fn dqn_act(
     dqn: *const DqnParams,
     args: DqnArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let envs = Observe { params, states, bars, features, env, trial: 0 };
     let step = EnvStep { states, ring, actions, on: step != 0 };
     // SAFETY: the caller's contract.
@@ -657,7 +655,7 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     slot: u32,
     args: PpoArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let envs = Observe { params, states, bars, features, env, trial: 0 };
     let step = EnvStep { states, ring, actions, on: step != 0 };
     // SAFETY: the caller's contract.
@@ -673,7 +671,7 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
 /// index they name, each long enough for them; no product writes what another reads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *const u64) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     // SAFETY: the caller's contract.
     unsafe { staged_rows::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(problems, buffers) }
 }
@@ -685,7 +683,7 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
 /// As [`mlp_rows`], for wide tiles.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_rows_wide(problems: *const Gemm, buffers: *const u64) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     // SAFETY: the caller's contract.
     unsafe { staged_rows::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(problems, buffers) }
 }
@@ -713,7 +711,6 @@ unsafe fn staged_rows<const W: usize, const AHEAD: bool>(problems: *const Gemm, 
 /// As [`crate::backward::gpu_backward`]; the grid is [`crate::backward::backward_blocks`]`(&net)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
-    follow_previous();
     // SAFETY: the caller's contract.
     unsafe { backward_block(trials, buffers, &net, false) }
 }
@@ -726,7 +723,6 @@ pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers:
 /// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_gradients(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
-    follow_previous();
     // SAFETY: the caller's contract.
     unsafe { backward_block(trials, buffers, &net, true) }
 }
@@ -755,24 +751,6 @@ fn dyn_smem() -> *mut f32 {
     // SAFETY: takes the generic address of the module's dynamic shared window (no memory access).
     unsafe { core::arch::asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) p) };
     p as *mut f32
-}
-
-/// Programmatic dependent launch, the first statement of every kernel. In a module built for sm_90 or later
-/// (`griddepcontrol`), waits until the grid launched before this one on the stream has completed and its
-/// writes are visible, then lets the grid after this one be launched (its blocks wait here in turn). The host
-/// launches kernels with programmatic stream serialization on such a module, so a kernel's launch and block
-/// dispatch overlap its predecessor's last blocks instead of following its end; nothing a kernel reads is
-/// read before the wait, so every kernel still sees everything launched before it complete (each grid
-/// completes only after its own wait returned: by induction, all earlier grids completed). Launched without
-/// the attribute, the wait returns at once. Modules for older GPUs: nothing.
-#[inline(always)]
-fn follow_previous() {
-    #[cfg(target_feature = "sm_90")]
-    // SAFETY: both instructions only order this grid against its neighbours on the stream; the asm block
-    // keeps its default memory clobber, so no load is moved above the wait.
-    unsafe {
-        core::arch::asm!("griddepcontrol.wait;", "griddepcontrol.launch_dependents;")
-    };
 }
 
 /// Asks the memory system to bring the line holding `p` into L1 (a hint: no fault, no effect on results).
@@ -924,7 +902,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
     steps: u32,
     staged: u32,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: candidates
     // and Q-values of step s are written before the block-wide barrier of step s and read after it, into
     // the parity-s buffers, which step s + 1 leaves alone (it writes the other parity).
@@ -1095,7 +1073,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
     args: NetArgs,
     steps: u32,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     use crate::net::{
         WALK_OUTPUT_THREAD, WALK_REG_UNITS, WALK_REGS_THREADS, WalkRegsShared, dot_aligned, walk_row_stride,
     };
@@ -1258,7 +1236,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
 /// `dqn`: `n_trials`; `q`: `n_trials x envs_per_trial x 3`; `actions`: `n_trials x envs_per_trial`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn dqn_select(dqn: *const DqnParams, q: *const f32, actions: *mut u8, args: DqnArgs) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     let ept = args.envs_per_trial as usize;
     if env >= args.n_trials as usize * ept {
@@ -1293,7 +1271,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     losses: *mut f32,
     args: DqnArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     // SAFETY: reads of special registers.
     let (tile, t, tid) =
         unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
@@ -1355,7 +1333,7 @@ pub unsafe extern "ptx-kernel" fn dqn_adam(
     partial: *const f32,
     args: DqnArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     // SAFETY: reads of special registers.
     let (t, tid, p) = unsafe {
         let tid = nvptx::_thread_idx_x() as usize;
@@ -1406,7 +1384,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     slot: u32,
     args: PpoArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     let ept = args.envs_per_trial as usize;
     if env >= args.n_trials as usize * ept {
@@ -1434,7 +1412,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
     obs: *mut f32,
     args: PpoArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let (b, d) = (args.batch as usize, args.input as usize);
     let n = args.steps as usize * args.envs_per_trial as usize;
     // SAFETY: lengths as documented; each element is written by one thread of one block.
@@ -1532,7 +1510,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     losses: *mut f32,
     args: PpoArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     // SAFETY: reads of special registers.
     let (tile, t, tid) =
         unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
@@ -1572,7 +1550,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
 /// `grads`: `n_trials x params`; `partial`: [`NetArgs::partial_len`] floats.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32, args: PpoArgs) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
     if i >= trials * n_params {
@@ -1591,7 +1569,7 @@ pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32,
 /// `ppo`: `n_trials`; `grads`: `n_trials x params`; `lanes`: `n_trials x NORM_LANES`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_norm(ppo: *const PpoParams, grads: *const f32, lanes: *mut f32, args: PpoArgs) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
     if i >= trials * NORM_LANES {
@@ -1619,7 +1597,7 @@ pub unsafe extern "ptx-kernel" fn ppo_adam(
     lanes: *const f32,
     args: PpoArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
     if i >= trials * n_params {
@@ -1648,7 +1626,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gae(
     returns: *mut f32,
     args: PpoArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     let ept = args.envs_per_trial as usize;
     if env >= args.n_trials as usize * ept {
@@ -1675,7 +1653,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gae(
 /// `out`: one float per launched thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn fma_peak(out: *mut f32, iters: u32) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let i = thread_index();
     let mut acc = [0.0f32; 8];
     let (a, b) = (1.0f32 + i as f32 * 1e-9, 0.999_f32);
@@ -1756,7 +1734,7 @@ pub unsafe extern "ptx-kernel" fn vector_reset(
     equity: *mut f64,
     args: VectorArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     if env >= args.n_envs as usize {
         return;
@@ -1778,7 +1756,7 @@ pub unsafe extern "ptx-kernel" fn vector_reset(
 /// `actions`: `n_envs` elements of `args.action_kind`; `status`: one word.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn vector_check(actions: *const u8, status: *mut u32, args: VectorArgs) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     if env >= args.n_envs as usize {
         return;
@@ -1815,7 +1793,7 @@ pub unsafe extern "ptx-kernel" fn vector_step(
     equity: *mut f64,
     args: VectorArgs,
 ) {
-    follow_previous();
+    crate::nvptx_ops::follow_previous();
     let env = thread_index();
     // SAFETY: lengths as documented; this thread alone touches env `env`'s state, counter and outputs.
     unsafe {

@@ -59,6 +59,15 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
 ];
 
+/// The kernels that read before their grid-dependency wait (`nvptx_ops::follow_previous`; every other kernel
+/// waits first): the training chains copy the network's weights (`W1`, `W3`) and the fused backward pass the
+/// layer-1 side's `W2` columns, with programmatic dependent launch while the kernel before them runs. So the
+/// kernel launched just before one of these on its stream must not write the weights it reads: the sampler
+/// or PPO's gather before a training forward pass, the loss kernel or `mlp_rows` before the backward pass
+/// (every grid before that one has completed when a kernel's blocks start, so an update two or more launches
+/// back is done). Nothing is written to global memory before the wait (a PTX test checks it).
+pub const EARLY_READS: &[&str] = &[MLP_CHAIN, MLP_CHAIN_WIDE, MLP_BACKWARD, MLP_GRADIENTS];
+
 /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
 pub const GEMM_TILES: &str = "gemm_tiles";
 /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).

@@ -46,6 +46,26 @@ pub(crate) mod nvptx_ops {
         fn llvm_fma_f32(a: f32, b: f32, c: f32) -> f32;
     }
 
+    /// Programmatic dependent launch: the first statement of every kernel, or in the kernels of
+    /// [`crate::kernel_names::EARLY_READS`] the first after their early reads. In a module built for sm_90 or
+    /// later (`griddepcontrol`), waits until the grid launched before this one on the stream has completed
+    /// and its writes are visible, then lets the grid after this one be launched (its blocks wait here in
+    /// turn). The host launches kernels with programmatic stream serialization on such a module, so a
+    /// kernel's launch and block dispatch overlap its predecessor's last blocks instead of following its
+    /// end. Every grid completes only after its own wait returned, so when a kernel's blocks start, every
+    /// grid but the one just before it has completed (by induction): early reads may read what those wrote,
+    /// nothing the one just before may write. Launched without the attribute, the wait returns at once.
+    /// Modules for older GPUs: nothing.
+    #[inline(always)]
+    pub(crate) fn follow_previous() {
+        #[cfg(target_feature = "sm_90")]
+        // SAFETY: both instructions only order this grid against its neighbours on the stream; the asm block
+        // keeps its default memory clobber, so no load is moved above the wait.
+        unsafe {
+            core::arch::asm!("griddepcontrol.wait;", "griddepcontrol.launch_dependents;")
+        };
+    }
+
     /// `fma.rn.f32`: `a * b + c` rounded once.
     #[inline]
     pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {

@@ -24,8 +24,10 @@ pub(crate) struct CudaDqn {
     /// Per-trial sizes on the device (the greedy walk reads them).
     dev_trials: CudaSlice<Dev<NetTrial>>,
     tables: ProductTables,
-    /// Recorded after the last weight update, on the stream that ran it (a walk's weight copy waits for it).
-    updated: Option<cudarc::driver::CudaEvent>,
+    /// The stream of the last weight update (a walk's weight copy waits for the work queued on it; no event
+    /// is recorded per update, which would stand between two kernels of the stream and keep the next one
+    /// from launching before the update ends: [`CudaRuntime::dependent_launch`]).
+    trained_on: Option<Arc<CudaStream>>,
     /// The last walk's weight copy, which the next update waits for.
     walk_copy: launch::net::WalkCopy,
     /// The stream of the last acting or training launches.
@@ -82,7 +84,7 @@ impl CudaDqn {
             trials,
             dev_trials,
             tables,
-            updated: None,
+            trained_on: None,
             walk_copy: Default::default(),
             last: Default::default(),
         };
@@ -150,7 +152,7 @@ impl CudaDqn {
         launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
         self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
         launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
-        self.updated = Some(launch::net::event_after(stream)?);
+        self.trained_on = Some(stream.clone());
         Ok(())
     }
 
@@ -164,7 +166,7 @@ impl CudaDqn {
         steps: usize,
     ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
         let (weights, copy) =
-            launch::net::walk_weights(&self.stream, self.updated.as_ref(), &self.nets.online, view.stream)?;
+            launch::net::walk_weights(&self.stream, self.trained_on.as_deref(), &self.nets.online, view.stream)?;
         self.walk_copy = copy;
         launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
     }

@@ -292,29 +292,24 @@ impl DeviceWalk {
     }
 }
 
-/// An event after the work queued on `stream` so far (no timing: the cheapest kind); a learner records one
-/// after each weight update for [`walk_weights`].
-pub(crate) fn event_after(stream: &CudaStream) -> Result<CudaEvent, HostError> {
-    stream
-        .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-        .map_err(HostError::driver("recording the update's event"))
-}
-
-/// A copy of a learner's `weights` for a walk on `walk_stream`, made on the learner's `stream` once the last
-/// update (`updated`, on the training envs' stream) is done, not after the whole device: a walk started
-/// earlier may still be running. Training may go on while the walk reads the copy, but its next update must
+/// A copy of a learner's `weights` for a walk on `walk_stream`, made on the learner's `stream` once the work
+/// queued so far on `trained_on` (the stream of the last update) is done, not after the whole device: a walk
+/// started earlier may still be running. Training may go on while the walk reads the copy, but its next update must
 /// not write `weights` before the copy has read them: the returned event (recorded after the copy) is what
 /// the learner makes its training stream wait for before that update ([`WalkCopy::order`]). cudarc's own
 /// tracking does not cover it: a buffer keeps one read event, and a kernel of the training stream that
 /// reads the weights as an argument (`dqn_td`, `ppo_loss`) replaces the copy's.
 pub(crate) fn walk_weights(
     stream: &Arc<CudaStream>,
-    updated: Option<&CudaEvent>,
+    trained_on: Option<&CudaStream>,
     weights: &CudaSlice<f32>,
     walk_stream: &CudaStream,
 ) -> Result<(CudaSlice<f32>, WalkCopy), HostError> {
-    if let Some(updated) = updated {
-        stream.wait(updated).map_err(HostError::driver("ordering a walk after the last update"))?;
+    if let Some(trained_on) = trained_on {
+        let updated = trained_on
+            .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(HostError::driver("recording the last update's event"))?;
+        stream.wait(&updated).map_err(HostError::driver("ordering a walk after the last update"))?;
     }
     let copy = stream.clone_dtod(weights).map_err(HostError::driver("copying weights for a walk"))?;
     walk_stream.join(stream).map_err(HostError::driver("ordering a walk after its weights"))?;
