@@ -40,11 +40,18 @@ pub const CHAIN_ROWS: usize = 32;
 pub const CHAIN_THREADS: u32 = 128;
 /// Rows of the tile each warp computes (training chains and `mlp_rows`).
 pub const ROWS_PER_WARP: usize = CHAIN_ROWS / (CHAIN_THREADS as usize / 32);
-/// Rows of an acting chain's tile (5 a warp). An acting launch is a single wave (5 trials x 1,024 envs are
-/// 160 tiles of 32 rows for 132 multiprocessors, the busiest of which ran two: 64 rows, and a block's time
-/// is its warps' serial FMA chains); 20-row tiles are 256 blocks, at most two (40 rows) on one.
-pub const ACT_ROWS: usize = 20;
-const _: () = assert!(ACT_ROWS.is_multiple_of(CHAIN_THREADS as usize / 32) && ACT_ROWS <= CHAIN_ROWS);
+/// Rows of an acting chain's tile (8 warps of 5 rows). An acting launch is a single wave: 5 trials x 1,024
+/// envs are 130 tiles of 40 rows for 132 multiprocessors, a block of [`ACT_THREADS`] each, which stages the
+/// weights once for its 40 rows and keeps all of them at once ([`ChainShared::apart`]: no copy of W2 waited
+/// for between the layers). Two 4-warp blocks of 20 rows on a multiprocessor (until 2026-12) staged every
+/// weight twice, the rows of W2 below W1 after layer 1.
+pub const ACT_ROWS: usize = 40;
+/// Threads of an acting block.
+pub const ACT_THREADS: u32 = 256;
+const _: () = assert!(ACT_ROWS.is_multiple_of(ACT_THREADS as usize / 32));
+/// The most shared memory an acting block takes with its weights apart ([`ChainShared::apart`]: the H100's
+/// and H200's 227 KB a block); past it the weights region is shared by W1 and W2 as in the training chains.
+pub const ACT_SHARED_APART: usize = 227 * 1024;
 /// Rows of a wide training chain block's tile (`mlp_chain_wide`: 16 warps of [`ROWS_PER_WARP`]). One block a
 /// multiprocessor stages each layer's weights once for 128 rows and keeps 4 warps a scheduler (two 4-warp
 /// blocks of 32 rows keep 2): a DQN step's forward passes (15 chains of 1,024 rows) are 120 blocks, one wave.
@@ -105,15 +112,24 @@ impl Chain {
         }
     }
 
-    /// Threads of a block: [`WIDE_THREADS`] for wide tiles, else [`CHAIN_THREADS`].
+    /// Threads of a block: [`WIDE_THREADS`] for wide tiles, [`ACT_THREADS`] for acting ones, else
+    /// [`CHAIN_THREADS`].
     pub fn threads(&self) -> u32 {
-        if self.tile_rows() == WIDE_ROWS { WIDE_THREADS } else { CHAIN_THREADS }
+        match self.tile_rows() {
+            WIDE_ROWS => WIDE_THREADS,
+            ACT_ROWS => ACT_THREADS,
+            _ => CHAIN_THREADS,
+        }
     }
 
-    /// The block's shared layout for `net` (buffers of [`WIDE_ROWS`] rows for wide tiles, else of
-    /// [`CHAIN_ROWS`]).
+    /// The block's shared layout for `net`: buffers of the tile's rows ([`CHAIN_ROWS`] for narrow training
+    /// tiles), and for acting tiles the weights apart where they fit ([`ChainShared::acting`]).
     pub fn shared(&self, net: &NetArgs) -> ChainShared {
-        ChainShared::with_rows(net, if self.tile_rows() == WIDE_ROWS { WIDE_ROWS } else { CHAIN_ROWS })
+        match self.tile_rows() {
+            WIDE_ROWS => ChainShared::with_rows(net, WIDE_ROWS),
+            ACT_ROWS => ChainShared::acting(net),
+            _ => ChainShared::with_rows(net, CHAIN_ROWS),
+        }
     }
 
     /// Whether its operands suit the kernel: row-major rows (unit column stride).
@@ -169,6 +185,27 @@ impl ChainShared {
         let a = w3 + o * s2;
         let b = a + rows * sa;
         Self { s1, s2, sa, weights, w1, ahead: (w1 - weights) / s2, w3, a, b, len: b + rows * s2 }
+    }
+
+    /// The layout for `net` and tiles of `rows` with W2 and W1 apart (W2, then W1): every row of W2 is
+    /// copied while layer 1 runs ([`Self::ahead`] is the hidden width), none waited for after it.
+    pub fn apart(net: &NetArgs, rows: usize) -> Self {
+        let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
+        let (s1, s2) = (walk_row_stride(d), walk_row_stride(hs));
+        let sa = s1.max(s2);
+        let weights = 0;
+        let w1 = weights + hs * s2;
+        let w3 = w1 + hs * s1;
+        let a = w3 + o * s2;
+        let b = a + rows * sa;
+        Self { s1, s2, sa, weights, w1, ahead: hs, w3, a, b, len: b + rows * s2 }
+    }
+
+    /// The acting chains' layout: [`Self::apart`] for [`ACT_ROWS`] where it takes at most
+    /// [`ACT_SHARED_APART`] bytes, else [`Self::with_rows`].
+    pub fn acting(net: &NetArgs) -> Self {
+        let apart = Self::apart(net, ACT_ROWS);
+        if apart.bytes() <= ACT_SHARED_APART { apart } else { Self::with_rows(net, ACT_ROWS) }
     }
 
     /// Bytes of dynamic shared memory a chain block needs.
@@ -755,7 +792,8 @@ pub fn chain_plan(
 #[cfg(test)]
 mod tests {
     use super::{
-        ACT_ROWS, CHAIN_ROWS, CHAIN_THREADS, Chain, ChainShared, ROWS_PER_WARP, WIDE_ROWS, WIDE_THREADS, chain_plan,
+        ACT_ROWS, ACT_SHARED_APART, ACT_THREADS, CHAIN_ROWS, CHAIN_THREADS, Chain, ChainShared, ROWS_PER_WARP,
+        WIDE_ROWS, WIDE_THREADS, chain_plan,
     };
     use crate::net::{ACTING, FORWARD, NetArgs, NetTrial, plan};
 
@@ -785,9 +823,14 @@ mod tests {
                     assert!(chains[i].row_major());
                     let rows = if act { ACT_ROWS } else { train_rows };
                     assert_eq!(chains[i].tile_rows(), rows);
-                    let threads = if rows == WIDE_ROWS { WIDE_THREADS } else { CHAIN_THREADS };
+                    let threads = match rows {
+                        WIDE_ROWS => WIDE_THREADS,
+                        ACT_ROWS => ACT_THREADS,
+                        _ => CHAIN_THREADS,
+                    };
                     assert_eq!(chains[i].threads(), threads);
-                    assert_eq!(chains[i].threads() as usize / 32 * ROWS_PER_WARP, rows.max(CHAIN_ROWS));
+                    let per_warp = if act { ACT_ROWS / (ACT_THREADS as usize / 32) } else { ROWS_PER_WARP };
+                    assert_eq!(chains[i].threads() as usize / 32 * per_warp, rows);
                     assert_eq!(chains[i].tiles(), (chains[i].m_pad as usize).div_ceil(rows));
                     i += 1;
                 });
@@ -832,5 +875,24 @@ mod tests {
         let c = Chain { rows: WIDE_ROWS as u32, ..Chain::default() };
         assert_eq!(c.shared(&net), wide);
         assert_eq!(Chain { rows: CHAIN_ROWS as u32, ..c }.shared(&net), sh);
+    }
+
+    /// The acting layout keeps W2 and W1 apart (every row of W2 ahead) where it takes at most
+    /// `ACT_SHARED_APART` bytes: D = 54, H = 128 does, one block of 40 rows a multiprocessor; wider hidden
+    /// layers fall back to the shared weights region.
+    #[test]
+    fn acting_layout_keeps_the_weights_apart_where_they_fit() {
+        let net = NetArgs::new(5, 1024, 54, 128, 3, 1024, 300_000);
+        let act = ChainShared::acting(&net);
+        assert_eq!(act, ChainShared::apart(&net, ACT_ROWS));
+        assert_eq!(Chain { rows: ACT_ROWS as u32, ..Chain::default() }.shared(&net), act);
+        assert_eq!((act.weights, act.ahead, act.w1), (0, 128, 128 * act.s2));
+        assert_eq!(act.w3, act.w1 + 128 * act.s1);
+        assert_eq!((act.a, act.b), (act.w3 + 3 * act.s2, act.w3 + 3 * act.s2 + ACT_ROWS * act.sa));
+        assert_eq!(act.len, act.b + ACT_ROWS * act.s2);
+        assert!(act.bytes() <= ACT_SHARED_APART, "{} bytes", act.bytes());
+        let wide = NetArgs::new(5, 1024, 54, 192, 3, 1024, 300_000);
+        assert!(ChainShared::apart(&wide, ACT_ROWS).bytes() > ACT_SHARED_APART);
+        assert_eq!(ChainShared::acting(&wide), ChainShared::with_rows(&wide, ACT_ROWS));
     }
 }

@@ -362,7 +362,7 @@ unsafe fn chain_block<const R: usize, const W: usize, const AHEAD: bool, E: crat
 }
 
 /// An acting chain's input rows: each env's observation ([`observe_entry`]) written straight into the
-/// block's shared memory (warp `w` the rows `w, w + 4, ..`, lane `l` the columns `l, l + 32, ..`), in place of
+/// block's shared memory (warp `w` the rows `w, w + 8, ..`, lane `l` the columns `l, l + 32, ..`), in place of
 /// an `observe` launch and the staged copy of its output.
 struct Observe {
     params: *const TrialParams,
@@ -400,8 +400,8 @@ impl Observe {
         d: usize,
         thread: usize,
     ) {
-        use crate::chain::{ACT_ROWS, CHAIN_THREADS};
-        const WARPS: usize = CHAIN_THREADS as usize / 32;
+        use crate::chain::{ACT_ROWS, ACT_THREADS};
+        const WARPS: usize = ACT_THREADS as usize / 32;
         const R: usize = ACT_ROWS / WARPS;
         let (nf, n_bars) = (self.env.n_features as usize, self.env.n_bars as usize);
         let (lane, warp) = (thread % 32, thread / 32);
@@ -582,10 +582,10 @@ unsafe fn act_block<C: Choice>(
     choice: C,
     step: EnvStep,
 ) {
-    use crate::chain::{ACT_ROWS, CHAIN_THREADS};
+    use crate::chain::{ACT_ROWS, ACT_THREADS};
     // SAFETY: the caller's contract.
     unsafe {
-        chain_block::<{ ACT_ROWS / (CHAIN_THREADS as usize / 32) }, { CHAIN_THREADS as usize / 32 }, true, _>(
+        chain_block::<{ ACT_ROWS / (ACT_THREADS as usize / 32) }, { ACT_THREADS as usize / 32 }, true, _>(
             chains,
             buffers,
             net,

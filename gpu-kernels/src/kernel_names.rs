@@ -40,6 +40,7 @@ pub const BACKTEST_BLOCK: u32 = 64;
 /// `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then: up to
 /// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two. `mlp_chain_wide` asks
 /// for one block of 512 (at most 128 registers a thread): its shared memory (200 KB) leaves room for one.
+/// The acting kernels ask for one block of 256 (40 rows, the weights apart: 140 KB).
 /// `gemm_tiles` asks for three blocks of 256 (at most 85 registers; ptxas keeps 80 and spills 28 bytes):
 /// with 96 registers two fit, and the products are latency-bound (a global round trip per K step), so the
 /// third block's warps hide more of it. Measured on the H200 (`bench learners`, interleaved variants by
@@ -49,8 +50,8 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
     (MLP_CHAIN_WIDE, crate::chain::WIDE_THREADS, 1),
-    (DQN_ACT, crate::chain::CHAIN_THREADS, 2),
-    (PPO_ACT, crate::chain::CHAIN_THREADS, 2),
+    (DQN_ACT, crate::chain::ACT_THREADS, 1),
+    (PPO_ACT, crate::chain::ACT_THREADS, 1),
     (MLP_ROWS, crate::chain::CHAIN_THREADS, 2),
     (MLP_ROWS_WIDE, crate::chain::WIDE_THREADS, 1),
     (MLP_BACKWARD, crate::backward::BACKWARD_THREADS, 2),

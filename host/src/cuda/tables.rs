@@ -108,8 +108,10 @@ impl ProductTables {
     /// or `None` where the layers do not fuse.
     fn chain_table(&mut self, net: &NetArgs, trials: &[NetTrial], act: bool) -> Result<Option<usize>, HostError> {
         use gpu_kernels::chain::{CHAIN_ROWS, ChainShared, WIDE_ROWS};
-        let fits = |rows| ChainShared::with_rows(net, rows).bytes() <= self.rt.shared_per_block();
-        if !(fits(CHAIN_ROWS) && self.rt.fused()) {
+        let fits = |sh: ChainShared| sh.bytes() <= self.rt.shared_per_block();
+        // Acting tiles have a layout of their own (`ChainShared::acting`); training tiles fit at 32 rows.
+        let layout = if act { ChainShared::acting(net) } else { ChainShared::with_rows(net, CHAIN_ROWS) };
+        if !(fits(layout) && self.rt.fused()) {
             return Ok(None);
         }
         let key = (act, if act { net.envs_per_trial } else { 0 });
@@ -117,7 +119,8 @@ impl ProductTables {
             return Ok(Some(i));
         }
         // Training chains in wide tiles where their buffers fit a block (`mlp_chain_wide`), else in 32 rows.
-        let train_rows = if !act && fits(WIDE_ROWS) && !self.rt.narrow_chains() { WIDE_ROWS } else { CHAIN_ROWS };
+        let wide = fits(ChainShared::with_rows(net, WIDE_ROWS));
+        let train_rows = if !act && wide && !self.rt.narrow_chains() { WIDE_ROWS } else { CHAIN_ROWS };
         let mut host = Vec::new();
         gpu_kernels::chain::chain_plan(net, trials, act, train_rows, |c| host.push(c));
         let l = net.layout();
