@@ -58,6 +58,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (MLP_GRADIENTS, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
+    (PPO_NORM, crate::ppo::NORM_THREADS, 0),
 ];
 
 /// The kernels that read before their grid-dependency wait (`nvptx_ops::follow_previous`; every other kernel

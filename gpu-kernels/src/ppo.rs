@@ -285,26 +285,48 @@ pub fn gae_env(
 ) {
     let mut next_value = bootstrap;
     let mut gae = 0.0f32;
-    for t in (0..steps).rev() {
-        let i = t * envs + e;
-        let tr = &ring[i];
-        if tr.valid == 0 {
-            gae = 0.0;
-            next_value = 0.0;
-            write(i, 0.0, 0.0);
-            continue;
-        }
-        let (next, carry) = match tr.done {
-            0 => (next_value, 1.0),
-            crate::types::TRUNCATED => (bootstrap, 0.0),
-            _ => (0.0, 0.0),
-        };
-        let delta = tr.reward + gamma * next - values[i];
-        gae = delta + gamma * lambda * carry * gae;
-        write(i, gae, gae + values[i]);
-        next_value = values[i];
+    // Steps in groups of GAE_AHEAD from the last: a group's transitions and values are all read before any
+    // of its writes (on the GPU a read after a write through another pointer waited for the write: a global
+    // round trip a step). The arithmetic, and so every bit, is the step-by-step recursion's.
+    let mut end = steps;
+    while end > 0 {
+        let start = end.saturating_sub(GAE_AHEAD);
+        let mut read = [(0u8, 0u8, 0.0f32, 0.0f32); GAE_AHEAD];
+        const _: () = assert!(GAE_AHEAD == 8, "the unrolled groups below are written for 8 steps");
+        crate::tile::unrolled!(k in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if k < end - start {
+                let i = (end - 1 - k) * envs + e;
+                let tr = &ring[i];
+                read[k] = (tr.valid, tr.done, tr.reward, values[i]);
+            }
+        });
+        crate::tile::unrolled!(k in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if k < end - start {
+                let i = (end - 1 - k) * envs + e;
+                let (valid, done, reward, value) = read[k];
+                if valid == 0 {
+                    gae = 0.0;
+                    next_value = 0.0;
+                    write(i, 0.0, 0.0);
+                } else {
+                    let (next, carry) = match done {
+                        0 => (next_value, 1.0),
+                        crate::types::TRUNCATED => (bootstrap, 0.0),
+                        _ => (0.0, 0.0),
+                    };
+                    let delta = reward + gamma * next - value;
+                    gae = delta + gamma * lambda * carry * gae;
+                    write(i, gae, gae + value);
+                    next_value = value;
+                }
+            }
+        });
+        end = start;
     }
 }
+
+/// Rollout steps [`gae_env`] reads ahead of its writes.
+pub const GAE_AHEAD: usize = 8;
 
 /// The index (within the trial's `n` rollout slots) of minibatch sample `j` of the trial's update `update`
 /// (the trial keyed `key`): uniform over the valid transitions ([`crate::batch::draw_valid`]); `None` (a
@@ -496,6 +518,22 @@ pub fn norm_lane(lane: usize, l: &Layout, p: &PpoParams, g: impl Fn(usize) -> f3
     )
 }
 
+/// Threads of a `ppo_norm` block (a block per trial).
+pub const NORM_THREADS: u32 = 512;
+/// Active gradients a `ppo_norm` block stages in shared memory at a time (16 a thread; a multiple of
+/// [`NORM_LANES`], so a lane's terms keep their lane in every window): 32 KB.
+pub const NORM_WINDOW: usize = 8192;
+const _: () = assert!(NORM_WINDOW.is_multiple_of(NORM_LANES) && NORM_WINDOW.is_multiple_of(NORM_THREADS as usize));
+
+/// [`norm_lane`]'s sum continued from `acc` over the active gradients `window` (the `window.len()` gradients
+/// from a multiple of [`NORM_WINDOW`], in [`active_param`] order): its terms `lane, lane + NORM_LANES, ..`
+/// in order, so that folding the windows in order gives [`norm_lane`]'s bits.
+#[inline]
+pub fn norm_window(lane: usize, window: &[f32], acc: f32) -> f32 {
+    let terms = if lane < window.len() { (window.len() - lane).div_ceil(NORM_LANES) } else { 0 };
+    crate::net::fold_ahead(terms, |k| window[lane + k * NORM_LANES], acc, |s, x| crate::tile::fma(x, x, s))
+}
+
 /// The factor a trial's gradient is multiplied by before Adam: `min(1, max_grad_norm / (norm + 1e-6))`
 /// (PyTorch's `clip_grad_norm_`), `norm` the square root of the lanes' sum; 1 without clipping.
 #[inline]
@@ -615,6 +653,68 @@ mod tests {
     use super::*;
     use std::vec;
     use std::vec::Vec;
+
+    /// `ppo_norm` stages the active gradients in windows and folds each lane over them in turn: the same bits
+    /// as `norm_lane`'s one pass, for sizes below, at and past a window.
+    #[test]
+    fn norm_lanes_over_windows_are_the_one_pass_sums() {
+        let l = Layout::actor_critic(54, 128);
+        for h in [1usize, 7, 64, 128] {
+            let n = active_params(&l, h);
+            let g: Vec<f32> = (0..l.params()).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 1.0e-3).collect();
+            let active: Vec<f32> = (0..n).map(|a| g[active_param(&l, h, a)]).collect();
+            let p = PpoParams { hidden: h as u32, ..PpoParams::default() };
+            for lane in [0, 1, 17, NORM_LANES - 1] {
+                let whole = norm_lane(lane, &l, &p, |i| g[i]);
+                let windows = active.chunks(NORM_WINDOW).fold(0.0, |acc, w| norm_window(lane, w, acc));
+                assert_eq!(windows.to_bits(), whole.to_bits(), "h {h}, lane {lane}, {n} gradients");
+            }
+            assert!(n <= NORM_WINDOW || h == 128, "h {h}: {n} gradients");
+        }
+    }
+
+    /// `gae_env` reads its steps in groups ahead of its writes: the same bits as the plain backward
+    /// recursion, for rollouts shorter than, equal to and past a group, with done, truncated and invalid steps.
+    #[test]
+    fn gae_in_groups_is_the_step_by_step_recursion() {
+        let (envs, gamma, lambda, bootstrap) = (3usize, 0.99f32, 0.95f32, 0.37f32);
+        for steps in [1usize, 7, 8, 9, 29] {
+            let n = steps * envs;
+            let ring: Vec<Transition> = (0..n)
+                .map(|i| Transition {
+                    reward: ((i * 37 % 17) as f32 - 8.0) * 0.01,
+                    done: [0, 0, 0, crate::types::TRUNCATED, 1][i % 5],
+                    valid: u8::from(i % 11 != 4),
+                    ..Transition::default()
+                })
+                .collect();
+            let values: Vec<f32> = (0..n).map(|i| ((i * 53 % 23) as f32 - 11.0) * 0.03).collect();
+            for e in 0..envs {
+                let mut got = vec![(0.0f32, 0.0f32); n];
+                gae_env(e, envs, steps, gamma, lambda, &ring, &values, bootstrap, |i, a, r| got[i] = (a, r));
+                let (mut next_value, mut gae) = (bootstrap, 0.0f32);
+                for t in (0..steps).rev() {
+                    let i = t * envs + e;
+                    let tr = &ring[i];
+                    let want = if tr.valid == 0 {
+                        (gae, next_value) = (0.0, 0.0);
+                        (0.0, 0.0)
+                    } else {
+                        let (next, carry) = match tr.done {
+                            0 => (next_value, 1.0),
+                            crate::types::TRUNCATED => (bootstrap, 0.0),
+                            _ => (0.0, 0.0),
+                        };
+                        gae = tr.reward + gamma * next - values[i] + gamma * lambda * carry * gae;
+                        next_value = values[i];
+                        (gae, gae + values[i])
+                    };
+                    assert_eq!(got[i].0.to_bits(), want.0.to_bits(), "steps {steps}, env {e}, t {t}");
+                    assert_eq!(got[i].1.to_bits(), want.1.to_bits(), "steps {steps}, env {e}, t {t}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn permute_is_a_bijection_of_any_size() {

@@ -294,13 +294,11 @@ impl Epilogue {
 
 /// Repeats `$body` with `$i` bound to each literal of the list: an unrolled loop whose indices are constants,
 /// so arrays indexed by them stay in registers (a loop LLVM declines to unroll indexes them in local memory).
-#[cfg(target_arch = "nvptx64")]
 macro_rules! unrolled {
     ($i:ident in [$($n:literal),*] $body:block) => {
         $( { let $i: usize = $n; $body } )*
     };
 }
-#[cfg(target_arch = "nvptx64")]
 pub(crate) use unrolled;
 
 /// The most `k` of a `gpu_short_rows` (nvptx only) product.

@@ -1,12 +1,12 @@
 //! Launches of the PPO kernels between the products: selection, GAE, gather, loss, gradient, norm, Adam.
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::Transition;
 use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::NetArgs;
 use gpu_kernels::ppo::PpoArgs;
 
-use super::{Launch, at_least, gather_grid, grid, loss_grid, timed};
+use super::{Launch, at_least, gather_grid, grid, loss_grid, per_trial_grid_of, timed};
 use crate::HostError;
 use crate::cuda::buffers::{ChainTable, Dev, PolicyView, PpoBuffers};
 use crate::cuda::runtime::CudaRuntime;
@@ -226,7 +226,12 @@ pub(crate) fn ppo_adam(
     timed(rt, stream, "ppo_grad", || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_norm);
     launch.arg(&b.params).arg(&b.grads).arg(&mut b.norm_lanes).arg(&dev_args);
-    let cfg = grid("ppo_norm", trials * gpu_kernels::ppo::NORM_LANES)?;
+    // A block per trial (`block_idx_y`) and its window of gradients in shared memory.
+    let threads = gpu_kernels::ppo::NORM_THREADS;
+    let cfg = LaunchConfig {
+        shared_mem_bytes: 4 * gpu_kernels::ppo::NORM_WINDOW as u32,
+        ..per_trial_grid_of("ppo_norm", threads as usize, threads, trials)?
+    };
     // SAFETY: arguments match `gpu_kernels::entries::ppo_norm`; lengths checked above.
     timed(rt, stream, "ppo_norm", || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adam);
