@@ -409,6 +409,11 @@ unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
 /// acting kernels (`dqn_act`, `ppo_act`) compute each env's observation straight into shared memory and
 /// choose each env's action from its outputs, in place of the `observe` and select launches around
 /// `mlp_chain` (the same functions, so the same bits).
+/// [`ChainEnds::early`]: the layers' weights are copied before the grid-dependency wait.
+pub const EARLY_WEIGHTS: u32 = 1;
+/// [`ChainEnds::early`]: [`ChainEnds::input`] runs before the grid-dependency wait.
+pub const EARLY_INPUT: u32 = 2;
+
 pub trait ChainEnds {
     /// Whether [`ChainEnds::input`] writes the input rows (else they are staged from `c.x`).
     const INPUT: bool = false;
@@ -432,6 +437,14 @@ pub trait ChainEnds {
         _d: usize,
         _thread: usize,
     ) {
+    }
+
+    /// What the chain reads before its grid-dependency wait ([`EARLY_WEIGHTS`], [`EARLY_INPUT`]): a
+    /// training chain (its input a buffer) always copies its weights early; an input-writing chain (acting)
+    /// as the host says for the kernel launched just before it.
+    #[inline(always)]
+    fn early(&self) -> u32 {
+        if Self::INPUT { 0 } else { EARLY_WEIGHTS }
     }
 
     /// Row `row`'s outputs, once the block has written them (`Self::OUTPUT`).
@@ -485,15 +498,28 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
         let params = buf(c.net).add(c.trial as usize * l.params());
         let (ws, a, b) = (smem.add(sh.weights), smem.add(sh.a), smem.add(sh.b));
         let rows = m.saturating_sub(m0).min(tile_rows);
-        // W1 and W3 into their regions; the tile's input rows into `a`; then the rows of W2 below W1. A
-        // training chain (its input a buffer) copies the weights before its grid-dependency wait: the kernel
-        // launched just before it (the sampler, PPO's gather) does not write them (`EARLY_READS`); the acting
-        // kernels have waited at their start (the update before them wrote the weights).
-        stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, (thread, W));
-        stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, (thread, W));
-        cp_async_commit();
+        // W1 and W3 into their regions; the tile's input rows into `a`; then the rows of W2 below W1. What
+        // the kernel launched just before this one does not write is read before the grid-dependency wait
+        // (`EARLY_READS`): a training chain's weights (the sampler or PPO's gather ran before it), an acting
+        // chain's weights or observations as `ends.early()` says. The copies' groups are W1 and W3, the input
+        // rows (training), W2, in every order of the calls, so `wait_group 1` leaves W2 alone in flight.
+        let early = ends.early();
+        let stage_w13 = || {
+            stage_rows(params.add(l.w1()), d, smem.add(sh.w1), sh.s1, h, d, (thread, W));
+            stage_rows(params.add(l.w3()), hs, smem.add(sh.w3), sh.s2, o, h, (thread, W));
+            cp_async_commit();
+        };
+        if early & EARLY_WEIGHTS != 0 {
+            stage_w13();
+        }
+        if E::INPUT && early & EARLY_INPUT != 0 {
+            ends.input(a, sh.sa, b, (m0, rows), d, thread);
+        }
+        crate::nvptx_ops::follow_previous();
+        if early & EARLY_WEIGHTS == 0 {
+            stage_w13();
+        }
         if !E::INPUT {
-            crate::nvptx_ops::follow_previous();
             let x = buf(c.x.buf).add(c.x.off as usize + m0 * c.x.row as usize);
             stage_rows(x, c.x.row as usize, a, sh.sa, rows, d, (thread, W));
             cp_async_commit();
@@ -501,7 +527,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
         let ahead = h.min(sh.ahead);
         stage_rows(params.add(l.w2()), hs, ws, sh.s2, ahead, h, (thread, W));
         cp_async_commit();
-        if E::INPUT {
+        if E::INPUT && early & EARLY_INPUT == 0 {
             ends.input(a, sh.sa, b, (m0, rows), d, thread);
         }
         cp_async_wait::<1>();

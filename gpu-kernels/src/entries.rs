@@ -409,12 +409,15 @@ impl Observe {
         unsafe {
             let bars = slice::from_raw_parts(self.bars, n_bars);
             let features = slice::from_raw_parts(self.features, n_bars * nf);
+            // Shared stores by shared address (no generic store: the kernel may run this before its
+            // grid-dependency wait, where it writes no global memory; the PTX test checks that).
+            use crate::nvptx_ops::{shared_addr, sts};
             if thread < rows {
                 let state = &*self.states.add(self.env(m0 + thread));
                 let floats = observe_floats(&*self.params.add(self.trial), state, bars);
-                *scratch.add(4 * thread) = f32::from_bits(state.bar);
+                sts(shared_addr(scratch.add(4 * thread)), f32::from_bits(state.bar));
                 for (k, f) in floats.into_iter().enumerate() {
-                    *scratch.add(4 * thread + 1 + k) = f;
+                    sts(shared_addr(scratch.add(4 * thread + 1 + k)), f);
                 }
             }
             core::arch::nvptx::_syncthreads();
@@ -436,7 +439,7 @@ impl Observe {
                     for (k, &v) in pair.iter().enumerate() {
                         let (r, col) = at(i, k);
                         if r < rows && col < d {
-                            *a.add(r * sa + col) = v;
+                            sts(shared_addr(a.add(r * sa + col)), v);
                         }
                     }
                 }
@@ -461,6 +464,8 @@ struct Act<C> {
     obs: Observe,
     choice: C,
     step: EnvStep,
+    /// [`crate::chain::ChainEnds::early`]'s flags, from the host.
+    early: u32,
 }
 
 /// The env step fused after an acting kernel's choice (`env_scan` over one bar, in the same thread that
@@ -499,6 +504,10 @@ impl EnvStep {
 impl<C: Choice> crate::chain::ChainEnds for Act<C> {
     const INPUT: bool = true;
     const OUTPUT: bool = true;
+
+    fn early(&self) -> u32 {
+        self.early
+    }
 
     unsafe fn input(&self, a: *mut f32, sa: usize, scratch: *mut f32, rows: (usize, usize), d: usize, thread: usize) {
         // SAFETY: the acting kernel's contract.
@@ -581,6 +590,7 @@ unsafe fn act_block<C: Choice>(
     envs: Observe,
     choice: C,
     step: EnvStep,
+    early: u32,
 ) {
     use crate::chain::{ACT_ROWS, ACT_THREADS};
     // SAFETY: the caller's contract.
@@ -589,7 +599,7 @@ unsafe fn act_block<C: Choice>(
             chains,
             buffers,
             net,
-            |c| Act { obs: Observe { trial: c.trial as usize, ..envs }, choice, step },
+            |c| Act { obs: Observe { trial: c.trial as usize, ..envs }, choice, step, early },
         )
     }
 }
@@ -604,7 +614,10 @@ unsafe fn act_block<C: Choice>(
 /// As [`mlp_chain`] for acting chains (one per trial, [`crate::chain::chain_plan`]); `params`, `states`,
 /// `bars`, `features` as [`observe`] with `env` (whose envs per trial are the chains' rows, its
 /// `n_features + 3` the network's input); `dqn`: `n_trials`; `actions`: `n_trials x envs_per_trial`; with
-/// `step != 0`, `ring` and `env` as [`env_scan`]'s with `env.steps == 1`.
+/// `step != 0`, `ring` and `env` as [`env_scan`]'s with `env.steps == 1`; `early`
+/// ([`crate::chain::ChainEnds::early`]) names only what the kernel launched just before this one on the
+/// stream does not write: the weights ([`crate::chain::EARLY_WEIGHTS`]), the envs' parameters, states, bars
+/// and features ([`crate::chain::EARLY_INPUT`]).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
 pub unsafe extern "ptx-kernel" fn dqn_act(
@@ -618,15 +631,15 @@ pub unsafe extern "ptx-kernel" fn dqn_act(
     env: BatchArgs,
     ring: *mut Transition,
     step: u32,
+    early: u32,
     actions: *mut u8,
     dqn: *const DqnParams,
     args: DqnArgs,
 ) {
-    crate::nvptx_ops::follow_previous();
     let envs = Observe { params, states, bars, features, env, trial: 0 };
     let step = EnvStep { states, ring, actions, on: step != 0 };
     // SAFETY: the caller's contract.
-    unsafe { act_block(chains, buffers, &net, envs, DqnChoice { dqn, actions, args }, step) }
+    unsafe { act_block(chains, buffers, &net, envs, DqnChoice { dqn, actions, args }, step, early) }
 }
 
 /// PPO acting in one launch ([`dqn_act`]'s shape): observations, the three layers, then each env's action,
@@ -648,6 +661,7 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     env: BatchArgs,
     ring: *mut Transition,
     step: u32,
+    early: u32,
     actions: *mut u8,
     ppo: *const PpoParams,
     logps: *mut f32,
@@ -655,11 +669,11 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     slot: u32,
     args: PpoArgs,
 ) {
-    crate::nvptx_ops::follow_previous();
     let envs = Observe { params, states, bars, features, env, trial: 0 };
     let step = EnvStep { states, ring, actions, on: step != 0 };
+    let choice = PpoChoice { ppo, actions, logps, values, slot, args };
     // SAFETY: the caller's contract.
-    unsafe { act_block(chains, buffers, &net, envs, PpoChoice { ppo, actions, logps, values, slot, args }, step) }
+    unsafe { act_block(chains, buffers, &net, envs, choice, step, early) }
 }
 
 /// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,

@@ -68,7 +68,10 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
 /// or PPO's gather before a training forward pass, the loss kernel or `mlp_rows` before the backward pass
 /// (every grid before that one has completed when a kernel's blocks start, so an update two or more launches
 /// back is done). Nothing is written to global memory before the wait (a PTX test checks it).
-pub const EARLY_READS: &[&str] = &[MLP_CHAIN, MLP_CHAIN_WIDE, MLP_BACKWARD, MLP_GRADIENTS];
+/// The acting kernels read early what their `early` argument names: the host passes the weights after an
+/// acting kernel (which writes the envs' states, not the weights) and the observations' inputs after an
+/// update (which writes the weights, not the envs), nothing after any other kernel.
+pub const EARLY_READS: &[&str] = &[MLP_CHAIN, MLP_CHAIN_WIDE, MLP_BACKWARD, MLP_GRADIENTS, DQN_ACT, PPO_ACT];
 
 /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
 pub const GEMM_TILES: &str = "gemm_tiles";

@@ -59,6 +59,8 @@ pub struct CudaRuntime {
     name: String,
     /// Launches bracketed by timing events while profiling (kernel name, start, end).
     profile: Mutex<Option<Vec<TimedLaunch>>>,
+    /// The last kernel launched on each stream ([`Self::last_kernel`]).
+    last_kernels: Mutex<Vec<(usize, &'static str)>>,
     pub(crate) multiprocessors: usize,
     /// Bytes of shared memory a block may use (the opt-in maximum, set on the kernels that size it at launch).
     shared_per_block: usize,
@@ -176,6 +178,7 @@ impl CudaRuntime {
             kernels,
             name,
             profile: Mutex::new(None),
+            last_kernels: Mutex::new(Vec::new()),
             multiprocessors: usize::try_from(multiprocessors).unwrap_or(0),
             shared_per_block: usize::try_from(shared_per_block).unwrap_or(0),
             compute_capability,
@@ -294,6 +297,24 @@ impl CudaRuntime {
 
     pub(crate) fn profiling(&self) -> bool {
         self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    /// Notes `kernel` (a kernel name, or a label that starts with one) as the last launched on `stream`.
+    pub(crate) fn launched(&self, stream: &CudaStream, kernel: &'static str) {
+        let key = stream.cu_stream() as usize;
+        let mut last = self.last_kernels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match last.iter_mut().find(|(s, _)| *s == key) {
+            Some(entry) => entry.1 = kernel,
+            None => last.push((key, kernel)),
+        }
+    }
+
+    /// The kernel launched last on `stream` (its launch label), if any: what a kernel launched next may
+    /// overlap under programmatic dependent launch (only a kernel just before it, never a copy).
+    pub(crate) fn last_kernel(&self, stream: &CudaStream) -> Option<&'static str> {
+        let key = stream.cu_stream() as usize;
+        let last = self.last_kernels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.iter().find(|(s, _)| *s == key).map(|(_, k)| *k)
     }
 
     pub(crate) fn record_launch(&self, kernel: &'static str, start: CudaEvent, end: CudaEvent) {

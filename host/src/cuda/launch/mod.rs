@@ -241,6 +241,7 @@ pub(crate) fn timed<T>(
         None
     };
     go().map_err(HostError::driver(format!("launching {kernel}")))?;
+    rt.launched(stream, kernel);
     if let Some(start) = start {
         let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
         rt.record_launch(kernel, start, end);

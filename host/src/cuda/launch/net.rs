@@ -122,13 +122,30 @@ pub(crate) fn chain(
     Ok(())
 }
 
+/// What an acting kernel about to be launched on `stream` may read before its grid-dependency wait
+/// (`gpu_kernels::chain::ChainEnds::early`): only what the kernel launched just before it there does not
+/// write. After an acting kernel (the step before: it writes the envs' states and the actions, not the
+/// weights) the weights; after an update (DQN's or PPO's Adam: the weights, not the envs) the envs'
+/// observations; after anything else, nothing. (A copy or an event between them is no kernel: the acting
+/// kernel then starts after it, and the kernel before, have completed.)
+pub(crate) fn act_early(rt: &CudaRuntime, stream: &CudaStream) -> u32 {
+    use gpu_kernels::chain::{EARLY_INPUT, EARLY_WEIGHTS};
+    use gpu_kernels::kernel_names::{DQN_ACT, DQN_ADAM, PPO_ACT, PPO_ADAM};
+    match rt.last_kernel(stream) {
+        Some(k) if k == DQN_ACT || k == PPO_ACT => EARLY_WEIGHTS,
+        Some(k) if k == DQN_ADAM || k == PPO_ADAM => EARLY_INPUT,
+        _ => 0,
+    }
+}
+
 /// A fused acting launch of `function` (`dqn_act` or `ppo_act`, named `kernel` in errors): checks the envs'
 /// buffers as `observe` needs them and that the envs are the chains' rows (`env` matches `net`) and the
 /// selection's (`select`: its trials and envs per trial), then pushes the arguments the two kernels share
 /// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the ring and `step`, the actions)
 /// and returns the launch's configuration; the caller pushes the selection's other arguments and launches.
 /// With `step != 0` the kernel also steps every env one bar on its action, as `env_scan` would (the ring and
-/// `env.steps == 1` checked here as `env_scan` checks them).
+/// `env.steps == 1` checked here as `env_scan` checks them). `early` ([`act_early`]) says what the kernel
+/// reads before its grid-dependency wait.
 pub(crate) fn act_launch<'a>(
     rt: &CudaRuntime,
     (function, kernel): (&'a CudaFunction, &'static str),
@@ -136,7 +153,7 @@ pub(crate) fn act_launch<'a>(
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
     select: (u32, u32),
-    step: &'a u32,
+    (step, early): (&'a u32, &'a u32),
 ) -> Result<(Launch<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
@@ -180,7 +197,7 @@ pub(crate) fn act_launch<'a>(
     launch.arg(&chains.0.dev).arg(chains.1).arg(sizes.0);
     at_least(kernel, "actions", env.n_envs(), view.actions.len())?;
     launch.arg(view.params).arg(&mut *view.states).arg(view.bars).arg(view.features).arg(sizes.1);
-    launch.arg(&mut *view.ring).arg(step).arg(&mut *view.actions);
+    launch.arg(&mut *view.ring).arg(step).arg(early).arg(&mut *view.actions);
     Ok((launch, cfg))
 }
 
