@@ -53,17 +53,9 @@ pub(crate) fn dqn_act(
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
-    let (sizes, step) = ((&Dev(*net), &Dev(*env)), u32::from(step));
-    let early = super::net::act_early(rt, &stream);
-    let (mut launch, cfg) = super::net::act_launch(
-        rt,
-        (&rt.kernels.dqn_act, kernel),
-        view,
-        (chains, pointers),
-        sizes,
-        select,
-        (&step, &early),
-    )?;
+    let sizes = (&Dev(*net), &Dev(*env));
+    let (mut launch, cfg) =
+        super::net::act_launch(rt, (&rt.kernels.dqn_act, kernel), view, (chains, pointers), sizes, select, step)?;
     launch.arg(&nets.params).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.

@@ -88,7 +88,8 @@ pub(crate) struct Launch<'a> {
     stream: &'a CudaStream,
     function: &'a CudaFunction,
     dependent: bool,
-    /// The device addresses of buffer arguments, where `args` points (boxed: the builder may move).
+    /// The device addresses of buffer arguments and the scalars kept here, where `args` points (boxed: the
+    /// builder may move).
     addresses: Box<[CUdeviceptr; MAX_ARGS]>,
     buffers: usize,
     args: Vec<*mut c_void>,
@@ -121,6 +122,12 @@ impl<'a> Launch<'a> {
         self.buffers += 1;
         self.guards.push(guard);
         self
+    }
+
+    /// A `u32` argument by value, kept in the builder (no caller storage to outlive it).
+    pub(crate) fn scalar(&mut self, value: u32) -> &mut Self {
+        // The slot is a u64: the kernel reads the low four bytes (little-endian), `value`.
+        self.address(u64::from(value), SyncOnDrop::Record(None))
     }
 
     fn value<T>(&mut self, value: &'a T) -> &mut Self {

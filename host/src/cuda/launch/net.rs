@@ -143,7 +143,7 @@ pub(crate) fn act_early(rt: &CudaRuntime, stream: &CudaStream) -> u32 {
 /// selection's (`select`: its trials and envs per trial), then pushes the arguments the two kernels share
 /// (chains, buffer addresses, network sizes, the envs' buffers and sizes, the ring and `step`, the actions)
 /// and returns the launch's configuration; the caller pushes the selection's other arguments and launches.
-/// With `step != 0` the kernel also steps every env one bar on its action, as `env_scan` would (the ring and
+/// With `step` the kernel also steps every env one bar on its action, as `env_scan` would (the ring and
 /// `env.steps == 1` checked here as `env_scan` checks them). `early` ([`act_early`]) says what the kernel
 /// reads before its grid-dependency wait.
 pub(crate) fn act_launch<'a>(
@@ -153,11 +153,11 @@ pub(crate) fn act_launch<'a>(
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
     select: (u32, u32),
-    (step, early): (&'a u32, &'a u32),
+    step: bool,
 ) -> Result<(Launch<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
-    if *step != 0 {
+    if step {
         at_least(
             kernel,
             "ring slots (trials x capacity)",
@@ -197,7 +197,8 @@ pub(crate) fn act_launch<'a>(
     launch.arg(&chains.0.dev).arg(chains.1).arg(sizes.0);
     at_least(kernel, "actions", env.n_envs(), view.actions.len())?;
     launch.arg(view.params).arg(&mut *view.states).arg(view.bars).arg(view.features).arg(sizes.1);
-    launch.arg(&mut *view.ring).arg(step).arg(early).arg(&mut *view.actions);
+    let early = act_early(rt, view.stream);
+    launch.arg(&mut *view.ring).scalar(u32::from(step)).scalar(early).arg(&mut *view.actions);
     Ok((launch, cfg))
 }
 

@@ -101,17 +101,9 @@ pub(crate) fn ppo_act(
     let bootstrap = check_select(kernel, b, args, slot)?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
-    let (sizes, step) = ((&Dev(*net), &Dev(*env)), u32::from(step));
-    let early = super::net::act_early(rt, &stream);
-    let (mut launch, cfg) = super::net::act_launch(
-        rt,
-        (&rt.kernels.ppo_act, kernel),
-        view,
-        (chains, pointers),
-        sizes,
-        select,
-        (&step, &early),
-    )?;
+    let sizes = (&Dev(*net), &Dev(*env));
+    let (mut launch, cfg) =
+        super::net::act_launch(rt, (&rt.kernels.ppo_act, kernel), view, (chains, pointers), sizes, select, step)?;
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
     launch.arg(&slot).arg(&dev_args);
