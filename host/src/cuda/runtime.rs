@@ -243,8 +243,9 @@ impl CudaRuntime {
     /// Whether kernels are launched with programmatic stream serialization (programmatic dependent launch):
     /// where the loaded module was built for sm_90 or later (on such GPUs, `build.rs` builds one beside the
     /// sm_80 module), unless `TRADESIM_DEPENDENT_LAUNCH=0` (the side-by-side reference of the benchmarks).
-    /// Each kernel's first statement waits for the kernel before it to complete, so the bits are the same
-    /// either way; what overlaps is a launch and its blocks' dispatch with the end of the kernel before.
+    /// Every kernel waits for the kernel before it to complete before it reads anything that one may write
+    /// (`gpu_kernels::kernel_names::EARLY_READS`), so the bits are the same either way; what overlaps is a
+    /// launch, its blocks' dispatch and their early reads with the end of the kernel before.
     pub fn dependent_launch(&self) -> bool {
         self.dependent_launch
     }

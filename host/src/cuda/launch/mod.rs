@@ -82,8 +82,8 @@ const MAX_ARGS: usize = 16;
 /// A kernel launch being built: cudarc's `LaunchArgs` with the same `arg` calls (the buffers' device
 /// addresses, values by reference), launched with programmatic stream serialization where the runtime allows
 /// it ([`CudaRuntime::dependent_launch`]): the kernel's launch and block dispatch may then overlap the end of
-/// the kernel before it on the stream, whose completion every kernel waits for in its first statement
-/// (`gpu_kernels::entries::follow_previous`).
+/// the kernel before it on the stream, whose completion every kernel waits for before it reads what that one
+/// wrote (`griddepcontrol.wait`, `gpu_kernels::kernel_names::EARLY_READS`).
 pub(crate) struct Launch<'a> {
     stream: &'a CudaStream,
     function: &'a CudaFunction,
@@ -94,7 +94,7 @@ pub(crate) struct Launch<'a> {
     buffers: usize,
     args: Vec<*mut c_void>,
     /// Records each buffer's use on its event after the launch when cudarc tracks events
-    /// (`TRADESIM_EVENT_TRACKING=1`; nothing otherwise). Dropped by [`Self::launch`] alone, so that the
+    /// (`TRADESIM_EVENT_TRACKING=1`; nothing otherwise). Emptied by [`Self::launch`] alone, so that the
     /// builder itself needs no drop and the buffers' borrows end at its last use (as cudarc's builder's do);
     /// a builder never launched records nothing.
     guards: ManuallyDrop<Vec<SyncOnDrop<'a>>>,
@@ -165,8 +165,8 @@ impl<'a> Launch<'a> {
             sys::cuLaunchKernelEx(&config, self.function.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut())
                 .result()
         };
-        // SAFETY: taken once: the builder is not used after its launch (every wrapper launches it last).
-        drop(unsafe { ManuallyDrop::take(&mut self.guards) });
+        // The guards record the buffers' uses after the launch (an empty vector stays behind: nothing to drop).
+        drop(std::mem::take(&mut *self.guards));
         launched
     }
 }
