@@ -415,14 +415,6 @@ impl Observe {
             if thread < rows {
                 let state = &*self.states.add(self.env(m0 + thread));
                 let floats = observe_floats(&*self.params.add(self.trial), state, bars);
-                // The next bar, which the fused env step reads last (`EnvStep::run`): into L1 now, off the
-                // kernel's tail (a hint: no effect on any value).
-                let next = state.bar as usize + 1;
-                if next < n_bars {
-                    let bar = bars.as_ptr().add(next);
-                    prefetch(bar);
-                    prefetch((bar as *const u8).add(size_of::<Bar>() - 1));
-                }
                 sts(shared_addr(scratch.add(4 * thread)), f32::from_bits(state.bar));
                 for (k, f) in floats.into_iter().enumerate() {
                     sts(shared_addr(scratch.add(4 * thread + 1 + k)), f);
