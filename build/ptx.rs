@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use gpu_kernels::kernel_names::{DEPENDENT_LAUNCH_ARCH, sm_number};
+
 const DEFAULT_ARCH: &str = "sm_80";
 /// The nightly the PTX build uses, named in one place (`build/NIGHTLY`; `scripts/setup-toolchain.sh` installs
 /// exactly it): `nightly-2026-05-20`, rustc 1.97.0-nightly (e50aa6fba 2026-05-19).
@@ -52,9 +54,6 @@ impl fmt::Display for PtxError {
     }
 }
 
-/// The target from which a module can use programmatic dependent launch (`griddepcontrol`, ARCHITECTURE.md).
-const PDL_ARCH: &str = "sm_90";
-
 /// Compiles the PTX into `$OUT_DIR/kernels.ptx` (for `GPU_ARCH`, default sm_80) and, where that target is
 /// older than sm_90, the same kernels for sm_90 into `$OUT_DIR/kernels-sm_90.ptx` (the host loads it on
 /// GPUs that can run it: programmatic dependent launch); checks both and writes `$OUT_DIR/ptx.rs`.
@@ -63,18 +62,14 @@ pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let arch = std::env::var("GPU_ARCH").unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
     let entries = build_module(&root, &out_dir, &arch, "kernels.ptx", expected)?;
-    let newer = sm_number(&arch).is_some_and(|n| n < sm_number(PDL_ARCH).unwrap_or(0));
+    let newer_arch = DEPENDENT_LAUNCH_ARCH;
+    let newer = sm_number(&arch).is_some_and(|n| sm_number(newer_arch).is_some_and(|newer| n < newer));
     if newer {
-        build_module(&root, &out_dir, PDL_ARCH, &format!("kernels-{PDL_ARCH}.ptx"), expected)?;
+        build_module(&root, &out_dir, newer_arch, &format!("kernels-{newer_arch}.ptx"), expected)?;
     }
     let generated = out_dir.join("ptx.rs");
-    std::fs::write(&generated, generate(&arch, &entries, newer.then_some(PDL_ARCH)))
+    std::fs::write(&generated, generate(&arch, &entries, newer.then_some(newer_arch)))
         .map_err(|e| PtxError::Write(generated, e))
-}
-
-/// The number of an `sm_NN` target (`None` for anything else).
-fn sm_number(arch: &str) -> Option<u32> {
-    arch.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
 }
 
 /// Compiles the kernels for `arch` into `$OUT_DIR/{file}` with launch bounds; returns the module's entries.

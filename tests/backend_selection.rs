@@ -79,10 +79,11 @@ fn a_gpu_that_runs_the_newer_module_loads_it_and_launches_dependently() {
     let info = backend.info();
     let (major, minor) = info.compute_capability.expect("a CUDA backend has a compute capability");
     let target = info.ptx_target.expect("a CUDA backend has a module");
-    let runs_newer = tradesim::ptx::NEWER.is_some() && major * 10 + minor >= 90;
+    let dependent = gpu_kernels::kernel_names::sm_number(gpu_kernels::kernel_names::DEPENDENT_LAUNCH_ARCH);
+    let runs_newer = tradesim::ptx::NEWER.is_some() && dependent.is_some_and(|d| (major * 10 + minor) as u32 >= d);
     let off = std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_some_and(|v| v == "0");
     if runs_newer {
-        assert_eq!(target, "sm_90", "cc {major}.{minor} should load the sm_90 module");
+        assert_eq!(target, gpu_kernels::kernel_names::DEPENDENT_LAUNCH_ARCH, "cc {major}.{minor}: the newer module");
         assert_eq!(info.dependent_launch, !off, "dependent launch on cc {major}.{minor}");
     } else {
         assert_eq!(target, tradesim::ptx::ARCH);

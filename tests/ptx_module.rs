@@ -118,12 +118,13 @@ fn launch_bounds_are_written_into_their_entries() {
 fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_touching_memory() {
     // Kernels of the sm_90 module are launched with programmatic stream serialization: one may start while
     // the kernel before it runs, so it must not read or write memory before `griddepcontrol.wait`.
-    let older = tradesim::ptx::ARCH.strip_prefix("sm_").and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n < 90);
+    let newest = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH).expect("an sm_NN target");
+    let older = kernel_names::sm_number(tradesim::ptx::ARCH).is_some_and(|n| n < newest);
     let Some((arch, ptx)) = tradesim::ptx::NEWER else {
         assert!(!older, "ARCH {} is older than sm_90, but no sm_90 module was built", tradesim::ptx::ARCH);
         return;
     };
-    assert_eq!(arch, "sm_90");
+    assert_eq!(arch, kernel_names::DEPENDENT_LAUNCH_ARCH);
     assert!(ptx.contains(".target sm_90"), "the newer module is not built for sm_90");
     assert!(!ptx.contains(".extern .func"), "the newer module calls external functions");
     // The older module has no such instruction: its kernels are launched the classic way.

@@ -175,30 +175,28 @@ impl ChainShared {
 
     /// The layout for `net`'s sizes and tiles of `rows`.
     pub fn with_rows(net: &NetArgs, rows: usize) -> Self {
-        let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
-        let (s1, s2) = (walk_row_stride(d), walk_row_stride(hs));
-        let sa = s1.max(s2);
-        let weights = 0;
-        let end = weights + hs * s1.max(s2);
-        let w1 = end - hs * s1;
-        let w3 = end;
-        let a = w3 + o * s2;
-        let b = a + rows * sa;
-        Self { s1, s2, sa, weights, w1, ahead: (w1 - weights) / s2, w3, a, b, len: b + rows * s2 }
+        Self::laid_out(net, rows, false)
     }
 
     /// The layout for `net` and tiles of `rows` with W2 and W1 apart (W2, then W1): every row of W2 is
     /// copied while layer 1 runs ([`Self::ahead`] is the hidden width), none waited for after it.
     pub fn apart(net: &NetArgs, rows: usize) -> Self {
+        Self::laid_out(net, rows, true)
+    }
+
+    /// The weights region (W1 at its end over W2's last rows, or with `apart` after all of W2), W3, then
+    /// the two row buffers.
+    fn laid_out(net: &NetArgs, rows: usize, apart: bool) -> Self {
         let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
         let (s1, s2) = (walk_row_stride(d), walk_row_stride(hs));
         let sa = s1.max(s2);
         let weights = 0;
-        let w1 = weights + hs * s2;
-        let w3 = w1 + hs * s1;
+        let end = weights + if apart { hs * (s2 + s1) } else { hs * s1.max(s2) };
+        let w1 = end - hs * s1;
+        let w3 = end;
         let a = w3 + o * s2;
         let b = a + rows * sa;
-        Self { s1, s2, sa, weights, w1, ahead: hs, w3, a, b, len: b + rows * s2 }
+        Self { s1, s2, sa, weights, w1, ahead: (w1 - weights) / s2, w3, a, b, len: b + rows * s2 }
     }
 
     /// The acting chains' layout: [`Self::apart`] for [`ACT_ROWS`] where it takes at most
@@ -404,16 +402,16 @@ unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
     }
 }
 
-/// What a chain block does around its three layers (nvptx only): where its input rows come from and what
-/// follows its outputs. The training chains take the defaults (rows staged from `c.x`, nothing after); the
-/// acting kernels (`dqn_act`, `ppo_act`) compute each env's observation straight into shared memory and
-/// choose each env's action from its outputs, in place of the `observe` and select launches around
-/// `mlp_chain` (the same functions, so the same bits).
 /// [`ChainEnds::early`]: the layers' weights are copied before the grid-dependency wait.
 pub const EARLY_WEIGHTS: u32 = 1;
 /// [`ChainEnds::early`]: [`ChainEnds::input`] runs before the grid-dependency wait.
 pub const EARLY_INPUT: u32 = 2;
 
+/// What a chain block does around its three layers (nvptx only): where its input rows come from and what
+/// follows its outputs. The training chains take the defaults (rows staged from `c.x`, nothing after); the
+/// acting kernels (`dqn_act`, `ppo_act`) compute each env's observation straight into shared memory and
+/// choose each env's action from its outputs, in place of the `observe` and select launches around
+/// `mlp_chain` (the same functions, so the same bits).
 pub trait ChainEnds {
     /// Whether [`ChainEnds::input`] writes the input rows (else they are staged from `c.x`).
     const INPUT: bool = false;

@@ -366,7 +366,8 @@ unsafe fn chain_block<const R: usize, const W: usize, const AHEAD: bool, E: crat
 /// an `observe` launch and the staged copy of its output.
 struct Observe {
     params: *const TrialParams,
-    states: *const EnvState,
+    /// Read here, written by the fused env step ([`EnvStep`]).
+    states: *mut EnvState,
     bars: *const Bar,
     features: *const f32,
     env: BatchArgs,
@@ -473,7 +474,6 @@ struct Act<C> {
 /// `env_scan` launch after the acting one; the same bits.
 #[derive(Clone, Copy)]
 struct EnvStep {
-    states: *mut EnvState,
     ring: *mut Transition,
     actions: *const u8,
     on: bool,
@@ -496,7 +496,7 @@ impl EnvStep {
             let params = &*obs.params.add(obs.trial);
             let bars = slice::from_raw_parts(obs.bars, obs.env.n_bars as usize);
             let actions = slice::from_raw_parts(self.actions, obs.env.n_envs());
-            scan_env(env, &obs.env, params, &mut *self.states.add(env), actions, bars, |i, t| *self.ring.add(i) = t);
+            scan_env(env, &obs.env, params, &mut *obs.states.add(env), actions, bars, |i, t| *self.ring.add(i) = t);
         }
     }
 }
@@ -637,7 +637,7 @@ pub unsafe extern "ptx-kernel" fn dqn_act(
     args: DqnArgs,
 ) {
     let envs = Observe { params, states, bars, features, env, trial: 0 };
-    let step = EnvStep { states, ring, actions, on: step != 0 };
+    let step = EnvStep { ring, actions, on: step != 0 };
     // SAFETY: the caller's contract.
     unsafe { act_block(chains, buffers, &net, envs, DqnChoice { dqn, actions, args }, step, early) }
 }
@@ -670,7 +670,7 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     args: PpoArgs,
 ) {
     let envs = Observe { params, states, bars, features, env, trial: 0 };
-    let step = EnvStep { states, ring, actions, on: step != 0 };
+    let step = EnvStep { ring, actions, on: step != 0 };
     let choice = PpoChoice { ppo, actions, logps, values, slot, args };
     // SAFETY: the caller's contract.
     unsafe { act_block(chains, buffers, &net, envs, choice, step, early) }

@@ -73,6 +73,16 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
 /// update (which writes the weights, not the envs), nothing after any other kernel.
 pub const EARLY_READS: &[&str] = &[MLP_CHAIN, MLP_CHAIN_WIDE, MLP_BACKWARD, MLP_GRADIENTS, DQN_ACT, PPO_ACT];
 
+/// The first PTX target whose modules use programmatic dependent launch (`griddepcontrol`): build.rs builds
+/// a module for it beside an older `GPU_ARCH`, and the host launches a module of this target or later
+/// dependently.
+pub const DEPENDENT_LAUNCH_ARCH: &str = "sm_90";
+
+/// The number of an `sm_NN` target (90 for `sm_90` and `sm_90a`; `None` for anything else).
+pub fn sm_number(arch: &str) -> Option<u32> {
+    arch.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
+}
+
 /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
 pub const GEMM_TILES: &str = "gemm_tiles";
 /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).

@@ -100,13 +100,15 @@ impl CudaRuntime {
         let compute_capability =
             ctx.compute_capability().map_err(HostError::driver("reading the compute capability"))?;
         let total_memory = ctx.total_mem().map_err(HostError::driver("reading the device memory size"))?;
-        let runs = |ptx: &&&str| ptx_sm(ptx).is_some_and(|sm| sm <= compute_capability.0 * 10 + compute_capability.1);
+        let device_sm = u32::try_from(compute_capability.0 * 10 + compute_capability.1).unwrap_or(0);
+        let runs = |ptx: &&&str| ptx_sm(ptx).is_some_and(|sm| sm <= device_sm);
         let ptx = *modules
             .iter()
             .find(runs)
             .or(modules.last())
             .ok_or_else(|| HostError::Load { arch: "none".to_owned(), reason: "no PTX module was given".to_owned() })?;
-        let dependent_launch = ptx_sm(ptx).is_some_and(|sm| sm >= 90)
+        let dependent = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH);
+        let dependent_launch = ptx_sm(ptx).is_some_and(|sm| dependent.is_some_and(|d| sm >= d))
             && std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_none_or(|v| v.is_empty() || v != "0");
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|e| HostError::Load {
             arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
@@ -262,8 +264,8 @@ impl CudaRuntime {
 }
 
 /// The number of a PTX module's `sm_NN` target (80 for `sm_80`, 90 for `sm_90a`).
-fn ptx_sm(ptx: &str) -> Option<i32> {
-    ptx_target(ptx)?.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
+fn ptx_sm(ptx: &str) -> Option<u32> {
+    ptx_target(ptx).and_then(kernel_names::sm_number)
 }
 
 /// The `.target` line of a PTX module (e.g. `sm_80`).

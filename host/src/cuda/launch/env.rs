@@ -14,6 +14,21 @@ fn ring_len(args: &BatchArgs) -> usize {
     (args.n_trials as usize * args.capacity as usize).max(1)
 }
 
+/// What a launch that writes `args.steps` steps of every env into a ring of `ring` slots needs (`env_scan`,
+/// the acting kernels' fused step): the ring's slots, and no more steps than the ring holds, so that no two
+/// threads write one slot.
+pub(crate) fn check_ring_writes(kernel: &str, args: &BatchArgs, ring: usize) -> Result<(), HostError> {
+    at_least(kernel, "ring slots (trials x capacity)", ring_len(args), ring)?;
+    if args.capacity > 0 && args.steps as usize * args.envs_per_trial as usize > args.capacity as usize {
+        return Err(HostError::Shape {
+            what: format!("{kernel}: steps x envs per trial (ring slots one launch may write)"),
+            expected: args.capacity as usize,
+            got: args.steps as usize * args.envs_per_trial as usize,
+        });
+    }
+    Ok(())
+}
+
 impl EnvBuffers<'_> {
     fn check(&self, kernel: &str, args: &BatchArgs) -> Result<(), HostError> {
         at_least(kernel, "trial parameters", args.n_trials as usize, self.params.len())?;
@@ -39,13 +54,7 @@ pub(crate) fn env_scan(
     let kernel = "env_scan";
     buf.check(kernel, args)?;
     at_least(kernel, "actions (steps x envs)", args.steps as usize * args.n_envs(), actions.len())?;
-    if args.capacity > 0 && args.steps as usize * args.envs_per_trial as usize > args.capacity as usize {
-        return Err(HostError::Shape {
-            what: format!("{kernel}: steps x envs per trial (ring slots one launch may write)"),
-            expected: args.capacity as usize,
-            got: args.steps as usize * args.envs_per_trial as usize,
-        });
-    }
+    check_ring_writes(kernel, args, buf.ring.len())?;
     let cfg = grid_of(kernel, args.n_envs(), ENV_SCAN_BLOCK)?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.env_scan);

@@ -158,19 +158,10 @@ pub(crate) fn act_launch<'a>(
     let (net, env) = (&sizes.0.0, &sizes.1.0);
     check_observe(kernel, view, env)?;
     if step {
-        at_least(
-            kernel,
-            "ring slots (trials x capacity)",
-            (env.n_trials * env.capacity).max(1) as usize,
-            view.ring.len(),
-        )?;
-        if env.steps != 1 || (env.capacity > 0 && env.envs_per_trial > env.capacity) {
-            return Err(HostError::Config(format!(
-                "{kernel}: a fused env step takes one step of {} envs per trial into a ring of {} a trial, not {} \
-                 steps",
-                env.envs_per_trial, env.capacity, env.steps
-            )));
+        if env.steps != 1 {
+            return Err(HostError::Config(format!("{kernel}: a fused env step takes one step, not {}", env.steps)));
         }
+        super::env::check_ring_writes(kernel, env, view.ring.len())?;
     }
     let same = (env.n_trials, env.envs_per_trial) == select
         && env.n_trials == net.n_trials
@@ -312,9 +303,10 @@ impl DeviceWalk {
 
 /// A copy of a learner's `weights` for a walk on `walk_stream`, made on the learner's `stream` once the work
 /// queued so far on `trained_on` (the stream of the last update) is done, not after the whole device: a walk
-/// started earlier may still be running. Training may go on while the walk reads the copy, but its next update must
-/// not write `weights` before the copy has read them: the returned event (recorded after the copy) is what
-/// the learner makes its training stream wait for before that update ([`WalkCopy::order`]). cudarc's own
+/// started earlier may still be running. Training may go on while the walk reads the copy, but its next
+/// update must not write `weights` before the copy has read them: the returned event (recorded after the
+/// copy) is what the learner makes its training stream wait for before that update ([`WalkCopy::order`]).
+/// cudarc's own
 /// tracking does not cover it: a buffer keeps one read event, and a kernel of the training stream that
 /// reads the weights as an argument (`dqn_td`, `ppo_loss`) replaces the copy's.
 pub(crate) fn walk_weights(
