@@ -417,6 +417,55 @@ fn long_gradient_chunks_match_cpu_bitwise() {
     assert_bitwise("losses", &cl, &gl);
 }
 
+/// Updates whose fused backward blocks would take more than one wave on the H200 (6 trials x 125 gradient
+/// chunks x 2 unit groups): the host stores the hidden gradient of layer 1 (`mlp_rows_wide`), sums the
+/// gradients from it (`mlp_gradients`), and both compute the hidden gradient of layer 2 from the output
+/// gradient where they read it (`ppo_loss` stores none). Widths below the stride, a trial whose minibatch
+/// is half the buffer (empty chunks), another with a tight gradient clip: the GPU gives the CPU's bits.
+#[test]
+fn gpu_split_backward_matches_cpu_bitwise() {
+    use gpu_kernels::backward::{BackwardShared, backward_blocks, backward_suit};
+    use gpu_kernels::net::NetArgs;
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (trials, envs, steps, stride) = (6usize, 64usize, 250u32, 32usize);
+    let n = envs * steps as usize;
+    let market = common::planted_market(1_000, 5);
+    let run = |backend: &Backend| {
+        let (env_p, ppo) = params();
+        let cfg = EnvConfig { segment_len: steps, ring_capacity: n, seed: 6, trial_groups: 1 };
+        let env_params: Vec<_> =
+            (0..trials).map(|t| TrialParams { spread: 0.0005 * (t % 3) as f64, ..env_p }).collect();
+        let ppos: Vec<_> = (0..trials)
+            .map(|t| match t % 3 {
+                0 => PpoParams { minibatches: 1, batch: n as u32, hidden: 32, epochs: 2, ..ppo },
+                1 => PpoParams { minibatches: 2, batch: (n / 2) as u32, hidden: 29, epochs: 1, ..ppo },
+                _ => PpoParams { minibatches: 1, batch: n as u32, hidden: 17, max_grad_norm: 0.05, ..ppo },
+            })
+            .collect();
+        let layout = SimLayout::new(trials, envs).unwrap();
+        let mut env = EnvBatch::new(backend, &market, &env_params, layout, cfg).unwrap();
+        let mut agent = PpoAgent::new(backend, &env, &ppos, stride, n, 6).unwrap();
+        let l = agent.layout();
+        let net =
+            NetArgs::new(trials as u32, envs as u32, l.input as u32, stride as u32, l.outputs as u32, n as u32, 1);
+        let ((x, y), bytes) = (backward_blocks(&net), BackwardShared::of(&net).bytes() + 1_024);
+        // Blocks a multiprocessor by shared memory (228 KB on the H200, as the host counts them).
+        let per_sm = (228 * 1_024) / bytes;
+        assert!(backward_suit(&net) && x * y > per_sm * 132, "the sizes no longer take more than one wave");
+        for epoch in 0..2 {
+            env.reset_epoch(epoch).unwrap();
+            agent.collect(&mut env).unwrap();
+            agent.update(&mut env).unwrap();
+        }
+        (agent.state().unwrap(), agent.last_losses().unwrap())
+    };
+    let ((c, cl), (g, gl)) = (run(&Backend::Cpu), run(&gpu));
+    assert_bitwise("weights", &c.online, &g.online);
+    assert_bitwise("adam m", &c.m, &g.m);
+    assert_bitwise("adam v", &c.v, &g.v);
+    assert_bitwise("losses", &cl, &gl);
+}
+
 #[test]
 fn train_ppo_runs_on_real_data() {
     let d = tradesim::data::embedded().unwrap();

@@ -623,7 +623,9 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
 }
 
 /// Where a `gpu_rows` (nvptx only) block keeps its operands in shared memory (float offsets from a 16-byte aligned
-/// base): its tile of `A` ([`CHAIN_ROWS`] or [`WIDE_ROWS`] rows of `k`) and all of `B` (`k` rows of `n_pad`).
+/// base): its tile of `A` ([`CHAIN_ROWS`] or [`WIDE_ROWS`] rows of `k`), all of `B` (`k` rows of `n_pad`) and,
+/// where the tile of `A` is computed from the output gradient ([`gpu_rows`]' `from`), the tile's output
+/// gradients ([`crate::tile::SHORT_K`] a row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsShared {
     /// Row stride of the staged `A` rows ([`walk_row_stride`] of `k`).
@@ -632,6 +634,8 @@ pub struct RowsShared {
     pub sb: usize,
     /// The staged `B`.
     pub b: usize,
+    /// The tile's output gradients ([`crate::tile::SHORT_K`] floats a row, 16-byte aligned).
+    pub out: usize,
     /// Floats in all.
     pub len: usize,
 }
@@ -641,7 +645,8 @@ impl RowsShared {
     pub fn of(k: usize, n_pad: usize, rows: usize) -> Self {
         let (sa, sb) = (walk_row_stride(k), walk_row_stride(n_pad));
         let b = rows * sa;
-        Self { sa, sb, b, len: b + k * sb }
+        let out = b + k * sb;
+        Self { sa, sb, b, out, len: out + rows * crate::tile::SHORT_K }
     }
 
     /// The layout of product `g` on tiles of `rows` rows ([`CHAIN_ROWS`]: `mlp_rows`; [`WIDE_ROWS`]:
@@ -669,9 +674,17 @@ pub fn rows_suit(g: &Gemm) -> bool {
 /// order, epilogue and padding. Used for the hidden gradient of layer 1 (`D2 W2` masked by the ReLU of
 /// `A1`), where `gemm_tiles` ran 160 blocks of 64 x 64 at 15% of the warps.
 ///
+/// With `from`, the product whose output is `g`'s `A` (the hidden gradient of layer 2: `D2 = (DOUT W3)`
+/// masked by the ReLU of `A2`, `k` at most [`crate::tile::SHORT_K`]), the tile of `A` is computed instead of
+/// read: the block stages `from`'s `aux` rows (`A2`) where `A`'s rows go and its `A` rows (`DOUT`) beside
+/// them, and turns each staged element into `from`'s element in place: `fma` over `from`'s `k` ascending from
+/// 0 and [`crate::tile::finish`], the bits `crate::tile::gpu_short_rows` (nvptx only) stores. So the loss
+/// kernel need not store `D2` (a PPO update's `D2` is 191 MB written and read back).
+///
 /// # Safety
-/// `buffers` holds a valid device pointer for every buffer `g` names, long enough for it
-/// ([`Gemm::extent`]); [`rows_suit`]`(g)`; `smem` is this block's dynamic shared memory of
+/// `buffers` holds a valid device pointer for every buffer `g` (and `from`) names, long enough for it
+/// ([`Gemm::extent`]); [`rows_suit`]`(g)`; with `from`: `from.c` is `g.a`, `from.m` is `g.m`, `from.n` is
+/// `g.k`, `from.k <= SHORT_K`, its operands row-major; `smem` is this block's dynamic shared memory of
 /// [`RowsShared::of_product`]`(g, 8 W).len` floats, 16-byte aligned; every thread of the block calls this.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
@@ -681,9 +694,10 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
     buffers: *const u64,
     smem: *mut f32,
     thread: usize,
+    from: Option<&Gemm>,
 ) {
-    use crate::nvptx_ops::{cp_async_wait_all, lds4, shared_addr};
-    use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, finish};
+    use crate::nvptx_ops::{cp_async_wait_all, cp_async4, lds4, shared_addr};
+    use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, SHORT_K, finish};
     use core::arch::nvptx::_syncthreads;
     let (m, n_act, k, m_pad, n_pad) = (g.m as usize, g.n as usize, g.k as usize, g.m_pad as usize, g.n_pad as usize);
     let tile_rows = ROWS_PER_WARP * W;
@@ -699,18 +713,29 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
     unsafe {
         let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
         let (a, b) = (smem, smem.add(sh.b));
-        stage_rows(
-            buf(g.a.buf).add(g.a.at(m0, 0)),
-            g.a.row as usize,
-            a,
-            sh.sa,
-            m.saturating_sub(m0).min(tile_rows),
-            k,
-            (thread, W),
-        );
+        let rows = m.saturating_sub(m0).min(tile_rows);
+        // `A`'s rows, or (`from`) the rows of `A2` and of the output gradient they are computed from.
+        let (src, stride) = match from {
+            Some(f) => (buf(f.aux.buf).add(f.aux.at(m0, 0)), f.aux.row),
+            None => (buf(g.a.buf).add(g.a.at(m0, 0)), g.a.row),
+        };
+        stage_rows(src, stride as usize, a, sh.sa, rows, k, (thread, W));
+        if let Some(f) = from {
+            let (ko, dout) = (f.k as usize, buf(f.a.buf).add(f.a.at(m0, 0)));
+            let mut i = thread;
+            while i < rows * ko {
+                let (r, kk) = (i / ko, i % ko);
+                cp_async4(shared_addr(smem.add(sh.out + r * SHORT_K + kk)), dout.add(r * f.a.row as usize + kk));
+                i += 32 * W;
+            }
+        }
         stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, (thread, W));
         cp_async_wait_all();
         _syncthreads();
+        if let Some(f) = from {
+            hidden_from_out::<W>(f, buffers, (a, sh.sa, smem.add(sh.out)), (m0, rows, k), thread);
+            _syncthreads();
+        }
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
         let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);
         let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
@@ -760,6 +785,59 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
                 });
             });
             n0 += CHAIN_UNITS;
+        }
+    }
+}
+
+/// Turns the staged tile of `from`'s `aux` rows (`A2`: `rows` rows of `k` at `a`, row stride `sa`) into
+/// `from`'s elements of those rows (rows `m0 ..` of the product), reading the staged output gradients (`out`:
+/// [`crate::tile::SHORT_K`] a row) and `from`'s `B` (`W3`) from global memory: thread `i` takes column `i %
+/// 128` of each 128-column chunk, rows `i / 128` apart by `W / 4`; each element is `fma` over `from.k`
+/// ascending from 0, then [`crate::tile::finish`] ([`gpu_rows`]).
+///
+/// # Safety
+/// As [`gpu_rows`] with `from`; the staged rows are complete (a barrier) and no thread reads them until
+/// the next barrier.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn hidden_from_out<const W: usize>(
+    from: &Gemm,
+    buffers: *const u64,
+    (a, sa, out): (*mut f32, usize, *const f32),
+    (m0, rows, k): (usize, usize, usize),
+    thread: usize,
+) {
+    use crate::nvptx_ops::{lds, lds4, shared_addr, sts};
+    use crate::tile::{SHORT_K, finish, fma};
+    const { assert!(W.is_multiple_of(4), "whole 128-thread groups") };
+    let (col, step) = (thread % CHAIN_UNITS, W / 4);
+    let ko = from.k as usize;
+    // SAFETY: the caller's contract: every shared offset is inside the staged tile, every global read of
+    // `B` inside `from`'s active `k x n`.
+    unsafe {
+        let wb = *buffers.add(from.b.buf as usize) as *const f32;
+        let (ab, ob) = (shared_addr(a), shared_addr(out));
+        let mut c = col;
+        while c < k {
+            let mut wv = [0.0f32; SHORT_K];
+            unrolled!(kk in [0, 1, 2, 3] {
+                if kk < ko {
+                    wv[kk] = *wb.add(from.b.at(kk, c));
+                }
+            });
+            let mut r = thread / CHAIN_UNITS;
+            while r < rows {
+                let (dv, x) = (lds4(ob + 16 * r as u32), lds(ab + 4 * (r * sa + c) as u32));
+                let mut acc = 0.0f32;
+                unrolled!(kk in [0, 1, 2, 3] {
+                    if kk < ko {
+                        acc = fma(dv[kk], wv[kk], acc);
+                    }
+                });
+                sts(ab + 4 * (r * sa + c) as u32, finish(from, m0 + r, c, acc, 0.0, x));
+                r += step;
+            }
+            c += CHAIN_UNITS;
         }
     }
 }

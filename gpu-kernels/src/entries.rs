@@ -678,16 +678,24 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
 
 /// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,
 /// [`crate::chain::CHAIN_THREADS`] threads, [`crate::chain::RowsShared`] bytes of dynamic shared memory for
-/// the largest product; [`crate::chain::gpu_rows`]).
+/// the largest product; [`crate::chain::gpu_rows`]). With `from_out != 0`, product `i`'s `A` is computed
+/// from product `i` of `seconds` (the hidden gradient of layer 1 from the output gradient: `gpu_rows`'
+/// `from`); else `seconds` is not read.
 ///
 /// # Safety
-/// `problems`: `grid_dim_y` products that [`crate::chain::rows_suit`]; `buffers`: a device pointer per buffer
-/// index they name, each long enough for them; no product writes what another reads.
+/// `problems`: `grid_dim_y` products that [`crate::chain::rows_suit`]; with `from_out`, `seconds` as many
+/// products, each `gpu_rows`' `from` of its product; `buffers`: a device pointer per buffer index they
+/// name, each long enough for them; no product writes what another reads.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *const u64) {
+pub unsafe extern "ptx-kernel" fn mlp_rows(
+    problems: *const Gemm,
+    seconds: *const Gemm,
+    buffers: *const u64,
+    from_out: u32,
+) {
     crate::nvptx_ops::follow_previous();
     // SAFETY: the caller's contract.
-    unsafe { staged_rows::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(problems, buffers) }
+    unsafe { staged_rows::<{ crate::chain::CHAIN_THREADS as usize / 32 }, true>(problems, seconds, buffers, from_out) }
 }
 
 /// [`mlp_rows`] on tiles of [`crate::chain::WIDE_ROWS`] rows: blocks of [`crate::chain::WIDE_THREADS`] threads,
@@ -696,10 +704,15 @@ pub unsafe extern "ptx-kernel" fn mlp_rows(problems: *const Gemm, buffers: *cons
 /// # Safety
 /// As [`mlp_rows`], for wide tiles.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mlp_rows_wide(problems: *const Gemm, buffers: *const u64) {
+pub unsafe extern "ptx-kernel" fn mlp_rows_wide(
+    problems: *const Gemm,
+    seconds: *const Gemm,
+    buffers: *const u64,
+    from_out: u32,
+) {
     crate::nvptx_ops::follow_previous();
     // SAFETY: the caller's contract.
-    unsafe { staged_rows::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(problems, buffers) }
+    unsafe { staged_rows::<{ crate::chain::WIDE_THREADS as usize / 32 }, false>(problems, seconds, buffers, from_out) }
 }
 
 /// The block `(tile, product)` of a staged-products launch: `W` warps, operands a step ahead or not
@@ -708,12 +721,19 @@ pub unsafe extern "ptx-kernel" fn mlp_rows_wide(problems: *const Gemm, buffers: 
 /// # Safety
 /// As [`mlp_rows`], with blocks of `32 W` threads.
 #[inline(always)]
-unsafe fn staged_rows<const W: usize, const AHEAD: bool>(problems: *const Gemm, buffers: *const u64) {
+unsafe fn staged_rows<const W: usize, const AHEAD: bool>(
+    problems: *const Gemm,
+    seconds: *const Gemm,
+    buffers: *const u64,
+    from_out: u32,
+) {
     // SAFETY: the caller's contract; the block index picks its product and row tile.
     unsafe {
-        let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
+        let i = nvptx::_block_idx_y() as usize;
+        let g: Gemm = *problems.add(i);
+        let from: Option<Gemm> = if from_out != 0 { Some(*seconds.add(i)) } else { None };
         let (tile, thread) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        crate::chain::gpu_rows::<W, AHEAD>(&g, tile, buffers, dyn_smem(), thread);
+        crate::chain::gpu_rows::<W, AHEAD>(&g, tile, buffers, dyn_smem(), thread, from.as_ref());
     }
 }
 
@@ -726,19 +746,27 @@ unsafe fn staged_rows<const W: usize, const AHEAD: bool>(problems: *const Gemm, 
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
     // SAFETY: the caller's contract.
-    unsafe { backward_block(trials, buffers, &net, false) }
+    unsafe { backward_block(trials, buffers, &net, false, false) }
 }
 
 /// [`mlp_backward`] after the hidden gradient of layer 1 was stored (`mlp_rows`): the layer-1 side's blocks
 /// stage their units' columns of it instead of computing them, so each reads only its own columns (no
 /// `D2` rows, no `W2`): the weight and bias gradients' partial sums of a step whose blocks take many waves.
+/// With `from_out != 0` the layer-2 side's blocks compute their units' columns of `D2` from the staged
+/// columns of `A2`, the output gradients and `W3` (the loss kernel stored no `D2`).
 ///
 /// # Safety
-/// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]).
+/// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]) and,
+/// unless `from_out`, its `D2`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mlp_gradients(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
+pub unsafe extern "ptx-kernel" fn mlp_gradients(
+    trials: *const NetTrial,
+    buffers: *const u64,
+    net: NetArgs,
+    from_out: u32,
+) {
     // SAFETY: the caller's contract.
-    unsafe { backward_block(trials, buffers, &net, true) }
+    unsafe { backward_block(trials, buffers, &net, true, from_out != 0) }
 }
 
 /// The block `(group, chunk x n_trials + trial)` of `mlp_backward` or (`stored`) `mlp_gradients`.
@@ -746,12 +774,12 @@ pub unsafe extern "ptx-kernel" fn mlp_gradients(trials: *const NetTrial, buffers
 /// # Safety
 /// As [`mlp_backward`] (with `stored`, [`mlp_gradients`]).
 #[inline(always)]
-unsafe fn backward_block(trials: *const NetTrial, buffers: *const u64, net: &NetArgs, stored: bool) {
+unsafe fn backward_block(trials: *const NetTrial, buffers: *const u64, net: &NetArgs, stored: bool, from_out: bool) {
     // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
     unsafe {
         let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
         let thread = nvptx::_thread_idx_x() as usize;
-        crate::backward::gpu_backward(trials, buffers, net, dyn_smem(), (x, block, thread), stored);
+        crate::backward::gpu_backward(trials, buffers, net, dyn_smem(), (x, block, thread), stored, from_out);
     }
 }
 
@@ -1263,7 +1291,8 @@ pub unsafe extern "ptx-kernel" fn dqn_select(dqn: *const DqnParams, q: *const f3
     }
 }
 
-/// TD target, loss and output gradient of every minibatch sample, then the hidden gradient of layer 2
+/// TD target, loss and output gradient of every minibatch sample, then (with `hidden != 0`, else as
+/// [`ppo_loss`]) the hidden gradient of layer 2
 /// ([`Stage::Backward2`](crate::net::Stage::Backward2)'s product) of the same samples: block `(tile,
 /// trial)` of [`LOSS_THREADS`] threads takes samples `tile * TD_ROWS ..`, its first threads a sample each
 /// ([`td_sample`]), then, after a barrier, all of them the product's rows ([`gpu_short_rows`]). (The
@@ -1284,6 +1313,7 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
     weights: *const f32,
     losses: *mut f32,
     args: DqnArgs,
+    hidden: u32,
 ) {
     crate::nvptx_ops::follow_previous();
     // SAFETY: reads of special registers.
@@ -1308,6 +1338,9 @@ pub unsafe extern "ptx-kernel" fn dqn_td(
             let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTIONS);
             let (action, reward, done, weight) = (*actions.add(i), *rewards.add(i), *dones.add(i), *weights.add(i));
             *losses.add(i) = td_sample(j, dqn, q, qt, qo, action, reward, done, weight, dout);
+        }
+        if hidden == 0 {
+            return; // uniform: the products after the loss compute D2 where they read it
         }
         nvptx::_syncthreads();
         let g = hidden_gradient(&net, t, &dqn.net(), true);
@@ -1504,8 +1537,9 @@ unsafe fn gather_rows<T: Copy + Default>(
 }
 
 /// Loss and output gradient of every minibatch sample, from the forward outputs in `work`'s region `Q` into
-/// its region `DOUT`, then the hidden gradient of layer 2 of the same samples: blocks as in [`dqn_td`], of
-/// [`PPO_LOSS_ROWS`] samples.
+/// its region `DOUT`, then (with `hidden != 0`) the hidden gradient of layer 2 of the same samples: blocks as
+/// in [`dqn_td`], of [`PPO_LOSS_ROWS`] samples. Without it the products after the loss compute `D2` from the
+/// output gradient where they read it (`mlp_rows`' and `mlp_gradients`' `from_out`).
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
@@ -1523,6 +1557,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     weights: *const f32,
     losses: *mut f32,
     args: PpoArgs,
+    hidden: u32,
 ) {
     crate::nvptx_ops::follow_previous();
     // SAFETY: reads of special registers.
@@ -1551,6 +1586,9 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
             if let Some(loss) = sample_loss(&args, p, j, ring, logps, values, advantages, returns, out, dout) {
                 *losses.add(t * b + j) = loss;
             }
+        }
+        if hidden == 0 {
+            return; // uniform: the products after the loss compute D2 where they read it
         }
         nvptx::_syncthreads();
         let g = hidden_gradient(&net, t, &p.net(), true);

@@ -148,9 +148,10 @@ impl CudaDqn {
         self.point(Some(samples))?;
         self.walk_copy.order(stream)?;
         let net = self.net;
+        let plan = self.tables.backward_plan(&net, &self.trials)?;
         self.tables.launch_layers(stream, &net, &self.trials)?;
-        launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args)?;
-        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
+        launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args, plan.loss_stores_hidden())?;
+        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials, plan)?;
         launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
         self.trained_on = Some(stream.clone());
         Ok(())

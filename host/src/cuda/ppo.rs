@@ -162,10 +162,11 @@ impl CudaPpo {
         self.last.switch_to(stream)?;
         self.walk_copy.order(stream)?;
         let net = args.net();
+        let plan = self.tables.backward_plan(&net, &self.trials)?;
         launch::ppo::ppo_gather(&self.rt, stream, ring, features, &mut self.b, args)?;
         self.tables.launch_layers(stream, &net, &self.trials)?;
-        launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args)?;
-        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials)?;
+        launch::ppo::ppo_loss(&self.rt, stream, ring, &mut self.b, args, plan.loss_stores_hidden())?;
+        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials, plan)?;
         launch::ppo::ppo_adam(&self.rt, stream, &mut self.b, args)?;
         self.trained_on = Some(stream.clone());
         Ok(())

@@ -368,8 +368,12 @@ impl CudaRuntime {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MultiwaveBackward {
     /// `split` (the default): `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the
-    /// weight and bias gradients (each block reads only its own columns).
+    /// weight and bias gradients (each block reads only its own columns); both compute the hidden gradient
+    /// of layer 2 from the output gradient where they read it, so the loss kernel stores none.
     Split,
+    /// `split-stored`: as `split`, with the hidden gradient of layer 2 stored by the loss kernel and read
+    /// back (the reference of the measurements).
+    SplitStored,
     /// `fused`: `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
     Fused,
     /// `products`: `mlp_rows`, then `gemm_tiles` for the gradients (the reference of the measurements).
@@ -381,10 +385,11 @@ impl MultiwaveBackward {
     fn from_env() -> Result<Self, HostError> {
         match std::env::var("TRADESIM_MULTIWAVE_BACKWARD").as_deref() {
             Err(_) | Ok("" | "split") => Ok(Self::Split),
+            Ok("split-stored") => Ok(Self::SplitStored),
             Ok("fused") => Ok(Self::Fused),
             Ok("products") => Ok(Self::Products),
             Ok(other) => Err(HostError::Config(format!(
-                "TRADESIM_MULTIWAVE_BACKWARD={other}: expected split, fused or products"
+                "TRADESIM_MULTIWAVE_BACKWARD={other}: expected split, split-stored, fused or products"
             ))),
         }
     }

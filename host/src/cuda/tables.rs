@@ -133,24 +133,21 @@ impl ProductTables {
         Ok(Some(self.chains.len() - 1))
     }
 
-    /// The backward pass after the loss ([`AFTER_LOSS`]) when the sizes suit the fused kernels
-    /// ([`gpu_kernels::backward`]) and fusing is on: one `mlp_backward` launch where its blocks fit the device
-    /// in one wave; where they would take more, `mlp_rows` (the hidden gradient of layer 1, stored) and then
-    /// `mlp_gradients` (the weight and bias gradients from it), or what `TRADESIM_MULTIWAVE_BACKWARD` asks
+    /// How the backward pass after the loss ([`AFTER_LOSS`]) runs ([`BackwardPlan`]): fused kernels where the
+    /// sizes suit them ([`gpu_kernels::backward`]) and fusing is on: one `mlp_backward` launch where its
+    /// blocks fit the device in one wave; where they would take more, `mlp_rows` (the hidden gradient of
+    /// layer 1, stored) and then `mlp_gradients` (the weight and bias gradients from it), both computing the
+    /// hidden gradient of layer 2 from the output gradient where they read it when `mlp_rows` runs the
+    /// products and `TRADESIM_MULTIWAVE_BACKWARD` allows it, or what that variable asks
     /// ([`MultiwaveBackward`]). Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits
-    /// every way. `dev_trials` holds `trials` on the device.
+    /// every way. The loss kernel launched before the plan stores `D2` unless
+    /// [`BackwardPlan::loss_stores_hidden`] says it need not.
     ///
     /// Why one wave for `mlp_backward`: each of its layer-1 blocks reads its chunk's `D2` rows again (a block
     /// per unit group) and computes its units' `D1`, which is cheap while the launch is latency-bound (a DQN
     /// step: 240 blocks, 37.7 us against 17.5 + 32.7 us for the two launches on the H200) but not when it runs
     /// in many waves (a PPO update of quarter rollouts: 1,920 blocks, 99.9 us a step against 90.4).
-    pub(crate) fn launch_backward(
-        &mut self,
-        stream: &CudaStream,
-        net: &NetArgs,
-        trials: &[NetTrial],
-        dev_trials: &CudaSlice<Dev<NetTrial>>,
-    ) -> Result<(), HostError> {
+    pub(crate) fn backward_plan(&mut self, net: &NetArgs, trials: &[NetTrial]) -> Result<BackwardPlan, HostError> {
         use gpu_kernels::backward::{BackwardShared, backward_blocks, backward_suit};
         // 1 KB of a multiprocessor's shared memory is the driver's per block.
         let bytes = BackwardShared::of(net).bytes() + 1_024;
@@ -159,17 +156,85 @@ impl ProductTables {
         let one_wave = x * y <= per_sm * self.rt.multiprocessors;
         let mode = if one_wave { MultiwaveBackward::Fused } else { self.rt.multiwave_backward() };
         if !(self.rt.fused() && per_sm > 0 && backward_suit(net)) || mode == MultiwaveBackward::Products {
-            return self.launch_all(stream, net, trials, &AFTER_LOSS);
+            return Ok(BackwardPlan::Products);
         }
         // The products the kernels compute, built and checked against the buffers' lengths (once).
         for stage in AFTER_LOSS {
             self.table(net, trials, stage)?;
         }
-        let stored = mode == MultiwaveBackward::Split;
-        if stored {
+        Ok(match mode {
+            MultiwaveBackward::Fused => BackwardPlan::Fused,
+            MultiwaveBackward::SplitStored => BackwardPlan::Split { from_out: false },
+            _ => BackwardPlan::Split { from_out: self.hidden_from_out(net, trials)?.is_some() },
+        })
+    }
+
+    /// The backward pass after the loss as `plan` ([`Self::backward_plan`] for the same sizes) says, on
+    /// `stream`; `dev_trials` holds `trials` on the device.
+    pub(crate) fn launch_backward(
+        &mut self,
+        stream: &CudaStream,
+        net: &NetArgs,
+        trials: &[NetTrial],
+        dev_trials: &CudaSlice<Dev<NetTrial>>,
+        plan: BackwardPlan,
+    ) -> Result<(), HostError> {
+        let from_out = match plan {
+            BackwardPlan::Products => return self.launch_all(stream, net, trials, &AFTER_LOSS),
+            BackwardPlan::Fused => {
+                return launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, false, false);
+            }
+            BackwardPlan::Split { from_out } => from_out,
+        };
+        if from_out {
+            let Some((b1, b2, wide)) = self.hidden_from_out(net, trials)? else {
+                return Err(HostError::Config("mlp_rows: the hidden gradients do not pair".to_owned()));
+            };
+            let (b1, b2) = (&self.tables[b1].1, &self.tables[b2].1);
+            launch::net::rows(&self.rt, stream, b1, Some(b2), &self.pointers, wide)?;
+        } else {
             self.launch(stream, net, trials, Stage::Backward1)?;
         }
-        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, stored)
+        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, true, from_out)
+    }
+
+    /// Where `mlp_rows` can compute the hidden gradient of layer 1 with the one of layer 2 computed from the
+    /// output gradient ([`gpu_kernels::chain::gpu_rows`]' `from`): the tables of [`Stage::Backward1`] and
+    /// [`Stage::Backward2`] and whether the tiles are wide; `None` where the products run otherwise or
+    /// do not pair (product `i` of `Backward2` writes product `i` of `Backward1`'s `A`, all of it).
+    fn hidden_from_out(
+        &mut self,
+        net: &NetArgs,
+        trials: &[NetTrial],
+    ) -> Result<Option<(usize, usize, bool)>, HostError> {
+        let (b1, b2) = (self.table(net, trials, Stage::Backward1)?, self.table(net, trials, Stage::Backward2)?);
+        let Some(wide) = self.rows_tiles(&self.tables[b1].1.host) else { return Ok(None) };
+        let (first, second) = (&self.tables[b1].1.host, &self.tables[b2].1.host);
+        let pairs = first.len() == second.len()
+            && first.iter().zip(second).all(|(g, f)| {
+                f.c == g.a
+                    && f.m == g.m
+                    && f.n == g.k
+                    && f.k as usize <= gpu_kernels::tile::SHORT_K
+                    && f.epilogue == gpu_kernels::tile::EPI_RELU_MASK
+                    && [f.a.col, f.b.col, f.aux.col] == [1; 3]
+            });
+        Ok(pairs.then_some((b1, b2, wide)))
+    }
+
+    /// Whether [`Stage::Backward1`]'s `products` run in `mlp_rows` tiles: `Some(true)` for wide tiles
+    /// (`mlp_rows_wide`, where their rows fit a block), `Some(false)` for tiles of 32, `None` where they do
+    /// not fit (`gemm_tiles`) or fusing is off.
+    fn rows_tiles(&self, products: &[gpu_kernels::tile::Gemm]) -> Option<bool> {
+        use gpu_kernels::chain::{CHAIN_ROWS, WIDE_ROWS};
+        if !self.rt.fused() {
+            return None;
+        }
+        if !self.rt.narrow_chains() && rows_fit(&self.rt, products, WIDE_ROWS) {
+            Some(true)
+        } else {
+            rows_fit(&self.rt, products, CHAIN_ROWS).then_some(false)
+        }
     }
 
     /// The index of `stage`'s table (built, checked and uploaded on first use).
@@ -196,15 +261,36 @@ impl ProductTables {
     ) -> Result<(), HostError> {
         let i = self.table(net, trials, stage)?;
         let table = &self.tables[i].1;
-        if stage == Stage::Backward1 && self.rt.fused() {
-            use gpu_kernels::chain::{CHAIN_ROWS, WIDE_ROWS};
-            // Wide tiles where their rows fit a block (`mlp_rows_wide`), else tiles of 32 (`mlp_rows`).
-            let wide = !self.rt.narrow_chains() && rows_fit(&self.rt, &table.host, WIDE_ROWS);
-            if wide || rows_fit(&self.rt, &table.host, CHAIN_ROWS) {
-                return launch::net::rows(&self.rt, stream, table, &self.pointers, wide);
-            }
+        // Wide tiles where their rows fit a block (`mlp_rows_wide`), else tiles of 32 (`mlp_rows`).
+        if stage == Stage::Backward1
+            && let Some(wide) = self.rows_tiles(&table.host)
+        {
+            return launch::net::rows(&self.rt, stream, table, None, &self.pointers, wide);
         }
         launch::net::gemm(&self.rt, stream, table, &self.pointers, stage)
+    }
+}
+
+/// How the backward pass after a loss kernel runs ([`ProductTables::backward_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackwardPlan {
+    /// The stages' launches (`mlp_rows` or `gemm_tiles`, then `gemm_tiles`).
+    Products,
+    /// One `mlp_backward` launch.
+    Fused,
+    /// `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients`; with `from_out` both compute
+    /// the hidden gradient of layer 2 from the output gradient where they read it.
+    Split {
+        /// Whether the loss kernel's output gradient is all the products read of layer 2's gradients.
+        from_out: bool,
+    },
+}
+
+impl BackwardPlan {
+    /// Whether the loss kernel must store the hidden gradient of layer 2 (every plan but a split that
+    /// computes it from the output gradient).
+    pub(crate) fn loss_stores_hidden(self) -> bool {
+        self != Self::Split { from_out: true }
     }
 }
 

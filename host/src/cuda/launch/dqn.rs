@@ -70,6 +70,7 @@ pub(crate) fn dqn_td(
     samples: &SampleBuffers,
     nets: &mut DqnBuffers,
     args: &DqnArgs,
+    hidden: bool,
 ) -> Result<(), HostError> {
     let kernel = "dqn_td";
     let n_samples = args.n_trials as usize * args.batch as usize;
@@ -97,7 +98,8 @@ pub(crate) fn dqn_td(
         .arg(&samples.dones)
         .arg(&samples.weights)
         .arg(&mut nets.losses)
-        .arg(&dev_args);
+        .arg(&dev_args)
+        .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::TD_ROWS, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
     timed(rt, stream, "dqn_td", || unsafe { launch.launch(cfg) })?;

@@ -195,11 +195,14 @@ pub(crate) fn act_launch<'a>(
 
 /// `mlp_rows`: every product of `table` (a block of 128 threads per 32-row tile of each, the dynamic
 /// shared memory of the largest: [`gpu_kernels::chain::RowsShared`]), or with `wide` `mlp_rows_wide` (a
-/// block of 512 threads per 128-row tile); the launch is the `Stage::Backward1` product in profiles.
+/// block of 512 threads per 128-row tile); the launch is the `Stage::Backward1` product in profiles. With
+/// `from`, product `i`'s `A` is computed from product `i` of `from` (`gpu_rows`' `from`: the caller checked
+/// that they pair).
 pub(crate) fn rows(
     rt: &CudaRuntime,
     stream: &CudaStream,
     table: &GemmTable,
+    from: Option<&GemmTable>,
     pointers: &CudaSlice<u64>,
     wide: bool,
 ) -> Result<(), HostError> {
@@ -225,19 +228,25 @@ pub(crate) fn rows(
         }
     };
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
+    if from.is_some_and(|f| f.host.len() != table.host.len()) {
+        return Err(HostError::Config(format!("{label}: the hidden gradients' tables differ in length")));
+    }
     let mut launch = Launch::new(rt, stream, function);
-    launch.arg(&table.dev).arg(pointers);
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_rows` (and `mlp_rows_wide`); the table was checked
-    // against the lengths of the buffers its pointers name when it was built, its products suit the kernel
-    // (`ProductTables::launch`), the shared memory is the largest product's layout for the tile height; no
-    // product of a stage writes what another reads.
+    launch.arg(&table.dev).arg(&from.unwrap_or(table).dev).arg(pointers).scalar(u32::from(from.is_some()));
+    // SAFETY: arguments match `gpu_kernels::entries::mlp_rows` (and `mlp_rows_wide`); the tables were checked
+    // against the lengths of the buffers their pointers name when they were built, their products suit the
+    // kernel (`ProductTables::launch`, `ProductTables::hidden_from_out`: `from`'s products pair with the
+    // table's), the shared memory is the largest product's layout for the tile height; no product of a stage
+    // writes what another reads.
     timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
 /// `mlp_backward`: the hidden gradient of layer 1 and every weight gradient partial of the step
 /// ([`gpu_kernels::backward`]: a block of 256 threads per unit group, gradient chunk and trial) on the
-/// buffers whose addresses `pointers` holds, for the trials whose sizes `trials` holds on the device.
+/// buffers whose addresses `pointers` holds, for the trials whose sizes `trials` holds on the device; with
+/// `stored`, `mlp_gradients` after a stored hidden gradient of layer 1 (and with `from_out`, computing the
+/// one of layer 2 from the output gradient).
 pub(crate) fn backward(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -245,6 +254,7 @@ pub(crate) fn backward(
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
     stored: bool,
+    from_out: bool,
 ) -> Result<(), HostError> {
     use gpu_kernels::backward::{BACKWARD_THREADS, BackwardShared, backward_blocks, backward_suit};
     let (function, kernel) =
@@ -267,8 +277,12 @@ pub(crate) fn backward(
     let dev_net = Dev(*net);
     let mut launch = Launch::new(rt, stream, function);
     launch.arg(trials).arg(pointers).arg(&dev_net);
+    if stored {
+        launch.scalar(u32::from(from_out));
+    }
     // SAFETY: arguments match `gpu_kernels::entries::mlp_backward` (and `mlp_gradients`, after the stored
-    // hidden gradient of layer 1 on the same stream); the products it replaces were checked
+    // hidden gradient of layer 1 on the same stream, `from_out` where the loss kernel stored no hidden
+    // gradient of layer 2); the products it replaces were checked
     // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
     // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
     timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })?;

@@ -177,13 +177,15 @@ pub(crate) fn ppo_gather(
     Ok(())
 }
 
-/// `ppo_loss`: loss and output gradient of every minibatch sample.
+/// `ppo_loss`: loss and output gradient of every minibatch sample, and with `hidden` the hidden gradient of
+/// layer 2 (else the products after it compute it: [`crate::cuda::tables::BackwardPlan`]).
 pub(crate) fn ppo_loss(
     rt: &CudaRuntime,
     stream: &CudaStream,
     ring: &CudaSlice<Dev<Transition>>,
     b: &mut PpoBuffers,
     args: &PpoArgs,
+    hidden: bool,
 ) -> Result<(), HostError> {
     let kernel = "ppo_loss";
     check_rollout(kernel, b, args, ring)?;
@@ -199,7 +201,8 @@ pub(crate) fn ppo_loss(
         .arg(&mut b.work)
         .arg(&b.weights)
         .arg(&mut b.losses)
-        .arg(&dev_args);
+        .arg(&dev_args)
+        .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::PPO_LOSS_ROWS, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
     timed(rt, stream, "ppo_loss", || unsafe { launch.launch(cfg) })?;
