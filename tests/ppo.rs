@@ -446,8 +446,7 @@ fn gpu_split_backward_matches_cpu_bitwise() {
         let mut env = EnvBatch::new(backend, &market, &env_params, layout, cfg).unwrap();
         let mut agent = PpoAgent::new(backend, &env, &ppos, stride, n, 6).unwrap();
         let l = agent.layout();
-        let net =
-            NetArgs::new(trials as u32, envs as u32, l.input as u32, stride as u32, l.outputs as u32, n as u32, 1);
+        let net = NetArgs::new(trials as u32, envs as u32, l.input as u32, stride as u32, l.outputs, n as u32, 1);
         let ((x, y), bytes) = (backward_blocks(&net), BackwardShared::of(&net).bytes() + 1_024);
         // Blocks a multiprocessor by shared memory (228 KB on the H200, as the host counts them).
         let per_sm = (228 * 1_024) / bytes;
