@@ -419,8 +419,8 @@ fn long_gradient_chunks_match_cpu_bitwise() {
 
 /// Updates whose fused backward blocks would take more than one wave on the H200 (6 trials x 125 gradient
 /// chunks x 2 unit groups): the host stores the hidden gradient of layer 1 (`mlp_rows_wide`), sums the
-/// gradients from it (`mlp_gradients`), and both compute the hidden gradient of layer 2 from the output
-/// gradient where they read it (`ppo_loss` stores none). Widths below the stride, a trial whose minibatch
+/// gradients from it (`mlp_gradients`), and `mlp_rows_wide` computes (and stores) the hidden gradient of
+/// layer 2 from the output gradient (`ppo_loss` stores none). Widths below the stride, a trial whose minibatch
 /// is half the buffer (empty chunks), another with a tight gradient clip: the GPU gives the CPU's bits.
 #[test]
 fn gpu_split_backward_matches_cpu_bitwise() {

@@ -172,7 +172,6 @@ pub unsafe fn gpu_backward(
     smem: *mut f32,
     (x, block, thread): (usize, usize, usize),
     stored: bool,
-    from_out: bool,
 ) {
     use crate::net::{Work, buffers as bufs, grad_chunk};
     use crate::nvptx_ops::{cp_async_wait_all, cp_async4, cp_async16, lds, lds4, shared_addr, sts};
@@ -210,10 +209,6 @@ pub unsafe fn gpu_backward(
         let obsg = buf(bufs::OBS).add(t * b * d + s0 * d);
         let params = buf(bufs::ONLINE).add(t * l.params());
         let partial = buf(bufs::PARTIAL).add((c * n_trials + t) * l.params());
-        // The layer-2 side of a stored D1 computes its units' D2 from the output gradient (`from_out`):
-        // thread `i` column `u0 + i % 64` of rows `i / 64 ..` 4 apart, with that unit's W3 column.
-        let d2_computed = from_out && stored && !first;
-        let (d2_col, d2_row) = (thread % G2, thread / G2);
         let base = shared_addr(smem);
         let at = |f: usize| base + 4 * f as u32;
         // Stage `st`'s first float (arithmetic: an indexed `sh.stage` put the layout in local memory).
@@ -272,9 +267,7 @@ pub unsafe fn gpu_backward(
             while i < rows * q4 {
                 let (r, q) = ((i / q4) as usize, 4 * (i % q4) as usize);
                 let src = (r0 + r) * hs + q;
-                if !d2_computed {
-                    cp_async16(at(sb + sh.d2 + r * sh.sd + q), d2g.add(src));
-                }
+                cp_async16(at(sb + sh.d2 + r * sh.sd + q), d2g.add(src));
                 if !first {
                     cp_async16(at(sb + sh.a1 + r * sh.sd + q), a1g.add(src));
                 }
@@ -322,32 +315,6 @@ pub unsafe fn gpu_backward(
             }
             let sb = stage_at(sub % 2);
             let rows = (k - sub * S).min(S);
-            if d2_computed {
-                // The group's columns of D2 from the staged A2 columns and output gradients, as
-                // `crate::chain::gpu_rows` computes its tile from them (the loss kernel stored none). W3 is
-                // read here, not held across the sub-tiles (the accumulators fill the registers).
-                let (from, n) = (crate::net::hidden_gradient(net, t, &p, true), u0 + d2_col);
-                let mut w3 = [0.0f32; BACKWARD_MAX_OUTPUTS];
-                unrolled!(kk in [0, 1, 2, 3] {
-                    if kk < o && n < h {
-                        w3[kk] = *params.add(l.w3() + kk * hs + n);
-                    }
-                });
-                let mut r = d2_row;
-                while r < rows && n < hs {
-                    let dv = lds4(at(sb + sh.dout + r * BACKWARD_MAX_OUTPUTS));
-                    let mut acc = 0.0f32;
-                    unrolled!(kk in [0, 1, 2, 3] {
-                        if kk < o {
-                            acc = fma(dv[kk], w3[kk], acc);
-                        }
-                    });
-                    let x = lds(at(sb + sh.a2 + r * G2 + d2_col));
-                    sts(at(sb + sh.d2 + r * sh.sd + n), crate::tile::finish(&from, s0 + sub * S + r, n, acc, 0.0, x));
-                    r += T as usize / G2;
-                }
-                _syncthreads();
-            }
             // The small sums' two factors: address and row stride (the second is the 1.0 for a bias).
             // (The layer-1 side's b1 sums take their factor from the W1 step's D1 loads, and 1.0.)
             let (fa, sa, fb, sbb) =

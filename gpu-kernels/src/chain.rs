@@ -678,8 +678,9 @@ pub fn rows_suit(g: &Gemm) -> bool {
 /// masked by the ReLU of `A2`, `k` at most [`crate::tile::SHORT_K`]), the tile of `A` is computed instead of
 /// read: the block stages `from`'s `aux` rows (`A2`) where `A`'s rows go and its `A` rows (`DOUT`) beside
 /// them, and turns each staged element into `from`'s element in place: `fma` over `from`'s `k` ascending from
-/// 0 and [`crate::tile::finish`], the bits `crate::tile::gpu_short_rows` (nvptx only) stores. So the loss
-/// kernel need not store `D2` (a PPO update's `D2` is 191 MB written and read back).
+/// 0 and [`crate::tile::finish`], the bits `crate::tile::gpu_short_rows` (nvptx only) stores, and stores
+/// them for the gradients (`mlp_gradients`). So the loss kernel need not store `D2`, nor read `A2` for it
+/// (a PPO update's `A2` and `D2` are 191 MB each).
 ///
 /// # Safety
 /// `buffers` holds a valid device pointer for every buffer `g` (and `from`) names, long enough for it
@@ -790,14 +791,15 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
 }
 
 /// Turns the staged tile of `from`'s `aux` rows (`A2`: `rows` rows of `k` at `a`, row stride `sa`) into
-/// `from`'s elements of those rows (rows `m0 ..` of the product), reading the staged output gradients (`out`:
-/// [`crate::tile::SHORT_K`] a row) and `from`'s `B` (`W3`) from global memory: thread `i` takes column `i %
-/// 128` of each 128-column chunk, rows `i / 128` apart by `W / 4`; each element is `fma` over `from.k`
-/// ascending from 0, then [`crate::tile::finish`] ([`gpu_rows`]).
+/// `from`'s elements of those rows (rows `m0 ..` of the product) and stores them in `from`'s `C` as well
+/// (every column to `from.n_pad`, zero past `k`: the row as `crate::tile::gpu_short_rows` writes it), reading
+/// the staged output gradients (`out`: [`crate::tile::SHORT_K`] a row) and `from`'s `B` (`W3`) from global
+/// memory: thread `i` takes column `i % 128` of each 128-column chunk, rows `i / 128` apart by `W / 4`; each
+/// element is `fma` over `from.k` ascending from 0, then [`crate::tile::finish`] ([`gpu_rows`]).
 ///
 /// # Safety
 /// As [`gpu_rows`] with `from`; the staged rows are complete (a barrier) and no thread reads them until
-/// the next barrier.
+/// the next barrier; no other block writes these rows of `from`'s `C`.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn hidden_from_out<const W: usize>(
@@ -811,30 +813,38 @@ unsafe fn hidden_from_out<const W: usize>(
     use crate::tile::{SHORT_K, finish, fma};
     const { assert!(W.is_multiple_of(4), "whole 128-thread groups") };
     let (col, step) = (thread % CHAIN_UNITS, W / 4);
-    let ko = from.k as usize;
+    let (ko, n_pad) = (from.k as usize, from.n_pad as usize);
     // SAFETY: the caller's contract: every shared offset is inside the staged tile, every global read of
-    // `B` inside `from`'s active `k x n`.
+    // `B` inside `from`'s active `k x n`, every store inside `from`'s `C`.
     unsafe {
-        let wb = *buffers.add(from.b.buf as usize) as *const f32;
+        let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
+        let (wb, c_out) = (buf(from.b.buf) as *const f32, buf(from.c.buf));
         let (ab, ob) = (shared_addr(a), shared_addr(out));
         let mut c = col;
-        while c < k {
+        while c < n_pad {
             let mut wv = [0.0f32; SHORT_K];
             unrolled!(kk in [0, 1, 2, 3] {
-                if kk < ko {
+                if kk < ko && c < k {
                     wv[kk] = *wb.add(from.b.at(kk, c));
                 }
             });
             let mut r = thread / CHAIN_UNITS;
             while r < rows {
-                let (dv, x) = (lds4(ob + 16 * r as u32), lds(ab + 4 * (r * sa + c) as u32));
-                let mut acc = 0.0f32;
-                unrolled!(kk in [0, 1, 2, 3] {
-                    if kk < ko {
-                        acc = fma(dv[kk], wv[kk], acc);
-                    }
-                });
-                sts(ab + 4 * (r * sa + c) as u32, finish(from, m0 + r, c, acc, 0.0, x));
+                let (mut acc, mut x) = (0.0f32, 0.0f32);
+                if c < k {
+                    let dv = lds4(ob + 16 * r as u32);
+                    x = lds(ab + 4 * (r * sa + c) as u32);
+                    unrolled!(kk in [0, 1, 2, 3] {
+                        if kk < ko {
+                            acc = fma(dv[kk], wv[kk], acc);
+                        }
+                    });
+                }
+                let v = finish(from, m0 + r, c, acc, 0.0, x);
+                if c < k {
+                    sts(ab + 4 * (r * sa + c) as u32, v);
+                }
+                *c_out.add(from.c.at(m0 + r, c)) = v;
                 r += step;
             }
             c += CHAIN_UNITS;

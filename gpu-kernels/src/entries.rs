@@ -746,27 +746,19 @@ unsafe fn staged_rows<const W: usize, const AHEAD: bool>(
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mlp_backward(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
     // SAFETY: the caller's contract.
-    unsafe { backward_block(trials, buffers, &net, false, false) }
+    unsafe { backward_block(trials, buffers, &net, false) }
 }
 
 /// [`mlp_backward`] after the hidden gradient of layer 1 was stored (`mlp_rows`): the layer-1 side's blocks
 /// stage their units' columns of it instead of computing them, so each reads only its own columns (no
 /// `D2` rows, no `W2`): the weight and bias gradients' partial sums of a step whose blocks take many waves.
-/// With `from_out != 0` the layer-2 side's blocks compute their units' columns of `D2` from the staged
-/// columns of `A2`, the output gradients and `W3` (the loss kernel stored no `D2`).
 ///
 /// # Safety
-/// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]) and,
-/// unless `from_out`, its `D2`.
+/// As [`mlp_backward`]; the training buffer holds the step's `D1` ([`crate::net::Stage::Backward1`]).
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mlp_gradients(
-    trials: *const NetTrial,
-    buffers: *const u64,
-    net: NetArgs,
-    from_out: u32,
-) {
+pub unsafe extern "ptx-kernel" fn mlp_gradients(trials: *const NetTrial, buffers: *const u64, net: NetArgs) {
     // SAFETY: the caller's contract.
-    unsafe { backward_block(trials, buffers, &net, true, from_out != 0) }
+    unsafe { backward_block(trials, buffers, &net, true) }
 }
 
 /// The block `(group, chunk x n_trials + trial)` of `mlp_backward` or (`stored`) `mlp_gradients`.
@@ -774,12 +766,12 @@ pub unsafe extern "ptx-kernel" fn mlp_gradients(
 /// # Safety
 /// As [`mlp_backward`] (with `stored`, [`mlp_gradients`]).
 #[inline(always)]
-unsafe fn backward_block(trials: *const NetTrial, buffers: *const u64, net: &NetArgs, stored: bool, from_out: bool) {
+unsafe fn backward_block(trials: *const NetTrial, buffers: *const u64, net: &NetArgs, stored: bool) {
     // SAFETY: the caller's contract; the block index picks the group and the (chunk, trial).
     unsafe {
         let (x, block) = (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize);
         let thread = nvptx::_thread_idx_x() as usize;
-        crate::backward::gpu_backward(trials, buffers, net, dyn_smem(), (x, block, thread), stored, from_out);
+        crate::backward::gpu_backward(trials, buffers, net, dyn_smem(), (x, block, thread), stored);
     }
 }
 
@@ -1483,9 +1475,9 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
 /// u32 of dynamic shared memory. The block's first threads find their row's ring slot and its bar
 /// (`find(row)`, once per row: a random draw or a shuffle, which one thread per element would repeat `width`
 /// times); then each thread computes the values of up to [`GATHER_AHEAD`] elements `(row, column)` of the
-/// block's rows, 256 apart (`value(row, slot, bar, column)`, whose loads depend only on shared memory, so
-/// they are in flight together), before it stores them (`put(row x width + column, value)`); a row without
-/// a slot gets zeros.
+/// block's rows, 4 rows x 2 columns 32 apart (`value(row, slot, bar, column)`, whose loads depend only on
+/// shared memory, so they are in flight together), before it stores them (`put(row x width + column,
+/// value)`); a row without a slot gets zeros.
 ///
 /// # Safety
 /// Blocks of 256 threads and `8 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
@@ -1511,27 +1503,31 @@ unsafe fn gather_rows<T: Copy + Default>(
             *bars.add(thread) = bar;
         }
         barrier_sync_count(0, 256);
-        // Elements of the block's rows (fewer than 2^32: GATHER_ROWS rows of a u32 width).
-        let (n, w) = ((rows.min(first + GATHER_ROWS).saturating_sub(first) * width) as u32, width as u32);
-        let mut e0 = thread as u32;
-        while e0 < n {
-            const _: () = assert!(GATHER_AHEAD == 8, "the unrolled loops below are written for 8 elements");
+        // Warp `w` takes rows `w, w + 8, w + 16, w + 24` of the block, lane `l` columns `c0 + l` and `c0 + l +
+        // 32` of each: no division per element, and a warp's loads and stores are runs of one row.
+        const WARPS: usize = 8;
+        const _: () = assert!(GATHER_AHEAD == 8 && GATHER_ROWS == 4 * WARPS, "the loops below: 4 rows x 2 columns");
+        let (lane, warp) = (thread % 32, thread / 32);
+        let live = rows.min(first + GATHER_ROWS).saturating_sub(first);
+        let mut c0 = 0;
+        while c0 < width {
             let mut vals = [T::default(); GATHER_AHEAD];
             unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let e = e0 + 256 * j as u32;
-                let (r, c) = ((e / w) as usize, (e % w) as usize);
-                let slot = if e < n { *slots.add(r) } else { u32::MAX };
-                if slot != u32::MAX {
-                    vals[j] = value(first + r, slot as usize, *bars.add(r), c);
+                let (r, c) = (warp + WARPS * (j / 2), c0 + lane + 32 * (j % 2));
+                if r < live && c < width {
+                    let slot = *slots.add(r);
+                    if slot != u32::MAX {
+                        vals[j] = value(first + r, slot as usize, *bars.add(r), c);
+                    }
                 }
             });
             unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let e = e0 + 256 * j as u32;
-                if e < n {
-                    put(first * width + e as usize, vals[j]);
+                let (r, c) = (warp + WARPS * (j / 2), c0 + lane + 32 * (j % 2));
+                if r < live && c < width {
+                    put((first + r) * width + c, vals[j]);
                 }
             });
-            e0 += 256 * GATHER_AHEAD as u32;
+            c0 += 64;
         }
     }
 }
@@ -1539,7 +1535,7 @@ unsafe fn gather_rows<T: Copy + Default>(
 /// Loss and output gradient of every minibatch sample, from the forward outputs in `work`'s region `Q` into
 /// its region `DOUT`, then (with `hidden != 0`) the hidden gradient of layer 2 of the same samples: blocks as
 /// in [`dqn_td`], of [`PPO_LOSS_ROWS`] samples. Without it the products after the loss compute `D2` from the
-/// output gradient where they read it (`mlp_rows`' and `mlp_gradients`' `from_out`).
+/// output gradient (`mlp_rows`' `from_out`, which stores it for `mlp_gradients`).
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `work`:

@@ -368,11 +368,12 @@ impl CudaRuntime {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MultiwaveBackward {
     /// `split` (the default): `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the
-    /// weight and bias gradients (each block reads only its own columns); both compute the hidden gradient
-    /// of layer 2 from the output gradient where they read it, so the loss kernel stores none.
+    /// weight and bias gradients (each block reads only its own columns); `mlp_rows` computes the hidden
+    /// gradient of layer 2 from the output gradient (and stores it for `mlp_gradients`), so the loss kernel
+    /// stores none.
     Split,
-    /// `split-stored`: as `split`, with the hidden gradient of layer 2 stored by the loss kernel and read
-    /// back (the reference of the measurements).
+    /// `split-stored`: as `split`, with the hidden gradient of layer 2 stored by the loss kernel (the
+    /// reference of the measurements).
     SplitStored,
     /// `fused`: `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
     Fused,

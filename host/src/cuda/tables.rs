@@ -136,8 +136,8 @@ impl ProductTables {
     /// How the backward pass after the loss ([`AFTER_LOSS`]) runs ([`BackwardPlan`]): fused kernels where the
     /// sizes suit them ([`gpu_kernels::backward`]) and fusing is on: one `mlp_backward` launch where its
     /// blocks fit the device in one wave; where they would take more, `mlp_rows` (the hidden gradient of
-    /// layer 1, stored) and then `mlp_gradients` (the weight and bias gradients from it), both computing the
-    /// hidden gradient of layer 2 from the output gradient where they read it when `mlp_rows` runs the
+    /// layer 1, stored) and then `mlp_gradients` (the weight and bias gradients from it), `mlp_rows`
+    /// computing (and storing) the hidden gradient of layer 2 from the output gradient where it runs the
     /// products and `TRADESIM_MULTIWAVE_BACKWARD` allows it, or what that variable asks
     /// ([`MultiwaveBackward`]). Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits
     /// every way. The loss kernel launched before the plan stores `D2` unless
@@ -182,7 +182,7 @@ impl ProductTables {
         let from_out = match plan {
             BackwardPlan::Products => return self.launch_all(stream, net, trials, &AFTER_LOSS),
             BackwardPlan::Fused => {
-                return launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, false, false);
+                return launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, false);
             }
             BackwardPlan::Split { from_out } => from_out,
         };
@@ -195,11 +195,11 @@ impl ProductTables {
         } else {
             self.launch(stream, net, trials, Stage::Backward1)?;
         }
-        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, true, from_out)
+        launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, true)
     }
 
-    /// Where `mlp_rows` can compute the hidden gradient of layer 1 with the one of layer 2 computed from the
-    /// output gradient ([`gpu_kernels::chain::gpu_rows`]' `from`): the tables of [`Stage::Backward1`] and
+    /// Where `mlp_rows` can compute the hidden gradient of layer 1 with the one of layer 2 computed (and
+    /// stored) from the output gradient ([`gpu_kernels::chain::gpu_rows`]' `from`): the tables of [`Stage::Backward1`] and
     /// [`Stage::Backward2`] and whether the tiles are wide; `None` where the products run otherwise or
     /// do not pair (product `i` of `Backward2` writes product `i` of `Backward1`'s `A`, all of it).
     fn hidden_from_out(
@@ -278,8 +278,8 @@ pub(crate) enum BackwardPlan {
     Products,
     /// One `mlp_backward` launch.
     Fused,
-    /// `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients`; with `from_out` both compute
-    /// the hidden gradient of layer 2 from the output gradient where they read it.
+    /// `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients`; with `from_out` `mlp_rows`
+    /// computes the hidden gradient of layer 2 from the output gradient (and stores it for `mlp_gradients`).
     Split {
         /// Whether the loss kernel's output gradient is all the products read of layer 2's gradients.
         from_out: bool,

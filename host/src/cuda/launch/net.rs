@@ -244,9 +244,7 @@ pub(crate) fn rows(
 
 /// `mlp_backward`: the hidden gradient of layer 1 and every weight gradient partial of the step
 /// ([`gpu_kernels::backward`]: a block of 256 threads per unit group, gradient chunk and trial) on the
-/// buffers whose addresses `pointers` holds, for the trials whose sizes `trials` holds on the device; with
-/// `stored`, `mlp_gradients` after a stored hidden gradient of layer 1 (and with `from_out`, computing the
-/// one of layer 2 from the output gradient).
+/// buffers whose addresses `pointers` holds, for the trials whose sizes `trials` holds on the device.
 pub(crate) fn backward(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -254,7 +252,6 @@ pub(crate) fn backward(
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
     stored: bool,
-    from_out: bool,
 ) -> Result<(), HostError> {
     use gpu_kernels::backward::{BACKWARD_THREADS, BackwardShared, backward_blocks, backward_suit};
     let (function, kernel) =
@@ -277,12 +274,8 @@ pub(crate) fn backward(
     let dev_net = Dev(*net);
     let mut launch = Launch::new(rt, stream, function);
     launch.arg(trials).arg(pointers).arg(&dev_net);
-    if stored {
-        launch.scalar(u32::from(from_out));
-    }
     // SAFETY: arguments match `gpu_kernels::entries::mlp_backward` (and `mlp_gradients`, after the stored
-    // hidden gradient of layer 1 on the same stream, `from_out` where the loss kernel stored no hidden
-    // gradient of layer 2); the products it replaces were checked
+    // hidden gradient of layer 1 on the same stream); the products it replaces were checked
     // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
     // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
     timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })?;
