@@ -731,10 +731,12 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
             }
         }
         stage_rows(buf(g.b.buf).add(g.b.at(0, 0)), g.b.row as usize, b, sh.sb, k, n_act, (thread, W));
+        // `from`'s `B` of the thread's first column, loaded while the copies land.
+        let w_first = from.map(|f| from_weights(f, buffers, thread % CHAIN_UNITS, k));
         cp_async_wait_all();
         _syncthreads();
-        if let Some(f) = from {
-            hidden_from_out::<W>(f, buffers, (a, sh.sa, smem.add(sh.out)), (m0, rows, k), thread);
+        if let (Some(f), Some(w)) = (from, w_first) {
+            hidden_from_out::<W>(f, buffers, (a, sh.sa, smem.add(sh.out)), (m0, rows, k), thread, w);
             _syncthreads();
         }
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
@@ -790,6 +792,26 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
     }
 }
 
+/// `from`'s `B` of column `c` (`W3`: one weight an output, zero past `from.k` and for `c >= k`).
+///
+/// # Safety
+/// As [`gpu_rows`] with `from`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn from_weights(from: &Gemm, buffers: *const u64, c: usize, k: usize) -> [f32; crate::tile::SHORT_K] {
+    let mut wv = [0.0f32; crate::tile::SHORT_K];
+    // SAFETY: the caller's contract: `(kk, c)` is inside `from`'s active `k x n` (`from.n` is `k`).
+    unsafe {
+        let wb = *buffers.add(from.b.buf as usize) as *const f32;
+        unrolled!(kk in [0, 1, 2, 3] {
+            if kk < from.k as usize && c < k {
+                wv[kk] = *wb.add(from.b.at(kk, c));
+            }
+        });
+    }
+    wv
+}
+
 /// Turns the staged tile of `from`'s `aux` rows (`A2`: `rows` rows of `k` at `a`, row stride `sa`) into
 /// `from`'s elements of those rows (rows `m0 ..` of the product) and stores them in `from`'s `C` as well
 /// (every column to `from.n_pad`, zero past `k`: the row as `crate::tile::gpu_short_rows` writes it), reading
@@ -808,26 +830,21 @@ unsafe fn hidden_from_out<const W: usize>(
     (a, sa, out): (*mut f32, usize, *const f32),
     (m0, rows, k): (usize, usize, usize),
     thread: usize,
+    w_first: [f32; crate::tile::SHORT_K],
 ) {
     use crate::nvptx_ops::{lds, lds4, shared_addr, sts};
-    use crate::tile::{SHORT_K, finish, fma};
+    use crate::tile::{finish, fma};
     const { assert!(W.is_multiple_of(4), "whole 128-thread groups") };
     let (col, step) = (thread % CHAIN_UNITS, W / 4);
     let (ko, n_pad) = (from.k as usize, from.n_pad as usize);
     // SAFETY: the caller's contract: every shared offset is inside the staged tile, every global read of
     // `B` inside `from`'s active `k x n`, every store inside `from`'s `C`.
     unsafe {
-        let buf = |b: u32| *buffers.add(b as usize) as *mut f32;
-        let (wb, c_out) = (buf(from.b.buf) as *const f32, buf(from.c.buf));
+        let c_out = *buffers.add(from.c.buf as usize) as *mut f32;
         let (ab, ob) = (shared_addr(a), shared_addr(out));
         let mut c = col;
         while c < n_pad {
-            let mut wv = [0.0f32; SHORT_K];
-            unrolled!(kk in [0, 1, 2, 3] {
-                if kk < ko && c < k {
-                    wv[kk] = *wb.add(from.b.at(kk, c));
-                }
-            });
+            let wv = if c == col { w_first } else { from_weights(from, buffers, c, k) };
             let mut r = thread / CHAIN_UNITS;
             while r < rows {
                 let (mut acc, mut x) = (0.0f32, 0.0f32);

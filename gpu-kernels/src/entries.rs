@@ -1475,9 +1475,9 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
 /// u32 of dynamic shared memory. The block's first threads find their row's ring slot and its bar
 /// (`find(row)`, once per row: a random draw or a shuffle, which one thread per element would repeat `width`
 /// times); then each thread computes the values of up to [`GATHER_AHEAD`] elements `(row, column)` of the
-/// block's rows, 4 rows x 2 columns 32 apart (`value(row, slot, bar, column)`, whose loads depend only on
-/// shared memory, so they are in flight together), before it stores them (`put(row x width + column,
-/// value)`); a row without a slot gets zeros.
+/// block's rows, 256 apart (`value(row, slot, bar, column)`, whose loads depend only on shared memory, so
+/// they are in flight together), before it stores them (`put(row x width + column, value)`); a row without
+/// a slot gets zeros.
 ///
 /// # Safety
 /// Blocks of 256 threads and `8 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
@@ -1503,31 +1503,27 @@ unsafe fn gather_rows<T: Copy + Default>(
             *bars.add(thread) = bar;
         }
         barrier_sync_count(0, 256);
-        // Warp `w` takes rows `w, w + 8, w + 16, w + 24` of the block, lane `l` columns `c0 + l` and `c0 + l +
-        // 32` of each: no division per element, and a warp's loads and stores are runs of one row.
-        const WARPS: usize = 8;
-        const _: () = assert!(GATHER_AHEAD == 8 && GATHER_ROWS == 4 * WARPS, "the loops below: 4 rows x 2 columns");
-        let (lane, warp) = (thread % 32, thread / 32);
-        let live = rows.min(first + GATHER_ROWS).saturating_sub(first);
-        let mut c0 = 0;
-        while c0 < width {
+        // Elements of the block's rows (fewer than 2^32: GATHER_ROWS rows of a u32 width).
+        let (n, w) = ((rows.min(first + GATHER_ROWS).saturating_sub(first) * width) as u32, width as u32);
+        let mut e0 = thread as u32;
+        while e0 < n {
+            const _: () = assert!(GATHER_AHEAD == 8, "the unrolled loops below are written for 8 elements");
             let mut vals = [T::default(); GATHER_AHEAD];
             unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let (r, c) = (warp + WARPS * (j / 2), c0 + lane + 32 * (j % 2));
-                if r < live && c < width {
-                    let slot = *slots.add(r);
-                    if slot != u32::MAX {
-                        vals[j] = value(first + r, slot as usize, *bars.add(r), c);
-                    }
+                let e = e0 + 256 * j as u32;
+                let (r, c) = ((e / w) as usize, (e % w) as usize);
+                let slot = if e < n { *slots.add(r) } else { u32::MAX };
+                if slot != u32::MAX {
+                    vals[j] = value(first + r, slot as usize, *bars.add(r), c);
                 }
             });
             unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let (r, c) = (warp + WARPS * (j / 2), c0 + lane + 32 * (j % 2));
-                if r < live && c < width {
-                    put((first + r) * width + c, vals[j]);
+                let e = e0 + 256 * j as u32;
+                if e < n {
+                    put(first * width + e as usize, vals[j]);
                 }
             });
-            c0 += 64;
+            e0 += 256 * GATHER_AHEAD as u32;
         }
     }
 }

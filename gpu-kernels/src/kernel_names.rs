@@ -45,8 +45,7 @@ pub const BACKTEST_BLOCK: u32 = 64;
 /// with 96 registers two fit, and the products are latency-bound (a global round trip per K step), so the
 /// third block's warps hide more of it. Measured on the H200 (`bench learners`, interleaved variants by
 /// `TRADESIM_DEV_PTX`): PPO's backward and gradient products 129.5 -> 115.1 us per env step; four blocks
-/// (64 registers, 96 bytes spilled) were slower than two. `ppo_gather` asks for four blocks of 256 (at most
-/// 64 registers: its eight elements a thread in flight took 66, three blocks; six blocks made ptxas spill).
+/// (64 registers, 96 bytes spilled) were slower than two.
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
@@ -60,7 +59,6 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
     (PPO_NORM, crate::ppo::NORM_THREADS, 0),
-    (PPO_GATHER, 256, 4),
 ];
 
 /// The kernels that read before their grid-dependency wait (`nvptx_ops::follow_previous`; every other kernel
