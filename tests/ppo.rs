@@ -383,6 +383,16 @@ fn gpu_ppo_matches_cpu_bitwise() {
     assert_bitwise("losses", &cl, &gl);
 }
 
+/// `epochs` rollouts (epochs `0 ..`) and their updates: the agent's state and last losses after them.
+fn rollouts_and_updates(agent: &mut PpoAgent, env: &mut EnvBatch, epochs: u64) -> (tradesim::NetState, Vec<f32>) {
+    for epoch in 0..epochs {
+        env.reset_epoch(epoch).unwrap();
+        agent.collect(env).unwrap();
+        agent.update(env).unwrap();
+    }
+    (agent.state().unwrap(), agent.last_losses().unwrap())
+}
+
 /// Minibatches long enough for gradient chunks above the smallest ([`gpu_kernels::net::grad_chunk`]: 256
 /// samples here, the last chunk short) beside a trial whose active batch is half the buffer: the GPU gives
 /// the CPU's bits.
@@ -404,12 +414,7 @@ fn long_gradient_chunks_match_cpu_bitwise() {
         ];
         let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(2, envs).unwrap(), cfg).unwrap();
         let mut agent = PpoAgent::new(backend, &env, &ppos, 16, n, 6).unwrap();
-        for epoch in 0..2 {
-            env.reset_epoch(epoch).unwrap();
-            agent.collect(&mut env).unwrap();
-            agent.update(&mut env).unwrap();
-        }
-        (agent.state().unwrap(), agent.last_losses().unwrap())
+        rollouts_and_updates(&mut agent, &mut env, 2)
     };
     let ((c, cl), (g, gl)) = (run(&Backend::Cpu), run(&gpu));
     assert_bitwise("weights", &c.online, &g.online);
@@ -451,12 +456,7 @@ fn gpu_split_backward_matches_cpu_bitwise() {
         // Blocks a multiprocessor by shared memory (228 KB on the H200, as the host counts them).
         let per_sm = (228 * 1_024) / bytes;
         assert!(backward_suit(&net) && x * y > per_sm * 132, "the sizes no longer take more than one wave");
-        for epoch in 0..2 {
-            env.reset_epoch(epoch).unwrap();
-            agent.collect(&mut env).unwrap();
-            agent.update(&mut env).unwrap();
-        }
-        (agent.state().unwrap(), agent.last_losses().unwrap())
+        rollouts_and_updates(&mut agent, &mut env, 2)
     };
     let ((c, cl), (g, gl)) = (run(&Backend::Cpu), run(&gpu));
     assert_bitwise("weights", &c.online, &g.online);
