@@ -199,9 +199,10 @@ impl ProductTables {
     }
 
     /// Where `mlp_rows` can compute the hidden gradient of layer 1 with the one of layer 2 computed (and
-    /// stored) from the output gradient ([`gpu_kernels::chain::gpu_rows`]' `from`): the tables of [`Stage::Backward1`] and
-    /// [`Stage::Backward2`] and whether the tiles are wide; `None` where the products run otherwise or
-    /// do not pair (product `i` of `Backward2` writes product `i` of `Backward1`'s `A`, all of it).
+    /// stored) from the output gradient (`gpu_kernels::chain::gpu_rows`' `from`, nvptx only): the tables of
+    /// [`Stage::Backward1`] and [`Stage::Backward2`] and whether the tiles are wide; `None` where the products
+    /// run otherwise or do not pair (product `i` of `Backward2` writes product `i` of `Backward1`'s `A`, all
+    /// of it).
     fn hidden_from_out(
         &mut self,
         net: &NetArgs,
