@@ -623,9 +623,9 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
 }
 
 /// Where a `gpu_rows` (nvptx only) block keeps its operands in shared memory (float offsets from a 16-byte aligned
-/// base): its tile of `A` ([`CHAIN_ROWS`] or [`WIDE_ROWS`] rows of `k`), all of `B` (`k` rows of `n_pad`) and,
-/// where the tile of `A` is computed from the output gradient (`gpu_rows`' `from`, nvptx only), the tile's output
-/// gradients ([`crate::tile::SHORT_K`] a row).
+/// base): its tile of `A` ([`CHAIN_ROWS`] or [`WIDE_ROWS`] rows of `k`), all of `B` (`k` rows of `n_pad`) and
+/// room for the tile's output gradients ([`crate::tile::SHORT_K`] a row), which a block whose tile of `A` is
+/// computed from them (`gpu_rows`' `from`, nvptx only) stages (2 KB at 128 rows, in every layout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsShared {
     /// Row stride of the staged `A` rows ([`walk_row_stride`] of `k`).

@@ -57,9 +57,50 @@ pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(
     Ok(())
 }
 
+/// Whether each product of `second` ([`Stage::Backward2`]'s: the hidden gradient of layer 2) computes the
+/// whole `A` of the same product of `first` ([`Stage::Backward1`]'s), as `gpu_kernels::chain::gpu_rows`'
+/// `from` (nvptx only) needs: it writes that `A` (`C` of `second` is `A` of `first`, the same rows and
+/// columns), from row-major operands, with `k` at most [`gpu_kernels::tile::SHORT_K`] and the ReLU mask.
+#[cfg(any(feature = "cuda", test))]
+pub(crate) fn hidden_pairs(first: &[Gemm], second: &[Gemm]) -> bool {
+    first.len() == second.len()
+        && first.iter().zip(second).all(|(g, f)| {
+            f.c == g.a
+                && f.m == g.m
+                && f.n == g.k
+                && f.k as usize <= gpu_kernels::tile::SHORT_K
+                && f.epilogue == EPI_RELU_MASK
+                && [f.a.col, f.b.col, f.aux.col, f.c.col] == [1; 4]
+        })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::{check, hidden_pairs, stage_plan};
+    use gpu_kernels::net::{NetArgs, NetTrial, Stage};
+
+    /// The hidden gradients of real plans pair (trials of several widths and batches, below the stride), so
+    /// `mlp_rows` computes layer 2's from the output gradient; a table of another stage, a product of
+    /// another trial or a missing product does not pair.
+    #[test]
+    fn hidden_gradients_of_a_plan_pair() {
+        let net = NetArgs::new(3, 16, 43, 32, 3, 1_000, 500);
+        let trials = [
+            NetTrial { hidden: 32, batch: 1_000, passes: 1, _pad: 0 },
+            NetTrial { hidden: 29, batch: 700, passes: 1, _pad: 0 },
+            NetTrial { hidden: 17, batch: 1, passes: 1, _pad: 0 },
+        ];
+        let (first, second) =
+            (stage_plan(&net, &trials, Stage::Backward1), stage_plan(&net, &trials, Stage::Backward2));
+        assert_eq!(first.len(), 3);
+        assert!(hidden_pairs(&first, &second));
+        assert!(!hidden_pairs(&first, &second[..2]), "a missing product");
+        assert!(!hidden_pairs(&first, &first), "layer 1's own products");
+        let swapped = [second[1], second[0], second[2]];
+        assert!(!hidden_pairs(&first, &swapped), "another trial's product");
+        let forward = stage_plan(&net, &trials, Stage::Forward(2));
+        assert!(!hidden_pairs(&first, &forward), "the output layer");
+    }
 
     /// Buffers beyond the products' 32-bit offsets are refused before anything is planned against them.
     #[test]

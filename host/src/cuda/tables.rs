@@ -201,8 +201,7 @@ impl ProductTables {
     /// Where `mlp_rows` can compute the hidden gradient of layer 1 with the one of layer 2 computed (and
     /// stored) from the output gradient (`gpu_kernels::chain::gpu_rows`' `from`, nvptx only): the tables of
     /// [`Stage::Backward1`] and [`Stage::Backward2`] and whether the tiles are wide; `None` where the products
-    /// run otherwise or do not pair (product `i` of `Backward2` writes product `i` of `Backward1`'s `A`, all
-    /// of it).
+    /// run otherwise or do not pair ([`crate::plan::hidden_pairs`]).
     fn hidden_from_out(
         &mut self,
         net: &NetArgs,
@@ -210,16 +209,7 @@ impl ProductTables {
     ) -> Result<Option<(usize, usize, bool)>, HostError> {
         let (b1, b2) = (self.table(net, trials, Stage::Backward1)?, self.table(net, trials, Stage::Backward2)?);
         let Some(wide) = self.rows_tiles(&self.tables[b1].1.host) else { return Ok(None) };
-        let (first, second) = (&self.tables[b1].1.host, &self.tables[b2].1.host);
-        let pairs = first.len() == second.len()
-            && first.iter().zip(second).all(|(g, f)| {
-                f.c == g.a
-                    && f.m == g.m
-                    && f.n == g.k
-                    && f.k as usize <= gpu_kernels::tile::SHORT_K
-                    && f.epilogue == gpu_kernels::tile::EPI_RELU_MASK
-                    && [f.a.col, f.b.col, f.aux.col] == [1; 3]
-            });
+        let pairs = crate::plan::hidden_pairs(&self.tables[b1].1.host, &self.tables[b2].1.host);
         Ok(pairs.then_some((b1, b2, wide)))
     }
 
