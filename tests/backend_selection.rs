@@ -159,12 +159,19 @@ fn cli_bench_all_quick_writes_json() {
     }
     let json = std::fs::read_to_string(&path).unwrap();
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
-    // W0 CSV and Parquet, W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5.
-    assert_eq!(parsed["rows"].as_array().map(Vec::len), Some(12), "{json}");
-    for workload in ["\"W0\"", "\"W1\"", "\"W2\"", "\"W2e\"", "\"W3\"", "\"W4\"", "\"W5\""] {
+    // W0 CSV and Parquet, W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5,
+    // W6 (the seed DQN and PPO searches; the refill search and W3 at 1,024 trials run on a GPU only).
+    assert_eq!(parsed["rows"].as_array().map(Vec::len), Some(14), "{json}");
+    for workload in ["\"W0\"", "\"W1\"", "\"W2\"", "\"W2e\"", "\"W3\"", "\"W4\"", "\"W5\"", "\"W6\""] {
         assert!(json.contains(workload), "{workload} missing: {json}");
     }
-    assert_eq!(json.matches("\"workload\"").count(), 12, "{json}");
+    assert_eq!(json.matches("\"workload\"").count(), 14, "{json}");
+    for config in ["seed-dqn", "seed-ppo"] {
+        let row = parsed["rows"].as_array().unwrap().iter().find(|r| r["workload"] == "W6" && r["variant"] == config);
+        let note = row.map(|r| r["note"].as_str().unwrap_or_default()).unwrap_or_default();
+        assert!(note.contains("training") && note.contains("best trial"), "W6 {config}: {json}");
+    }
+    assert!(stdout.contains("W6 search") && stdout.contains("| seed-ppo | cpu | 2 |"), "{stdout}");
     assert!(stdout.contains("W0 market data in") && stdout.contains("| Parquet |"), "{stdout}");
     assert!(stdout.contains("W2e backtest end to end") && stdout.contains("| tradesim (cpu) |"), "{stdout}");
     assert!(json.contains("\"flops_per_s\": ") && !json.contains("\"flops_per_s\": 0,"), "{json}");

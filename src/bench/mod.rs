@@ -13,6 +13,7 @@
 //!   with the GPU's utilization sampled through NVML.
 
 mod report;
+mod search;
 mod seed;
 
 use crate::Error;
@@ -413,6 +414,23 @@ pub fn dqn(
     Ok(rows)
 }
 
+/// W3 at width on the GPUs only: one DQN epoch of 1,024 trials x 1,024 envs over all bars (64 trials with
+/// `--quick`), as `tradesim bench dqn --trials 1024` runs it (without the walk); nothing on a CPU-only host.
+fn wide(
+    backends: &[Backend],
+    sizes: &Sizes,
+    quick: bool,
+    sample: impl FnMut() -> Option<report::Utilization> + Send,
+) -> Result<Vec<Row>, Error> {
+    let gpus: Vec<Backend> = backends.iter().filter(|b| b.is_cuda()).cloned().collect();
+    if gpus.is_empty() {
+        return Ok(Vec::new());
+    }
+    let trials = if quick { 64 } else { 1_024 };
+    let rows = dqn(&gpus, &Sizes { trials, walk_bars: 0, ..*sizes }, sample)?;
+    Ok(rows.into_iter().map(|r| Row { variant: format!("{trials} trials"), ..r }).collect())
+}
+
 /// Runs `epoch` with every launch bracketed by CUDA events on a GPU backend and returns the per-kernel
 /// profile with the device's measured FMA peak; on the CPU runs nothing and returns `None`.
 fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Error>) -> Result<Option<Profile>, Error> {
@@ -555,6 +573,8 @@ pub enum Workload {
     Ppo,
     /// W3 and W4.
     Learners,
+    /// W6: the seed searches (`tradesim hyperopt` with the TOMLs of `benches/configs`), CPU vs GPU.
+    Search,
     /// Every workload.
     #[default]
     All,
@@ -569,13 +589,14 @@ pub fn run(
     vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
-        Workload::All => &["load", "experience", "backtest", "dqn", "ppo"],
+        Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search"],
         Workload::Load => &["load"],
         Workload::Experience => &["experience"],
         Workload::Backtest => &["backtest"],
         Workload::Dqn => &["dqn"],
         Workload::Ppo => &["ppo"],
         Workload::Learners => &["dqn", "ppo"],
+        Workload::Search => &["search"],
     };
     let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     if let Some(k) = trials {
@@ -597,6 +618,8 @@ pub fn run(
                 rows
             }
             "ppo" => ppo(&backends, &sizes)?,
+            "search" => search::search(&backends, quick)?,
+            "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
             _ => dqn(&backends, &sizes, || monitor.sample())?,
         });
         monitor.sample();

@@ -169,6 +169,17 @@ impl Row {
         }
     }
 
+    /// A W6 row: a search of `trials` trials with the TOML `config` over `bars` synthetic bars.
+    pub fn search(config: &str, backend: &'static str, trials: usize, bars: usize, seconds: f64) -> Self {
+        Self {
+            workload: "W6",
+            variant: config.to_owned(),
+            label: format!("tradesim hyperopt --config benches/configs/{config}.toml, {bars} synthetic bars"),
+            width: trials,
+            ..Self::experience(backend, "", backend, trials, trials, seconds, None)
+        }
+    }
+
     /// A W5 row (the greedy evaluation walk).
     pub fn walk(backend: &'static str, trials: usize, bar_steps: usize, seconds: f64) -> Self {
         Self {
@@ -400,10 +411,11 @@ impl BenchReport {
                     (Some(f), None) => format!("{:.3}", f / 1e12),
                     _ => "-".to_owned(),
                 };
+                let backend =
+                    if r.variant.is_empty() { r.backend.to_owned() } else { format!("{} ({})", r.backend, r.variant) };
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {:.3} | {:.3e} | {} | {kernel} | {flops} | {u} |",
-                    r.backend,
+                    "| {backend} | {} | {:.3} | {:.3e} | {} | {kernel} | {flops} | {u} |",
                     opt(r.grad_steps_per_s, 1),
                     r.seconds,
                     r.throughput,
@@ -421,6 +433,15 @@ impl BenchReport {
         }
         for r in self.rows.iter().filter(|r| r.workload == "W5" && !r.note.is_empty()) {
             let _ = writeln!(out, "\n{} W5: {}", r.backend, r.note);
+        }
+        if self.rows.iter().any(|r| r.workload == "W6") {
+            out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each)\n\n| TOML | backend | trials | seconds |\n|---|---|---|---|\n";
+            for r in self.rows.iter().filter(|r| r.workload == "W6") {
+                let _ = writeln!(out, "| {} | {} | {} | {:.1} |", r.variant, r.backend, r.width, r.seconds);
+            }
+            for r in self.rows.iter().filter(|r| r.workload == "W6") {
+                let _ = writeln!(out, "\n{} {} W6: {}", r.backend, r.variant, r.note);
+            }
         }
         if let Some(g) = &self.gpu {
             let peak =

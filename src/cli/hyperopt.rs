@@ -8,7 +8,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use crate::Backend;
 use crate::data::Dataset;
 use crate::hyperopt::Progress;
-use crate::hyperopt::job::{Job, JobArgs};
+use crate::hyperopt::job::{Job, JobArgs, SearchClock};
 
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -55,10 +55,9 @@ pub fn run(
     let epochs_bar = multi.add(ProgressBar::new(s.epochs as u64));
     epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
-    // Seconds of training, validation, setup (the splits' features, then each batch's envs and networks) and
-    // test walks, summed over batches; then the slot-epochs that trained a live trial, and all slot-epochs.
-    let timing = std::sync::Mutex::new([0.0; 6]);
+    let clock = SearchClock::default();
     let done = job.run(&backends, &dataset, symbol, &|p| {
+        clock.record(p);
         match p {
             Progress::Batch { numbers, finished } => {
                 trials_bar.set_position(*finished as u64);
@@ -66,12 +65,7 @@ pub fn run(
                 epochs_bar.reset();
                 epochs_bar.set_length(cfg.study.epochs as u64);
             }
-            Progress::Epoch { epoch, env_steps_per_s, best, train_seconds, eval_seconds, live, slots } => {
-                let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                t[0] += train_seconds;
-                t[1] += eval_seconds;
-                t[4] += *live as f64;
-                t[5] += *slots as f64;
+            Progress::Epoch { epoch, env_steps_per_s, best, .. } => {
                 // A batch whose freed slots took new trials runs more epochs than a trial's.
                 if *epoch as u64 + 1 > epochs_bar.length().unwrap_or(0) {
                     epochs_bar.set_length(*epoch as u64 + 1);
@@ -79,11 +73,7 @@ pub fn run(
                 epochs_bar.set_position(*epoch as u64 + 1);
                 epochs_bar.set_message(format!("{env_steps_per_s:.2e} env-steps/s, best valid Sharpe {best:.2}"));
             }
-            Progress::Trained { setup_seconds, test_seconds } => {
-                let mut t = timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                t[2] += setup_seconds;
-                t[3] += test_seconds;
-            }
+            Progress::Trained { .. } => {}
             Progress::Refill { slot, number } => trials_bar.set_message(format!("slot {slot} took trial {number}")),
             Progress::TrialDone { finished, .. } | Progress::BatchDone { finished } => {
                 trials_bar.set_position(*finished as u64)
@@ -97,21 +87,16 @@ pub fn run(
     })?;
     trials_bar.finish();
     epochs_bar.finish();
-    timing.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[2] += done.split_seconds;
+    let times = clock.times(&done);
     let summary = done.summary;
-    let [train_s, eval_s, setup_s, test_s, live, slots] =
-        timing.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let total = started.elapsed().as_secs_f64();
-    println!(
-        "search done in {total:.1} s: training {train_s:.2} s, validation {eval_s:.2} s, setup (features, envs, \
-         networks) {setup_s:.2} s, test walks {test_s:.2} s, the rest (study, checkpoints, report) {:.2} s",
-        total - train_s - eval_s - setup_s - test_s
-    );
-    if slots > 0.0 {
+    println!("{}", times.line(started.elapsed().as_secs_f64()));
+    if times.slots > 0 {
         println!(
-            "slots: {live:.0} of {slots:.0} slot-epochs trained a live trial ({:.0}%; a slot idles once its trial \
-             ended and no trial is left to claim)",
-            100.0 * live / slots
+            "slots: {} of {} slot-epochs trained a live trial ({:.0}%; a slot idles once its trial ended and no \
+             trial is left to claim)",
+            times.live,
+            times.slots,
+            100.0 * times.live as f64 / times.slots as f64
         );
     }
     println!(

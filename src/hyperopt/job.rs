@@ -228,3 +228,66 @@ impl Job {
         Ok(JobDone { summary, split_seconds, bars_per_year })
     }
 }
+
+/// Seconds a search spent by part, summed over its batches, and its slot-epochs ([`SearchClock`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SearchTimes {
+    /// Collection and training.
+    pub train: f64,
+    /// Validation walks and backtests.
+    pub eval: f64,
+    /// Setup: the splits' features, then each batch's envs and networks.
+    pub setup: f64,
+    /// Test walks and backtests.
+    pub test: f64,
+    /// Slot-epochs that trained a live trial.
+    pub live: usize,
+    /// Slot-epochs in all.
+    pub slots: usize,
+}
+
+impl SearchTimes {
+    /// The summary line `tradesim hyperopt` prints for a search of `total` seconds.
+    pub fn line(&self, total: f64) -> String {
+        format!(
+            "search done in {total:.1} s: training {:.2} s, validation {:.2} s, setup (features, envs, networks) \
+             {:.2} s, test walks {:.2} s, the rest (study, checkpoints, report) {:.2} s",
+            self.train,
+            self.eval,
+            self.setup,
+            self.test,
+            total - self.train - self.eval - self.setup - self.test
+        )
+    }
+}
+
+/// Sums a search's [`SearchTimes`] from its progress events (`record` in the listener of [`Job::run`]).
+#[derive(Debug, Default)]
+pub struct SearchClock(std::sync::Mutex<SearchTimes>);
+
+impl SearchClock {
+    /// Adds what `p` reports (epochs' training and validation seconds and slots, batches' setup and test).
+    pub fn record(&self, p: &Progress) {
+        let mut t = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match p {
+            Progress::Epoch { train_seconds, eval_seconds, live, slots, .. } => {
+                t.train += train_seconds;
+                t.eval += eval_seconds;
+                t.live += live;
+                t.slots += slots;
+            }
+            Progress::Trained { setup_seconds, test_seconds } => {
+                t.setup += setup_seconds;
+                t.test += test_seconds;
+            }
+            _ => {}
+        }
+    }
+
+    /// The sums, with the splits' feature seconds of `done` in the setup.
+    pub fn times(self, done: &JobDone) -> SearchTimes {
+        let mut t = self.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.setup += done.split_seconds;
+        t
+    }
+}

@@ -1,0 +1,103 @@
+//! W6: the search itself, as `tradesim hyperopt --config benches/configs/X.toml --synthetic 300000 --seed 3`
+//! runs it, on each backend (a fresh study in a temporary folder each): the seed TOMLs of the learner-speed
+//! issue (DQN and PPO, CPU vs GPU) and, on a GPU, the slot-refill TOML. `--quick`: the same TOMLs shrunk to
+//! 2 trials of 1 epoch on 16 envs x 32 steps over 20,000 bars (a smoke test).
+
+use std::time::Instant;
+
+use super::report::Row;
+use crate::data::synthetic::{GeneratorConfig, generate};
+use crate::hyperopt::job::{Job, JobArgs, SearchClock};
+use crate::{Backend, Error};
+
+/// The TOMLs W6 runs (name, text), GPU-only ones last.
+const CONFIGS: [(&str, &str, bool); 3] = [
+    ("seed-dqn", include_str!("../../benches/configs/seed-dqn.toml"), false),
+    ("seed-ppo", include_str!("../../benches/configs/seed-ppo.toml"), false),
+    ("refill-dqn", include_str!("../../benches/configs/refill-dqn.toml"), true),
+];
+
+/// The search seed of the README's figures (`--seed 3`).
+const SEED: u64 = 3;
+
+/// One search of `text` on `backend` over `bars` synthetic bars: its row (seconds, the breakdown and the
+/// best trial in the note) and its leaderboard (trial numbers and validation Sharpes, best first).
+fn one(name: &str, text: &str, backend: &Backend, bars: usize, quick: bool) -> Result<(Row, Vec<(u64, f64)>), Error> {
+    let dir =
+        std::env::temp_dir().join(format!("tradesim-w6-{}-{name}-{}", std::process::id(), backend.info().backend));
+    // A folder left by an earlier run of this process id is replaced (the study must be new).
+    let _ = std::fs::remove_dir_all(&dir);
+    let ran = search_in(&dir, name, text, backend, bars, quick);
+    let _ = std::fs::remove_dir_all(&dir);
+    ran
+}
+
+/// [`one`] with its study and report in `dir`.
+fn search_in(
+    dir: &std::path::Path,
+    name: &str,
+    text: &str,
+    backend: &Backend,
+    bars: usize,
+    quick: bool,
+) -> Result<(Row, Vec<(u64, f64)>), Error> {
+    let text = if quick {
+        text.replace("envs = 1024", "envs = 16").replace("segment_len = 256", "segment_len = 32")
+    } else {
+        text.to_owned()
+    };
+    let args = JobArgs {
+        config_text: Some((format!("benches/configs/{name}.toml"), text)),
+        trials: quick.then_some(2),
+        parallel: quick.then_some(2),
+        epochs: quick.then_some(1),
+        seed: Some(SEED),
+        study: Some(dir.join("study.sqlite")),
+        report: Some(dir.join("report")),
+        ..JobArgs::default()
+    };
+    let job = Job::prepare(&args)?;
+    let dataset = generate(&GeneratorConfig { bars, symbols: 1, ..GeneratorConfig::default() });
+    let clock = SearchClock::default();
+    let started = Instant::now();
+    let done = job.run(std::slice::from_ref(backend), &dataset, None, &|p| {
+        clock.record(p);
+        Ok(())
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    let times = clock.times(&done);
+    let board: Vec<(u64, f64)> = done.summary.leaderboard.iter().map(|t| (t.number, t.value)).collect();
+    let mut note = times.line(seconds).replace("search done in", "search");
+    if times.slots > 0 {
+        note += &format!("; {} of {} slot-epochs trained a live trial", times.live, times.slots);
+    }
+    if let Some(best) = done.summary.leaderboard.first() {
+        note += &format!("; best trial {} (validation Sharpe {:.3})", best.number, best.value);
+    }
+    let trials = job.cfg.study.trials;
+    let row = Row::search(name, backend.info().backend, trials, bars, seconds).with_note(note);
+    Ok((row, board))
+}
+
+/// W6 on every backend: a row per (TOML, backend); a GPU row's note gives its speed-up over the CPU row of
+/// the same TOML and whether the two leaderboards agree (trial numbers and validation Sharpes).
+pub fn search(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
+    let bars = if quick { 20_000 } else { 300_000 };
+    let mut rows = Vec::new();
+    for (name, text, gpu_only) in CONFIGS {
+        let mut cpu: Option<(f64, Vec<(u64, f64)>)> = None;
+        for backend in backends.iter().filter(|b| b.is_cuda() || !gpu_only) {
+            let (mut row, board) = one(name, text, backend, bars, quick)?;
+            match (&cpu, backend.is_cuda()) {
+                (Some((seconds, cpu_board)), true) => {
+                    let same = if *cpu_board == board { "the same leaderboard" } else { "a different leaderboard" };
+                    row.note = format!("{:.1}x the CPU, {same}; {}", seconds / row.seconds, row.note);
+                }
+                (None, false) => cpu = Some((row.seconds, board)),
+                _ => {}
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
