@@ -21,8 +21,9 @@ const CONFIGS: [(&str, &str, bool); 3] = [
 const SEED: u64 = 3;
 
 /// One search of `text` on `backend` over `bars` synthetic bars: its row (seconds, the breakdown and the
-/// best trial in the note) and its leaderboard (trial numbers and validation Sharpes, best first).
-fn one(name: &str, text: &str, backend: &Backend, bars: usize, quick: bool) -> Result<(Row, Vec<(u64, f64)>), Error> {
+/// best trial in the note) and its leaderboard (trial numbers and the bits of their validation Sharpes, best
+/// first: NaN for a trial without one).
+fn one(name: &str, text: &str, backend: &Backend, bars: usize, quick: bool) -> Result<(Row, Vec<(u64, u64)>), Error> {
     let dir =
         std::env::temp_dir().join(format!("tradesim-w6-{}-{name}-{}", std::process::id(), backend.info().backend));
     // A folder left by an earlier run of this process id is replaced (the study must be new).
@@ -40,7 +41,7 @@ fn search_in(
     backend: &Backend,
     bars: usize,
     quick: bool,
-) -> Result<(Row, Vec<(u64, f64)>), Error> {
+) -> Result<(Row, Vec<(u64, u64)>), Error> {
     let text = if quick {
         text.replace("envs = 1024", "envs = 16").replace("segment_len = 256", "segment_len = 32")
     } else {
@@ -66,7 +67,7 @@ fn search_in(
     })?;
     let seconds = started.elapsed().as_secs_f64();
     let times = clock.times(&done);
-    let board: Vec<(u64, f64)> = done.summary.leaderboard.iter().map(|t| (t.number, t.value)).collect();
+    let board: Vec<(u64, u64)> = done.summary.leaderboard.iter().map(|t| (t.number, t.value.to_bits())).collect();
     let mut note = times.line(seconds).replace("search done in", "search");
     if times.slots > 0 {
         note += &format!("; {} of {} slot-epochs trained a live trial", times.live, times.slots);
@@ -85,12 +86,24 @@ pub fn search(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
     let bars = if quick { 20_000 } else { 300_000 };
     let mut rows = Vec::new();
     for (name, text, gpu_only) in CONFIGS {
-        let mut cpu: Option<(f64, Vec<(u64, f64)>)> = None;
+        let mut cpu: Option<(f64, Vec<(u64, u64)>)> = None;
         for backend in backends.iter().filter(|b| b.is_cuda() || !gpu_only) {
             let (mut row, board) = one(name, text, backend, bars, quick)?;
             match (&cpu, backend.is_cuda()) {
                 (Some((seconds, cpu_board)), true) => {
-                    let same = if *cpu_board == board { "the same leaderboard" } else { "a different leaderboard" };
+                    let same = match cpu_board.iter().zip(&board).position(|(c, g)| c != g) {
+                        None if cpu_board.len() == board.len() => "the same leaderboard".to_owned(),
+                        None => format!("a leaderboard of {} trials against {}", board.len(), cpu_board.len()),
+                        Some(i) => {
+                            let show = |(n, v): (u64, u64)| format!("trial {n} at {}", f64::from_bits(v));
+                            format!(
+                                "leaderboards differ from rank {}: {} against {}",
+                                i + 1,
+                                show(board[i]),
+                                show(cpu_board[i])
+                            )
+                        }
+                    };
                     row.note = format!("{:.1}x the CPU, {same}; {}", seconds / row.seconds, row.note);
                 }
                 (None, false) => cpu = Some((row.seconds, board)),
