@@ -43,7 +43,12 @@ fn search_in(
     quick: bool,
 ) -> Result<(Row, Vec<(u64, u64)>), Error> {
     let text = if quick {
-        text.replace("envs = 1024", "envs = 16").replace("segment_len = 256", "segment_len = 32")
+        // The TOMLs' sizes, shrunk; a TOML without these lines would run at full size in CI's smoke test.
+        let full = ["envs = 1024", "segment_len = 256"];
+        if !full.iter().all(|line| text.contains(line)) {
+            return Err(Error::Output(format!("W6 --quick: benches/configs/{name}.toml no longer sets {full:?}")));
+        }
+        text.replace(full[0], "envs = 16").replace(full[1], "segment_len = 32")
     } else {
         text.to_owned()
     };
@@ -68,7 +73,7 @@ fn search_in(
     let seconds = started.elapsed().as_secs_f64();
     let times = clock.times(&done);
     let board: Vec<(u64, u64)> = done.summary.leaderboard.iter().map(|t| (t.number, t.value.to_bits())).collect();
-    let mut note = times.line(seconds).replace("search done in", "search");
+    let mut note = format!("search {seconds:.1} s: {}", times.breakdown(seconds));
     if times.slots > 0 {
         note += &format!("; {} of {} slot-epochs trained a live trial", times.live, times.slots);
     }

@@ -89,7 +89,8 @@ pub fn run(
     epochs_bar.finish();
     let times = clock.times(&done);
     let summary = done.summary;
-    println!("{}", times.line(started.elapsed().as_secs_f64()));
+    let total = started.elapsed().as_secs_f64();
+    println!("search done in {total:.1} s: {}", times.breakdown(total));
     if times.slots > 0 {
         println!(
             "slots: {} of {} slot-epochs trained a live trial ({:.0}%; a slot idles once its trial ended and no \

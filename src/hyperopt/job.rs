@@ -247,11 +247,12 @@ pub struct SearchTimes {
 }
 
 impl SearchTimes {
-    /// The summary line `tradesim hyperopt` prints for a search of `total` seconds.
-    pub fn line(&self, total: f64) -> String {
+    /// Where a search of `total` seconds spent them, as `tradesim hyperopt` prints it after "search done in
+    /// {total} s: " (the rest: the study, checkpoints and report).
+    pub fn breakdown(&self, total: f64) -> String {
         format!(
-            "search done in {total:.1} s: training {:.2} s, validation {:.2} s, setup (features, envs, networks) \
-             {:.2} s, test walks {:.2} s, the rest (study, checkpoints, report) {:.2} s",
+            "training {:.2} s, validation {:.2} s, setup (features, envs, networks) {:.2} s, test walks {:.2} s, \
+             the rest (study, checkpoints, report) {:.2} s",
             self.train,
             self.eval,
             self.setup,

@@ -313,9 +313,8 @@ impl DeviceWalk {
 /// started earlier may still be running. Training may go on while the walk reads the copy, but its next
 /// update must not write `weights` before the copy has read them: the returned event (recorded after the
 /// copy) is what the learner makes its training stream wait for before that update ([`WalkCopy::order`]).
-/// cudarc's own
-/// tracking does not cover it: a buffer keeps one read event, and a kernel of the training stream that
-/// reads the weights as an argument (`dqn_td`, `ppo_loss`) replaces the copy's.
+/// cudarc's own tracking does not cover it: a buffer keeps one read event, and a kernel of the training
+/// stream that reads the weights as an argument (`dqn_td`, `ppo_loss`) replaces the copy's.
 pub(crate) fn walk_weights(
     stream: &Arc<CudaStream>,
     trained_on: Option<&CudaStream>,
