@@ -164,13 +164,13 @@ impl ProductTables {
         }
         Ok(match mode {
             MultiwaveBackward::Fused => BackwardPlan::Fused,
-            MultiwaveBackward::SplitStored => BackwardPlan::Split { from_out: None },
-            _ => BackwardPlan::Split { from_out: self.hidden_from_out(net, trials)? },
+            MultiwaveBackward::SplitStored => BackwardPlan::Split { from_out: false },
+            _ => BackwardPlan::Split { from_out: self.hidden_from_out(net, trials)?.is_some() },
         })
     }
 
-    /// The backward pass after the loss as `plan` ([`Self::backward_plan`] for the same sizes, the tables
-    /// not dropped since) says, on `stream`; `dev_trials` holds `trials` on the device.
+    /// The backward pass after the loss as `plan` ([`Self::backward_plan`] for the same sizes) says, on
+    /// `stream`; `dev_trials` holds `trials` on the device.
     pub(crate) fn launch_backward(
         &mut self,
         stream: &CudaStream,
@@ -186,16 +186,14 @@ impl ProductTables {
             }
             BackwardPlan::Split { from_out } => from_out,
         };
-        match from_out {
-            Some(h) => {
-                let table = |i: usize| {
-                    self.tables.get(i).map(|t| &t.1).ok_or_else(|| {
-                        HostError::Config("mlp_rows: the backward plan names tables dropped since".to_owned())
-                    })
-                };
-                launch::net::rows(&self.rt, stream, table(h.first)?, Some(table(h.second)?), &self.pointers, h.wide)?;
-            }
-            None => self.launch(stream, net, trials, Stage::Backward1)?,
+        if from_out {
+            let Some((b1, b2, wide)) = self.hidden_from_out(net, trials)? else {
+                return Err(HostError::Config("mlp_rows: the hidden gradients do not pair".to_owned()));
+            };
+            let (b1, b2) = (&self.tables[b1].1, &self.tables[b2].1);
+            launch::net::rows(&self.rt, stream, b1, Some(b2), &self.pointers, wide)?;
+        } else {
+            self.launch(stream, net, trials, Stage::Backward1)?;
         }
         launch::net::backward(&self.rt, stream, dev_trials, &self.pointers, net, true)
     }
@@ -204,11 +202,15 @@ impl ProductTables {
     /// stored) from the output gradient (`gpu_kernels::chain::gpu_rows`' `from`, nvptx only): the tables of
     /// [`Stage::Backward1`] and [`Stage::Backward2`] and whether the tiles are wide; `None` where the products
     /// run otherwise or do not pair ([`crate::plan::hidden_pairs`]).
-    fn hidden_from_out(&mut self, net: &NetArgs, trials: &[NetTrial]) -> Result<Option<HiddenFromOut>, HostError> {
-        let (first, second) = (self.table(net, trials, Stage::Backward1)?, self.table(net, trials, Stage::Backward2)?);
-        let Some(wide) = self.rows_tiles(&self.tables[first].1.host) else { return Ok(None) };
-        let pairs = crate::plan::hidden_pairs(&self.tables[first].1.host, &self.tables[second].1.host);
-        Ok(pairs.then_some(HiddenFromOut { first, second, wide }))
+    fn hidden_from_out(
+        &mut self,
+        net: &NetArgs,
+        trials: &[NetTrial],
+    ) -> Result<Option<(usize, usize, bool)>, HostError> {
+        let (b1, b2) = (self.table(net, trials, Stage::Backward1)?, self.table(net, trials, Stage::Backward2)?);
+        let Some(wide) = self.rows_tiles(&self.tables[b1].1.host) else { return Ok(None) };
+        let pairs = crate::plan::hidden_pairs(&self.tables[b1].1.host, &self.tables[b2].1.host);
+        Ok(pairs.then_some((b1, b2, wide)))
     }
 
     /// Whether [`Stage::Backward1`]'s `products` run in `mlp_rows` tiles: `Some(true)` for wide tiles
@@ -270,9 +272,8 @@ pub(crate) enum BackwardPlan {
     /// `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients`; with `from_out` `mlp_rows`
     /// computes the hidden gradient of layer 2 from the output gradient (and stores it for `mlp_gradients`).
     Split {
-        /// The tables `mlp_rows` runs when the loss kernel's output gradient is all the products read of
-        /// layer 2's gradients.
-        from_out: Option<HiddenFromOut>,
+        /// Whether the loss kernel's output gradient is all the products read of layer 2's gradients.
+        from_out: bool,
     },
 }
 
@@ -280,18 +281,8 @@ impl BackwardPlan {
     /// Whether the loss kernel must store the hidden gradient of layer 2 (every plan but a split that
     /// computes it from the output gradient).
     pub(crate) fn loss_stores_hidden(self) -> bool {
-        !matches!(self, Self::Split { from_out: Some(_) })
+        self != Self::Split { from_out: true }
     }
-}
-
-/// Where a split backward pass computes the hidden gradient of layer 2 in `mlp_rows`
-/// ([`ProductTables::hidden_from_out`]): the indices of the [`Stage::Backward1`] and [`Stage::Backward2`]
-/// tables, whose products pair, and whether the tiles are wide (`mlp_rows_wide`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct HiddenFromOut {
-    first: usize,
-    second: usize,
-    wide: bool,
 }
 
 /// Whether `mlp_rows` (or `mlp_rows_wide`) can run `products` in tiles of `rows` rows
