@@ -68,6 +68,32 @@ fn gap_through_the_take_profit_fills_at_the_open(backend: &Backend) {
 }
 test_device!(gap_through_the_take_profit_fills_at_the_open);
 
+/// A stop-loss touched inside a bar is a stop-market order: with `stop_slippage` 0.25 it fills a quarter of
+/// the bar's range beyond its level, never beyond the bar's extreme.
+/// | 2 | 100 | 100.2 | 98.6 | 99.5 | range 1.6: the stop at 99 fills at 99 - 0.4 = 98.6 (the low) -> cash 9,860
+/// | 2 | 100 | 100.6 | 98.8 | 99.5 | range 1.8: fills at 99 - 0.45 = 98.55, below the low: at 98.8 -> 9,880
+fn a_touched_stop_fills_beyond_its_level(backend: &Backend) {
+    let p = TrialParams { stop_slippage: 0.25, ..params() };
+    let cases = [((100.0, 100.2, 98.6, 99.5), 9_860.0), ((100.0, 100.6, 98.8, 99.5), 9_880.0)];
+    for (bar2, cash) in cases {
+        let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), bar2], SIGMA);
+        let (s, t) = walk_bars(backend, p, &b, &[LONG, LONG]);
+        assert_eq!((t[1].label, s[1].position), (BarrierLabel::StopLoss as u8, 0));
+        assert_close("cash after the stop", s[1].cash, cash);
+    }
+    // Short 100 units at 100: stop-loss 101; bar 2's high 101.6 and low 100.0 (range 1.6) -> bought back at
+    // 101 + 0.4 = 101.4 -> cash 20,000 - 10,140.
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), (100.5, 101.6, 100.0, 101.0)], SIGMA);
+    let (s, t) = walk_bars(backend, p, &b, &[SHORT, SHORT]);
+    assert_eq!(t[1].label, BarrierLabel::StopLoss as u8);
+    assert_close("cash after the short's stop", s[1].cash, 9_860.0);
+    // A gap through the stop still fills at the open, whatever the slippage.
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), (98.0, 98.5, 97.0, 98.2)], SIGMA);
+    let (s, _) = walk_bars(backend, p, &b, &[LONG, LONG]);
+    assert_close("cash after the gap exit", s[1].cash, 9_800.0);
+}
+test_device!(a_touched_stop_fills_beyond_its_level);
+
 /// Bar 2 touches both 102 (high 103) and 99 (low 98.5): the stop-loss wins, exit at 99.
 fn both_barriers_in_one_bar_is_a_stop_loss(backend: &Backend) {
     let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 100.5, 99.5, 100.0), (100.0, 103.0, 98.5, 101.0)], SIGMA);

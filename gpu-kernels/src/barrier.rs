@@ -21,12 +21,19 @@ pub fn set_barriers(params: &TrialParams, state: &mut EnvState, sigma: f64, fill
     state.barrier_live = u32::from(live);
 }
 
-/// Checks the open position's barriers on bar `u` (from the fill bar on). Returns the label and exit price:
-/// first the open (`gap`: the position was held into this bar), a gap beyond either barrier filling at the
-/// open; then the range, at the barrier's price, stop-loss when both were touched; then the time expiry at
-/// the close.
+/// Checks the open position's barriers on bar `u` (from the fill bar on). Returns the label and exit price
+/// (before the spread): first the open (`gap`: the position was held into this bar), a gap beyond either
+/// barrier filling at the open; then the range, stop-loss when both were touched; then the time expiry at
+/// the close. A take-profit touched inside the bar fills at its level (a resting limit order); a stop-loss
+/// touched inside the bar is a stop-market order, filled [`stop_fill`] beyond its level.
 #[inline]
-pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32, gap: bool) -> Option<(BarrierLabel, f64)> {
+pub fn check_barriers(
+    params: &TrialParams,
+    state: &EnvState,
+    bar: &Bar,
+    u: u32,
+    gap: bool,
+) -> Option<(BarrierLabel, f64)> {
     if state.barrier_live == 0 || state.position == 0 {
         return None;
     }
@@ -42,7 +49,7 @@ pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32, gap: bool) -> Option<
         return Some((BarrierLabel::StopLoss, bar.open));
     }
     if sl > 0.0 && beyond(adverse, sl, !long) {
-        return Some((BarrierLabel::StopLoss, sl));
+        return Some((BarrierLabel::StopLoss, stop_fill(params, sl, bar, long)));
     }
     if tp > 0.0 && beyond(favourable, tp, long) {
         return Some((BarrierLabel::TakeProfit, tp));
@@ -51,4 +58,14 @@ pub fn check_barriers(state: &EnvState, bar: &Bar, u: u32, gap: bool) -> Option<
         return Some((BarrierLabel::Time, bar.close));
     }
     None
+}
+
+/// The price at which a stop-loss at `level`, touched inside `bar`, fills: `stop_slippage` of the bar's range
+/// beyond the level, capped at the bar's adverse extreme (low for a long, high for a short). Prices seen at
+/// discrete moments are already past a level when its touch is seen; filling exactly at the level would
+/// spare every stopped trade that overshoot, which a search over stop widths learns to harvest.
+#[inline]
+pub fn stop_fill(params: &TrialParams, level: f64, bar: &Bar, long: bool) -> f64 {
+    let slip = params.stop_slippage * (bar.high - bar.low);
+    if long { (level - slip).max(bar.low) } else { (level + slip).min(bar.high) }
 }

@@ -142,7 +142,7 @@ fn advance(
     }
     let mut label = BarrierLabel::None;
     // A position held into this bar can gap through a barrier at the open; one opened at this open cannot.
-    if let Some((hit, exit_price)) = check_barriers(state, next, fill_bar, !opened) {
+    if let Some((hit, exit_price)) = check_barriers(params, state, next, fill_bar, !opened) {
         label = hit;
         state.barrier_live = 0;
         if params.barrier_exits != 0 {

@@ -47,6 +47,10 @@ pub struct TrialParams {
     pub take_profit_mult: f64,
     /// Stop-loss distance in units of sigma at the decision bar (`0` disables it).
     pub stop_loss_mult: f64,
+    /// A stop-loss touched inside a bar is a market order: it fills this fraction of the bar's range
+    /// (high - low) beyond its level, never beyond the bar's extreme (`0`: at the level). A gap through the
+    /// stop fills at the open.
+    pub stop_slippage: f64,
     /// Reward weight of `ln(equity_{t+1} / equity_t)`.
     pub w_pnl: f64,
     /// Reward weight of `costs_{t+1} / equity_t`.
@@ -81,7 +85,7 @@ pub struct TrialParams {
     pub draw_origin: u64,
 }
 
-const _: () = assert!(size_of::<TrialParams>() == 136);
+const _: () = assert!(size_of::<TrialParams>() == 144);
 
 impl TrialParams {
     /// No costs, reserve, risk limit or barriers; long and short; fractional units; reward = log return.
@@ -94,6 +98,7 @@ impl TrialParams {
             max_drawdown: 0.0,
             take_profit_mult: 0.0,
             stop_loss_mult: 0.0,
+            stop_slippage: 0.0,
             w_pnl: 1.0,
             w_cost: 0.0,
             w_drawdown: 0.0,

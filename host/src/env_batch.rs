@@ -410,7 +410,7 @@ impl EnvBatch {
 
 /// Checks one trial's parameters (the env and the backtest refuse the same values, naming the field).
 pub(crate) fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostError> {
-    let checks: [(&'static str, f64, bool, &'static str); 11] = [
+    let checks: [(&'static str, f64, bool, &'static str); 12] = [
         ("initial_capital", p.initial_capital, p.initial_capital > 0.0, "finite and > 0"),
         ("spread", p.spread, (0.0..2.0).contains(&p.spread), "in [0, 2)"),
         ("commission", p.commission, (0.0..1.0).contains(&p.commission), "in [0, 1)"),
@@ -418,6 +418,7 @@ pub(crate) fn validate_params(trial: usize, p: &TrialParams) -> Result<(), HostE
         ("max_drawdown", p.max_drawdown, (0.0..1.0).contains(&p.max_drawdown), "in [0, 1), 0 disables"),
         ("take_profit_mult", p.take_profit_mult, p.take_profit_mult >= 0.0, ">= 0, 0 disables"),
         ("stop_loss_mult", p.stop_loss_mult, p.stop_loss_mult >= 0.0, ">= 0, 0 disables"),
+        ("stop_slippage", p.stop_slippage, (0.0..=1.0).contains(&p.stop_slippage), "in [0, 1]"),
         ("w_pnl", p.w_pnl, true, "finite"),
         ("w_cost", p.w_cost, true, "finite"),
         ("w_drawdown", p.w_drawdown, true, "finite"),

@@ -32,6 +32,8 @@
 //! allow_short = true
 //! whole_units = false
 //! sigma_span = 100       # EWMA span (bars) of the volatility that sets barrier widths
+//! stop_slippage = 0.15   # a stop touched inside a bar fills this share of the bar's range beyond its level
+//! barrier_floor = 1.0    # barriers narrower than this many typical bar ranges are widened to it (0: off)
 //!
 //! [space]               # each entry: { low, high, log = bool } | { choices = [...] } | a fixed number
 //! lr = { low = 1e-4, high = 3e-3, log = true }
@@ -43,8 +45,8 @@
 //! w_cost = { low = 0.0, high = 2.0 }
 //! w_drawdown = { low = 0.0, high = 1.0 }
 //! w_barrier = 0.0
-//! take_profit_mult = { low = 0.0, high = 4.0 }
-//! stop_loss_mult = { low = 0.0, high = 4.0 }
+//! take_profit_mult = { low = 1.0, high = 5.0 }  # 0 (fixed) disables the barrier
+//! stop_loss_mult = { low = 1.0, high = 5.0 }
 //! max_hold_bars = { choices = [0, 24, 96] }
 //! ```
 
@@ -172,7 +174,19 @@ pub struct EnvSettings {
     pub whole_units: bool,
     /// EWMA span (bars) of the volatility sigma that sets barrier widths.
     pub sigma_span: usize,
+    /// A stop-loss touched inside a bar fills this fraction of the bar's range beyond its level (a
+    /// stop-market order; `TrialParams::stop_slippage`).
+    pub stop_slippage: f64,
+    /// The narrowest take-profit or stop-loss, in typical bar ranges of the training split: a trial's
+    /// multiple of sigma below it is raised to it (`0` disables the floor).
+    pub barrier_floor: f64,
 }
+
+/// The default `[env] stop_slippage`: the overshoot a level sees when prices are observed at about a dozen
+/// points a bar (docs/ENVIRONMENT.md, "Fills a search cannot farm").
+pub const DEFAULT_STOP_SLIPPAGE: f64 = 0.15;
+/// The default `[env] barrier_floor`: one typical bar range.
+pub const DEFAULT_BARRIER_FLOOR: f64 = 1.0;
 
 impl Default for EnvSettings {
     fn default() -> Self {
@@ -183,6 +197,8 @@ impl Default for EnvSettings {
             allow_short: true,
             whole_units: false,
             sigma_span: crate::DEFAULT_SIGMA_SPAN,
+            stop_slippage: DEFAULT_STOP_SLIPPAGE,
+            barrier_floor: DEFAULT_BARRIER_FLOOR,
         }
     }
 }
@@ -241,8 +257,8 @@ pub fn space_for(algo: Algo) -> BTreeMap<String, Dimension> {
             ("w_cost", range(0.0, 2.0, false)),
             ("w_drawdown", range(0.0, 1.0, false)),
             ("w_barrier", Dimension::Fixed(0.0)),
-            ("take_profit_mult", range(0.0, 4.0, false)),
-            ("stop_loss_mult", range(0.0, 4.0, false)),
+            ("take_profit_mult", range(1.0, 5.0, false)),
+            ("stop_loss_mult", range(1.0, 5.0, false)),
             ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
         ])
         .map(|(k, v)| (k.to_owned(), v))
@@ -342,6 +358,12 @@ impl SearchConfig {
             if v == 0 {
                 return Err(Error::config(key, "must be at least 1"));
             }
+        }
+        if !(0.0..=1.0).contains(&self.env.stop_slippage) {
+            return Err(Error::config("env.stop_slippage", format!("{} must be in [0, 1]", self.env.stop_slippage)));
+        }
+        if !(0.0..=100.0).contains(&self.env.barrier_floor) {
+            return Err(Error::config("env.barrier_floor", format!("{} must be in [0, 100]", self.env.barrier_floor)));
         }
         if !(s.heartbeat_seconds > 0.0 && s.stale_seconds > s.heartbeat_seconds) {
             return Err(Error::config(

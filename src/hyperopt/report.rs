@@ -533,7 +533,7 @@ pub fn write_report(
         let targets = study
             .test_actions(b.number)?
             .ok_or_else(|| Error::Output(format!("trial {} has no test actions", b.number)))?;
-        let env = EnvDecimals::parse(&cfg.env)?;
+        let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
         let params = env_params(&b.params, &env)?;
         let steps = test.n_bars() - 1;
         let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity: true };

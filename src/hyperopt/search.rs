@@ -20,7 +20,7 @@ use crate::{Backend, DqnParams, PpoParams, TrialParams};
 pub const REWARD_SCALE: f64 = 100.0;
 
 /// The environment settings as Decimal values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EnvDecimals {
     /// Starting cash.
     pub capital: Decimal,
@@ -32,6 +32,11 @@ pub struct EnvDecimals {
     pub allow_short: bool,
     /// Whole units.
     pub whole_units: bool,
+    /// `[env] stop_slippage`.
+    pub stop_slippage: f64,
+    /// The narrowest barrier multiple of sigma (`[env] barrier_floor` typical bar ranges of the training
+    /// split, [`barrier_floor_mult`]); 0 without a floor.
+    pub barrier_floor_mult: f64,
 }
 
 impl EnvDecimals {
@@ -46,7 +51,14 @@ impl EnvDecimals {
             commission: d("commission", &e.commission)?,
             allow_short: e.allow_short,
             whole_units: e.whole_units,
+            stop_slippage: e.stop_slippage,
+            barrier_floor_mult: 0.0,
         })
+    }
+
+    /// These settings with the barrier floor measured on `train` ([`barrier_floor_mult`]).
+    pub fn with_floor(self, e: &EnvSettings, train: &crate::MarketData) -> Self {
+        Self { barrier_floor_mult: barrier_floor_mult(e.barrier_floor, train.bars()), ..self }
     }
 
     /// The Decimal parameters of the audit.
@@ -65,16 +77,32 @@ fn get(p: &Params, k: &str) -> Result<f64, Error> {
     p.get(k).copied().ok_or_else(|| Error::Study(format!("trial parameters lack `{k}`")))
 }
 
-/// A trial's environment parameters (rewards in percent, see [`REWARD_SCALE`]).
+/// `floor` typical bar ranges in units of sigma on `bars`: the median of `(high - low) / open` over the
+/// median of the positive sigmas, times `floor` (0 when either median is not positive). A barrier of this
+/// multiple is as wide as `floor` typical bars' ranges.
+pub fn barrier_floor_mult(floor: f64, bars: &[crate::Bar]) -> f64 {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+    };
+    let range = median(bars.iter().filter(|b| b.open > 0.0).map(|b| (b.high - b.low) / b.open).collect());
+    let sigma = median(bars.iter().map(|b| b.sigma).filter(|s| *s > 0.0).collect());
+    if floor > 0.0 && range > 0.0 && sigma > 0.0 { floor * range / sigma } else { 0.0 }
+}
+
+/// A trial's environment parameters (rewards in percent, see [`REWARD_SCALE`]); a take-profit or stop-loss
+/// multiple below the floor ([`EnvDecimals::barrier_floor_mult`]) is raised to it (0 stays 0: disabled).
 pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, Error> {
     let base = env.audit_params().to_params()?;
+    let floored = |m: f64| if m > 0.0 { m.max(env.barrier_floor_mult) } else { m };
     Ok(TrialParams {
         w_pnl: REWARD_SCALE,
         w_cost: REWARD_SCALE * get(p, "w_cost")?,
         w_drawdown: REWARD_SCALE * get(p, "w_drawdown")?,
         w_barrier: get(p, "w_barrier")?,
-        take_profit_mult: get(p, "take_profit_mult")?,
-        stop_loss_mult: get(p, "stop_loss_mult")?,
+        take_profit_mult: floored(get(p, "take_profit_mult")?),
+        stop_loss_mult: floored(get(p, "stop_loss_mult")?),
+        stop_slippage: env.stop_slippage,
         max_hold_bars: get(p, "max_hold_bars")? as u32,
         ..base
     })
@@ -410,7 +438,7 @@ pub fn run_search(
     progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
 ) -> Result<(), Error> {
     let s = &cfg.study;
-    let env = EnvDecimals::parse(&cfg.env)?;
+    let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
     let me = worker_id();
     let claimed = Mutex::new(HashSet::new());
     // Trials this process is running (the heartbeat thread's list).
