@@ -262,6 +262,8 @@ enum DataCommand {
         #[command(flatten)]
         data: DataArgs,
     },
+    /// Writes seeded synthetic bars whose OHLC come from Brownian sub-steps, as CSV (docs/SYNTHETIC.md).
+    Synth(data::SynthArgs),
 }
 
 /// Runs the command line; errors are printed and turn into exit code 2.
@@ -276,6 +278,7 @@ pub fn main() -> ExitCode {
             data::check(file.as_deref(), &drop, &repair)
         }
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
+        Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
         Command::Backtest {
             data,
             strategy,

@@ -7,6 +7,7 @@ pub mod device;
 pub mod features;
 mod load;
 pub mod splits;
+pub mod surrogate;
 pub mod synthetic;
 pub mod time;
 mod validate;

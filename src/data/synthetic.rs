@@ -2,13 +2,17 @@
 //! benchmarks: GARCH(1,1) volatility clustering inside a
 //! three-regime Markov chain (calm up-trend, calm down-trend, turbulent), a market factor shared by the
 //! symbols, OHLC consistent within each bar, volume rising with the move. Always labelled synthetic.
+//!
+//! [`generate_path`]: bars with a known amount of signal ([`PathKind`]: none, AR(1) returns, or trending
+//! regimes), each bar's OHLC taken from a Brownian log-price path of [`PathConfig::sub_steps`] points, so
+//! that the wicks are as wide as a price observed at discrete points makes them (docs/SYNTHETIC.md).
 
 use chrono::{DateTime, Duration, FixedOffset};
 use num_traits::FromPrimitive;
 use rust_decimal::Decimal;
 
 use super::{Dataset, MarketBar, Series};
-use crate::PriceSeries;
+use crate::{Error, PriceSeries};
 
 /// What to generate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -124,6 +128,210 @@ pub fn generate(cfg: &GeneratorConfig) -> Dataset {
         synthetic: true,
         series,
     }
+}
+
+/// The signal [`generate_path`] plants in the bars' returns (docs/SYNTHETIC.md gives the formulas).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PathKind {
+    /// No signal: zero drift, every bar's return an independent N(0, sigma^2).
+    RandomWalk,
+    /// AR(1) bar returns, `r_t = phi r_(t-1) + sqrt(1 - phi^2) sigma e_t` (stationary std sigma): the part
+    /// `phi r_(t-1)` is known when the bar opens.
+    Autocorrelated {
+        /// The lag-1 coefficient, in (-1, 1).
+        phi: f64,
+    },
+    /// Two trending regimes: each bar's return is `+drift` (up) or `-drift` (down) plus N(0, sigma^2) noise,
+    /// and the regime flips with probability `switch_probability` at each bar.
+    RegimeSwitch {
+        /// The regime's drift per bar (log return), positive.
+        drift: f64,
+        /// The chance per bar of a switch, in (0, 1).
+        switch_probability: f64,
+    },
+}
+
+impl PathKind {
+    /// The name the command line and the dataset's source use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::RandomWalk => "random-walk",
+            Self::Autocorrelated { .. } => "autocorrelated",
+            Self::RegimeSwitch { .. } => "regime",
+        }
+    }
+}
+
+/// Lag-1 coefficient of [`PathKind::Autocorrelated`]: a known part of `phi * sigma * sqrt(2/pi)` = 6.4e-4
+/// per bar at sigma 0.002, six times a 1e-4 spread (docs/SYNTHETIC.md).
+pub const DEFAULT_PHI: f64 = 0.4;
+/// Drift per bar of [`PathKind::RegimeSwitch`]: a quarter of the default sigma, so the sign of the last 24
+/// bars' return names the regime about nine times in ten (docs/SYNTHETIC.md).
+pub const DEFAULT_REGIME_DRIFT: f64 = 0.000_5;
+/// Switch probability per bar of [`PathKind::RegimeSwitch`] (regimes last 100 bars on average).
+pub const DEFAULT_SWITCH_PROBABILITY: f64 = 0.01;
+
+/// What [`generate_path`] builds: one symbol `SYN` of hourly bars from 2020-01-01, starting at 100.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathConfig {
+    /// The signal in the returns.
+    pub kind: PathKind,
+    /// Bars.
+    pub bars: usize,
+    /// Brownian points per bar (the open excluded): high and low are the extremes over them and the open.
+    pub sub_steps: usize,
+    /// Standard deviation of a bar's log return (of its unpredictable part for the regimes).
+    pub sigma: f64,
+    /// Standard deviation of the log gap between a bar's open and the previous close (0: open = close).
+    pub gap_sigma: f64,
+    /// Seed: the same seed gives the same bars.
+    pub seed: u64,
+}
+
+impl Default for PathConfig {
+    fn default() -> Self {
+        Self { kind: PathKind::RandomWalk, bars: 40_000, sub_steps: 12, sigma: 0.002, gap_sigma: 0.0, seed: 1 }
+    }
+}
+
+impl PathConfig {
+    /// Checks every field; an error names the field (`bars`, `sub_steps`, `sigma`, `gap_sigma`, `phi`,
+    /// `drift`, `switch_probability`).
+    pub fn validate(&self) -> Result<(), Error> {
+        let in_range = |key: &str, v: f64, ok: bool, allowed: &str| {
+            if v.is_finite() && ok { Ok(()) } else { Err(Error::config(key, format!("{v} is not {allowed}"))) }
+        };
+        if self.bars == 0 {
+            return Err(Error::config("bars", "0 bars; give at least 1"));
+        }
+        if self.sub_steps == 0 {
+            return Err(Error::config("sub_steps", "0 sub-steps; give at least 1"));
+        }
+        in_range("sigma", self.sigma, self.sigma > 0.0 && self.sigma < 1.0, "in (0, 1)")?;
+        in_range("gap_sigma", self.gap_sigma, (0.0..1.0).contains(&self.gap_sigma), "in [0, 1)")?;
+        match self.kind {
+            PathKind::RandomWalk => Ok(()),
+            PathKind::Autocorrelated { phi } => in_range("phi", phi, phi.abs() < 1.0, "in (-1, 1)"),
+            PathKind::RegimeSwitch { drift, switch_probability: p } => {
+                in_range("drift", drift, drift > 0.0 && drift < 1.0, "in (0, 1)")?;
+                in_range("switch_probability", p, p > 0.0 && p < 1.0, "in (0, 1)")
+            }
+        }
+    }
+
+    /// The dataset's source: `synthetic:` with the kind, seed, bars and every parameter.
+    pub fn source(&self) -> String {
+        let signal = match self.kind {
+            PathKind::RandomWalk => String::new(),
+            PathKind::Autocorrelated { phi } => format!(",phi={phi}"),
+            PathKind::RegimeSwitch { drift, switch_probability } => {
+                format!(",drift={drift},switch_probability={switch_probability}")
+            }
+        };
+        format!(
+            "synthetic:kind={},seed={},bars={},sub_steps={},sigma={},gap_sigma={}{signal}",
+            self.kind.name(),
+            self.seed,
+            self.bars,
+            self.sub_steps,
+            self.sigma,
+            self.gap_sigma
+        )
+    }
+}
+
+/// Draw streams of [`generate_path`] (apart from those of [`generate`] and [`random_walk`]).
+const STREAM_SUB_STEP: u64 = 20;
+const STREAM_GAP: u64 = 21;
+const STREAM_REGIME: u64 = 22;
+const STREAM_START: u64 = 23;
+const STREAM_VOLUME: u64 = 24;
+
+/// The signal's state between bars: the last bar's return (AR(1)) and the regime (up or down).
+struct SignalState {
+    last_return: f64,
+    up: bool,
+}
+
+impl SignalState {
+    /// The state before bar 0: a last return drawn from the stationary N(0, sigma^2) and a regime drawn
+    /// with probability 1/2 each.
+    fn start(cfg: &PathConfig) -> Self {
+        Self {
+            last_return: cfg.sigma * normal(cfg.seed, STREAM_START, 0),
+            up: uniform(cfg.seed, STREAM_REGIME, 0) < 0.5,
+        }
+    }
+
+    /// Bar `t`'s drift (the part of its return known at the open) and the std of the rest.
+    fn drift_and_noise(&mut self, cfg: &PathConfig, t: u64) -> (f64, f64) {
+        match cfg.kind {
+            PathKind::RandomWalk => (0.0, cfg.sigma),
+            PathKind::Autocorrelated { phi } => (phi * self.last_return, cfg.sigma * (1.0 - phi * phi).sqrt()),
+            PathKind::RegimeSwitch { drift, switch_probability } => {
+                // Counter 0 of the stream drew the first regime; bar t's switch uses counter t + 1.
+                if uniform(cfg.seed, STREAM_REGIME, t + 1) < switch_probability {
+                    self.up = !self.up;
+                }
+                (if self.up { drift } else { -drift }, cfg.sigma)
+            }
+        }
+    }
+}
+
+/// One bar's log path from the log open: `sub_steps` steps of `drift / m` plus N(0, noise^2 / m) each, so
+/// the bar's return is `drift` plus an N(0, noise^2) draw. Returns the log (high, low, close).
+fn bar_path(cfg: &PathConfig, t: u64, open: f64, drift: f64, noise: f64) -> (f64, f64, f64) {
+    let m = cfg.sub_steps as u64;
+    let (step_drift, step_std) = (drift / m as f64, noise / (m as f64).sqrt());
+    let (mut x, mut high, mut low) = (open, open, open);
+    for j in 0..m {
+        x += step_drift + step_std * normal(cfg.seed, STREAM_SUB_STEP, t * m + j);
+        high = high.max(x);
+        low = low.min(x);
+    }
+    (high, low, x)
+}
+
+/// Generates the bars of `cfg` (checked first: an error names the field). Prices are rounded to 6 decimal
+/// places; rounding keeps order, so low <= open, close <= high holds after it. Volumes are seeded whole
+/// numbers around 1,000, drawn apart from the prices.
+pub fn generate_path(cfg: &PathConfig) -> Result<Dataset, Error> {
+    cfg.validate()?;
+    let start: DateTime<FixedOffset> = DateTime::from_timestamp(1_577_836_800, 0).expect("2020-01-01").fixed_offset();
+    let mut state = SignalState::start(cfg);
+    let mut close = 100.0_f64.ln();
+    let mut bars = Vec::with_capacity(cfg.bars);
+    for t in 0..cfg.bars as u64 {
+        let open = close + cfg.gap_sigma * normal(cfg.seed, STREAM_GAP, t);
+        let (drift, noise) = state.drift_and_noise(cfg, t);
+        let (high, low, new_close) = bar_path(cfg, t, open, drift, noise);
+        state.last_return = new_close - open;
+        close = new_close;
+        let volume = (1_000.0 * (0.3 * normal(cfg.seed, STREAM_VOLUME, t)).exp()).round().max(1.0) as i64;
+        bars.push(MarketBar {
+            time: start + Duration::hours(t as i64),
+            open: price(open.exp()),
+            high: price(high.exp()),
+            low: price(low.exp()),
+            close: price(close.exp()),
+            volume: Decimal::from(volume),
+        });
+    }
+    Ok(Dataset { source: cfg.source(), synthetic: true, series: vec![Series { symbol: "SYN".to_owned(), bars }] })
+}
+
+/// Writes the bars as CSV, `time,symbol,open,high,low,close,volume` (RFC 3339 times, the Decimals as they
+/// print), the layout [`crate::data::load_file`] reads back to the same bars.
+pub fn write_csv(dataset: &Dataset, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(out, "time,symbol,open,high,low,close,volume")?;
+    for series in &dataset.series {
+        for b in &series.bars {
+            let time = b.time.to_rfc3339();
+            writeln!(out, "{time},{},{},{},{},{},{}", series.symbol, b.open, b.high, b.low, b.close, b.volume)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
