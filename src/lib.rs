@@ -43,6 +43,7 @@ pub mod bench;
 pub mod cli;
 pub mod data;
 pub mod error;
+pub mod evidence;
 mod failpoint;
 pub mod grid;
 pub mod hyperopt;

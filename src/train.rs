@@ -130,6 +130,9 @@ pub struct EpochReport {
     pub losses: Vec<f32>,
     /// Greedy policy on the validation split, per trial.
     pub valid: Vec<Metrics>,
+    /// The greedy validation actions backtested for [`Self::valid`] (`slots x (validation bars - 1)`,
+    /// slot-major): with the trial's parameters they reproduce its per-bar validation returns.
+    pub valid_actions: Vec<u8>,
     /// Seconds of collection and training this epoch (evaluation excluded).
     pub train_seconds: f64,
     /// Seconds of the evaluation.
@@ -647,7 +650,7 @@ pub fn run_slots<A: Learner>(
      -> Result<f64, Error> {
         if let Some((mut report, walk)) = pending {
             let started = Instant::now();
-            report.valid = walk.finish()?.0;
+            (report.valid, report.valid_actions) = walk.finish()?;
             report.eval_seconds += started.elapsed().as_secs_f64();
             ctl.report(&report)?;
         }
@@ -710,6 +713,7 @@ pub fn run_slots<A: Learner>(
             grad_steps: agent.gradient_steps(),
             losses,
             valid: Vec::new(),
+            valid_actions: Vec::new(),
             train_seconds,
             eval_seconds: started.elapsed().as_secs_f64(),
         };

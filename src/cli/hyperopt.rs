@@ -78,6 +78,13 @@ pub fn run(
             Progress::TrialDone { finished, .. } | Progress::BatchDone { finished } => {
                 trials_bar.set_position(*finished as u64)
             }
+            Progress::Placebo { index, of } => {
+                trials_bar.reset();
+                trials_bar.set_message(format!("placebo search {index} of {of}"));
+            }
+            Progress::WalkForward { folds } => {
+                trials_bar.set_message(format!("walk-forward of the best configuration over {folds} folds"))
+            }
             Progress::Waiting { numbers } => trials_bar.set_message(format!(
                 "waiting: other workers run {numbers:?} (taken over if their worker goes silent for {} s)",
                 cfg.study.stale_seconds
@@ -88,9 +95,11 @@ pub fn run(
     trials_bar.finish();
     epochs_bar.finish();
     let times = clock.times(&done);
+    let evidence = done.evidence;
     let summary = done.summary;
     let total = started.elapsed().as_secs_f64();
     println!("search done in {total:.1} s: {}", times.breakdown(total));
+    println!("verdict:  {}", evidence.verdict.line);
     if times.slots > 0 {
         println!(
             "slots: {} of {} slot-epochs trained a live trial ({:.0}%; a slot idles once its trial ended and no \
@@ -134,6 +143,7 @@ pub fn run(
         Some(Err(e)) => println!("Decimal audit not available: {e}"),
         None => {}
     }
+    print!("{}", crate::evidence::summary_text(&evidence));
     println!("report:   {}", report_dir.join("index.html").display());
     for f in &summary.files {
         println!("          {}", f.display());

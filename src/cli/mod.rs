@@ -122,6 +122,13 @@ enum Command {
         /// Seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Placebo searches: the same search on N surrogate series of the data with every predictable
+        /// direction removed (docs/EVIDENCE.md); 19 or more can show p <= 0.05.
+        #[arg(long)]
+        placebo: Option<usize>,
+        /// Retrain the best configuration on K anchored walk-forward folds and test it on each.
+        #[arg(long)]
+        walk_forward: Option<usize>,
         /// Report folder (default: beside the study).
         #[arg(long)]
         report: Option<PathBuf>,
@@ -344,6 +351,8 @@ pub fn main() -> ExitCode {
             resume,
             load_if_exists,
             seed,
+            placebo,
+            walk_forward,
             report,
             device,
         } => {
@@ -355,6 +364,8 @@ pub fn main() -> ExitCode {
                 parallel,
                 epochs,
                 seed,
+                placebo,
+                walk_forward,
                 study,
                 storage,
                 study_name,

@@ -24,6 +24,8 @@
 //!                       # host is gone) is re-run by another worker under its number and parameters
 //! rollout_steps = 128   # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
 //!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
+//! placebo = 0           # placebo searches on surrogate bars (docs/EVIDENCE.md); >= 19 can show p <= 0.05
+//! walk_forward = 0      # anchored walk-forward folds of the best configuration (0: none)
 //!
 //! [env]                 # environment settings shared by all trials (Decimal strings for money)
 //! capital = "100000"
@@ -135,6 +137,11 @@ pub struct StudyConfig {
     /// A running trial whose heartbeat is older than this (or whose worker process on this host is gone) is
     /// re-run by another worker under the same number and parameters.
     pub stale_seconds: f64,
+    /// Placebo searches: the same search on this many surrogate series without any predictable direction
+    /// (docs/EVIDENCE.md); 19 or more can show p <= 0.05.
+    pub placebo: usize,
+    /// Anchored walk-forward folds of the best configuration after the search (0: none).
+    pub walk_forward: usize,
 }
 
 impl Default for StudyConfig {
@@ -154,6 +161,8 @@ impl Default for StudyConfig {
             seed: 7,
             heartbeat_seconds: 10.0,
             stale_seconds: 60.0,
+            placebo: 0,
+            walk_forward: 0,
         }
     }
 }

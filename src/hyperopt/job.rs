@@ -11,6 +11,7 @@ use super::storage::StorageUrl;
 use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;
+use crate::evidence::Evidence;
 use crate::train::Algo;
 use crate::{Backend, Error};
 
@@ -31,6 +32,10 @@ pub struct JobArgs {
     pub epochs: Option<usize>,
     /// Seed override.
     pub seed: Option<u64>,
+    /// Placebo searches override (`study.placebo`).
+    pub placebo: Option<usize>,
+    /// Walk-forward folds override (`study.walk_forward`).
+    pub walk_forward: Option<usize>,
     /// Study file (default: `runs/<time>/study.sqlite`), shorthand for `storage = sqlite:///PATH`.
     pub study: Option<PathBuf>,
     /// Study storage URL.
@@ -55,6 +60,8 @@ impl Default for JobArgs {
             parallel: None,
             epochs: None,
             seed: None,
+            placebo: None,
+            walk_forward: None,
             study: None,
             storage: None,
             study_name: DEFAULT_STUDY_NAME.to_owned(),
@@ -103,6 +110,12 @@ impl JobArgs {
         if let Some(s) = self.seed {
             cfg.study.seed = s;
         }
+        if let Some(n) = self.placebo {
+            cfg.study.placebo = n;
+        }
+        if let Some(k) = self.walk_forward {
+            cfg.study.walk_forward = k;
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -113,6 +126,8 @@ impl JobArgs {
             || self.trials.is_some()
             || self.parallel.is_some()
             || self.epochs.is_some()
+            || self.placebo.is_some()
+            || self.walk_forward.is_some()
     }
 }
 
@@ -142,6 +157,8 @@ pub struct JobDone {
     pub split_seconds: f64,
     /// The annualization of the data.
     pub bars_per_year: f64,
+    /// How much of the answer could be luck or an artifact, and the verdict.
+    pub evidence: Evidence,
 }
 
 impl Job {
@@ -178,8 +195,8 @@ impl Job {
                 .map_err(|e| Error::Study(format!("{storage}: study {name}: stored configuration: {e}")))?;
             if args.resume && args.overrides_configuration() {
                 notes.push(
-                    "an existing study continues with its own configuration; --config/--trials/--parallel/--epochs \
-                     are ignored"
+                    "an existing study continues with its own configuration; --config/--trials/--parallel/--epochs/\
+                     --placebo/--walk-forward are ignored"
                         .to_owned(),
                 );
             }
@@ -213,8 +230,33 @@ impl Job {
         let split_seconds = started.elapsed().as_secs_f64();
         run_search(backends, &data, &self.cfg, bars_per_year, &self.paths, progress)?;
         let study = Study::reopen(&self.storage, &self.name)?;
+        let mut evidence = crate::evidence::assess(backend, &study, &data, &self.cfg, bars_per_year)?;
+        let best = match evidence.best_trial {
+            Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
+            None => None,
+        };
+        if self.cfg.study.placebo > 0 {
+            let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
+            evidence.placebo = Some(self.placebo_searches(backends, series, bars_per_year, real, progress)?);
+        }
+        if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, best) {
+            progress(&Progress::WalkForward { folds: k })?;
+            evidence.walk_forward = crate::evidence::walk::walk_forward(
+                backend,
+                series,
+                &data.split,
+                &self.cfg,
+                &best.params,
+                best.number,
+                k,
+                bars_per_year,
+            )?;
+        }
+        evidence.verdict = crate::evidence::verdict(&evidence);
+        crate::evidence::record(&study, &evidence)?;
         let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);
         let summary = write_report(
+            &evidence,
             backend,
             &study,
             series,
@@ -225,7 +267,52 @@ impl Job {
             &self.report_dir,
             &dashboard,
         )?;
-        Ok(JobDone { summary, split_seconds, bars_per_year })
+        Ok(JobDone { summary, split_seconds, bars_per_year, evidence })
+    }
+
+    /// The placebo searches: study `NAME.placebo-i` (i = 1..=N) beside the study, the same configuration on
+    /// the surrogate of `series` keyed by the study's seed and i ([`crate::data::surrogate::placebo`]),
+    /// created or continued (a resumed search resumes its placebo searches too); the real best's test Sharpe
+    /// ranked among theirs.
+    fn placebo_searches(
+        &self,
+        backends: &[Backend],
+        series: &crate::data::Series,
+        bars_per_year: f64,
+        real_test_sharpe: f64,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<crate::evidence::PlaceboEvidence, Error> {
+        let n = self.cfg.study.placebo;
+        let config_json =
+            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
+        let dir = self.paths.checkpoints.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let mut searches = Vec::with_capacity(n);
+        for index in 1..=n as u64 {
+            progress(&Progress::Placebo { index: index as usize, of: n })?;
+            let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
+            let data = crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
+            let name = format!("{}.placebo-{index}", self.name);
+            let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
+            study.set_study_attr(crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string())?;
+            study.set_study_attr(crate::evidence::PLACEBO_INDEX_ATTR, index.to_string())?;
+            let paths = SearchPaths {
+                storage: self.storage.clone(),
+                study_name: name.clone(),
+                checkpoints: dir.join(folder_for("checkpoints", &name)),
+            };
+            run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
+            let board = super::report::leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
+            let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
+            searches.push(crate::evidence::PlaceboSearch {
+                index,
+                study: name,
+                best_trial: best.map(|t| t.number),
+                best_valid_sharpe: best.map_or(f64::NAN, |t| t.value),
+                best_test_sharpe: best.map_or(f64::NAN, |t| t.test_sharpe),
+            });
+        }
+        let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
+        Ok(crate::evidence::PlaceboEvidence { p_value, searches })
     }
 }
 

@@ -388,6 +388,7 @@ fn html_escape(s: &str) -> String {
 /// optuna-dashboard (its storage URL masked).
 #[allow(clippy::too_many_arguments, reason = "the study, its data and where the report goes")]
 pub fn write_report(
+    evidence: &crate::evidence::Evidence,
     backend: &Backend,
     study: &Study,
     series: &Series,
@@ -459,6 +460,8 @@ pub fn write_report(
         "metric": "validation Sharpe (last epoch)",
         "trials": json_trials,
         "best": best.map(|b| b.number),
+        "verdict": evidence.verdict.line,
+        "evidence": crate::evidence::to_json(evidence),
     });
     write("leaderboard.json", &crate::json::text(&json))?;
     write("leaderboard.csv", &csv)?;
@@ -617,6 +620,7 @@ pub fn write_report(
         cfg.study.epochs,
         cfg.study.parallel
     );
+    html += &crate::evidence::html::section(evidence);
     html += "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>";
     for n in &names {
         let _ = write!(html, "<th>{}</th>", html_escape(n));

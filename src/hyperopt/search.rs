@@ -257,6 +257,18 @@ pub enum Progress {
         /// Trials finished so far.
         finished: usize,
     },
+    /// Placebo search `index` of `of` starts (its batches' events follow).
+    Placebo {
+        /// From 1.
+        index: usize,
+        /// Placebo searches in all.
+        of: usize,
+    },
+    /// The walk-forward of the best configuration starts.
+    WalkForward {
+        /// Folds.
+        folds: usize,
+    },
 }
 
 /// A claimed trial: number, parameters, and the trials finished when its number was issued.
@@ -596,6 +608,8 @@ struct Running {
     reference: (Vec<EpochRecord>, usize),
     own: Vec<f64>,
     pruned: bool,
+    /// The greedy validation actions of its last reported epoch.
+    valid_actions: Vec<u8>,
 }
 
 /// The search's [`SlotControl`]: records each epoch of each trial in the study and applies the median rule;
@@ -668,6 +682,8 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                 valid_return: m.total_return,
             };
             run.own.push(m.sharpe);
+            let steps = r.valid_actions.len() / r.trials.len().max(1);
+            run.valid_actions = r.valid_actions[k * steps..(k + 1) * steps].to_vec();
             self.study.record_epoch(&record)?;
             let (reference, n_complete) = (&run.reference.0, run.reference.1);
             if s.prune == PruneRule::Median
@@ -728,7 +744,8 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         };
         let env = TrialParams { key: number, ..env_params(&params, self.env)? };
         let learner = (self.learner)(&params)?;
-        self.trials.insert(number, Running { number, reference, own: Vec::new(), pruned: false });
+        self.trials
+            .insert(number, Running { number, reference, own: Vec::new(), pruned: false, valid_actions: Vec::new() });
         self.slots[slot] = Some(number);
         if tick > 0 {
             (self.shared.progress)(&Progress::Refill { slot, number })?;
@@ -741,6 +758,7 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         let path = self.shared.paths.checkpoints.join(format!("trial-{}.safetensors", run.number));
         t.network.save(&path)?;
         let value = run.own.last().copied().unwrap_or(f64::NAN);
+        self.study.set_valid_actions(run.number, &run.valid_actions)?;
         let test = &t.test;
         self.study.finish(
             run.number,

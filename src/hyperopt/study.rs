@@ -4,7 +4,7 @@
 //! their distributions, objective value, and each epoch's validation Sharpe as an intermediate value; test
 //! metrics and the checkpoint as user attributes, the trial's history and prune epoch as system attributes.
 //! What Optuna has no place for (per-epoch losses and returns, the greedy test actions) lives in
-//! `tradesim_epochs` and `tradesim_test_actions`, which Optuna ignores.
+//! `tradesim_epochs`, `tradesim_test_actions` and `tradesim_valid_actions`, which Optuna ignores.
 //! Each change is committed when it happens, so a killed search loses at most the trials it was running,
 //! which `--resume` runs again under the same numbers and parameters.
 
@@ -70,6 +70,8 @@ CREATE TABLE IF NOT EXISTS alembic_version (version_num VARCHAR(32) NOT NULL,
 CREATE TABLE IF NOT EXISTS tradesim_epochs (trial_id INTEGER NOT NULL, epoch INTEGER NOT NULL, loss FLOAT,
   valid_sharpe FLOAT, valid_return FLOAT, PRIMARY KEY (trial_id, epoch), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
 CREATE TABLE IF NOT EXISTS tradesim_test_actions (trial_id INTEGER NOT NULL, actions BLOB NOT NULL,
+  PRIMARY KEY (trial_id), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE IF NOT EXISTS tradesim_valid_actions (trial_id INTEGER NOT NULL, actions BLOB NOT NULL,
   PRIMARY KEY (trial_id), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
 "#;
 
@@ -202,6 +204,8 @@ const POSTGRES_TRADESIM: &str = "
 CREATE TABLE IF NOT EXISTS tradesim_epochs (trial_id integer NOT NULL REFERENCES trials (trial_id), epoch integer NOT NULL,
   loss double precision, valid_sharpe double precision, valid_return double precision, PRIMARY KEY (trial_id, epoch));
 CREATE TABLE IF NOT EXISTS tradesim_test_actions (trial_id integer NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
+  actions bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS tradesim_valid_actions (trial_id integer NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
   actions bytea NOT NULL);
 ";
 
@@ -484,6 +488,27 @@ impl Study {
         })
     }
 
+    /// Sets study user attribute `key` (JSON text), which optuna-dashboard shows beside the study.
+    pub fn set_study_attr(&self, key: &str, json_text: String) -> Result<(), Error> {
+        self.in_tx(|| {
+            self.db.exec(
+                "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (study_id, key) DO UPDATE SET value_json = excluded.value_json",
+                &[Val::I64(self.study_id), key.into(), json_text.into()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Study user attribute `key` (JSON text), if set.
+    pub fn study_attr(&self, key: &str) -> Result<Option<String>, Error> {
+        let rows = self.db.query(
+            "SELECT value_json FROM study_user_attributes WHERE study_id = ?1 AND key = ?2",
+            &[Val::I64(self.study_id), key.into()],
+        )?;
+        Ok(rows.first().and_then(|r| r[0].text().map(str::to_owned)))
+    }
+
     /// Runs `f` in a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait; PostgreSQL: claims
     /// also lock the study's row, [`Study::lock`]), or inside the caller's transaction when one is open.
     /// Rolled back when `f` fails.
@@ -569,6 +594,7 @@ impl Study {
                 "trial_user_attributes",
                 "tradesim_epochs",
                 "tradesim_test_actions",
+                "tradesim_valid_actions",
             ] {
                 self.db.exec(&format!("DELETE FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
             }
@@ -829,8 +855,32 @@ impl Study {
 
     /// A trial's greedy actions on the test split.
     pub fn test_actions(&self, number: u64) -> Result<Option<Vec<u8>>, Error> {
+        self.actions("tradesim_test_actions", number)
+    }
+
+    /// A trial's greedy actions on the validation split, those of its last reported epoch (whose
+    /// validation Sharpe is its value): with its parameters they reproduce its per-bar validation returns.
+    pub fn valid_actions(&self, number: u64) -> Result<Option<Vec<u8>>, Error> {
+        self.actions("tradesim_valid_actions", number)
+    }
+
+    /// Records a trial's greedy validation actions ([`Self::valid_actions`]); called before the trial
+    /// finishes, so a reader that sees it finished finds them.
+    pub fn set_valid_actions(&self, number: u64, actions: &[u8]) -> Result<(), Error> {
+        self.in_tx(|| {
+            let id = self.trial_id(number)?;
+            self.db.exec(
+                "INSERT INTO tradesim_valid_actions (trial_id, actions) VALUES (?1, ?2)
+                 ON CONFLICT (trial_id) DO UPDATE SET actions = excluded.actions",
+                &[Val::I64(id), actions.into()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn actions(&self, table: &str, number: u64) -> Result<Option<Vec<u8>>, Error> {
         let id = self.trial_id(number)?;
-        let rows = self.db.query("SELECT actions FROM tradesim_test_actions WHERE trial_id = ?1", &[Val::I64(id)])?;
+        let rows = self.db.query(&format!("SELECT actions FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
         Ok(rows.first().and_then(|r| r[0].blob().map(<[u8]>::to_vec)))
     }
 }

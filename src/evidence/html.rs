@@ -1,0 +1,155 @@
+//! The report's first section, "Can this be trusted?": the verdict, then each part of the evidence with
+//! the numbers it rests on, and the histogram of the CSCV logits.
+
+use std::fmt::Write;
+
+use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PLACEBO_ALPHA, logit_histogram};
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn fixed(x: f64, places: usize) -> String {
+    if x.is_finite() { format!("{x:.places$}") } else { "NaN".to_owned() }
+}
+
+/// The histogram of the logits as an inline SVG (bars left of 0 are splits whose in-sample best fell to the
+/// lower half out of sample).
+fn histogram_svg(logits: &[f64]) -> String {
+    let bins = logit_histogram(logits, 20);
+    let (w, h, pad) = (520.0, 160.0, 24.0);
+    let top = bins.iter().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
+    let (lo, hi) = (bins.first().map_or(-1.0, |b| b.0), bins.last().map_or(1.0, |b| b.1));
+    let x = |v: f64| pad + (v - lo) / (hi - lo).max(1e-9) * (w - 2.0 * pad);
+    let mut svg = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\">");
+    for (from, to, n) in &bins {
+        let bh = *n as f64 / top * (h - 2.0 * pad);
+        let colour = if *to <= 0.0 { "#c0392b" } else { "#2e86c1" };
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"{colour}\"/>",
+            x(*from),
+            h - pad - bh,
+            (x(*to) - x(*from) - 1.0).max(0.5)
+        );
+    }
+    if lo < 0.0 && hi > 0.0 {
+        let _ =
+            write!(svg, "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{pad}\" y2=\"{1}\" stroke=\"#000\"/>", x(0.0), h - pad);
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{pad}\" y=\"{}\" font-size=\"11\">{lo:.2}</text><text x=\"{}\" y=\"{}\" font-size=\"11\" \
+         text-anchor=\"end\">{hi:.2}</text><text x=\"{}\" y=\"14\" font-size=\"11\" text-anchor=\"middle\">logit of the \
+         in-sample best's out-of-sample rank (left of 0: overfit)</text></svg>",
+        h - 6.0,
+        w - pad,
+        h - 6.0,
+        w / 2.0
+    );
+    svg
+}
+
+/// The section as HTML.
+pub fn section(e: &Evidence) -> String {
+    let colour = if e.verdict.evidence { "#1e8449" } else { "#b03a2e" };
+    let mut html = format!(
+        "<h2>Can this be trusted?</h2><p style=\"font-size:1.15em;font-weight:bold;color:{colour}\">{}</p>\
+         <p>The rule (docs/EVIDENCE.md): <b>evidence</b> needs the best trial's deflated Sharpe ratio &ge; \
+         {DSR_THRESHOLD} on validation and on test, at least {MIN_PLACEBO} placebo searches with p &le; \
+         {PLACEBO_ALPHA}, and, when a walk-forward ran, a positive mean Sharpe over its folds. Otherwise \
+         <b>no evidence</b>, whatever the leaderboard below shows.</p><table>",
+        escape(&e.verdict.line)
+    );
+    html += "<tr><th>part</th><th>Sharpe a year</th><th>bars</th><th>trials</th><th>SR0 a year</th><th>DSR</th>\
+             <th>PSR vs 0</th><th>min. track record (bars)</th></tr>";
+    for (split, s) in [("best trial, validation", &e.valid), ("best trial, test", &e.test)] {
+        if let Some(s) = s {
+            let _ = write!(
+                html,
+                "<tr><td>{split}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                fixed(s.sharpe_annual, 2),
+                s.n_obs,
+                s.trials,
+                fixed(s.sr0_annual, 2),
+                fixed(s.dsr, 3),
+                fixed(s.psr, 3),
+                fixed(s.min_track_record, 0)
+            );
+        }
+    }
+    html += "</table>";
+    match &e.pbo {
+        Ok(p) => {
+            let _ = write!(
+                html,
+                "<p>Probability of backtest overfitting (CSCV over {} trials' validation returns, {} bars, {} blocks, {} \
+                 splits): <b>{}</b>; probability that the in-sample best loses out of sample {}; slope of its \
+                 out-of-sample on its in-sample Sharpe {}.</p>{}",
+                p.trials,
+                p.bars,
+                p.blocks,
+                p.logits.len(),
+                fixed(p.pbo, 3),
+                fixed(p.prob_loss, 3),
+                fixed(p.degradation_slope, 3),
+                histogram_svg(&p.logits)
+            );
+        }
+        Err(why) => {
+            let _ = write!(html, "<p>Probability of backtest overfitting not computed: {}.</p>", escape(why));
+        }
+    }
+    match &e.placebo {
+        Some(p) => {
+            let _ = write!(
+                html,
+                "<p>Placebo searches: the same search on {} surrogate series of these bars, each bar's direction \
+                 flipped at random (volatility, clustering, intrabar shape and gaps kept). p = <b>{}</b>. Their best \
+                 trials' test Sharpes: {}.</p>",
+                p.searches.len(),
+                fixed(p.p_value, 3),
+                p.searches.iter().map(|s| fixed(s.best_test_sharpe, 2)).collect::<Vec<_>>().join(", ")
+            );
+        }
+        None => html += "<p>Placebo searches: not run (<code>--placebo 19</code>).</p>",
+    }
+    if !e.walk_forward.is_empty() {
+        html += "<table><tr><th>walk-forward fold</th><th>trained on bars</th><th>tested on bars</th><th>Sharpe</th>\
+                 <th>return</th><th>max drawdown</th><th>trades</th></tr>";
+        for f in &e.walk_forward {
+            let _ = write!(
+                html,
+                "<tr><td>{}{}</td><td>{}..{}</td><td>{}..{}</td><td>{}</td><td>{}%</td><td>{}%</td><td>{}</td></tr>",
+                f.fold,
+                if f.seen_by_search { " (in validation)" } else { "" },
+                f.train.0,
+                f.train.1,
+                f.test.0,
+                f.test.1,
+                fixed(f.sharpe, 2),
+                fixed(100.0 * f.total_return, 2),
+                fixed(100.0 * f.max_drawdown, 2),
+                f.trades
+            );
+        }
+        let n = e.walk_forward.len() as f64;
+        let mean = e.walk_forward.iter().map(|f| f.sharpe).sum::<f64>() / n;
+        let worst = e.walk_forward.iter().map(|f| f.sharpe).fold(f64::INFINITY, f64::min);
+        let _ = write!(
+            html,
+            "<tr><th>mean / worst</th><td></td><td></td><td>{}/ {}</td></tr></table>",
+            fixed(mean, 2),
+            fixed(worst, 2)
+        );
+    }
+    if e.barrier_floor_mult > 0.0 {
+        let _ = write!(
+            html,
+            "<p>Barriers narrower than {} sigma (one typical bar range times <code>barrier_floor</code>) were widened to it; \
+             stops touched inside a bar filled beyond their level (docs/ENVIRONMENT.md).</p>",
+            fixed(e.barrier_floor_mult, 2)
+        );
+    }
+    html
+}

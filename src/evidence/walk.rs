@@ -1,0 +1,121 @@
+//! Anchored walk-forward of one configuration: the bars after the search's training split are cut into K
+//! folds; fold k trains a fresh trial of the configuration on every bar before it (from the first bar after
+//! the feature warm-up, features normalized on those bars) and tests its greedy policy on the fold.
+
+use crate::data::Series;
+use crate::data::device::Prepared;
+use crate::data::splits::Split;
+use crate::hyperopt::config::{Algo, SearchConfig};
+use crate::hyperopt::sampler::Params;
+use crate::hyperopt::search::{EnvDecimals, dqn_params, env_params, ppo_params};
+use crate::train::{SplitData, TrainConfig, rollout_len, rollouts_per_epoch, train_dqn, train_ppo};
+use crate::{Backend, Error, TrialParams};
+
+use super::Fold;
+
+/// The K folds' bar ranges: `[split.valid.start, n)` cut into `k` parts (the last takes the remainder),
+/// each trained on `[split.train.start, fold start)`. Refuses folds of fewer than 2 bars.
+pub fn folds(
+    split: &Split,
+    n: usize,
+    k: usize,
+) -> Result<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>, Error> {
+    let from = split.valid.start;
+    let len = n.saturating_sub(from);
+    if k == 0 || len / k < 2 {
+        return Err(Error::config(
+            "--walk-forward",
+            format!("{k} folds over the {len} bars after the training split leave fewer than 2 bars a fold"),
+        ));
+    }
+    let size = len / k;
+    Ok((0..k)
+        .map(|j| {
+            let start = from + j * size;
+            let end = if j + 1 == k { n } else { start + size };
+            (split.train.start..start, start..end)
+        })
+        .collect())
+}
+
+/// Trains trial `number`'s configuration `params` on each fold and tests it there (the study's seed; the
+/// trial's number as its key, as in the search).
+#[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
+pub fn walk_forward(
+    backend: &Backend,
+    series: &Series,
+    split: &Split,
+    cfg: &SearchConfig,
+    params: &Params,
+    number: u64,
+    k: usize,
+    bars_per_year: f64,
+) -> Result<Vec<Fold>, Error> {
+    let s = &cfg.study;
+    let mut out = Vec::new();
+    for (j, (train, test)) in folds(split, series.bars.len(), k)?.into_iter().enumerate() {
+        let prepared = Prepared::with_sigma_span(series, train.clone(), cfg.env.sigma_span)?;
+        let fold_market = prepared.market_data(test.clone())?;
+        let data = SplitData {
+            split: Split { train: train.clone(), valid: test.clone(), test: test.clone() },
+            train: prepared.market_data(train.clone())?,
+            valid: fold_market.clone(),
+            test: fold_market,
+        };
+        let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
+        let trial = TrialParams { key: number, ..env_params(params, &env)? };
+        let mut tc = TrainConfig::default_for(1, s.epochs, s.seed);
+        tc.envs = s.envs;
+        tc.segment_len = s.segment_len;
+        tc.ring_capacity = s.envs * 64;
+        tc.bars_per_year = bars_per_year;
+        tc.env_params = vec![trial];
+        tc.hidden = params.get("hidden").copied().unwrap_or(64.0) as usize;
+        let metrics = if s.algo == Algo::Ppo {
+            tc.rollout_steps = s.rollout_steps;
+            let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
+            let rollouts = s.epochs * rollouts_per_epoch(&tc, segment);
+            let ppo = ppo_params(params, rollouts)?;
+            let n = rollout_len(&tc, segment) * tc.envs;
+            tc.batch = if ppo.minibatches > 0 { n.div_ceil(ppo.minibatches as usize) } else { ppo.batch as usize };
+            train_ppo(backend, &data, &tc, &[ppo], |_| Ok(()))?.test
+        } else {
+            let dqn = dqn_params(params, (s.epochs * s.segment_len) as f64)?;
+            tc.batch = dqn.batch as usize;
+            tc.dqn = vec![dqn];
+            train_dqn(backend, &data, &tc, |_| Ok(()))?.test
+        };
+        let m = metrics.first().ok_or_else(|| Error::Data("a walk-forward fold trained no trial".to_owned()))?;
+        out.push(Fold {
+            fold: j + 1,
+            train: (train.start, train.end),
+            test: (test.start, test.end),
+            seen_by_search: test.start < split.valid.end,
+            sharpe: m.sharpe,
+            total_return: m.total_return,
+            max_drawdown: m.max_drawdown,
+            trades: m.trades as u32,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_tile_the_bars_after_the_training_split_and_anchor_at_its_start() {
+        let split = Split { train: 100..700, valid: 700..850, test: 850..1_000 };
+        let f = folds(&split, 1_000, 4).unwrap();
+        assert_eq!(f.len(), 4);
+        assert_eq!(f[0], (100..700, 700..775));
+        assert_eq!(f[3], (100..925, 925..1_000));
+        for w in f.windows(2) {
+            assert_eq!(w[0].1.end, w[1].1.start);
+            assert_eq!(w[1].0.end, w[1].1.start);
+        }
+        assert!(folds(&split, 1_000, 0).is_err());
+        assert!(folds(&split, 1_000, 200).is_err());
+    }
+}
