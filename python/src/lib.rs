@@ -364,6 +364,8 @@ fn hyperopt<'py>(
         parallel: get("parallel")?.map(|v| v.extract()).transpose()?,
         epochs: get("epochs")?.map(|v| v.extract()).transpose()?,
         seed: get("seed")?.map(|v| v.extract()).transpose()?,
+        placebo: get("placebo")?.map(|v| v.extract()).transpose()?,
+        walk_forward: get("walk_forward")?.map(|v| v.extract()).transpose()?,
         study,
         storage,
         study_name,
@@ -412,6 +414,8 @@ fn hyperopt<'py>(
     out.set_item("study_name", &job.name)?;
     out.set_item("report", job.report_dir.display().to_string())?;
     out.set_item("checkpoints", job.paths.checkpoints.display().to_string())?;
+    out.set_item("verdict", &done.evidence.verdict.line)?;
+    out.set_item("evidence_json", tradesim::json::text(&tradesim::evidence::to_json(&done.evidence)))?;
     Ok(out)
 }
 

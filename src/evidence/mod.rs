@@ -510,3 +510,119 @@ pub fn summary_text(e: &Evidence) -> String {
     let _ = writeln!(out, "verdict:  {}", e.verdict.line);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sharpe(dsr: f64) -> SharpeEvidence {
+        SharpeEvidence {
+            sharpe_per_bar: 0.05,
+            sharpe_annual: 4.7,
+            n_obs: 6_000,
+            skew: 0.0,
+            kurtosis: 3.0,
+            trials: 20,
+            var_sharpe: 1e-4,
+            sr0_per_bar: 0.02,
+            sr0_annual: 1.9,
+            dsr,
+            psr: 0.99,
+            min_track_record: 100.0,
+        }
+    }
+
+    fn placebo(n: usize, p_value: f64) -> PlaceboEvidence {
+        let search = |i: u64| PlaceboSearch {
+            index: i,
+            study: format!("tradesim.placebo-{i}"),
+            best_trial: Some(0),
+            best_valid_sharpe: 0.0,
+            best_test_sharpe: 0.0,
+        };
+        PlaceboEvidence { searches: (1..=n as u64).map(search).collect(), p_value }
+    }
+
+    fn evidence(valid: f64, test: f64, placebo: Option<PlaceboEvidence>) -> Evidence {
+        let pbo = PboEvidence {
+            pbo: 0.2,
+            trials: 20,
+            bars: 6_000,
+            blocks: 16,
+            logits: vec![1.0],
+            degradation_slope: 0.5,
+            prob_loss: 0.1,
+        };
+        Evidence {
+            best_trial: Some(3),
+            valid: Some(sharpe(valid)),
+            test: Some(sharpe(test)),
+            pbo: Ok(pbo),
+            placebo,
+            walk_forward: Vec::new(),
+            barrier_floor_mult: 1.2,
+            verdict: Verdict { evidence: false, line: String::new() },
+        }
+    }
+
+    #[test]
+    fn evidence_needs_both_deflated_sharpes_and_enough_placebo_searches_below_alpha() {
+        let yes = verdict(&evidence(0.99, 0.97, Some(placebo(19, 0.05))));
+        assert!(yes.evidence && yes.line.starts_with("evidence: "), "{}", yes.line);
+        for (e, why) in [
+            (evidence(0.94, 0.97, Some(placebo(19, 0.05))), "validation DSR 0.94 < 0.95"),
+            (evidence(0.99, 0.5, Some(placebo(19, 0.05))), "test DSR 0.50 < 0.95"),
+            (evidence(0.99, 0.99, Some(placebo(19, 0.1))), "placebo p 0.10 > 0.05"),
+            (evidence(0.99, 0.99, Some(placebo(9, 0.1))), "9 placebo searches cannot show p <= 0.05"),
+            (evidence(0.99, 0.99, None), "no placebo searches"),
+        ] {
+            let v = verdict(&e);
+            assert!(!v.evidence && v.line.starts_with("no evidence: "), "{}", v.line);
+            assert!(v.line.contains(why), "{} lacks {why}", v.line);
+        }
+    }
+
+    #[test]
+    fn a_losing_walk_forward_and_a_high_pbo_are_named() {
+        let mut e = evidence(0.99, 0.99, Some(placebo(19, 0.05)));
+        let fold = |sharpe: f64| Fold {
+            fold: 1,
+            train: (0, 10),
+            test: (10, 20),
+            seen_by_search: false,
+            sharpe,
+            total_return: 0.0,
+            max_drawdown: 0.0,
+            trades: 1,
+        };
+        e.walk_forward = vec![fold(1.0), fold(-3.0)];
+        let v = verdict(&e);
+        assert!(!v.evidence && v.line.contains("walk-forward mean Sharpe -1.00 <= 0 over 2 folds"), "{}", v.line);
+        e.walk_forward = vec![fold(1.0), fold(0.5)];
+        if let Ok(p) = &mut e.pbo {
+            p.pbo = 0.7;
+        }
+        let v = verdict(&e);
+        assert!(v.evidence && v.line.contains("caveat: PBO 0.70"), "{}", v.line);
+    }
+
+    #[test]
+    fn the_placebo_p_value_counts_ties_against_the_real_search() {
+        let mut searches = placebo(4, 0.0).searches;
+        for (s, x) in searches.iter_mut().zip([0.5, 1.0, 2.0, f64::NAN]) {
+            s.best_test_sharpe = x;
+        }
+        // 1 + #{>= 1.0} = 1 + 2 over 5.
+        assert_eq!(placebo_p_value(1.0, &searches), 3.0 / 5.0);
+        assert_eq!(placebo_p_value(3.0, &searches), 1.0 / 5.0);
+        assert_eq!(placebo_p_value(f64::NAN, &searches), 1.0);
+    }
+
+    #[test]
+    fn the_logit_histogram_keeps_every_finite_logit() {
+        let h = logit_histogram(&[-1.0, -0.5, 0.0, 0.5, 1.0, f64::NAN], 4);
+        assert_eq!(h.len(), 4);
+        assert_eq!(h.iter().map(|b| b.2).sum::<usize>(), 5);
+        assert_eq!((h[0].0, h[3].1), (-1.0, 1.0));
+    }
+}

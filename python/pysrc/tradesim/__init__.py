@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import json
 import os
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
@@ -260,6 +261,12 @@ class HyperoptRun:
     #: Where the report and the checkpoints were written.
     report: str
     checkpoints: str
+    #: One line that starts with ``evidence`` or ``no evidence`` and says why (docs/EVIDENCE.md).
+    verdict: str = ""
+    #: The evidence behind it: ``valid`` and ``test`` (the best trial's deflated Sharpe ratio ``dsr``,
+    #: ``psr``, ``min_track_record``...), ``pbo``, ``placebo`` (``p_value`` and each search), and
+    #: ``walk_forward`` (one dict per fold).
+    evidence: Any = None
 
 
 def hyperopt(
@@ -273,6 +280,8 @@ def hyperopt(
     parallel: Optional[int] = None,
     epochs: Optional[int] = None,
     seed: Optional[int] = None,
+    placebo: Optional[int] = None,
+    walk_forward: Optional[int] = None,
     study: Union[None, str, os.PathLike] = None,
     storage: Optional[str] = None,
     study_name: str = "tradesim",
@@ -290,6 +299,9 @@ def hyperopt(
     ``study`` is a SQLite path (shorthand for ``storage="sqlite:///PATH"``); ``storage`` a URL as Optuna
     spells it (SQLite or PostgreSQL). The GIL is released while the search runs; Ctrl-C stops it at the
     next epoch and raises ``KeyboardInterrupt`` (the study stays resumable with ``resume=True``).
+    ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
+    ``walk_forward=K`` retrains the best configuration on K anchored folds; the run's ``verdict`` and
+    ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md).
     """
     if isinstance(config, Mapping):
         toml_text = _to_toml(config)
@@ -311,6 +323,8 @@ def hyperopt(
         "parallel": parallel,
         "epochs": epochs,
         "seed": seed,
+        "placebo": placebo,
+        "walk_forward": walk_forward,
     }
     out = _native.hyperopt(
         bars,
@@ -331,6 +345,8 @@ def hyperopt(
         study_name=out["study_name"],
         report=out["report"],
         checkpoints=out["checkpoints"],
+        verdict=out["verdict"],
+        evidence=json.loads(out["evidence_json"]),
     )
 
 

@@ -1,0 +1,119 @@
+//! Issue 41: a search's answer comes with its evidence. On seeded signal-free bars built from Brownian
+//! sub-steps the search's verdict is `no evidence` and its best test Sharpe unremarkable, for several
+//! seeds; on a planted pattern (AR(1) returns built the same way) the verdict is `evidence`. Each search is
+//! small but runs 19 placebo searches beside it, so these run in release only (`scripts/test.sh` runs
+//! `cargo test --release --test evidence`); the study's attributes and the report carry the same verdict.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tradesim::hyperopt::Study;
+use tradesim::hyperopt::storage::StorageUrl;
+
+fn bin() -> String {
+    std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tradesim-evidence-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(bin()).args(args).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "tradesim {args:?} failed:\n{stdout}\n{stderr}");
+    stdout.into_owned()
+}
+
+/// A small search with 19 placebo searches and 2 walk-forward folds over `kind` bars of `seed`; returns
+/// the printed summary and the study.
+fn search(dir: &Path, kind: &str, seed: u64) -> (String, Study) {
+    let data = dir.join(format!("{kind}-{seed}.csv"));
+    let seed_text = seed.to_string();
+    run(&["data", "synth", "--kind", kind, "--bars", "12000", "--seed", &seed_text, "--out", data.to_str().unwrap()]);
+    let cfg = dir.join("search.toml");
+    std::fs::write(
+        &cfg,
+        "[study]\ntrials = 6\nparallel = 3\nepochs = 3\nstartup_trials = 3\nenvs = 32\nsegment_len = 128\n\
+         placebo = 19\nwalk_forward = 2\n[space]\nhidden = { choices = [32, 64] }\n",
+    )
+    .unwrap();
+    let study = dir.join(format!("{kind}-{seed}.sqlite"));
+    let stdout = run(&[
+        "hyperopt",
+        "--device",
+        "cpu",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--seed",
+        &seed_text,
+        "--study",
+        study.to_str().unwrap(),
+        "--report",
+        dir.join(format!("report-{kind}-{seed}")).to_str().unwrap(),
+    ]);
+    (stdout, Study::reopen(&StorageUrl::Sqlite(study), "tradesim").unwrap())
+}
+
+/// The printed verdict line.
+fn verdict(stdout: &str) -> &str {
+    stdout.lines().find_map(|l| l.strip_prefix("verdict:  ")).expect("a verdict line")
+}
+
+/// The printed best trial's test Sharpe (`best trial N: test total return R%, Sharpe S, ...`).
+fn best_test_sharpe(stdout: &str) -> f64 {
+    let line = stdout.lines().find(|l| l.starts_with("best trial ")).expect("a best trial line");
+    let after = line.split("Sharpe ").nth(1).unwrap();
+    after.split(',').next().unwrap().trim().parse().unwrap()
+}
+
+fn attr(study: &Study, key: &str) -> serde_json::Value {
+    serde_json::from_str(&study.study_attr(key).unwrap().unwrap_or_else(|| panic!("no study attribute {key}"))).unwrap()
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "runs 80 searches: scripts/test.sh runs it with --release")]
+fn signal_free_bars_give_no_evidence_and_an_unremarkable_best() {
+    let dir = temp_dir("null");
+    for seed in [1, 2, 3] {
+        let (stdout, study) = search(&dir, "random-walk", seed);
+        let line = verdict(&stdout);
+        assert!(line.starts_with("no evidence: "), "seed {seed}: {line}");
+        let sharpe = best_test_sharpe(&stdout);
+        assert!(sharpe.abs() < 3.0, "seed {seed}: best test Sharpe {sharpe} is remarkable on a random walk");
+        // The deflated Sharpe on test fails whatever the placebo searches say.
+        let dsr = attr(&study, "deflated_sharpe_test");
+        assert!(dsr.as_f64().is_none_or(|d| d < 0.95), "seed {seed}: test DSR {dsr}");
+        assert_eq!(attr(&study, "verdict").as_str(), Some(line), "seed {seed}: the study's verdict");
+        let p = attr(&study, "placebo_p_value").as_f64().unwrap();
+        assert!((1.0 / 20.0..=1.0).contains(&p), "seed {seed}: p {p}");
+        let html = std::fs::read_to_string(dir.join(format!("report-random-walk-{seed}/index.html"))).unwrap();
+        let first = html.find("Can this be trusted?").expect("the report's evidence section");
+        assert!(first < html.find("Leaderboard").unwrap(), "the verdict comes before the leaderboard");
+    }
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "runs 20 searches: scripts/test.sh runs it with --release")]
+fn a_planted_pattern_gives_evidence() {
+    let dir = temp_dir("planted");
+    let (stdout, study) = search(&dir, "autocorrelated", 1);
+    let line = verdict(&stdout);
+    assert!(line.starts_with("evidence: "), "{line}");
+    assert!(best_test_sharpe(&stdout) > 3.0, "{stdout}");
+    assert_eq!(attr(&study, "placebo_p_value").as_f64(), Some(1.0 / 20.0));
+    let evidence = attr(&study, "tradesim_evidence");
+    assert_eq!(evidence["walk_forward"].as_array().map(Vec::len), Some(2));
+    assert_eq!(evidence["placebo"]["searches"].as_array().map(Vec::len), Some(19));
+    // Every placebo search is a study of its own in the same storage, labelled as such.
+    let url = StorageUrl::Sqlite(dir.join("autocorrelated-1.sqlite"));
+    let placebo = Study::reopen(&url, "tradesim.placebo-7").unwrap();
+    assert_eq!(attr(&placebo, "tradesim_placebo_of").as_str(), Some("tradesim"));
+    assert_eq!(attr(&placebo, "tradesim_placebo_index").as_u64(), Some(7));
+    assert_eq!(placebo.trials().unwrap().iter().filter(|t| t.finished()).count(), 6);
+}
