@@ -25,6 +25,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --no-default-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace
+# The evidence tests run 100 small searches (placebo searches included): release only.
+cargo test --release --test evidence
 # The Python package: its wheel built by maturin (this checkout, default features), installed in a throwaway
 # virtualenv, tested with pytest against the CLI binary of the same build.
 TRADESIM_PYTHON=$(bash scripts/setup-python.sh)
