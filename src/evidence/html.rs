@@ -3,7 +3,8 @@
 
 use std::fmt::Write;
 
-use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PLACEBO_ALPHA, logit_histogram};
+use super::stats::logit_histogram;
+use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PLACEBO_ALPHA};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")

@@ -71,7 +71,7 @@ pub fn to_json(e: &Evidence) -> serde_json::Value {
         obj.insert("pbo".to_owned(), serde_json::json!({ "error": why }));
     }
     if let (Some(obj), Ok(p)) = (v.as_object_mut(), &e.pbo) {
-        let hist: Vec<serde_json::Value> = logit_histogram(&p.logits, 20)
+        let hist: Vec<serde_json::Value> = stats::logit_histogram(&p.logits, 20)
             .into_iter()
             .map(|(lo, hi, n)| serde_json::json!({"from": lo, "to": hi, "splits": n}))
             .collect();
@@ -90,21 +90,6 @@ pub fn to_json(e: &Evidence) -> serde_json::Value {
         );
     }
     v
-}
-
-/// The finite logits in `bins` equal bins between their minimum and maximum: `(from, to, count)`.
-pub fn logit_histogram(logits: &[f64], bins: usize) -> Vec<(f64, f64, usize)> {
-    let finite: Vec<f64> = logits.iter().copied().filter(|x| x.is_finite()).collect();
-    let (lo, hi) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-    if finite.is_empty() || bins == 0 {
-        return Vec::new();
-    }
-    let width = ((hi - lo) / bins as f64).max(1e-9);
-    let mut counts = vec![0usize; bins];
-    for x in finite {
-        counts[(((x - lo) / width) as usize).min(bins - 1)] += 1;
-    }
-    counts.into_iter().enumerate().map(|(i, n)| (lo + i as f64 * width, lo + (i + 1) as f64 * width, n)).collect()
 }
 
 /// A Sharpe ratio with what deflates it (Bailey and López de Prado 2014).
@@ -279,7 +264,9 @@ pub fn trial_returns(
         return Ok(Vec::new());
     }
     let returns = returns_of(backend, market, &params, &actions)?;
-    Ok(numbers.into_iter().zip(returns).map(|(number, returns)| TrialReturns { number, returns }).collect())
+    // An account at zero equity (bankrupt) earns nothing from then on.
+    let finite = |r: Vec<f64>| r.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
+    Ok(numbers.into_iter().zip(returns).map(|(number, r)| TrialReturns { number, returns: finite(r) }).collect())
 }
 
 /// The deflated Sharpe of `returns` for a search of `trials` trials whose per-bar validation Sharpes have
@@ -618,11 +605,4 @@ mod tests {
         assert_eq!(placebo_p_value(f64::NAN, &searches), 1.0);
     }
 
-    #[test]
-    fn the_logit_histogram_keeps_every_finite_logit() {
-        let h = logit_histogram(&[-1.0, -0.5, 0.0, 0.5, 1.0, f64::NAN], 4);
-        assert_eq!(h.len(), 4);
-        assert_eq!(h.iter().map(|b| b.2).sum::<usize>(), 5);
-        assert_eq!((h[0].0, h[3].1), (-1.0, 1.0));
-    }
 }
