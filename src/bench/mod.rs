@@ -11,6 +11,8 @@
 //! - W4 PPO: one epoch (a rollout of every env, GAE, 4 update epochs of minibatches), CPU vs GPU.
 //! - W3 DQN: gradient steps per second and one epoch (collect + train, 5 trials x all bars), CPU vs GPU,
 //!   with the GPU's utilization sampled through NVML.
+//! - W7 evidence: PBO by CSCV over 1,024 trials x 45,000 bars of noise returns, 16 blocks (12,870 splits),
+//!   on the CPU.
 
 mod report;
 mod search;
@@ -22,6 +24,7 @@ use std::time::Instant;
 use report::Profile;
 
 mod end_to_end;
+mod evidence;
 mod load;
 
 use gpu_kernels::rng::draw_below;
@@ -76,6 +79,8 @@ pub struct Sizes {
     pub trials: usize,
     /// Bars of the greedy-walk row of W3 (0: none).
     pub walk_bars: usize,
+    /// Trials and bars of W7's CSCV.
+    pub cscv: (usize, usize),
 }
 
 impl Sizes {
@@ -89,6 +94,7 @@ impl Sizes {
         dqn: (1_024, 1_024, 50),
         trials: TRIALS,
         walk_bars: 45_000,
+        cscv: (1_024, 45_000),
     };
     /// A smoke test for CI.
     pub const QUICK: Self = Self {
@@ -100,6 +106,7 @@ impl Sizes {
         dqn: (16, 32, 2),
         trials: TRIALS,
         walk_bars: 300,
+        cscv: (64, 2_000),
     };
 }
 
@@ -575,6 +582,8 @@ pub enum Workload {
     Learners,
     /// W6: the seed searches (`tradesim hyperopt` with the TOMLs of `benches/configs`), CPU vs GPU.
     Search,
+    /// W7: PBO by CSCV over 1,024 trials x 45,000 bars (12,870 splits) on the CPU.
+    Evidence,
     /// Every workload.
     #[default]
     All,
@@ -589,7 +598,7 @@ pub fn run(
     vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
-        Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search"],
+        Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence"],
         Workload::Load => &["load"],
         Workload::Experience => &["experience"],
         Workload::Backtest => &["backtest"],
@@ -597,6 +606,7 @@ pub fn run(
         Workload::Ppo => &["ppo"],
         Workload::Learners => &["dqn", "ppo"],
         Workload::Search => &["search"],
+        Workload::Evidence => &["evidence"],
     };
     let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     if let Some(k) = trials {
@@ -619,6 +629,7 @@ pub fn run(
             }
             "ppo" => ppo(&backends, &sizes)?,
             "search" => search::search(&backends, quick)?,
+            "evidence" => evidence::cscv(sizes.cscv)?,
             "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
             _ => dqn(&backends, &sizes, || monitor.sample())?,
         });

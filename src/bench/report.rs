@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 /// One measured line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// "W0" to "W5".
+    /// "W0" to "W7".
     pub workload: &'static str,
     /// Variant letter (W1) or backend name.
     pub variant: String,
@@ -187,6 +187,17 @@ impl Row {
             label: "greedy walk: one env per trial, bar by bar, forward pass each bar".to_owned(),
             width: trials,
             ..Self::experience(backend, "", backend, trials, bar_steps, seconds, None)
+        }
+    }
+
+    /// A W7 row: PBO by CSCV of `trials x bars` returns, `splits` splits, on the CPU.
+    pub fn evidence(trials: usize, bars: usize, splits: usize, seconds: f64) -> Self {
+        Self {
+            workload: "W7",
+            label: format!("PBO by CSCV: {trials} trials x {bars} bars, {splits} splits"),
+            width: trials,
+            work: splits,
+            ..Self::experience("", "", "cpu", trials, splits, seconds, None)
         }
     }
 
@@ -441,6 +452,16 @@ impl BenchReport {
             }
             for r in self.rows.iter().filter(|r| r.workload == "W6") {
                 let _ = writeln!(out, "\n{} {} W6: {}", r.backend, r.variant, r.note);
+            }
+        }
+        if self.rows.iter().any(|r| r.workload == "W7") {
+            out += "\nW7 PBO by CSCV (16 blocks, noise returns)\n\n| backend | trials | splits | seconds | splits/s | note |\n|---|---|---|---|---|---|\n";
+            for r in self.rows.iter().filter(|r| r.workload == "W7") {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.3} | {:.3e} | {}; {} |",
+                    r.backend, r.width, r.work, r.seconds, r.throughput, r.label, r.note
+                );
             }
         }
         if let Some(g) = &self.gpu {
