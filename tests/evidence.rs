@@ -121,3 +121,60 @@ fn a_planted_pattern_gives_evidence() {
     assert_eq!(attr(&placebo, "tradesim_placebo_index").as_u64(), Some(7));
     assert_eq!(placebo.trials().unwrap().iter().filter(|t| t.finished()).count(), 6);
 }
+
+/// The study keeps what reproduces every trial's per-bar validation returns: the stored greedy validation
+/// actions, backtested with the trial's parameters, give back each finished trial's value (its last
+/// reported validation Sharpe) and the best trial's test Sharpe.
+#[test]
+fn the_study_reproduces_every_trials_validation_returns() {
+    use tradesim::data::synthetic::{GeneratorConfig, generate};
+    use tradesim::evidence::{stats, trial_returns};
+    use tradesim::hyperopt::search::EnvDecimals;
+    let dir = temp_dir("reproduce");
+    let cfg_path = dir.join("search.toml");
+    std::fs::write(
+        &cfg_path,
+        "[study]\ntrials = 4\nparallel = 2\nepochs = 2\nstartup_trials = 2\nprune_startup_trials = 1\nenvs = 8\n\
+         segment_len = 32\nseed = 4\n[space]\nhidden = { choices = [16, 32] }\nbatch = { choices = [32, 64] }\n",
+    )
+    .unwrap();
+    let study_path = dir.join("study.sqlite");
+    run(&[
+        "hyperopt",
+        "--device",
+        "cpu",
+        "--config",
+        cfg_path.to_str().unwrap(),
+        "--synthetic",
+        "4000",
+        "--study",
+        study_path.to_str().unwrap(),
+    ]);
+    let study = Study::reopen(&StorageUrl::Sqlite(study_path), "tradesim").unwrap();
+    let cfg: tradesim::hyperopt::SearchConfig = serde_json::from_str(&study.config_json().unwrap()).unwrap();
+    let dataset = generate(&GeneratorConfig { bars: 4000, ..GeneratorConfig::default() });
+    let series = &dataset.series[0];
+    let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
+    let bars_per_year = tradesim::data::time::infer_bars_per_year(&times);
+    let data = tradesim::train::SplitData::new(series, tradesim::train::DEFAULT_SPLIT, cfg.env.sigma_span).unwrap();
+    let env = EnvDecimals::parse(&cfg.env).unwrap().with_floor(&cfg.env, &data.train);
+    let trials = study.trials().unwrap();
+    let valid = trial_returns(&tradesim::Backend::Cpu, &study, &trials, &data, &env, false).unwrap();
+    let finished: Vec<_> = trials.iter().filter(|t| t.finished() && t.status != "fail").collect();
+    assert_eq!(valid.len(), finished.len());
+    for t in &finished {
+        let r = &valid.iter().find(|v| v.number == t.number).unwrap().returns;
+        assert_eq!(r.len(), data.valid.n_bars() - 1);
+        let sharpe = stats::sharpe(r) * bars_per_year.sqrt();
+        assert!(
+            (sharpe - t.value).abs() <= 1e-9 * t.value.abs().max(1.0),
+            "trial {}: {sharpe} vs {}",
+            t.number,
+            t.value
+        );
+    }
+    let best = tradesim::hyperopt::report::leaderboard(trials.clone()).remove(0);
+    let test = trial_returns(&tradesim::Backend::Cpu, &study, &[best.clone()], &data, &env, true).unwrap();
+    let sharpe = stats::sharpe(&test[0].returns) * bars_per_year.sqrt();
+    assert!((sharpe - best.test_sharpe).abs() <= 1e-9 * sharpe.abs().max(1.0), "{sharpe} vs {}", best.test_sharpe);
+}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import decimal
+import json
 import math
 import os
 import pathlib
@@ -228,6 +229,26 @@ def test_hyperopt_gives_the_cli_study(tmp_path):
         want = theirs[int(number)]
         assert (want is None and math.isnan(value)) or value == want, (number, value, want)
     assert pathlib.Path(run.report, "index.html").is_file()
+
+
+def test_hyperopt_returns_its_evidence_and_verdict(tmp_path):
+    config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
+    study = tmp_path / "study.sqlite"
+    run = tradesim.hyperopt(config, synthetic=3000, seed=3, device="cpu", study=study, placebo=1, walk_forward=2)
+    # One placebo search can never show p <= 0.05: the verdict says so, whatever the rest.
+    assert run.verdict.startswith("no evidence: ") and "1 placebo searches cannot show" in run.verdict
+    assert len(run.evidence["placebo"]["searches"]) == 1
+    assert 0.5 <= run.evidence["placebo"]["p_value"] <= 1.0
+    assert [f["fold"] for f in run.evidence["walk_forward"]] == [1, 2]
+    assert set(run.evidence) >= {"valid", "test", "pbo", "placebo", "walk_forward", "verdict"}
+    with sqlite3.connect(study) as db:
+        attrs = dict(db.execute(
+            "SELECT a.key, a.value_json FROM study_user_attributes a JOIN studies s ON s.study_id = a.study_id "
+            "WHERE s.study_name = 'tradesim'"
+        ).fetchall())
+        names = {r[0] for r in db.execute("SELECT study_name FROM studies")}
+    assert json.loads(attrs["verdict"]) == run.verdict
+    assert names == {"tradesim", "tradesim.placebo-1"}
 
 
 def test_bad_search_configuration_names_the_key(tmp_path):
