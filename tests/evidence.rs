@@ -174,7 +174,7 @@ fn the_study_reproduces_every_trials_validation_returns() {
         );
     }
     let best = tradesim::hyperopt::report::leaderboard(trials.clone()).remove(0);
-    let test = trial_returns(&tradesim::Backend::Cpu, &study, &[best.clone()], &data, &env, true).unwrap();
+    let test = trial_returns(&tradesim::Backend::Cpu, &study, std::slice::from_ref(&best), &data, &env, true).unwrap();
     let sharpe = stats::sharpe(&test[0].returns) * bars_per_year.sqrt();
     assert!((sharpe - best.test_sharpe).abs() <= 1e-9 * sharpe.abs().max(1.0), "{sharpe} vs {}", best.test_sharpe);
 }

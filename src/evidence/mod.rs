@@ -604,5 +604,4 @@ mod tests {
         assert_eq!(placebo_p_value(3.0, &searches), 1.0 / 5.0);
         assert_eq!(placebo_p_value(f64::NAN, &searches), 1.0);
     }
-
 }

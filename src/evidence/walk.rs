@@ -13,13 +13,12 @@ use crate::{Backend, Error, TrialParams};
 
 use super::Fold;
 
+/// A fold's training and tested bars.
+pub type FoldBars = (std::ops::Range<usize>, std::ops::Range<usize>);
+
 /// The K folds' bar ranges: `[split.valid.start, n)` cut into `k` parts (the last takes the remainder),
 /// each trained on `[split.train.start, fold start)`. Refuses folds of fewer than 2 bars.
-pub fn folds(
-    split: &Split,
-    n: usize,
-    k: usize,
-) -> Result<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>, Error> {
+pub fn folds(split: &Split, n: usize, k: usize) -> Result<Vec<FoldBars>, Error> {
     let from = split.valid.start;
     let len = n.saturating_sub(from);
     if k == 0 || len / k < 2 {
