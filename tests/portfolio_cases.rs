@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::assert_close;
+use common::{assert_close, bars, walk_bars};
 use tradesim::{Backend, EnvBatch, EnvConfig, EnvState, EnvStatus, MarketData, PriceSeries, SimLayout, TrialParams};
 
 const FLAT: u8 = 0;
@@ -87,6 +87,22 @@ fn whole_units_buying_zero_is_no_trade(backend: &Backend) {
     }
 }
 test_device!(whole_units_buying_zero_is_no_trade);
+
+/// The transition stores the action that took effect: LONG that buys no whole unit is stored as FLAT (the
+/// position stayed flat), with the agent's LONG kept as `chosen`.
+fn a_failed_open_is_stored_as_flat(backend: &Backend) {
+    let p = TrialParams { whole_units: 1, ..params(50.0) };
+    let b = bars(&[(100.0, 100.0, 100.0, 100.0), (100.0, 101.0, 99.0, 101.0), (101.0, 102.0, 100.0, 102.0)], 0.01);
+    let (s, t) = walk_bars(backend, p, &b, &[LONG, SHORT]);
+    for (st, tr) in s.iter().zip(&t) {
+        assert_eq!((st.position, tr.action), (0, FLAT));
+    }
+    assert_eq!((t[0].chosen, t[1].chosen), (LONG, SHORT));
+    // With the cash for one unit the same LONG takes effect and is stored as LONG.
+    let (s, t) = walk_bars(backend, TrialParams { whole_units: 1, ..params(150.0) }, &b, &[LONG, LONG]);
+    assert_eq!((s[0].position, t[0].action, t[1].action), (1, LONG, LONG));
+}
+test_device!(a_failed_open_is_stored_as_flat);
 
 /// Cash reserve 10%: an open uses 9,000 of 10,000: 90 units at 100, cash 1,000; holding costs nothing.
 fn cash_reserve_and_hold(backend: &Backend) {

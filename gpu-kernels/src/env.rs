@@ -83,7 +83,7 @@ pub fn env_step_logged(
         return StepOutcome::no_step(state, floats_before);
     }
     let (equity_before, drawdown_before) = (state.equity, state.drawdown());
-    let (target, costs, label) = advance(params, state, action, decision, next, log);
+    let (held, costs, label) = advance(params, state, action, decision, next, log);
     let r = reward(params, equity_before, state.equity, drawdown_before, state.drawdown(), costs, label);
     StepOutcome {
         state: floats_before,
@@ -92,7 +92,7 @@ pub fn env_step_logged(
         label,
         done: state.status().is_done(),
         truncated: state.status() == crate::EnvStatus::SegmentEnd,
-        effective: match target {
+        effective: match held {
             1 => crate::Action::Long as u8,
             -1 => crate::Action::Short as u8,
             _ => crate::Action::Flat as u8,
@@ -121,8 +121,9 @@ pub fn account_step(
     }
 }
 
-/// One step of an env that is not done: returns the target position that took effect, the step's costs and
-/// the barrier label.
+/// One step of an env that is not done: returns the position held after the trade at the open (the action
+/// that took effect: FLAT when an open bought nothing, the breaker's FLAT), the step's costs and the barrier
+/// label.
 #[inline]
 fn advance(
     params: &TrialParams,
@@ -137,6 +138,7 @@ fn advance(
     let target = effective_target(params, before, action);
     let reason = if before == crate::EnvStatus::HaltPending { ExitReason::Breaker } else { ExitReason::Signal };
     let (mut costs, opened) = trade_at_open(params, state, target, next.open, fill_bar, reason, log);
+    let held = state.position;
     if opened {
         set_barriers(params, state, decision.sigma, fill_bar);
     }
@@ -161,7 +163,7 @@ fn advance(
         state.equity = state.cash;
     }
     state.label = label as u32;
-    (target, costs, label)
+    (held, costs, label)
 }
 
 /// [`env_step`] on the whole price series: reads bars `state.bar` and `state.bar + 1`. An env whose next bar
