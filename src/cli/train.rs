@@ -109,16 +109,25 @@ fn report(o: Outcome<'_>, lrs: &[f32], out: Option<&Path>, label: &str, symbol: 
         "{:>5} {:>9} {:>9} {:>12} {:>12} {:>10} {:>10}",
         "trial", "lr", "loss", "valid ret%", "valid Sharpe", "test ret%", "test Sharpe"
     );
+    // A policy that never trades has no Sharpe ratio (a constant equity has no volatility): say so.
+    let sharpe = |m: &crate::Metrics| {
+        if m.sharpe.is_nan() && m.trades == 0.0 { "no trades".to_owned() } else { format!("{:.3}", m.sharpe) }
+    };
     for (k, lr) in lrs.iter().enumerate() {
         let (v, t) = (&last.valid[k], &o.test[k]);
         println!(
-            "{k:>5} {:>9.2e} {:>9.4} {:>12.2} {:>12.3} {:>10.2} {:>10.3}",
+            "{k:>5} {:>9.2e} {:>9.4} {:>12.2} {:>12} {:>10.2} {:>10}",
             lr,
             last.losses[k],
             100.0 * v.total_return,
-            v.sharpe,
+            sharpe(v),
             100.0 * t.total_return,
-            t.sharpe
+            sharpe(t)
+        );
+    }
+    if last.valid.iter().chain(o.test).any(|m| m.sharpe.is_nan() && m.trades == 0.0) {
+        println!(
+            "no trades: the greedy policy stayed flat on that split, so its Sharpe ratio is undefined (NaN in JSON)"
         );
     }
     if let Some(dir) = out {
