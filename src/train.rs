@@ -1,6 +1,7 @@
-//! The DQN trainer: K trials x E envs collect experience on the train split with epsilon-greedy actions
-//! chosen on the device, every trial's networks train in the same launches, and each epoch ends with a
-//! greedy evaluation on the validation split through the backtest engine. Weights save as safetensors that
+//! The trainer of both learners (DQN and PPO): K trials x E envs collect experience on the train split
+//! (epsilon-greedy or sampled actions chosen on the device), every trial's networks train in the same
+//! launches, and each epoch ends with a greedy evaluation on the validation split through the backtest
+//! engine; [`run_slots`] lets a search refill a freed slot with a new trial. Weights save as safetensors that
 //! candle's `VarBuilder` loads.
 
 use crate::Error;

@@ -83,7 +83,8 @@ enum Command {
         #[command(subcommand)]
         command: DataCommand,
     },
-    /// The main job: a hyperparameter search (TPE, K trials at once, pruning, SQLite study, HTML report).
+    /// The main job: a hyperparameter search (TPE, K trials at once, pruning, an Optuna study on SQLite or
+    /// PostgreSQL, an HTML report) and its evidence (deflated Sharpe, PBO, placebo searches, the verdict).
     Hyperopt {
         #[command(flatten)]
         data: DataArgs,
@@ -197,7 +198,8 @@ enum Command {
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
-    /// Trains DQN agents (K trials at once) on the train split, evaluating on the validation split each epoch.
+    /// Trains DQN or PPO agents (K trials at once) on the train split, evaluating on the validation split each
+    /// epoch.
     Train {
         #[command(flatten)]
         data: DataArgs,
@@ -228,7 +230,7 @@ enum Command {
     },
     /// Benchmarks with machine-readable results (synthetic data).
     Bench {
-        /// Workload: experience (W1), backtest (W2), dqn (W3), ppo (W4), learners (W3 + W4) or all.
+        /// Workload (`tradesim bench --help` lists them all; `all` runs every one).
         #[arg(value_enum, default_value_t = crate::bench::Workload::All)]
         workload: crate::bench::Workload,
         /// Small sizes (a smoke test, e.g. in CI).
@@ -273,7 +275,9 @@ enum DataCommand {
     Synth(data::SynthArgs),
 }
 
-/// Runs the command line; errors are printed and turn into exit code 2.
+/// Runs the command line; an error is printed and turns into its class's exit code
+/// ([`Error::exit_code`]: 2 for bad input or configuration, 1 for I/O, study, output and driver failures, 130
+/// after Ctrl-C).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
