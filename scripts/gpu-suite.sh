@@ -35,7 +35,7 @@ strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
 tar -C "$stage" -cJf "$stage/binaries.tar.xz" bin tests benches
 rm -rf "$stage/bin" "$stage/tests" "$stage/benches"
 cp scripts/gpu-run.sh "$stage/run.sh"
-# The seed search configurations the README's performance table runs (`--config configs/seed-dqn.toml`).
+# The seed search configurations docs/PERFORMANCE.md's figures run (`--config configs/seed-dqn.toml`).
 cp -r benches/configs "$stage/configs"
 size_kib=$(du -sk "$stage" | cut -f1)
 echo "staged $(tar -tJf "$stage/binaries.tar.xz" | grep -c '^tests/.') test binaries, $(tar -tJf "$stage/binaries.tar.xz" | grep -c '^benches/.') bench binaries: $((size_kib / 1024)) MiB in $stage"

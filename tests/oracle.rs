@@ -172,7 +172,8 @@ fn random_cases_match_the_oracle(backend: &Backend) {
     // A fixed seed: the same 1,500 cases on every run and backend (CI must not pass or fail by the draw).
     // Other seeds found two classes of f64-against-Decimal boundaries: an exact whole-unit quotient (fixed,
     // `whole_units_at_an_exact_quotient`) and an all-in short whose equity is exactly zero at a close
-    // (bankrupt in f64, not in Decimal, or the reverse; open, see the README's known limits).
+    // (bankrupt in f64, not in Decimal, or the reverse; settled by the bankruptcy slack,
+    // `exact_zero_equity_is_bankrupt`).
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let rng = proptest::test_runner::TestRng::deterministic_rng(config.rng_algorithm);
     let mut runner = TestRunner::new_with_rng(config, rng);

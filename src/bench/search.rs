@@ -17,7 +17,7 @@ const CONFIGS: [(&str, &str, bool); 3] = [
     ("refill-dqn", include_str!("../../benches/configs/refill-dqn.toml"), true),
 ];
 
-/// The search seed of the README's figures (`--seed 3`).
+/// The search seed of docs/PERFORMANCE.md's figures (`--seed 3`).
 const SEED: u64 = 3;
 
 /// One search of `text` on `backend` over `bars` synthetic bars: its row (seconds, the breakdown and the
