@@ -176,7 +176,7 @@ fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
 
 /// The font every PNG chart is drawn with: DejaVu Sans, bundled (Bitstream Vera license,
 /// `assets/fonts/LICENSE-DejaVu.txt`), so the images do not depend on the fonts of the machine.
-const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 /// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font.
 pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
