@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::report::{ReportSummary, write_report};
+use super::best::best_on_test;
+use super::report::{ReportInput, ReportSummary, write_report};
 use super::search::{DEFAULT_STUDY_NAME, folder_for};
 use super::storage::StorageUrl;
 use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
@@ -254,19 +255,17 @@ impl Job {
         }
         evidence.verdict = crate::evidence::verdict(&evidence);
         crate::evidence::record(&study, &evidence)?;
+        let best_test = best_on_test(backend, &study, series, &data, &self.cfg, bars_per_year)?;
         let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);
-        let summary = write_report(
-            &evidence,
-            backend,
-            &study,
+        let input = ReportInput {
+            study: &study,
             series,
-            &data,
-            &dataset.label(),
-            &self.cfg,
-            bars_per_year,
-            &self.report_dir,
-            &dashboard,
-        )?;
+            data_label: &dataset.label(),
+            cfg: &self.cfg,
+            evidence: &evidence,
+            dashboard: &dashboard,
+        };
+        let summary = write_report(&input, best_test, &self.report_dir)?;
         Ok(JobDone { summary, split_seconds, bars_per_year, evidence })
     }
 

@@ -1,20 +1,23 @@
-//! The report folder of a search: `index.html` (leaderboard, best trial on the test split with its Decimal
-//! audit, equity, drawdown and learning-curve charts as inline SVG drawn with plotters), `leaderboard.json`,
-//! `leaderboard.csv`, `best-trades.csv`, and the charts as `.svg` files.
+//! The report folder of a search: `index.html` ([`html`]: leaderboard, the best trial on the test split with
+//! its Decimal audit, the charts inline), `leaderboard.json`, `leaderboard.csv`, `best-trades.csv`, and the
+//! charts ([`charts`]) as `.svg` and `.png` files. The best trial's test backtest and audit come computed
+//! ([`crate::hyperopt::best::best_on_test`]); the report only writes them down.
 
-use crate::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
-
+use super::best::BestOnTest;
 use super::config::SearchConfig;
-use super::search::{EnvDecimals, env_params};
-use super::study::{Study, TrialRecord};
-use crate::audit::{AuditReport, audit_column};
+use super::study::{EpochRecord, Study, TrialRecord};
+use crate::audit::AuditReport;
 use crate::data::Series;
-use crate::train::SplitData;
-use crate::{Backend, BacktestSpec, Metrics, Signals, backtest};
+use crate::evidence::Evidence;
+use crate::{Error, Metrics};
+
+mod charts;
+mod html;
+
+pub use charts::{importances, png_of};
 
 /// What the report found.
 #[derive(Debug)]
@@ -78,349 +81,114 @@ pub fn leaderboard(mut trials: Vec<TrialRecord>) -> Vec<TrialRecord> {
     trials
 }
 
-/// A line chart: `lines` (NaN points left out), `markers` drawn as crosses, x labels by `x_label` (dates, say),
-/// the y axis over `y_range` when given (points outside are drawn at its edge), else over the data.
-struct Chart<'a> {
-    title: String,
-    y_desc: &'a str,
-    lines: Vec<(String, Vec<(f64, f64)>)>,
-    markers: Vec<(String, Vec<(f64, f64)>)>,
-    x_label: Option<&'a dyn Fn(f64) -> String>,
-    y_range: Option<(f64, f64)>,
+/// The leaderboard of tradesim's own trials in `study` (another Optuna worker's trials have no test
+/// evaluation or checkpoint; the Optuna tools show them).
+pub fn study_leaderboard(study: &Study) -> Result<Vec<TrialRecord>, Error> {
+    Ok(leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect()))
 }
 
-impl<'a> Chart<'a> {
-    fn new(title: impl Into<String>, y_desc: &'a str, lines: Vec<(String, Vec<(f64, f64)>)>) -> Self {
-        Self { title: title.into(), y_desc, lines, markers: Vec::new(), x_label: None, y_range: None }
-    }
-
-    fn svg(&self) -> Result<String, Error> {
-        let title = self.title.as_str();
-        let mut svg = String::new();
-        {
-            let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
-            let e = |e: &dyn std::fmt::Display| Error::Output(format!("drawing {title}: {e}"));
-            root.fill(&WHITE).map_err(|x| e(&x))?;
-            let points = self.lines.iter().chain(&self.markers).flat_map(|l| l.1.iter()).filter(|p| p.1.is_finite());
-            let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-            for &(x, y) in points {
-                (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
-            }
-            if let Some((lo, hi)) = self.y_range {
-                (y0, y1) = (lo, hi);
-            }
-            if x0 > x1 {
-                (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-            }
-            if x1 - x0 < 1e-12 {
-                x1 = x0 + 1.0;
-            }
-            if y1 - y0 < 1e-12 {
-                (y0, y1) = (y0 - 1.0, y1 + 1.0);
-            }
-            let clamp = |p: &(f64, f64)| (p.0, p.1.clamp(y0, y1));
-            let mut c = ChartBuilder::on(&root)
-                .caption(title, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(30)
-                .y_label_area_size(70)
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(|x| e(&x))?;
-            // Trial numbers and epochs: whole ticks only.
-            let default_x = |x: &f64| if (x - x.round()).abs() > 1e-9 { String::new() } else { format!("{x:.0}") };
-            let x_fmt = |x: &f64| self.x_label.map_or_else(|| default_x(x), |f| f(*x));
-            c.configure_mesh().y_desc(self.y_desc).x_labels(6).x_label_formatter(&x_fmt).draw().map_err(|x| e(&x))?;
-            for (i, (name, pts)) in self.lines.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
-                let finite: Vec<(f64, f64)> = pts.iter().filter(|p| p.1.is_finite()).map(clamp).collect();
-                c.draw_series(LineSeries::new(finite, color.stroke_width(2)))
-                    .map_err(|x| e(&x))?
-                    .label(name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            }
-            for (i, (name, pts)) in self.markers.iter().enumerate() {
-                let color = if i == 0 { RED.to_rgba() } else { Palette99::pick(i + 5).to_rgba() };
-                let finite: Vec<(f64, f64)> = pts.iter().filter(|p| p.1.is_finite()).map(clamp).collect();
-                c.draw_series(finite.into_iter().map(|p| Cross::new(p, 5, color.stroke_width(2))))
-                    .map_err(|x| e(&x))?
-                    .label(name.clone())
-                    .legend(move |(x, y)| Cross::new((x + 8, y), 5, color.stroke_width(2)));
-            }
-            if self.lines.len() + self.markers.len() > 1 {
-                c.configure_series_labels()
-                    .border_style(BLACK)
-                    .background_style(WHITE.mix(0.8))
-                    .draw()
-                    .map_err(|x| e(&x))?;
-            }
-            root.present().map_err(|x| e(&x))?;
-        }
-        Ok(svg)
-    }
+/// What a report shows, besides the best trial on the test split.
+#[derive(Debug)]
+pub struct ReportInput<'a> {
+    /// The study searched.
+    pub study: &'a Study,
+    /// The series it searched on.
+    pub series: &'a Series,
+    /// How the page names the data.
+    pub data_label: &'a str,
+    /// The search's configuration.
+    pub cfg: &'a SearchConfig,
+    /// How much of the answer could be luck or an artifact, and the verdict.
+    pub evidence: &'a Evidence,
+    /// The command that opens the study in optuna-dashboard (its storage URL masked).
+    pub dashboard: &'a str,
 }
 
-/// The y range that keeps one outlier from flattening the rest: the 5th to 95th percentile widened by half
-/// its width on each side, or `None` when every value fits in it (then the axis spans the data).
-fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.len() < 5 {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-    let (lo, hi) = (q(0.05), q(0.95));
-    let pad = 0.5 * (hi - lo).max(1e-9);
-    let (lo, hi) = (lo - pad, hi + pad);
-    (v[0] < lo || v[v.len() - 1] > hi).then_some((lo, hi))
-}
-
-/// The font every PNG chart is drawn with: DejaVu Sans, bundled (Bitstream Vera license,
-/// `assets/fonts/LICENSE-DejaVu.txt`), so the images do not depend on the fonts of the machine.
-const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
-
-/// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font.
-pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
-    use resvg::{tiny_skia, usvg};
-    let mut opt = usvg::Options::default();
-    {
-        let db = opt.fontdb_mut();
-        db.load_font_data(FONT.to_vec());
-        db.set_sans_serif_family("DejaVu Sans");
-        db.set_serif_family("DejaVu Sans");
-        db.set_monospace_family("DejaVu Sans");
-    }
-    opt.font_family = "DejaVu Sans".to_owned();
-    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| Error::Output(format!("rasterizing a chart: {e}")))?;
-    let size = tree.size().to_int_size();
-    let (w, h) = (size.width() * 2, size.height() * 2);
-    let mut pixmap =
-        tiny_skia::Pixmap::new(w, h).ok_or_else(|| Error::Output("rasterizing a chart: empty image".to_owned()))?;
-    pixmap.fill(tiny_skia::Color::WHITE);
-    resvg::render(&tree, tiny_skia::Transform::from_scale(2.0, 2.0), &mut pixmap.as_mut());
-    pixmap.encode_png().map_err(|e| Error::Output(format!("encoding a PNG: {e}")))
-}
-
-/// Average ranks (ties share the mean rank) of `v`.
-fn ranks(v: &[f64]) -> Vec<f64> {
-    let mut idx: Vec<usize> = (0..v.len()).collect();
-    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
-    let mut r = vec![0.0; v.len()];
-    let mut i = 0;
-    while i < idx.len() {
-        let mut j = i;
-        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
-            j += 1;
-        }
-        for k in i..=j {
-            r[idx[k]] = (i + j) as f64 / 2.0;
-        }
-        i = j + 1;
-    }
-    r
-}
-
-/// Parameter importances: the absolute Spearman rank correlation of each searched parameter with the
-/// objective over the complete trials with a finite value, normalized to sum to 1 (0 for a parameter that
-/// never varied). A quick, model-free measure; Optuna's default (fANOVA) fits a random forest instead.
-pub fn importances(trials: &[TrialRecord], names: &[String]) -> Vec<(String, f64)> {
-    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
-    let value_ranks = ranks(&done.iter().map(|t| t.value).collect::<Vec<_>>());
-    let spearman = |xs: &[f64]| -> f64 {
-        let rx = ranks(xs);
-        let n = rx.len() as f64;
-        let (mx, my) = (rx.iter().sum::<f64>() / n, value_ranks.iter().sum::<f64>() / n);
-        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-        for (a, b) in rx.iter().zip(&value_ranks) {
-            sxy += (a - mx) * (b - my);
-            sxx += (a - mx) * (a - mx);
-            syy += (b - my) * (b - my);
-        }
-        if sxx == 0.0 || syy == 0.0 { 0.0 } else { (sxy / (sxx * syy).sqrt()).abs() }
-    };
-    let raw: Vec<(String, f64)> = names
-        .iter()
-        .map(|n| {
-            let xs: Vec<f64> = done.iter().map(|t| t.params.get(n).copied().unwrap_or(f64::NAN)).collect();
-            (n.clone(), if done.len() < 3 || xs.iter().any(|x| x.is_nan()) { 0.0 } else { spearman(&xs) })
-        })
-        .collect();
-    let total: f64 = raw.iter().map(|r| r.1).sum();
-    let mut out: Vec<(String, f64)> =
-        raw.into_iter().map(|(n, v)| (n, if total > 0.0 { v / total } else { 0.0 })).collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out
-}
-
-/// Horizontal bars of the importances (SVG).
-fn importance_svg(imp: &[(String, f64)]) -> String {
-    let (w, row) = (900.0, 22.0);
-    let h = 40.0 + row * imp.len() as f64;
-    let mut svg = format!(
-        "<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\" \
-         font-family=\"sans-serif\" font-size=\"12\"><text x=\"450\" y=\"18\" text-anchor=\"middle\" \
-         font-size=\"15\">Parameter importances (|Spearman rank correlation| with the value, normalized)</text>"
-    );
-    for (i, (name, v)) in imp.iter().enumerate() {
-        let y = 32.0 + row * i as f64;
-        let bar = 600.0 * v;
-        let _ = write!(
-            svg,
-            "<text x=\"175\" y=\"{:.1}\" text-anchor=\"end\">{}</text><rect x=\"180\" y=\"{y:.1}\" width=\"{bar:.1}\" \
-             height=\"{:.1}\" fill=\"#4c72b0\"/><text x=\"{:.1}\" y=\"{:.1}\">{v:.2}</text>",
-            y + 14.0,
-            html_escape(name),
-            row - 6.0,
-            185.0 + bar,
-            y + 14.0
-        );
-    }
-    svg + "</svg>"
-}
-
-/// Parallel coordinates (SVG): one axis per parameter (log scale for log ranges) and the value last; one line
-/// per complete trial, colored from blue (worst) to red (best).
-fn parallel_svg(trials: &[TrialRecord], names: &[String], cfg: &SearchConfig) -> String {
-    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
-    let mut axes: Vec<String> = names.to_vec();
-    axes.push("value".to_owned());
-    let (w, h, top, bottom) = (900.0, 360.0, 40.0, 310.0);
-    let step = (w - 120.0) / (axes.len().max(2) - 1) as f64;
-    let log = |n: &str| matches!(cfg.space.get(n), Some(super::config::Dimension::Range { log: true, .. }));
-    let get = |t: &TrialRecord, n: &str| -> f64 {
-        let v = if n == "value" { t.value } else { t.params.get(n).copied().unwrap_or(f64::NAN) };
-        if log(n) && v > 0.0 { v.ln() } else { v }
-    };
-    let bounds: Vec<(f64, f64)> = axes
-        .iter()
-        .map(|n| {
-            done.iter()
-                .map(|t| get(t, n))
-                .filter(|v| v.is_finite())
-                .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)))
-        })
-        .collect();
-    let mut svg = format!(
-        "<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\" \
-         font-family=\"sans-serif\" font-size=\"11\"><text x=\"450\" y=\"18\" text-anchor=\"middle\" \
-         font-size=\"15\">Parallel coordinates of the complete trials (color: value, blue worst, red best)</text>"
-    );
-    let (vlo, vhi) = *bounds.last().unwrap_or(&(0.0, 1.0));
-    for t in &done {
-        let frac = if vhi > vlo { (t.value - vlo) / (vhi - vlo) } else { 0.5 };
-        let color = format!("rgb({},{},{})", (255.0 * frac) as u8, 60, (255.0 * (1.0 - frac)) as u8);
-        let pts: Vec<String> = axes
-            .iter()
-            .zip(&bounds)
-            .enumerate()
-            .map(|(i, (n, (lo, hi)))| {
-                let v = get(t, n);
-                let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
-                format!("{:.1},{:.1}", 60.0 + step * i as f64, bottom - f * (bottom - top))
-            })
-            .collect();
-        let _ = write!(
-            svg,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>",
-            pts.join(" ")
-        );
-    }
-    for (i, (n, (lo, hi))) in axes.iter().zip(&bounds).enumerate() {
-        let x = 60.0 + step * i as f64;
-        let shown = |v: f64| if log(n) { param(v.exp()) } else { param(v) };
-        let (lo_s, hi_s) = if lo <= hi { (shown(*lo), shown(*hi)) } else { (String::new(), String::new()) };
-        let _ = write!(
-            svg,
-            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"#333\"/><text x=\"{x:.1}\" \
-             y=\"{:.1}\" text-anchor=\"middle\">{}</text><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{hi_s}</text>\
-             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{lo_s}</text>",
-            // Neighbouring names alternate between two rows so that long ones do not overlap.
-            bottom + if i % 2 == 0 { 30.0 } else { 44.0 },
-            html_escape(n),
-            top - 6.0,
-            bottom + 14.0
-        );
-    }
-    svg + "</svg>"
-}
-
-/// A percentage with two decimals.
-fn pct(x: f64) -> String {
-    if x.is_finite() { format!("{:.2}%", 100.0 * x) } else { "NaN".to_owned() }
-}
-
-/// Money with two decimals and thousands separators.
-fn money(x: f64) -> String {
-    if !x.is_finite() {
-        return "NaN".to_owned();
-    }
-    let text = format!("{:.2}", x.abs());
-    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
-    let mut grouped = String::new();
-    for (i, ch) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(ch);
-    }
-    format!("{}{grouped}.{frac}", if x < 0.0 { "-" } else { "" })
-}
-
-fn num(x: f64) -> String {
-    if x.is_finite() { format!("{x:.4}") } else { "NaN".to_owned() }
-}
-
-/// A parameter for the table: whole numbers as such, small values in scientific notation.
-fn param(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e9 {
-        format!("{x:.0}")
-    } else if x != 0.0 && x.abs() < 0.01 {
-        format!("{x:.2e}")
-    } else {
-        format!("{x:.3}")
-    }
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-/// Writes the report of `study` into `dir`; `dashboard` is the command that opens the study in
-/// optuna-dashboard (its storage URL masked).
-#[allow(clippy::too_many_arguments, reason = "the study, its data and where the report goes")]
-pub fn write_report(
-    evidence: &crate::evidence::Evidence,
-    backend: &Backend,
-    study: &Study,
-    series: &Series,
-    data: &SplitData,
-    data_label: &str,
-    cfg: &SearchConfig,
-    bars_per_year: f64,
-    dir: &Path,
-    dashboard: &str,
-) -> Result<ReportSummary, Error> {
+/// Writes the report of `input` into `dir`, with `best` (from [`crate::hyperopt::best::best_on_test`]) as
+/// the best trial on the test split; its metrics and audit are handed on in the summary.
+pub fn write_report(input: &ReportInput, best: Option<BestOnTest>, dir: &Path) -> Result<ReportSummary, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Output(format!("creating {}: {e}", dir.display())))?;
-    // tradesim's own trials (another Optuna worker's trials have no test evaluation or checkpoint; the
-    // Optuna tools show them).
-    let board = leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
-    let epochs = study.epochs()?;
+    let board = study_leaderboard(input.study)?;
+    let epochs = input.study.epochs()?;
     let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
-    let mut files = Vec::new();
-    // Every chart also as a PNG beside its SVG, for pasting into documents: rasterized at the end, all charts
-    // at once (a few tenths of a second one after another, most of a GPU search's bookkeeping).
-    let mut charts: Vec<(PathBuf, String)> = Vec::new();
-    let mut write = |name: &str, text: &str| -> Result<(), Error> {
-        let path = dir.join(name);
+    let mut folder = Folder { dir, files: Vec::new(), charts: Vec::new() };
+    let best_number = board.first().filter(|t| t.status == "complete").map(|b| b.number);
+    let (json, csv) = leaderboard_files(&board, &epochs, &names, best_number, input);
+    folder.write("leaderboard.json", &json)?;
+    folder.write("leaderboard.csv", &csv)?;
+    let learning = charts::learning_curves(&board, &epochs)?;
+    folder.write("learning-curves.svg", &learning.svg)?;
+    let history = charts::history_chart(&board)?;
+    folder.write("history.svg", &history)?;
+    let (importance, parallel) = charts::parameter_charts(&board, &names, input.cfg);
+    folder.write("importances.svg", &importance)?;
+    folder.write("parallel-coordinates.svg", &parallel)?;
+    let (mut equity, mut drawdown) = (String::new(), String::new());
+    if let Some(b) = &best {
+        (equity, drawdown) = charts::equity_charts(b, input.series)?;
+        folder.write("equity.svg", &equity)?;
+        folder.write("drawdown.svg", &drawdown)?;
+        folder.write("best-trades.csv", &trades_csv(b, input.series))?;
+    }
+    let charts = html::ChartsSvg { learning, history, importance, parallel, equity, drawdown };
+    let page = html::page(&html::Page {
+        data_label: input.data_label,
+        symbol: &input.series.symbol,
+        cfg: input.cfg,
+        evidence: input.evidence,
+        board: &board,
+        names: &names,
+        best: best.as_ref(),
+        charts: &charts,
+        dashboard: input.dashboard,
+    });
+    folder.write("index.html", &page)?;
+    folder.rasterize()?;
+    let (best_test, audit) = best.map(|b| (b.metrics, b.audit)).unzip();
+    Ok(ReportSummary { leaderboard: board, best_test, audit, files: folder.files })
+}
+
+/// The report's folder: the files written into it, and its charts to be rasterized.
+struct Folder<'a> {
+    dir: &'a Path,
+    files: Vec<PathBuf>,
+    charts: Vec<(PathBuf, String)>,
+}
+
+impl Folder<'_> {
+    /// Writes `text` into the file `name`; a chart (`.svg`) is also kept to be rasterized beside it as a
+    /// PNG, for pasting into documents.
+    fn write(&mut self, name: &str, text: &str) -> Result<(), Error> {
+        let path = self.dir.join(name);
         std::fs::write(&path, text).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
-        files.push(path.clone());
+        self.files.push(path.clone());
         if name.ends_with(".svg") {
             let png = path.with_extension("png");
-            files.push(png.clone());
-            charts.push((png, text.to_owned()));
+            self.files.push(png.clone());
+            self.charts.push((png, text.to_owned()));
         }
         Ok(())
-    };
-    // Leaderboard JSON and CSV.
+    }
+
+    /// Writes every chart's PNG, all charts at once (one after another they are most of a GPU search's
+    /// bookkeeping).
+    fn rasterize(&self) -> Result<(), Error> {
+        use rayon::prelude::*;
+        self.charts.par_iter().try_for_each(|(png, svg)| {
+            std::fs::write(png, png_of(svg)?).map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))
+        })
+    }
+}
+
+/// `leaderboard.json` (the trials with their epochs' validation Sharpe, the best trial `best`, the verdict
+/// and the evidence) and `leaderboard.csv` (the trials, one a row, the parameters `names` last).
+fn leaderboard_files(
+    board: &[TrialRecord],
+    epochs: &[EpochRecord],
+    names: &[String],
+    best: Option<u64>,
+    input: &ReportInput,
+) -> (String, String) {
     let mut json_trials = Vec::with_capacity(board.len());
     let mut csv = format!("rank,number,status,value,test_return,test_sharpe,pruned_at,{}\n", names.join(","));
     for (rank, t) in board.iter().enumerate() {
@@ -454,316 +222,23 @@ pub fn write_report(
             values.join(",")
         );
     }
-    let best = board.first().filter(|t| t.status == "complete");
     let json = serde_json::json!({
-        "data": data_label,
+        "data": input.data_label,
         "metric": "validation Sharpe (last epoch)",
         "trials": json_trials,
-        "best": best.map(|b| b.number),
-        "verdict": evidence.verdict.line,
-        "evidence": crate::evidence::to_json(evidence),
+        "best": best,
+        "verdict": input.evidence.verdict.line,
+        "evidence": crate::evidence::to_json(input.evidence),
     });
-    write("leaderboard.json", &crate::json::text(&json))?;
-    write("leaderboard.csv", &csv)?;
-    // Intermediate values (each epoch's validation Sharpe), pruned trials marked where they were pruned.
-    let curves: Vec<(String, Vec<(f64, f64)>)> = board
-        .iter()
-        .map(|t| {
-            let pts = epochs.iter().filter(|e| e.trial == t.number).map(|e| (e.epoch as f64, e.valid_sharpe)).collect();
-            (format!("trial {}", t.number), pts)
-        })
-        .collect();
-    let prunes: Vec<(f64, f64)> = board
-        .iter()
-        .filter_map(|t| {
-            let at = t.pruned_at?;
-            epochs.iter().find(|e| e.trial == t.number && e.epoch == at).map(|e| (at as f64, e.valid_sharpe))
-        })
-        .collect();
-    let all: Vec<f64> =
-        epochs.iter().filter(|e| board.iter().any(|t| t.number == e.trial)).map(|e| e.valid_sharpe).collect();
-    let clip = robust_range(&all);
-    let mut chart = Chart::new("Intermediate values: validation Sharpe by epoch", "Sharpe", curves);
-    chart.markers = vec![("pruned here".to_owned(), prunes)];
-    chart.y_range = clip;
-    let learning = chart.svg()?;
-    write("learning-curves.svg", &learning)?;
-    let clip_note = clip.map_or_else(String::new, |(lo, hi)| {
-        let outside = all.iter().filter(|v| v.is_finite() && (**v < lo || **v > hi)).count();
-        format!(
-            "<p>The y axis is clipped to [{lo:.2}, {hi:.2}] (the 5th to 95th percentile of the values widened by half \
-             its width on each side) so that an outlier does not flatten the rest; {outside} values outside it are \
-             drawn at its edge.</p>"
-        )
-    });
-    // Optimization history: each trial's value by number, the best complete value so far.
-    let mut best_so_far = Vec::new();
-    let mut running = f64::NEG_INFINITY;
-    let mut by_number: Vec<&TrialRecord> = board.iter().collect();
-    by_number.sort_by_key(|t| t.number);
-    for t in &by_number {
-        if t.status == "complete" && t.value.is_finite() {
-            running = running.max(t.value);
-        }
-        if running.is_finite() {
-            best_so_far.push((t.number as f64, running));
-        }
-    }
-    let values = |status: &str| -> Vec<(f64, f64)> {
-        by_number.iter().filter(|t| t.status == status).map(|t| (t.number as f64, t.value)).collect()
-    };
-    let mut history =
-        Chart::new("Optimization history", "validation Sharpe", vec![("best so far".to_owned(), best_so_far)]);
-    history.markers = vec![("complete".to_owned(), values("complete")), ("pruned".to_owned(), values("pruned"))];
-    history.y_range = robust_range(&board.iter().map(|t| t.value).collect::<Vec<_>>());
-    let history_svg = history.svg()?;
-    write("history.svg", &history_svg)?;
-    // Which parameters mattered: importances and parallel coordinates over the searched parameters.
-    let searched: Vec<String> = names
-        .iter()
-        .filter(|n| !matches!(cfg.space.get(*n), Some(super::config::Dimension::Fixed(_))))
-        .cloned()
-        .collect();
-    let importance = importance_svg(&importances(&board, &searched));
-    write("importances.svg", &importance)?;
-    let parallel = parallel_svg(&board, &searched, cfg);
-    write("parallel-coordinates.svg", &parallel)?;
-    // The best trial on the test split: backtest with ledger and equity, then the Decimal audit.
-    let (mut best_test, mut audit, mut equity_svg, mut drawdown_svg, mut trades_html) =
-        (None, None, String::new(), String::new(), String::new());
-    if let Some(b) = best {
-        let (split, test) = (&data.split, &data.test);
-        let targets = study
-            .test_actions(b.number)?
-            .ok_or_else(|| Error::Output(format!("trial {} has no test actions", b.number)))?;
-        let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
-        let params = env_params(&b.params, &env)?;
-        let steps = test.n_bars() - 1;
-        let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity: true };
-        let r = backtest(backend, test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)?;
-        let m = r.metrics[0];
-        let eq: Vec<(f64, f64)> = r.equity.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect();
-        let mut peak = f64::MIN;
-        let dd: Vec<(f64, f64)> = r
-            .equity
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                peak = peak.max(v);
-                (i as f64, 100.0 * (v / peak - 1.0))
-            })
-            .collect();
-        // Beside it: buy and hold (the capital in the symbol at the first close, no costs) and flat.
-        let capital = r.equity.first().copied().unwrap_or(0.0);
-        let closes: Vec<f64> = series.bars[split.test.start..]
-            .iter()
-            .take(r.equity.len())
-            .map(|b| num_traits::ToPrimitive::to_f64(&b.close).unwrap_or(f64::NAN))
-            .collect();
-        let hold: Vec<(f64, f64)> =
-            closes.iter().enumerate().map(|(i, c)| (i as f64, capital * c / closes[0])).collect();
-        let flat: Vec<(f64, f64)> = vec![(0.0, capital), ((r.equity.len().max(2) - 1) as f64, capital)];
-        let date = |x: f64| {
-            let i = (x.round().max(0.0) as usize).min(series.bars.len() - 1 - split.test.start);
-            series.bars[split.test.start + i].time.format("%Y-%m-%d").to_string()
-        };
-        let mut equity = Chart::new(
-            format!("Trial {}: equity on the test split", b.number),
-            "equity",
-            vec![
-                (format!("trial {}", b.number), eq),
-                ("buy and hold (no costs)".to_owned(), hold),
-                ("flat".to_owned(), flat),
-            ],
-        );
-        equity.x_label = Some(&date);
-        equity_svg = equity.svg()?;
-        let mut drawdown = Chart::new(
-            format!("Trial {}: drawdown on the test split", b.number),
-            "drawdown %",
-            vec![("drawdown".to_owned(), dd)],
-        );
-        drawdown.x_label = Some(&date);
-        drawdown_svg = drawdown.svg()?;
-        write("equity.svg", &equity_svg)?;
-        write("drawdown.svg", &drawdown_svg)?;
-        let test_start = split.test.start;
-        let trades: Vec<(String, crate::Trade)> =
-            r.column_trades(0).iter().map(|t| (format!("trial_{}", b.number), *t)).collect();
-        let time =
-            |bar: u32| series.bars.get(test_start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339());
-        write("best-trades.csv", &crate::table::csv_text(&crate::table::trade_columns(&trades, &time)))?;
-
-        audit = Some(audit_column(&series.bars[split.test.start..], &env.audit_params(), r.column_trades(0), &m));
-        let _ = write!(
-            trades_html,
-            "<p>{} trades on the test split (bars {}..{} of the series); the ledger is in best-trades.csv.</p>",
-            r.column_trades(0).len(),
-            split.test.start,
-            split.test.end
-        );
-        best_test = Some(m);
-    }
-    // The page.
-    let mut html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>tradesim hyperopt</title><style>\
-         body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
-         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}}th{{background:#eee}}</style></head><body>\
-         <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned), {}, {} epochs each, \
-         {} trials at a time. Metric: validation Sharpe of the last epoch.</p>",
-        html_escape(data_label),
-        html_escape(&series.symbol),
-        board.len(),
-        board.iter().filter(|t| t.status == "complete").count(),
-        board.iter().filter(|t| t.status == "pruned").count(),
-        cfg.study.algo.to_string().to_uppercase(),
-        cfg.study.epochs,
-        cfg.study.parallel
-    );
-    html += &crate::evidence::html::section(evidence);
-    html += "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>";
-    for n in &names {
-        let _ = write!(html, "<th>{}</th>", html_escape(n));
-    }
-    html += "</tr>";
-    for (rank, t) in board.iter().enumerate() {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-            rank + 1,
-            t.number,
-            t.status,
-            num(t.value),
-            pct(t.test_return),
-            num(t.test_sharpe)
-        );
-        for n in &names {
-            let _ = write!(html, "<td>{}</td>", t.params.get(n).map_or(String::new(), |v| param(*v)));
-        }
-        html += "</tr>";
-    }
-    html += "</table></div>";
-    if let (Some(b), Some(m)) = (best, &best_test) {
-        let _ = write!(html, "<h2>Best trial: {} on the test split</h2><table>", b.number);
-        for (k, v) in [
-            ("total return", pct(m.total_return)),
-            ("annual return", pct(m.annual_return)),
-            ("annual volatility", pct(m.annual_volatility)),
-            ("Sharpe", num(m.sharpe)),
-            ("Sortino", num(m.sortino)),
-            ("max drawdown", pct(m.max_drawdown)),
-            ("max drawdown bars", format!("{:.0}", m.max_drawdown_bars)),
-            ("Calmar", num(m.calmar)),
-            ("trades", format!("{:.0}", m.trades)),
-            ("win rate", pct(m.win_rate)),
-            ("profit factor", num(m.profit_factor)),
-            ("average trade return", pct(m.avg_trade_return)),
-            ("exposure", pct(m.exposure)),
-            ("total costs", money(m.total_costs)),
-            ("final equity", money(m.final_equity)),
-        ] {
-            let _ = write!(html, "<tr><th>{k}</th><td>{v}</td></tr>");
-        }
-        html += "</table>";
-        html += &trades_html;
-        match &audit {
-            Some(Ok(a)) => {
-                let _ = write!(html, "<p>{}</p>", html_escape(&a.to_string()));
-            }
-            Some(Err(e)) => {
-                let _ = write!(html, "<p>Decimal audit not available: {}</p>", html_escape(&e.to_string()));
-            }
-            None => {}
-        }
-        html += &equity_svg;
-        html += &drawdown_svg;
-    } else {
-        html += "<p>No trial completed yet.</p>";
-    }
-    html += "<h2>Optimization history</h2>";
-    html += &history_svg;
-    html += "<h2>Intermediate values</h2>";
-    html += &learning;
-    html += &clip_note;
-    html += "<h2>Parameters</h2>";
-    html += &importance;
-    html += &parallel;
-    let _ = write!(
-        html,
-        "<p>The same study in optuna-dashboard (history, intermediate values, parameter importances, parallel \
-         coordinates): <code>{}</code>.</p>",
-        html_escape(dashboard)
-    );
-    html += "<p>Files: leaderboard.json, leaderboard.csv, best-trades.csv, equity.svg, drawdown.svg, history.svg, \
-             learning-curves.svg, importances.svg, parallel-coordinates.svg.</p></body></html>\n";
-    write("index.html", &html)?;
-    {
-        use rayon::prelude::*;
-        charts.par_iter().try_for_each(|(png, svg)| {
-            std::fs::write(png, png_of(svg)?).map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))
-        })?;
-    }
-    Ok(ReportSummary { leaderboard: board, best_test, audit, files })
+    (crate::json::text(&json), csv)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn trial(number: u64, value: f64, a: f64, b: f64, c: f64) -> TrialRecord {
-        TrialRecord {
-            number,
-            params: [("a".to_owned(), a), ("b".to_owned(), b), ("c".to_owned(), c)].into(),
-            status: "complete".to_owned(),
-            value,
-            pruned_at: None,
-            test_return: 0.0,
-            test_sharpe: 0.0,
-            checkpoint: None,
-            history: Vec::new(),
-            ours: true,
-            worker: None,
-            runs: 1,
-            heartbeat: None,
-            place: None,
-        }
-    }
-
-    /// `a` orders the values exactly (|rho| 1), `b` against them half the time, `c` never varies (0).
-    #[test]
-    fn importances_rank_the_parameters_by_rank_correlation() {
-        let trials: Vec<TrialRecord> = (0..6)
-            .map(|i| trial(i, i as f64, 10.0 * i as f64, [1.0, 3.0, 2.0, 2.0, 3.0, 1.0][i as usize], 5.0))
-            .collect();
-        let names = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
-        let imp = importances(&trials, &names);
-        assert_eq!(imp.iter().map(|i| i.0.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
-        assert!((imp.iter().map(|i| i.1).sum::<f64>() - 1.0).abs() < 1e-12);
-        assert!(imp[0].1 > 0.8 && imp[2].1 == 0.0, "{imp:?}");
-    }
-
-    /// A chart's PNG is a real image of it: the PNG signature, twice the SVG's size, and text drawn (dark
-    /// pixels inside the title's box, which is empty without a font).
-    #[test]
-    fn charts_rasterize_with_the_bundled_font() {
-        let svg = Chart::new("A title", "y", vec![("line".to_owned(), vec![(0.0, 1.0), (1.0, 2.0)])]).svg().unwrap();
-        let png = png_of(&svg).unwrap();
-        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-        let img = resvg::tiny_skia::Pixmap::decode_png(&png).unwrap();
-        assert_eq!((img.width(), img.height()), (1800, 640));
-        // The title is centred at the top (y 17..35 in SVG units, x 400..500).
-        let dark = (34..70)
-            .flat_map(|y| (800..1000).map(move |x| (x, y)))
-            .filter(|&(x, y)| img.pixel(x, y).is_some_and(|p| p.red() < 100))
-            .count();
-        assert!(dark > 50, "no text drawn in the title's box ({dark} dark pixels)");
-    }
-
-    #[test]
-    fn money_and_percentages_are_formatted() {
-        assert_eq!(money(1_234_567.891), "1,234,567.89");
-        assert_eq!(money(-99.5), "-99.50");
-        assert_eq!(pct(0.12345), "12.35%");
-        assert_eq!(pct(f64::NAN), "NaN");
-    }
+/// `best-trades.csv`: the best trial's ledger, its bars' times from `series`.
+fn trades_csv(best: &BestOnTest, series: &Series) -> String {
+    let trades: Vec<(String, crate::Trade)> =
+        best.trades.iter().map(|t| (format!("trial_{}", best.trial), *t)).collect();
+    let time = |bar: u32| {
+        series.bars.get(best.test_bars.start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339())
+    };
+    crate::table::csv_text(&crate::table::trade_columns(&trades, &time))
 }

@@ -1,0 +1,62 @@
+//! The best trial on the test split, as the job computes it before the report is written: its stored test
+//! actions replayed by the backtest engine (metrics, ledger, equity curve), then audited in Decimal.
+
+use std::ops::Range;
+
+use super::config::SearchConfig;
+use super::report::study_leaderboard;
+use super::search::{EnvDecimals, env_params};
+use super::study::Study;
+use crate::audit::{AuditReport, audit_column};
+use crate::data::Series;
+use crate::train::SplitData;
+use crate::{Backend, BacktestSpec, Error, Metrics, Signals, Trade, backtest};
+
+/// The best trial's test backtest and its Decimal audit.
+#[derive(Debug)]
+pub struct BestOnTest {
+    /// The trial's number.
+    pub trial: u64,
+    /// Its metrics on the test split.
+    pub metrics: Metrics,
+    /// Its equity at every bar of the test split, the first at its first close.
+    pub equity: Vec<f64>,
+    /// Its closed trades (bars counted from the test split's first).
+    pub trades: Vec<Trade>,
+    /// The test split's bars in the series.
+    pub test_bars: Range<usize>,
+    /// The Decimal audit of the trades and metrics (an error when it could not be made).
+    pub audit: Result<AuditReport, Error>,
+}
+
+/// The leaderboard's best trial ([`super::report::leaderboard`] of tradesim's own trials: the first, when
+/// complete) replayed on the test split of `data` (from `series`) with its stored test actions and the
+/// environment of `cfg`, then audited in Decimal; `None` when no trial completed. An error when the best
+/// trial has no stored test actions or the backtest fails; an audit that fails is kept in
+/// [`BestOnTest::audit`].
+pub fn best_on_test(
+    backend: &Backend,
+    study: &Study,
+    series: &Series,
+    data: &SplitData,
+    cfg: &SearchConfig,
+    bars_per_year: f64,
+) -> Result<Option<BestOnTest>, Error> {
+    let board = study_leaderboard(study)?;
+    let Some(best) = board.first().filter(|t| t.status == "complete") else {
+        return Ok(None);
+    };
+    let (split, test) = (&data.split, &data.test);
+    let targets = study
+        .test_actions(best.number)?
+        .ok_or_else(|| Error::Output(format!("trial {} has no test actions", best.number)))?;
+    let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
+    let params = env_params(&best.params, &env)?;
+    let steps = test.n_bars() - 1;
+    let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity: true };
+    let r = backtest(backend, test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)?;
+    let metrics = r.metrics[0];
+    let trades = r.column_trades(0).to_vec();
+    let audit = audit_column(&series.bars[split.test.start..], &env.audit_params(), &trades, &metrics);
+    Ok(Some(BestOnTest { trial: best.number, metrics, equity: r.equity, trades, test_bars: split.test.clone(), audit }))
+}

@@ -1,0 +1,447 @@
+//! The report's charts: line charts drawn with plotters (learning curves, optimization history, the best
+//! trial's equity and drawdown), the parameter importances and parallel coordinates as hand-written SVG, and
+//! every chart rasterized to PNG in a bundled font.
+
+use std::fmt::Write as _;
+
+use plotters::prelude::*;
+
+use super::html::{html_escape, param};
+use crate::Error;
+use crate::data::Series;
+use crate::hyperopt::best::BestOnTest;
+use crate::hyperopt::config::{Dimension, SearchConfig};
+use crate::hyperopt::study::{EpochRecord, TrialRecord};
+
+/// A line chart: `lines` (NaN points left out), `markers` drawn as crosses, x labels by `x_label` (dates, say),
+/// the y axis over `y_range` when given (points outside are drawn at its edge), else over the data.
+struct Chart<'a> {
+    title: String,
+    y_desc: &'a str,
+    lines: Vec<(String, Vec<(f64, f64)>)>,
+    markers: Vec<(String, Vec<(f64, f64)>)>,
+    x_label: Option<&'a dyn Fn(f64) -> String>,
+    y_range: Option<(f64, f64)>,
+}
+
+impl<'a> Chart<'a> {
+    fn new(title: impl Into<String>, y_desc: &'a str, lines: Vec<(String, Vec<(f64, f64)>)>) -> Self {
+        Self { title: title.into(), y_desc, lines, markers: Vec::new(), x_label: None, y_range: None }
+    }
+
+    fn svg(&self) -> Result<String, Error> {
+        let title = self.title.as_str();
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
+            let e = |e: &dyn std::fmt::Display| Error::Output(format!("drawing {title}: {e}"));
+            root.fill(&WHITE).map_err(|x| e(&x))?;
+            let points = self.lines.iter().chain(&self.markers).flat_map(|l| l.1.iter()).filter(|p| p.1.is_finite());
+            let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+            for &(x, y) in points {
+                (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+            }
+            if let Some((lo, hi)) = self.y_range {
+                (y0, y1) = (lo, hi);
+            }
+            if x0 > x1 {
+                (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+            }
+            if x1 - x0 < 1e-12 {
+                x1 = x0 + 1.0;
+            }
+            if y1 - y0 < 1e-12 {
+                (y0, y1) = (y0 - 1.0, y1 + 1.0);
+            }
+            let clamp = |p: &(f64, f64)| (p.0, p.1.clamp(y0, y1));
+            let mut c = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(30)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|x| e(&x))?;
+            // Trial numbers and epochs: whole ticks only.
+            let default_x = |x: &f64| if (x - x.round()).abs() > 1e-9 { String::new() } else { format!("{x:.0}") };
+            let x_fmt = |x: &f64| self.x_label.map_or_else(|| default_x(x), |f| f(*x));
+            c.configure_mesh().y_desc(self.y_desc).x_labels(6).x_label_formatter(&x_fmt).draw().map_err(|x| e(&x))?;
+            for (i, (name, pts)) in self.lines.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let finite: Vec<(f64, f64)> = pts.iter().filter(|p| p.1.is_finite()).map(clamp).collect();
+                c.draw_series(LineSeries::new(finite, color.stroke_width(2)))
+                    .map_err(|x| e(&x))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            }
+            for (i, (name, pts)) in self.markers.iter().enumerate() {
+                let color = if i == 0 { RED.to_rgba() } else { Palette99::pick(i + 5).to_rgba() };
+                let finite: Vec<(f64, f64)> = pts.iter().filter(|p| p.1.is_finite()).map(clamp).collect();
+                c.draw_series(finite.into_iter().map(|p| Cross::new(p, 5, color.stroke_width(2))))
+                    .map_err(|x| e(&x))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| Cross::new((x + 8, y), 5, color.stroke_width(2)));
+            }
+            if self.lines.len() + self.markers.len() > 1 {
+                c.configure_series_labels()
+                    .border_style(BLACK)
+                    .background_style(WHITE.mix(0.8))
+                    .draw()
+                    .map_err(|x| e(&x))?;
+            }
+            root.present().map_err(|x| e(&x))?;
+        }
+        Ok(svg)
+    }
+}
+
+/// The y range that keeps one outlier from flattening the rest: the 5th to 95th percentile widened by half
+/// its width on each side, or `None` when every value fits in it (then the axis spans the data).
+fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 5 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let (lo, hi) = (q(0.05), q(0.95));
+    let pad = 0.5 * (hi - lo).max(1e-9);
+    let (lo, hi) = (lo - pad, hi + pad);
+    (v[0] < lo || v[v.len() - 1] > hi).then_some((lo, hi))
+}
+
+/// The font every PNG chart is drawn with: DejaVu Sans, bundled (Bitstream Vera license,
+/// `assets/fonts/LICENSE-DejaVu.txt`), so the images do not depend on the fonts of the machine.
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+/// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font.
+pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    {
+        let db = opt.fontdb_mut();
+        db.load_font_data(FONT.to_vec());
+        db.set_sans_serif_family("DejaVu Sans");
+        db.set_serif_family("DejaVu Sans");
+        db.set_monospace_family("DejaVu Sans");
+    }
+    opt.font_family = "DejaVu Sans".to_owned();
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| Error::Output(format!("rasterizing a chart: {e}")))?;
+    let size = tree.size().to_int_size();
+    let (w, h) = (size.width() * 2, size.height() * 2);
+    let mut pixmap =
+        tiny_skia::Pixmap::new(w, h).ok_or_else(|| Error::Output("rasterizing a chart: empty image".to_owned()))?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(&tree, tiny_skia::Transform::from_scale(2.0, 2.0), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| Error::Output(format!("encoding a PNG: {e}")))
+}
+
+/// Average ranks (ties share the mean rank) of `v`.
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut r = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        for k in i..=j {
+            r[idx[k]] = (i + j) as f64 / 2.0;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+/// Parameter importances: the absolute Spearman rank correlation of each searched parameter with the
+/// objective over the complete trials with a finite value, normalized to sum to 1 (0 for a parameter that
+/// never varied). A quick, model-free measure; Optuna's default (fANOVA) fits a random forest instead.
+pub fn importances(trials: &[TrialRecord], names: &[String]) -> Vec<(String, f64)> {
+    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    let value_ranks = ranks(&done.iter().map(|t| t.value).collect::<Vec<_>>());
+    let spearman = |xs: &[f64]| -> f64 {
+        let rx = ranks(xs);
+        let n = rx.len() as f64;
+        let (mx, my) = (rx.iter().sum::<f64>() / n, value_ranks.iter().sum::<f64>() / n);
+        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        for (a, b) in rx.iter().zip(&value_ranks) {
+            sxy += (a - mx) * (b - my);
+            sxx += (a - mx) * (a - mx);
+            syy += (b - my) * (b - my);
+        }
+        if sxx == 0.0 || syy == 0.0 { 0.0 } else { (sxy / (sxx * syy).sqrt()).abs() }
+    };
+    let raw: Vec<(String, f64)> = names
+        .iter()
+        .map(|n| {
+            let xs: Vec<f64> = done.iter().map(|t| t.params.get(n).copied().unwrap_or(f64::NAN)).collect();
+            (n.clone(), if done.len() < 3 || xs.iter().any(|x| x.is_nan()) { 0.0 } else { spearman(&xs) })
+        })
+        .collect();
+    let total: f64 = raw.iter().map(|r| r.1).sum();
+    let mut out: Vec<(String, f64)> =
+        raw.into_iter().map(|(n, v)| (n, if total > 0.0 { v / total } else { 0.0 })).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+/// Horizontal bars of the importances (SVG).
+fn importance_svg(imp: &[(String, f64)]) -> String {
+    let (w, row) = (900.0, 22.0);
+    let h = 40.0 + row * imp.len() as f64;
+    let mut svg = format!(
+        "<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\" \
+         font-family=\"sans-serif\" font-size=\"12\"><text x=\"450\" y=\"18\" text-anchor=\"middle\" \
+         font-size=\"15\">Parameter importances (|Spearman rank correlation| with the value, normalized)</text>"
+    );
+    for (i, (name, v)) in imp.iter().enumerate() {
+        let y = 32.0 + row * i as f64;
+        let bar = 600.0 * v;
+        let _ = write!(
+            svg,
+            "<text x=\"175\" y=\"{:.1}\" text-anchor=\"end\">{}</text><rect x=\"180\" y=\"{y:.1}\" width=\"{bar:.1}\" \
+             height=\"{:.1}\" fill=\"#4c72b0\"/><text x=\"{:.1}\" y=\"{:.1}\">{v:.2}</text>",
+            y + 14.0,
+            html_escape(name),
+            row - 6.0,
+            185.0 + bar,
+            y + 14.0
+        );
+    }
+    svg + "</svg>"
+}
+
+/// Parallel coordinates (SVG): one axis per parameter (log scale for log ranges) and the value last; one line
+/// per complete trial, colored from blue (worst) to red (best).
+fn parallel_svg(trials: &[TrialRecord], names: &[String], cfg: &SearchConfig) -> String {
+    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    let mut axes: Vec<String> = names.to_vec();
+    axes.push("value".to_owned());
+    let (w, h, top, bottom) = (900.0, 360.0, 40.0, 310.0);
+    let step = (w - 120.0) / (axes.len().max(2) - 1) as f64;
+    let log = |n: &str| matches!(cfg.space.get(n), Some(Dimension::Range { log: true, .. }));
+    let get = |t: &TrialRecord, n: &str| -> f64 {
+        let v = if n == "value" { t.value } else { t.params.get(n).copied().unwrap_or(f64::NAN) };
+        if log(n) && v > 0.0 { v.ln() } else { v }
+    };
+    let bounds: Vec<(f64, f64)> = axes
+        .iter()
+        .map(|n| {
+            done.iter()
+                .map(|t| get(t, n))
+                .filter(|v| v.is_finite())
+                .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)))
+        })
+        .collect();
+    let mut svg = format!(
+        "<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\" \
+         font-family=\"sans-serif\" font-size=\"11\"><text x=\"450\" y=\"18\" text-anchor=\"middle\" \
+         font-size=\"15\">Parallel coordinates of the complete trials (color: value, blue worst, red best)</text>"
+    );
+    let (vlo, vhi) = *bounds.last().unwrap_or(&(0.0, 1.0));
+    for t in &done {
+        let frac = if vhi > vlo { (t.value - vlo) / (vhi - vlo) } else { 0.5 };
+        let color = format!("rgb({},{},{})", (255.0 * frac) as u8, 60, (255.0 * (1.0 - frac)) as u8);
+        let pts: Vec<String> = axes
+            .iter()
+            .zip(&bounds)
+            .enumerate()
+            .map(|(i, (n, (lo, hi)))| {
+                let v = get(t, n);
+                let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+                format!("{:.1},{:.1}", 60.0 + step * i as f64, bottom - f * (bottom - top))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            pts.join(" ")
+        );
+    }
+    for (i, (n, (lo, hi))) in axes.iter().zip(&bounds).enumerate() {
+        let x = 60.0 + step * i as f64;
+        let shown = |v: f64| if log(n) { param(v.exp()) } else { param(v) };
+        let (lo_s, hi_s) = if lo <= hi { (shown(*lo), shown(*hi)) } else { (String::new(), String::new()) };
+        let _ = write!(
+            svg,
+            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"#333\"/><text x=\"{x:.1}\" \
+             y=\"{:.1}\" text-anchor=\"middle\">{}</text><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{hi_s}</text>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{lo_s}</text>",
+            // Neighbouring names alternate between two rows so that long ones do not overlap.
+            bottom + if i % 2 == 0 { 30.0 } else { 44.0 },
+            html_escape(n),
+            top - 6.0,
+            bottom + 14.0
+        );
+    }
+    svg + "</svg>"
+}
+
+/// The learning-curves chart and how its y axis was clipped.
+pub(super) struct LearningCurves {
+    /// The chart (SVG).
+    pub svg: String,
+    /// The y range when [`robust_range`] clipped it, and how many values lie outside it.
+    pub clip: Option<((f64, f64), usize)>,
+}
+
+/// Intermediate values: each epoch's validation Sharpe of every trial on `board`, pruned trials marked where
+/// they were pruned, the y axis clipped by [`robust_range`].
+pub(super) fn learning_curves(board: &[TrialRecord], epochs: &[EpochRecord]) -> Result<LearningCurves, Error> {
+    let curves: Vec<(String, Vec<(f64, f64)>)> = board
+        .iter()
+        .map(|t| {
+            let pts = epochs.iter().filter(|e| e.trial == t.number).map(|e| (e.epoch as f64, e.valid_sharpe)).collect();
+            (format!("trial {}", t.number), pts)
+        })
+        .collect();
+    let prunes: Vec<(f64, f64)> = board
+        .iter()
+        .filter_map(|t| {
+            let at = t.pruned_at?;
+            epochs.iter().find(|e| e.trial == t.number && e.epoch == at).map(|e| (at as f64, e.valid_sharpe))
+        })
+        .collect();
+    let all: Vec<f64> =
+        epochs.iter().filter(|e| board.iter().any(|t| t.number == e.trial)).map(|e| e.valid_sharpe).collect();
+    let clip = robust_range(&all);
+    let mut chart = Chart::new("Intermediate values: validation Sharpe by epoch", "Sharpe", curves);
+    chart.markers = vec![("pruned here".to_owned(), prunes)];
+    chart.y_range = clip;
+    let outside = |(lo, hi): (f64, f64)| all.iter().filter(|v| v.is_finite() && (**v < lo || **v > hi)).count();
+    Ok(LearningCurves { svg: chart.svg()?, clip: clip.map(|range| (range, outside(range))) })
+}
+
+/// Optimization history: each trial's value by number (complete and pruned apart), and the best complete
+/// value so far.
+pub(super) fn history_chart(board: &[TrialRecord]) -> Result<String, Error> {
+    let mut best_so_far = Vec::new();
+    let mut running = f64::NEG_INFINITY;
+    let mut by_number: Vec<&TrialRecord> = board.iter().collect();
+    by_number.sort_by_key(|t| t.number);
+    for t in &by_number {
+        if t.status == "complete" && t.value.is_finite() {
+            running = running.max(t.value);
+        }
+        if running.is_finite() {
+            best_so_far.push((t.number as f64, running));
+        }
+    }
+    let values = |status: &str| -> Vec<(f64, f64)> {
+        by_number.iter().filter(|t| t.status == status).map(|t| (t.number as f64, t.value)).collect()
+    };
+    let mut history =
+        Chart::new("Optimization history", "validation Sharpe", vec![("best so far".to_owned(), best_so_far)]);
+    history.markers = vec![("complete".to_owned(), values("complete")), ("pruned".to_owned(), values("pruned"))];
+    history.y_range = robust_range(&board.iter().map(|t| t.value).collect::<Vec<_>>());
+    history.svg()
+}
+
+/// Which parameters mattered, over the searched ones of `names` (those `cfg` does not fix): the
+/// importances' bars and the parallel coordinates (SVG both).
+pub(super) fn parameter_charts(board: &[TrialRecord], names: &[String], cfg: &SearchConfig) -> (String, String) {
+    let searched: Vec<String> =
+        names.iter().filter(|n| !matches!(cfg.space.get(*n), Some(Dimension::Fixed(_)))).cloned().collect();
+    (importance_svg(&importances(board, &searched)), parallel_svg(board, &searched, cfg))
+}
+
+/// The best trial's equity on the test split beside buy and hold (the capital in the symbol at the first
+/// close, no costs) and flat, and its drawdown in percent (SVG both, x labelled by the bars' dates).
+pub(super) fn equity_charts(best: &BestOnTest, series: &Series) -> Result<(String, String), Error> {
+    let start = best.test_bars.start;
+    let eq: Vec<(f64, f64)> = best.equity.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect();
+    let mut peak = f64::MIN;
+    let dd: Vec<(f64, f64)> = best
+        .equity
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            peak = peak.max(v);
+            (i as f64, 100.0 * (v / peak - 1.0))
+        })
+        .collect();
+    let capital = best.equity.first().copied().unwrap_or(0.0);
+    let closes: Vec<f64> = series.bars[start..]
+        .iter()
+        .take(best.equity.len())
+        .map(|b| num_traits::ToPrimitive::to_f64(&b.close).unwrap_or(f64::NAN))
+        .collect();
+    let hold: Vec<(f64, f64)> = closes.iter().enumerate().map(|(i, c)| (i as f64, capital * c / closes[0])).collect();
+    let flat: Vec<(f64, f64)> = vec![(0.0, capital), ((best.equity.len().max(2) - 1) as f64, capital)];
+    let date = |x: f64| {
+        let i = (x.round().max(0.0) as usize).min(series.bars.len() - 1 - start);
+        series.bars[start + i].time.format("%Y-%m-%d").to_string()
+    };
+    let mut equity = Chart::new(
+        format!("Trial {}: equity on the test split", best.trial),
+        "equity",
+        vec![
+            (format!("trial {}", best.trial), eq),
+            ("buy and hold (no costs)".to_owned(), hold),
+            ("flat".to_owned(), flat),
+        ],
+    );
+    equity.x_label = Some(&date);
+    let mut drawdown = Chart::new(
+        format!("Trial {}: drawdown on the test split", best.trial),
+        "drawdown %",
+        vec![("drawdown".to_owned(), dd)],
+    );
+    drawdown.x_label = Some(&date);
+    Ok((equity.svg()?, drawdown.svg()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(number: u64, value: f64, a: f64, b: f64, c: f64) -> TrialRecord {
+        TrialRecord {
+            number,
+            params: [("a".to_owned(), a), ("b".to_owned(), b), ("c".to_owned(), c)].into(),
+            status: "complete".to_owned(),
+            value,
+            pruned_at: None,
+            test_return: 0.0,
+            test_sharpe: 0.0,
+            checkpoint: None,
+            history: Vec::new(),
+            ours: true,
+            worker: None,
+            runs: 1,
+            heartbeat: None,
+            place: None,
+        }
+    }
+
+    /// `a` orders the values exactly (|rho| 1), `b` against them half the time, `c` never varies (0).
+    #[test]
+    fn importances_rank_the_parameters_by_rank_correlation() {
+        let trials: Vec<TrialRecord> = (0..6)
+            .map(|i| trial(i, i as f64, 10.0 * i as f64, [1.0, 3.0, 2.0, 2.0, 3.0, 1.0][i as usize], 5.0))
+            .collect();
+        let names = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        let imp = importances(&trials, &names);
+        assert_eq!(imp.iter().map(|i| i.0.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert!((imp.iter().map(|i| i.1).sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(imp[0].1 > 0.8 && imp[2].1 == 0.0, "{imp:?}");
+    }
+
+    /// A chart's PNG is a real image of it: the PNG signature, twice the SVG's size, and text drawn (dark
+    /// pixels inside the title's box, which is empty without a font).
+    #[test]
+    fn charts_rasterize_with_the_bundled_font() {
+        let svg = Chart::new("A title", "y", vec![("line".to_owned(), vec![(0.0, 1.0), (1.0, 2.0)])]).svg().unwrap();
+        let png = png_of(&svg).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let img = resvg::tiny_skia::Pixmap::decode_png(&png).unwrap();
+        assert_eq!((img.width(), img.height()), (1800, 640));
+        // The title is centred at the top (y 17..35 in SVG units, x 400..500).
+        let dark = (34..70)
+            .flat_map(|y| (800..1000).map(move |x| (x, y)))
+            .filter(|&(x, y)| img.pixel(x, y).is_some_and(|p| p.red() < 100))
+            .count();
+        assert!(dark > 50, "no text drawn in the title's box ({dark} dark pixels)");
+    }
+}

@@ -1,0 +1,229 @@
+//! The report's page, `index.html`: the header, the evidence, the leaderboard, the best trial on the test
+//! split with its audit, and the charts inline; and the formatting of its numbers.
+
+use std::fmt::Write as _;
+
+use super::charts::LearningCurves;
+use crate::evidence::Evidence;
+use crate::hyperopt::best::BestOnTest;
+use crate::hyperopt::config::SearchConfig;
+use crate::hyperopt::study::TrialRecord;
+
+/// The charts of a report, as SVG.
+pub(super) struct ChartsSvg {
+    /// Intermediate values by epoch.
+    pub learning: LearningCurves,
+    /// Optimization history.
+    pub history: String,
+    /// Parameter importances.
+    pub importance: String,
+    /// Parallel coordinates.
+    pub parallel: String,
+    /// The best trial's equity on the test split (empty without a best trial).
+    pub equity: String,
+    /// The best trial's drawdown on the test split (empty without a best trial).
+    pub drawdown: String,
+}
+
+/// What the page shows, all of it computed before.
+pub(super) struct Page<'a> {
+    /// How the page names the data.
+    pub data_label: &'a str,
+    /// The series' symbol.
+    pub symbol: &'a str,
+    /// The search's configuration.
+    pub cfg: &'a SearchConfig,
+    /// How much of the answer could be luck, and the verdict.
+    pub evidence: &'a Evidence,
+    /// The leaderboard, best first.
+    pub board: &'a [TrialRecord],
+    /// The parameters' names, the table's last columns.
+    pub names: &'a [String],
+    /// The best trial on the test split.
+    pub best: Option<&'a BestOnTest>,
+    /// The charts.
+    pub charts: &'a ChartsSvg,
+    /// The command that opens the study in optuna-dashboard.
+    pub dashboard: &'a str,
+}
+
+/// The page (`index.html`): header, evidence, leaderboard, best trial, history, intermediate values,
+/// parameters, where to look further.
+pub(super) fn page(p: &Page) -> String {
+    let board = p.board;
+    let mut html = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>tradesim hyperopt</title><style>\
+         body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}}th{{background:#eee}}</style></head><body>\
+         <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned), {}, {} epochs each, \
+         {} trials at a time. Metric: validation Sharpe of the last epoch.</p>",
+        html_escape(p.data_label),
+        html_escape(p.symbol),
+        board.len(),
+        board.iter().filter(|t| t.status == "complete").count(),
+        board.iter().filter(|t| t.status == "pruned").count(),
+        p.cfg.study.algo.to_string().to_uppercase(),
+        p.cfg.study.epochs,
+        p.cfg.study.parallel
+    );
+    html += &crate::evidence::html::section(p.evidence);
+    html += &leaderboard_table(board, p.names);
+    match p.best {
+        Some(best) => html += &best_section(best, p.charts),
+        None => html += "<p>No trial completed yet.</p>",
+    }
+    html += "<h2>Optimization history</h2>";
+    html += &p.charts.history;
+    html += "<h2>Intermediate values</h2>";
+    html += &p.charts.learning.svg;
+    html += &clip_note(&p.charts.learning);
+    html += "<h2>Parameters</h2>";
+    html += &p.charts.importance;
+    html += &p.charts.parallel;
+    let _ = write!(
+        html,
+        "<p>The same study in optuna-dashboard (history, intermediate values, parameter importances, parallel \
+         coordinates): <code>{}</code>.</p>",
+        html_escape(p.dashboard)
+    );
+    html += "<p>Files: leaderboard.json, leaderboard.csv, best-trades.csv, equity.svg, drawdown.svg, history.svg, \
+             learning-curves.svg, importances.svg, parallel-coordinates.svg.</p></body></html>\n";
+    html
+}
+
+/// The leaderboard as a table: rank, trial, status, validation Sharpe, test return and Sharpe, then `names`.
+fn leaderboard_table(board: &[TrialRecord], names: &[String]) -> String {
+    let mut html = "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>".to_owned();
+    for n in names {
+        let _ = write!(html, "<th>{}</th>", html_escape(n));
+    }
+    html += "</tr>";
+    for (rank, t) in board.iter().enumerate() {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            rank + 1,
+            t.number,
+            t.status,
+            num(t.value),
+            pct(t.test_return),
+            num(t.test_sharpe)
+        );
+        for n in names {
+            let _ = write!(html, "<td>{}</td>", t.params.get(n).map_or(String::new(), |v| param(*v)));
+        }
+        html += "</tr>";
+    }
+    html += "</table></div>";
+    html
+}
+
+/// The best trial on the test split: its metrics, its trades, its Decimal audit, its equity and drawdown.
+fn best_section(best: &BestOnTest, charts: &ChartsSvg) -> String {
+    let m = &best.metrics;
+    let mut html = format!("<h2>Best trial: {} on the test split</h2><table>", best.trial);
+    for (k, v) in [
+        ("total return", pct(m.total_return)),
+        ("annual return", pct(m.annual_return)),
+        ("annual volatility", pct(m.annual_volatility)),
+        ("Sharpe", num(m.sharpe)),
+        ("Sortino", num(m.sortino)),
+        ("max drawdown", pct(m.max_drawdown)),
+        ("max drawdown bars", format!("{:.0}", m.max_drawdown_bars)),
+        ("Calmar", num(m.calmar)),
+        ("trades", format!("{:.0}", m.trades)),
+        ("win rate", pct(m.win_rate)),
+        ("profit factor", num(m.profit_factor)),
+        ("average trade return", pct(m.avg_trade_return)),
+        ("exposure", pct(m.exposure)),
+        ("total costs", money(m.total_costs)),
+        ("final equity", money(m.final_equity)),
+    ] {
+        let _ = write!(html, "<tr><th>{k}</th><td>{v}</td></tr>");
+    }
+    html += "</table>";
+    let _ = write!(
+        html,
+        "<p>{} trades on the test split (bars {}..{} of the series); the ledger is in best-trades.csv.</p>",
+        best.trades.len(),
+        best.test_bars.start,
+        best.test_bars.end
+    );
+    match &best.audit {
+        Ok(a) => {
+            let _ = write!(html, "<p>{}</p>", html_escape(&a.to_string()));
+        }
+        Err(e) => {
+            let _ = write!(html, "<p>Decimal audit not available: {}</p>", html_escape(&e.to_string()));
+        }
+    }
+    html += &charts.equity;
+    html += &charts.drawdown;
+    html
+}
+
+/// Says how the learning curves' y axis was clipped (nothing when it was not).
+fn clip_note(learning: &LearningCurves) -> String {
+    learning.clip.map_or_else(String::new, |((lo, hi), outside)| {
+        format!(
+            "<p>The y axis is clipped to [{lo:.2}, {hi:.2}] (the 5th to 95th percentile of the values widened by half \
+             its width on each side) so that an outlier does not flatten the rest; {outside} values outside it are \
+             drawn at its edge.</p>"
+        )
+    })
+}
+
+/// A percentage with two decimals.
+fn pct(x: f64) -> String {
+    if x.is_finite() { format!("{:.2}%", 100.0 * x) } else { "NaN".to_owned() }
+}
+
+/// Money with two decimals and thousands separators.
+fn money(x: f64) -> String {
+    if !x.is_finite() {
+        return "NaN".to_owned();
+    }
+    let text = format!("{:.2}", x.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
+    let mut grouped = String::new();
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    format!("{}{grouped}.{frac}", if x < 0.0 { "-" } else { "" })
+}
+
+/// A ratio with four decimals.
+fn num(x: f64) -> String {
+    if x.is_finite() { format!("{x:.4}") } else { "NaN".to_owned() }
+}
+
+/// A parameter for the table: whole numbers as such, small values in scientific notation.
+pub(super) fn param(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e9 {
+        format!("{x:.0}")
+    } else if x != 0.0 && x.abs() < 0.01 {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+pub(super) fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn money_and_percentages_are_formatted() {
+        assert_eq!(money(1_234_567.891), "1,234,567.89");
+        assert_eq!(money(-99.5), "-99.50");
+        assert_eq!(pct(0.12345), "12.35%");
+        assert_eq!(pct(f64::NAN), "NaN");
+    }
+}
