@@ -1,6 +1,6 @@
-//! The report folder of a search: `index.html` ([`html`]: leaderboard, the best trial on the test split with
+//! The report folder of a search: `index.html` (`html.rs`: leaderboard, the best trial on the test split with
 //! its Decimal audit, the charts inline), `leaderboard.json`, `leaderboard.csv`, `best-trades.csv`, and the
-//! charts ([`charts`]) as `.svg` and `.png` files. The best trial's test backtest and audit come computed
+//! charts (`charts.rs`) as `.svg` and `.png` files. The best trial's test backtest and audit come computed
 //! ([`crate::hyperopt::best::best_on_test`]); the report only writes them down.
 
 use std::fmt::Write as _;
