@@ -10,7 +10,7 @@ pub mod walk;
 
 use serde::Serialize;
 
-use crate::hyperopt::report::leaderboard;
+use crate::hyperopt::ranking::leaderboard;
 use crate::hyperopt::search::{EnvDecimals, env_params};
 use crate::hyperopt::study::TrialRecord;
 use crate::hyperopt::{SearchConfig, Study};

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::config::SearchConfig;
-use super::report::study_leaderboard;
+use super::ranking::study_leaderboard;
 use super::search::{EnvDecimals, env_params};
 use super::study::Study;
 use crate::audit::{AuditReport, audit_column};
@@ -29,7 +29,7 @@ pub struct BestOnTest {
     pub audit: Result<AuditReport, Error>,
 }
 
-/// The leaderboard's best trial ([`super::report::leaderboard`] of tradesim's own trials: the first, when
+/// The leaderboard's best trial ([`super::ranking::leaderboard`] of tradesim's own trials: the first, when
 /// complete) replayed on the test split of `data` (from `series`) with its stored test actions and the
 /// environment of `cfg`, then audited in Decimal; `None` when no trial completed. An error when the best
 /// trial has no stored test actions or the backtest fails; an audit that fails is kept in

@@ -300,7 +300,7 @@ impl Job {
                 checkpoints: dir.join(folder_for("checkpoints", &name)),
             };
             run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
-            let board = super::report::leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect());
+            let board = super::ranking::study_leaderboard(&study)?;
             let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
             searches.push(crate::evidence::PlaceboSearch {
                 index,

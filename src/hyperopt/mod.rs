@@ -9,6 +9,7 @@ pub mod best;
 pub mod config;
 pub mod db;
 pub mod job;
+pub mod ranking;
 pub mod report;
 pub mod sampler;
 pub mod search;

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 
-use super::html::{html_escape, param};
+use super::format::{html_escape, param};
 use crate::Error;
 use crate::data::Series;
 use crate::hyperopt::best::BestOnTest;
