@@ -1,6 +1,7 @@
 //! Timestamps in the formats vendors write: ISO 8601 with or without offset (`T` or space), `YYYYMMDD`,
 //! `DD.MM.YYYY HH:MM:SS(.fff)`, `M/D/YYYY( HH:MM(:SS))`, `YYYY-MM-DD`, and epoch seconds or milliseconds.
-//! A time without an offset is read as UTC.
+//! A time without an offset is read as UTC. An integer time column (a DataFrame's int64 dates, a Parquet
+//! INT64 column) says nothing about its unit, so it is read only with a [`TimeUnit`] ([`integer_time`]).
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 
@@ -101,6 +102,84 @@ pub fn epoch(n: i64) -> Option<DateTime<FixedOffset>> {
     t.map(|t| t.fixed_offset())
 }
 
+/// What the integers of a time column count: calendar dates written as `YYYYMMDD`, or time since the Unix
+/// epoch (UTC) in seconds, milliseconds, microseconds or nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// `20090102`: 2 January 2009, midnight UTC.
+    YearMonthDay,
+    /// Seconds since 1970-01-01 UTC.
+    Seconds,
+    /// Milliseconds since 1970-01-01 UTC.
+    Millis,
+    /// Microseconds since 1970-01-01 UTC.
+    Micros,
+    /// Nanoseconds since 1970-01-01 UTC.
+    Nanos,
+}
+
+impl TimeUnit {
+    /// Every unit, as it is spelled (`time_unit=` in Python).
+    pub const NAMES: [&'static str; 5] = ["YYYYMMDD", "s", "ms", "us", "ns"];
+
+    /// The unit's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::YearMonthDay => "YYYYMMDD",
+            Self::Seconds => "s",
+            Self::Millis => "ms",
+            Self::Micros => "us",
+            Self::Nanos => "ns",
+        }
+    }
+}
+
+impl std::str::FromStr for TimeUnit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "YYYYMMDD" => Self::YearMonthDay,
+            "s" => Self::Seconds,
+            "ms" => Self::Millis,
+            "us" => Self::Micros,
+            "ns" => Self::Nanos,
+            other => return Err(format!("`{other}` is not a time unit (one of {})", Self::NAMES.join(", "))),
+        })
+    }
+}
+
+/// Why an integer time column without a unit is refused (`column`: its header, `example`: its first value):
+/// `20090102` read as an epoch count is a date in 1970, with no error to show it.
+pub fn integer_time_refusal(column: &str, example: i64) -> String {
+    format!(
+        "column `{column}` holds integers ({example}, ...), which could be dates or epoch counts in any unit; \
+         say which with time_unit ({})",
+        TimeUnit::NAMES.join(", ")
+    )
+}
+
+/// One integer time read as `unit` says, or why it is not a time.
+pub fn integer_time(n: i64, unit: TimeUnit) -> Result<DateTime<FixedOffset>, String> {
+    let t = match unit {
+        TimeUnit::YearMonthDay => {
+            let date = u32::try_from(n).ok().and_then(|n| {
+                let year = i32::try_from(n / 10_000).ok()?;
+                NaiveDate::from_ymd_opt(year, n / 100 % 100, n % 100)
+            });
+            date.map(|d| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).expect("midnight exists")))
+        }
+        TimeUnit::Seconds => DateTime::from_timestamp(n, 0),
+        TimeUnit::Millis => DateTime::from_timestamp_millis(n),
+        TimeUnit::Micros => DateTime::from_timestamp_micros(n),
+        TimeUnit::Nanos => Some(DateTime::from_timestamp_nanos(n)),
+    };
+    t.map(|t| t.fixed_offset()).ok_or_else(|| match unit {
+        TimeUnit::YearMonthDay => format!("{n} is not a date written YYYYMMDD"),
+        _ => format!("{n} {} since 1970 is out of range", unit.name()),
+    })
+}
+
 /// Bars per year from the timestamps: 252 trading days times the median number of bars per calendar day.
 pub fn infer_bars_per_year(times: &[chrono::DateTime<chrono::FixedOffset>]) -> f64 {
     let mut per_day: Vec<usize> = Vec::new();
@@ -179,5 +258,23 @@ mod tests {
         for s in ["", "yesterday", "2017-13-01", "32.01.2017 00:00:00", "1e400", "99999999999999999999"] {
             assert!(parse_time(s).is_err(), "{s} parsed");
         }
+    }
+
+    #[test]
+    fn integer_times_in_each_unit() {
+        let noon = 1_483_272_000_000; // 2017-01-01 12:00:00 UTC
+        let ms = |n, unit: &str| integer_time(n, unit.parse().unwrap()).unwrap().timestamp_millis();
+        assert_eq!(ms(20_170_101, "YYYYMMDD"), noon - 12 * 3_600_000);
+        assert_eq!(ms(1_483_272_000, "s"), noon);
+        assert_eq!(ms(1_483_272_000_000, "ms"), noon);
+        assert_eq!(ms(1_483_272_000_000_000, "us"), noon);
+        assert_eq!(ms(1_483_272_000_000_000_000, "ns"), noon);
+        for bad in [20_170_231, 2_017_010, -20_170_101] {
+            assert!(integer_time(bad, TimeUnit::YearMonthDay).is_err(), "{bad} read as a date");
+        }
+        assert!(integer_time(i64::MAX, TimeUnit::Seconds).is_err());
+        assert!("days".parse::<TimeUnit>().unwrap_err().contains("YYYYMMDD, s, ms, us, ns"));
+        let why = integer_time_refusal("date", 20_090_102);
+        assert!(why.contains("`date`") && why.contains("20090102") && why.contains("time_unit"), "{why}");
     }
 }
