@@ -7,28 +7,32 @@ mod dlpack;
 use std::path::PathBuf;
 
 use numpy::{PyArray1, PyReadonlyArray1};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::import_exception;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyFloat, PyInt, PyList, PyString};
 use rust_decimal::Decimal;
 
 use tradesim::audit::parse_decimal;
 use tradesim::data::synthetic::{GeneratorConfig, generate};
-use tradesim::data::{CleanPolicy, ColumnData, Dataset, Finding, LoadReport};
+use tradesim::data::time::{TimeUnit, integer_time, integer_time_refusal};
+use tradesim::data::{CleanPolicy, ColumnData, Dataset, Finding, IssueClass, LoadReport, Severity};
 use tradesim::grid::{GridRequest, SignalRule, run_grid};
 use tradesim::hyperopt::job::{Job, JobArgs};
 use tradesim::table::Column;
 use tradesim::vector::VectorEnv;
 use tradesim::{DeviceRequest, Error};
 
-create_exception!(
-    _native,
-    DataError,
-    PyValueError,
-    "Market data tradesim refuses: `findings` lists every finding (file, row, index, column, class, severity, message)."
-);
-create_exception!(_native, TradesimError, PyRuntimeError, "A tradesim failure that is not about the data.");
+// The exceptions are Python classes (`tradesim/_errors.py`), so that they are `tradesim.DataError` etc.
+// wherever they are raised and pickle by name.
+import_exception!(tradesim._errors, DataError);
+import_exception!(tradesim._errors, ConfigError);
+import_exception!(tradesim._errors, TradesimError);
+
+/// A parameter tradesim refuses, as `ConfigError` (a `ValueError`).
+fn config_error(message: String) -> PyErr {
+    ConfigError::new_err(message)
+}
 
 /// Validated bars (one series per symbol), ready for a backtest or a search.
 #[derive(Debug)]
@@ -98,7 +102,10 @@ fn findings_list<'py>(py: Python<'py>, findings: &[Finding]) -> PyResult<Bound<'
     for f in findings {
         let d = PyDict::new(py);
         d.set_item("file", &f.file)?;
-        d.set_item("row", f.row)?;
+        // A finding about the whole table (a missing column, no rows) names no row: in-memory tables have
+        // no header line for it to point at.
+        let whole_table = matches!(f.class, IssueClass::MissingColumn | IssueClass::EmptyFile);
+        d.set_item("row", if whole_table { None } else { f.row })?;
         d.set_item("index", py.None())?;
         d.set_item("column", &f.column)?;
         d.set_item("class", f.class.name())?;
@@ -123,18 +130,18 @@ fn data_error(py: Python<'_>, report: &LoadReport) -> PyErr {
 }
 
 /// A library error as a Python exception: data and configuration problems are `ValueError`s
-/// (`DataError` for refused data), the rest `TradesimError`.
+/// (`DataError` for refused data, `ConfigError` for the rest), other failures `TradesimError`.
 fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match &e {
         Error::DataRefused { report } => data_error(py, report),
-        Error::Data(_) | Error::Config { .. } => PyValueError::new_err(e.to_string()),
-        Error::Host(h) if e.exit_code() == 2 => PyValueError::new_err(h.to_string()),
+        Error::Data(_) | Error::Config { .. } => config_error(e.to_string()),
+        Error::Host(h) if e.exit_code() == 2 => config_error(h.to_string()),
         _ => TradesimError::new_err(e.to_string()),
     }
 }
 
 fn policy(drop: &[String], repair: &[String]) -> PyResult<CleanPolicy> {
-    CleanPolicy::parse(drop, repair).map_err(|e| PyValueError::new_err(e.to_string()))
+    CleanPolicy::parse(drop, repair).map_err(|e| config_error(e.to_string()))
 }
 
 fn loaded(py: Python<'_>, r: Result<(Dataset, LoadReport), LoadReport>) -> PyResult<Bars> {
@@ -144,9 +151,57 @@ fn loaded(py: Python<'_>, r: Result<(Dataset, LoadReport), LoadReport>) -> PyRes
     }
 }
 
-/// Loads typed columns (`("float" | "int" | "time_ns" | "text", values)`) through the CLI's validation.
+/// A refusal about one column of an in-memory table (no row: it is about every row).
+fn column_refusal(name: &str, column: &str, message: String) -> LoadReport {
+    let finding = Finding {
+        file: name.to_owned(),
+        row: None,
+        column: Some(column.to_owned()),
+        class: IssueClass::BadTime,
+        severity: Severity::Error,
+        message,
+    };
+    LoadReport { file: name.to_owned(), findings: vec![finding], ..LoadReport::default() }
+}
+
+/// An integer time column read with `unit` ([`integer_time`]): refused without a unit, each value that is
+/// not a time in that unit a finding on its row.
+fn integer_times(name: &str, header: &str, values: &[i64], unit: Option<TimeUnit>) -> Result<ColumnData, LoadReport> {
+    let Some(unit) = unit else {
+        return Err(column_refusal(name, header, integer_time_refusal(header, values.first().copied().unwrap_or(0))));
+    };
+    let mut findings = Vec::new();
+    let mut times = Vec::with_capacity(values.len());
+    for (row, &n) in values.iter().enumerate() {
+        let ns = integer_time(n, unit).and_then(|t| {
+            t.timestamp_nanos_opt().ok_or_else(|| format!("{n} {} is outside the years 1677 to 2262", unit.name()))
+        });
+        match ns {
+            Ok(ns) => times.push(Some(ns)),
+            Err(why) => {
+                findings.push(Finding {
+                    file: name.to_owned(),
+                    row: Some(row),
+                    column: Some(header.to_owned()),
+                    class: IssueClass::BadTime,
+                    severity: Severity::Error,
+                    message: format!("{why} (time_unit={})", unit.name()),
+                });
+                times.push(None);
+            }
+        }
+    }
+    if findings.is_empty() {
+        Ok(ColumnData::TimeNs(times))
+    } else {
+        Err(LoadReport { file: name.to_owned(), rows: values.len(), findings, ..LoadReport::default() })
+    }
+}
+
+/// Loads typed columns (`("float" | "int" | "int_time" | "time_ns" | "text", values)`) through the CLI's
+/// validation; `int_time` is an integer time column, read with `time_unit` ([`integer_time`]).
 #[pyfunction]
-#[pyo3(signature = (name, headers, columns, default_symbol, drop, repair))]
+#[pyo3(signature = (name, headers, columns, default_symbol, drop, repair, time_unit=None))]
 #[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn load_columns(
     py: Python<'_>,
@@ -156,13 +211,23 @@ fn load_columns(
     default_symbol: &str,
     drop: Vec<String>,
     repair: Vec<String>,
+    time_unit: Option<String>,
 ) -> PyResult<Bars> {
     let policy = policy(&drop, &repair)?;
+    let unit =
+        time_unit.map(|u| u.parse::<TimeUnit>().map_err(|e| config_error(format!("time_unit: {e}")))).transpose()?;
     let mut data = Vec::with_capacity(columns.len());
     for ((kind, values), header) in columns.iter().zip(&headers) {
         let column = match kind.as_str() {
             "float" => ColumnData::Float(values.extract::<PyReadonlyArray1<'_, f64>>()?.as_array().to_vec()),
             "int" => ColumnData::Int(values.extract::<PyReadonlyArray1<'_, i64>>()?.as_array().to_vec()),
+            "int_time" => {
+                let ints = values.extract::<PyReadonlyArray1<'_, i64>>()?;
+                match integer_times(name, header, ints.as_slice()?, unit) {
+                    Ok(column) => column,
+                    Err(report) => return Err(data_error(py, &report)),
+                }
+            }
             // pandas writes NaT as the smallest i64.
             "time_ns" => ColumnData::TimeNs(
                 values
@@ -173,7 +238,7 @@ fn load_columns(
                     .collect(),
             ),
             "text" => ColumnData::Text(values.extract::<Vec<Option<String>>>()?),
-            other => return Err(PyValueError::new_err(format!("column `{header}`: unknown kind `{other}`"))),
+            other => return Err(config_error(format!("column `{header}`: unknown kind `{other}`"))),
         };
         data.push(column);
     }
@@ -200,7 +265,7 @@ fn embedded(py: Python<'_>) -> PyResult<Bars> {
 #[pyo3(signature = (bars, symbols=1, seed=None))]
 fn synthetic(py: Python<'_>, bars: usize, symbols: usize, seed: Option<u64>) -> PyResult<Bars> {
     if bars < 2 {
-        return Err(PyValueError::new_err(format!("synthetic: {bars} bars; at least 2")));
+        return Err(config_error(format!("n_bars: {bars} bars; at least 2")));
     }
     let defaults = GeneratorConfig::default();
     let cfg = GeneratorConfig { bars, symbols: symbols.max(1), seed: seed.unwrap_or(defaults.seed), ..defaults };
@@ -208,7 +273,7 @@ fn synthetic(py: Python<'_>, bars: usize, symbols: usize, seed: Option<u64>) -> 
 }
 
 fn device(name: &str) -> PyResult<DeviceRequest> {
-    name.parse::<DeviceRequest>().map_err(|e| PyValueError::new_err(e.to_string()))
+    name.parse::<DeviceRequest>().map_err(|e| config_error(format!("device: {e}")))
 }
 
 /// The backend `device` selects.
@@ -227,7 +292,7 @@ fn device_info<'py>(py: Python<'py>, device: &str) -> PyResult<Bound<'py, PyDict
 
 /// A money parameter: a Python int or float (its shortest decimal), or decimal text.
 fn money(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Decimal> {
-    let bad = |why: String| PyValueError::new_err(format!("{name}: {why}"));
+    let bad = |why: String| config_error(format!("{name}: {why}"));
     if value.is_instance_of::<PyFloat>() {
         let x: f64 = value.extract()?;
         return tradesim::data::float_decimal(x).ok_or_else(|| bad(format!("{x} is not a finite decimal")));
@@ -283,7 +348,7 @@ fn backtest<'py>(
     let signal = match signal {
         "cross" => SignalRule::Cross,
         "state" => SignalRule::State,
-        other => return Err(PyValueError::new_err(format!("signal: `{other}` (cross or state)"))),
+        other => return Err(config_error(format!("signal: `{other}` (cross or state)"))),
     };
     let request = GridRequest {
         fast,
@@ -333,7 +398,7 @@ fn backtest<'py>(
 /// The search `tradesim hyperopt` runs; returns its leaderboard columns and where the study is.
 #[pyfunction]
 #[pyo3(signature = (bars, symbol, config_toml, overrides, study, storage, study_name, resume, load_if_exists,
-    report, device))]
+    report, device, config_name="config".to_owned()))]
 #[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn hyperopt<'py>(
     py: Python<'py>,
@@ -348,17 +413,18 @@ fn hyperopt<'py>(
     load_if_exists: bool,
     report: Option<PathBuf>,
     device: &str,
+    config_name: String,
 ) -> PyResult<Bound<'py, PyDict>> {
     let get = |key: &str| overrides.get_item(key);
     let algo = match get("algo")? {
         Some(v) => Some(
             <tradesim::train::Algo as clap::ValueEnum>::from_str(&v.extract::<String>()?, true)
-                .map_err(|e| PyValueError::new_err(format!("algo: {e}")))?,
+                .map_err(|e| config_error(format!("algo: {e}")))?,
         ),
         None => None,
     };
     let args = JobArgs {
-        config_text: config_toml.map(|t| ("config".to_owned(), t)),
+        config_text: config_toml.map(|t| (config_name, t)),
         algo,
         trials: get("trials")?.map(|v| v.extract()).transpose()?,
         parallel: get("parallel")?.map(|v| v.extract()).transpose()?,
@@ -474,7 +540,7 @@ impl NativeVectorEnv {
             match values.len() {
                 1 => Ok(vec![money(name, &values[0])?; trials]),
                 n if n == trials => values.iter().map(|v| money(name, v)).collect(),
-                n => Err(PyValueError::new_err(format!("{name}: {n} values for {trials} trials (give 1 or {trials})"))),
+                n => Err(config_error(format!("{name}: {n} values for {trials} trials (give 1 or {trials})"))),
             }
         };
         let (capital, spread, commission) =
@@ -601,7 +667,7 @@ impl NativeVectorEnv {
         let n = self.env.n_envs();
         if let Some((kind, id)) = dlpack::dlpack_device(&actions)?.filter(|(kind, _)| *kind != dlpack::DEVICE_CPU) {
             let Some(out) = self.env.device_outputs() else {
-                return Err(PyValueError::new_err(format!(
+                return Err(config_error(format!(
                     "actions: on DLPack device ({kind}, {id}); this env runs on the cpu (pass host actions)"
                 )));
             };
@@ -618,7 +684,7 @@ impl NativeVectorEnv {
             Err(_) => actions.extract::<Vec<i64>>()?.into_iter().map(|a| u8::try_from(a).unwrap_or(u8::MAX)).collect(),
         };
         if codes.len() != n {
-            return Err(PyValueError::new_err(format!("actions: {} for {n} envs", codes.len())));
+            return Err(config_error(format!("actions: {} for {n} envs", codes.len())));
         }
         let env = &mut self.env;
         py.detach(|| env.step(&codes)).map_err(|e| to_py(py, e))
@@ -628,10 +694,7 @@ impl NativeVectorEnv {
 /// The module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("DataError", py.get_type::<DataError>())?;
-    m.add("TradesimError", py.get_type::<TradesimError>())?;
     m.add_class::<Bars>()?;
     m.add_class::<NativeVectorEnv>()?;
     m.add_class::<dlpack::DlpackArray>()?;

@@ -61,7 +61,9 @@ def test_rewards_are_log_returns_and_episodes_autoreset():
         equity = infos["equity"].copy()
     assert infos["_final_obs"].all()
     assert (infos["equity"] == 100_000.0).all(), "the next episode starts with the capital"
-    assert not np.array_equal(infos["final_obs"], obs)
+    final_obs = np.stack(list(infos["final_obs"]))
+    assert final_obs.shape == obs.shape and not np.array_equal(final_obs, obs)
+    assert infos["_final_info"].all() and infos["final_info"]["truncated"].all()
     np.testing.assert_array_equal(obs[:, -3:], 0.0)
 
 

@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import importlib.util
 import json
+import math
 import os
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _native
-from ._native import Bars, DataError, DLPackArray
+from ._errors import ConfigError, DataError, TradesimError, pythonic
+from ._native import Bars, DLPackArray
 
 __all__ = [
     "Bars",
+    "TradesimError",
     "DataError",
+    "ConfigError",
     "DLPackArray",
     "BacktestRun",
     "HyperoptRun",
@@ -37,7 +42,11 @@ __all__ = [
     "device_info",
     "VectorEnv",
     "TradingEnv",
+    "TIME_UNITS",
 ]
+
+#: What ``time_unit=`` accepts for an integer time column (the CLI's rule, ``src/data/time.rs``).
+TIME_UNITS = ("YYYYMMDD", "s", "ms", "us", "ns")
 
 __version__ = _native.__version__
 
@@ -52,8 +61,18 @@ def _pandas():
     return pd
 
 
-def _column(values: Any) -> tuple[str, Any]:
-    """One DataFrame column (or numpy array) as the (kind, data) pair the native loader reads."""
+# The headers the loader reads as the time column (src/data/columns.rs), lower case, `_`/`-` as spaces.
+_TIME_HEADERS = {"date", "datetime", "date time", "time", "timestamp", "gmt time", "local time", "dt"}
+
+
+def _is_time_header(header: Any) -> bool:
+    h = str(header).strip().strip('"').lower().replace("_", " ").replace("-", " ")
+    return h.strip("<>") in _TIME_HEADERS
+
+
+def _column(values: Any, is_time: bool = False) -> tuple[str, Any]:
+    """One DataFrame column (or numpy array) as the (kind, data) pair the native loader reads; integers
+    in the time column are ``int_time``, read only with a ``time_unit``."""
     pd = _pandas()
     series = values if isinstance(values, pd.Series) else pd.Series(values)
     dtype = series.dtype
@@ -65,16 +84,90 @@ def _column(values: Any) -> tuple[str, Any]:
     if pd.api.types.is_bool_dtype(dtype):
         return "int", np.ascontiguousarray(series.to_numpy(dtype=np.int64))
     if pd.api.types.is_integer_dtype(dtype) and not series.isna().any():
-        return "int", np.ascontiguousarray(series.to_numpy(dtype=np.int64))
+        kind = "int_time" if is_time else "int"
+        return kind, np.ascontiguousarray(series.to_numpy(dtype=np.int64))
     if pd.api.types.is_numeric_dtype(dtype):
         return "float", np.ascontiguousarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
     texts = [None if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v) for v in series.tolist()]
     return "text", texts
 
 
+@dataclasses.dataclass(frozen=True)
+class _TimeOrigin:
+    """Where a DataFrame's times came from, to give results back on the caller's labels: ``labels`` (the
+    index, or the time column as an Index named like it), whether they are the frame's index, and each
+    row's symbol (None for a single-symbol frame)."""
+
+    labels: Any
+    is_index: bool
+    symbols: Optional[list[str]]
+
+
+def _load(
+    data: Any,
+    *,
+    symbol: Optional[str] = None,
+    drop: Iterable[str] = (),
+    repair: Iterable[str] = (),
+    name: Optional[str] = None,
+    time_unit: Optional[str] = None,
+) -> tuple[Bars, Optional[_TimeOrigin]]:
+    if time_unit is not None and time_unit not in TIME_UNITS:
+        raise ConfigError(f"time_unit={time_unit!r}: one of {', '.join(TIME_UNITS)}")
+    if isinstance(data, Bars):
+        return data, None
+    if isinstance(data, (str, os.PathLike)):
+        if time_unit is not None:
+            raise ConfigError("time_unit: applies to a DataFrame's integer times; a file's times are text")
+        with pythonic():
+            return _native.load_file(os.fspath(data), list(drop), list(repair)), None
+    pd = _pandas()
+    if isinstance(data, Mapping):
+        data = pd.DataFrame(dict(data))
+    if not isinstance(data, pd.DataFrame):
+        raise TypeError(f"data: expected a DataFrame, a dict of arrays or a path, got {type(data).__name__}")
+    headers: list[str] = []
+    columns: list[tuple[str, Any]] = []
+    index = data.index
+    time_columns = [key for key in data.columns if _is_time_header(key)]
+    # Any DatetimeIndex is the time, whatever its name; another index (text, integers) is the time when no
+    # column is, read as a column of its kind is.
+    index_is_time = isinstance(index, pd.DatetimeIndex) or (
+        not time_columns and not isinstance(index, pd.RangeIndex)
+    )
+    if index_is_time:
+        headers.append("time")
+        columns.append(_column(index.to_series(index=range(len(index))), is_time=True))
+    for key in data.columns:
+        if index_is_time and key in time_columns:
+            continue
+        headers.append(str(key))
+        columns.append(_column(data[key].reset_index(drop=True), is_time=_is_time_header(key)))
+    symbol_columns = [k for k in data.columns if str(k).strip().lower() in ("symbol", "ticker", "instrument", "asset")]
+    origin = None
+    if index_is_time or time_columns:
+        labels = index if index_is_time else pd.Index(data[time_columns[0]], name=time_columns[0])
+        symbols = [str(v) for v in data[symbol_columns[0]].tolist()] if symbol_columns else None
+        origin = _TimeOrigin(labels, index_is_time, symbols)
+    try:
+        with pythonic():
+            bars = _native.load_columns(
+                name or "DataFrame", headers, columns, symbol or "DATA", list(drop), list(repair), time_unit
+            )
+    except DataError as err:
+        # Name each finding's row by the frame's index label too (computed only for the rows named).
+        for f in err.findings:
+            row = f.get("row")
+            if row is not None and 0 <= row < len(index) and not isinstance(index, pd.RangeIndex):
+                f["index"] = str(index[row])
+        raise
+    return bars, origin
+
+
 def load(
     data: Any,
     *,
+    time_unit: Optional[str] = None,
     symbol: Optional[str] = None,
     drop: Iterable[str] = (),
     repair: Iterable[str] = (),
@@ -82,41 +175,22 @@ def load(
 ) -> Bars:
     """Validated bars from a DataFrame, a dict of numpy arrays, a CSV or Parquet path, or :class:`Bars`.
 
-    A DataFrame may hold its times in a ``DatetimeIndex`` or in a time column (``time``, ``date``,
-    ``timestamp``, ... in any case), and OHLCV columns in any case; a ``symbol`` column makes it a
-    multi-symbol (long-format) table. Every row goes through the CLI's validation; a finding that is an
-    error raises :class:`DataError`, whose ``findings`` list names the row (the DataFrame position, 0-based,
-    and its index label), the column and the class. ``drop``/``repair`` name finding classes to drop or
-    repair instead, as ``tradesim data check --drop/--repair`` does. ``symbol`` names the series when the
-    data has no symbol column.
+    **Time.** Any ``DatetimeIndex`` is the time, whatever its name. Otherwise the time is a column named
+    ``time``, ``date``, ``datetime``, ``timestamp``, ... (any case), or, when there is none, the index (a
+    text index parses as a text column does: ISO 8601 with or without offsets, ``YYYYMMDD``,
+    ``DD.MM.YYYY HH:MM:SS``, ``M/D/YYYY``). Times without an offset or a timezone are UTC. **Integer** times
+    (pandas reads ``20090102`` as int64) are refused with a :class:`DataError` unless ``time_unit`` says
+    what they count: ``"YYYYMMDD"`` (dates), or ``"s"``, ``"ms"``, ``"us"``, ``"ns"`` since 1970 UTC.
+
+    **Columns.** OHLCV columns in any case (``open``, ``high``, ``low``, ``close``, ``volume``); a
+    ``symbol`` column makes it a multi-symbol (long-format) table. Every row goes through the CLI's
+    validation; a finding that is an error raises :class:`DataError`, whose ``findings`` list names the row
+    (the DataFrame position, 0-based, and its index label; None for a finding about the whole table), the
+    column and the class. ``drop``/``repair`` name finding classes to drop or repair instead, as
+    ``tradesim data check --drop/--repair`` does. ``symbol`` names the series when the data has no symbol
+    column.
     """
-    if isinstance(data, Bars):
-        return data
-    if isinstance(data, (str, os.PathLike)):
-        return _native.load_file(os.fspath(data), list(drop), list(repair))
-    pd = _pandas()
-    if isinstance(data, Mapping):
-        data = pd.DataFrame(dict(data))
-    if not isinstance(data, pd.DataFrame):
-        raise TypeError(f"tradesim.load: expected a DataFrame, a dict of arrays or a path, got {type(data).__name__}")
-    headers: list[str] = []
-    columns: list[tuple[str, Any]] = []
-    index = data.index
-    if isinstance(index, pd.DatetimeIndex):
-        headers.append(str(index.name) if index.name is not None else "time")
-        columns.append(_column(index.to_series(index=range(len(index)))))
-    for key in data.columns:
-        headers.append(str(key))
-        columns.append(_column(data[key].reset_index(drop=True)))
-    try:
-        return _native.load_columns(name or "DataFrame", headers, columns, symbol or "DATA", list(drop), list(repair))
-    except DataError as err:
-        # Name each finding's row by the frame's index label too (computed only for the rows named).
-        for f in getattr(err, "findings", []):
-            row = f.get("row")
-            if row is not None and 0 <= row < len(index) and not isinstance(index, pd.RangeIndex):
-                f["index"] = str(index[row])
-        raise
+    return _load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair, name=name)[0]
 
 
 def embedded() -> Bars:
@@ -126,32 +200,62 @@ def embedded() -> Bars:
 
 def synthetic(n_bars: int, *, symbols: int = 1, seed: Optional[int] = None) -> Bars:
     """Seeded synthetic bars (marked SYNTHETIC in every output); without ``seed``, the bars
-    ``--synthetic N`` gives the CLI."""
-    return _native.synthetic(int(n_bars), int(symbols), None if seed is None else int(seed))
+    ``tradesim --synthetic N`` gives the CLI."""
+    n_bars = _whole("n_bars", n_bars, minimum=2)
+    symbols = _whole("symbols", symbols, minimum=1)
+    seed = None if seed is None else _whole("seed", seed, minimum=0)
+    with pythonic():
+        return _native.synthetic(n_bars, symbols, seed)
 
 
 def device_info(device: str = "auto") -> dict[str, Any]:
     """The backend ``device`` selects: its name and, for CUDA, the device and driver."""
-    return dict(_native.device_info(device))
+    with pythonic():
+        return dict(_native.device_info(_text("device", device)))
 
 
-def _decimal(name: str, value: Number) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float, decimal.Decimal)):
-        raise TypeError(f"{name}: expected a number or a decimal string, got {type(value).__name__}")
+def _whole(name: str, value: Any, *, minimum: int) -> int:
+    """``value`` as an int, refused (naming ``name``) when it is not a whole number or below ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}={value!r}: expected a whole number (int), got {type(value).__name__}")
+    if value < minimum:
+        raise ConfigError(f"{name}={value!r}: at least {minimum}")
+    return int(value)
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name}={value!r}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _decimal(name: str, value: Number, *, positive: bool = False) -> Any:
+    """A money parameter for the native call, its sign checked: ``positive`` (capital) or at least 0."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, decimal.Decimal, np.integer, np.floating)):
+        raise TypeError(f"{name}={value!r}: expected a number or a decimal string, got {type(value).__name__}")
+    if isinstance(value, np.generic):
+        value = value.item()
+    try:
+        exact = decimal.Decimal(value.strip() if isinstance(value, str) else str(value))
+    except decimal.InvalidOperation:
+        raise ConfigError(f"{name}={value!r}: not a number (write fractions: 0.001 for 0.1%)") from None
+    if not exact.is_finite():
+        raise ConfigError(f"{name}={value!r}: not a finite number")
+    if exact < 0 or (positive and exact == 0):
+        raise ConfigError(f"{name}={value!r}: must be {'above' if positive else 'at least'} 0")
     return value if isinstance(value, (int, float)) else str(value)
 
 
 def _windows(name: str, value: Union[int, Iterable[int]]) -> list[int]:
+    if isinstance(value, (str, bytes)) or not (isinstance(value, (int, np.integer)) or hasattr(value, "__iter__")):
+        raise TypeError(f"{name}={value!r}: expected a window (int) or an iterable of windows")
     values = [value] if isinstance(value, (int, np.integer)) else list(value)
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name}: windows are whole numbers, got {v!r}")
-        out.append(int(v))
-    return out
+    if not values:
+        raise ConfigError(f"{name}: no windows")
+    return [_whole(name, v, minimum=1) for v in values]
 
 
-def _frame(columns: Optional[Sequence[tuple[str, Any]]], time_index: Optional[str] = None):
+def _frame(columns: Optional[Sequence[tuple[str, Any]]]):
     if columns is None:
         return None
     pd = _pandas()
@@ -159,8 +263,67 @@ def _frame(columns: Optional[Sequence[tuple[str, Any]]], time_index: Optional[st
     for name, _ in columns:
         if name.endswith("time") and pd.api.types.is_string_dtype(frame[name].dtype):
             frame[name] = pd.to_datetime(frame[name].replace("", None), utc=True, format="ISO8601")
-    if time_index is not None and time_index in frame:
-        frame = frame.set_index(time_index)
+    return frame
+
+
+def _symbol(bars: Bars, symbol: Optional[str]) -> Optional[str]:
+    """The symbol to run: ``symbol``, refused unless the data has it, or the data's only one."""
+    names = bars.symbols
+    if symbol is None:
+        if len(names) > 1:
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise ConfigError(f"symbol: the data holds {len(names)} symbols ({shown}); choose one with symbol=")
+        return None
+    symbol = _text("symbol", symbol)
+    if symbol not in names:
+        raise ConfigError(f"symbol={symbol!r}: not in the data (it holds {', '.join(names[:5])})")
+    return symbol
+
+
+def _caller_positions(origin: _TimeOrigin, symbol: str) -> Any:
+    """The caller's labels of ``symbol``'s rows, in order."""
+    if origin.symbols is None:
+        return origin.labels
+    return origin.labels[[s == symbol for s in origin.symbols]]
+
+
+def _caller_times(times: Any, origin: Optional[_TimeOrigin]) -> Any:
+    """UTC times in the caller's timezone (or naive, as the caller's were), named like the caller's."""
+    pd = _pandas()
+    index = pd.DatetimeIndex(times)
+    if origin is None:
+        return index
+    labels = origin.labels
+    if isinstance(labels, pd.DatetimeIndex):
+        index = index.tz_convert(labels.tz) if labels.tz is not None else index.tz_convert(None)
+    elif pd.api.types.is_integer_dtype(labels.dtype):
+        index = index.tz_convert(None)
+    return index.rename(labels.name)
+
+
+def _equity_on_caller_index(frame: Any, origin: Optional[_TimeOrigin], symbol: str) -> Any:
+    """The per-bar equity indexed by the caller's time: the caller's own labels when every row of the
+    symbol became a bar (so ``df.join`` matches them exactly), else its times in the caller's timezone."""
+    if frame is None:
+        return None
+    bars = frame.pop("bar").to_numpy()
+    times = frame.pop("time")
+    if origin is not None and origin.is_index:
+        labels = _caller_positions(origin, symbol)
+        if len(labels) == len(frame) and (len(bars) == 0 or int(bars.max()) < len(labels)):
+            frame.index = labels[bars]
+            return frame
+    frame.index = _caller_times(times, origin)
+    return frame
+
+
+def _on_caller_times(frame: Any, origin: Optional[_TimeOrigin]) -> Any:
+    """The trade ledger's times in the caller's timezone (or naive, as the caller's were)."""
+    if frame is None or origin is None:
+        return frame
+    for name in ("entry_time", "exit_time"):
+        if name in frame:
+            frame[name] = _caller_times(frame[name], origin)
     return frame
 
 
@@ -204,6 +367,7 @@ def backtest(
     trades: bool = False,
     equity: bool = False,
     device: str = "auto",
+    time_unit: Optional[str] = None,
 ) -> BacktestRun:
     """An SMA-crossover grid (every ``fast`` x ``slow`` pair with ``slow > fast``) over one symbol's bars,
     ranked by Sharpe, exactly as ``tradesim backtest`` runs it (the defaults are the CLI's).
@@ -214,30 +378,47 @@ def backtest(
     most 15 significant digits: 0.0001 -> ``0.0001``).
     ``trades``/``equity`` add the ledger and the per-bar equity of the ``columns`` selection (``best``,
     ``top:N``, ``all`` or ``FAST/SLOW,...``). ``device`` is ``auto``, ``cpu`` or ``cuda``. The GIL is
-    released while the grid runs.
+    released while the grid runs. ``data`` is anything :func:`load` takes (``time_unit`` as there).
+
+    The equity comes back on the caller's time labels: a DataFrame's time index as it was (the same
+    labels, timezone or naivety, and name), so ``df.join(run.equity)`` works; times from a column come back
+    as a ``DatetimeIndex`` named like the column, in its timezone (UTC when it had none).
     """
-    bars = load(data)
-    out = _native.backtest(
-        bars,
-        symbol,
-        _windows("fast", fast),
-        _windows("slow", slow),
-        signal,
-        bool(allow_short),
-        _decimal("spread", spread),
-        _decimal("commission", commission),
-        _decimal("capital", capital),
-        bool(whole_units),
-        None if bars_per_year is None else float(bars_per_year),
-        columns,
-        bool(trades),
-        bool(equity),
-        device,
-    )
+    fast_windows, slow_windows = _windows("fast", fast), _windows("slow", slow)
+    if not any(s > f for f in fast_windows for s in slow_windows):
+        raise ConfigError(
+            f"slow: no slow window above a fast one (fast={fast_windows}, slow={slow_windows}); the grid is empty"
+        )
+    if signal not in ("cross", "state"):
+        raise ConfigError(f"signal={signal!r}: 'cross' or 'state'")
+    if bars_per_year is not None:
+        if isinstance(bars_per_year, bool) or not isinstance(bars_per_year, (int, float, np.integer, np.floating)):
+            raise TypeError(f"bars_per_year={bars_per_year!r}: expected a number")
+        if not (math.isfinite(bars_per_year) and bars_per_year > 0):
+            raise ConfigError(f"bars_per_year={bars_per_year!r}: a positive number")
+    money = (_decimal("spread", spread), _decimal("commission", commission), _decimal("capital", capital, positive=True))
+    bars, origin = _load(data, time_unit=time_unit)
+    symbol = _symbol(bars, symbol)
+    with pythonic():
+        out = _native.backtest(
+            bars,
+            symbol,
+            fast_windows,
+            slow_windows,
+            signal,
+            bool(allow_short),
+            *money,
+            bool(whole_units),
+            None if bars_per_year is None else float(bars_per_year),
+            _text("columns", columns),
+            bool(trades),
+            bool(equity),
+            _text("device", device),
+        )
     return BacktestRun(
         metrics=_frame(out["metrics"]),
-        trades=_frame(out["trades"]),
-        equity=_frame(out["equity"], time_index="time"),
+        trades=_on_caller_times(_frame(out["trades"]), origin),
+        equity=_equity_on_caller_index(_frame(out["equity"]), origin, out["symbol"]),
         device=out["device"],
         seconds=out["seconds"],
         bars_per_year=out["bars_per_year"],
@@ -303,42 +484,48 @@ def hyperopt(
     ``walk_forward=K`` retrains the best configuration on K anchored folds; the run's ``verdict`` and
     ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md).
     """
+    # The name the configuration's errors are reported under: a path, or what the caller passed.
     if isinstance(config, Mapping):
-        toml_text = _to_toml(config)
+        toml_text, config_name = _to_toml(config), "config (the dict)"
     elif config is None:
-        toml_text = None
+        toml_text, config_name = None, "config"
     elif isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config and "=" not in config):
         with open(os.fspath(config), encoding="utf-8") as f:
-            toml_text = f.read()
+            toml_text, config_name = f.read(), os.fspath(config)
+    elif isinstance(config, str):
+        toml_text, config_name = config, "config (the TOML text)"
     else:
-        toml_text = str(config)
+        raise TypeError(f"config: a TOML path, TOML text or a dict, got {type(config).__name__}")
     if data is not None and synthetic is not None:
-        raise ValueError("hyperopt: pass data or synthetic, not both")
-    bars = synthetic_bars(synthetic) if synthetic is not None else (load(data) if data is not None else embedded())
+        raise ConfigError("data, synthetic: pass one, not both")
     if study is not None and storage is not None:
-        raise ValueError("hyperopt: pass study (a SQLite path) or storage (a URL), not both")
-    overrides = {
-        "algo": algo,
-        "trials": trials,
-        "parallel": parallel,
-        "epochs": epochs,
-        "seed": seed,
-        "placebo": placebo,
-        "walk_forward": walk_forward,
-    }
-    out = _native.hyperopt(
-        bars,
-        symbol,
-        toml_text,
-        {k: v for k, v in overrides.items() if v is not None},
-        None if study is None else os.fspath(study),
-        storage,
-        study_name,
-        bool(resume),
-        bool(load_if_exists),
-        None if report is None else os.fspath(report),
-        device,
-    )
+        raise ConfigError("study, storage: pass study (a SQLite path) or storage (a URL), not both")
+    counts = {"trials": 1, "parallel": 1, "epochs": 1, "seed": 0, "placebo": 0, "walk_forward": 0}
+    given = {"trials": trials, "parallel": parallel, "epochs": epochs, "seed": seed, "placebo": placebo,
+             "walk_forward": walk_forward}
+    overrides: dict[str, Any] = {k: _whole(k, v, minimum=counts[k]) for k, v in given.items() if v is not None}
+    if algo is not None:
+        overrides["algo"] = _text("algo", algo)
+    if synthetic is not None:
+        bars = synthetic_bars(_whole("synthetic", synthetic, minimum=2))
+    else:
+        bars = load(data) if data is not None else embedded()
+    symbol = _symbol(bars, symbol)
+    with pythonic():
+        out = _native.hyperopt(
+            bars,
+            symbol,
+            toml_text,
+            overrides,
+            None if study is None else os.fspath(study),
+            storage,
+            _text("study_name", study_name),
+            bool(resume),
+            bool(load_if_exists),
+            None if report is None else os.fspath(report),
+            _text("device", device),
+            config_name,
+        )
     return HyperoptRun(
         leaderboard=_frame(out["leaderboard"]),
         storage=out["storage"],
@@ -367,19 +554,18 @@ def _toml_value(value: Any) -> str:
         return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, (list, tuple, range)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"hyperopt config: cannot write {value!r} as TOML")
+    raise TypeError(f"config: cannot write {value!r} as TOML")
 
 
 def _to_toml(config: Mapping[str, Any]) -> str:
     lines = []
     for table, body in config.items():
         if not isinstance(body, Mapping):
-            raise TypeError(f"hyperopt config: `{table}` must be a table (a dict), got {type(body).__name__}")
+            raise TypeError(f"config[{table!r}]: a table (a dict), got {type(body).__name__}")
         lines.append(f"[{table}]")
         for key, value in body.items():
             lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"
-
 
 
 def __getattr__(name: str) -> Any:
@@ -389,3 +575,16 @@ def __getattr__(name: str) -> Any:
 
         return getattr(envs, name)
     raise AttributeError(f"module 'tradesim' has no attribute {name!r}")
+
+
+# `gym.make("tradesim/Trading-v0")` and `gym.make_vec(...)` where gymnasium is installed (the envs module,
+# which imports it, loads only when an env is made).
+if importlib.util.find_spec("gymnasium") is not None:
+    import gymnasium as _gym
+
+    if "tradesim/Trading-v0" not in _gym.registry:
+        _gym.register(
+            id="tradesim/Trading-v0",
+            entry_point="tradesim.envs:TradingEnv",
+            vector_entry_point="tradesim.envs:VectorEnv",
+        )

@@ -8,7 +8,8 @@ from typing import Any, Optional, Sequence, Union
 import gymnasium as gym
 import numpy as np
 
-from . import Number, _decimal, _native, embedded, load
+from . import Number, _decimal, _native, _text, _whole, embedded, load
+from ._errors import ConfigError, pythonic
 
 __all__ = ["VectorEnv", "TradingEnv"]
 
@@ -18,11 +19,11 @@ _ARRAYS = ("numpy", "dlpack", "torch")
 def _per_trial(name: str, value: Union[Number, Sequence[Number]], trials: int) -> list[Any]:
     """One money value for every trial, or one per trial (a sequence of ``trials`` values)."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-        return [_decimal(name, value)]  # type: ignore[arg-type]
+        return [_decimal(name, value, positive=name == "capital")]  # type: ignore[arg-type]
     values = list(value)  # type: ignore[arg-type]
     if len(values) != trials:
-        raise ValueError(f"{name}: {len(values)} values for {trials} trials (give one, or one per trial)")
-    return [_decimal(f"{name}[{i}]", v) for i, v in enumerate(values)]
+        raise ConfigError(f"{name}: {len(values)} values for {trials} trials (give one, or one per trial)")
+    return [_decimal(f"{name}[{i}]", v, positive=name == "capital") for i, v in enumerate(values)]
 
 
 def _on_device(actions: Any) -> bool:
@@ -34,26 +35,62 @@ def _on_device(actions: Any) -> bool:
 def _actions(actions: Any, n: int) -> np.ndarray:
     a = np.asarray(actions)
     if a.shape != (n,):
-        raise ValueError(f"actions: shape {a.shape} for {n} envs")
+        raise ConfigError(f"actions: shape {a.shape} for {n} envs")
     if a.dtype != np.uint8:
         if not np.issubdtype(a.dtype, np.integer):
             raise TypeError(f"actions: integer codes 0 (flat), 1 (long), 2 (short), got dtype {a.dtype}")
         if a.size and (a.min() < 0 or a.max() > 2):
-            raise ValueError("actions: codes are 0 (flat), 1 (long) or 2 (short)")
+            raise ConfigError("actions: codes are 0 (flat), 1 (long) or 2 (short)")
         a = a.astype(np.uint8)
     return np.ascontiguousarray(a)
 
 
+def _autoreset_mode(value: Any) -> gym.vector.AutoresetMode:
+    """``same_step``/``next_step`` (any case) or gymnasium's ``AutoresetMode`` member."""
+    if isinstance(value, gym.vector.AutoresetMode):
+        mode = value
+    else:
+        text = _text("autoreset_mode", value).lower().replace("_", "")
+        by_name = {m.value.lower(): m for m in gym.vector.AutoresetMode}
+        if text not in by_name:
+            raise ConfigError(f"autoreset_mode={value!r}: 'same_step' or 'next_step'")
+        mode = by_name[text]
+    if mode == gym.vector.AutoresetMode.DISABLED:
+        raise ConfigError("autoreset_mode=DISABLED: tradesim's envs always autoreset ('same_step' or 'next_step')")
+    return mode
+
+
 class VectorEnv(gym.vector.VectorEnv):
     """``trials`` x ``envs`` trading envs stepped together, in Gymnasium's vector API
-    (``gymnasium.vector.VectorEnv``; autoreset in the same step).
+    (``gymnasium.vector.VectorEnv``).
 
-    Observations are the bar's features and the portfolio's three floats (``obs_dim``), actions 0 (flat),
-    1 (long), 2 (short). An episode is ``episode_len`` bars from a seeded start bar; it is truncated at its
-    end and terminated by the circuit breaker. ``step`` returns numpy arrays that are views of the env's own
-    buffers, overwritten in place by the next ``step``/``reset`` (copy what you keep); the ended episodes'
-    last observations are in ``infos["final_obs"]`` where ``infos["_final_obs"]``. ``infos["equity"]`` is each
-    env's equity. Money parameters are exact decimals, as in :func:`backtest`.
+    **Episodes.** Observations are the bar's features and the portfolio's three floats (``obs_dim``),
+    actions 0 (flat), 1 (long), 2 (short), rewards the log return of the env's equity over the step. An
+    episode is ``episode_len`` bars from a seeded start bar; it is truncated at its end and terminated by
+    the circuit breaker. Orders fill at the next bar's open with ``spread`` and ``commission`` as fractions
+    of the traded value; money parameters are exact decimals, as in :func:`tradesim.backtest`.
+
+    **Autoreset** (``autoreset_mode``, Gymnasium's ``AutoresetMode``):
+
+    - ``"same_step"`` (default, the zero-copy path): an env whose episode ended returns the first
+      observation of its next episode; the ended episodes' last observations are in
+      ``infos["final_obs"]`` (an object array, one observation per ended env, None elsewhere) where
+      ``infos["_final_obs"]``, and ``infos["final_info"]`` (with ``infos["_final_info"]``) holds their
+      ``terminated``/``truncated`` flags.
+    - ``"next_step"`` (what Gymnasium's vector wrappers such as ``NormalizeObservation``,
+      ``TransformObservation``, ``FlattenObservation`` need): the ending step returns the episode's last
+      observation; the next step ignores that env's action and returns the next episode's start with
+      reward 0 and both flags False. tradesim's envs restart within the step, so that start is the
+      observation after one flat bar of the new episode (which is one bar shorter). Arrays are copies.
+
+    **Arrays.** With ``copy=False`` (``same_step`` only) ``step`` returns read-only numpy arrays that are
+    views of the env's own buffers, overwritten in place by the next ``step``/``reset`` (copy what you
+    keep); ``copy=True`` returns fresh writable arrays (what wrappers that modify them in place, such as
+    ``ClipReward``, need). ``infos["equity"]`` is each env's equity; under ``next_step`` the envs whose
+    episode ended in the step have none (``infos["_equity"]`` is False there), the env having already
+    started its next episode.
+
+    ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``.
     """
 
     def __init__(
@@ -72,21 +109,44 @@ class VectorEnv(gym.vector.VectorEnv):
         whole_units: bool = False,
         device: str = "auto",
         arrays: str = "numpy",
+        autoreset_mode: Any = "same_step",
+        copy: bool = False,
+        num_envs: Optional[int] = None,
+        time_unit: Optional[str] = None,
     ) -> None:
         if arrays not in _ARRAYS:
-            raise ValueError(f"arrays: one of {', '.join(_ARRAYS)}, got {arrays!r}")
-        bars = embedded() if data is None else load(data)
-        trials = int(trials)
-        self._env = _native.VectorEnv(
-            bars, symbol, trials, int(envs), int(episode_len), int(seed),
-            _per_trial("capital", capital, trials), _per_trial("spread", spread, trials),
-            _per_trial("commission", commission, trials),
-            bool(allow_short), bool(whole_units), device, arrays == "numpy",
-        )
+            raise ConfigError(f"arrays={arrays!r}: one of {', '.join(_ARRAYS)}")
+        trials = _whole("trials", trials, minimum=1)
+        if num_envs is not None:
+            num_envs = _whole("num_envs", num_envs, minimum=1)
+            if num_envs % trials:
+                raise ConfigError(f"num_envs={num_envs}: a multiple of trials={trials}")
+            envs = num_envs // trials
+        envs = _whole("envs", envs, minimum=1)
+        episode_len = _whole("episode_len", episode_len, minimum=1)
+        seed = _whole("seed", seed, minimum=0)
+        mode = _autoreset_mode(autoreset_mode)
+        next_step = mode == gym.vector.AutoresetMode.NEXT_STEP
+        if next_step and arrays != "numpy":
+            raise ConfigError(f"autoreset_mode='next_step': numpy arrays only (arrays={arrays!r})")
+        if next_step and episode_len < 2:
+            raise ConfigError("episode_len=1: at least 2 with autoreset_mode='next_step' (one bar restarts)")
+        if copy and arrays != "numpy":
+            raise ConfigError(f"copy=True: numpy arrays only (arrays={arrays!r})")
+        money = (_per_trial("capital", capital, trials), _per_trial("spread", spread, trials),
+                 _per_trial("commission", commission, trials))
+        bars = embedded() if data is None else load(data, time_unit=time_unit)
+        with pythonic():
+            self._env = _native.VectorEnv(
+                bars, None if symbol is None else _text("symbol", symbol), trials, envs, episode_len, seed,
+                *money, bool(allow_short), bool(whole_units), _text("device", device), arrays == "numpy",
+            )
         self.arrays = arrays
+        self.copy = bool(copy) or next_step
         self.num_envs = self._env.num_envs
         self.device = self._env.device
-        self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+        self.autoreset_mode = mode
+        self.metadata = {"autoreset_mode": mode}
         self.render_mode = None
         d = self._env.obs_dim
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (d,), np.float32)
@@ -103,21 +163,68 @@ class VectorEnv(gym.vector.VectorEnv):
                 buffers = tuple(torch.from_dlpack(b) for b in buffers)
         (self._obs, self._rewards, self._terminated, self._truncated, self._final_obs, self._final_mask,
          self._equity) = buffers
+        # NEXT_STEP: the envs whose episode ended in the last step (their next step is the restart).
+        self._restarting = np.zeros(self.num_envs, dtype=bool)
+
+    def _out(self, array: Any) -> Any:
+        return array.copy() if self.copy else array
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
-        if seed is not None and not isinstance(seed, (int, np.integer)):
-            raise TypeError("reset: seed is one integer for all envs")
+        """New episodes for every env; ``seed`` (one integer for all envs) restarts the start-bar draws.
+        Returns the first observations and ``{"equity": ...}``."""
+        if seed is not None:
+            seed = _whole("seed", seed, minimum=0)
         super().reset(seed=seed)
-        self._env.reset(None if seed is None else int(seed))
-        return self._obs, {"equity": self._equity}
+        with pythonic():
+            self._env.reset(seed)
+        self._restarting[:] = False
+        return self._out(self._obs), {"equity": self._out(self._equity)}
 
     def step(self, actions: Any):
-        self._env.step(actions if _on_device(actions) else _actions(actions, self.num_envs))
-        infos: dict[str, Any] = {"equity": self._equity}
-        if self.arrays != "numpy" or self._final_mask.any():
+        """One step of every env with ``actions`` (0 flat, 1 long, 2 short; any integer dtype, or a CUDA
+        array on the env's device): (observations, rewards, terminated, truncated, infos), autoreset as
+        the class docstring describes for ``autoreset_mode``."""
+        if self.autoreset_mode == gym.vector.AutoresetMode.NEXT_STEP:
+            return self._step_next(actions)
+        with pythonic():
+            self._env.step(actions if _on_device(actions) else _actions(actions, self.num_envs))
+        infos: dict[str, Any] = {"equity": self._out(self._equity)}
+        if self.arrays != "numpy":
             infos["final_obs"] = self._final_obs
             infos["_final_obs"] = self._final_mask
-        return self._obs, self._rewards, self._terminated, self._truncated, infos
+        elif self._final_mask.any():
+            mask = self._final_mask.copy()
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            final_info: dict[str, Any] = {
+                "terminated": self._terminated & mask,
+                "truncated": self._truncated & mask,
+                "_terminated": mask,
+                "_truncated": mask,
+            }
+            for i in np.flatnonzero(mask):
+                final_obs[i] = self._final_obs[i].copy()
+            infos.update(final_obs=final_obs, _final_obs=mask, final_info=final_info, _final_info=mask.copy())
+        return self._out(self._obs), self._out(self._rewards), self._out(self._terminated), \
+            self._out(self._truncated), infos
+
+    def _step_next(self, actions: Any):
+        codes = _actions(actions, self.num_envs)
+        restarting = self._restarting
+        if restarting.any():
+            codes = codes.copy()
+            codes[restarting] = 0
+        with pythonic():
+            self._env.step(codes)
+        obs, rewards = self._obs.copy(), self._rewards.copy()
+        terminated, truncated = self._terminated.copy(), self._truncated.copy()
+        ended = self._final_mask.copy()
+        obs[ended] = self._final_obs[ended]
+        rewards[restarting] = 0.0
+        terminated[restarting] = False
+        truncated[restarting] = False
+        self._restarting = ended
+        infos = {"equity": self._equity.copy(), "_equity": ~ended}
+        return obs, rewards, terminated, truncated, infos
 
     def close(self, **kwargs: Any) -> None:
         pass
@@ -125,14 +232,22 @@ class VectorEnv(gym.vector.VectorEnv):
 
 class TradingEnv(gym.Env):
     """One trading env as a ``gymnasium.Env`` (a :class:`VectorEnv` of one env whose arrays are copied per
-    step): for single-env tools and ``gymnasium.utils.env_checker.check_env``."""
+    step): for single-env tools, ``gymnasium.make("tradesim/Trading-v0")`` and
+    ``gymnasium.utils.env_checker.check_env``. It does not autoreset: after an episode ends, call
+    ``reset``. ``info["equity"]`` is the equity after the step; the ending step's info has none (the
+    underlying env has already started its next episode) and says ``episode_end`` (``"terminated"`` or
+    ``"truncated"``). Keyword arguments are :class:`VectorEnv`'s."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, data: Any = None, **kwargs: Any) -> None:
+        for fixed in ("trials", "envs", "num_envs", "autoreset_mode", "arrays"):
+            if fixed in kwargs:
+                raise ConfigError(f"{fixed}: TradingEnv is one env on numpy arrays (use VectorEnv)")
         kwargs.update(trials=1, envs=1)
         self._vec = VectorEnv(data, **kwargs)
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
-        self.metadata: dict[str, Any] = {}
         self.render_mode = None
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -142,7 +257,10 @@ class TradingEnv(gym.Env):
 
     def step(self, action: Any):
         obs, rewards, terminated, truncated, infos = self._vec.step(np.array([action]))
-        # One env does not autoreset: an ended episode returns its last observation (call reset next).
-        last = infos["final_obs"][0] if "final_obs" in infos else obs[0]
-        info = {"equity": float(infos["equity"][0])}
-        return last.copy(), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), info
+        ended = "final_obs" in infos
+        last = infos["final_obs"][0] if ended else obs[0]
+        info: dict[str, Any] = (
+            {"episode_end": "terminated" if terminated[0] else "truncated"} if ended
+            else {"equity": float(infos["equity"][0])}
+        )
+        return np.array(last, dtype=np.float32), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), info

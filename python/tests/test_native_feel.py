@@ -1,0 +1,332 @@
+"""The package as a Python user meets it (issue 46): integer times, the caller's index round trip,
+exceptions that name Python parameters and pickle, and the whole Gymnasium vector contract.
+
+The data files are the shared ones (../shared/data from the checkout); their tests skip where they are absent.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import pathlib
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tradesim
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SHARED = next((p for p in (ROOT.parent / "shared" / "data", pathlib.Path("/work/shared/data")) if p.is_dir()), None)
+
+
+def shared(name: str) -> pathlib.Path:
+    path = None if SHARED is None else SHARED / name
+    if path is None or not path.is_file():
+        pytest.skip(f"{name} is not in ../shared/data")
+    return path
+
+
+def bars_frame(n: int = 400, seed: int = 5) -> pd.DataFrame:
+    """Hourly bars of a random walk on a UTC DatetimeIndex named `time`."""
+    rng = np.random.default_rng(seed)
+    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.004, n)))
+    open_ = np.concatenate([[100.0], close[:-1]])
+    return pd.DataFrame(
+        {
+            "open": open_,
+            "high": np.maximum(open_, close) * 1.001,
+            "low": np.minimum(open_, close) * 0.999,
+            "close": close,
+            "volume": np.full(n, 1_000.0),
+        },
+        index=pd.date_range("2024-01-02", periods=n, freq="h", tz="UTC", name="time"),
+    )
+
+
+GRID = dict(fast=[5, 10], slow=[20, 40], device="cpu")
+
+
+def same_metrics(a: tradesim.BacktestRun, b: tradesim.BacktestRun) -> None:
+    pd.testing.assert_frame_equal(a.metrics, b.metrics)
+    assert a.bars_per_year == b.bars_per_year
+
+
+# --- 1. Time ---------------------------------------------------------------------------------------
+
+
+def test_integer_dates_are_refused_without_time_unit():
+    frame = pd.read_csv(shared("sp500-members-daily-2009-2010.csv"))
+    assert frame["Date"].dtype == np.int64
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(frame)
+    (finding,) = err.value.findings
+    assert finding["column"] == "Date" and finding["row"] is None, finding
+    assert "time_unit" in finding["message"] and "YYYYMMDD" in finding["message"]
+    assert "time_unit" in str(err.value)
+
+
+def test_integer_dates_with_time_unit_give_the_files_numbers():
+    path = shared("sp500-members-daily-2009-2010.csv")
+    frame = pd.read_csv(path)
+    fix = dict(repair=["open-outside-range", "close-outside-range"])
+    ours = tradesim.backtest(tradesim.load(frame, time_unit="YYYYMMDD", **fix), symbol="AAPL", **GRID)
+    from_file = tradesim.backtest(tradesim.load(path, **fix), symbol="AAPL", **GRID)
+    same_metrics(ours, from_file)
+    assert ours.bars_per_year == 252.0, "daily bars: 252 a year, not milliseconds' 60,732"
+
+
+@pytest.mark.parametrize("unit, scale", [("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1)])
+def test_epoch_integers_in_each_unit(unit, scale):
+    frame = bars_frame()
+    reference = tradesim.backtest(frame, **GRID)
+    epochs = frame.reset_index()
+    epochs["time"] = frame.index.as_unit("ns").asi8 // scale
+    with pytest.raises(tradesim.DataError, match="time_unit"):
+        tradesim.load(epochs)
+    same_metrics(tradesim.backtest(epochs, time_unit=unit, **GRID), reference)
+
+
+def test_bad_time_units_and_dates_are_named():
+    frame = bars_frame(10).reset_index()
+    frame["time"] = [20240101 + i for i in range(10)]
+    frame.loc[3, "time"] = 20241304  # month 13
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(frame, time_unit="YYYYMMDD")
+    (finding,) = err.value.findings
+    assert finding["row"] == 3 and finding["column"] == "time", finding
+    assert finding["message"].startswith("20241304 is not a date written YYYYMMDD"), finding["message"]
+    with pytest.raises(tradesim.ConfigError, match="time_unit='days'"):
+        tradesim.load(frame, time_unit="days")
+
+
+def test_any_datetime_index_is_the_time_and_comes_back_as_it_was():
+    base = bars_frame()
+    for index in (
+        base.index.rename("when"),
+        base.index.tz_convert(None).rename(None),
+        base.index.tz_convert("America/New_York").rename("Datetime"),
+    ):
+        frame = base.set_axis(index)
+        run = tradesim.backtest(frame, fast=10, slow=40, equity=True, device="cpu")
+        assert run.equity.index.equals(frame.index), index
+        assert run.equity.index.name == index.name and run.equity.index.tz == index.tz
+        joined = frame.join(run.equity)
+        assert len(joined) == len(frame) and joined["sma_10_40"].notna().all()
+        assert "bar" not in run.equity and "time" not in run.equity
+
+
+def test_a_text_index_with_dst_offsets_parses_as_its_column_does():
+    path = shared("aapl-1h-2024-2026.csv")
+    frame = pd.read_csv(path, index_col=0, parse_dates=True)
+    assert not isinstance(frame.index, pd.DatetimeIndex), "mixed offsets leave pandas a text index"
+    run = tradesim.backtest(frame, equity=True, trades=True, **GRID, columns="10/40")
+    same_metrics(run, tradesim.backtest(path, **GRID))
+    same_metrics(run, tradesim.backtest(pd.read_csv(path), **GRID))
+    assert run.equity.index.equals(frame.index) and run.equity.index.name == "datetime"
+    assert frame.join(run.equity)["sma_10_40"].notna().all()
+
+
+def test_a_time_column_comes_back_in_its_timezone():
+    frame = bars_frame().tz_convert("Europe/Zurich").reset_index()
+    run = tradesim.backtest(frame, fast=10, slow=40, equity=True, trades=True, device="cpu")
+    assert run.equity.index.name == "time" and str(run.equity.index.tz) == "Europe/Zurich"
+    assert run.equity.index.equals(pd.DatetimeIndex(frame["time"]))
+    assert str(run.trades["entry_time"].dt.tz) == "Europe/Zurich"
+
+
+# --- 2. Errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(fast=-5), ValueError, "fast=-5"),
+        (dict(fast=5.0), TypeError, "fast=5.0"),
+        (dict(fast=True), TypeError, "fast=True"),
+        (dict(fast=[50], slow=[20]), ValueError, "slow: no slow window above a fast one"),
+        (dict(spread="abc"), ValueError, "spread='abc'"),
+        (dict(commission=-0.001), ValueError, "commission=-0.001"),
+        (dict(capital=0), ValueError, "capital=0"),
+        (dict(bars_per_year=-1.0), ValueError, "bars_per_year=-1.0"),
+        (dict(signal="cros"), ValueError, "signal='cros'"),
+        (dict(device="tpu"), ValueError, "device"),
+        (dict(columns="9/9", equity=True), ValueError, "columns"),
+    ],
+)
+def test_parameters_are_checked_and_named(kwargs, error, words):
+    with pytest.raises(error) as err:
+        tradesim.backtest(bars_frame(), **{**GRID, **kwargs})
+    message = str(err.value)
+    assert words in message and "--" not in message, message
+    if error is ValueError:
+        assert isinstance(err.value, tradesim.TradesimError), type(err.value)
+
+
+def test_a_multi_symbol_frame_names_symbol_as_a_parameter():
+    a, b = bars_frame(seed=1).reset_index(), bars_frame(seed=2).reset_index()
+    frame = pd.concat([a.assign(symbol="A"), b.assign(symbol="B")])
+    with pytest.raises(tradesim.ConfigError, match="symbol=") as err:
+        tradesim.backtest(frame, **GRID)
+    assert "--" not in str(err.value)
+    with pytest.raises(tradesim.ConfigError, match="symbol='C'"):
+        tradesim.backtest(frame, symbol="C", **GRID)
+    same_metrics(tradesim.backtest(frame, symbol="B", **GRID), tradesim.backtest(b, **GRID))
+
+
+def test_search_parameters_and_configuration_are_named(tmp_path):
+    with pytest.raises(tradesim.ConfigError, match="trials=0"):
+        tradesim.hyperopt(synthetic=500, trials=0, report=tmp_path / "r")
+    with pytest.raises(TypeError, match="epochs=2.5"):
+        tradesim.hyperopt(synthetic=500, epochs=2.5, report=tmp_path / "r")
+    with pytest.raises(tradesim.ConfigError) as err:
+        tradesim.hyperopt("[study\ntrials = 2\n", synthetic=500, report=tmp_path / "r", study=tmp_path / "s.db")
+    assert "config (the TOML text)" in str(err.value) and "--" not in str(err.value), str(err.value)
+
+
+def test_every_exception_is_a_tradesim_error_defined_in_tradesim():
+    for cls in (tradesim.DataError, tradesim.ConfigError):
+        assert issubclass(cls, tradesim.TradesimError) and issubclass(cls, ValueError)
+    for cls in (tradesim.TradesimError, tradesim.DataError, tradesim.ConfigError):
+        assert cls.__module__ == "tradesim" and getattr(tradesim, cls.__name__) is cls
+
+
+def bad_bars() -> dict[str, list[float]]:
+    return {
+        "time": pd.date_range("2024-01-01", periods=3, freq="D").astype(str).tolist(),
+        "open": [1.0, 1.0, 1.0],
+        "high": [1.1, 0.5, 1.1],
+        "low": [0.9, 0.9, 0.9],
+        "close": [1.0, 1.0, 1.0],
+    }
+
+
+def test_exceptions_pickle_with_their_findings():
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(bad_bars())
+    back = pickle.loads(pickle.dumps(err.value))
+    assert type(back) is tradesim.DataError and str(back) == str(err.value)
+    assert back.findings == err.value.findings and back.findings[0]["row"] == 1
+    config = pickle.loads(pickle.dumps(tradesim.ConfigError("fast=-5: at least 1")))
+    assert type(config) is tradesim.ConfigError and str(config) == "fast=-5: at least 1"
+
+
+def test_exceptions_cross_a_process_pool():
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        with pytest.raises(tradesim.DataError) as err:
+            pool.submit(tradesim.load, bad_bars()).result()
+    assert err.value.findings[0]["class"] == "high-below-low" and err.value.findings[0]["row"] == 1
+
+
+def test_findings_about_the_whole_table_have_no_row():
+    frame = bars_frame(10).drop(columns=["close"])
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(frame)
+    (finding,) = [f for f in err.value.findings if f["class"] == "missing-column"]
+    assert finding["row"] is None and finding["index"] is None
+
+
+# --- 3. Gymnasium ----------------------------------------------------------------------------------
+
+
+gym = pytest.importorskip("gymnasium")
+
+
+def vec(**kwargs):
+    return tradesim.VectorEnv(tradesim.synthetic(3_000, seed=2), envs=4, episode_len=6, seed=1, device="cpu",
+                              **kwargs)
+
+
+def test_next_step_autoreset_returns_the_last_observation_then_the_restart():
+    same, nxt = vec(), vec(autoreset_mode="next_step")
+    assert nxt.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    same.reset(seed=1)
+    nxt.reset(seed=1)
+    for _ in range(5):
+        a, b = same.step(np.ones(4, dtype=np.int64)), nxt.step(np.ones(4, dtype=np.int64))
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    a, b = same.step(np.ones(4, dtype=np.int64)), nxt.step(np.ones(4, dtype=np.int64))
+    assert b[3].all() and not b[2].any(), "the sixth bar truncates every episode"
+    assert np.array_equal(b[0], np.stack(list(a[4]["final_obs"]))), "the ending step shows the last observation"
+    assert not b[4]["_equity"].any(), "no equity for envs that already restarted"
+    obs, rewards, terminated, truncated, infos = nxt.step(np.full(4, 2))
+    assert (rewards == 0).all() and not terminated.any() and not truncated.any()
+    np.testing.assert_array_equal(obs[:, -3:], 0.0)  # flat, no open position: the restart
+    assert infos["_equity"].all() and (infos["equity"] == 100_000.0).all()
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda env: gym.wrappers.vector.NormalizeObservation(env),
+        lambda env: gym.wrappers.vector.TransformObservation(env, lambda o: o * 2),
+        lambda env: gym.wrappers.vector.FlattenObservation(env),
+        lambda env: gym.wrappers.vector.ClipReward(env, -1e-4, 1e-4),
+        lambda env: gym.wrappers.vector.NormalizeReward(env),
+        lambda env: gym.wrappers.vector.RecordEpisodeStatistics(env),
+        lambda env: gym.wrappers.vector.DtypeObservation(env, np.float64),
+    ],
+    ids=["NormalizeObservation", "TransformObservation", "FlattenObservation", "ClipReward", "NormalizeReward",
+         "RecordEpisodeStatistics", "DtypeObservation"],
+)
+def test_gymnasium_vector_wrappers_run_on_next_step_envs(wrap):
+    env = wrap(vec(autoreset_mode="next_step"))
+    obs, _ = env.reset(seed=3)
+    ended = 0
+    for step in range(20):
+        obs, rewards, terminated, truncated, infos = env.step(np.full(4, step % 3))
+        assert obs.shape[0] == 4 and np.isfinite(obs).all() and np.isfinite(rewards).all()
+        ended += int((terminated | truncated).sum())
+    assert ended >= 8, "episodes ended and restarted under the wrapper"
+    env.close()
+
+
+def test_clip_reward_on_writable_copies():
+    env = gym.wrappers.vector.ClipReward(vec(copy=True), -1e-5, 1e-5)
+    env.reset(seed=2)
+    _, rewards, *_ = env.step(np.ones(4, dtype=np.int64))
+    assert rewards.flags.writeable and np.abs(rewards).max() <= 1e-5
+    obs, _ = vec(copy=True).reset()
+    assert obs.flags.writeable and obs.base is None
+
+
+def test_same_step_final_obs_and_final_info_as_gymnasium_defines_them():
+    env = vec()
+    env.reset()
+    for _ in range(6):
+        obs, _, terminated, truncated, infos = env.step(np.zeros(4, dtype=np.int64))
+    assert infos["final_obs"].dtype == object and infos["_final_obs"].all()
+    assert infos["_final_info"].all() and infos["final_info"]["truncated"].all()
+    assert all(o.shape == obs.shape[1:] for o in infos["final_obs"])
+
+
+def test_gym_make_and_make_vec():
+    bars = tradesim.synthetic(2_000, seed=4)
+    env = gym.make("tradesim/Trading-v0", data=bars, episode_len=8)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs) and info["equity"] == 100_000.0
+    venv = gym.make_vec("tradesim/Trading-v0", num_envs=6, data=bars, episode_len=8)
+    assert isinstance(venv.unwrapped, tradesim.VectorEnv) and venv.num_envs == 6
+    assert venv.reset(seed=0)[0].shape[0] == 6
+
+
+def test_trading_env_final_step_does_not_report_the_next_episodes_capital():
+    env = tradesim.TradingEnv(tradesim.synthetic(2_000, seed=4), episode_len=5, seed=2, spread=0, commission=0)
+    env.reset(seed=2)
+    for _ in range(4):
+        *_, info = env.step(1)
+        assert "equity" in info
+    obs, _, terminated, truncated, info = env.step(1)
+    assert truncated and not terminated and info == {"episode_end": "truncated"}
+    assert env.observation_space.contains(obs)
+
+
+def test_env_parameters_are_checked_and_named():
+    with pytest.raises(TypeError, match="envs=2.0"):
+        tradesim.VectorEnv(tradesim.synthetic(500), envs=2.0, device="cpu")
+    with pytest.raises(tradesim.ConfigError, match="trials=0"):
+        tradesim.VectorEnv(tradesim.synthetic(500), trials=0, device="cpu")
+    with pytest.raises(tradesim.ConfigError, match="autoreset_mode"):
+        vec(autoreset_mode="disabled")
