@@ -10,7 +10,12 @@
 //! trials = 10           # trials in the study
 //! parallel = 5          # trials trained at once in the same launches (K)
 //! epochs = 4            # epochs per trial
-//! startup_trials = 5    # random trials before TPE
+//! n_startup_trials = 10 # uniform trials before TPE (Optuna's name; `startup_trials` is accepted too)
+//! n_ei_candidates = 24  # TPE: candidates drawn from the good trials' density per sample
+//! gamma = 25            # TPE: the good set is the min(ceil(0.1 n), gamma) best finished trials
+//! multivariate = true   # TPE: one joint density over the dimensions (false: one per dimension)
+//! constant_liar = true  # TPE: running and claimed trials count as bad, so a batch spreads out
+//!                       # (docs/SAMPLER.md; Optuna 5.0's TPESampler defaults)
 //! prune = "median"      # median | none: Optuna's MedianPruner: from epoch `prune_warmup_epochs` on,
 //!                       # once `prune_startup_trials` trials are complete, a trial whose best validation
 //!                       # metric so far is below the median of the complete trials' metrics at the same
@@ -115,10 +120,19 @@ pub struct StudyConfig {
     pub parallel: usize,
     /// Epochs per trial.
     pub epochs: usize,
-    /// Random trials before TPE.
+    /// Uniform trials before TPE (Optuna's `n_startup_trials`; the key `startup_trials` is an alias).
+    #[serde(rename = "n_startup_trials", alias = "startup_trials")]
     pub startup_trials: usize,
     /// Pruning rule.
     pub prune: PruneRule,
+    /// TPE's candidates per sample (Optuna's `n_ei_candidates`).
+    pub n_ei_candidates: usize,
+    /// The cap of TPE's good set: `min(ceil(0.1 n), gamma)` (Optuna's `default_gamma`).
+    pub gamma: usize,
+    /// TPE's joint density over the dimensions (Optuna's `multivariate`).
+    pub multivariate: bool,
+    /// Running and claimed trials count as bad for TPE (Optuna's `constant_liar`).
+    pub constant_liar: bool,
     /// Median pruning starts once this many trials are complete (Optuna's `n_startup_trials`).
     pub prune_startup_trials: usize,
     /// Median pruning never acts before this epoch (Optuna's `n_warmup_steps`).
@@ -151,7 +165,11 @@ impl Default for StudyConfig {
             trials: 10,
             parallel: 5,
             epochs: 4,
-            startup_trials: 5,
+            startup_trials: 10,
+            n_ei_candidates: 24,
+            gamma: 25,
+            multivariate: true,
+            constant_liar: true,
             prune: PruneRule::Median,
             prune_startup_trials: 5,
             prune_warmup_epochs: 0,
@@ -356,7 +374,13 @@ impl SearchConfig {
     /// Checks every key and value, naming the key at fault.
     pub fn validate(&self) -> Result<(), Error> {
         let s = &self.study;
-        for (key, v) in [("study.trials", s.trials), ("study.parallel", s.parallel), ("study.epochs", s.epochs)] {
+        for (key, v) in [
+            ("study.trials", s.trials),
+            ("study.parallel", s.parallel),
+            ("study.epochs", s.epochs),
+            ("study.n_ei_candidates", s.n_ei_candidates),
+            ("study.gamma", s.gamma),
+        ] {
             if v == 0 {
                 return Err(Error::config(key, "must be at least 1"));
             }

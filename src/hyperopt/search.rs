@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use rust_decimal::Decimal;
 
 use super::config::{Algo, EnvSettings, PruneRule, SearchConfig};
-use super::sampler::{Params, sample, tpe_loss};
+use super::sampler::{Observed, Params, TpeOptions, sample, tpe_loss};
 use super::storage::StorageUrl;
 use super::study::Place;
 use super::study::{EpochRecord, Study, TrialRecord};
@@ -326,8 +326,8 @@ fn end_tick(t: &TrialRecord, start: usize, epochs: usize) -> usize {
 }
 
 /// Samples and starts up to `n` new trials of this worker inside the caller's transaction (TPE over every
-/// finished trial, which becomes their history), numbered after every trial and claim; each placed by
-/// `place(i)`. Returns the claims and their claim counts (0).
+/// finished trial, which becomes their history, and with the constant liar every unfinished one), numbered
+/// after every trial and claim; each placed by `place(i)`. Returns the claims and their claim counts (0).
 fn start_new(
     study: &Study,
     cfg: &SearchConfig,
@@ -339,9 +339,20 @@ fn start_new(
     let s = &cfg.study;
     let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
     let epochs = s.epochs as u64;
-    let history: Vec<(Params, f64)> = finished
+    let opts = TpeOptions::from(s);
+    // Finished trials with what TPE minimizes; with the constant liar also every unfinished trial (running
+    // here or elsewhere, claimed) and, below, each trial sampled by this call.
+    let mut observed: Vec<Observed> = trials
         .iter()
-        .filter_map(|t| tpe_loss(&t.status, t.value, t.pruned_at, epochs).map(|loss| (t.params.clone(), loss)))
+        .filter_map(|t| match tpe_loss(&t.status, t.value, t.pruned_at, epochs) {
+            Some(loss) if t.finished() => {
+                Some(Observed { number: t.number, params: t.params.clone(), loss: Some(loss) })
+            }
+            None if !t.finished() && opts.constant_liar => {
+                Some(Observed { number: t.number, params: t.params.clone(), loss: None })
+            }
+            _ => None,
+        })
         .collect();
     let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
     let ours_total = trials.iter().filter(|t| t.ours).count();
@@ -349,9 +360,12 @@ fn start_new(
     let first = next;
     let mut out = Vec::new();
     while out.len() < n && ours_total + out.len() < s.trials {
-        let params = sample(&cfg.space, &history, s.startup_trials, s.seed, next)?;
+        let params = sample(&cfg.space, &observed, &opts, s.seed, next)?;
         study.start(next, &params, &seen)?;
         let at = place(first, out.len());
+        if opts.constant_liar {
+            observed.push(Observed { number: next, params: params.clone(), loss: None });
+        }
         study.place(next, at)?;
         out.push(((next, params, seen.clone()), at));
         next += 1;
