@@ -431,7 +431,11 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
     let (ok, stderr) = run(&killed, false, Some("prune:1"));
     assert!(!ok && stderr.contains("failpoint prune:1"), "{stderr}");
     let after_prune = snapshot(&killed);
-    assert!(after_prune.0.iter().any(|t| t.contains(" pruned ")), "the kill came after a prune: {:?}", after_prune.0);
+    // A pruned trial stays RUNNING, its prune epoch recorded, until its results are (issue 45).
+    let pruned_running = |t: &String| {
+        t.split(' ').nth(2) == Some("running") && t.split(' ').nth(4).is_some_and(|p| p.starts_with("Some"))
+    };
+    assert!(after_prune.0.iter().any(pruned_running), "the kill came after a prune: {:?}", after_prune.0);
     // Resumed, then killed after two of trials 5-9 are finished.
     let (ok, stderr) = run(&killed, true, Some("finish:2"));
     assert!(!ok && stderr.contains("failpoint finish:2"), "{stderr}");
@@ -828,4 +832,210 @@ fn regex_like_date(text: &str) -> bool {
         b.len() >= 10
             && b[..10].iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() })
     })
+}
+
+/// Two workers on one machine named by `TRADESIM_WORKER_ID` as `lab:a` and `lab:b` (the same "host", and
+/// names that are no process ids): neither takes the other's live trials over, so every trial runs once.
+fn named_workers_on_one_host_run_each_trial_once_on(storage: &str, name: &str, dir: &Path) {
+    let cfg = worker_config(dir);
+    let a = spawn_named(&cfg, storage, name, "lab:a");
+    let b = spawn_named(&cfg, storage, name, "lab:b");
+    wait_ok(a);
+    wait_ok(b);
+    let trials = study_at(storage, name).unwrap().trials().unwrap();
+    assert_eq!(trials.iter().map(|t| t.number).collect::<Vec<_>>(), (0..8).collect::<Vec<u64>>());
+    let twice: Vec<u64> = trials.iter().filter(|t| t.runs != 1).map(|t| t.number).collect();
+    assert!(twice.is_empty(), "trials {twice:?} ran more than once: {trials:#?}");
+    assert!(trials.iter().all(|t| t.finished()), "{trials:#?}");
+}
+
+#[test]
+fn named_workers_on_one_host_run_each_trial_once_on_sqlite() {
+    let dir = temp_dir("named-sqlite");
+    let storage = format!("sqlite:///{}", dir.join("study.sqlite").display());
+    named_workers_on_one_host_run_each_trial_once_on(&storage, "tradesim", &dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn named_workers_on_one_host_run_each_trial_once_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    let dir = temp_dir("named-pg");
+    let name = format!("named-{}", std::process::id());
+    named_workers_on_one_host_run_each_trial_once_on(&url, &name, &dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Two workers whose clocks are off by 90 s either way (`TRADESIM_TEST_CLOCK_SKEW_SECONDS`, more than
+/// `stale_seconds` = 2) share a study as if their clocks agreed: heartbeats and the stale cutoff use the
+/// database's clock, so neither takes the other's live trials over, and every heartbeat is on the
+/// database's time (here the real time: the tests' SQLite and PostgreSQL run on this machine).
+fn skewed_clocks_do_not_matter_on(storage: &str, name: &str, dir: &Path) {
+    let cfg = worker_config(dir);
+    let skewed = |id: &str, skew: &str| {
+        Command::new(bin())
+            .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--storage", storage])
+            .args(["--study-name", name, "--load-if-exists"])
+            .env("TRADESIM_WORKER_ID", id)
+            .env("TRADESIM_TEST_CLOCK_SKEW_SECONDS", skew)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = skewed("slow:1", "-90");
+    let b = skewed("fast:1", "90");
+    wait_ok(a);
+    wait_ok(b);
+    let trials = study_at(storage, name).unwrap().trials().unwrap();
+    assert_eq!(trials.len(), 8, "{trials:#?}");
+    let twice: Vec<u64> = trials.iter().filter(|t| t.runs != 1).map(|t| t.number).collect();
+    assert!(twice.is_empty(), "trials {twice:?} ran more than once: {trials:#?}");
+    let now = chrono::Utc::now().naive_utc();
+    for t in &trials {
+        let beat = t.heartbeat.as_deref().unwrap();
+        let beat = chrono::NaiveDateTime::parse_from_str(beat, "%Y-%m-%d %H:%M:%S%.f").unwrap();
+        let age = (now - beat).num_seconds();
+        assert!((0..60).contains(&age), "trial {}: heartbeat {beat} is {age} s old (a worker's clock)", t.number);
+    }
+}
+
+#[test]
+fn skewed_clocks_do_not_matter_on_sqlite() {
+    let dir = temp_dir("skew-sqlite");
+    let storage = format!("sqlite:///{}", dir.join("study.sqlite").display());
+    skewed_clocks_do_not_matter_on(&storage, "tradesim", &dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn skewed_clocks_do_not_matter_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    let dir = temp_dir("skew-pg");
+    let name = format!("skew-{}", std::process::id());
+    skewed_clocks_do_not_matter_on(&url, &name, &dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Fencing: worker A claims trial 0 (run 1), then B takes it over (run 2). A's epoch, prune, validation
+/// actions and finish are refused with an error that says why, and a refused finish writes nothing (the
+/// check is in the write's transaction); B's writes are accepted. A trial never claimed may be written
+/// directly (as `failed_trials_are_never_best` does).
+fn a_taken_over_claim_cannot_write_on(storage: &str, name: &str) {
+    use tradesim::hyperopt::study::{EpochRecord, Worker};
+    let url = StorageUrl::parse(storage).unwrap();
+    let a = Study::open_with(&url, name, tradesim::hyperopt::Open::Create, "{}").unwrap();
+    let b = Study::reopen(&url, name).unwrap();
+    let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3)].into();
+    a.start(0, &params, &[]).unwrap();
+    let worker = |n: &str| Worker { name: n.to_owned(), process: None };
+    a.claim_for(&[(0, 0)], &worker("a:1")).unwrap();
+    let epoch = |e: u64| EpochRecord { trial: 0, epoch: e, loss: 0.5, valid_sharpe: 1.5, valid_return: 0.25 };
+    a.record_epoch(&epoch(0)).unwrap();
+    b.claim_for(&[(0, 1)], &worker("b:1")).unwrap();
+    let refused = |r: Result<(), tradesim::Error>| {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("trial 0") && e.contains("taken over by b:1 (run 2)") && e.contains("refused"), "{e}");
+    };
+    refused(a.record_epoch(&epoch(1)));
+    refused(a.prune(0, 1, 1.5));
+    refused(a.set_valid_actions(0, &[1, 2]));
+    refused(a.finish(0, 1.5, 0.1, 0.2, &[1], "a.safetensors"));
+    let t = &b.trials().unwrap()[0];
+    assert_eq!((t.status.as_str(), t.checkpoint.as_deref(), t.pruned_at, t.runs), ("running", None, None, 2));
+    b.record_epoch(&epoch(1)).unwrap();
+    b.finish(0, 2.5, 0.1, 0.2, &[1], "b.safetensors").unwrap();
+    let t = &b.trials().unwrap()[0];
+    assert_eq!((t.status.as_str(), t.value, t.checkpoint.as_deref()), ("complete", 2.5, Some("b.safetensors")));
+    // A finished trial takes no more writes, even from its own worker.
+    let e = b.record_epoch(&epoch(2)).unwrap_err().to_string();
+    assert!(e.contains("trial 0 is COMPLETE"), "{e}");
+}
+
+#[test]
+fn a_taken_over_claim_cannot_write_on_sqlite() {
+    let dir = temp_dir("fence-sqlite");
+    a_taken_over_claim_cannot_write_on(&format!("sqlite:///{}", dir.join("study.sqlite").display()), "tradesim");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_taken_over_claim_cannot_write_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    a_taken_over_claim_cannot_write_on(&url, &format!("fence-{}", std::process::id()));
+}
+
+/// A pruned trial stays RUNNING until its test evaluation and checkpoint are recorded; then it becomes
+/// PRUNED with them in one transaction (so Optuna, which never reads a finished trial again, sees them),
+/// and a finished trial is never restarted (no PRUNED -> RUNNING).
+#[test]
+fn a_pruned_trial_leaves_running_with_its_results() {
+    let dir = temp_dir("pruned-order");
+    let study = Study::open(&StorageUrl::Sqlite(dir.join("study.sqlite")), "tradesim", false, "{}").unwrap();
+    let params: tradesim::hyperopt::sampler::Params = [("lr".to_owned(), 1e-3)].into();
+    study.start(0, &params, &[]).unwrap();
+    study.prune(0, 1, 0.5).unwrap();
+    let t = &study.trials().unwrap()[0];
+    assert_eq!((t.status.as_str(), t.pruned_at, t.finished()), ("running", Some(1), false));
+    study.finish(0, 0.5, 0.125, 0.75, &[2], "trial-0.safetensors").unwrap();
+    let t = &study.trials().unwrap()[0];
+    assert_eq!(
+        (t.status.as_str(), t.value, t.test_return, t.test_sharpe, t.checkpoint.as_deref()),
+        ("pruned", 0.5, 0.125, 0.75, Some("trial-0.safetensors"))
+    );
+    let e = study.restart(0).unwrap_err().to_string();
+    assert!(e.contains("trial 0 is PRUNED") && e.contains("never restarted"), "{e}");
+    assert_eq!(study.trials().unwrap()[0].status, "pruned");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A trial whose worker stopped in each of its `max_runs` runs fails instead of running again: a finished
+/// two-trial study is set back by hand as if trial 0's worker had died twice and trial 1's once (both
+/// claimed by another host, heartbeats long stale); `--resume` with `max_runs = 2` fails trial 0 with the
+/// reason as its `fail_reason` user attribute, runs trial 1 a second time, and runs trial 0 no more.
+#[test]
+fn a_trial_that_keeps_stopping_its_worker_fails_after_max_runs() {
+    let dir = temp_dir("max-runs");
+    let cfg = dir.join("search.toml");
+    std::fs::write(
+        &cfg,
+        "[study]\ntrials = 2\nparallel = 2\nepochs = 2\nstartup_trials = 2\nenvs = 4\nsegment_len = 24\nseed = 9\n\
+         heartbeat_seconds = 0.2\nstale_seconds = 2.0\nmax_runs = 2\n[space]\nhidden = 8\nbatch = 16\n",
+    )
+    .unwrap();
+    let study = dir.join("study.sqlite");
+    let (ok, _, stderr) = hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let db = Connection::open(&study).unwrap();
+    for (number, runs) in [(0, 2), (1, 1)] {
+        db.execute_batch(&format!(
+            "UPDATE trials SET state = 'RUNNING', datetime_complete = NULL WHERE number = {number};
+             UPDATE trial_system_attributes SET value_json = '{runs}'
+               WHERE key = 'tradesim_runs' AND trial_id = (SELECT trial_id FROM trials WHERE number = {number});
+             UPDATE trial_system_attributes SET value_json = '\"elsewhere:7\"'
+               WHERE key = 'tradesim_worker' AND trial_id = (SELECT trial_id FROM trials WHERE number = {number});
+             DELETE FROM trial_system_attributes WHERE key = 'tradesim_worker_process'
+               AND trial_id = (SELECT trial_id FROM trials WHERE number = {number});
+             UPDATE trial_heartbeats SET heartbeat = '2000-01-01 00:00:00.000000'
+               WHERE trial_id = (SELECT trial_id FROM trials WHERE number = {number});"
+        ))
+        .unwrap();
+    }
+    drop(db);
+    let (ok, _, stderr) = hyperopt(&["--study", study.to_str().unwrap(), "--resume"]);
+    assert!(ok, "{stderr}");
+    let trials = open(&study).unwrap().trials().unwrap();
+    assert_eq!((trials[0].status.as_str(), trials[0].runs), ("fail", 2), "{trials:#?}");
+    assert!(trials[1].finished() && trials[1].status != "fail" && trials[1].runs == 2, "{trials:#?}");
+    let reason: String = Connection::open(&study)
+        .unwrap()
+        .query_row(
+            "SELECT a.value_json FROM trial_user_attributes a JOIN trials t ON t.trial_id = a.trial_id
+             WHERE t.number = 0 AND a.key = 'fail_reason'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(reason.contains("each of its 2 runs") && reason.contains("max_runs"), "{reason}");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -27,6 +27,8 @@
 //! heartbeat_seconds = 10 # a worker's heartbeat for its running trials (Optuna's trial_heartbeats)
 //! stale_seconds = 60    # a running trial without a heartbeat this long (or whose worker process on this
 //!                       # host is gone) is re-run by another worker under its number and parameters
+//! max_runs = 3          # a trial whose worker stopped (died or went silent) in each of this many runs
+//!                       # becomes FAIL, its reason in the user attribute `fail_reason`, instead of running again
 //! rollout_steps = 128   # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
 //!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
 //! placebo = 0           # placebo searches on surrogate bars (docs/EVIDENCE.md); >= 19 can show p <= 0.05
@@ -151,6 +153,9 @@ pub struct StudyConfig {
     /// A running trial whose heartbeat is older than this (or whose worker process on this host is gone) is
     /// re-run by another worker under the same number and parameters.
     pub stale_seconds: f64,
+    /// A trial whose worker stopped (died or went silent) in each of this many runs fails instead of running
+    /// again (Optuna fails stale trials).
+    pub max_runs: u64,
     /// Placebo searches: the same search on this many surrogate series without any predictable direction
     /// (docs/EVIDENCE.md); 19 or more can show p <= 0.05.
     pub placebo: usize,
@@ -179,6 +184,7 @@ impl Default for StudyConfig {
             seed: 7,
             heartbeat_seconds: 10.0,
             stale_seconds: 60.0,
+            max_runs: 3,
             placebo: 0,
             walk_forward: 0,
         }
@@ -384,6 +390,9 @@ impl SearchConfig {
             if v == 0 {
                 return Err(Error::config(key, "must be at least 1"));
             }
+        }
+        if s.max_runs == 0 {
+            return Err(Error::config("study.max_runs", "must be at least 1"));
         }
         for (key, v) in
             [("study.envs", s.envs), ("study.segment_len", s.segment_len), ("env.sigma_span", self.env.sigma_span)]

@@ -12,7 +12,7 @@ use super::config::{Algo, EnvSettings, PruneRule, SearchConfig};
 use super::sampler::{Observed, Params, TpeOptions, sample, tpe_loss};
 use super::storage::StorageUrl;
 use super::study::Place;
-use super::study::{EpochRecord, Study, TrialRecord};
+use super::study::{EpochRecord, Study, TrialRecord, Worker, WorkerProcess};
 use crate::train::{EndedTrial, EpochReport, SlotControl, SlotTrial, SplitData, TrainConfig, run_slots};
 use crate::{Backend, DqnParams, PpoParams, TrialParams};
 
@@ -274,26 +274,27 @@ pub enum Progress {
 /// A claimed trial: number, parameters, and the trials finished when its number was issued.
 type Claim = (u64, Params, Vec<u64>);
 
-/// This process as a worker: `host:pid`, or `TRADESIM_WORKER_ID` when set (a name that says which host, for
-/// machines whose host names are not unique; the tests use it to act as another host).
-pub fn worker_id() -> String {
-    if let Ok(id) = std::env::var("TRADESIM_WORKER_ID") {
-        return id;
-    }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{}:{}", host.trim(), std::process::id())
+/// This process as a worker: named `host:pid`, or `TRADESIM_WORKER_ID` when set (a name that says which host
+/// or container, for machines whose host names are not unique), with its process ([`WorkerProcess`]: boot
+/// id, PID namespace and PID) whatever its name, the proof [`gone`] needs.
+pub fn worker_id() -> Worker {
+    let name = std::env::var("TRADESIM_WORKER_ID").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "unknown-host".to_owned());
+        format!("{}:{}", host.trim(), std::process::id())
+    });
+    Worker { name, process: WorkerProcess::this() }
 }
 
-/// Whether `worker` (`host:pid`) is a process of this host that is gone (Linux: no `/proc/PID`). A worker of
-/// another host, or on a system without `/proc`, is never known to be gone: its heartbeat decides.
-fn gone(worker: &str, me: &str) -> bool {
-    let (Some((host, pid)), Some((my_host, _))) = (worker.rsplit_once(':'), me.rsplit_once(':')) else {
-        return false;
-    };
-    host == my_host && Path::new("/proc/self").exists() && !Path::new("/proc").join(pid).exists()
+/// Whether the worker process `of` a trial is known to be gone: it ran on this machine since its last boot
+/// and in this PID namespace (so its PID means here what it meant there), it is not this process, and that
+/// PID is no process now (no `/proc/PID`). A name says nothing (two containers, or two workers named by
+/// `TRADESIM_WORKER_ID`, share a host name); without that proof, on either side, only the heartbeat decides.
+fn gone(of: Option<&WorkerProcess>, me: &Worker) -> bool {
+    let (Some(p), Some(mine)) = (of, me.process.as_ref()) else { return false };
+    p.shares_pids_with(mine) && p.pid != mine.pid && !Path::new("/proc").join(p.pid.to_string()).exists()
 }
 
 /// What a claim found.
@@ -383,20 +384,27 @@ fn start_new(
 /// older version, restart together at epoch 0 of a new batch.) Otherwise new trials, up to `parallel`,
 /// sampled from every finished trial, which becomes their recorded history. Trials of other Optuna workers
 /// are left alone (their numbers are skipped).
-fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &str) -> Result<Claimed, Error> {
+fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &Worker) -> Result<Claimed, Error> {
     let s = &cfg.study;
-    let cutoff = crate::hyperopt::db::timestamp(
-        (chrono::Utc::now() - chrono::Duration::milliseconds((s.stale_seconds * 1e3) as i64)).naive_utc(),
-    );
     let claimed_now = study.in_tx(|| {
         study.lock()?;
+        // Heartbeats are written and judged on the database's clock (a worker's clock may be off).
+        let cutoff = study.db_time_ago(s.stale_seconds)?;
+        let processes = study.worker_processes()?;
         let trials = study.trials()?;
-        let finished = trials.iter().filter(|t| t.finished()).count();
         let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
             trials.iter().filter(|t| t.ours && !t.finished() && !claimed.contains(&t.number)).partition(|t| {
-                t.worker.as_deref().is_none_or(|w| w != me && gone(w, me))
+                t.worker.is_none()
+                    || gone(processes.get(&t.number), me)
                     || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
             });
+        // A trial whose worker stopped in each of its `max_runs` runs fails rather than stop another.
+        let (spent, interrupted): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
+            interrupted.into_iter().partition(|t| t.runs >= s.max_runs);
+        for t in &spent {
+            study.fail_interrupted(t.number, t.runs)?;
+        }
+        let finished = trials.iter().filter(|t| t.finished()).count() + spent.len();
         let mut plan = BatchPlan::default();
         if let Some(first) = interrupted.first() {
             let again: Vec<(&TrialRecord, Place)> = match first.place {
@@ -470,12 +478,15 @@ pub fn run_search(
     // Trials this process is running (the heartbeat thread's list).
     let running: Mutex<HashSet<u64>> = Mutex::new(HashSet::new());
     let done = std::sync::atomic::AtomicBool::new(false);
+    // Why this worker stopped its trials (its heartbeats kept failing), once it did.
+    let lost: Mutex<Option<String>> = Mutex::new(None);
     let lock = |m: &'_ Mutex<HashSet<u64>>| -> Result<Vec<u64>, Error> {
         Ok(m.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?.iter().copied().collect())
     };
     let worker = |backend: &Backend| -> Result<(), Error> {
         let study = Study::reopen(&paths.storage, &paths.study_name)?;
         loop {
+            check_beating(&lost)?;
             let c = {
                 let mut claimed = claimed.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?;
                 next_batch(&study, cfg, &mut claimed, &me)?
@@ -491,7 +502,7 @@ pub fn run_search(
             let numbers: Vec<u64> = c.batch.runs.iter().map(|r| r.0.0).collect();
             locked(&running)?.extend(&numbers);
             progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
-            let shared = Shared { claimed: &claimed, running: &running, me: &me, paths, progress };
+            let shared = Shared { claimed: &claimed, running: &running, me: &me, lost: &lost, paths, progress };
             let result = run_batch(backend, data, cfg, bars_per_year, &env, c.batch, &shared, &study);
             locked(&running)?.retain(|n| !numbers.contains(n));
             result?;
@@ -500,16 +511,25 @@ pub fn run_search(
         }
     };
     let heartbeat = || -> Result<(), Error> {
-        let study = Study::reopen(&paths.storage, &paths.study_name)?;
-        let mut last = std::time::Instant::now();
-        while !done.load(std::sync::atomic::Ordering::SeqCst) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            if last.elapsed().as_secs_f64() >= s.heartbeat_seconds {
-                study.beat(&lock(&running)?)?;
-                last = std::time::Instant::now();
+        let mut study: Option<Study> = None;
+        let beat = || -> Result<(), Error> {
+            let numbers = lock(&running)?;
+            let result = match &study {
+                Some(open) => open.beat(&numbers, &me),
+                None => Study::reopen(&paths.storage, &paths.study_name).and_then(|open| {
+                    let beat = open.beat(&numbers, &me);
+                    study = Some(open);
+                    beat
+                }),
+            };
+            // A connection that failed is opened again for the next try.
+            if result.is_err() {
+                study = None;
             }
-        }
-        Ok(())
+            result
+        };
+        let every = std::time::Duration::from_secs_f64(s.heartbeat_seconds);
+        keep_beating(beat, every, std::time::Duration::from_secs_f64(s.stale_seconds), &done, &lost)
     };
     let results: Vec<Result<(), Error>> = std::thread::scope(|scope| {
         let beats = scope.spawn(heartbeat);
@@ -597,6 +617,64 @@ fn run_batch(
     }
 }
 
+/// The first retry of a failed heartbeat; each further retry waits twice as long, up to the heartbeat's
+/// period.
+const BEAT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Calls `beat` every `every` until `done`. A failed beat is retried after [`BEAT_RETRY`], then twice as
+/// long each time (up to `every`); once beats have failed for `stale` (after which other workers may take
+/// this worker's trials over, taking them for dead), it records why in `lost`, which stops this worker's
+/// trials ([`check_beating`]), and returns that error.
+fn keep_beating(
+    mut beat: impl FnMut() -> Result<(), Error>,
+    every: std::time::Duration,
+    stale: std::time::Duration,
+    done: &std::sync::atomic::AtomicBool,
+    lost: &Mutex<Option<String>>,
+) -> Result<(), Error> {
+    use std::time::Instant;
+    let mut last_ok = Instant::now();
+    let mut next = last_ok + every;
+    let mut retry = BEAT_RETRY.min(every);
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(std::time::Duration::from_millis(50)));
+            continue;
+        }
+        match beat() {
+            Ok(()) => {
+                last_ok = Instant::now();
+                next = last_ok + every;
+                retry = BEAT_RETRY.min(every);
+            }
+            Err(e) if last_ok.elapsed() >= stale => {
+                let why = format!(
+                    "this worker's heartbeats failed for {:.1} s, longer than study.stale_seconds ({:.1} s), so \
+                     other workers may take its trials over: its trials are stopped (last error: {e})",
+                    last_ok.elapsed().as_secs_f64(),
+                    stale.as_secs_f64()
+                );
+                *locked(lost)? = Some(why.clone());
+                return Err(Error::Study(why));
+            }
+            Err(_) => {
+                next = Instant::now() + retry;
+                retry = (retry * 2).min(every);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error that stops this worker's trials once its heartbeats were lost ([`keep_beating`]).
+fn check_beating(lost: &Mutex<Option<String>>) -> Result<(), Error> {
+    match locked(lost)?.as_ref() {
+        Some(why) => Err(Error::Study(why.clone())),
+        None => Ok(()),
+    }
+}
+
 fn progress_trained<A>(shared: &Shared<'_>, run: &crate::train::SlotRun<A>) -> Result<(), Error> {
     (shared.progress)(&Progress::Trained { setup_seconds: run.setup_seconds, test_seconds: run.test_seconds })
 }
@@ -606,7 +684,9 @@ fn progress_trained<A>(shared: &Shared<'_>, run: &crate::train::SlotRun<A>) -> R
 struct Shared<'a> {
     claimed: &'a Mutex<HashSet<u64>>,
     running: &'a Mutex<HashSet<u64>>,
-    me: &'a str,
+    me: &'a Worker,
+    /// Why this worker stopped its trials, once its heartbeats were lost ([`keep_beating`]).
+    lost: &'a Mutex<Option<String>>,
     paths: &'a SearchPaths,
     progress: &'a (dyn Fn(&Progress) -> Result<(), Error> + Sync),
 }
@@ -666,6 +746,7 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
     }
 
     fn report(&mut self, r: &EpochReport) -> Result<(), Error> {
+        check_beating(self.shared.lost)?;
         let s = &self.cfg.study;
         let numbers: Vec<u64> = r.trials.iter().flatten().map(|t| t.0).collect();
         let valid = |k: usize| r.valid[k].sharpe;
@@ -859,13 +940,13 @@ mod tests {
             heartbeat: None,
             place: None,
         };
-        // 0 complete, 1 pruned, 2 complete but finished after the trial's number was issued, 3 complete in
-        // the history but unfinished (cannot happen in a study; left out all the same).
+        // 0 complete, 1 pruned, 2 complete but finished after the trial's number was issued, 3 in the
+        // history but running (cannot happen in a study; left out all the same).
         let trials = [
             trial(0, "complete", true),
             trial(1, "pruned", true),
             trial(2, "complete", true),
-            trial(3, "complete", false),
+            trial(3, "running", false),
         ];
         let epochs: Vec<EpochRecord> = (0..4)
             .map(|t| EpochRecord { trial: t, epoch: 0, loss: 0.0, valid_sharpe: t as f64, valid_return: 0.0 })
@@ -874,6 +955,66 @@ mod tests {
         assert_eq!((at.iter().map(|e| e.trial).collect::<Vec<_>>(), n), (vec![0], 1));
         let (at, n) = pruning_reference(&trials, &epochs, &[0, 1, 2, 3]);
         assert_eq!((at.iter().map(|e| e.trial).collect::<Vec<_>>(), n), (vec![0, 2], 2));
+    }
+
+    fn worker(boot_id: &str, pid_namespace: u64, pid: u32) -> Worker {
+        Worker {
+            name: "lab:a".to_owned(),
+            process: Some(WorkerProcess { boot_id: boot_id.to_owned(), pid_namespace, pid }),
+        }
+    }
+
+    #[test]
+    fn only_a_worker_of_this_boot_and_pid_namespace_is_judged_gone_by_its_pid() {
+        let me = worker_id();
+        let mine = me.process.clone().expect("Linux has /proc");
+        // PID 0 is no process's; this process is alive.
+        let dead = WorkerProcess { pid: 0, ..mine.clone() };
+        assert!(gone(Some(&dead), &me));
+        assert!(!gone(Some(&WorkerProcess { pid: std::process::id(), ..mine.clone() }), &me));
+        // Another boot (machine or VM), another PID namespace (container): its PIDs mean nothing here.
+        assert!(!gone(Some(&WorkerProcess { boot_id: "another-boot".to_owned(), ..dead.clone() }), &me));
+        assert!(!gone(Some(&WorkerProcess { pid_namespace: mine.pid_namespace + 1, ..dead.clone() }), &me));
+        // Without proof on either side, only the heartbeat decides.
+        assert!(!gone(None, &me));
+        assert!(!gone(Some(&dead), &Worker { process: None, ..me.clone() }));
+        assert!(gone(Some(&dead), &worker(&mine.boot_id, mine.pid_namespace, 1)));
+    }
+
+    #[test]
+    fn failed_heartbeats_are_retried_and_stop_the_worker_when_they_outlast_the_stale_time() {
+        use std::sync::atomic::AtomicBool;
+        use std::time::{Duration, Instant};
+        // Three failures, then beats again: retried after 100, 200 and 300 ms (the period), never lost.
+        let (done, lost) = (AtomicBool::new(false), Mutex::new(None));
+        let calls = std::cell::Cell::new(0);
+        let started = Instant::now();
+        let beat = || {
+            calls.set(calls.get() + 1);
+            done.store(calls.get() == 6, std::sync::atomic::Ordering::SeqCst);
+            if (2..=4).contains(&calls.get()) { Err(Error::Study("connection reset".into())) } else { Ok(()) }
+        };
+        keep_beating(beat, Duration::from_millis(300), Duration::from_secs(5), &done, &lost).unwrap();
+        // 300 + 300 + 100 + 200 + 300 + 300 ms, against 1.8 s at the heartbeat's period.
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(1500) && elapsed < Duration::from_millis(1750), "{elapsed:?}");
+        assert_eq!(calls.get(), 6);
+        assert!(check_beating(&lost).is_ok());
+        // Failing for good: retried until the stale time, then lost, with the reason.
+        let (done, lost) = (AtomicBool::new(false), Mutex::new(None));
+        let calls = std::cell::Cell::new(0);
+        let started = Instant::now();
+        let beat = || {
+            calls.set(calls.get() + 1);
+            Err(Error::Study("database unreachable".into()))
+        };
+        let e = keep_beating(beat, Duration::from_millis(200), Duration::from_millis(700), &done, &lost).unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(700) && elapsed < Duration::from_secs(3), "{elapsed:?}");
+        assert!(calls.get() >= 3, "{} tries", calls.get());
+        let why = check_beating(&lost).unwrap_err().to_string();
+        assert_eq!(why, e.to_string());
+        assert!(why.contains("stale_seconds") && why.contains("database unreachable"), "{why}");
     }
 
     #[test]

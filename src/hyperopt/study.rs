@@ -8,7 +8,8 @@
 //! Each change is committed when it happens, so a killed search loses at most the trials it was running,
 //! which `--resume` runs again under the same numbers and parameters.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
@@ -26,6 +27,9 @@ pub const OPTUNA_LIBRARY_VERSION: &str = "5.0.0";
 pub const OPTUNA_ALEMBIC_HEAD: &str = "v3.2.0.a";
 /// The study user attribute holding the search configuration.
 pub const CONFIG_ATTR: &str = "tradesim_config";
+/// The trial user attribute that says why a trial failed without a value (it ran `[study] max_runs` times
+/// and its worker stopped each time).
+pub const FAIL_REASON_ATTR: &str = "fail_reason";
 
 /// Optuna's tables exactly as optuna 5.0.0 creates them on SQLite, then tradesim's own.
 const SCHEMA: &str = r#"
@@ -123,11 +127,53 @@ pub struct Place {
 }
 
 impl TrialRecord {
-    /// Whether the trial is finished: its test evaluation and checkpoint are recorded (complete, pruned or
-    /// fail). A trial that is running, or was pruned or finishing when its search was killed, is not. A trial
-    /// of another Optuna worker is finished once it left RUNNING.
+    /// Whether the trial is finished: it left RUNNING. tradesim moves a trial out of RUNNING once, in the
+    /// transaction that records its test evaluation and checkpoint ([`Study::finish`]), or when it fails
+    /// after `[study] max_runs` interrupted runs ([`Study::fail_interrupted`]); a trial pruned or finishing
+    /// when its search was killed is still RUNNING. A trial of another Optuna worker is finished likewise.
     pub fn finished(&self) -> bool {
-        self.checkpoint.is_some() || (!self.ours && self.status != "running")
+        self.status != "running"
+    }
+}
+
+/// A search worker as recorded on the trials it claims: its name (`tradesim_worker`, shown) and, where the
+/// system has `/proc`, its process ([`WorkerProcess`], `tradesim_worker_process`), the proof another worker
+/// needs before it may judge from a process check that this one is gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Worker {
+    /// `host:pid`, or `TRADESIM_WORKER_ID`.
+    pub name: String,
+    /// This process, where `/proc` tells.
+    pub process: Option<WorkerProcess>,
+}
+
+/// A worker's process: the machine's boot (`/proc/sys/kernel/random/boot_id`, new at each boot of each
+/// machine or VM), its PID namespace (the inode of `/proc/self/ns/pid`, one per container) and its PID in
+/// that namespace. Two workers with the same boot and namespace see the same PIDs; otherwise a PID tells
+/// nothing.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkerProcess {
+    /// The machine's boot id.
+    pub boot_id: String,
+    /// The inode of the PID namespace.
+    pub pid_namespace: u64,
+    /// The PID in that namespace.
+    pub pid: u32,
+}
+
+impl WorkerProcess {
+    /// This process (`None` without `/proc`).
+    pub fn this() -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?.trim().to_owned();
+        let pid_namespace = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
+        (!boot_id.is_empty()).then(|| Self { boot_id, pid_namespace, pid: std::process::id() })
+    }
+
+    /// Whether `other` runs on the same machine, since the same boot, in the same PID namespace: only then
+    /// do its PIDs mean the same processes as this one's.
+    pub fn shares_pids_with(&self, other: &Self) -> bool {
+        self.boot_id == other.boot_id && self.pid_namespace == other.pid_namespace
     }
 }
 
@@ -194,6 +240,9 @@ pub struct Study {
     db: Db,
     study_id: i64,
     space: BTreeMap<String, Dimension>,
+    /// The trials this handle claimed, with the run count of its claim ([`TrialRecord::runs`]): its writes
+    /// to a trial are refused once another claim replaced it ([`Study::claim_for`]).
+    claims: RefCell<HashMap<u64, u64>>,
 }
 
 /// Optuna's schema on PostgreSQL (its own `pg_dump -s`), run once in an empty database.
@@ -279,8 +328,22 @@ fn param_value(stored: f64, distribution: &str) -> Result<f64, String> {
     }
 }
 
+/// The worker's clock, for `datetime_start` and `datetime_complete` (Optuna's workers write theirs); no
+/// decision depends on it (heartbeats and their cutoff use the database's clock, [`Study::beat`]).
+/// `TRADESIM_TEST_CLOCK_SKEW_SECONDS` shifts it, for the tests that check that (like `TRADESIM_FAILPOINT`,
+/// set only by tests).
 fn now() -> String {
-    timestamp(chrono::Utc::now().naive_utc())
+    static SKEW: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let skew = *SKEW.get_or_init(|| {
+        std::env::var("TRADESIM_TEST_CLOCK_SKEW_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    });
+    timestamp((chrono::Utc::now() + chrono::Duration::milliseconds((skew * 1e3) as i64)).naive_utc())
+}
+
+/// The database's clock now, in UTC and Optuna's format (`YYYY-MM-DD HH:MM:SS.ffffff`), as SQL: the
+/// server's `now()` on PostgreSQL; SQLite's `'now'` (milliseconds, padded to Optuna's six digits).
+fn db_now(db: &Db) -> &'static str {
+    if db.is_postgres() { "(now() AT TIME ZONE 'UTC')" } else { "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')" }
 }
 
 fn i64_of(v: &Val) -> i64 {
@@ -461,7 +524,7 @@ impl Study {
     }
 
     fn with(db: Db, study_id: i64) -> Result<Self, Error> {
-        let mut study = Self { db, study_id, space: BTreeMap::new() };
+        let mut study = Self { db, study_id, space: BTreeMap::new(), claims: RefCell::new(HashMap::new()) };
         let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).map_err(|e| {
             Error::Study(format!("the study's `{CONFIG_ATTR}` attribute is not a tradesim search configuration: {e}"))
         })?;
@@ -583,11 +646,17 @@ impl Study {
         })
     }
 
-    /// Restarts an interrupted trial (running, or pruned or finishing when its search was killed) under its
-    /// number, parameters and history: state RUNNING, its epochs and results removed, in one transaction.
+    /// Restarts an interrupted trial (RUNNING: running, or pruned or finishing when its search was killed)
+    /// under its number, parameters and history: its epochs and results removed, in one transaction. A
+    /// finished trial is never restarted (Optuna never moves a trial out of COMPLETE, PRUNED or FAIL).
     pub fn restart(&self, number: u64) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
+            let state = self.db.query("SELECT state FROM trials WHERE trial_id = ?1", &[Val::I64(id)])?;
+            let state = state.first().and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
+            if state != "RUNNING" {
+                return Err(Error::Study(format!("trial {number} is {state}: a finished trial is never restarted")));
+            }
             for table in [
                 "trial_intermediate_values",
                 "trial_values",
@@ -603,11 +672,66 @@ impl Study {
                 &[Val::I64(id)],
             )?;
             self.db.exec(
-                "UPDATE trials SET state = ?2, datetime_start = ?3, datetime_complete = NULL WHERE trial_id = ?1",
-                &[Val::I64(id), "RUNNING".into(), Val::Time(now())],
+                "UPDATE trials SET datetime_start = ?2, datetime_complete = NULL WHERE trial_id = ?1",
+                &[Val::I64(id), Val::Time(now())],
             )?;
             Ok(())
         })
+    }
+
+    /// Fails an interrupted trial that ran `runs` times, its worker stopping each time (`[study] max_runs`;
+    /// Optuna fails stale trials too): state FAIL, the reason as user attribute [`FAIL_REASON_ATTR`].
+    pub fn fail_interrupted(&self, number: u64, runs: u64) -> Result<(), Error> {
+        self.in_tx(|| {
+            let id = self.trial_id(number)?;
+            let reason = format!(
+                "its worker stopped (died or went silent) in each of its {runs} runs; not run again (study.max_runs)"
+            );
+            self.set_attr("trial_user_attributes", id, FAIL_REASON_ATTR, json!(reason).to_string())?;
+            self.db.exec(
+                "UPDATE trials SET state = 'FAIL', datetime_complete = ?2 WHERE trial_id = ?1 AND state = 'RUNNING'",
+                &[Val::I64(id), Val::Time(now())],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Refuses a write to trial `number` (row `id`) from this handle unless it holds the trial's current
+    /// claim: the run count it claimed is the trial's ([`TrialRecord::runs`]; every claim counts it up, in the
+    /// claim's transaction) and the trial is RUNNING. A trial never claimed may be written by a handle that
+    /// never claimed it (a study written directly, as the tests do). Called in the write's transaction, with
+    /// the trial's row locked on PostgreSQL, so that no claim commits between the check and the write.
+    fn check_owner(&self, id: i64, number: u64) -> Result<(), Error> {
+        let lock = if self.db.is_postgres() { " FOR UPDATE" } else { "" };
+        let state = self.db.query(&format!("SELECT state FROM trials WHERE trial_id = ?1{lock}"), &[Val::I64(id)])?;
+        let state = state.first().and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
+        let attrs = self.db.query(
+            "SELECT key, value_json FROM trial_system_attributes WHERE trial_id = ?1 AND key IN ('tradesim_worker', 'tradesim_runs')",
+            &[Val::I64(id)],
+        )?;
+        let attr = |k: &str| {
+            attrs.iter().find(|r| r[0].text() == Some(k)).and_then(|r| serde_json::from_str::<Value>(r[1].text()?).ok())
+        };
+        let worker = attr("tradesim_worker").and_then(|v| v.as_str().map(str::to_owned));
+        let runs = attr("tradesim_runs").and_then(|v| v.as_u64());
+        let mine = self.claims.borrow().get(&number).copied();
+        if state != "RUNNING" {
+            return Err(Error::Study(format!("trial {number} is {state}: a write to a finished trial is refused")));
+        }
+        match (mine, runs) {
+            (Some(m), Some(r)) if m == r => Ok(()),
+            (None, None) => Ok(()),
+            (Some(m), _) => Err(Error::Study(format!(
+                "trial {number}: this worker's claim (run {m}) was taken over by {} (run {}) after this worker's \
+                 heartbeats went stale; its write is refused and the trial is left to its new worker",
+                worker.as_deref().unwrap_or("another worker"),
+                runs.unwrap_or(0)
+            ))),
+            (None, Some(r)) => Err(Error::Study(format!(
+                "trial {number} is claimed by {} (run {r}), not by this worker; its write is refused",
+                worker.as_deref().unwrap_or("another worker")
+            ))),
+        }
     }
 
     /// Records an epoch: the validation Sharpe as Optuna's intermediate value (step = epoch), the rest in
@@ -616,6 +740,7 @@ impl Study {
         let (value, kind) = typed(e.valid_sharpe);
         self.in_tx(|| {
             let id = self.trial_id(e.trial)?;
+            self.check_owner(id, e.trial)?;
             self.db.exec(
                 "INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type)
                  VALUES (?1, ?2, ?3, ?4) ON CONFLICT (trial_id, step) DO UPDATE SET
@@ -650,22 +775,22 @@ impl Study {
         Ok(())
     }
 
-    /// Marks a trial PRUNED at `epoch` with its metric there as its value (Optuna stores a pruned trial's
-    /// last intermediate value).
+    /// Records that a trial is pruned at `epoch` with its metric there as its value (Optuna stores a pruned
+    /// trial's last intermediate value). The trial stays RUNNING until [`Study::finish`] records its test
+    /// evaluation and checkpoint and makes it PRUNED in one transaction: Optuna's readers cache a finished
+    /// trial and never read it again, so it must leave RUNNING with everything it will ever have.
     pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
-            self.db.exec(
-                "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
-                &[Val::I64(id), "PRUNED".into(), Val::Time(now())],
-            )?;
+            self.check_owner(id, number)?;
             self.set_value(id, value)?;
             self.set_attr("trial_system_attributes", id, "tradesim_pruned_at", epoch.to_string())
         })
     }
 
-    /// Finishes a trial (COMPLETE with its value, FAIL when the value is NaN, or left PRUNED) with its test
-    /// evaluation and checkpoint as user attributes and its greedy test actions.
+    /// Finishes a trial with its test evaluation and checkpoint as user attributes and its greedy test
+    /// actions, then its state: PRUNED when it was pruned ([`Study::prune`], value already recorded),
+    /// otherwise COMPLETE with its value, FAIL when the value is NaN; all in one transaction.
     pub fn finish(
         &self,
         number: u64,
@@ -677,15 +802,12 @@ impl Study {
     ) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
-            let state = self.db.query("SELECT state FROM trials WHERE trial_id = ?1", &[Val::I64(id)])?;
-            if state.first().and_then(|r| r[0].text()) != Some("PRUNED") {
-                let state = if value.is_nan() { "FAIL" } else { "COMPLETE" };
-                self.db.exec(
-                    "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
-                    &[Val::I64(id), state.into(), Val::Time(now())],
-                )?;
-                self.set_value(id, value)?;
-            }
+            self.check_owner(id, number)?;
+            let pruned = self.db.query(
+                "SELECT COUNT(*) FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_pruned_at'",
+                &[Val::I64(id)],
+            )?;
+            let pruned = pruned.first().and_then(|r| r[0].i64()).unwrap_or(0) > 0;
             for (key, v) in [
                 ("test_return", json!(nan_to_null(test_return))),
                 ("test_sharpe", json!(nan_to_null(test_sharpe))),
@@ -697,6 +819,18 @@ impl Study {
                 "INSERT INTO tradesim_test_actions (trial_id, actions) VALUES (?1, ?2)
                  ON CONFLICT (trial_id) DO UPDATE SET actions = excluded.actions",
                 &[Val::I64(id), test_actions.into()],
+            )?;
+            let state = match (pruned, value.is_nan()) {
+                (true, _) => "PRUNED",
+                (false, true) => "FAIL",
+                (false, false) => "COMPLETE",
+            };
+            if !pruned {
+                self.set_value(id, value)?;
+            }
+            self.db.exec(
+                "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
+                &[Val::I64(id), state.into(), Val::Time(now())],
             )?;
             Ok(())
         })
@@ -805,33 +939,85 @@ impl Study {
     }
 
     /// Claims trials for `worker`: `claims` holds each trial's number and its claims so far (its
-    /// [`TrialRecord::runs`], 0 for a new trial), counted up by one; writes their heartbeats (in the caller's
-    /// transaction, or one of its own).
-    pub fn claim_for(&self, claims: &[(u64, u64)], worker: &str) -> Result<(), Error> {
+    /// [`TrialRecord::runs`], 0 for a new trial), counted up by one; records the worker's name and process
+    /// and writes their heartbeats (in the caller's transaction, or one of its own). This handle's writes to
+    /// them are accepted until another claim replaces this one.
+    pub fn claim_for(&self, claims: &[(u64, u64)], worker: &Worker) -> Result<(), Error> {
         self.in_tx(|| {
             for &(n, runs) in claims {
                 let id = self.trial_id(n)?;
-                self.set_attr("trial_system_attributes", id, "tradesim_worker", json!(worker).to_string())?;
+                self.set_attr("trial_system_attributes", id, "tradesim_worker", json!(worker.name).to_string())?;
                 self.set_attr("trial_system_attributes", id, "tradesim_runs", (runs + 1).to_string())?;
+                match &worker.process {
+                    Some(p) => self.set_attr("trial_system_attributes", id, "tradesim_worker_process", json!(p).to_string())?,
+                    None => {
+                        self.db.exec(
+                            "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_worker_process'",
+                            &[Val::I64(id)],
+                        )?;
+                    }
+                }
+                self.claims.borrow_mut().insert(n, runs + 1);
             }
-            self.beat(&claims.iter().map(|c| c.0).collect::<Vec<_>>())
+            self.beat(&claims.iter().map(|c| c.0).collect::<Vec<_>>(), worker)
         })
     }
 
-    /// Writes the heartbeats of trials `numbers` (now).
-    pub fn beat(&self, numbers: &[u64]) -> Result<(), Error> {
-        let t = now();
+    /// Writes the heartbeats of those of trials `numbers` that `worker` holds (its name and process are the
+    /// trial's), at the database's time (Optuna's `trial_heartbeats`, which it also writes with the
+    /// database's `now()`): a worker's clock never decides whether a trial is stale.
+    pub fn beat(&self, numbers: &[u64], worker: &Worker) -> Result<(), Error> {
+        let name = json!(worker.name).to_string();
+        let process = worker.process.as_ref().map(|p| json!(p).to_string());
+        let sql = format!(
+            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, {})
+             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+            db_now(&self.db)
+        );
         self.in_tx(|| {
             for &n in numbers {
                 let id = self.trial_id(n)?;
-                self.db.exec(
-                    "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2)
-                     ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-                    &[Val::I64(id), Val::Time(t.clone())],
+                let holder = self.db.query(
+                    "SELECT key, value_json FROM trial_system_attributes WHERE trial_id = ?1
+                     AND key IN ('tradesim_worker', 'tradesim_worker_process')",
+                    &[Val::I64(id)],
                 )?;
+                let attr = |k: &str| holder.iter().find(|r| r[0].text() == Some(k)).and_then(|r| r[1].text());
+                if attr("tradesim_worker") == Some(name.as_str())
+                    && attr("tradesim_worker_process") == process.as_deref()
+                {
+                    self.db.exec(&sql, &[Val::I64(id)])?;
+                }
             }
             Ok(())
         })
+    }
+
+    /// The database's time `seconds` ago, in the format of [`TrialRecord::heartbeat`]: the cutoff before
+    /// which a heartbeat is stale, on the clock that wrote it.
+    pub fn db_time_ago(&self, seconds: f64) -> Result<String, Error> {
+        let rows = if self.db.is_postgres() {
+            self.db.query("SELECT (now() AT TIME ZONE 'UTC') - make_interval(secs => ?1)", &[Val::F64(seconds)])?
+        } else {
+            self.db.query(
+                "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', ?1) || '000'",
+                &[format!("-{seconds:.3} seconds").into()],
+            )?
+        };
+        rows.first()
+            .and_then(|r| r[0].text().map(str::to_owned))
+            .ok_or_else(|| Error::Study("the database did not tell its time".to_owned()))
+    }
+
+    /// The process of the worker that last claimed each trial, where recorded ([`WorkerProcess`]).
+    pub fn worker_processes(&self) -> Result<BTreeMap<u64, WorkerProcess>, Error> {
+        let rows = self.db.query(
+            "SELECT t.number, a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
+             WHERE t.study_id = ?1 AND a.key = 'tradesim_worker_process'",
+            &[Val::I64(self.study_id)],
+        )?;
+        // A record this version cannot read proves nothing: that trial's heartbeat decides.
+        Ok(rows.iter().filter_map(|r| Some((i64_of(&r[0]) as u64, serde_json::from_str(r[1].text()?).ok()?))).collect())
     }
 
     /// Every epoch of every trial.
@@ -869,6 +1055,7 @@ impl Study {
     pub fn set_valid_actions(&self, number: u64, actions: &[u8]) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
+            self.check_owner(id, number)?;
             self.db.exec(
                 "INSERT INTO tradesim_valid_actions (trial_id, actions) VALUES (?1, ?2)
                  ON CONFLICT (trial_id) DO UPDATE SET actions = excluded.actions",
