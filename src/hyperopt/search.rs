@@ -276,7 +276,8 @@ type Claim = (u64, Params, Vec<u64>);
 
 /// This process as a worker: named `host:pid`, or `TRADESIM_WORKER_ID` when set (a name that says which host
 /// or container, for machines whose host names are not unique), with its process ([`WorkerProcess`]: boot
-/// id, PID namespace and PID) whatever its name, the proof [`gone`] needs.
+/// id, PID namespace and PID) whatever its name: the proof another worker needs before a process check may
+/// tell it that this one is gone.
 pub fn worker_id() -> Worker {
     let name = std::env::var("TRADESIM_WORKER_ID").unwrap_or_else(|_| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
