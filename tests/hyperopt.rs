@@ -1039,3 +1039,45 @@ fn a_trial_that_keeps_stopping_its_worker_fails_after_max_runs() {
     assert!(reason.contains("each of its 2 runs") && reason.contains("max_runs"), "{reason}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A worker whose heartbeats keep failing (a trigger refuses every heartbeat update once its trials train)
+/// retries, then, after `stale_seconds` without a beat, stops its trials rather than training on while
+/// another worker may take them over: the search ends with an error that says why, its trials unfinished.
+#[test]
+fn a_worker_whose_heartbeats_keep_failing_stops_its_trials() {
+    let dir = temp_dir("beats-lost");
+    let cfg = dir.join("search.toml");
+    std::fs::write(
+        &cfg,
+        "[study]\ntrials = 2\nparallel = 2\nepochs = 400\nstartup_trials = 2\nenvs = 4\nsegment_len = 24\nseed = 9\n\
+         heartbeat_seconds = 0.1\nstale_seconds = 0.5\n[space]\nhidden = 8\nbatch = 16\n",
+    )
+    .unwrap();
+    let study = dir.join("study.sqlite");
+    let child = Command::new(bin())
+        .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !open(&study).and_then(|s| s.epochs()).is_ok_and(|e| !e.is_empty()) {
+        assert!(started.elapsed() < Duration::from_secs(60), "the worker never trained an epoch");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Connection::open(&study)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER no_beats BEFORE UPDATE ON trial_heartbeats
+             BEGIN SELECT RAISE(ABORT, 'heartbeat refused by the test'); END;",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("heartbeats failed for") && stderr.contains("heartbeat refused by the test"), "{stderr}");
+    let trials = open(&study).unwrap().trials().unwrap();
+    assert!(trials.iter().all(|t| t.status == "running" && t.checkpoint.is_none()), "{trials:#?}");
+    assert!(open(&study).unwrap().epochs().unwrap().len() < 2 * 400, "the trials trained on");
+    std::fs::remove_dir_all(dir).unwrap();
+}
