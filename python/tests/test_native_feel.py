@@ -330,3 +330,27 @@ def test_env_parameters_are_checked_and_named():
         tradesim.VectorEnv(tradesim.synthetic(500), trials=0, device="cpu")
     with pytest.raises(tradesim.ConfigError, match="autoreset_mode"):
         vec(autoreset_mode="disabled")
+
+
+# --- 4. Results ------------------------------------------------------------------------------------
+
+
+def test_metrics_are_indexed_by_the_windows_with_integer_counts():
+    run = tradesim.backtest(bars_frame(), fast=[5, 10], slow=[20, 40], trades=True, columns="all", device="cpu")
+    assert run.metrics.index.names == ["fast", "slow"]
+    assert sorted(run.metrics.index) == [(5, 20), (5, 40), (10, 20), (10, 40)]
+    for count in ("rank", "trades", "bars", "max_drawdown_bars"):
+        assert run.metrics[count].dtype == np.int64, count
+    assert (run.metrics["bars"] == 399).all(), "per-bar returns: n - 1 for 400 bars"
+    per_column = run.trades.groupby(["fast", "slow"]).size()
+    assert per_column.to_dict() == run.metrics["trades"][run.metrics["trades"] > 0].to_dict()
+    assert set(run.trades["exit_reason"]) <= {"signal", "end_of_data"} and set(run.trades["side"]) <= {"long", "short"}
+
+
+def test_a_series_of_closes_is_bars_whose_open_high_low_are_the_close():
+    frame = bars_frame()
+    closes = frame["close"].rename("EURUSD")
+    flat = frame.assign(open=frame["close"], high=frame["close"], low=frame["close"]).drop(columns="volume")
+    run = tradesim.backtest(closes, fast=10, slow=40, equity=True, device="cpu")
+    same_metrics(run, tradesim.backtest(flat, fast=10, slow=40, device="cpu"))
+    assert run.equity.index.equals(closes.index)

@@ -67,8 +67,10 @@ def test_backtest_equals_the_cli_bit_for_bit(tmp_path):
     run = tradesim.backtest(tradesim.embedded(), fast=range(5, 16, 5), slow=range(20, 41, 10), device="cpu")
     ours = run.metrics
     assert len(ours) == len(theirs["fast"]) == 9
-    assert list(ours["fast"]) == [int(x) for x in theirs["fast"]]
+    assert ours.index.names == ["fast", "slow"]
+    assert list(ours.index) == [(int(f), int(s)) for f, s in zip(theirs["fast"], theirs["slow"])]
     assert list(ours["rank"]) == [int(x) for x in theirs["rank"]]
+    assert ours["trades"].dtype == np.int64 and ours["bars"].dtype == np.int64
     metric_names = [k for k in theirs if k not in ("fast", "slow", "rank")]
     assert {"sharpe", "total_return", "max_drawdown", "trades"} <= set(metric_names)
     for name in metric_names:
@@ -98,15 +100,19 @@ def test_trades_and_equity_match_the_cli_exports(tmp_path):
     )
     run = tradesim.backtest(tradesim.embedded(), fast=10, slow=30, trades=True, equity=True, device="cpu")
     theirs = read_cli_csv(trades_csv)
-    assert len(run.trades) == len(theirs["pnl"]) == int(run.metrics["trades"][0]) > 0
+    assert len(run.trades) == len(theirs["pnl"]) == run.metrics.loc[(10, 30), "trades"] > 0
     assert list(run.trades["pnl"]) == [float(x) for x in theirs["pnl"]]
     assert list(run.trades["side"]) == theirs["side"]
+    assert list(run.trades["exit_reason"]) == [
+        {"Signal": "signal", "EndOfData": "end_of_data"}[r] for r in theirs["exit_reason"]
+    ]
+    assert (run.trades["fast"] == 10).all() and (run.trades["slow"] == 30).all()
     assert list(run.trades["entry_time"]) == list(pd.to_datetime(theirs["entry_time"], utc=True))
     eq_theirs = read_cli_csv(equity_csv)
     assert list(run.equity["sma_10_30"]) == [float(x) for x in eq_theirs["sma_10_30"]]
     assert isinstance(run.equity.index, pd.DatetimeIndex)
     total = run.equity["sma_10_30"].iloc[-1] / 100_000 - 1
-    assert abs(total - run.metrics["total_return"][0]) < 1e-9
+    assert abs(total - run.metrics.loc[(10, 30), "total_return"]) < 1e-9
 
 
 def test_money_parameters_are_exact_decimals():

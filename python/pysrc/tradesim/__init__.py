@@ -18,7 +18,8 @@ import importlib.util
 import json
 import math
 import os
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+import re
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -47,6 +48,11 @@ __all__ = [
 
 #: What ``time_unit=`` accepts for an integer time column (the CLI's rule, ``src/data/time.rs``).
 TIME_UNITS = ("YYYYMMDD", "s", "ms", "us", "ns")
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .envs import TradingEnv, VectorEnv
 
 __version__ = _native.__version__
 
@@ -124,8 +130,12 @@ def _load(
     pd = _pandas()
     if isinstance(data, Mapping):
         data = pd.DataFrame(dict(data))
+    if isinstance(data, pd.Series):
+        # Closes only: each bar's open, high and low are its close, so an order fills at the next close.
+        close = pd.to_numeric(data)
+        data = pd.DataFrame({"open": close, "high": close, "low": close, "close": close}, index=data.index)
     if not isinstance(data, pd.DataFrame):
-        raise TypeError(f"data: expected a DataFrame, a dict of arrays or a path, got {type(data).__name__}")
+        raise TypeError(f"data: expected a DataFrame, a Series of closes, a dict of arrays or a path, got {type(data).__name__}")
     headers: list[str] = []
     columns: list[tuple[str, Any]] = []
     index = data.index
@@ -173,7 +183,11 @@ def load(
     repair: Iterable[str] = (),
     name: Optional[str] = None,
 ) -> Bars:
-    """Validated bars from a DataFrame, a dict of numpy arrays, a CSV or Parquet path, or :class:`Bars`.
+    """Validated bars from a DataFrame, a Series of closes, a dict of numpy arrays, a CSV or Parquet path,
+    or :class:`Bars`.
+
+    A Series holds closes only: each bar's open, high and low are taken as its close, so an order decided
+    on a bar fills at the next bar's close (with half the spread), and there is no volume.
 
     **Time.** Any ``DatetimeIndex`` is the time, whatever its name. Otherwise the time is a column named
     ``time``, ``date``, ``datetime``, ``timestamp``, ... (any case), or, when there is none, the index (a
@@ -266,6 +280,36 @@ def _frame(columns: Optional[Sequence[tuple[str, Any]]]):
     return frame
 
 
+# Metrics that count (trades, bars): integers, as pandas users expect of counts.
+_COUNTS = ("rank", "trades", "bars", "max_drawdown_bars")
+
+
+def _metrics(frame: Any) -> Any:
+    """One row per grid column, indexed by ``(fast, slow)``, counts as integers."""
+    for name in _COUNTS:
+        if name in frame and frame[name].notna().all():
+            frame[name] = frame[name].astype(np.int64)
+    return frame.set_index(["fast", "slow"])
+
+
+def _snake(text: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", text).lower()
+
+
+def _trades(frame: Any) -> Any:
+    """The ledger with each trade's ``fast``/``slow`` beside ``column``, and ``exit_reason`` in the lower
+    case of ``side`` (``signal``, ``end_of_data``, ...)."""
+    if frame is None:
+        return None
+    if "column" in frame:
+        windows = frame["column"].str.extract(r"^sma_(\d+)_(\d+)$").astype(np.int64)
+        frame.insert(1, "fast", windows[0])
+        frame.insert(2, "slow", windows[1])
+    if "exit_reason" in frame:
+        frame["exit_reason"] = [_snake(str(r)) for r in frame["exit_reason"]]
+    return frame
+
+
 def _symbol(bars: Bars, symbol: Optional[str]) -> Optional[str]:
     """The symbol to run: ``symbol``, refused unless the data has it, or the data's only one."""
     names = bars.symbols
@@ -331,12 +375,16 @@ def _on_caller_times(frame: Any, origin: Optional[_TimeOrigin]) -> Any:
 class BacktestRun:
     """What :func:`backtest` returns."""
 
-    #: One row per grid column: ``fast``, ``slow``, ``rank`` (by Sharpe, 1 = best) and every metric.
-    metrics: Any
-    #: The trade ledger of the selected columns (``column`` names them ``sma_FAST_SLOW``), or None.
-    trades: Any
-    #: Per-bar equity of the selected columns, indexed by time, or None.
-    equity: Any
+    #: One row per grid column, indexed by ``(fast, slow)``: ``rank`` (by Sharpe, 1 = best) and every
+    #: metric (``trades``, ``bars``, ``max_drawdown_bars`` are integers; returns are fractions, 0.01 = 1%).
+    metrics: pd.DataFrame
+    #: The trade ledger of the selected columns (``column`` names them ``sma_FAST_SLOW``, ``fast`` and
+    #: ``slow`` give the windows; ``side`` is ``long``/``short``, ``exit_reason`` ``signal``,
+    #: ``end_of_data``, ...), or None.
+    trades: Optional[pd.DataFrame]
+    #: Per-bar equity of the selected columns (one column ``sma_FAST_SLOW`` each, flat labels so that
+    #: ``df.join`` works) on the caller's time index, or None.
+    equity: Optional[pd.DataFrame]
     #: The backend that ran it (``cpu`` or ``cuda``).
     device: str
     #: Wall seconds of the grid.
@@ -371,6 +419,17 @@ def backtest(
 ) -> BacktestRun:
     """An SMA-crossover grid (every ``fast`` x ``slow`` pair with ``slow > fast``) over one symbol's bars,
     ranked by Sharpe, exactly as ``tradesim backtest`` runs it (the defaults are the CLI's).
+
+    **Fills and costs.** The signal is decided at bar t's close and fills at bar t+1's open: buys at
+    ``open x (1 + spread/2)``, sells at ``open x (1 - spread/2)``, plus ``commission x |notional|`` in cash;
+    a reversal is a close and an open at the same fill. ``spread`` and ``commission`` are fractions
+    (0.0001 = 1 basis point), ``capital`` in the quote currency; an open invests all the equity
+    (``whole_units=True`` floors to whole units). Without ``allow_short`` a short signal goes flat.
+
+    **Results.** ``metrics`` is indexed by ``(fast, slow)``; returns and drawdowns are fractions (0.01 =
+    1%), ``annual_*`` and ``sharpe``/``sortino`` annualized with ``bars_per_year`` (inferred from the
+    times: 252 x the median bars per day, unless given); ``trades``, ``bars`` (per-bar returns, n - 1) and
+    ``max_drawdown_bars`` are integers; ``total_costs`` and ``final_equity`` are money.
 
     ``signal`` is ``"cross"`` (act on crossover events) or ``"state"`` (follow the side of the averages).
     Money parameters (``spread``, ``commission``, ``capital``) are exact decimals: pass strings or
@@ -416,8 +475,8 @@ def backtest(
             _text("device", device),
         )
     return BacktestRun(
-        metrics=_frame(out["metrics"]),
-        trades=_on_caller_times(_frame(out["trades"]), origin),
+        metrics=_metrics(_frame(out["metrics"])),
+        trades=_trades(_on_caller_times(_frame(out["trades"]), origin)),
         equity=_equity_on_caller_index(_frame(out["equity"]), origin, out["symbol"]),
         device=out["device"],
         seconds=out["seconds"],
@@ -434,7 +493,7 @@ class HyperoptRun:
 
     #: Every trial, best first (complete, then pruned, then failed): number, status, value, the test
     #: metrics and the sampled parameters.
-    leaderboard: Any
+    leaderboard: pd.DataFrame
     #: The study's storage URL (its password masked) and name: Optuna opens it with
     #: ``optuna.load_study(study_name=..., storage=...)`` (with the real password).
     storage: str

@@ -7,17 +7,6 @@ import numpy.typing as npt
 
 __version__: str
 
-class DataError(ValueError):
-    """Market data tradesim refuses. ``findings``: one dict per finding with ``file``, ``row`` (the
-    DataFrame position, 0-based; the line number for a CSV file), ``index`` (the DataFrame's index label),
-    ``column``, ``class`` (``non-finite``, ``high-below-low``, ...), ``severity`` and ``message``."""
-
-    findings: list[dict[str, Any]]
-
-class TradesimError(RuntimeError):
-    """A failure that is not about the input: the study's database, a file that cannot be written, the
-    driver."""
-
 class Bars:
     """Validated bars (one series per symbol)."""
 
@@ -42,6 +31,7 @@ def load_columns(
     default_symbol: str,
     drop: Sequence[str],
     repair: Sequence[str],
+    time_unit: Optional[str] = None,
 ) -> Bars: ...
 def load_file(path: str, drop: Sequence[str], repair: Sequence[str]) -> Bars: ...
 def embedded() -> Bars: ...
@@ -76,6 +66,7 @@ def hyperopt(
     load_if_exists: bool,
     report: Optional[str],
     device: str,
+    config_name: str = "config",
 ) -> dict[str, Any]: ...
 
 class VectorEnv:
