@@ -72,9 +72,7 @@ fn tpe_draws_near_the_good_trials_and_the_liar_pushes_a_batch_away_from_running_
             params: [("w_cost".to_owned(), 0.3)].into(),
             loss: None,
         }));
-        (0..40u64)
-            .map(|seed| (sample(&space, &trials, opts, seed, 100).unwrap()["w_cost"] - 0.3).abs())
-            .sum::<f64>()
+        (0..40u64).map(|seed| (sample(&space, &trials, opts, seed, 100).unwrap()["w_cost"] - 0.3).abs()).sum::<f64>()
             / 40.0
     };
     let liar = TpeOptions::default();

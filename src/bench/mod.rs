@@ -13,6 +13,8 @@
 //!   with the GPU's utilization sampled through NVML.
 //! - W7 evidence: PBO by CSCV over 1,024 trials x 45,000 bars of noise returns, 16 blocks (12,870 splits),
 //!   on the CPU.
+//! - W8 sampler: the search's TPE against random search on Hartmann6, Branin and a 10-dimensional mixed
+//!   space, 40 seeds, batches K = 1, 5, 64 and 1,024 (docs/SAMPLER.md).
 
 mod report;
 mod search;
@@ -26,6 +28,7 @@ use report::Profile;
 mod end_to_end;
 mod evidence;
 mod load;
+mod sampler;
 
 use gpu_kernels::rng::draw_below;
 
@@ -584,6 +587,8 @@ pub enum Workload {
     Search,
     /// W7: PBO by CSCV over 1,024 trials x 45,000 bars (12,870 splits) on the CPU.
     Evidence,
+    /// W8: the sampler (TPE vs random search) on standard functions, K = 1 to 1,024.
+    Sampler,
     /// Every workload.
     #[default]
     All,
@@ -598,7 +603,7 @@ pub fn run(
     vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
-        Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence"],
+        Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence", "sampler"],
         Workload::Load => &["load"],
         Workload::Experience => &["experience"],
         Workload::Backtest => &["backtest"],
@@ -607,6 +612,7 @@ pub fn run(
         Workload::Learners => &["dqn", "ppo"],
         Workload::Search => &["search"],
         Workload::Evidence => &["evidence"],
+        Workload::Sampler => &["sampler"],
     };
     let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     if let Some(k) = trials {
@@ -630,6 +636,7 @@ pub fn run(
             "ppo" => ppo(&backends, &sizes)?,
             "search" => search::search(&backends, quick)?,
             "evidence" => evidence::cscv(sizes.cscv)?,
+            "sampler" => sampler::sampler(quick)?,
             "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
             _ => dqn(&backends, &sizes, || monitor.sample())?,
         });

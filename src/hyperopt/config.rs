@@ -125,8 +125,6 @@ pub struct StudyConfig {
     /// Uniform trials before TPE (Optuna's `n_startup_trials`; the key `startup_trials` is an alias).
     #[serde(rename = "n_startup_trials", alias = "startup_trials")]
     pub startup_trials: usize,
-    /// Pruning rule.
-    pub prune: PruneRule,
     /// TPE's candidates per sample (Optuna's `n_ei_candidates`).
     pub n_ei_candidates: usize,
     /// The cap of TPE's good set: `min(ceil(0.1 n), gamma)` (Optuna's `default_gamma`).
@@ -135,6 +133,8 @@ pub struct StudyConfig {
     pub multivariate: bool,
     /// Running and claimed trials count as bad for TPE (Optuna's `constant_liar`).
     pub constant_liar: bool,
+    /// Pruning rule.
+    pub prune: PruneRule,
     /// Median pruning starts once this many trials are complete (Optuna's `n_startup_trials`).
     pub prune_startup_trials: usize,
     /// Median pruning never acts before this epoch (Optuna's `n_warmup_steps`).

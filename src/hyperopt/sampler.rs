@@ -4,7 +4,7 @@
 //! rest ("above"); with `constant_liar` the running trials join the above set, so that trials sampled
 //! before others finish are pushed away from them. Each set is fitted with a mixture of kernels, one per
 //! trial plus a prior over the whole range (Optuna's `prior_weight` 1, centred mid-range, as wide as the
-//! range), older trials weighted down ([`parzen::default_weights`]); `n_ei_candidates` points drawn from the
+//! range), older trials weighted down (Optuna's `default_weights`); `n_ei_candidates` points drawn from the
 //! below mixture are ranked by the ratio of the two densities and the best is taken. `multivariate` fits one
 //! joint mixture over all dimensions (the space is fixed per study, so Optuna's `group` decomposition never
 //! applies); otherwise each dimension is sampled on its own. Log ranges are searched on the log scale,

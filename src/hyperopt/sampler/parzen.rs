@@ -265,7 +265,7 @@ mod tests {
         // Integer masses of a range sum to 1.
         let ints = [Axis::Numeric { low: 1.0, high: 6.0, log: true, step: Some(1.0) }];
         let pe = ParzenEstimator::new(&[vec![2.0], vec![5.0]], &ints);
-        let total: f64 = (1..=6).map(|v| pe.log_pdf(&[v as f64]).exp()).sum();
+        let total: f64 = (1..=6).map(|v| pe.log_pdf(&[f64::from(v)]).exp()).sum();
         assert!((total - 1.0).abs() < 1e-12, "{total}");
     }
 }
