@@ -702,6 +702,11 @@ impl Study {
     /// never claimed it (a study written directly, as the tests do). Called in the write's transaction, with
     /// the trial's row locked on PostgreSQL, so that no claim commits between the check and the write.
     fn check_owner(&self, id: i64, number: u64) -> Result<(), Error> {
+        if self.db.is_postgres() {
+            // The table lock a claim conflicts with first (it waits for a claim in flight, and a claim for
+            // it), then the row: taking the row first could deadlock with a takeover of this trial.
+            self.db.batch("LOCK TABLE trials IN ROW EXCLUSIVE MODE")?;
+        }
         let lock = if self.db.is_postgres() { " FOR UPDATE" } else { "" };
         let state = self.db.query(&format!("SELECT state FROM trials WHERE trial_id = ?1{lock}"), &[Val::I64(id)])?;
         let state = state.first().and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
