@@ -400,10 +400,12 @@ pub fn dqn(
                 Ok(crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())?)
             })?;
             if let Some(p) = profile {
-                let ms: f64 = p.kernels.iter().filter(|k| k.0.starts_with("greedy_walk")).map(|k| k.2).sum();
+                use gpu_kernels::kernel_names::{GREEDY_WALK, GREEDY_WALK_REGS};
+                let walk = |k: &&(String, usize, f64)| k.0 == GREEDY_WALK || k.0 == GREEDY_WALK_REGS;
+                let ms: f64 = p.kernels.iter().filter(walk).map(|k| k.2).sum();
                 let bars = actions.len() / sizes.trials.max(1);
                 row = row.with_note(format!(
-                    "greedy_walk kernel {ms:.1} ms of {:.1} ms ({:.2} us per bar)",
+                    "walk kernel {ms:.1} ms of {:.1} ms ({:.2} us per bar)",
                     1e3 * seconds,
                     1e3 * ms / bars.max(1) as f64
                 ));

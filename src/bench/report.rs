@@ -42,7 +42,7 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
     /// (kernel, launches, milliseconds).
-    pub kernels: Vec<(&'static str, usize, f64)>,
+    pub kernels: Vec<(String, usize, f64)>,
     /// FLOP/s of the FMA reference kernel.
     pub fma_peak: f64,
 }

@@ -10,45 +10,71 @@ use gpu_kernels::kernel_names;
 
 use crate::HostError;
 
-/// Every kernel of the module, resolved once when the runtime starts.
+/// A kernel of the module: its function and its name (launch errors and profiles name it).
 #[derive(Debug)]
-pub(crate) struct Kernels {
-    pub(crate) env_scan: CudaFunction,
-    pub(crate) observe: CudaFunction,
-    pub(crate) reward_chunk_moments: CudaFunction,
-    pub(crate) reward_merge: CudaFunction,
-    pub(crate) reward_normalize: CudaFunction,
-    pub(crate) sample_transitions: CudaFunction,
-    pub(crate) vector_reset: CudaFunction,
-    pub(crate) vector_check: CudaFunction,
-    pub(crate) vector_step: CudaFunction,
-    pub(crate) backtest: CudaFunction,
-    pub(crate) gemm_tiles: CudaFunction,
-    pub(crate) mlp_chain: CudaFunction,
-    pub(crate) mlp_chain_wide: CudaFunction,
-    pub(crate) mlp_rows: CudaFunction,
-    pub(crate) mlp_rows_wide: CudaFunction,
-    pub(crate) mlp_backward: CudaFunction,
-    pub(crate) mlp_gradients: CudaFunction,
-    pub(crate) dqn_select: CudaFunction,
-    pub(crate) dqn_act: CudaFunction,
-    pub(crate) dqn_td: CudaFunction,
-    pub(crate) dqn_adam: CudaFunction,
-    pub(crate) greedy_walk: CudaFunction,
-    pub(crate) greedy_walk_regs: CudaFunction,
-    pub(crate) fma_peak: CudaFunction,
-    pub(crate) ppo_select: CudaFunction,
-    pub(crate) ppo_act: CudaFunction,
-    pub(crate) ppo_gae: CudaFunction,
-    pub(crate) ppo_gather: CudaFunction,
-    pub(crate) ppo_loss: CudaFunction,
-    pub(crate) ppo_grad: CudaFunction,
-    pub(crate) ppo_norm: CudaFunction,
-    pub(crate) ppo_adam: CudaFunction,
+pub(crate) struct Kernel {
+    pub(crate) function: CudaFunction,
+    pub(crate) name: &'static str,
 }
 
+impl Kernel {
+    fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<Self, HostError> {
+        let function = module.load_function(name).map_err(|_| HostError::MissingKernel { name })?;
+        Ok(Self { function, name })
+    }
+
+    /// The kernel's launch label: its name alone.
+    pub(crate) fn label(&self) -> Label {
+        Label { kernel: self.name, stage: None }
+    }
+
+    /// The kernel's launch label for `stage`, where one kernel runs several stages.
+    pub(crate) fn at(&self, stage: &'static str) -> Label {
+        Label { kernel: self.name, stage: Some(stage) }
+    }
+}
+
+/// What a launch is recorded as (the last kernel of a stream, the profile's rows): its kernel's name and,
+/// where one kernel runs several stages, the stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Label {
+    pub(crate) kernel: &'static str,
+    pub(crate) stage: Option<&'static str>,
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stage {
+            Some(stage) => write!(f, "{} {stage}", self.kernel),
+            None => f.write_str(self.kernel),
+        }
+    }
+}
+
+/// [`Kernels`] from the list of [`gpu_kernels::for_each_kernel`].
+macro_rules! kernel_table {
+    ($($(#[$doc:meta])* $shim:ident $name:ident;)*) => {
+        /// Every kernel of the module, resolved once when the runtime starts.
+        #[derive(Debug)]
+        pub(crate) struct Kernels {
+            $(
+                #[doc = concat!("`", stringify!($shim), "` (`gpu_kernels::kernel_names::", stringify!($name), "`).")]
+                pub(crate) $shim: Kernel,
+            )*
+        }
+
+        impl Kernels {
+            /// Resolves every kernel in `module`.
+            fn load(module: &Arc<CudaModule>) -> Result<Self, HostError> {
+                Ok(Self { $($shim: Kernel::load(module, kernel_names::$name)?,)* })
+            }
+        }
+    };
+}
+gpu_kernels::for_each_kernel!(kernel_table);
+
 /// A launch bracketed by timing events: kernel name, start, end.
-type TimedLaunch = (&'static str, CudaEvent, CudaEvent);
+type TimedLaunch = (Label, CudaEvent, CudaEvent);
 
 /// A CUDA device with the PTX module loaded.
 #[derive(Debug)]
@@ -114,65 +140,32 @@ impl CudaRuntime {
             arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
             reason: e.to_string(),
         })?;
-        let load = |name: &'static str| module.load_function(name).map_err(|_| HostError::MissingKernel { name });
-        let kernels = Kernels {
-            env_scan: load(kernel_names::ENV_SCAN)?,
-            observe: load(kernel_names::OBSERVE)?,
-            reward_chunk_moments: load(kernel_names::REWARD_CHUNK_MOMENTS)?,
-            reward_merge: load(kernel_names::REWARD_MERGE)?,
-            reward_normalize: load(kernel_names::REWARD_NORMALIZE)?,
-            sample_transitions: load(kernel_names::SAMPLE_TRANSITIONS)?,
-            vector_reset: load(kernel_names::VECTOR_RESET)?,
-            vector_check: load(kernel_names::VECTOR_CHECK)?,
-            vector_step: load(kernel_names::VECTOR_STEP)?,
-            backtest: load(kernel_names::BACKTEST)?,
-            gemm_tiles: load(kernel_names::GEMM_TILES)?,
-            mlp_chain: load(kernel_names::MLP_CHAIN)?,
-            mlp_chain_wide: load(kernel_names::MLP_CHAIN_WIDE)?,
-            mlp_rows: load(kernel_names::MLP_ROWS)?,
-            mlp_rows_wide: load(kernel_names::MLP_ROWS_WIDE)?,
-            mlp_backward: load(kernel_names::MLP_BACKWARD)?,
-            mlp_gradients: load(kernel_names::MLP_GRADIENTS)?,
-            dqn_select: load(kernel_names::DQN_SELECT)?,
-            dqn_act: load(kernel_names::DQN_ACT)?,
-            dqn_td: load(kernel_names::DQN_TD)?,
-            dqn_adam: load(kernel_names::DQN_ADAM)?,
-            greedy_walk: load(kernel_names::GREEDY_WALK)?,
-            greedy_walk_regs: load(kernel_names::GREEDY_WALK_REGS)?,
-            fma_peak: load(kernel_names::FMA_PEAK)?,
-            ppo_select: load(kernel_names::PPO_SELECT)?,
-            ppo_act: load(kernel_names::PPO_ACT)?,
-            ppo_gae: load(kernel_names::PPO_GAE)?,
-            ppo_gather: load(kernel_names::PPO_GATHER)?,
-            ppo_loss: load(kernel_names::PPO_LOSS)?,
-            ppo_grad: load(kernel_names::PPO_GRAD)?,
-            ppo_norm: load(kernel_names::PPO_NORM)?,
-            ppo_adam: load(kernel_names::PPO_ADAM)?,
-        };
+        let kernels = Kernels::load(&module)?;
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(HostError::driver("reading the multiprocessor count"))?;
         let shared_per_block = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(HostError::driver("reading the shared memory per block"))?;
-        for (kernel, what) in [
-            (&kernels.greedy_walk, "the greedy walk"),
-            (&kernels.greedy_walk_regs, "the register walk"),
-            (&kernels.mlp_chain, "the fused layers"),
-            (&kernels.mlp_chain_wide, "the wide fused layers"),
-            (&kernels.dqn_act, "the fused DQN acting"),
-            (&kernels.ppo_act, "the fused PPO acting"),
-            (&kernels.mlp_rows, "the staged products"),
-            (&kernels.mlp_rows_wide, "the wide staged products"),
-            (&kernels.mlp_backward, "the fused backward pass"),
-            (&kernels.mlp_gradients, "the fused gradients"),
+        for kernel in [
+            &kernels.greedy_walk,
+            &kernels.greedy_walk_regs,
+            &kernels.mlp_chain,
+            &kernels.mlp_chain_wide,
+            &kernels.dqn_act,
+            &kernels.ppo_act,
+            &kernels.mlp_rows,
+            &kernels.mlp_rows_wide,
+            &kernels.mlp_backward,
+            &kernels.mlp_gradients,
         ] {
             kernel
+                .function
                 .set_attribute(
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     shared_per_block,
                 )
-                .map_err(HostError::driver(format!("allowing {what} its shared memory")))?;
+                .map_err(HostError::driver(format!("allowing {} its shared memory", kernel.name)))?;
         }
         Ok(Self {
             ctx,
@@ -302,7 +295,7 @@ impl CudaRuntime {
         self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 
-    /// Notes `kernel` (a kernel name, or a label that starts with one) as the last launched on `stream`.
+    /// Notes `kernel` as the last kernel launched on `stream`.
     pub(crate) fn launched(&self, stream: &CudaStream, kernel: &'static str) {
         let key = stream.cu_stream() as usize;
         let mut last = self.last_kernels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -312,38 +305,39 @@ impl CudaRuntime {
         }
     }
 
-    /// The kernel launched last on `stream` (its launch label), if any: what a kernel launched next may
-    /// overlap under programmatic dependent launch (only a kernel just before it, never a copy).
+    /// The name of the kernel launched last on `stream`, if any: what a kernel launched next may overlap
+    /// under programmatic dependent launch (only a kernel just before it, never a copy).
     pub(crate) fn last_kernel(&self, stream: &CudaStream) -> Option<&'static str> {
         let key = stream.cu_stream() as usize;
         let last = self.last_kernels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         last.iter().find(|(s, _)| *s == key).map(|(_, k)| *k)
     }
 
-    pub(crate) fn record_launch(&self, kernel: &'static str, start: CudaEvent, end: CudaEvent) {
+    pub(crate) fn record_launch(&self, label: Label, start: CudaEvent, end: CudaEvent) {
         if let Some(p) = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
-            p.push((kernel, start, end));
+            p.push((label, start, end));
         }
     }
 
-    /// Stops profiling; waits for the device and returns, per kernel name (in order of first launch), the
-    /// launches and their summed device milliseconds (each from its own pair of CUDA events).
-    pub fn stop_profile(&self) -> Result<Vec<(&'static str, usize, f64)>, HostError> {
+    /// Stops profiling; waits for the device and returns, per launch label (a kernel's name, followed by
+    /// the stage where one kernel runs several; in order of first launch), the launches and their summed
+    /// device milliseconds (each from its own pair of CUDA events).
+    pub fn stop_profile(&self) -> Result<Vec<(String, usize, f64)>, HostError> {
         let launches =
             self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
         self.synchronize()?;
-        let mut out: Vec<(&'static str, usize, f64)> = Vec::new();
-        for (kernel, start, end) in &launches {
+        let mut out: Vec<(Label, usize, f64)> = Vec::new();
+        for (label, start, end) in &launches {
             let ms = f64::from(start.elapsed_ms(end).map_err(HostError::driver("reading event times"))?);
-            match out.iter_mut().find(|(k, _, _)| k == kernel) {
+            match out.iter_mut().find(|(l, _, _)| l == label) {
                 Some(row) => {
                     row.1 += 1;
                     row.2 += ms;
                 }
-                None => out.push((kernel, 1, ms)),
+                None => out.push((*label, 1, ms)),
             }
         }
-        Ok(out)
+        Ok(out.into_iter().map(|(label, launches, ms)| (label.to_string(), launches, ms)).collect())
     }
 
     /// Free and total device memory in bytes.
