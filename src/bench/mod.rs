@@ -24,6 +24,7 @@ use report::Profile;
 mod end_to_end;
 mod load;
 
+use gpu_kernels::kernel_names::KernelOptions;
 use gpu_kernels::rng::draw_below;
 
 pub use report::{BenchReport, GpuFacts, Machine, Row};
@@ -125,20 +126,38 @@ fn workload(bars: usize) -> Result<WorkloadData, Error> {
     Ok(WorkloadData { prepared, dataset, market })
 }
 
-/// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable.
-pub fn backends(request: DeviceRequest) -> Result<Vec<Backend>, Error> {
+/// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable, running the
+/// kernels `variant` chooses. A variant other than the default needs the CUDA backend: without it the run
+/// would measure nothing of what was asked, so it is refused.
+pub fn backends(request: DeviceRequest, variant: KernelOptions) -> Result<Vec<Backend>, Error> {
+    let refused = |why: &str| Error::config("--variant", format!("{variant} chooses GPU kernels, but {why}"));
     let mut out = Vec::new();
     if request != DeviceRequest::Cuda {
         out.push(Backend::Cpu);
     }
+    if request == DeviceRequest::Cpu && variant != KernelOptions::default() {
+        return Err(refused("the run is on the CPU (--device cpu)"));
+    }
     if request != DeviceRequest::Cpu {
-        match crate::select_backend(DeviceRequest::Cuda) {
+        match cuda_backend(variant) {
             Ok(b) => out.push(b),
             Err(e) if request == DeviceRequest::Cuda => return Err(e.into()),
+            Err(e) if variant != KernelOptions::default() => return Err(refused(&format!("no GPU is usable: {e}"))),
             Err(e) => eprintln!("note: GPU rows skipped: {e}"),
         }
     }
     Ok(out)
+}
+
+/// The CUDA backend (device 0) running the kernels `variant` chooses.
+fn cuda_backend(variant: KernelOptions) -> Result<Backend, tradesim_host::HostError> {
+    #[cfg(feature = "cuda")]
+    if variant != KernelOptions::default() && crate::select_backend(DeviceRequest::Cuda).is_ok() {
+        let rt = tradesim_host::CudaRuntime::with_options(0, crate::ptx::sources()?, variant)?;
+        return Ok(Backend::Cuda(std::sync::Arc::new(rt)));
+    }
+    let _ = variant;
+    crate::select_backend(DeviceRequest::Cuda)
 }
 
 fn random_actions(n: usize, seed: u64) -> Vec<u8> {
@@ -582,11 +601,13 @@ pub enum Workload {
     All,
 }
 
-/// Runs `workload`; `trials` overrides the learner workloads' trial count (5).
+/// Runs `workload` with the GPU kernels `variant` chooses; `trials` overrides the learner workloads' trial
+/// count (5).
 pub fn run(
     workload: Workload,
     quick: bool,
     request: DeviceRequest,
+    variant: KernelOptions,
     trials: Option<usize>,
     vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
@@ -606,7 +627,7 @@ pub fn run(
     }
     let started = Instant::now();
     let mut monitor = GpuMonitor::open(request);
-    let backends = backends(request)?;
+    let backends = backends(request, variant)?;
     let mut rows = Vec::new();
     for name in names {
         rows.extend(match *name {
@@ -631,6 +652,7 @@ pub fn run(
     Ok(BenchReport {
         machine: Machine::describe(gpu_backend),
         quick,
+        variant,
         bars: sizes.bars,
         rows,
         gpu,

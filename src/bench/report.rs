@@ -287,6 +287,8 @@ pub struct BenchReport {
     pub machine: Machine,
     /// Whether the sizes were the CI smoke test's.
     pub quick: bool,
+    /// The GPU kernels the run chose (`--variant`; the default unless a comparison asked otherwise).
+    pub variant: gpu_kernels::kernel_names::KernelOptions,
     /// Bars of the synthetic series.
     pub bars: usize,
     /// Every row.
@@ -512,6 +514,7 @@ impl BenchReport {
             "data": "synthetic",
             "bars": self.bars,
             "quick": self.quick,
+            "variant": self.variant.to_string(),
             "seconds": crate::json::number(self.seconds),
             "gpu_facts": gpu,
             "rows": rows,

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
-use gpu_kernels::kernel_names;
+use gpu_kernels::kernel_names::{self, KernelOptions};
 
 use crate::HostError;
 
@@ -92,12 +92,8 @@ pub struct CudaRuntime {
     shared_per_block: usize,
     compute_capability: (i32, i32),
     total_memory: usize,
-    /// [`Self::fused`].
-    fused: bool,
-    /// [`Self::narrow_chains`].
-    narrow_chains: bool,
-    /// [`Self::multiwave_backward`].
-    multiwave_backward: MultiwaveBackward,
+    /// The kernels chosen where several give the same bits ([`Self::options`]).
+    options: KernelOptions,
     /// [`Self::dependent_launch`].
     dependent_launch: bool,
     /// [`Self::ptx_target`].
@@ -105,21 +101,26 @@ pub struct CudaRuntime {
 }
 
 impl CudaRuntime {
+    /// [`Self::with_options`] with the default kernels ([`KernelOptions::default`]).
+    pub fn new(ordinal: usize, modules: &[&str]) -> Result<Self, HostError> {
+        Self::with_options(ordinal, modules, KernelOptions::default())
+    }
+
     /// Opens device `ordinal`, loads the first of `modules` (PTX, newest target first) whose target the
     /// device can run (else the last: its load error names the target) and resolves every kernel the host
     /// launches (build.rs has already checked that the PTX has an entry for each name in
-    /// `kernel_names::ALL`). Kernels of a module built for sm_90 or later are launched with programmatic
-    /// stream serialization ([`Self::dependent_launch`]).
-    pub fn new(ordinal: usize, modules: &[&str]) -> Result<Self, HostError> {
+    /// `kernel_names::ALL`); `options` chooses among kernels that give the same bits and how they are
+    /// launched. Kernels of a module built for sm_90 or later are launched with programmatic stream
+    /// serialization unless `options` says otherwise ([`Self::dependent_launch`]).
+    pub fn with_options(ordinal: usize, modules: &[&str], options: KernelOptions) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
-        if std::env::var_os("TRADESIM_EVENT_TRACKING").is_none_or(|v| v != "1") {
+        if !options.event_tracking {
             // SAFETY: every buffer is created before any use on another stream is queued (each upload or
             // allocation used elsewhere is followed by a synchronize: the learners' `new`, the product tables,
             // the acting buffers, the envs' market data), its uses on other streams are ordered by explicit
             // events (a walk's weight copy, `walk_weights`) or by a synchronize, and no buffer is freed while
             // another stream may use it (the learners and walks synchronize when dropped). cudarc's tracking
-            // recorded and waited on an event per buffer argument of every launch: the H200's DQN epoch
-            // took 2.5% longer with it (`TRADESIM_EVENT_TRACKING=1` turns it back on).
+            // would record and wait on an event per buffer argument of every launch.
             unsafe { ctx.disable_event_tracking() };
         }
         let name = ctx.name().map_err(HostError::driver("reading the device name"))?;
@@ -134,8 +135,8 @@ impl CudaRuntime {
             .or(modules.last())
             .ok_or_else(|| HostError::Load { arch: "none".to_owned(), reason: "no PTX module was given".to_owned() })?;
         let dependent = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH);
-        let dependent_launch = ptx_sm(ptx).is_some_and(|sm| dependent.is_some_and(|d| sm >= d))
-            && std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_none_or(|v| v.is_empty() || v != "0");
+        let dependent_launch =
+            ptx_sm(ptx).is_some_and(|sm| dependent.is_some_and(|d| sm >= d)) && options.dependent_launch;
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|e| HostError::Load {
             arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
             reason: e.to_string(),
@@ -178,9 +179,7 @@ impl CudaRuntime {
             shared_per_block: usize::try_from(shared_per_block).unwrap_or(0),
             compute_capability,
             total_memory,
-            fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
-            narrow_chains: std::env::var_os("TRADESIM_NARROW_CHAINS").is_some_and(|v| !v.is_empty() && v != "0"),
-            multiwave_backward: MultiwaveBackward::from_env()?,
+            options,
             dependent_launch,
             ptx_target: ptx_target(ptx).unwrap_or("unknown").to_owned(),
         })
@@ -211,23 +210,28 @@ impl CudaRuntime {
         self.shared_per_block
     }
 
+    /// The kernels chosen where several give the same bits, as given to [`Self::with_options`].
+    pub fn options(&self) -> KernelOptions {
+        self.options
+    }
+
     /// Whether the learners run a network's layers fused ([`gpu_kernels::chain`], the default) or one launch
-    /// per layer (`TRADESIM_UNFUSED=1`: the side-by-side reference of the benchmarks; the same bits).
+    /// per layer ([`KernelOptions::fused`]; the same bits).
     pub fn fused(&self) -> bool {
-        self.fused
+        self.options.fused
     }
 
     /// Whether the training forward passes and the staged products run in tiles of 32 rows (`mlp_chain`,
-    /// `mlp_rows`; `TRADESIM_NARROW_CHAINS=1`: the side-by-side reference) where tiles of 128 (`mlp_chain_wide`,
-    /// `mlp_rows_wide`, the default) fit a block's shared memory. The same bits either way.
+    /// `mlp_rows`) where tiles of 128 (`mlp_chain_wide`, `mlp_rows_wide`, the default) fit a block's shared
+    /// memory ([`KernelOptions::narrow_chains`]). The same bits either way.
     pub fn narrow_chains(&self) -> bool {
-        self.narrow_chains
+        self.options.narrow_chains
     }
 
-    /// How a backward pass whose fused blocks would take more than one wave runs
-    /// (`TRADESIM_MULTIWAVE_BACKWARD`, [`MultiwaveBackward`]). The same bits either way.
+    /// How a backward pass whose fused blocks would take more than one wave runs ([`MultiwaveBackward`],
+    /// [`KernelOptions::multiwave_fused`]). The same bits either way.
     pub(crate) fn multiwave_backward(&self) -> MultiwaveBackward {
-        self.multiwave_backward
+        if self.options.multiwave_fused { MultiwaveBackward::Fused } else { MultiwaveBackward::Split }
     }
 
     /// The `.target` of the PTX module loaded (e.g. `sm_90`).
@@ -237,7 +241,7 @@ impl CudaRuntime {
 
     /// Whether kernels are launched with programmatic stream serialization (programmatic dependent launch):
     /// where the loaded module was built for sm_90 or later (on such GPUs, `build.rs` builds one beside the
-    /// sm_80 module), unless `TRADESIM_DEPENDENT_LAUNCH=0` (the side-by-side reference of the benchmarks).
+    /// sm_80 module), unless the options turn it off ([`KernelOptions::dependent_launch`]).
     /// Every kernel waits for the kernel before it to complete before it reads anything that one may write
     /// (`gpu_kernels::kernel_names::EARLY_READS`), so the bits are the same either way; what overlaps is a
     /// launch, its blocks' dispatch and their early reads with the end of the kernel before.
@@ -357,37 +361,16 @@ impl CudaRuntime {
 }
 
 /// How the backward pass after the loss runs where `mlp_backward`'s blocks would take more than one wave
-/// (PPO's quarter-rollout minibatches, batches of many trials), by `TRADESIM_MULTIWAVE_BACKWARD`. Each
-/// gives the same bits.
+/// (PPO's quarter-rollout minibatches, batches of many trials). Each gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MultiwaveBackward {
-    /// `split` (the default): `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the
-    /// weight and bias gradients (each block reads only its own columns); `mlp_rows` computes the hidden
-    /// gradient of layer 2 from the output gradient (and stores it for `mlp_gradients`), so the loss kernel
-    /// stores none.
+    /// The default: `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the weight
+    /// and bias gradients (each block reads only its own columns); `mlp_rows` computes the hidden gradient
+    /// of layer 2 from the output gradient (and stores it for `mlp_gradients`) where the products pair, so
+    /// the loss kernel stores none.
     Split,
-    /// `split-stored`: as `split`, with the hidden gradient of layer 2 stored by the loss kernel (the
-    /// reference of the measurements).
-    SplitStored,
-    /// `fused`: `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
+    /// `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
     Fused,
-    /// `products`: `mlp_rows`, then `gemm_tiles` for the gradients (the reference of the measurements).
-    Products,
-}
-
-impl MultiwaveBackward {
-    /// The mode `TRADESIM_MULTIWAVE_BACKWARD` names (`split` when unset or empty).
-    fn from_env() -> Result<Self, HostError> {
-        match std::env::var("TRADESIM_MULTIWAVE_BACKWARD").as_deref() {
-            Err(_) | Ok("" | "split") => Ok(Self::Split),
-            Ok("split-stored") => Ok(Self::SplitStored),
-            Ok("fused") => Ok(Self::Fused),
-            Ok("products") => Ok(Self::Products),
-            Ok(other) => Err(HostError::Config(format!(
-                "TRADESIM_MULTIWAVE_BACKWARD={other}: expected split, split-stored, fused or products"
-            ))),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -94,7 +94,7 @@ pub(crate) struct Launch<'a> {
     buffers: usize,
     args: Vec<*mut c_void>,
     /// Records each buffer's use on its event after the launch when cudarc tracks events
-    /// (`TRADESIM_EVENT_TRACKING=1`; nothing otherwise). Emptied by [`Self::launch`] alone, so that the
+    /// (`KernelOptions::event_tracking`; nothing otherwise). Emptied by [`Self::launch`] alone, so that the
     /// builder itself needs no drop and the buffers' borrows end at its last use (as cudarc's builder's do);
     /// a builder never launched records nothing.
     guards: ManuallyDrop<Vec<SyncOnDrop<'a>>>,

@@ -387,7 +387,7 @@ pub(crate) fn greedy_walk(
         return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
     }
     // Hidden layers of at most 128 units: the register walk (`greedy_walk_regs`) unless the per-layer
-    // references are asked for (`TRADESIM_UNFUSED`); else `greedy_walk`, its network staged when it fits.
+    // per-layer kernels are asked for (`KernelOptions::fused` off); else `greedy_walk`, its network staged when it fits.
     let regs_bytes = 4 * gpu_kernels::net::WalkRegsShared::of(net).len;
     let regs = rt.fused() && gpu_kernels::net::walk_regs_suit(net) && regs_bytes <= rt.shared_per_block();
     let buffers = 4 * gpu_kernels::net::walk_shared(net);
