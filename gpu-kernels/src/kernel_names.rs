@@ -1,7 +1,7 @@
-//! The PTX entry points, each declared once ([`for_each_kernel`]), and the facts the build and the host
+//! The PTX entry points, each declared once ([`crate::for_each_kernel`]), and the facts the build and the host
 //! need about them: launch bounds, early reads, the dependent-launch target.
 //!
-//! [`for_each_kernel`] lists every kernel as `shim_name CONSTANT;`. This module makes the name constants
+//! [`crate::for_each_kernel`] lists every kernel as `shim_name CONSTANT;`. This module makes the name constants
 //! and [`ALL`] from it; the host makes its table of loaded kernels from it (one field per kernel, each
 //! resolved by its constant when the module loads); the shims in `entries` (nvptx only) are checked
 //! against it at compile time, and `build.rs` fails the build when the PTX lacks an `.entry` for any
@@ -89,7 +89,7 @@ macro_rules! for_each_kernel {
     };
 }
 
-/// The name constants and [`ALL`] of [`for_each_kernel`]'s list.
+/// The name constants and [`ALL`] of [`crate::for_each_kernel`]'s list.
 macro_rules! name_constants {
     ($($(#[$doc:meta])* $shim:ident $name:ident;)*) => {
         $($(#[$doc])* pub const $name: &str = stringify!($shim);)*
