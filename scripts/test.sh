@@ -23,6 +23,7 @@ export TRADESIM_POSTGRES_URL
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --no-default-features -- -D warnings
+n=${TRADESIM_NIGHTLY:-$(tr -d '[:space:]' < build/NIGHTLY)}; rustup component add clippy --toolchain "$n" >/dev/null && RUSTFLAGS="-Zunstable-options -Cpanic=immediate-abort" cargo "+$n" clippy -p gpu-kernels --target nvptx64-nvidia-cuda -Zbuild-std=core --profile ptx --target-dir target/clippy-ptx -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace
 # The evidence tests run 100 small searches (placebo searches included): release only.

@@ -81,10 +81,9 @@ fn a_gpu_that_runs_the_newer_module_loads_it_and_launches_dependently() {
     let target = info.ptx_target.expect("a CUDA backend has a module");
     let dependent = gpu_kernels::kernel_names::sm_number(gpu_kernels::kernel_names::DEPENDENT_LAUNCH_ARCH);
     let runs_newer = tradesim::ptx::NEWER.is_some() && dependent.is_some_and(|d| (major * 10 + minor) as u32 >= d);
-    let off = std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_some_and(|v| v == "0");
     if runs_newer {
         assert_eq!(target, gpu_kernels::kernel_names::DEPENDENT_LAUNCH_ARCH, "cc {major}.{minor}: the newer module");
-        assert_eq!(info.dependent_launch, !off, "dependent launch on cc {major}.{minor}");
+        assert!(info.dependent_launch, "dependent launch on cc {major}.{minor}");
     } else {
         assert_eq!(target, tradesim::ptx::ARCH);
         assert!(!info.dependent_launch, "dependent launch with the {target} module");
@@ -387,4 +386,12 @@ fn cli_bench_backtest_sets_vectorbt_beside_tradesim() {
     assert!((ratio - 2.5 / ours["seconds"].as_f64().unwrap()).abs() <= 1e-9 * ratio, "{ours}");
     assert_eq!(rows.iter().filter(|r| r["backend"] == "vectorbt").count(), 1);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_variants_are_refused_when_unknown_or_without_a_gpu() {
+    let (ok, _, stderr) = tradesim(&["bench", "load", "--quick", "--device", "cpu", "--variant", "split-stored"]);
+    assert!(!ok && stderr.contains("--variant") && stderr.contains("narrow-chains"), "{stderr}");
+    let (ok, _, stderr) = tradesim(&["bench", "load", "--quick", "--device", "cpu", "--variant", "unfused"]);
+    assert!(!ok && stderr.contains("--variant: unfused chooses GPU kernels"), "{stderr}");
 }

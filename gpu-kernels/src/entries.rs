@@ -976,7 +976,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
             cands.start(params, *states.add(t), bars);
         }
         walk_barrier();
-        let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS) % 32 == 0;
+        let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS).is_multiple_of(32);
         let my_action = (tid.saturating_sub(WALK_LAYER_THREADS) / 32) as u8;
         for step in 0..steps as usize {
             let cur = step % 2;
@@ -1115,8 +1115,11 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
     use crate::tile::fma;
     const LAYER: usize = WALK_LAYER_THREADS;
     // Barrier ids: 0 the whole block, 1 the layer threads, 2 the layer threads and the output warp.
+    // SAFETY: every thread of the block takes barrier 0 in the same order.
     let block_barrier = || unsafe { named_barrier(0, WALK_REGS_THREADS) };
+    // SAFETY: every layer thread takes barrier 1 in the same order (uniform control flow).
     let layer_barrier = || unsafe { named_barrier(1, LAYER) };
+    // SAFETY: every layer thread and the output warp take barrier 2 in the same order.
     let output_barrier = || unsafe { named_barrier(2, LAYER + 32) };
     // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: the
     // candidates and outputs as in `greedy_walk`; `h1` is written before barrier 1 and read after it, `h2`
@@ -1182,7 +1185,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
             cands.start(params, *states.add(t), bars);
         }
         block_barrier();
-        let env_lane = (LAYER..WALK_OUTPUT_THREAD).contains(&tid) && (tid - LAYER) % 32 == 0;
+        let env_lane = (LAYER..WALK_OUTPUT_THREAD).contains(&tid) && (tid - LAYER).is_multiple_of(32);
         let my_action = (tid.saturating_sub(LAYER) / 32) as u8;
         let (h1a, h2a) = (shared_addr(h1), shared_addr(h2));
         // Layer 1's market part of unit `tid` for bar `cur_bar` and for the foreseen `next_bar` (none: MAX).

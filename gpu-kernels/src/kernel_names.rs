@@ -1,51 +1,118 @@
-//! The names of the PTX entry points, defined once.
+//! The PTX entry points, each declared once ([`crate::for_each_kernel`]), and the facts the build and the host
+//! need about them: launch bounds, early reads, the dependent-launch target.
 //!
-//! `build.rs` fails the build when the PTX lacks an `.entry` for any name in [`ALL`], and the host resolves
-//! every one of them when it loads the module, so a renamed shim is caught at build time, not at launch.
+//! [`crate::for_each_kernel`] lists every kernel as `shim_name CONSTANT;`. This module makes the name constants
+//! and [`ALL`] from it; the host makes its table of loaded kernels from it (one field per kernel, each
+//! resolved by its constant when the module loads); the shims in `entries` (nvptx only) are checked
+//! against it at compile time, and `build.rs` fails the build when the PTX lacks an `.entry` for any
+//! name in [`ALL`]. So a kernel is added in one list, and a renamed shim is caught at build time.
 
-/// Walks every env over S bars (S = 1: step mode), writing transitions ([`crate::batch::scan_env`]).
-pub const ENV_SCAN: &str = "env_scan";
-/// Writes each env's state vector ([`crate::batch::observe_env`]).
-pub const OBSERVE: &str = "observe";
-/// Moments of chunks of raw rewards ([`crate::batch::chunk_moments`]).
-pub const REWARD_CHUNK_MOMENTS: &str = "reward_chunk_moments";
-/// Running reward moments per trial ([`crate::batch::merge_trial_moments`]).
-pub const REWARD_MERGE: &str = "reward_merge";
-/// Reward normalization ([`crate::batch::normalize_transition`]).
-pub const REWARD_NORMALIZE: &str = "reward_normalize";
-/// Replay sampling with state reconstruction ([`crate::batch::sample_entry`]).
-pub const SAMPLE_TRANSITIONS: &str = "sample_transitions";
+/// Invokes the macro `$m` with the list of every kernel: for each, its doc comment, the name of its
+/// `extern "ptx-kernel"` shim (the PTX entry) and the name of its constant here, as
+/// `$(#[doc] shim CONSTANT;)*`.
+#[macro_export]
+macro_rules! for_each_kernel {
+    ($m:ident) => {
+        $m! {
+            /// Walks every env over S bars (S = 1: step mode), writing transitions ([`crate::batch::scan_env`]).
+            env_scan ENV_SCAN;
+            /// Writes each env's state vector ([`crate::batch::observe_env`]).
+            observe OBSERVE;
+            /// Moments of chunks of raw rewards ([`crate::batch::chunk_moments`]).
+            reward_chunk_moments REWARD_CHUNK_MOMENTS;
+            /// Running reward moments per trial ([`crate::batch::merge_trial_moments`]).
+            reward_merge REWARD_MERGE;
+            /// Reward normalization ([`crate::batch::normalize_transition`]).
+            reward_normalize REWARD_NORMALIZE;
+            /// Replay sampling with state reconstruction ([`crate::batch::sample_entry`]).
+            sample_transitions SAMPLE_TRANSITIONS;
+            /// A new episode for every env of the vector env ([`crate::vector::reset_env`]).
+            vector_reset VECTOR_RESET;
+            /// The lowest env whose action is invalid ([`crate::vector::action_at`]).
+            vector_check VECTOR_CHECK;
+            /// One step of every env of the vector env, with autoreset ([`crate::vector::step_env`]).
+            vector_step VECTOR_STEP;
+            /// Backtest of every column: metrics, trade counts, equity curves or the ledger
+            /// ([`crate::backtest::run_column`]).
+            backtest BACKTEST;
+            /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
+            gemm_tiles GEMM_TILES;
+            /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
+            mlp_chain MLP_CHAIN;
+            /// [`MLP_CHAIN`] on tiles of `crate::chain::WIDE_ROWS` rows, a block of 512 threads a multiprocessor.
+            mlp_chain_wide MLP_CHAIN_WIDE;
+            /// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
+            /// nvptx only): the hidden gradient of layer 1.
+            mlp_rows MLP_ROWS;
+            /// [`MLP_ROWS`] on tiles of `crate::chain::WIDE_ROWS` rows, a block of 512 threads a multiprocessor.
+            mlp_rows_wide MLP_ROWS_WIDE;
+            /// The hidden gradient of layer 1 and every weight gradient of a training step, fused
+            /// (`crate::backward::gpu_backward`, nvptx only).
+            mlp_backward MLP_BACKWARD;
+            /// [`MLP_BACKWARD`]'s weight and bias gradients from a stored hidden gradient of layer 1
+            /// (`crate::backward::gpu_backward` with `stored`, nvptx only).
+            mlp_gradients MLP_GRADIENTS;
+            /// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
+            dqn_select DQN_SELECT;
+            /// DQN acting in one launch: observations, [`MLP_CHAIN`]'s layers on `crate::chain::ACT_ROWS`-row tiles,
+            /// then [`DQN_SELECT`]'s choice (nvptx only).
+            dqn_act DQN_ACT;
+            /// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]), then their layer-2
+            /// hidden gradients ([`crate::net::hidden_gradient`]).
+            dqn_td DQN_TD;
+            /// Per-parameter gradient, Adam and target update ([`crate::net::gradient`], [`crate::dqn::update_param`]).
+            dqn_adam DQN_ADAM;
+            /// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
+            greedy_walk GREEDY_WALK;
+            /// The greedy walk with the wide layers' weights in registers, for hidden layers of at most 128 units.
+            greedy_walk_regs GREEDY_WALK_REGS;
+            /// The FP32 FMA throughput reference of the benchmarks ([`crate::tile::fma`] chains).
+            fma_peak FMA_PEAK;
+            /// PPO acting from the acting outputs ([`crate::ppo::choose`]).
+            ppo_select PPO_SELECT;
+            /// PPO acting in one launch ([`DQN_ACT`]'s shape, then [`PPO_SELECT`]'s choice; nvptx only).
+            ppo_act PPO_ACT;
+            /// GAE ([`crate::ppo::gae_env`]).
+            ppo_gae PPO_GAE;
+            /// The minibatch observations ([`crate::ppo::gather_entry`]).
+            ppo_gather PPO_GATHER;
+            /// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]), then the layer-2 hidden gradients
+            /// ([`crate::net::hidden_gradient`]).
+            ppo_loss PPO_LOSS;
+            /// PPO gradient per parameter from the chunk partials ([`crate::net::gradient`]).
+            ppo_grad PPO_GRAD;
+            /// Lanes of the PPO gradient-norm sums ([`crate::ppo::norm_lane`]).
+            ppo_norm PPO_NORM;
+            /// PPO clipped gradient and Adam per parameter ([`crate::ppo::clip_scale`], [`crate::ppo::adam_step`]).
+            ppo_adam PPO_ADAM;
+        }
+    };
+}
 
-/// A new episode for every env of the vector env ([`crate::vector::reset_env`]).
-pub const VECTOR_RESET: &str = "vector_reset";
-/// The lowest env whose action is invalid ([`crate::vector::action_at`]).
-pub const VECTOR_CHECK: &str = "vector_check";
-/// One step of every env of the vector env, with autoreset ([`crate::vector::step_env`]).
-pub const VECTOR_STEP: &str = "vector_step";
+/// The name constants and [`ALL`] of [`crate::for_each_kernel`]'s list.
+macro_rules! name_constants {
+    ($($(#[$doc:meta])* $shim:ident $name:ident;)*) => {
+        $($(#[$doc])* pub const $name: &str = stringify!($shim);)*
+        /// Every kernel the host expects in the PTX module.
+        pub const ALL: &[&str] = &[$($name),*];
+    };
+}
+for_each_kernel!(name_constants);
 
-/// Backtest of every column: metrics, trade counts, equity curves or the ledger
-/// ([`crate::backtest::run_column`]).
-pub const BACKTEST: &str = "backtest";
-
-/// Threads per block of a [`BACKTEST`] launch (its launch bounds' maximum). Small blocks fill the
-/// multiprocessors evenly: 100,000 columns in blocks of 64 ran 1.4x faster than in blocks of 256 on the H200.
+/// Threads per block of a [`BACKTEST`] launch (its launch bounds' maximum): small blocks fill the
+/// multiprocessors evenly.
 pub const BACKTEST_BLOCK: u32 = 64;
 
 /// Launch bounds, CUDA's `__launch_bounds__(max_threads, min_blocks)`, which `build.rs` writes into the PTX
 /// as `.maxntid` and (when `min_blocks > 0`) `.minnctapersm`, since Rust has no attribute for them:
-/// `(kernel, max threads per block, min blocks per multiprocessor)`. Measured on the H200 (100,000 SMA
-/// columns x 300K bars): the backtest keeps ~150 registers, so 6 blocks of 64 fit a multiprocessor and the
-/// grid takes two waves; asking for 12 blocks (one wave, at most 80 registers) made ptxas spill and the
-/// kernel 2x slower (0.89 s against 0.45 s), so only the block size is bounded.
-/// `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then: up to
-/// 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two. `mlp_chain_wide` asks
-/// for one block of 512 (at most 128 registers a thread): its shared memory (200 KB) leaves room for one.
-/// The acting kernels ask for one block of 256 (40 rows, the weights apart: 140 KB).
-/// `gemm_tiles` asks for three blocks of 256 (at most 85 registers; ptxas keeps 80 and spills 28 bytes):
-/// with 96 registers two fit, and the products are latency-bound (a global round trip per K step), so the
-/// third block's warps hide more of it. Measured on the H200 (`bench learners`, interleaved variants by
-/// `TRADESIM_DEV_PTX`): PPO's backward and gradient products 129.5 -> 115.1 us per env step; four blocks
-/// (64 registers, 96 bytes spilled) were slower than two.
+/// `(kernel, max threads per block, min blocks per multiprocessor)`. The backtest bounds only its block
+/// size: it keeps about 150 registers, and a register limit for more blocks per multiprocessor makes ptxas
+/// spill. `mlp_chain` asks for two blocks of 128 threads per multiprocessor (registers are no limit then:
+/// up to 255 a thread): its shared memory (101 KB at D = 54, H = 128) leaves room for two. `mlp_chain_wide`
+/// asks for one block of 512 (at most 128 registers a thread): its shared memory (200 KB) leaves room for
+/// one. The acting kernels ask for one block of 256 (40 rows, the weights apart: 140 KB). `gemm_tiles` asks
+/// for three blocks of 256 (at most 85 registers): the products are latency-bound (a global round trip per
+/// K step), so a third block's warps hide more of it.
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (BACKTEST, BACKTEST_BLOCK, 0),
     (MLP_CHAIN, crate::chain::CHAIN_THREADS, 2),
@@ -83,91 +150,117 @@ pub fn sm_number(arch: &str) -> Option<u32> {
     arch.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
 }
 
-/// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
-pub const GEMM_TILES: &str = "gemm_tiles";
-/// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
-pub const MLP_CHAIN: &str = "mlp_chain";
-/// [`MLP_CHAIN`] on tiles of `crate::chain::WIDE_ROWS` rows, a block of 512 threads a multiprocessor.
-pub const MLP_CHAIN_WIDE: &str = "mlp_chain_wide";
-/// A product with its right operand staged whole, a tile of rows per block (`crate::chain::gpu_rows`,
-/// nvptx only): the hidden gradient of layer 1.
-pub const MLP_ROWS: &str = "mlp_rows";
-/// [`MLP_ROWS`] on tiles of `crate::chain::WIDE_ROWS` rows, a block of 512 threads a multiprocessor.
-pub const MLP_ROWS_WIDE: &str = "mlp_rows_wide";
-/// The hidden gradient of layer 1 and every weight gradient of a training step, fused
-/// (`crate::backward::gpu_backward`, nvptx only).
-pub const MLP_BACKWARD: &str = "mlp_backward";
-/// [`MLP_BACKWARD`]'s weight and bias gradients from a stored hidden gradient of layer 1
-/// (`crate::backward::gpu_backward` with `stored`, nvptx only).
-pub const MLP_GRADIENTS: &str = "mlp_gradients";
-/// Epsilon-greedy actions from the acting Q-values ([`crate::dqn::choose`]).
-pub const DQN_SELECT: &str = "dqn_select";
-/// DQN acting in one launch: observations, [`MLP_CHAIN`]'s layers on `crate::chain::ACT_ROWS`-row tiles,
-/// then [`DQN_SELECT`]'s choice (nvptx only).
-pub const DQN_ACT: &str = "dqn_act";
-/// TD targets, loss and output gradients of every sample ([`crate::dqn::td_sample`]), then their layer-2
-/// hidden gradients ([`crate::net::hidden_gradient`]).
-pub const DQN_TD: &str = "dqn_td";
-/// Per-parameter gradient, Adam and target update ([`crate::net::gradient`], [`crate::dqn::update_param`]).
-pub const DQN_ADAM: &str = "dqn_adam";
-/// The greedy walk of one env per trial, a block per trial ([`crate::net::dense_unit`]).
-pub const GREEDY_WALK: &str = "greedy_walk";
-/// The greedy walk with the wide layers' weights in registers, for hidden layers of at most 128 units.
-pub const GREEDY_WALK_REGS: &str = "greedy_walk_regs";
+/// Which of the kernels that give the same bits the CUDA backend runs, and how it launches them: one value
+/// given to the runtime when it starts (`tradesim bench --variant` names the alternatives to compare).
+/// [`Default`] is the production choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// A network's layers fused ([`MLP_CHAIN`], the acting kernels, [`MLP_BACKWARD`], [`GREEDY_WALK_REGS`]);
+    /// `false` (`unfused`): one [`GEMM_TILES`] launch per layer and the plain [`GREEDY_WALK`].
+    pub fused: bool,
+    /// Training chains and staged products in tiles of 32 rows ([`MLP_CHAIN`], [`MLP_ROWS`], `narrow-chains`)
+    /// even where tiles of 128 ([`MLP_CHAIN_WIDE`], [`MLP_ROWS_WIDE`]) fit a block's shared memory.
+    pub narrow_chains: bool,
+    /// A backward pass whose fused blocks take more than one wave runs [`MLP_BACKWARD`] in as many waves
+    /// (`multiwave-fused`), not [`MLP_ROWS`] then [`MLP_GRADIENTS`].
+    pub multiwave_fused: bool,
+    /// Programmatic dependent launch on modules built for [`DEPENDENT_LAUNCH_ARCH`] or later; `false`
+    /// (`classic-launch`): every launch waits for the one before it to end.
+    pub dependent_launch: bool,
+    /// cudarc's per-buffer event tracking (`event-tracking`): an event recorded and waited on per buffer
+    /// argument of every launch, which the backend's own stream ordering makes unnecessary.
+    pub event_tracking: bool,
+}
 
-/// PPO acting from the acting outputs ([`crate::ppo::choose`]).
-pub const PPO_SELECT: &str = "ppo_select";
-/// PPO acting in one launch ([`DQN_ACT`]'s shape, then [`PPO_SELECT`]'s choice; nvptx only).
-pub const PPO_ACT: &str = "ppo_act";
-/// GAE ([`crate::ppo::gae_env`]).
-pub const PPO_GAE: &str = "ppo_gae";
-/// The minibatch observations ([`crate::ppo::gather_entry`]).
-pub const PPO_GATHER: &str = "ppo_gather";
-/// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]), then the layer-2 hidden gradients
-/// ([`crate::net::hidden_gradient`]).
-pub const PPO_LOSS: &str = "ppo_loss";
-/// PPO gradient per parameter from the chunk partials ([`crate::net::gradient`]).
-pub const PPO_GRAD: &str = "ppo_grad";
-/// Lanes of the PPO gradient-norm sums ([`crate::ppo::norm_lane`]).
-pub const PPO_NORM: &str = "ppo_norm";
-/// PPO clipped gradient and Adam per parameter ([`crate::ppo::clip_scale`], [`crate::ppo::adam_step`]).
-pub const PPO_ADAM: &str = "ppo_adam";
+impl Default for KernelOptions {
+    fn default() -> Self {
+        Self {
+            fused: true,
+            narrow_chains: false,
+            multiwave_fused: false,
+            dependent_launch: true,
+            event_tracking: false,
+        }
+    }
+}
 
-/// The FP32 FMA throughput reference of the benchmarks ([`crate::tile::fma`] chains).
-pub const FMA_PEAK: &str = "fma_peak";
+impl KernelOptions {
+    /// The names of the variants, each a departure from [`Default`], in the order [`core::fmt::Display`]
+    /// writes them.
+    pub const VARIANTS: [&str; 5] = ["unfused", "narrow-chains", "multiwave-fused", "classic-launch", "event-tracking"];
 
-/// Every kernel the host expects in the PTX module.
-pub const ALL: &[&str] = &[
-    ENV_SCAN,
-    OBSERVE,
-    REWARD_CHUNK_MOMENTS,
-    REWARD_MERGE,
-    REWARD_NORMALIZE,
-    SAMPLE_TRANSITIONS,
-    VECTOR_RESET,
-    VECTOR_CHECK,
-    VECTOR_STEP,
-    BACKTEST,
-    GEMM_TILES,
-    MLP_CHAIN,
-    MLP_CHAIN_WIDE,
-    MLP_ROWS,
-    MLP_ROWS_WIDE,
-    MLP_BACKWARD,
-    MLP_GRADIENTS,
-    DQN_SELECT,
-    DQN_ACT,
-    DQN_TD,
-    DQN_ADAM,
-    GREEDY_WALK,
-    GREEDY_WALK_REGS,
-    FMA_PEAK,
-    PPO_SELECT,
-    PPO_ACT,
-    PPO_GAE,
-    PPO_GATHER,
-    PPO_LOSS,
-    PPO_GRAD,
-    PPO_NORM,
-    PPO_ADAM,
-];
+    /// Whether variant `VARIANTS[i]` is chosen.
+    fn has(&self, i: usize) -> bool {
+        [!self.fused, self.narrow_chains, self.multiwave_fused, !self.dependent_launch, self.event_tracking][i]
+    }
+}
+
+impl core::str::FromStr for KernelOptions {
+    type Err = &'static str;
+
+    /// `default`, or a comma-separated list of [`Self::VARIANTS`] (each at most once).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const EXPECTED: &str = "expected `default` or a comma-separated list of unfused, narrow-chains, \
+                                multiwave-fused, classic-launch, event-tracking (each at most once)";
+        let mut o = Self::default();
+        if s == "default" {
+            return Ok(o);
+        }
+        for word in s.split(',') {
+            let i = Self::VARIANTS.iter().position(|v| *v == word).ok_or(EXPECTED)?;
+            if o.has(i) {
+                return Err(EXPECTED);
+            }
+            match i {
+                0 => o.fused = false,
+                1 => o.narrow_chains = true,
+                2 => o.multiwave_fused = true,
+                3 => o.dependent_launch = false,
+                _ => o.event_tracking = true,
+            }
+        }
+        Ok(o)
+    }
+}
+
+impl core::fmt::Display for KernelOptions {
+    /// The form [`core::str::FromStr`] reads: `default`, or the variants chosen joined by commas.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut any = false;
+        for (i, name) in Self::VARIANTS.iter().enumerate() {
+            if self.has(i) {
+                if any {
+                    f.write_str(",")?;
+                }
+                f.write_str(name)?;
+                any = true;
+            }
+        }
+        if !any {
+            f.write_str("default")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::KernelOptions;
+    use std::string::ToString;
+
+    #[test]
+    fn kernel_options_read_what_they_write_and_refuse_the_rest() {
+        let o: KernelOptions = "classic-launch,unfused".parse().unwrap();
+        assert!(!o.fused && !o.dependent_launch && !o.narrow_chains && !o.multiwave_fused && !o.event_tracking);
+        assert_eq!(o.to_string(), "unfused,classic-launch");
+        assert_eq!(o.to_string().parse::<KernelOptions>(), Ok(o));
+        assert_eq!("default".parse::<KernelOptions>(), Ok(KernelOptions::default()));
+        assert_eq!(KernelOptions::default().to_string(), "default");
+        let all: KernelOptions = KernelOptions::VARIANTS.join(",").parse().unwrap();
+        assert!(!all.fused && all.narrow_chains && all.multiwave_fused && !all.dependent_launch && all.event_tracking);
+        for bad in ["", "1", "unfused,", "Unfused", "unfused,unfused", "default,unfused", "split-stored", "products"] {
+            assert!(bad.parse::<KernelOptions>().is_err(), "{bad:?} was accepted");
+        }
+    }
+}

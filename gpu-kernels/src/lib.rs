@@ -76,6 +76,7 @@ pub(crate) mod nvptx_ops {
     /// The shared-window address of `p`, a generic address inside this block's shared memory: a 32-bit
     /// `ld.shared` address ([`lds4`]), which needs no 64-bit address arithmetic and no generic-space test.
     #[inline(always)]
+    #[allow(clippy::pointers_in_nomem_asm_block, reason = "the asm converts the address; it reads no memory")]
     pub(crate) fn shared_addr(p: *const f32) -> u32 {
         let a: u64;
         // SAFETY: an address conversion, no memory access.

@@ -30,6 +30,7 @@ mod evidence;
 mod load;
 mod sampler;
 
+use gpu_kernels::kernel_names::KernelOptions;
 use gpu_kernels::rng::draw_below;
 
 pub use report::{BenchReport, GpuFacts, Machine, Row};
@@ -135,20 +136,38 @@ fn workload(bars: usize) -> Result<WorkloadData, Error> {
     Ok(WorkloadData { prepared, dataset, market })
 }
 
-/// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable.
-pub fn backends(request: DeviceRequest) -> Result<Vec<Backend>, Error> {
+/// The backends a request names: the CPU unless only CUDA is asked for, CUDA when usable, running the
+/// kernels `variant` chooses. A variant other than the default needs the CUDA backend: without it the run
+/// would measure nothing of what was asked, so it is refused.
+pub fn backends(request: DeviceRequest, variant: KernelOptions) -> Result<Vec<Backend>, Error> {
+    let refused = |why: &str| Error::config("--variant", format!("{variant} chooses GPU kernels, but {why}"));
     let mut out = Vec::new();
     if request != DeviceRequest::Cuda {
         out.push(Backend::Cpu);
     }
+    if request == DeviceRequest::Cpu && variant != KernelOptions::default() {
+        return Err(refused("the run is on the CPU (--device cpu)"));
+    }
     if request != DeviceRequest::Cpu {
-        match crate::select_backend(DeviceRequest::Cuda) {
+        match cuda_backend(variant) {
             Ok(b) => out.push(b),
             Err(e) if request == DeviceRequest::Cuda => return Err(e.into()),
+            Err(e) if variant != KernelOptions::default() => return Err(refused(&format!("no GPU is usable: {e}"))),
             Err(e) => eprintln!("note: GPU rows skipped: {e}"),
         }
     }
     Ok(out)
+}
+
+/// The CUDA backend (device 0) running the kernels `variant` chooses.
+fn cuda_backend(variant: KernelOptions) -> Result<Backend, tradesim_host::HostError> {
+    #[cfg(feature = "cuda")]
+    if variant != KernelOptions::default() && crate::select_backend(DeviceRequest::Cuda).is_ok() {
+        let rt = tradesim_host::CudaRuntime::with_options(0, crate::ptx::sources()?, variant)?;
+        return Ok(Backend::Cuda(std::sync::Arc::new(rt)));
+    }
+    let _ = variant;
+    crate::select_backend(DeviceRequest::Cuda)
 }
 
 fn random_actions(n: usize, seed: u64) -> Vec<u8> {
@@ -410,10 +429,12 @@ pub fn dqn(
                 Ok(crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())?)
             })?;
             if let Some(p) = profile {
-                let ms: f64 = p.kernels.iter().filter(|k| k.0.starts_with("greedy_walk")).map(|k| k.2).sum();
+                use gpu_kernels::kernel_names::{GREEDY_WALK, GREEDY_WALK_REGS};
+                let walk = |k: &&(String, usize, f64)| k.0 == GREEDY_WALK || k.0 == GREEDY_WALK_REGS;
+                let ms: f64 = p.kernels.iter().filter(walk).map(|k| k.2).sum();
                 let bars = actions.len() / sizes.trials.max(1);
                 row = row.with_note(format!(
-                    "greedy_walk kernel {ms:.1} ms of {:.1} ms ({:.2} us per bar)",
+                    "walk kernel {ms:.1} ms of {:.1} ms ({:.2} us per bar)",
                     1e3 * seconds,
                     1e3 * ms / bars.max(1) as f64
                 ));
@@ -594,11 +615,13 @@ pub enum Workload {
     All,
 }
 
-/// Runs `workload`; `trials` overrides the learner workloads' trial count (5).
+/// Runs `workload` with the GPU kernels `variant` chooses; `trials` overrides the learner workloads' trial
+/// count (5).
 pub fn run(
     workload: Workload,
     quick: bool,
     request: DeviceRequest,
+    variant: KernelOptions,
     trials: Option<usize>,
     vectorbt: Option<&std::path::Path>,
 ) -> Result<BenchReport, Error> {
@@ -620,7 +643,7 @@ pub fn run(
     }
     let started = Instant::now();
     let mut monitor = GpuMonitor::open(request);
-    let backends = backends(request)?;
+    let backends = backends(request, variant)?;
     let mut rows = Vec::new();
     for name in names {
         rows.extend(match *name {
@@ -647,6 +670,7 @@ pub fn run(
     Ok(BenchReport {
         machine: Machine::describe(gpu_backend),
         quick,
+        variant,
         bars: sizes.bars,
         rows,
         gpu,

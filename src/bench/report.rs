@@ -42,7 +42,7 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
     /// (kernel, launches, milliseconds).
-    pub kernels: Vec<(&'static str, usize, f64)>,
+    pub kernels: Vec<(String, usize, f64)>,
     /// FLOP/s of the FMA reference kernel.
     pub fma_peak: f64,
 }
@@ -298,6 +298,8 @@ pub struct BenchReport {
     pub machine: Machine,
     /// Whether the sizes were the CI smoke test's.
     pub quick: bool,
+    /// The GPU kernels the run chose (`--variant`; the default unless a comparison asked otherwise).
+    pub variant: gpu_kernels::kernel_names::KernelOptions,
     /// Bars of the synthetic series.
     pub bars: usize,
     /// Every row.
@@ -533,6 +535,7 @@ impl BenchReport {
             "data": "synthetic",
             "bars": self.bars,
             "quick": self.quick,
+            "variant": self.variant.to_string(),
             "seconds": crate::json::number(self.seconds),
             "gpu_facts": gpu,
             "rows": rows,

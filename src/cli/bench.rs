@@ -9,10 +9,11 @@ pub(super) fn run(
     quick: bool,
     json: Option<&Path>,
     device: DeviceRequest,
+    variant: gpu_kernels::kernel_names::KernelOptions,
     trials: Option<usize>,
     vectorbt: Option<&Path>,
 ) -> Result<(), Error> {
-    let report = crate::bench::run(workload, quick, device, trials, vectorbt)?;
+    let report = crate::bench::run(workload, quick, device, variant, trials, vectorbt)?;
     print!("{}", report.markdown());
     if let Some(path) = json {
         std::fs::write(path, report.json()).map_err(Error::io(path))?;

@@ -242,6 +242,12 @@ enum Command {
         /// auto (CPU, plus CUDA when usable), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
+        /// The GPU kernels to measure: `default`, or a comma-separated list of unfused (one launch per
+        /// layer), narrow-chains (32-row tiles), multiwave-fused (`mlp_backward` in many waves),
+        /// classic-launch (no programmatic dependent launch), event-tracking (cudarc's per-buffer events).
+        /// The same bits every way; recorded in the JSON as `variant`.
+        #[arg(long, default_value = "default")]
+        variant: gpu_kernels::kernel_names::KernelOptions,
         /// Trials of the learner workloads (W3, W4; default 5), e.g. 1024 for the wide-batch figure.
         #[arg(long)]
         trials: Option<usize>,
@@ -385,8 +391,8 @@ pub fn main() -> ExitCode {
             });
             hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends.map_err(Error::from))
         }
-        Command::Bench { workload, quick, json, device, trials, vectorbt } => {
-            bench::run(workload, quick, json.as_deref(), device, trials, vectorbt.as_deref())
+        Command::Bench { workload, quick, json, device, variant, trials, vectorbt } => {
+            bench::run(workload, quick, json.as_deref(), device, variant, trials, vectorbt.as_deref())
         }
     };
     match result {

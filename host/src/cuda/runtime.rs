@@ -6,49 +6,75 @@ use std::sync::Mutex;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
-use gpu_kernels::kernel_names;
+use gpu_kernels::kernel_names::{self, KernelOptions};
 
 use crate::HostError;
 
-/// Every kernel of the module, resolved once when the runtime starts.
+/// A kernel of the module: its function and its name (launch errors and profiles name it).
 #[derive(Debug)]
-pub(crate) struct Kernels {
-    pub(crate) env_scan: CudaFunction,
-    pub(crate) observe: CudaFunction,
-    pub(crate) reward_chunk_moments: CudaFunction,
-    pub(crate) reward_merge: CudaFunction,
-    pub(crate) reward_normalize: CudaFunction,
-    pub(crate) sample_transitions: CudaFunction,
-    pub(crate) vector_reset: CudaFunction,
-    pub(crate) vector_check: CudaFunction,
-    pub(crate) vector_step: CudaFunction,
-    pub(crate) backtest: CudaFunction,
-    pub(crate) gemm_tiles: CudaFunction,
-    pub(crate) mlp_chain: CudaFunction,
-    pub(crate) mlp_chain_wide: CudaFunction,
-    pub(crate) mlp_rows: CudaFunction,
-    pub(crate) mlp_rows_wide: CudaFunction,
-    pub(crate) mlp_backward: CudaFunction,
-    pub(crate) mlp_gradients: CudaFunction,
-    pub(crate) dqn_select: CudaFunction,
-    pub(crate) dqn_act: CudaFunction,
-    pub(crate) dqn_td: CudaFunction,
-    pub(crate) dqn_adam: CudaFunction,
-    pub(crate) greedy_walk: CudaFunction,
-    pub(crate) greedy_walk_regs: CudaFunction,
-    pub(crate) fma_peak: CudaFunction,
-    pub(crate) ppo_select: CudaFunction,
-    pub(crate) ppo_act: CudaFunction,
-    pub(crate) ppo_gae: CudaFunction,
-    pub(crate) ppo_gather: CudaFunction,
-    pub(crate) ppo_loss: CudaFunction,
-    pub(crate) ppo_grad: CudaFunction,
-    pub(crate) ppo_norm: CudaFunction,
-    pub(crate) ppo_adam: CudaFunction,
+pub(crate) struct Kernel {
+    pub(crate) function: CudaFunction,
+    pub(crate) name: &'static str,
 }
 
+impl Kernel {
+    fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<Self, HostError> {
+        let function = module.load_function(name).map_err(|_| HostError::MissingKernel { name })?;
+        Ok(Self { function, name })
+    }
+
+    /// The kernel's launch label: its name alone.
+    pub(crate) fn label(&self) -> Label {
+        Label { kernel: self.name, stage: None }
+    }
+
+    /// The kernel's launch label for `stage`, where one kernel runs several stages.
+    pub(crate) fn at(&self, stage: &'static str) -> Label {
+        Label { kernel: self.name, stage: Some(stage) }
+    }
+}
+
+/// What a launch is recorded as (the last kernel of a stream, the profile's rows): its kernel's name and,
+/// where one kernel runs several stages, the stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Label {
+    pub(crate) kernel: &'static str,
+    pub(crate) stage: Option<&'static str>,
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stage {
+            Some(stage) => write!(f, "{} {stage}", self.kernel),
+            None => f.write_str(self.kernel),
+        }
+    }
+}
+
+/// [`Kernels`] from the list of [`gpu_kernels::for_each_kernel`].
+macro_rules! kernel_table {
+    ($($(#[$doc:meta])* $shim:ident $name:ident;)*) => {
+        /// Every kernel of the module, resolved once when the runtime starts.
+        #[derive(Debug)]
+        pub(crate) struct Kernels {
+            $(
+                #[doc = concat!("`", stringify!($shim), "` (`gpu_kernels::kernel_names::", stringify!($name), "`).")]
+                pub(crate) $shim: Kernel,
+            )*
+        }
+
+        impl Kernels {
+            /// Resolves every kernel in `module`.
+            fn load(module: &Arc<CudaModule>) -> Result<Self, HostError> {
+                Ok(Self { $($shim: Kernel::load(module, kernel_names::$name)?,)* })
+            }
+        }
+    };
+}
+gpu_kernels::for_each_kernel!(kernel_table);
+
 /// A launch bracketed by timing events: kernel name, start, end.
-type TimedLaunch = (&'static str, CudaEvent, CudaEvent);
+type TimedLaunch = (Label, CudaEvent, CudaEvent);
 
 /// A CUDA device with the PTX module loaded.
 #[derive(Debug)]
@@ -66,12 +92,8 @@ pub struct CudaRuntime {
     shared_per_block: usize,
     compute_capability: (i32, i32),
     total_memory: usize,
-    /// [`Self::fused`].
-    fused: bool,
-    /// [`Self::narrow_chains`].
-    narrow_chains: bool,
-    /// [`Self::multiwave_backward`].
-    multiwave_backward: MultiwaveBackward,
+    /// The kernels chosen where several give the same bits ([`Self::options`]).
+    options: KernelOptions,
     /// [`Self::dependent_launch`].
     dependent_launch: bool,
     /// [`Self::ptx_target`].
@@ -79,21 +101,26 @@ pub struct CudaRuntime {
 }
 
 impl CudaRuntime {
+    /// [`Self::with_options`] with the default kernels ([`KernelOptions::default`]).
+    pub fn new(ordinal: usize, modules: &[&str]) -> Result<Self, HostError> {
+        Self::with_options(ordinal, modules, KernelOptions::default())
+    }
+
     /// Opens device `ordinal`, loads the first of `modules` (PTX, newest target first) whose target the
     /// device can run (else the last: its load error names the target) and resolves every kernel the host
     /// launches (build.rs has already checked that the PTX has an entry for each name in
-    /// `kernel_names::ALL`). Kernels of a module built for sm_90 or later are launched with programmatic
-    /// stream serialization ([`Self::dependent_launch`]).
-    pub fn new(ordinal: usize, modules: &[&str]) -> Result<Self, HostError> {
+    /// `kernel_names::ALL`); `options` chooses among kernels that give the same bits and how they are
+    /// launched. Kernels of a module built for sm_90 or later are launched with programmatic stream
+    /// serialization unless `options` says otherwise ([`Self::dependent_launch`]).
+    pub fn with_options(ordinal: usize, modules: &[&str], options: KernelOptions) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
-        if std::env::var_os("TRADESIM_EVENT_TRACKING").is_none_or(|v| v != "1") {
+        if !options.event_tracking {
             // SAFETY: every buffer is created before any use on another stream is queued (each upload or
             // allocation used elsewhere is followed by a synchronize: the learners' `new`, the product tables,
             // the acting buffers, the envs' market data), its uses on other streams are ordered by explicit
             // events (a walk's weight copy, `walk_weights`) or by a synchronize, and no buffer is freed while
             // another stream may use it (the learners and walks synchronize when dropped). cudarc's tracking
-            // recorded and waited on an event per buffer argument of every launch: the H200's DQN epoch
-            // took 2.5% longer with it (`TRADESIM_EVENT_TRACKING=1` turns it back on).
+            // would record and wait on an event per buffer argument of every launch.
             unsafe { ctx.disable_event_tracking() };
         }
         let name = ctx.name().map_err(HostError::driver("reading the device name"))?;
@@ -108,71 +135,38 @@ impl CudaRuntime {
             .or(modules.last())
             .ok_or_else(|| HostError::Load { arch: "none".to_owned(), reason: "no PTX module was given".to_owned() })?;
         let dependent = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH);
-        let dependent_launch = ptx_sm(ptx).is_some_and(|sm| dependent.is_some_and(|d| sm >= d))
-            && std::env::var_os("TRADESIM_DEPENDENT_LAUNCH").is_none_or(|v| v.is_empty() || v != "0");
+        let dependent_launch =
+            ptx_sm(ptx).is_some_and(|sm| dependent.is_some_and(|d| sm >= d)) && options.dependent_launch;
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|e| HostError::Load {
             arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
             reason: e.to_string(),
         })?;
-        let load = |name: &'static str| module.load_function(name).map_err(|_| HostError::MissingKernel { name });
-        let kernels = Kernels {
-            env_scan: load(kernel_names::ENV_SCAN)?,
-            observe: load(kernel_names::OBSERVE)?,
-            reward_chunk_moments: load(kernel_names::REWARD_CHUNK_MOMENTS)?,
-            reward_merge: load(kernel_names::REWARD_MERGE)?,
-            reward_normalize: load(kernel_names::REWARD_NORMALIZE)?,
-            sample_transitions: load(kernel_names::SAMPLE_TRANSITIONS)?,
-            vector_reset: load(kernel_names::VECTOR_RESET)?,
-            vector_check: load(kernel_names::VECTOR_CHECK)?,
-            vector_step: load(kernel_names::VECTOR_STEP)?,
-            backtest: load(kernel_names::BACKTEST)?,
-            gemm_tiles: load(kernel_names::GEMM_TILES)?,
-            mlp_chain: load(kernel_names::MLP_CHAIN)?,
-            mlp_chain_wide: load(kernel_names::MLP_CHAIN_WIDE)?,
-            mlp_rows: load(kernel_names::MLP_ROWS)?,
-            mlp_rows_wide: load(kernel_names::MLP_ROWS_WIDE)?,
-            mlp_backward: load(kernel_names::MLP_BACKWARD)?,
-            mlp_gradients: load(kernel_names::MLP_GRADIENTS)?,
-            dqn_select: load(kernel_names::DQN_SELECT)?,
-            dqn_act: load(kernel_names::DQN_ACT)?,
-            dqn_td: load(kernel_names::DQN_TD)?,
-            dqn_adam: load(kernel_names::DQN_ADAM)?,
-            greedy_walk: load(kernel_names::GREEDY_WALK)?,
-            greedy_walk_regs: load(kernel_names::GREEDY_WALK_REGS)?,
-            fma_peak: load(kernel_names::FMA_PEAK)?,
-            ppo_select: load(kernel_names::PPO_SELECT)?,
-            ppo_act: load(kernel_names::PPO_ACT)?,
-            ppo_gae: load(kernel_names::PPO_GAE)?,
-            ppo_gather: load(kernel_names::PPO_GATHER)?,
-            ppo_loss: load(kernel_names::PPO_LOSS)?,
-            ppo_grad: load(kernel_names::PPO_GRAD)?,
-            ppo_norm: load(kernel_names::PPO_NORM)?,
-            ppo_adam: load(kernel_names::PPO_ADAM)?,
-        };
+        let kernels = Kernels::load(&module)?;
         let multiprocessors = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(HostError::driver("reading the multiprocessor count"))?;
         let shared_per_block = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(HostError::driver("reading the shared memory per block"))?;
-        for (kernel, what) in [
-            (&kernels.greedy_walk, "the greedy walk"),
-            (&kernels.greedy_walk_regs, "the register walk"),
-            (&kernels.mlp_chain, "the fused layers"),
-            (&kernels.mlp_chain_wide, "the wide fused layers"),
-            (&kernels.dqn_act, "the fused DQN acting"),
-            (&kernels.ppo_act, "the fused PPO acting"),
-            (&kernels.mlp_rows, "the staged products"),
-            (&kernels.mlp_rows_wide, "the wide staged products"),
-            (&kernels.mlp_backward, "the fused backward pass"),
-            (&kernels.mlp_gradients, "the fused gradients"),
+        for kernel in [
+            &kernels.greedy_walk,
+            &kernels.greedy_walk_regs,
+            &kernels.mlp_chain,
+            &kernels.mlp_chain_wide,
+            &kernels.dqn_act,
+            &kernels.ppo_act,
+            &kernels.mlp_rows,
+            &kernels.mlp_rows_wide,
+            &kernels.mlp_backward,
+            &kernels.mlp_gradients,
         ] {
             kernel
+                .function
                 .set_attribute(
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     shared_per_block,
                 )
-                .map_err(HostError::driver(format!("allowing {what} its shared memory")))?;
+                .map_err(HostError::driver(format!("allowing {} its shared memory", kernel.name)))?;
         }
         Ok(Self {
             ctx,
@@ -185,9 +179,7 @@ impl CudaRuntime {
             shared_per_block: usize::try_from(shared_per_block).unwrap_or(0),
             compute_capability,
             total_memory,
-            fused: std::env::var_os("TRADESIM_UNFUSED").is_none_or(|v| v.is_empty() || v == "0"),
-            narrow_chains: std::env::var_os("TRADESIM_NARROW_CHAINS").is_some_and(|v| !v.is_empty() && v != "0"),
-            multiwave_backward: MultiwaveBackward::from_env()?,
+            options,
             dependent_launch,
             ptx_target: ptx_target(ptx).unwrap_or("unknown").to_owned(),
         })
@@ -218,23 +210,28 @@ impl CudaRuntime {
         self.shared_per_block
     }
 
+    /// The kernels chosen where several give the same bits, as given to [`Self::with_options`].
+    pub fn options(&self) -> KernelOptions {
+        self.options
+    }
+
     /// Whether the learners run a network's layers fused ([`gpu_kernels::chain`], the default) or one launch
-    /// per layer (`TRADESIM_UNFUSED=1`: the side-by-side reference of the benchmarks; the same bits).
+    /// per layer ([`KernelOptions::fused`]; the same bits).
     pub fn fused(&self) -> bool {
-        self.fused
+        self.options.fused
     }
 
     /// Whether the training forward passes and the staged products run in tiles of 32 rows (`mlp_chain`,
-    /// `mlp_rows`; `TRADESIM_NARROW_CHAINS=1`: the side-by-side reference) where tiles of 128 (`mlp_chain_wide`,
-    /// `mlp_rows_wide`, the default) fit a block's shared memory. The same bits either way.
+    /// `mlp_rows`) where tiles of 128 (`mlp_chain_wide`, `mlp_rows_wide`, the default) fit a block's shared
+    /// memory ([`KernelOptions::narrow_chains`]). The same bits either way.
     pub fn narrow_chains(&self) -> bool {
-        self.narrow_chains
+        self.options.narrow_chains
     }
 
-    /// How a backward pass whose fused blocks would take more than one wave runs
-    /// (`TRADESIM_MULTIWAVE_BACKWARD`, [`MultiwaveBackward`]). The same bits either way.
+    /// How a backward pass whose fused blocks would take more than one wave runs ([`MultiwaveBackward`],
+    /// [`KernelOptions::multiwave_fused`]). The same bits either way.
     pub(crate) fn multiwave_backward(&self) -> MultiwaveBackward {
-        self.multiwave_backward
+        if self.options.multiwave_fused { MultiwaveBackward::Fused } else { MultiwaveBackward::Split }
     }
 
     /// The `.target` of the PTX module loaded (e.g. `sm_90`).
@@ -244,7 +241,7 @@ impl CudaRuntime {
 
     /// Whether kernels are launched with programmatic stream serialization (programmatic dependent launch):
     /// where the loaded module was built for sm_90 or later (on such GPUs, `build.rs` builds one beside the
-    /// sm_80 module), unless `TRADESIM_DEPENDENT_LAUNCH=0` (the side-by-side reference of the benchmarks).
+    /// sm_80 module), unless the options turn it off ([`KernelOptions::dependent_launch`]).
     /// Every kernel waits for the kernel before it to complete before it reads anything that one may write
     /// (`gpu_kernels::kernel_names::EARLY_READS`), so the bits are the same either way; what overlaps is a
     /// launch, its blocks' dispatch and their early reads with the end of the kernel before.
@@ -302,7 +299,7 @@ impl CudaRuntime {
         self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 
-    /// Notes `kernel` (a kernel name, or a label that starts with one) as the last launched on `stream`.
+    /// Notes `kernel` as the last kernel launched on `stream`.
     pub(crate) fn launched(&self, stream: &CudaStream, kernel: &'static str) {
         let key = stream.cu_stream() as usize;
         let mut last = self.last_kernels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -312,38 +309,39 @@ impl CudaRuntime {
         }
     }
 
-    /// The kernel launched last on `stream` (its launch label), if any: what a kernel launched next may
-    /// overlap under programmatic dependent launch (only a kernel just before it, never a copy).
+    /// The name of the kernel launched last on `stream`, if any: what a kernel launched next may overlap
+    /// under programmatic dependent launch (only a kernel just before it, never a copy).
     pub(crate) fn last_kernel(&self, stream: &CudaStream) -> Option<&'static str> {
         let key = stream.cu_stream() as usize;
         let last = self.last_kernels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         last.iter().find(|(s, _)| *s == key).map(|(_, k)| *k)
     }
 
-    pub(crate) fn record_launch(&self, kernel: &'static str, start: CudaEvent, end: CudaEvent) {
+    pub(crate) fn record_launch(&self, label: Label, start: CudaEvent, end: CudaEvent) {
         if let Some(p) = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
-            p.push((kernel, start, end));
+            p.push((label, start, end));
         }
     }
 
-    /// Stops profiling; waits for the device and returns, per kernel name (in order of first launch), the
-    /// launches and their summed device milliseconds (each from its own pair of CUDA events).
-    pub fn stop_profile(&self) -> Result<Vec<(&'static str, usize, f64)>, HostError> {
+    /// Stops profiling; waits for the device and returns, per launch label (a kernel's name, followed by
+    /// the stage where one kernel runs several; in order of first launch), the launches and their summed
+    /// device milliseconds (each from its own pair of CUDA events).
+    pub fn stop_profile(&self) -> Result<Vec<(String, usize, f64)>, HostError> {
         let launches =
             self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
         self.synchronize()?;
-        let mut out: Vec<(&'static str, usize, f64)> = Vec::new();
-        for (kernel, start, end) in &launches {
+        let mut out: Vec<(Label, usize, f64)> = Vec::new();
+        for (label, start, end) in &launches {
             let ms = f64::from(start.elapsed_ms(end).map_err(HostError::driver("reading event times"))?);
-            match out.iter_mut().find(|(k, _, _)| k == kernel) {
+            match out.iter_mut().find(|(l, _, _)| l == label) {
                 Some(row) => {
                     row.1 += 1;
                     row.2 += ms;
                 }
-                None => out.push((kernel, 1, ms)),
+                None => out.push((*label, 1, ms)),
             }
         }
-        Ok(out)
+        Ok(out.into_iter().map(|(label, launches, ms)| (label.to_string(), launches, ms)).collect())
     }
 
     /// Free and total device memory in bytes.
@@ -363,37 +361,16 @@ impl CudaRuntime {
 }
 
 /// How the backward pass after the loss runs where `mlp_backward`'s blocks would take more than one wave
-/// (PPO's quarter-rollout minibatches, batches of many trials), by `TRADESIM_MULTIWAVE_BACKWARD`. Each
-/// gives the same bits.
+/// (PPO's quarter-rollout minibatches, batches of many trials). Each gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MultiwaveBackward {
-    /// `split` (the default): `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the
-    /// weight and bias gradients (each block reads only its own columns); `mlp_rows` computes the hidden
-    /// gradient of layer 2 from the output gradient (and stores it for `mlp_gradients`), so the loss kernel
-    /// stores none.
+    /// The default: `mlp_rows` stores the hidden gradient of layer 1, then `mlp_gradients` sums the weight
+    /// and bias gradients (each block reads only its own columns); `mlp_rows` computes the hidden gradient
+    /// of layer 2 from the output gradient (and stores it for `mlp_gradients`) where the products pair, so
+    /// the loss kernel stores none.
     Split,
-    /// `split-stored`: as `split`, with the hidden gradient of layer 2 stored by the loss kernel (the
-    /// reference of the measurements).
-    SplitStored,
-    /// `fused`: `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
+    /// `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
     Fused,
-    /// `products`: `mlp_rows`, then `gemm_tiles` for the gradients (the reference of the measurements).
-    Products,
-}
-
-impl MultiwaveBackward {
-    /// The mode `TRADESIM_MULTIWAVE_BACKWARD` names (`split` when unset or empty).
-    fn from_env() -> Result<Self, HostError> {
-        match std::env::var("TRADESIM_MULTIWAVE_BACKWARD").as_deref() {
-            Err(_) | Ok("" | "split") => Ok(Self::Split),
-            Ok("split-stored") => Ok(Self::SplitStored),
-            Ok("fused") => Ok(Self::Fused),
-            Ok("products") => Ok(Self::Products),
-            Ok(other) => Err(HostError::Config(format!(
-                "TRADESIM_MULTIWAVE_BACKWARD={other}: expected split, split-stored, fused or products"
-            ))),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -125,7 +125,7 @@ impl ProductTables {
         gpu_kernels::chain::chain_plan(net, trials, act, train_rows, |c| host.push(c));
         let l = net.layout();
         let products: Vec<_> = host.iter().flat_map(|c| c.layers(&l)).collect();
-        crate::plan::check("mlp_chain", &products, &self.lens)?;
+        crate::plan::check(gpu_kernels::kernel_names::MLP_CHAIN, &products, &self.lens)?;
         if let Some(c) = host.iter().find(|c| !c.row_major()) {
             return Err(HostError::Config(format!("mlp_chain: operands not row-major: {c:?}")));
         }
@@ -138,15 +138,13 @@ impl ProductTables {
     /// blocks fit the device in one wave; where they would take more, `mlp_rows` (the hidden gradient of
     /// layer 1, stored) and then `mlp_gradients` (the weight and bias gradients from it), `mlp_rows`
     /// computing (and storing) the hidden gradient of layer 2 from the output gradient where it runs the
-    /// products and `TRADESIM_MULTIWAVE_BACKWARD` allows it, or what that variable asks
-    /// ([`MultiwaveBackward`]). Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits
+    /// products, or `mlp_backward` in many waves where the options ask for it ([`MultiwaveBackward`]). Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits
     /// every way. The loss kernel launched before the plan stores `D2` unless
     /// [`BackwardPlan::loss_stores_hidden`] says it need not.
     ///
     /// Why one wave for `mlp_backward`: each of its layer-1 blocks reads its chunk's `D2` rows again (a block
-    /// per unit group) and computes its units' `D1`, which is cheap while the launch is latency-bound (a DQN
-    /// step: 240 blocks, 37.7 us against 17.5 + 32.7 us for the two launches on the H200) but not when it runs
-    /// in many waves (a PPO update of quarter rollouts: 1,920 blocks, 99.9 us a step against 90.4).
+    /// per unit group) and computes its units' `D1`, which is cheap while the launch is latency-bound but not
+    /// when it runs in many waves.
     pub(crate) fn backward_plan(&mut self, net: &NetArgs, trials: &[NetTrial]) -> Result<BackwardPlan, HostError> {
         use gpu_kernels::backward::{BackwardShared, backward_blocks, backward_suit};
         // 1 KB of a multiprocessor's shared memory is the driver's per block.
@@ -155,7 +153,7 @@ impl ProductTables {
         let (x, y) = backward_blocks(net);
         let one_wave = x * y <= per_sm * self.rt.multiprocessors;
         let mode = if one_wave { MultiwaveBackward::Fused } else { self.rt.multiwave_backward() };
-        if !(self.rt.fused() && per_sm > 0 && backward_suit(net)) || mode == MultiwaveBackward::Products {
+        if !(self.rt.fused() && per_sm > 0 && backward_suit(net)) {
             return Ok(BackwardPlan::Products);
         }
         // The products the kernels compute, built and checked against the buffers' lengths (once).
@@ -164,8 +162,7 @@ impl ProductTables {
         }
         Ok(match mode {
             MultiwaveBackward::Fused => BackwardPlan::Fused,
-            MultiwaveBackward::SplitStored => BackwardPlan::Split { from_out: false },
-            _ => BackwardPlan::Split { from_out: self.hidden_from_out(net, trials)?.is_some() },
+            MultiwaveBackward::Split => BackwardPlan::Split { from_out: self.hidden_from_out(net, trials)?.is_some() },
         })
     }
 
@@ -235,7 +232,7 @@ impl ProductTables {
             Some(i) => i,
             None => {
                 let host = crate::plan::stage_plan(net, trials, stage);
-                crate::plan::check("gemm_tiles", &host, &self.lens)?;
+                crate::plan::check(gpu_kernels::kernel_names::GEMM_TILES, &host, &self.lens)?;
                 self.tables.push((key, GemmTable::upload(&self.stream, host)?));
                 self.tables.len() - 1
             }

@@ -18,7 +18,7 @@ pub(crate) fn backtest(
     ledger_len: usize,
     args: &BacktestArgs,
 ) -> Result<(), HostError> {
-    let kernel = "backtest";
+    let kernel = rt.kernels.backtest.name;
     let (columns, steps) = (args.n_columns as usize, (args.end - args.start) as usize);
     at_least(kernel, "parameter sets", args.n_params as usize, input.params.len())?;
     if args.signal == SIGNAL_SMA_CROSS {
@@ -56,6 +56,6 @@ pub(crate) fn backtest(
     let cfg = grid_of(kernel, columns, BACKTEST_BLOCK)?;
     // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
     // computed from this launch's own count pass, so each column's trades fit at its offset.
-    timed(rt, stream, "backtest", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.backtest.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

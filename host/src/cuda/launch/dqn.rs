@@ -18,7 +18,7 @@ pub(crate) fn dqn_select(
     actions: &mut CudaSlice<u8>,
     args: &DqnArgs,
 ) -> Result<(), HostError> {
-    let kernel = "dqn_select";
+    let kernel = rt.kernels.dqn_select.name;
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
     let aw = gpu_kernels::net::ActWork::of(&args.net());
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
@@ -30,7 +30,7 @@ pub(crate) fn dqn_select(
     launch.arg(&nets.params).arg(&q).arg(actions).arg(&dev_args);
     let cfg = grid(kernel, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
-    timed(rt, stream, "dqn_select", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.dqn_select.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -49,17 +49,17 @@ pub(crate) fn dqn_act(
     args: &DqnArgs,
     step: bool,
 ) -> Result<(), HostError> {
-    let kernel = "dqn_act";
+    let kernel = rt.kernels.dqn_act.name;
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
     let (mut launch, cfg) =
-        super::net::act_launch(rt, (&rt.kernels.dqn_act, kernel), view, (chains, pointers), sizes, select, step)?;
+        super::net::act_launch(rt, &rt.kernels.dqn_act, view, (chains, pointers), sizes, select, step)?;
     launch.arg(&nets.params).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.
-    timed(rt, &stream, kernel, || unsafe { launch.launch(cfg) })?;
+    timed(rt, &stream, rt.kernels.dqn_act.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -72,7 +72,7 @@ pub(crate) fn dqn_td(
     args: &DqnArgs,
     hidden: bool,
 ) -> Result<(), HostError> {
-    let kernel = "dqn_td";
+    let kernel = rt.kernels.dqn_td.name;
     let n_samples = args.n_trials as usize * args.batch as usize;
     at_least(kernel, "DQN parameter sets", args.n_trials as usize, nets.params.len())?;
     let work = args.n_trials as usize * gpu_kernels::net::Work::of(&args.net()).per_trial();
@@ -102,7 +102,7 @@ pub(crate) fn dqn_td(
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::TD_ROWS, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
-    timed(rt, stream, "dqn_td", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.dqn_td.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn dqn_adam(
     nets: &mut DqnBuffers,
     args: &DqnArgs,
 ) -> Result<(), HostError> {
-    let kernel = "dqn_adam";
+    let kernel = rt.kernels.dqn_adam.name;
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
     at_least(kernel, "DQN parameter sets", trials, nets.params.len())?;
     for (what, len) in
@@ -135,6 +135,6 @@ pub(crate) fn dqn_adam(
     let step = std::mem::size_of::<Option<gpu_kernels::dqn::TrialStep>>() as u32;
     let cfg = LaunchConfig { shared_mem_bytes: step, ..per_trial_grid(kernel, n_params, trials)? };
     // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
-    timed(rt, stream, "dqn_adam", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.dqn_adam.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

@@ -51,7 +51,7 @@ pub(crate) fn env_scan(
     actions: &CudaView<'_, u8>,
     args: &BatchArgs,
 ) -> Result<(), HostError> {
-    let kernel = "env_scan";
+    let kernel = rt.kernels.env_scan.name;
     buf.check(kernel, args)?;
     at_least(kernel, "actions (steps x envs)", args.steps as usize * args.n_envs(), actions.len())?;
     check_ring_writes(kernel, args, buf.ring.len())?;
@@ -61,7 +61,7 @@ pub(crate) fn env_scan(
     launch.arg(buf.params).arg(buf.states).arg(actions).arg(buf.bars).arg(buf.ring).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
     // contract names was checked above, including that no two threads write one ring slot.
-    timed(rt, stream, "env_scan", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.env_scan.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -74,7 +74,7 @@ pub(crate) fn observe(
     out: &mut CudaSlice<f32>,
     args: &BatchArgs,
 ) -> Result<(), HostError> {
-    let kernel = "observe";
+    let kernel = rt.kernels.observe.name;
     buf.check(kernel, args)?;
     at_least(
         kernel,
@@ -88,7 +88,7 @@ pub(crate) fn observe(
     let mut launch = Launch::new(rt, stream, &rt.kernels.observe);
     launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
-    timed(rt, stream, "observe", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.observe.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -98,19 +98,20 @@ pub(crate) fn observe(
 fn check_update_rewards(args: &BatchArgs, lens: [usize; 5]) -> Result<(), HostError> {
     let (trials, steps) = (args.n_trials as usize, args.steps as usize);
     let n_chunk_values = trials * steps * args.n_chunks();
+    use gpu_kernels::kernel_names::{REWARD_CHUNK_MOMENTS, REWARD_MERGE};
     at_least(
-        "reward_chunk_moments",
+        REWARD_CHUNK_MOMENTS,
         "ring capacity per trial (steps x envs per trial)",
         steps * args.envs_per_trial as usize,
         args.capacity as usize,
     )?;
     let [params, ring, running, chunks, after_step] = lens;
     for (kernel, what, needed, got) in [
-        ("reward_chunk_moments", "trial parameters", trials, params),
-        ("reward_chunk_moments", "ring slots", ring_len(args), ring),
-        ("reward_merge", "running moments", trials, running),
-        ("reward_chunk_moments", "chunk moments", n_chunk_values, chunks),
-        ("reward_merge", "per-step moments", trials * steps, after_step),
+        (REWARD_CHUNK_MOMENTS, "trial parameters", trials, params),
+        (REWARD_CHUNK_MOMENTS, "ring slots", ring_len(args), ring),
+        (REWARD_MERGE, "running moments", trials, running),
+        (REWARD_CHUNK_MOMENTS, "chunk moments", n_chunk_values, chunks),
+        (REWARD_MERGE, "per-step moments", trials * steps, after_step),
     ] {
         at_least(kernel, what, needed, got)?;
     }
@@ -136,19 +137,19 @@ pub(crate) fn update_rewards(
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.reward_chunk_moments);
     launch.arg(params).arg(&*ring).arg(&mut *chunks).arg(&dev_args);
-    let cfg = grid("reward_chunk_moments", n_chunk_values)?;
+    let cfg = grid(rt.kernels.reward_chunk_moments.name, n_chunk_values)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
-    timed(rt, stream, "reward_chunk_moments", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.reward_chunk_moments.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.reward_merge);
     launch.arg(running).arg(&*chunks).arg(&mut *after_step).arg(&dev_args);
-    let cfg = grid("reward_merge", trials)?;
+    let cfg = grid(rt.kernels.reward_merge.name, trials)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
-    timed(rt, stream, "reward_merge", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.reward_merge.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.reward_normalize);
     launch.arg(params).arg(ring).arg(&*after_step).arg(&dev_args);
-    let cfg = grid("reward_normalize", args.n_envs() * steps)?;
+    let cfg = grid(rt.kernels.reward_normalize.name, args.n_envs() * steps)?;
     // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
-    timed(rt, stream, "reward_normalize", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.reward_normalize.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -164,7 +165,7 @@ pub(crate) fn sample_transitions(
     out: &mut SampleBuffers,
     args: &SampleArgs,
 ) -> Result<(), HostError> {
-    let kernel = "sample_transitions";
+    let kernel = rt.kernels.sample_transitions.name;
     let samples = args.n_trials as usize * args.batch as usize;
     let width = args.n_features as usize + 3;
     at_least(kernel, "trial parameters", args.n_trials as usize, params.len())?;
@@ -198,7 +199,7 @@ pub(crate) fn sample_transitions(
         .arg(&dev_args);
     let cfg = grid(kernel, samples * width)?;
     // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
-    timed(rt, stream, "sample_transitions", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.sample_transitions.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -225,7 +226,7 @@ pub(crate) fn vector_reset(
     buf: VectorBuffers<'_>,
     args: &VectorArgs,
 ) -> Result<(), HostError> {
-    let kernel = "vector_reset";
+    let kernel = rt.kernels.vector_reset.name;
     buf.check(kernel, args)?;
     let cfg = grid(kernel, args.n_envs as usize)?;
     let dev_args = Dev(*args);
@@ -235,7 +236,7 @@ pub(crate) fn vector_reset(
     launch.arg(&mut o.obs).arg(&mut o.final_obs).arg(&mut o.rewards).arg(&mut o.terminated).arg(&mut o.truncated);
     launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::vector_reset` in order and type; lengths checked above.
-    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
+    timed(rt, stream, rt.kernels.vector_reset.label(), || unsafe { launch.launch(cfg) })
 }
 
 /// Actions for [`vector_check`] and [`vector_step`]: a buffer of ours, or a raw device pointer.
@@ -258,14 +259,14 @@ pub(crate) unsafe fn vector_check(
     status: &mut CudaSlice<u32>,
     args: &VectorArgs,
 ) -> Result<(), HostError> {
-    let kernel = "vector_check";
+    let kernel = rt.kernels.vector_check.name;
     at_least(kernel, "status words", 1, status.len())?;
     let cfg = grid(kernel, args.n_envs as usize)?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.vector_check);
     launch.arg(&actions).arg(status).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::vector_check`; the caller vouches for `actions`.
-    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
+    timed(rt, stream, rt.kernels.vector_check.label(), || unsafe { launch.launch(cfg) })
 }
 
 /// `vector_step`: one step of every env, unless `status` names an invalid action.
@@ -280,7 +281,7 @@ pub(crate) unsafe fn vector_step(
     status: &CudaSlice<u32>,
     args: &VectorArgs,
 ) -> Result<(), HostError> {
-    let kernel = "vector_step";
+    let kernel = rt.kernels.vector_step.name;
     buf.check(kernel, args)?;
     at_least(kernel, "status words", 1, status.len())?;
     let cfg = grid(kernel, args.n_envs as usize)?;
@@ -307,7 +308,7 @@ pub(crate) unsafe fn vector_step(
     launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::vector_step` in order and type; lengths checked above;
     // the caller vouches for raw actions.
-    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })
+    timed(rt, stream, rt.kernels.vector_step.label(), || unsafe { launch.launch(cfg) })
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use cudarc::driver::{
 
 use super::buffers::Dev;
 
-use super::runtime::CudaRuntime;
+use super::runtime::{CudaRuntime, Kernel, Label};
 use crate::HostError;
 
 /// Threads per block of every kernel (one thread per element).
@@ -94,18 +94,18 @@ pub(crate) struct Launch<'a> {
     buffers: usize,
     args: Vec<*mut c_void>,
     /// Records each buffer's use on its event after the launch when cudarc tracks events
-    /// (`TRADESIM_EVENT_TRACKING=1`; nothing otherwise). Emptied by [`Self::launch`] alone, so that the
+    /// (`KernelOptions::event_tracking`; nothing otherwise). Emptied by [`Self::launch`] alone, so that the
     /// builder itself needs no drop and the buffers' borrows end at its last use (as cudarc's builder's do);
     /// a builder never launched records nothing.
     guards: ManuallyDrop<Vec<SyncOnDrop<'a>>>,
 }
 
 impl<'a> Launch<'a> {
-    /// A launch of `function` on `stream`.
-    pub(crate) fn new(rt: &CudaRuntime, stream: &'a CudaStream, function: &'a CudaFunction) -> Self {
+    /// A launch of `kernel` on `stream`.
+    pub(crate) fn new(rt: &CudaRuntime, stream: &'a CudaStream, kernel: &'a Kernel) -> Self {
         Self {
             stream,
-            function,
+            function: &kernel.function,
             dependent: rt.dependent_launch(),
             addresses: Box::new([0; MAX_ARGS]),
             buffers: 0,
@@ -233,12 +233,12 @@ macro_rules! scalar_args {
 }
 scalar_args!(u32, u64, i32, f32);
 
-/// Runs `go` (one launch on `stream`), bracketed by timing events when the runtime profiles
-/// ([`CudaRuntime::start_profile`]).
+/// Runs `go` (one launch on `stream`, recorded as `label`), bracketed by timing events when the runtime
+/// profiles ([`CudaRuntime::start_profile`]).
 pub(crate) fn timed<T>(
     rt: &CudaRuntime,
     stream: &CudaStream,
-    kernel: &'static str,
+    label: Label,
     go: impl FnOnce() -> Result<T, cudarc::driver::DriverError>,
 ) -> Result<(), HostError> {
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
@@ -247,11 +247,11 @@ pub(crate) fn timed<T>(
     } else {
         None
     };
-    go().map_err(HostError::driver(format!("launching {kernel}")))?;
-    rt.launched(stream, kernel);
+    go().map_err(HostError::driver(format!("launching {label}")))?;
+    rt.launched(stream, label.kernel);
     if let Some(start) = start {
         let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
-        rt.record_launch(kernel, start, end);
+        rt.record_launch(label, start, end);
     }
     Ok(())
 }

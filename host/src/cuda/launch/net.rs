@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use gpu_kernels::batch::BatchArgs;
 use gpu_kernels::net::{NetArgs, NetTrial, Stage};
 use gpu_kernels::tile::GEMM_THREADS;
@@ -11,7 +11,7 @@ use gpu_kernels::tile::GEMM_THREADS;
 use super::{Launch, at_least, grid, timed};
 use crate::HostError;
 use crate::cuda::buffers::{ChainTable, Dev, GemmTable, PolicyView};
-use crate::cuda::runtime::CudaRuntime;
+use crate::cuda::runtime::{CudaRuntime, Kernel};
 
 /// `gemm_tiles`: every product of `table` (a block per 64 x 64 output tile of each) on the buffers whose
 /// device addresses `pointers` holds.
@@ -39,21 +39,21 @@ pub(crate) fn gemm(
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 };
     let mut launch = Launch::new(rt, stream, &rt.kernels.gemm_tiles);
     launch.arg(&table.dev).arg(pointers);
-    let label = match stage {
-        Stage::Act(0) => "gemm_tiles act0",
-        Stage::Act(1) => "gemm_tiles act1",
-        Stage::Act(_) => "gemm_tiles act2",
-        Stage::Forward(0) => "gemm_tiles forward0",
-        Stage::Forward(1) => "gemm_tiles forward1",
-        Stage::Forward(_) => "gemm_tiles forward2",
-        Stage::Backward2 => "gemm_tiles backward2",
-        Stage::Backward1 => "gemm_tiles backward1",
-        Stage::Gradients => "gemm_tiles gradients",
+    let stage = match stage {
+        Stage::Act(0) => "act0",
+        Stage::Act(1) => "act1",
+        Stage::Act(_) => "act2",
+        Stage::Forward(0) => "forward0",
+        Stage::Forward(1) => "forward1",
+        Stage::Forward(_) => "forward2",
+        Stage::Backward2 => "backward2",
+        Stage::Backward1 => "backward1",
+        Stage::Gradients => "gradients",
     };
     // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
     // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
-    timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.gemm_tiles.at(stage), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -101,24 +101,19 @@ pub(crate) fn chain(
 ) -> Result<(), HostError> {
     use gpu_kernels::chain::{CHAIN_ROWS, WIDE_ROWS};
     let wide = table.host.first().is_some_and(|c| c.tile_rows() == WIDE_ROWS);
-    let (function, kernel, rows) = if wide {
-        (&rt.kernels.mlp_chain_wide, "mlp_chain_wide", WIDE_ROWS)
-    } else {
-        (&rt.kernels.mlp_chain, "mlp_chain", CHAIN_ROWS)
-    };
-    let Some(cfg) = chain_config(rt, table, net, kernel, rows)? else {
+    let (kernel, rows) =
+        if wide { (&rt.kernels.mlp_chain_wide, WIDE_ROWS) } else { (&rt.kernels.mlp_chain, CHAIN_ROWS) };
+    let Some(cfg) = chain_config(rt, table, net, kernel.name, rows)? else {
         return Ok(());
     };
     let dev_net = Dev(*net);
-    let mut launch = Launch::new(rt, stream, function);
+    let mut launch = Launch::new(rt, stream, kernel);
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::mlp_chain` (and `mlp_chain_wide`); the table's products
     // were checked against the lengths of the buffers its pointers name and are row-major
     // (`ProductTables::launch_layers`); the block and shared memory are the chains' (`chain_config`); no
     // chain writes what another reads (`gpu_kernels::net::plan`).
-    timed(rt, stream, if wide { "mlp_chain_wide forward" } else { "mlp_chain forward" }, || unsafe {
-        launch.launch(cfg)
-    })?;
+    timed(rt, stream, kernel.at("forward"), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -148,7 +143,7 @@ pub(crate) fn act_early(rt: &CudaRuntime, stream: &CudaStream) -> u32 {
 /// reads before its grid-dependency wait.
 pub(crate) fn act_launch<'a>(
     rt: &CudaRuntime,
-    (function, kernel): (&'a CudaFunction, &'static str),
+    function: &'a Kernel,
     view: &'a mut PolicyView<'_>,
     chains: (&'a ChainTable, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
@@ -156,6 +151,7 @@ pub(crate) fn act_launch<'a>(
     step: bool,
 ) -> Result<(Launch<'a>, LaunchConfig), HostError> {
     let (net, env) = (&sizes.0.0, &sizes.1.0);
+    let kernel = function.name;
     check_observe(kernel, view, env)?;
     if step {
         if env.steps != 1 {
@@ -210,11 +206,12 @@ pub(crate) fn rows(
     if table.host.is_empty() {
         return Ok(());
     }
-    let (rows, threads, function, label) = if wide {
-        (WIDE_ROWS, WIDE_THREADS, &rt.kernels.mlp_rows_wide, "mlp_rows_wide backward1")
+    let (rows, threads, function) = if wide {
+        (WIDE_ROWS, WIDE_THREADS, &rt.kernels.mlp_rows_wide)
     } else {
-        (CHAIN_ROWS, CHAIN_THREADS, &rt.kernels.mlp_rows, "mlp_rows backward1")
+        (CHAIN_ROWS, CHAIN_THREADS, &rt.kernels.mlp_rows)
     };
+    let label = function.at("backward1");
     let tiles = table.host.iter().map(|g| (g.m_pad as usize).div_ceil(rows)).max().unwrap_or(0);
     let shared = table.host.iter().map(|g| RowsShared::of_product(g, rows).bytes()).max().unwrap_or(0);
     let (tiles, problems, shared) = match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared))
@@ -254,8 +251,8 @@ pub(crate) fn backward(
     stored: bool,
 ) -> Result<(), HostError> {
     use gpu_kernels::backward::{BACKWARD_THREADS, BackwardShared, backward_blocks, backward_suit};
-    let (function, kernel) =
-        if stored { (&rt.kernels.mlp_gradients, "mlp_gradients") } else { (&rt.kernels.mlp_backward, "mlp_backward") };
+    let function = if stored { &rt.kernels.mlp_gradients } else { &rt.kernels.mlp_backward };
+    let kernel = function.name;
     at_least(kernel, "trial sizes", net.n_trials as usize, trials.len())?;
     let (groups, blocks) = backward_blocks(net);
     let shared = BackwardShared::of(net).bytes();
@@ -278,7 +275,7 @@ pub(crate) fn backward(
     // hidden gradient of layer 1 on the same stream); the products it replaces were checked
     // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
     // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
-    timed(rt, stream, kernel, || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, function.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -384,13 +381,13 @@ pub(crate) fn greedy_walk(
     net: &NetArgs,
     steps: usize,
 ) -> Result<Option<DeviceWalk>, HostError> {
-    let kernel = "greedy_walk";
+    let kernel = rt.kernels.greedy_walk.name;
     let k = net.n_trials as usize;
     if net.envs_per_trial != 1 {
         return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
     }
     // Hidden layers of at most 128 units: the register walk (`greedy_walk_regs`) unless the per-layer
-    // references are asked for (`TRADESIM_UNFUSED`); else `greedy_walk`, its network staged when it fits.
+    // per-layer kernels are asked for (`KernelOptions::fused` off); else `greedy_walk`, its network staged when it fits.
     let regs_bytes = 4 * gpu_kernels::net::WalkRegsShared::of(net).len;
     let regs = rt.fused() && gpu_kernels::net::walk_regs_suit(net) && regs_bytes <= rt.shared_per_block();
     let buffers = 4 * gpu_kernels::net::walk_shared(net);
@@ -422,11 +419,7 @@ pub(crate) fn greedy_walk(
     let threads = if regs { gpu_kernels::net::WALK_REGS_THREADS } else { gpu_kernels::net::WALK_THREADS } as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes };
     let dev_net = Dev(*net);
-    let (function, label) = if regs {
-        (&rt.kernels.greedy_walk_regs, "greedy_walk regs")
-    } else {
-        (&rt.kernels.greedy_walk, "greedy_walk")
-    };
+    let function = if regs { &rt.kernels.greedy_walk_regs } else { &rt.kernels.greedy_walk };
     let mut launch = Launch::new(rt, view.stream, function);
     launch
         .arg(view.params)
@@ -445,7 +438,7 @@ pub(crate) fn greedy_walk(
     // `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the staged
     // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
     // one block per trial.
-    timed(rt, view.stream, label, || unsafe { launch.launch(cfg) })?;
+    timed(rt, view.stream, function.label(), || unsafe { launch.launch(cfg) })?;
     Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights }))
 }
 
@@ -456,7 +449,7 @@ pub(crate) fn observe_view(
     out: &mut CudaSlice<f32>,
     args: &BatchArgs,
 ) -> Result<(), HostError> {
-    let kernel = "observe";
+    let kernel = rt.kernels.observe.name;
     let n_envs = args.n_envs();
     check_observe(kernel, view, args)?;
     at_least(kernel, "observation floats", n_envs * (args.n_features as usize + 3), out.len())?;
@@ -465,7 +458,7 @@ pub(crate) fn observe_view(
     launch.arg(view.params).arg(&*view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
     let cfg = grid(kernel, n_envs * (args.n_features as usize + 3))?;
     // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
-    timed(rt, view.stream, "observe", || unsafe { launch.launch(cfg) })?;
+    timed(rt, view.stream, rt.kernels.observe.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -485,10 +478,10 @@ pub(crate) fn fma_peak(
     iters: u32,
     cfg: LaunchConfig,
 ) -> Result<(), HostError> {
-    at_least("fma_peak", "outputs", (cfg.grid_dim.0 * cfg.block_dim.0) as usize, out.len())?;
+    at_least(rt.kernels.fma_peak.name, "outputs", (cfg.grid_dim.0 * cfg.block_dim.0) as usize, out.len())?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.fma_peak);
     launch.arg(out).arg(&iters);
     // SAFETY: arguments match `gpu_kernels::entries::fma_peak`; one output per thread, checked above.
-    timed(rt, stream, "fma_peak", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.fma_peak.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

@@ -59,7 +59,7 @@ pub(crate) fn ppo_select(
     args: &PpoArgs,
     slot: u32,
 ) -> Result<(), HostError> {
-    let kernel = "ppo_select";
+    let kernel = rt.kernels.ppo_select.name;
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
     let aw = gpu_kernels::net::ActWork::of(&args.net());
     at_least(kernel, "acting buffer", aw.len(), b.act.len())?;
@@ -78,7 +78,7 @@ pub(crate) fn ppo_select(
     let cfg = grid(kernel, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_select`; lengths checked above (with `slot >= steps`
     // the kernel writes only `n_envs` values, into the bootstrap buffer).
-    timed(rt, stream, "ppo_select", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_select.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -97,19 +97,19 @@ pub(crate) fn ppo_act(
     slot: u32,
     step: bool,
 ) -> Result<(), HostError> {
-    let kernel = "ppo_act";
+    let kernel = rt.kernels.ppo_act.name;
     let bootstrap = check_select(kernel, b, args, slot)?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
     let (mut launch, cfg) =
-        super::net::act_launch(rt, (&rt.kernels.ppo_act, kernel), view, (chains, pointers), sizes, select, step)?;
+        super::net::act_launch(rt, &rt.kernels.ppo_act, view, (chains, pointers), sizes, select, step)?;
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
     launch.arg(&slot).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::ppo_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the selection's by `check_select`.
-    timed(rt, &stream, kernel, || unsafe { launch.launch(cfg) })?;
+    timed(rt, &stream, rt.kernels.ppo_act.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -136,7 +136,7 @@ pub(crate) fn ppo_gae(
     args: &PpoArgs,
 ) -> Result<(), HostError> {
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
-    check_rollout("ppo_gae", b, args, ring)?;
+    check_rollout(rt.kernels.ppo_gae.name, b, args, ring)?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gae);
     launch
@@ -147,9 +147,9 @@ pub(crate) fn ppo_gae(
         .arg(&mut b.advantages)
         .arg(&mut b.returns)
         .arg(&dev_args);
-    let cfg = grid("ppo_gae", n_envs)?;
+    let cfg = grid(rt.kernels.ppo_gae.name, n_envs)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gae`; lengths checked above.
-    timed(rt, stream, "ppo_gae", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_gae.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -162,7 +162,7 @@ pub(crate) fn ppo_gather(
     b: &mut PpoBuffers,
     args: &PpoArgs,
 ) -> Result<(), HostError> {
-    let kernel = "ppo_gather";
+    let kernel = rt.kernels.ppo_gather.name;
     check_rollout(kernel, b, args, ring)?;
     at_least(kernel, "features", args.n_bars as usize * (args.input as usize - 3), features.len())?;
     if args.steps as usize * args.envs_per_trial as usize >= u32::MAX as usize {
@@ -173,7 +173,7 @@ pub(crate) fn ppo_gather(
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_gather` with its launch; lengths checked above.
-    timed(rt, stream, "ppo_gather", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_gather.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -187,7 +187,7 @@ pub(crate) fn ppo_loss(
     args: &PpoArgs,
     hidden: bool,
 ) -> Result<(), HostError> {
-    let kernel = "ppo_loss";
+    let kernel = rt.kernels.ppo_loss.name;
     check_rollout(kernel, b, args, ring)?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_loss);
@@ -205,7 +205,7 @@ pub(crate) fn ppo_loss(
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::PPO_LOSS_ROWS, args.n_trials as usize)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
-    timed(rt, stream, "ppo_loss", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_loss.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
@@ -217,26 +217,26 @@ pub(crate) fn ppo_adam(
     b: &mut PpoBuffers,
     args: &PpoArgs,
 ) -> Result<(), HostError> {
-    let kernel = "ppo_adam";
+    let kernel = rt.kernels.ppo_adam.name;
     check_ppo(kernel, b, args)?;
     let (trials, n_params) = (args.n_trials as usize, args.layout().params());
     at_least(kernel, "gradient partials", args.net().partial_len(), b.partial.len())?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_grad);
     launch.arg(&b.partial).arg(&mut b.grads).arg(&dev_args);
-    let cfg = grid("ppo_grad", trials * n_params)?;
+    let cfg = grid(rt.kernels.ppo_grad.name, trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_grad`; lengths checked above.
-    timed(rt, stream, "ppo_grad", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_grad.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_norm);
     launch.arg(&b.params).arg(&b.grads).arg(&mut b.norm_lanes).arg(&dev_args);
     // A block per trial (`block_idx_y`) and its window of gradients in shared memory.
     let threads = gpu_kernels::ppo::NORM_THREADS;
     let cfg = LaunchConfig {
         shared_mem_bytes: 4 * gpu_kernels::ppo::NORM_WINDOW as u32,
-        ..per_trial_grid_of("ppo_norm", threads as usize, threads, trials)?
+        ..per_trial_grid_of(rt.kernels.ppo_norm.name, threads as usize, threads, trials)?
     };
     // SAFETY: arguments match `gpu_kernels::entries::ppo_norm`; lengths checked above.
-    timed(rt, stream, "ppo_norm", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_norm.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adam);
     launch
         .arg(&b.params)
@@ -248,6 +248,6 @@ pub(crate) fn ppo_adam(
         .arg(&dev_args);
     let cfg = grid(kernel, trials * n_params)?;
     // SAFETY: arguments match `gpu_kernels::entries::ppo_adam`; lengths checked above.
-    timed(rt, stream, "ppo_adam", || unsafe { launch.launch(cfg) })?;
+    timed(rt, stream, rt.kernels.ppo_adam.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
