@@ -691,6 +691,12 @@ impl NativeVectorEnv {
     }
 }
 
+/// The names of the market features of each observation, in order ([`tradesim::data::features::NAMES`]).
+#[pyfunction]
+fn market_feature_names() -> Vec<&'static str> {
+    tradesim::data::features::NAMES.to_vec()
+}
+
 /// The module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -705,5 +711,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(backtest, m)?)?;
     m.add_function(wrap_pyfunction!(hyperopt, m)?)?;
+    m.add_function(wrap_pyfunction!(market_feature_names, m)?)?;
     Ok(())
 }

@@ -354,3 +354,15 @@ def test_a_series_of_closes_is_bars_whose_open_high_low_are_the_close():
     run = tradesim.backtest(closes, fast=10, slow=40, equity=True, device="cpu")
     same_metrics(run, tradesim.backtest(flat, fast=10, slow=40, device="cpu"))
     assert run.equity.index.equals(closes.index)
+
+
+def test_feature_names_name_every_observation_column():
+    env = vec()
+    names = env.feature_names
+    assert len(names) == env.single_observation_space.shape[0] == len(set(names))
+    assert names[0] == "logret_1" and names[-3:] == ("position", "open_return", "equity_return")
+    obs, _ = env.reset()
+    env.step(np.ones(4, dtype=np.int64))
+    obs, *_ = env.step(np.ones(4, dtype=np.int64))
+    assert (obs[:, names.index("position")] == 1.0).all(), "long after two long steps"
+    assert tradesim.TradingEnv(tradesim.synthetic(500), episode_len=5).feature_names == names

@@ -9,11 +9,16 @@ import gymnasium as gym
 import numpy as np
 
 from . import Number, _decimal, _native, _text, _whole, embedded, load
-from ._errors import ConfigError, pythonic
+from ._errors import ConfigError, TradesimError, pythonic
 
 __all__ = ["VectorEnv", "TradingEnv"]
 
 _ARRAYS = ("numpy", "dlpack", "torch")
+
+# The three portfolio floats that end each observation (gpu_kernels::env::portfolio_floats): the position
+# (-1, 0, 1), the open position's return (close / entry - 1, signed by the side; 0 when flat) and
+# equity / capital - 1.
+_PORTFOLIO_NAMES = ("position", "open_return", "equity_return")
 
 
 def _per_trial(name: str, value: Union[Number, Sequence[Number]], trials: int) -> list[Any]:
@@ -91,6 +96,7 @@ class VectorEnv(gym.vector.VectorEnv):
     started its next episode.
 
     ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``.
+    ``feature_names`` names each observation column.
     """
 
     def __init__(
@@ -149,6 +155,10 @@ class VectorEnv(gym.vector.VectorEnv):
         self.metadata = {"autoreset_mode": mode}
         self.render_mode = None
         d = self._env.obs_dim
+        #: The name of each observation column: the market features (docs/FEATURES.md), then the portfolio's.
+        self.feature_names: tuple[str, ...] = (*_native.market_feature_names(), *_PORTFOLIO_NAMES)
+        if len(self.feature_names) != d:
+            raise TradesimError(f"{len(self.feature_names)} feature names for observations of {d} floats")
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (d,), np.float32)
         self.single_action_space = gym.spaces.Discrete(3)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
@@ -246,6 +256,7 @@ class TradingEnv(gym.Env):
                 raise ConfigError(f"{fixed}: TradingEnv is one env on numpy arrays (use VectorEnv)")
         kwargs.update(trials=1, envs=1)
         self._vec = VectorEnv(data, **kwargs)
+        self.feature_names = self._vec.feature_names
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
         self.render_mode = None
