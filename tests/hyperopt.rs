@@ -616,31 +616,33 @@ fn two_processes_share_a_study_on(storage: &str, name: &str, dir: &Path) {
     }
 }
 
-/// A worker killed with SIGKILL mid-batch while another runs: the other takes its trials over once their
-/// heartbeats are older than `stale_seconds` (the killed worker acts as another host, so its process cannot
-/// be seen to be gone) and finishes the study; the killed trials ran twice under their numbers, every
-/// other trial once.
+/// A worker killed with SIGKILL mid-batch: another worker takes its trials over (their worker's process is
+/// seen gone on this machine and PID namespace, or their heartbeats go stale) and finishes the study; the
+/// killed trials ran twice under their numbers, every other trial once.
 fn a_killed_worker_is_taken_over_on(storage: &str, name: &str, dir: &Path) {
     let cfg = worker_config(dir);
     let mut a = spawn_named(&cfg, storage, name, "host-a:1");
     let started = Instant::now();
-    let killed: Vec<u64> = loop {
-        assert!(started.elapsed() < Duration::from_secs(120), "worker a never claimed a trial");
-        let running: Vec<u64> = study_at(storage, name)
+    // Which trials a runs, read after it is killed: read before, a could finish one and claim the next in
+    // between.
+    let running_on_a = || -> Vec<u64> {
+        study_at(storage, name)
             .and_then(|s| s.trials())
             .unwrap_or_default()
             .iter()
             .filter(|t| t.status == "running" && t.worker.as_deref() == Some("host-a:1"))
             .map(|t| t.number)
-            .collect();
-        if !running.is_empty() {
-            break running;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+            .collect()
     };
-    let b = spawn_named(&cfg, storage, name, "host-b:1");
+    while running_on_a().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(120), "worker a never claimed a trial");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     a.kill().unwrap();
     a.wait().unwrap();
+    let killed = running_on_a();
+    assert!(!killed.is_empty(), "a was killed between its trials");
+    let b = spawn_named(&cfg, storage, name, "host-b:1");
     wait_ok(b);
     let trials = study_at(storage, name).unwrap().trials().unwrap();
     assert_eq!(trials.len(), 8, "{trials:#?}");
