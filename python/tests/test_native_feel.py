@@ -366,3 +366,25 @@ def test_feature_names_name_every_observation_column():
     obs, *_ = env.step(np.ones(4, dtype=np.int64))
     assert (obs[:, names.index("position")] == 1.0).all(), "long after two long steps"
     assert tradesim.TradingEnv(tradesim.synthetic(500), episode_len=5).feature_names == names
+
+
+# --- 5. Types --------------------------------------------------------------------------------------
+
+
+def test_mypy_strict_sees_the_envs_and_the_errors(tmp_path):
+    api = pytest.importorskip("mypy.api", reason="mypy is not installed in this virtualenv")
+    script = tmp_path / "user.py"
+    script.write_text(
+        "import tradesim\n"
+        "reveal_type(tradesim.VectorEnv(envs=2).feature_names)\n"
+        "reveal_type(tradesim.TradingEnv().reset)\n"
+        "reveal_type(tradesim.DataError('x').findings)\n"
+        "reveal_type(tradesim.load)\n"
+    )
+    out, err, status = api.run(["--strict", "--no-incremental", str(script)])
+    assert status == 0, out + err
+    revealed = [line.split("Revealed type is ", 1)[1] for line in out.splitlines() if "Revealed type" in line]
+    assert revealed[0] == '"tuple[str, ...]"', revealed
+    assert revealed[1].startswith('"def (*, seed: int | None ='), revealed
+    assert revealed[2] == '"list[dict[str, Any]]"', revealed
+    assert "time_unit: str | None" in revealed[3] and revealed[3].endswith('-> tradesim._native.Bars"'), revealed
