@@ -21,9 +21,7 @@
 //! Training chains run in wide tiles where their buffers fit (`mlp_chain_wide`, [`WIDE_ROWS`]): 16 warps of
 //! the same 8 x 4 patches, one 512-thread block a multiprocessor, so each layer's weights are staged once for
 //! 128 rows and a scheduler has 4 warps to pick from instead of 2. At 128 registers a thread the patch's
-//! operands are loaded once per step instead of a step ahead (the other warps hide the loads). Measured on the
-//! H200 (`bench learners`, DQN, interleaved with `TRADESIM_NARROW_CHAINS=1` in one call): 41.3 -> 36.0 us a
-//! step, 34.5 with the output layer a thread per row.
+//! operands are loaded once per step instead of a step ahead (the other warps hide the loads).
 //!
 //! Staging is `cp.async` ([`ChainShared`] says where): the input rows, W1 and W3 first; the rows of W2 that
 //! lie below W1 in shared memory are copied while layer 1 computes, the rest after it.

@@ -1044,9 +1044,8 @@ unsafe fn named_barrier(id: u32, count: usize) {
 /// order): `x` the shared address of [`WALK_REG_UNITS`](crate::net::WALK_REG_UNITS) floats (16-byte
 /// aligned), `w` a register row. The terms past `h` must be zeros in both (`+0` added to a sum that is never
 /// `-0`: the sum of the first `h` terms, bit for bit). Eight inputs (two vector loads) are loaded while the
-/// eight before them are summed. The width is tested once per 32 terms: a test per 8 (a branch and the
-/// copies of the loaded registers at each join) made the chain 2.4 times as long on the H200 (Nsight
-/// Compute, 2026-12-04).
+/// eight before them are summed. The width is tested once per 32 terms, not per 8: each test is a branch
+/// and copies of the loaded registers at its join.
 ///
 /// # Safety
 /// `x` addresses this block's shared memory, holding `WALK_REG_UNITS` floats.
