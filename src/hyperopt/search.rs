@@ -142,6 +142,13 @@ pub fn ppo_params(p: &Params, rollouts: usize) -> Result<PpoParams, Error> {
     })
 }
 
+/// A trial's objective from its greedy validation metrics: the Sharpe ratio, or 0 for a policy that made no
+/// trade (it keeps its cash: as good as not investing, better than losing; its Sharpe ratio is undefined,
+/// NaN in the metrics, and would otherwise turn the trial into a FAIL that TPE learns nothing from).
+pub fn objective(m: &crate::Metrics) -> f64 {
+    if m.trades == 0.0 && m.sharpe.is_nan() { 0.0 } else { m.sharpe }
+}
+
 /// The median rule of Optuna's `MedianPruner` (maximizing): prune at `epoch` when the trial's best value so
 /// far (`own`: its values at epochs 0..=epoch; NaN ignored) is below the median of the complete trials'
 /// values at `epoch` (`complete`: their epoch records; NaN ignored; the mean of the two middle values for
@@ -770,14 +777,15 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                 continue;
             }
             let m = &r.valid[k];
+            let value = objective(m);
             let record = EpochRecord {
                 trial: number,
                 epoch: epoch as u64,
                 loss: f64::from(r.losses[k]),
-                valid_sharpe: m.sharpe,
+                valid_sharpe: value,
                 valid_return: m.total_return,
             };
-            run.own.push(m.sharpe);
+            run.own.push(value);
             let steps = r.valid_actions.len() / r.trials.len().max(1);
             run.valid_actions = r.valid_actions[k * steps..(k + 1) * steps].to_vec();
             self.study.record_epoch(&record)?;
@@ -1016,6 +1024,17 @@ mod tests {
         let why = check_beating(&lost).unwrap_err().to_string();
         assert_eq!(why, e.to_string());
         assert!(why.contains("stale_seconds") && why.contains("database unreachable"), "{why}");
+    }
+
+    #[test]
+    fn a_policy_that_never_trades_scores_zero() {
+        let flat = crate::Metrics { trades: 0.0, sharpe: f64::NAN, ..crate::Metrics::default() };
+        assert_eq!(objective(&flat), 0.0);
+        let traded = crate::Metrics { trades: 3.0, sharpe: -0.5, ..crate::Metrics::default() };
+        assert_eq!(objective(&traded), -0.5);
+        // Trades without a defined Sharpe (no variance) stay undefined: a FAIL, as before.
+        let odd = crate::Metrics { trades: 1.0, sharpe: f64::NAN, ..crate::Metrics::default() };
+        assert!(objective(&odd).is_nan());
     }
 
     #[test]
