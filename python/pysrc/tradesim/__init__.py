@@ -586,7 +586,7 @@ def hyperopt(
             config_name,
         )
     return HyperoptRun(
-        leaderboard=_frame(out["leaderboard"]),
+        leaderboard=_leaderboard(_frame(out["leaderboard"])),
         storage=out["storage"],
         study_name=out["study_name"],
         report=out["report"],
@@ -594,6 +594,13 @@ def hyperopt(
         verdict=out["verdict"],
         evidence=json.loads(out["evidence_json"]),
     )
+
+
+def _leaderboard(frame: Any) -> Any:
+    """The leaderboard with ``pruned_at`` (an epoch, absent for trials not pruned) as nullable integers."""
+    if "pruned_at" in frame:
+        frame["pruned_at"] = frame["pruned_at"].astype("Int64")
+    return frame
 
 
 def synthetic_bars(n_bars: int, symbols: int = 1, seed: Optional[int] = None) -> Bars:
