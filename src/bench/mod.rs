@@ -14,7 +14,7 @@
 //! - W7 evidence: PBO by CSCV over 1,024 trials x 45,000 bars of noise returns, 16 blocks (12,870 splits),
 //!   on the CPU.
 //! - W8 sampler: the search's TPE against random search on Hartmann6, Branin and a 10-dimensional mixed
-//!   space, 40 seeds, batches K = 1, 5, 64 and 1,024 (docs/SAMPLER.md).
+//!   space, 40 seeds with batches K = 1, 5, 64, and 8 seeds with K = 1,024 (docs/SAMPLER.md).
 
 mod report;
 mod search;
