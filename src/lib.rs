@@ -48,6 +48,7 @@ mod failpoint;
 pub mod grid;
 pub mod hyperopt;
 pub mod json;
+pub mod normal;
 pub mod table;
 pub mod train;
 pub mod vector;
