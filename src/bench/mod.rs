@@ -28,6 +28,7 @@ use report::Profile;
 mod end_to_end;
 mod evidence;
 mod load;
+mod peers;
 mod sampler;
 
 use gpu_kernels::kernel_names::KernelOptions;
@@ -345,35 +346,20 @@ fn wide_grid(
 }
 
 /// W3: DQN gradient steps and one epoch, CPU vs GPU; `sampler` is called from a thread of its own every 2 ms
-/// during the GPU epoch.
+/// during the GPU epoch. Each GPU row is checked against the CPU bit for bit ([`cpu_check`]).
 pub fn dqn(
     backends: &[Backend],
     sizes: &Sizes,
     mut sampler: impl FnMut() -> Option<report::Utilization> + Send,
 ) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
-    let (envs, batch, timed) = sizes.dqn;
-    let hidden = 128;
-    let env_params: Vec<_> = (0..sizes.trials).map(demo_params).collect();
-    let dqn = gpu_kernels::dqn::DqnParams { hidden: hidden as u32, batch: batch as u32, ..Default::default() };
-    let steps = ((w.market.n_bars() - 1) / envs).max(1);
+    let trials: Vec<usize> = (0..sizes.trials).collect();
+    let (envs, _, timed) = sizes.dqn;
+    let mut cpu_bits = None;
     let mut rows = Vec::new();
     for backend in backends {
-        let layout = SimLayout::new(sizes.trials, envs)?;
-        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps.max(8), seed: 3, trial_groups: 1 };
-        let mut env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
-        let mut agent = crate::DqnAgent::new(backend, &env, &vec![dqn; sizes.trials], hidden, batch, 3)?;
-        for step in 0..8 {
-            agent.act_and_step(&mut env, step, false)?;
-        }
-        agent.train_step(&mut env)?;
-        agent.last_losses()?;
-        let started = Instant::now();
-        for _ in 0..timed {
-            agent.train_step(&mut env)?;
-        }
-        agent.last_losses()?;
-        let grad_steps_per_s = timed as f64 / started.elapsed().as_secs_f64();
+        let (mut env, mut agent, steps) = dqn_setup(backend, &w, sizes, &trials)?;
+        let grad_steps_per_s = dqn_warm_up(&mut agent, &mut env, timed)?;
         env.reset_epoch(1)?;
         let flops_before = agent.product_flops();
         // NVML is sampled from a thread of its own while the GPU epoch runs (a sample costs host time that
@@ -391,17 +377,21 @@ pub fn dqn(
                 utilization
             });
             let started = Instant::now();
-            let ran = (0..steps as u64).try_for_each(|step| {
-                agent.act_and_step(&mut env, 8 + step, false)?;
-                agent.train_step(&mut env)
-            });
-            let ran = ran.and_then(|()| agent.last_losses().map(|_| ()));
+            let ran = dqn_epoch(&mut agent, &mut env, steps, 8);
             let seconds = started.elapsed().as_secs_f64();
             sampling.store(false, std::sync::atomic::Ordering::Relaxed);
             let utilization = monitor.join().unwrap_or_default();
             ran.map(|()| (seconds, utilization))
         })?;
         let flops = agent.product_flops() - flops_before;
+        let bits = trial_bits(&agent.state()?, &agent.last_losses()?, agent.layout().params());
+        let check = cpu_check("W3", backend, bits, &mut cpu_bits, sizes.trials, |sample| {
+            let (mut env, mut agent, steps) = dqn_setup(&Backend::Cpu, &w, sizes, sample)?;
+            dqn_warm_up(&mut agent, &mut env, timed)?;
+            env.reset_epoch(1)?;
+            dqn_epoch(&mut agent, &mut env, steps, 8)?;
+            Ok(trial_bits(&agent.state()?, &agent.last_losses()?, agent.layout().params()))
+        })?;
         let mut row = Row::dqn(backend.info().backend, sizes.trials * envs * steps, seconds, grad_steps_per_s, steps);
         if utilization.samples > 0 {
             row = row.with_utilization(utilization);
@@ -409,15 +399,12 @@ pub fn dqn(
         // The same epoch again with every launch bracketed by CUDA events: kernel time per kernel.
         let profile = profiled(backend, || {
             env.reset_epoch(2)?;
-            for step in 0..steps as u64 {
-                agent.act_and_step(&mut env, 8 + steps as u64 + step, false)?;
-                agent.train_step(&mut env)?;
-            }
-            Ok(agent.last_losses().map(|_| ())?)
+            dqn_epoch(&mut agent, &mut env, steps, 8 + steps as u64)
         })?;
-        rows.push(row.with_compute(flops, profile, steps));
+        rows.push(row.with_compute(flops, profile, steps).with_check(check));
         if sizes.walk_bars > 0 {
             // The greedy evaluation walk: one env per trial over the first `walk_bars` bars.
+            let env_params: Vec<_> = trials.iter().map(|&k| demo_params(k)).collect();
             let first = crate::data::features::WARMUP;
             let part = w.prepared.market_data(first..first + sizes.walk_bars.min(w.market.n_bars()))?;
             let started = Instant::now();
@@ -443,6 +430,127 @@ pub fn dqn(
         }
     }
     Ok(rows)
+}
+
+/// W3's env batch and agent for the demo trials `trials` (indices of [`demo_params`]; each trial's draws are
+/// keyed by its index, so a subset reproduces those trials of the whole batch), and the epoch's steps.
+fn dqn_setup(
+    backend: &Backend,
+    w: &WorkloadData,
+    sizes: &Sizes,
+    trials: &[usize],
+) -> Result<(EnvBatch, crate::DqnAgent, usize), Error> {
+    let (envs, batch, _) = sizes.dqn;
+    let hidden = 128;
+    let env_params: Vec<_> = trials.iter().map(|&k| demo_params(k)).collect();
+    let dqn = gpu_kernels::dqn::DqnParams { hidden: hidden as u32, batch: batch as u32, ..Default::default() };
+    let steps = ((w.market.n_bars() - 1) / envs).max(1);
+    let layout = SimLayout::new(trials.len(), envs)?;
+    let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps.max(8), seed: 3, trial_groups: 1 };
+    let env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
+    let agent = crate::DqnAgent::new(backend, &env, &vec![dqn; trials.len()], hidden, batch, 3)?;
+    Ok((env, agent, steps))
+}
+
+/// Fills the replay rings (8 steps), then times `timed` gradient steps: gradient steps per second.
+fn dqn_warm_up(agent: &mut crate::DqnAgent, env: &mut EnvBatch, timed: usize) -> Result<f64, Error> {
+    for step in 0..8 {
+        agent.act_and_step(env, step, false)?;
+    }
+    agent.train_step(env)?;
+    agent.last_losses()?;
+    let started = Instant::now();
+    for _ in 0..timed {
+        agent.train_step(env)?;
+    }
+    agent.last_losses()?;
+    Ok(timed as f64 / started.elapsed().as_secs_f64())
+}
+
+/// One DQN epoch: `steps` times acting (env steps numbered from `first`) and one gradient step, then the
+/// losses read back (the device has finished).
+fn dqn_epoch(agent: &mut crate::DqnAgent, env: &mut EnvBatch, steps: usize, first: u64) -> Result<(), Error> {
+    for step in 0..steps as u64 {
+        agent.act_and_step(env, first + step, false)?;
+        agent.train_step(env)?;
+    }
+    agent.last_losses()?;
+    Ok(())
+}
+
+/// Every trial's networks and Adam state (online, target, first and second moments) and last mean loss, as
+/// bits: what W3 and W4 compare between the GPU and the CPU after the timed epoch.
+fn trial_bits(state: &crate::NetState, losses: &[f32], per_trial: usize) -> Vec<Vec<u32>> {
+    (0..losses.len())
+        .map(|k| {
+            let part = |v: &[f32]| v.get(k * per_trial..(k + 1) * per_trial).unwrap_or(&[]).to_vec();
+            [part(&state.online), part(&state.target), part(&state.m), part(&state.v), vec![losses[k]]]
+                .concat()
+                .into_iter()
+                .map(f32::to_bits)
+                .collect()
+        })
+        .collect()
+}
+
+/// Compares `got` (every trial of the batch) with `expected` (trials `sample`, in order) word by word: an
+/// error names the first trial and word that differ.
+fn compare_bits(workload: &str, sample: &[usize], expected: &[Vec<u32>], got: &[Vec<u32>]) -> Result<(), Error> {
+    for (&k, want) in sample.iter().zip(expected) {
+        let got = &got[k];
+        if let Some(i) = (0..want.len().max(got.len())).find(|&i| want.get(i) != got.get(i)) {
+            return Err(Error::Output(format!(
+                "{workload}: the GPU differs from the CPU in trial {k} at word {i} of {} (networks, Adam state, \
+                 loss): {:?} vs {:?}",
+                want.len(),
+                got.get(i).map(|b| f32::from_bits(*b)),
+                want.get(i).map(|b| f32::from_bits(*b))
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The trials a GPU row is checked on when the CPU did not run the whole batch in the same run: the first
+/// and the last.
+fn check_sample(trials: usize) -> Vec<usize> {
+    let mut sample = vec![0, trials.saturating_sub(1)];
+    sample.dedup();
+    sample
+}
+
+/// The self-check of a learner workload: on the CPU, keeps `bits` as the reference of later rows; on a GPU,
+/// compares `bits` bit for bit with the CPU's trials of this run, or, where the CPU did not run them, with
+/// `reference` run on the CPU for [`check_sample`]'s trials. A difference is an error naming the trial and
+/// the first differing word; agreement is the note the row carries.
+fn cpu_check(
+    workload: &str,
+    backend: &Backend,
+    bits: Vec<Vec<u32>>,
+    cpu_bits: &mut Option<Vec<Vec<u32>>>,
+    trials: usize,
+    reference: impl FnOnce(&[usize]) -> Result<Vec<Vec<u32>>, Error>,
+) -> Result<String, Error> {
+    if !backend.is_cuda() {
+        *cpu_bits = Some(bits);
+        return Ok(String::new());
+    }
+    let (sample, expected, source) = match cpu_bits {
+        Some(all) => ((0..trials).collect::<Vec<_>>(), all.clone(), "the CPU rows of this run"),
+        None => {
+            let sample = check_sample(trials);
+            let expected = reference(&sample)?;
+            (sample, expected, "a CPU run of those trials")
+        }
+    };
+    compare_bits(workload, &sample, &expected, &bits)?;
+    let words: usize = expected.iter().map(Vec::len).sum();
+    Ok(format!(
+        "{} trial(s) ({}) bitwise equal to {source} after the timed epoch: {words} words of weights, Adam state \
+         and losses",
+        sample.len(),
+        sample.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    ))
 }
 
 /// W3 at width on the GPUs only: one DQN epoch of 1,024 trials x 1,024 envs over all bars (64 trials with
@@ -479,45 +587,71 @@ fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Error>) -> Res
 }
 
 /// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of 4 minibatches each,
-/// CleanRL's defaults: gradient clipping, value clipping), CPU vs GPU.
+/// CleanRL's defaults: gradient clipping, value clipping), CPU vs GPU, each GPU row checked against the CPU
+/// bit for bit ([`cpu_check`]).
 pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
-    let (envs, batch, _) = sizes.dqn;
-    let hidden = 128;
-    let env_params: Vec<_> = (0..sizes.trials).map(demo_params).collect();
-    let ppo =
-        gpu_kernels::ppo::PpoParams { hidden: hidden as u32, batch: batch as u32, epochs: 4, ..Default::default() };
-    let steps = ((w.market.n_bars() - 1) / envs).max(1);
+    let trials: Vec<usize> = (0..sizes.trials).collect();
+    let envs = sizes.dqn.0;
+    let mut cpu_bits = None;
     let mut rows = Vec::new();
     for backend in backends {
-        let layout = SimLayout::new(sizes.trials, envs)?;
-        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps, seed: 3, trial_groups: 1 };
-        let mut env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
-        let mut agent = crate::PpoAgent::new(backend, &env, &vec![ppo; sizes.trials], hidden, batch, 3)?;
+        let (mut env, mut agent, steps) = ppo_setup(backend, &w, sizes, &trials)?;
         env.reset_epoch(0)?;
-        agent.collect(&mut env)?; // warm-up: tables and buffers
-        agent.update(&mut env)?;
-        agent.last_losses()?;
+        ppo_epoch(&mut agent, &mut env)?; // warm-up: tables and buffers
         let (before, flops_before) = (agent.updates(), agent.product_flops());
         env.reset_epoch(1)?;
         let started = Instant::now();
-        agent.collect(&mut env)?;
-        agent.update(&mut env)?;
-        agent.last_losses()?;
+        ppo_epoch(&mut agent, &mut env)?;
         let seconds = started.elapsed().as_secs_f64();
         let updates = (agent.updates() - before) as usize;
         let flops = agent.product_flops() - flops_before;
+        let bits = trial_bits(&agent.state()?, &agent.last_losses()?, agent.layout().params());
+        let check = cpu_check("W4", backend, bits, &mut cpu_bits, sizes.trials, |sample| {
+            let (mut env, mut agent, _) = ppo_setup(&Backend::Cpu, &w, sizes, sample)?;
+            for n in 0..2 {
+                env.reset_epoch(n)?;
+                ppo_epoch(&mut agent, &mut env)?;
+            }
+            Ok(trial_bits(&agent.state()?, &agent.last_losses()?, agent.layout().params()))
+        })?;
         let row =
             Row::ppo(backend.info().backend, sizes.trials * envs * steps, seconds, updates as f64 / seconds, updates);
         let profile = profiled(backend, || {
             env.reset_epoch(2)?;
-            agent.collect(&mut env)?;
-            agent.update(&mut env)?;
-            Ok(agent.last_losses().map(|_| ())?)
+            ppo_epoch(&mut agent, &mut env)
         })?;
-        rows.push(row.with_compute(flops, profile, steps));
+        rows.push(row.with_compute(flops, profile, steps).with_check(check));
     }
     Ok(rows)
+}
+
+/// W4's env batch and agent for the demo trials `trials` (as [`dqn_setup`]), and the rollout's steps.
+fn ppo_setup(
+    backend: &Backend,
+    w: &WorkloadData,
+    sizes: &Sizes,
+    trials: &[usize],
+) -> Result<(EnvBatch, crate::PpoAgent, usize), Error> {
+    let (envs, batch, _) = sizes.dqn;
+    let hidden = 128;
+    let env_params: Vec<_> = trials.iter().map(|&k| demo_params(k)).collect();
+    let ppo =
+        gpu_kernels::ppo::PpoParams { hidden: hidden as u32, batch: batch as u32, epochs: 4, ..Default::default() };
+    let steps = ((w.market.n_bars() - 1) / envs).max(1);
+    let layout = SimLayout::new(trials.len(), envs)?;
+    let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps, seed: 3, trial_groups: 1 };
+    let env = EnvBatch::new(backend, &w.market, &env_params, layout, cfg)?;
+    let agent = crate::PpoAgent::new(backend, &env, &vec![ppo; trials.len()], hidden, batch, 3)?;
+    Ok((env, agent, steps))
+}
+
+/// One PPO epoch of envs already reset: a rollout, the update, the losses read back.
+fn ppo_epoch(agent: &mut crate::PpoAgent, env: &mut EnvBatch) -> Result<(), Error> {
+    agent.collect(env)?;
+    agent.update(env)?;
+    agent.last_losses()?;
+    Ok(())
 }
 
 /// The GPU facts: copy bandwidth and device memory.
@@ -615,6 +749,27 @@ pub enum Workload {
     All,
 }
 
+/// The other tools a run measures beside tradesim, each a Python that has it installed.
+#[derive(Clone, Debug, Default)]
+pub struct Peers {
+    /// vectorbt, for W2e (e.g. the throwaway virtualenv of scripts/bench-vectorbt.sh).
+    pub vectorbt: Option<std::path::PathBuf>,
+    /// PyTorch, for W3 and W4 on a GPU (`benches/peers/torch_learners.py`); with `--quick`, its small
+    /// shapes on the CPU.
+    pub torch: Option<std::path::PathBuf>,
+}
+
+impl Peers {
+    /// The PyTorch peer rows of `workload` when a Python with torch was given and a GPU row ran (or the
+    /// run is `--quick`); none otherwise.
+    fn torch_rows(&self, workload: &str, backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
+        match &self.torch {
+            Some(python) if quick || backends.iter().any(Backend::is_cuda) => peers::torch(python, workload, quick),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
 /// Runs `workload` with the GPU kernels `variant` chooses; `trials` overrides the learner workloads' trial
 /// count (5).
 pub fn run(
@@ -623,7 +778,7 @@ pub fn run(
     request: DeviceRequest,
     variant: KernelOptions,
     trials: Option<usize>,
-    vectorbt: Option<&std::path::Path>,
+    peers: &Peers,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
         Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence", "sampler"],
@@ -652,16 +807,24 @@ pub fn run(
             "backtest" => {
                 let mut rows = backtest_grid(&backends, &sizes)?;
                 if backends.iter().any(|b| !b.is_cuda()) {
-                    rows.extend(end_to_end::end_to_end(&sizes, quick, vectorbt)?);
+                    rows.extend(end_to_end::end_to_end(&sizes, quick, peers.vectorbt.as_deref())?);
                 }
                 rows
             }
-            "ppo" => ppo(&backends, &sizes)?,
+            "ppo" => {
+                let mut rows = ppo(&backends, &sizes)?;
+                rows.extend(peers.torch_rows("W4", &backends, quick)?);
+                rows
+            }
             "search" => search::search(&backends, quick)?,
             "evidence" => evidence::cscv(sizes.cscv)?,
             "sampler" => sampler::sampler(quick)?,
             "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
-            _ => dqn(&backends, &sizes, || monitor.sample())?,
+            _ => {
+                let mut rows = dqn(&backends, &sizes, || monitor.sample())?;
+                rows.extend(peers.torch_rows("W3", &backends, quick)?);
+                rows
+            }
         });
         monitor.sample();
     }
@@ -676,4 +839,60 @@ pub fn run(
         gpu,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The premise of the sampled self-check: trials 0 and 4 run alone give the bits they have in the batch
+    /// of 5 (their draws are keyed by the trial, not by its place in the batch).
+    #[test]
+    fn a_subset_of_the_trials_reproduces_them() {
+        let sizes = Sizes::QUICK;
+        let w = workload(sizes.bars).unwrap();
+        let dqn_bits = |trials: &[usize]| {
+            let (mut env, mut agent, steps) = dqn_setup(&Backend::Cpu, &w, &sizes, trials).unwrap();
+            dqn_warm_up(&mut agent, &mut env, 2).unwrap();
+            env.reset_epoch(1).unwrap();
+            dqn_epoch(&mut agent, &mut env, steps, 8).unwrap();
+            trial_bits(&agent.state().unwrap(), &agent.last_losses().unwrap(), agent.layout().params())
+        };
+        let ppo_bits = |trials: &[usize]| {
+            let (mut env, mut agent, _) = ppo_setup(&Backend::Cpu, &w, &sizes, trials).unwrap();
+            for n in 0..2 {
+                env.reset_epoch(n).unwrap();
+                ppo_epoch(&mut agent, &mut env).unwrap();
+            }
+            trial_bits(&agent.state().unwrap(), &agent.last_losses().unwrap(), agent.layout().params())
+        };
+        for bits in [&dqn_bits as &dyn Fn(&[usize]) -> Vec<Vec<u32>>, &ppo_bits] {
+            let all = bits(&[0, 1, 2, 3, 4]);
+            let sample = check_sample(5);
+            assert_eq!(sample, [0, 4]);
+            let alone = bits(&sample);
+            assert_eq!(alone[0], all[0]);
+            assert_eq!(alone[1], all[4]);
+            assert_ne!(all[0], all[4], "distinct trials must differ for the check to mean anything");
+        }
+    }
+
+    /// The check passes on equal bits, names the trial and word of a difference, and keeps the CPU's bits.
+    #[test]
+    fn the_self_check_names_the_first_difference() {
+        let bits = vec![vec![1, 2, 3], vec![4, 5, 6]];
+        let mut cpu = None;
+        let kept = cpu_check("W3", &Backend::Cpu, bits.clone(), &mut cpu, 2, |_| unreachable!()).unwrap();
+        assert!(kept.is_empty());
+        assert_eq!(cpu.as_ref(), Some(&bits));
+        // A GPU row is compared with a CPU reference; the backend's kind is all `cpu_check` reads of it, so
+        // the comparison itself is exercised through `compare_bits`.
+        let mut flipped = bits.clone();
+        flipped[1][2] ^= 1;
+        let err = compare_bits("W4", &[0, 1], &bits, &flipped).unwrap_err().to_string();
+        assert!(err.contains("trial 1 at word 2"), "{err}");
+        assert!(compare_bits("W4", &[0, 1], &bits, &bits).is_ok());
+        let short = vec![vec![1, 2, 3], vec![4, 5]];
+        assert!(compare_bits("W4", &[0, 1], &bits, &short).is_err());
+    }
 }

@@ -35,6 +35,8 @@ pub struct Row {
     pub fma_peak: Option<f64>,
     /// Anything else worth printing.
     pub note: String,
+    /// W3, W4 on a GPU: what was compared bit for bit with the CPU in the same run (empty: nothing).
+    pub check: String,
 }
 
 /// Kernel times of one event-bracketed epoch: per kernel name, launches and summed milliseconds; and the
@@ -102,6 +104,7 @@ impl Row {
             flops_per_s: None,
             fma_peak: None,
             note: String::new(),
+            check: String::new(),
         }
     }
 
@@ -204,6 +207,12 @@ impl Row {
     /// With a note.
     pub fn with_note(mut self, note: String) -> Self {
         self.note = note;
+        self
+    }
+
+    /// With the self-check's outcome (W3, W4).
+    pub fn with_check(mut self, check: String) -> Self {
+        self.check = check;
         self
     }
 
@@ -335,6 +344,17 @@ impl BenchReport {
         theirs.filter(|_| r.workload == "W2e" && r.backend == "cpu").map(|v| v.seconds / r.seconds)
     }
 
+    /// W3, W4: the fastest PyTorch peer's epoch seconds over this GPU row's (the 5-trial rows, not the wide
+    /// one), and that peer's variant.
+    pub fn pytorch_ratio(&self, r: &Row) -> Option<(f64, &str)> {
+        if !(r.workload == "W3" || r.workload == "W4") || r.backend != "cuda" || !r.variant.is_empty() {
+            return None;
+        }
+        let peers = self.rows.iter().filter(|p| p.workload == r.workload && p.backend == "pytorch");
+        let best = peers.min_by(|a, b| a.seconds.total_cmp(&b.seconds))?;
+        Some((best.seconds / r.seconds, best.variant.as_str()))
+    }
+
     /// The markdown tables.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
@@ -438,6 +458,17 @@ impl BenchReport {
             for r in self.rows.iter().filter(|r| r.workload == workload && !r.note.is_empty()) {
                 let _ = writeln!(out, "\n{} {}: {}", r.backend, workload, r.note);
             }
+            for r in self.rows.iter().filter(|r| r.workload == workload && !r.check.is_empty()) {
+                let _ = writeln!(out, "\n{} {} checked: {}", r.backend, workload, r.check);
+            }
+            for r in self.rows.iter().filter(|r| r.workload == workload) {
+                if let Some((ratio, variant)) = self.pytorch_ratio(r) {
+                    let _ = writeln!(
+                        out,
+                        "\n{workload}: tradesim's epoch is {ratio:.1}x the fastest PyTorch peer ({variant})"
+                    );
+                }
+            }
         }
         out += "\nW5 greedy evaluation walk (one env per trial, hidden 128; env setup, walk and backtest)\n\n| backend | trials | bar-steps | seconds | bar-steps/s |\n|---|---|---|---|---|\n";
         for r in self.rows.iter().filter(|r| r.workload == "W5") {
@@ -518,7 +549,9 @@ impl BenchReport {
                     "flops_per_s": crate::json::opt(r.flops_per_s),
                     "fma_peak_flops": crate::json::opt(r.fma_peak),
                     "ratio_to_vectorbt": crate::json::opt(self.vectorbt_ratio(r)),
+                    "ratio_to_pytorch": crate::json::opt(self.pytorch_ratio(r).map(|p| p.0)),
                     "note": r.note,
+                    "check": r.check,
                 })
             })
             .collect();
@@ -536,6 +569,14 @@ impl BenchReport {
             "bars": self.bars,
             "quick": self.quick,
             "variant": self.variant.to_string(),
+            "kernel_options": {
+                "fused": self.variant.fused,
+                "narrow_chains": self.variant.narrow_chains,
+                "multiwave_fused": self.variant.multiwave_fused,
+                "dependent_launch": self.variant.dependent_launch,
+                "event_tracking": self.variant.event_tracking,
+            },
+            "commit": option_env!("TRADESIM_COMMIT").filter(|c| !c.is_empty()),
             "seconds": crate::json::number(self.seconds),
             "gpu_facts": gpu,
             "rows": rows,

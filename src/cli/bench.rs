@@ -11,9 +11,9 @@ pub(super) fn run(
     device: DeviceRequest,
     variant: gpu_kernels::kernel_names::KernelOptions,
     trials: Option<usize>,
-    vectorbt: Option<&Path>,
+    peers: &crate::bench::Peers,
 ) -> Result<(), Error> {
-    let report = crate::bench::run(workload, quick, device, variant, trials, vectorbt)?;
+    let report = crate::bench::run(workload, quick, device, variant, trials, peers)?;
     print!("{}", report.markdown());
     if let Some(path) = json {
         std::fs::write(path, report.json()).map_err(Error::io(path))?;

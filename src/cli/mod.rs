@@ -256,6 +256,11 @@ enum Command {
         /// ratio and the command it ran.
         #[arg(long, value_name = "PYTHON")]
         vectorbt: Option<PathBuf>,
+        /// A Python with PyTorch installed: W3 and W4 on a GPU then run the PyTorch peer of their epochs
+        /// (benches/peers/torch_learners.py: eager, torch.compile, CUDA graph) and give tradesim's ratio to
+        /// the fastest (`ratio_to_pytorch` in the JSON).
+        #[arg(long, value_name = "PYTHON")]
+        torch: Option<PathBuf>,
     },
 }
 
@@ -391,8 +396,9 @@ pub fn main() -> ExitCode {
             });
             hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends.map_err(Error::from))
         }
-        Command::Bench { workload, quick, json, device, variant, trials, vectorbt } => {
-            bench::run(workload, quick, json.as_deref(), device, variant, trials, vectorbt.as_deref())
+        Command::Bench { workload, quick, json, device, variant, trials, vectorbt, torch } => {
+            let peers = crate::bench::Peers { vectorbt, torch };
+            bench::run(workload, quick, json.as_deref(), device, variant, trials, &peers)
         }
     };
     match result {
