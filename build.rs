@@ -7,6 +7,10 @@ fn main() {
         println!("cargo::rerun-if-changed={path}");
     }
     println!("cargo::rerun-if-env-changed=GPU_ARCH");
+    // The commit `tradesim bench` records in its JSON: set by the scripts that build binaries for
+    // measurement (scripts/gpu-suite.sh); unset, the JSON says `null` rather than a commit it cannot vouch for.
+    println!("cargo::rerun-if-env-changed=TRADESIM_COMMIT");
+    println!("cargo::rustc-env=TRADESIM_COMMIT={}", std::env::var("TRADESIM_COMMIT").unwrap_or_default());
     println!("cargo::rerun-if-env-changed=TRADESIM_NIGHTLY");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;

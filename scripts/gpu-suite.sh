@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 stage=.gpu-stage
 limit_mib=64
 bash scripts/setup-toolchain.sh
+# The commit the bench JSON records (`-dirty` when the tree has uncommitted changes).
+TRADESIM_COMMIT=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+export TRADESIM_COMMIT
 rm -rf "$stage"
 mkdir -p "$stage/tests" "$stage/benches" "$stage/bin"
 # The test (or bench) executables among cargo's JSON messages.

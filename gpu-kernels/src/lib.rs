@@ -36,7 +36,11 @@ pub mod types;
 pub mod vector;
 
 #[cfg(target_arch = "nvptx64")]
+mod act;
+#[cfg(target_arch = "nvptx64")]
 pub mod entries;
+#[cfg(target_arch = "nvptx64")]
+pub mod walk;
 
 /// LLVM intrinsics of the nvptx build.
 #[cfg(target_arch = "nvptx64")]
@@ -186,6 +190,32 @@ pub(crate) mod nvptx_ops {
     pub(crate) unsafe fn sts(a: u32, v: f32) {
         // SAFETY: the caller's contract.
         unsafe { core::arch::asm!("st.shared.f32 [{a}], {v};", a = in(reg32) a, v = in(reg32) v, options(nostack)) };
+    }
+
+    // The dynamic shared memory of the kernels launched with `shared_mem_bytes` (the greedy walk, the chains).
+    core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
+
+    /// Generic address of this block's dynamic shared memory.
+    #[inline(always)]
+    pub(crate) fn dyn_smem() -> *mut f32 {
+        let p: u64;
+        // SAFETY: takes the generic address of the module's dynamic shared window (no memory access).
+        unsafe { core::arch::asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) p) };
+        p as *mut f32
+    }
+
+    /// Asks the memory system to bring the line holding `p` into L1 (a hint: no fault, no effect on results).
+    #[inline(always)]
+    pub(crate) fn prefetch<T>(p: *const T) {
+        // SAFETY: a prefetch never faults and writes nothing.
+        unsafe { core::arch::asm!("prefetch.L1 [{p}];", p = in(reg64) p) };
+    }
+
+    unsafe extern "C" {
+        /// `barrier.sync id, count` (the LLVM intrinsic is convergent: the optimizer never duplicates it into
+        /// paths that threads of one warp could take apart, which an `asm!` barrier does not guarantee).
+        #[link_name = "llvm.nvvm.barrier.cta.sync.count"]
+        pub(crate) fn barrier_sync_count(id: u32, count: u32);
     }
 }
 

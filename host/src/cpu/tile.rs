@@ -136,7 +136,7 @@ pub(crate) fn walk_all(
 }
 
 /// One trial's greedy walk on the CPU: observation, the three layers ([`dense_row`]), argmax of the first 3
-/// outputs, env step, bar after bar; the GPU walk's sequence (`gpu_kernels::entries::greedy_walk`).
+/// outputs, env step, bar after bar; the GPU walk's sequence (`gpu_kernels::walk::greedy_walk`).
 #[allow(clippy::too_many_arguments, reason = "one trial's network and env")]
 fn walk_one(
     l: &Layout,

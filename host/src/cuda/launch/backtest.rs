@@ -54,7 +54,7 @@ pub(crate) fn backtest(
     // Columns are few next to the GPU's thread slots (100,000 columns fill about a third of an H200) and each
     // walks every bar: small blocks spread them evenly over the multiprocessors (the kernel's launch bounds).
     let cfg = grid_of(kernel, columns, BACKTEST_BLOCK)?;
-    // SAFETY: arguments match `gpu_kernels::entries::backtest`; lengths checked above, and the offsets were
+    // SAFETY: arguments match `gpu_kernels::entries::backtest::backtest`; lengths checked above, and the offsets were
     // computed from this launch's own count pass, so each column's trades fit at its offset.
     timed(rt, stream, rt.kernels.backtest.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())

@@ -29,7 +29,7 @@ pub(crate) fn dqn_select(
     let mut launch = Launch::new(rt, stream, &rt.kernels.dqn_select);
     launch.arg(&nets.params).arg(&q).arg(actions).arg(&dev_args);
     let cfg = grid(kernel, n_envs)?;
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_select`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::dqn::dqn_select`; lengths checked above.
     timed(rt, stream, rt.kernels.dqn_select.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -57,7 +57,7 @@ pub(crate) fn dqn_act(
     let (mut launch, cfg) =
         super::net::act_launch(rt, &rt.kernels.dqn_act, view, (chains, pointers), sizes, select, step)?;
     launch.arg(&nets.params).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_act`; the chains were checked against the buffers'
+    // SAFETY: arguments match `gpu_kernels::entries::dqn::dqn_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the parameter sets above.
     timed(rt, &stream, rt.kernels.dqn_act.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -101,7 +101,7 @@ pub(crate) fn dqn_td(
         .arg(&dev_args)
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::TD_ROWS, args.n_trials as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_td`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::dqn::dqn_td`; lengths checked above.
     timed(rt, stream, rt.kernels.dqn_td.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -134,7 +134,7 @@ pub(crate) fn dqn_adam(
         .arg(&dev_args);
     let step = std::mem::size_of::<Option<gpu_kernels::dqn::TrialStep>>() as u32;
     let cfg = LaunchConfig { shared_mem_bytes: step, ..per_trial_grid(kernel, n_params, trials)? };
-    // SAFETY: arguments match `gpu_kernels::entries::dqn_adam`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::dqn::dqn_adam`; lengths checked above.
     timed(rt, stream, rt.kernels.dqn_adam.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

@@ -59,7 +59,7 @@ pub(crate) fn env_scan(
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.env_scan);
     launch.arg(buf.params).arg(buf.states).arg(actions).arg(buf.bars).arg(buf.ring).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::env_scan` in order and type; every length its safety
+    // SAFETY: arguments match `gpu_kernels::entries::env::env_scan` in order and type; every length its safety
     // contract names was checked above, including that no two threads write one ring slot.
     timed(rt, stream, rt.kernels.env_scan.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -87,7 +87,7 @@ pub(crate) fn observe(
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.observe);
     launch.arg(buf.params).arg(&*buf.states).arg(buf.bars).arg(features).arg(out).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::env::observe`; lengths checked above.
     timed(rt, stream, rt.kernels.observe.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -138,17 +138,17 @@ pub(crate) fn update_rewards(
     let mut launch = Launch::new(rt, stream, &rt.kernels.reward_chunk_moments);
     launch.arg(params).arg(&*ring).arg(&mut *chunks).arg(&dev_args);
     let cfg = grid(rt.kernels.reward_chunk_moments.name, n_chunk_values)?;
-    // SAFETY: arguments match `gpu_kernels::entries::reward_chunk_moments`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::env::reward_chunk_moments`; lengths checked above.
     timed(rt, stream, rt.kernels.reward_chunk_moments.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.reward_merge);
     launch.arg(running).arg(&*chunks).arg(&mut *after_step).arg(&dev_args);
     let cfg = grid(rt.kernels.reward_merge.name, trials)?;
-    // SAFETY: arguments match `gpu_kernels::entries::reward_merge`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::env::reward_merge`; lengths checked above.
     timed(rt, stream, rt.kernels.reward_merge.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.reward_normalize);
     launch.arg(params).arg(ring).arg(&*after_step).arg(&dev_args);
     let cfg = grid(rt.kernels.reward_normalize.name, args.n_envs() * steps)?;
-    // SAFETY: arguments match `gpu_kernels::entries::reward_normalize`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::env::reward_normalize`; lengths checked above.
     timed(rt, stream, rt.kernels.reward_normalize.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -198,7 +198,7 @@ pub(crate) fn sample_transitions(
         .arg(&mut out.weights)
         .arg(&dev_args);
     let cfg = grid(kernel, samples * width)?;
-    // SAFETY: arguments match `gpu_kernels::entries::sample_transitions`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::env::sample_transitions`; lengths checked above.
     timed(rt, stream, rt.kernels.sample_transitions.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -235,7 +235,7 @@ pub(crate) fn vector_reset(
     launch.arg(buf.params).arg(buf.states).arg(buf.episodes).arg(buf.bars).arg(buf.features);
     launch.arg(&mut o.obs).arg(&mut o.final_obs).arg(&mut o.rewards).arg(&mut o.terminated).arg(&mut o.truncated);
     launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::vector_reset` in order and type; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::vector::vector_reset` in order and type; lengths checked above.
     timed(rt, stream, rt.kernels.vector_reset.label(), || unsafe { launch.launch(cfg) })
 }
 
@@ -265,7 +265,7 @@ pub(crate) unsafe fn vector_check(
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.vector_check);
     launch.arg(&actions).arg(status).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::vector_check`; the caller vouches for `actions`.
+    // SAFETY: arguments match `gpu_kernels::entries::vector::vector_check`; the caller vouches for `actions`.
     timed(rt, stream, rt.kernels.vector_check.label(), || unsafe { launch.launch(cfg) })
 }
 
@@ -306,7 +306,7 @@ pub(crate) unsafe fn vector_step(
     launch.arg(status).arg(buf.bars).arg(buf.features);
     launch.arg(&mut o.obs).arg(&mut o.final_obs).arg(&mut o.rewards).arg(&mut o.terminated).arg(&mut o.truncated);
     launch.arg(&mut o.final_mask).arg(&mut o.equity).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::vector_step` in order and type; lengths checked above;
+    // SAFETY: arguments match `gpu_kernels::entries::vector::vector_step` in order and type; lengths checked above;
     // the caller vouches for raw actions.
     timed(rt, stream, rt.kernels.vector_step.label(), || unsafe { launch.launch(cfg) })
 }

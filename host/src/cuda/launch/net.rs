@@ -50,7 +50,7 @@ pub(crate) fn gemm(
         Stage::Backward1 => "backward1",
         Stage::Gradients => "gradients",
     };
-    // SAFETY: arguments match `gpu_kernels::entries::gemm_tiles`; the table was checked against the lengths
+    // SAFETY: arguments match `gpu_kernels::entries::net::gemm_tiles`; the table was checked against the lengths
     // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, rt.kernels.gemm_tiles.at(stage), || unsafe { launch.launch(cfg) })?;
@@ -109,7 +109,7 @@ pub(crate) fn chain(
     let dev_net = Dev(*net);
     let mut launch = Launch::new(rt, stream, kernel);
     launch.arg(&table.dev).arg(pointers).arg(&dev_net);
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_chain` (and `mlp_chain_wide`); the table's products
+    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_chain` (and `mlp_chain_wide`); the table's products
     // were checked against the lengths of the buffers its pointers name and are row-major
     // (`ProductTables::launch_layers`); the block and shared memory are the chains' (`chain_config`); no
     // chain writes what another reads (`gpu_kernels::net::plan`).
@@ -230,7 +230,7 @@ pub(crate) fn rows(
     }
     let mut launch = Launch::new(rt, stream, function);
     launch.arg(&table.dev).arg(&from.unwrap_or(table).dev).arg(pointers).scalar(u32::from(from.is_some()));
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_rows` (and `mlp_rows_wide`); the tables were checked
+    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_rows` (and `mlp_rows_wide`); the tables were checked
     // against the lengths of the buffers their pointers name when they were built, their products suit the
     // kernel (`ProductTables::launch`, `ProductTables::hidden_from_out`: `from`'s products pair with the
     // table's), the shared memory is the largest product's layout for the tile height; no product of a stage
@@ -271,7 +271,7 @@ pub(crate) fn backward(
     let dev_net = Dev(*net);
     let mut launch = Launch::new(rt, stream, function);
     launch.arg(trials).arg(pointers).arg(&dev_net);
-    // SAFETY: arguments match `gpu_kernels::entries::mlp_backward` (and `mlp_gradients`, after the stored
+    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_backward` (and `mlp_gradients`, after the stored
     // hidden gradient of layer 1 on the same stream); the products it replaces were checked
     // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
     // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
@@ -434,7 +434,7 @@ pub(crate) fn greedy_walk(
     if !regs {
         launch.arg(&staged);
     }
-    // SAFETY: arguments match `gpu_kernels::entries::greedy_walk` (or `greedy_walk_regs`, which takes no
+    // SAFETY: arguments match `gpu_kernels::walk::greedy_walk` (or `greedy_walk_regs`, which takes no
     // `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the staged
     // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
     // one block per trial.
@@ -457,7 +457,7 @@ pub(crate) fn observe_view(
     let mut launch = Launch::new(rt, view.stream, &rt.kernels.observe);
     launch.arg(view.params).arg(&*view.states).arg(view.bars).arg(view.features).arg(out).arg(&dev_args);
     let cfg = grid(kernel, n_envs * (args.n_features as usize + 3))?;
-    // SAFETY: arguments match `gpu_kernels::entries::observe`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::env::observe`; lengths checked above.
     timed(rt, view.stream, rt.kernels.observe.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -481,7 +481,7 @@ pub(crate) fn fma_peak(
     at_least(rt.kernels.fma_peak.name, "outputs", (cfg.grid_dim.0 * cfg.block_dim.0) as usize, out.len())?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.fma_peak);
     launch.arg(out).arg(&iters);
-    // SAFETY: arguments match `gpu_kernels::entries::fma_peak`; one output per thread, checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::net::fma_peak`; one output per thread, checked above.
     timed(rt, stream, rt.kernels.fma_peak.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

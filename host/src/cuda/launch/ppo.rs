@@ -76,7 +76,7 @@ pub(crate) fn ppo_select(
     }
     launch.arg(&slot).arg(&dev_args);
     let cfg = grid(kernel, n_envs)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_select`; lengths checked above (with `slot >= steps`
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_select`; lengths checked above (with `slot >= steps`
     // the kernel writes only `n_envs` values, into the bootstrap buffer).
     timed(rt, stream, rt.kernels.ppo_select.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -107,7 +107,7 @@ pub(crate) fn ppo_act(
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
     launch.arg(&slot).arg(&dev_args);
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_act`; the chains were checked against the buffers'
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the selection's by `check_select`.
     timed(rt, &stream, rt.kernels.ppo_act.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -148,7 +148,7 @@ pub(crate) fn ppo_gae(
         .arg(&mut b.returns)
         .arg(&dev_args);
     let cfg = grid(rt.kernels.ppo_gae.name, n_envs)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_gae`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_gae`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_gae.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -172,7 +172,7 @@ pub(crate) fn ppo_gather(
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gather);
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_gather` with its launch; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_gather` with its launch; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_gather.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -204,7 +204,7 @@ pub(crate) fn ppo_loss(
         .arg(&dev_args)
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::PPO_LOSS_ROWS, args.n_trials as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_loss`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_loss`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_loss.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -225,7 +225,7 @@ pub(crate) fn ppo_adam(
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_grad);
     launch.arg(&b.partial).arg(&mut b.grads).arg(&dev_args);
     let cfg = grid(rt.kernels.ppo_grad.name, trials * n_params)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_grad`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_grad`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_grad.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_norm);
     launch.arg(&b.params).arg(&b.grads).arg(&mut b.norm_lanes).arg(&dev_args);
@@ -235,7 +235,7 @@ pub(crate) fn ppo_adam(
         shared_mem_bytes: 4 * gpu_kernels::ppo::NORM_WINDOW as u32,
         ..per_trial_grid_of(rt.kernels.ppo_norm.name, threads as usize, threads, trials)?
     };
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_norm`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_norm`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_norm.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adam);
     launch
@@ -247,7 +247,7 @@ pub(crate) fn ppo_adam(
         .arg(&b.norm_lanes)
         .arg(&dev_args);
     let cfg = grid(kernel, trials * n_params)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo_adam`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_adam`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_adam.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

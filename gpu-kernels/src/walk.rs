@@ -1,0 +1,481 @@
+//! The greedy evaluation walks (nvptx only): a block per trial steps its env bar by bar with the network in
+//! the block ([`greedy_walk`]; [`greedy_walk_regs`] with the wide layers in registers). They are kernels
+//! themselves (no shim in `entries`): each is a whole block's program, not one thread's element.
+
+use crate::batch::observe_floats;
+use crate::env::env_step_on_series;
+use crate::mlp::{ACTIONS, argmax};
+use crate::net::{
+    NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, dense_unit, walk_layers, walk_stage,
+    walk_stage_len,
+};
+use crate::nvptx_ops::{barrier_sync_count, dyn_smem, prefetch};
+use crate::tile::unrolled;
+use crate::types::{Bar, EnvState, TrialParams};
+use core::arch::nvptx;
+use core::slice;
+
+/// Barrier of a whole walk block (barrier 0, all [`WALK_THREADS`]; safe where a warp's threads diverged).
+#[inline(always)]
+fn walk_barrier() {
+    // SAFETY: every thread of the block executes the same sequence of these barriers.
+    unsafe { barrier_sync_count(0, WALK_THREADS as u32) };
+}
+
+/// Barrier among the walk's layer threads alone (named barrier 1; the env warps do not take part).
+#[inline(always)]
+fn layer_barrier() {
+    // SAFETY: every layer thread executes the same sequence of these barriers (uniform control flow).
+    unsafe { barrier_sync_count(1, WALK_LAYER_THREADS as u32) };
+}
+
+/// A walk block's candidates in shared memory ([`WalkShared`]'s first regions, both walk kernels): `2 x
+/// ACTIONS` env states with their portfolio floats and `2 x outputs` Q-values, double-buffered by step
+/// parity. Step `s` reads the parity of `s - 1` and writes its own; the block-wide barrier that ends a step
+/// orders its writes before the next step's reads.
+#[derive(Clone, Copy)]
+struct WalkCandidates {
+    slots: *mut EnvState,
+    floats: *mut [f32; 3],
+    q: *mut f32,
+    o: usize,
+}
+
+impl WalkCandidates {
+    /// The candidates of the block whose shared memory starts at `smem`.
+    ///
+    /// # Safety
+    /// `smem` holds `ws` (16-byte aligned).
+    #[inline(always)]
+    unsafe fn of(smem: *mut f32, ws: &WalkShared, outputs: usize) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self {
+                slots: smem.add(ws.slots) as *mut EnvState,
+                floats: smem.add(ws.floats) as *mut [f32; 3],
+                q: smem.add(ws.q),
+                o: outputs,
+            }
+        }
+    }
+
+    /// The action chosen at step `s - 1` (the Q-values' argmax; candidate 0 before step 0).
+    ///
+    /// # Safety
+    /// The Q-values of step `s - 1` are written and ordered before this read (a barrier).
+    #[inline(always)]
+    unsafe fn chosen(&self, s: usize) -> usize {
+        // SAFETY: the caller's contract; the parity's `o` Q-values lie inside the block's buffers.
+        if s == 0 { 0 } else { argmax(unsafe { slice::from_raw_parts(self.q.add((s - 1) % 2 * self.o), self.o) }) }
+    }
+
+    /// The state chosen at step `s - 1` (`a_prev`) and its portfolio floats.
+    ///
+    /// # Safety
+    /// As [`Self::chosen`], for the candidates.
+    #[inline(always)]
+    unsafe fn previous(&self, s: usize, a_prev: usize) -> (*mut EnvState, [f32; 3]) {
+        let c = (s + 1) % 2 * ACTIONS + a_prev;
+        // SAFETY: the caller's contract; `c < 2 ACTIONS`.
+        unsafe { (self.slots.add(c), *self.floats.add(c)) }
+    }
+
+    /// The state before step 0 as candidate 0 of parity 1 (the "previous" step), chosen by convention.
+    ///
+    /// # Safety
+    /// One thread calls this, before a barrier that precedes step 0.
+    #[inline(always)]
+    unsafe fn start(&self, params: &TrialParams, start: EnvState, bars: &[Bar]) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            *self.slots.add(ACTIONS) = start;
+            *self.floats.add(ACTIONS) = observe_floats(params, &start, bars);
+        }
+    }
+
+    /// Step `s`'s candidate of `action`: a copy of the state chosen at step `s - 1` stepped with it, and its
+    /// portfolio floats.
+    ///
+    /// # Safety
+    /// One thread per action calls this in step `s`, after the barrier that ends step `s - 1`.
+    #[inline(always)]
+    unsafe fn step(&self, params: &TrialParams, bars: &[Bar], s: usize, a_prev: usize, action: u8) {
+        // SAFETY: the caller's contract; the candidate of `action` is this thread's alone in step `s`.
+        unsafe {
+            let mut state = *self.previous(s, a_prev).0;
+            env_step_on_series(params, &mut state, action, bars);
+            let c = s % 2 * ACTIONS + action as usize;
+            *self.floats.add(c) = observe_floats(params, &state, bars);
+            *self.slots.add(c) = state;
+        }
+    }
+
+    /// The state chosen after the last of `steps` steps.
+    ///
+    /// # Safety
+    /// After the barrier that ends the last step.
+    #[inline(always)]
+    unsafe fn last(&self, steps: usize) -> EnvState {
+        // SAFETY: the caller's contract.
+        unsafe { *self.previous(steps, self.chosen(steps)).0 }
+    }
+}
+
+/// The greedy walk of every trial's single env over `steps` bars, a block of [`WALK_THREADS`] per trial.
+/// Each step, the layer threads build the observation of the state chosen at the previous step (features a
+/// column per thread) and compute the layers (a unit per thread, [`dense_unit`], barriers among themselves
+/// only); meanwhile the first lane of each env warp steps a copy of the state with its own action (0, 1, 2)
+/// and publishes the candidate and its portfolio floats. After one block-wide barrier the Q-values' argmax
+/// picks the candidate: the env lanes keep it as the state and the next step's observation reads it. So the
+/// env step is off the critical path, and every bar gets the state of stepping the argmax action, as the CPU
+/// walk's sequence does (`actions[trial * steps + step]`). With `staged != 0` the block first copies its
+/// network into shared memory after its buffers ([`walk_stage`]: padded rows read with vector loads, the
+/// next eight terms loaded while eight are summed); otherwise it reads the weights in place. The next bar's lines are prefetched.
+///
+/// # Safety
+/// `env_params`, `trials`, `states`: `n_trials` (one env per trial); `bars`: `n_bars`; `features`:
+/// `n_bars x (input - 3)`; `weights`: `n_trials x params`; `actions`: `n_trials x steps`; dynamic shared
+/// memory: `walk_shared(args)` floats, plus `walk_stage_floats(args)` when staged (16-byte aligned); one block of
+/// [`WALK_THREADS`] per trial.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn greedy_walk(
+    env_params: *const TrialParams,
+    states: *mut EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    trials: *const NetTrial,
+    weights: *const f32,
+    actions: *mut u8,
+    args: NetArgs,
+    steps: u32,
+    staged: u32,
+) {
+    crate::nvptx_ops::follow_previous();
+    // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: candidates
+    // and Q-values of step s are written before the block-wide barrier of step s and read after it, into
+    // the parity-s buffers, which step s + 1 leaves alone (it writes the other parity).
+    unsafe {
+        let (t, tid) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        if t >= args.n_trials as usize {
+            return;
+        }
+        let l = args.layout();
+        let (d, o) = (l.input, l.outputs);
+        let smem = dyn_smem();
+        let ws = WalkShared::of(&args);
+        let cands = WalkCandidates::of(smem, &ws, o);
+        let q = smem.add(ws.q);
+        let obs = smem.add(ws.obs);
+        let (h1, h2) = (smem.add(ws.h1), smem.add(ws.h2));
+        let params = &*env_params.add(t);
+        let h = (*trials.add(t)).hidden as usize;
+        let f = d - 3;
+        let n_bars = args.n_bars as usize;
+        let bars = slice::from_raw_parts(bars, n_bars);
+        let features = slice::from_raw_parts(features, n_bars * f);
+        let w = weights.add(t * l.params());
+        let stage = if staged != 0 {
+            let s = smem.add(ws.len);
+            let mut i = tid;
+            while i < walk_stage_len(&l, h) {
+                walk_stage(&l, w, h, s, i);
+                i += WALK_THREADS;
+            }
+            Some(s as *const f32)
+        } else {
+            None
+        };
+        let layers = walk_layers(&l, w, h, stage);
+        if tid == WALK_LAYER_THREADS {
+            cands.start(params, *states.add(t), bars);
+        }
+        walk_barrier();
+        let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS).is_multiple_of(32);
+        let my_action = (tid.saturating_sub(WALK_LAYER_THREADS) / 32) as u8;
+        for step in 0..steps as usize {
+            let cur = step % 2;
+            let a_prev = cands.chosen(step);
+            if tid < WALK_LAYER_THREADS {
+                // The observation of the chosen state: features of its bar, then its portfolio floats.
+                let (state, pf) = cands.previous(step, a_prev);
+                let bar = (*state).bar as usize;
+                let mut c = tid;
+                while c < f {
+                    *obs.add(c) = features[bar * f + c];
+                    if bar + 1 < n_bars {
+                        prefetch(features.as_ptr().add((bar + 1) * f + c));
+                    }
+                    c += WALK_LAYER_THREADS;
+                }
+                if tid < 3 {
+                    *obs.add(f + tid) = pf[tid];
+                }
+                if tid == WALK_LAYER_THREADS - 1 && bar + 2 < n_bars {
+                    prefetch(bars.as_ptr().add(bar + 2));
+                    prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
+                }
+                layer_barrier();
+                let mut n = tid;
+                while n < h {
+                    *h1.add(n) = dense_unit(&layers[0], *w.add(l.b1() + n), true, n, obs);
+                    n += WALK_LAYER_THREADS;
+                }
+                layer_barrier();
+                let mut n = tid;
+                while n < h {
+                    *h2.add(n) = dense_unit(&layers[1], *w.add(l.b2() + n), true, n, h1);
+                    n += WALK_LAYER_THREADS;
+                }
+                layer_barrier();
+                if tid < o {
+                    *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
+                }
+            } else if env_lane {
+                cands.step(params, bars, step, a_prev, my_action);
+            }
+            walk_barrier();
+            if tid == WALK_LAYER_THREADS {
+                *actions.add(t * steps as usize + step) = cands.chosen(step + 1) as u8;
+            }
+        }
+        if tid == WALK_LAYER_THREADS {
+            *states.add(t) = cands.last(steps as usize);
+        }
+    }
+}
+
+/// Named barrier `id` of `count` threads (whole warps).
+///
+/// # Safety
+/// Every thread of the warps counted executes the same sequence of barriers with this id.
+#[inline(always)]
+unsafe fn named_barrier(id: u32, count: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { barrier_sync_count(id, count as u32) };
+}
+
+/// `sum_j x[j] w[j]` over `j < 32 * ceil(h / 32)` as one FMA chain in ascending `j` from 0 (`dot_aligned`'s
+/// order): `x` the shared address of [`WALK_REG_UNITS`](crate::net::WALK_REG_UNITS) floats (16-byte
+/// aligned), `w` a register row. The terms past `h` must be zeros in both (`+0` added to a sum that is never
+/// `-0`: the sum of the first `h` terms, bit for bit). Eight inputs (two vector loads) are loaded while the
+/// eight before them are summed. The width is tested once per 32 terms, not per 8: each test is a branch
+/// and copies of the loaded registers at its join.
+///
+/// # Safety
+/// `x` addresses this block's shared memory, holding `WALK_REG_UNITS` floats.
+#[inline(always)]
+#[allow(unused_assignments, reason = "the last chunk's load ahead is not read")]
+unsafe fn dot_regs(x: u32, w: &[f32; crate::net::WALK_REG_UNITS], h: usize) -> f32 {
+    use crate::nvptx_ops::lds4;
+    use crate::tile::fma;
+    const LAST: usize = crate::net::WALK_REG_UNITS / 8 - 1;
+    const _: () = assert!(LAST == 15, "the unrolled groups below are 4 of 4 chunks");
+    // SAFETY: the caller's contract; chunk c reads floats 8c .. 8c + 8, c <= LAST.
+    let load = |c: usize| unsafe { (lds4(x + 32 * c as u32), lds4(x + 32 * c as u32 + 16)) };
+    let mut acc = 0.0f32;
+    let mut ahead = load(0);
+    unrolled!(g in [0, 1, 2, 3] {
+        if 32 * g < h {
+            unrolled!(i in [0, 1, 2, 3] {
+                let c = 4 * g + i;
+                let (lo, hi) = ahead;
+                ahead = load((c + 1).min(LAST));
+                unrolled!(u in [0, 1, 2, 3] {
+                    acc = fma(lo[u], w[8 * c + u], acc);
+                });
+                unrolled!(u in [0, 1, 2, 3] {
+                    acc = fma(hi[u], w[8 * c + 4 + u], acc);
+                });
+            });
+        }
+    });
+    acc
+}
+
+/// [`greedy_walk`] with the wide layers' weights in registers, for networks of at most
+/// [`WALK_REG_UNITS`](crate::net::WALK_REG_UNITS) hidden units ([`crate::net::walk_regs_suit`]): a block of
+/// [`WALK_REGS_THREADS`](crate::net::WALK_REGS_THREADS) per trial. Layer thread `n` keeps unit `n`'s row of
+/// `W2`, lane `o` of the output warp output `o`'s row of `W3` (zeros past the trial's width); `W1` is
+/// staged in shared memory. Layer 1 is split at the portfolio floats: the market features' part of each
+/// unit's sum (its first `input - 3` terms, which do not depend on the actions) is computed for the next
+/// bar while the output warp computes this bar's outputs, and the bar's portfolio floats add their three
+/// terms to it (the same FMA chain, so the same bits); a bar that was not the one foreseen (a done env
+/// stays on its bar) has its part computed when it is observed. Per bar the critical path is three terms,
+/// layer 2's chain, the output chain and three barriers; the env warps step the candidates meanwhile, as in
+/// [`greedy_walk`]. Every unit is [`dense_unit`]'s element, bit for bit.
+///
+/// # Safety
+/// [`greedy_walk`]'s, with dynamic shared memory of [`crate::net::WalkRegsShared::of`]`(args).len` floats
+/// (16-byte aligned), `args.hidden <= WALK_REG_UNITS`, `args.outputs <= 32`; one block of
+/// `WALK_REGS_THREADS` per trial.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
+    env_params: *const TrialParams,
+    states: *mut EnvState,
+    bars: *const Bar,
+    features: *const f32,
+    trials: *const NetTrial,
+    weights: *const f32,
+    actions: *mut u8,
+    args: NetArgs,
+    steps: u32,
+) {
+    crate::nvptx_ops::follow_previous();
+    use crate::net::{
+        WALK_OUTPUT_THREAD, WALK_REG_UNITS, WALK_REGS_THREADS, WalkRegsShared, dot_aligned, walk_row_stride,
+    };
+    use crate::nvptx_ops::shared_addr;
+    use crate::tile::fma;
+    const LAYER: usize = WALK_LAYER_THREADS;
+    // Barrier ids: 0 the whole block, 1 the layer threads, 2 the layer threads and the output warp.
+    // SAFETY: every thread of the block takes barrier 0 in the same order.
+    let block_barrier = || unsafe { named_barrier(0, WALK_REGS_THREADS) };
+    // SAFETY: every layer thread takes barrier 1 in the same order (uniform control flow).
+    let layer_barrier = || unsafe { named_barrier(1, LAYER) };
+    // SAFETY: every layer thread and the output warp take barrier 2 in the same order.
+    let output_barrier = || unsafe { named_barrier(2, LAYER + 32) };
+    // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: the
+    // candidates and outputs as in `greedy_walk`; `h1` is written before barrier 1 and read after it, `h2`
+    // before barrier 2 and read after it, `next` before barrier 1 and read after barrier 2, `now` before the
+    // barrier 1 of its branch and read after it; every buffer is rewritten only in a later step, after the
+    // block-wide barrier that ends the step of its readers.
+    unsafe {
+        let (t, tid) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+        if t >= args.n_trials as usize {
+            return;
+        }
+        let l = args.layout();
+        let (d, o) = (l.input, l.outputs);
+        let smem = dyn_smem();
+        let ws = WalkRegsShared::of(&args);
+        let cands = WalkCandidates::of(smem, &ws.base, o);
+        let q = smem.add(ws.base.q);
+        let (h1, h2, now, next, w1s) =
+            (smem.add(ws.h1), smem.add(ws.h2), smem.add(ws.now), smem.add(ws.next), smem.add(ws.w1));
+        let params = &*env_params.add(t);
+        let h = ((*trials.add(t)).hidden as usize).min(WALK_REG_UNITS);
+        let f = d - 3;
+        let s1 = walk_row_stride(d);
+        let n_bars = args.n_bars as usize;
+        let bars = slice::from_raw_parts(bars, n_bars);
+        let features = slice::from_raw_parts(features, n_bars * f);
+        let w = weights.add(t * l.params());
+        let mut i = tid;
+        while i < h * d {
+            let (n, j) = (i / d, i % d);
+            *w1s.add(n * s1 + j) = *w.add(l.w1() + n * d + j);
+            i += WALK_REGS_THREADS;
+        }
+        let (layer, lane) = (tid < LAYER, tid.wrapping_sub(WALK_OUTPUT_THREAD));
+        let unit = layer && tid < h;
+        let output = lane < o;
+        // This thread's register row and bias: unit `tid`'s of layer 2, or output `lane`'s of layer 3.
+        let (row, bias) = if unit {
+            (w.add(l.w2() + tid * l.hidden), *w.add(l.b2() + tid))
+        } else if output {
+            (w.add(l.w3() + lane * l.hidden), *w.add(l.b3() + lane))
+        } else {
+            (w, 0.0)
+        };
+        // Every element written at a constant index (an array-repeat initializer is a loop with a variable
+        // index, which keeps the row in local memory).
+        let mut wr: [f32; WALK_REG_UNITS] = core::mem::zeroed();
+        let live = if unit || output { h } else { 0 };
+        unrolled!(c in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            unrolled!(u in [0, 1, 2, 3, 4, 5, 6, 7] {
+                wr[8 * c + u] = if 8 * c + u < live { *row.add(8 * c + u) } else { 0.0 };
+            });
+        });
+        // Layer 1's bias and its weights of the three portfolio floats (the last inputs).
+        let (b1, tail) = if unit {
+            let r = w.add(l.w1() + tid * d + f);
+            (*w.add(l.b1() + tid), [*r, *r.add(1), *r.add(2)])
+        } else {
+            (0.0, [0.0; 3])
+        };
+        let w1row = w1s.add(tid.min(WALK_REG_UNITS - 1) * s1);
+        if tid == LAYER {
+            cands.start(params, *states.add(t), bars);
+        }
+        block_barrier();
+        let env_lane = (LAYER..WALK_OUTPUT_THREAD).contains(&tid) && (tid - LAYER).is_multiple_of(32);
+        let my_action = (tid.saturating_sub(LAYER) / 32) as u8;
+        let (h1a, h2a) = (shared_addr(h1), shared_addr(h2));
+        // Layer 1's market part of unit `tid` for bar `cur_bar` and for the foreseen `next_bar` (none: MAX).
+        let (mut cur_part, mut cur_bar, mut next_part, mut next_bar) = (0.0f32, usize::MAX, 0.0f32, usize::MAX);
+        for step in 0..steps as usize {
+            let cur = step % 2;
+            let a_prev = cands.chosen(step);
+            if layer {
+                let (state, pf) = cands.previous(step, a_prev);
+                let bar = (*state).bar as usize;
+                if bar == next_bar {
+                    cur_part = next_part;
+                } else if bar != cur_bar {
+                    // Not foreseen (uniform over the layer threads: they read the same state).
+                    let mut c = tid;
+                    while c < f {
+                        *now.add(c) = features[bar * f + c];
+                        c += LAYER;
+                    }
+                    layer_barrier();
+                    cur_part = if unit { dot_aligned(now, w1row, f) } else { 0.0 };
+                }
+                cur_bar = bar;
+                let ahead = bar + 1;
+                if ahead < n_bars {
+                    let mut c = tid;
+                    while c < f {
+                        *next.add(c) = features[ahead * f + c];
+                        if ahead + 1 < n_bars {
+                            prefetch(features.as_ptr().add((ahead + 1) * f + c));
+                        }
+                        c += LAYER;
+                    }
+                }
+                if tid == LAYER - 1 && bar + 2 < n_bars {
+                    prefetch(bars.as_ptr().add(bar + 2));
+                    prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
+                }
+                // `dense_unit` of layer 1: the chain goes on from the market part with the portfolio floats.
+                let v = if unit {
+                    let s = fma(pf[2], tail[2], fma(pf[1], tail[1], fma(pf[0], tail[0], cur_part))) + b1;
+                    if s > 0.0 { s } else { 0.0 }
+                } else {
+                    0.0
+                };
+                *h1.add(tid) = v;
+                layer_barrier();
+                let v = if unit {
+                    let s = dot_regs(h1a, &wr, h) + bias;
+                    if s > 0.0 { s } else { 0.0 }
+                } else {
+                    0.0
+                };
+                *h2.add(tid) = v;
+                output_barrier();
+                // While the output warp computes this bar's outputs: the next bar's market part.
+                if ahead < n_bars {
+                    next_part = if unit { dot_aligned(next, w1row, f) } else { 0.0 };
+                    next_bar = ahead;
+                } else {
+                    next_bar = usize::MAX;
+                }
+            } else if tid >= WALK_OUTPUT_THREAD {
+                output_barrier();
+                if output {
+                    *q.add(cur * o + lane) = dot_regs(h2a, &wr, h) + bias;
+                }
+            } else if env_lane {
+                cands.step(params, bars, step, a_prev, my_action);
+            }
+            block_barrier();
+            if tid == LAYER {
+                *actions.add(t * steps as usize + step) = cands.chosen(step + 1) as u8;
+            }
+        }
+        if tid == LAYER {
+            *states.add(t) = cands.last(steps as usize);
+        }
+    }
+}
