@@ -2,7 +2,7 @@
 //! `step(actions)` returning observations, rewards, terminations and truncations for every env, episodes of
 //! a fixed number of bars at seeded start bars, and autoreset in the same step (Gymnasium's `SAME_STEP`
 //! mode: an env whose episode ended returns the first observation of its next episode, the last one of the
-//! ended episode kept in [`VectorEnv::final_observations`]). The Python package's `tradesim.VectorEnv` is
+//! ended episode kept in [`VectorEnv::final_observations`] and its equity in [`VectorEnv::final_equity`]). The Python package's `tradesim.VectorEnv` is
 //! this type.
 //!
 //! Each step is one pass of [`gpu_kernels::vector::step_env`] over the envs, on the CPU or as a kernel on
@@ -127,5 +127,10 @@ impl VectorEnv {
     /// Each env's equity now (after any reset: the new episode's capital).
     pub fn equity(&self) -> &[f64] {
         &self.batch.outputs().equity
+    }
+
+    /// The equity each episode that ended in the last step ended with (rows where [`Self::final_mask`]).
+    pub fn final_equity(&self) -> &[f64] {
+        self.batch.final_equity()
     }
 }

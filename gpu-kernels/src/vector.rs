@@ -3,8 +3,8 @@
 //!
 //! An env's episodes are `episode_len` bars from start bars drawn per env from the seed
 //! ([`segment`]); a step takes the env's action, writes its reward and done flags and its observation, and an
-//! env whose episode ended keeps that observation as its final one and starts its next episode in the same
-//! step (its observation is then the new episode's first).
+//! env whose episode ended keeps that observation as its final one and its equity, and starts its next
+//! episode in the same step (its observation is then the new episode's first).
 
 use crate::batch::observe_env;
 use crate::env::{env_step_on_series, transition};
@@ -114,7 +114,9 @@ pub struct VectorRow<'a> {
     pub truncated: &'a mut bool,
     /// The episode ended (`final_obs` holds its last observation).
     pub final_mask: &'a mut bool,
-    /// The env's equity after the step (a new episode's: its capital).
+    /// The stepped episode's equity after the step: for an episode that ended, the equity it ended with
+    /// (the next episode starts at its trial's capital; the host writes that for its readers); after a
+    /// reset, the capital.
     pub equity: &'a mut f64,
 }
 
@@ -163,8 +165,9 @@ pub fn reset_env(
     *out.equity = state.equity;
 }
 
-/// One step of env `env` with `action` (0 flat, 1 long, 2 short): reward, flags, observation; an ended
-/// episode's last observation goes to `final_obs` and the next episode starts.
+/// One step of env `env` with `action` (0 flat, 1 long, 2 short): reward, flags, observation and equity;
+/// an ended episode's last observation goes to `final_obs`, its equity stays in `equity` (written before the
+/// restart, so the ended episode's result is not lost) and the next episode starts.
 #[inline]
 #[allow(clippy::too_many_arguments, reason = "one env's inputs and outputs")]
 pub fn step_env(
@@ -185,9 +188,9 @@ pub fn step_env(
     *out.truncated = t.done == TRUNCATED;
     *out.final_mask = t.done != 0;
     observe_env(params, state, market.bars, market.features, args.n_features as usize, out.obs);
+    *out.equity = state.equity;
     if t.done != 0 {
         out.final_obs.copy_from_slice(out.obs);
         start_episode(args, env, params, state, episodes, market, out.obs);
     }
-    *out.equity = state.equity;
 }

@@ -1,6 +1,6 @@
 //! [`VectorBatch`]: the vector env's K trials x E envs on the chosen backend (Gymnasium's vector API:
-//! observations, rewards, terminations and truncations per step, same-step autoreset), one per-env rule for
-//! both backends ([`gpu_kernels::vector`]).
+//! observations, rewards, terminations and truncations per step, same-step autoreset, the equity each ended
+//! episode ended with), one per-env rule for both backends ([`gpu_kernels::vector`]).
 
 use gpu_kernels::TrialParams;
 use gpu_kernels::vector::{ActionKind, VectorArgs};
@@ -15,6 +15,10 @@ use crate::{Backend, HostError, MarketData};
 pub struct VectorBatch {
     args: VectorArgs,
     inner: Inner,
+    /// Each trial's initial capital (a new episode's equity).
+    capitals: Vec<f64>,
+    /// The equity each episode that ended in the last step ended with (rows where `final_mask`).
+    final_equity: Vec<f64>,
 }
 
 #[derive(Debug)]
@@ -70,7 +74,8 @@ impl VectorBatch {
             #[cfg(feature = "cuda")]
             Backend::Cuda(rt) => Inner::Cuda(Box::new(crate::cuda::CudaVector::new(rt, market, params, &args)?)),
         };
-        let mut v = Self { args, inner };
+        let capitals = params.iter().map(|p| p.initial_capital).collect();
+        let mut v = Self { args, inner, capitals, final_equity: vec![0.0; n_envs] };
         v.reset(None)?;
         Ok(v)
     }
@@ -113,13 +118,12 @@ impl VectorBatch {
         }
         let args = self.args;
         match &mut self.inner {
-            Inner::Cpu(c) => {
-                c.step(&args, actions);
-                Ok(())
-            }
+            Inner::Cpu(c) => c.step(&args, actions),
             #[cfg(feature = "cuda")]
-            Inner::Cuda(c) => c.step(&args, actions),
+            Inner::Cuda(c) => c.step(&args, actions)?,
         }
+        self.settle_final_equity();
+        Ok(())
     }
 
     /// [`Self::step`] with the actions in device memory: `n_envs` integers of `bits` bits (8, 16, 32 or
@@ -144,8 +148,29 @@ impl VectorBatch {
             Inner::Cuda(c) => {
                 let args = VectorArgs { action_kind: kind.code(), ..self.args };
                 // SAFETY: as the caller guarantees.
-                unsafe { c.step_device(&args, address) }
+                unsafe { c.step_device(&args, address) }?;
+                self.settle_final_equity();
+                Ok(())
             }
+        }
+    }
+
+    /// The step leaves an ended episode's equity in its env's `equity` (the rule writes it before the
+    /// restart): on the host, it moves to [`Self::final_equity`] and `equity` becomes the next episode's,
+    /// its trial's capital (the bits the restart gives).
+    fn settle_final_equity(&mut self) {
+        if !self.host_copies() {
+            return;
+        }
+        let ept = self.args.envs_per_trial as usize;
+        let out = match &mut self.inner {
+            Inner::Cpu(c) => &mut c.out,
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => &mut c.out,
+        };
+        for (env, _) in out.final_mask.iter().enumerate().filter(|(_, ended)| **ended) {
+            self.final_equity[env] = out.equity[env];
+            out.equity[env] = self.capitals[env / ept];
         }
     }
 
@@ -179,7 +204,15 @@ impl VectorBatch {
         }
     }
 
-    /// The outputs' device addresses (CUDA), `None` on the CPU.
+    /// The equity each episode that ended in the last step ended with (rows where the outputs'
+    /// `final_mask`; other rows keep older values). Updated by steps that copy their outputs to the host.
+    pub fn final_equity(&self) -> &[f64] {
+        &self.final_equity
+    }
+
+    /// The outputs' device addresses (CUDA), `None` on the CPU. On the device, an env whose episode ended
+    /// in the last step has the equity that episode ended with in `equity` (the next one starts at its
+    /// trial's capital).
     pub fn device_outputs(&self) -> Option<DeviceOutputs> {
         match &self.inner {
             Inner::Cpu(_) => None,

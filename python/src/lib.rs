@@ -587,7 +587,8 @@ impl NativeVectorEnv {
         self.env.backend_name()
     }
 
-    /// Views of (observations, rewards, terminated, truncated, final observations, final mask, equity).
+    /// Views of (observations, rewards, terminated, truncated, final observations, final mask, equity,
+    /// final equity).
     fn buffers<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
         let owner = slf.as_any();
         let this = slf.borrow();
@@ -604,6 +605,7 @@ impl NativeVectorEnv {
                 view(owner, e.final_observations(), &[n, d])?,
                 view(owner, e.final_mask(), &[n])?,
                 view(owner, e.equity(), &[n])?,
+                view(owner, e.final_equity(), &[n])?,
             ]
         };
         pyo3::types::PyTuple::new(slf.py(), views)
@@ -616,8 +618,10 @@ impl NativeVectorEnv {
         py.detach(|| env.reset(seed)).map_err(|e| to_py(py, e))
     }
 
-    /// (observations, rewards, terminated, truncated, final observations, final mask, equity) exported
-    /// through DLPack without copies: the device buffers on CUDA, the host buffers on the CPU.
+    /// (observations, rewards, terminated, truncated, final observations, final mask, equity, final equity)
+    /// exported through DLPack without copies: the device buffers on CUDA, the host buffers on the CPU. On
+    /// CUDA the device's equity buffer is both: an ended episode's equity where the final mask is set (the
+    /// host moves it to the final equity when it copies), the current equity elsewhere.
     fn dlpack_buffers<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
         use dlpack::{DEVICE_CPU, DEVICE_CUDA, DlpackArray, Element};
         let py = slf.py();
@@ -627,7 +631,7 @@ impl NativeVectorEnv {
         let (device, a) = match e.device_outputs() {
             Some(o) => (
                 (DEVICE_CUDA, o.ordinal as i32),
-                [o.obs, o.rewards, o.terminated, o.truncated, o.final_obs, o.final_mask, o.equity],
+                [o.obs, o.rewards, o.terminated, o.truncated, o.final_obs, o.final_mask, o.equity, o.equity],
             ),
             None => {
                 let addr = |p: *const u8| p as u64;
@@ -639,14 +643,23 @@ impl NativeVectorEnv {
                     addr(e.final_observations().as_ptr().cast()),
                     addr(e.final_mask().as_ptr().cast()),
                     addr(e.equity().as_ptr().cast()),
+                    addr(e.final_equity().as_ptr().cast()),
                 ];
                 ((DEVICE_CPU, 0), h)
             }
         };
-        let shapes = [vec![n, d], vec![n], vec![n], vec![n], vec![n, d], vec![n], vec![n]];
-        let elements =
-            [Element::F32, Element::F32, Element::Bool, Element::Bool, Element::F32, Element::Bool, Element::F64];
-        let arrays = (0..7)
+        let shapes = [vec![n, d], vec![n], vec![n], vec![n], vec![n, d], vec![n], vec![n], vec![n]];
+        let elements = [
+            Element::F32,
+            Element::F32,
+            Element::Bool,
+            Element::Bool,
+            Element::F32,
+            Element::Bool,
+            Element::F64,
+            Element::F64,
+        ];
+        let arrays = (0..8)
             .map(|i| {
                 let owner = slf.clone().into_any().unbind();
                 Py::new(py, DlpackArray::new(owner, a[i], shapes[i].clone(), elements[i], device))

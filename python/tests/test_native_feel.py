@@ -250,11 +250,12 @@ def test_next_step_autoreset_returns_the_last_observation_then_the_restart():
     a, b = same.step(np.ones(4, dtype=np.int64)), nxt.step(np.ones(4, dtype=np.int64))
     assert b[3].all() and not b[2].any(), "the sixth bar truncates every episode"
     assert np.array_equal(b[0], np.stack(list(a[4]["final_obs"]))), "the ending step shows the last observation"
-    assert not b[4]["_equity"].any(), "no equity for envs that already restarted"
+    assert np.array_equal(b[4]["equity"], a[4]["final_info"]["equity"]), "and the equity the episode ended with"
+    assert (b[4]["equity"] != 100_000.0).all(), "six bars long with costs: not the capital"
     obs, rewards, terminated, truncated, infos = nxt.step(np.full(4, 2))
     assert (rewards == 0).all() and not terminated.any() and not truncated.any()
     np.testing.assert_array_equal(obs[:, -3:], 0.0)  # flat, no open position: the restart
-    assert infos["_equity"].all() and (infos["equity"] == 100_000.0).all()
+    assert (infos["equity"] == 100_000.0).all()
 
 
 @pytest.mark.parametrize(
@@ -312,15 +313,39 @@ def test_gym_make_and_make_vec():
     assert venv.reset(seed=0)[0].shape[0] == 6
 
 
-def test_trading_env_final_step_does_not_report_the_next_episodes_capital():
+def test_trading_env_final_step_reports_the_equity_the_episode_ended_with():
     env = tradesim.TradingEnv(tradesim.synthetic(2_000, seed=4), episode_len=5, seed=2, spread=0, commission=0)
     env.reset(seed=2)
     for _ in range(4):
         *_, info = env.step(1)
-        assert "equity" in info
-    obs, _, terminated, truncated, info = env.step(1)
-    assert truncated and not terminated and info == {"episode_end": "truncated"}
+    before = info["equity"]
+    obs, reward, terminated, truncated, info = env.step(1)
+    assert truncated and not terminated and info["episode_end"] == "truncated"
     assert env.observation_space.contains(obs)
+    # Frictionless, the reward is ln(equity_after / equity_before): the ended episode's equity, not the capital.
+    assert info["equity"] != 100_000.0
+    assert abs(np.log(info["equity"] / before) - reward) <= 1e-6
+
+
+def test_final_info_carries_the_equity_each_ended_episode_ended_with():
+    env = tradesim.VectorEnv(tradesim.synthetic(3_000, seed=2), trials=2, envs=3, episode_len=6, seed=1,
+                             device="cpu", spread=0, commission=0, capital=[100_000, 50_000])
+    capital = np.repeat([100_000.0, 50_000.0], 3)
+    _, info = env.reset(seed=1)
+    equity = info["equity"].copy()
+    for step in range(6):
+        actions = np.array([1, 2, 0, 1, 2, 0])
+        obs, rewards, terminated, truncated, infos = env.step(actions)
+        if step < 5:
+            equity = infos["equity"].copy()
+    assert truncated.all() and infos["final_info"]["_equity"].all()
+    ended = infos["final_info"]["equity"]
+    # ln(ended / equity before the last step) is the last reward; flat envs (action 0) keep their capital.
+    np.testing.assert_allclose(np.log(ended / equity), rewards, rtol=0, atol=1e-6)
+    assert (ended[[0, 1, 3, 4]] != capital[[0, 1, 3, 4]]).all() and (ended[[2, 5]] == capital[[2, 5]]).all()
+    np.testing.assert_array_equal(infos["equity"], capital)  # the next episodes start at their capital
+    # The next step has no ended episode and no final_info.
+    assert "final_info" not in env.step(actions)[4]
 
 
 def test_env_parameters_are_checked_and_named():

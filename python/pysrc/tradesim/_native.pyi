@@ -99,11 +99,14 @@ class VectorEnv:
     def obs_dim(self) -> int: ...
     @property
     def device(self) -> str: ...
-    def buffers(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    def buffers(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Read-only views of the env's own buffers: observations, rewards, terminated, truncated, final
-        observations, final mask, equity. Overwritten in place by every step and reset."""
-    def dlpack_buffers(self) -> tuple[DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray]:
-        """The same seven buffers exported through DLPack without copies (device memory on CUDA)."""
+        observations, final mask, equity, final equity (the equity each episode that ended in the last step
+        ended with, where the final mask). Overwritten in place by every step and reset."""
+    def dlpack_buffers(self) -> tuple[DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray, DLPackArray]:
+        """The same eight buffers exported through DLPack without copies (device memory on CUDA, where
+        the equity buffer holds an ended episode's equity where the final mask, so that the last two are
+        the same buffer)."""
     def reset(self, seed: Optional[int] = None) -> None: ...
     def step(self, actions: Any) -> None:
         """``actions``: integer codes as a numpy array or sequence, or (CUDA) a DLPack array on the env's

@@ -91,9 +91,15 @@ class VectorEnv(gym.vector.VectorEnv):
     **Arrays.** With ``copy=False`` (``same_step`` only) ``step`` returns read-only numpy arrays that are
     views of the env's own buffers, overwritten in place by the next ``step``/``reset`` (copy what you
     keep); ``copy=True`` returns fresh writable arrays (what wrappers that modify them in place, such as
-    ``ClipReward``, need). ``infos["equity"]`` is each env's equity; under ``next_step`` the envs whose
-    episode ended in the step have none (``infos["_equity"]`` is False there), the env having already
-    started its next episode.
+    ``ClipReward``, need).
+
+    **Equity.** ``infos["equity"]`` is each env's equity after the step. Under ``same_step`` an ended
+    env's is its next episode's capital, and the equity the ended episode ended with is in
+    ``infos["final_info"]["equity"]`` (where ``infos["final_info"]["_equity"]``); under ``next_step``
+    the ending step's ``infos["equity"]`` is the equity the episode ended with. With device arrays
+    (``arrays`` other than ``"numpy"``) ``infos["final_info"]["equity"]`` holds it where
+    ``infos["_final_obs"]``, and ``infos["equity"]`` there is unspecified (the equity buffer on CUDA
+    serves both).
 
     ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``.
     ``feature_names`` names each observation column.
@@ -172,7 +178,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
                 buffers = tuple(torch.from_dlpack(b) for b in buffers)
         (self._obs, self._rewards, self._terminated, self._truncated, self._final_obs, self._final_mask,
-         self._equity) = buffers
+         self._equity, self._final_equity) = buffers
         # NEXT_STEP: the envs whose episode ended in the last step (their next step is the restart).
         self._restarting = np.zeros(self.num_envs, dtype=bool)
 
@@ -202,14 +208,18 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.arrays != "numpy":
             infos["final_obs"] = self._final_obs
             infos["_final_obs"] = self._final_mask
+            infos["final_info"] = {"equity": self._final_equity, "_equity": self._final_mask}
+            infos["_final_info"] = self._final_mask
         elif self._final_mask.any():
             mask = self._final_mask.copy()
             final_obs = np.full(self.num_envs, None, dtype=object)
             final_info: dict[str, Any] = {
                 "terminated": self._terminated & mask,
                 "truncated": self._truncated & mask,
+                "equity": np.where(mask, self._final_equity, 0.0),
                 "_terminated": mask,
                 "_truncated": mask,
+                "_equity": mask,
             }
             for i in np.flatnonzero(mask):
                 final_obs[i] = self._final_obs[i].copy()
@@ -233,7 +243,8 @@ class VectorEnv(gym.vector.VectorEnv):
         terminated[restarting] = False
         truncated[restarting] = False
         self._restarting = ended
-        infos = {"equity": self._equity.copy(), "_equity": ~ended}
+        # The ending step returns the ended episode's last observation, so its equity is the one it ended with.
+        infos = {"equity": np.where(ended, self._final_equity, self._equity)}
         return obs, rewards, terminated, truncated, infos
 
     def close(self, **kwargs: Any) -> None:
@@ -244,9 +255,9 @@ class TradingEnv(gym.Env):
     """One trading env as a ``gymnasium.Env`` (a :class:`VectorEnv` of one env whose arrays are copied per
     step): for single-env tools, ``gymnasium.make("tradesim/Trading-v0")`` and
     ``gymnasium.utils.env_checker.check_env``. It does not autoreset: after an episode ends, call
-    ``reset``. ``info["equity"]`` is the equity after the step; the ending step's info has none (the
-    underlying env has already started its next episode) and says ``episode_end`` (``"terminated"`` or
-    ``"truncated"``). Keyword arguments are :class:`VectorEnv`'s."""
+    ``reset``. ``info["equity"]`` is the equity after the step, the ending step's the equity the episode
+    ended with; that step's info also says ``episode_end`` (``"terminated"`` or ``"truncated"``). Keyword
+    arguments are :class:`VectorEnv`'s."""
 
     metadata: dict[str, Any] = {"render_modes": []}
 
@@ -271,7 +282,8 @@ class TradingEnv(gym.Env):
         ended = "final_obs" in infos
         last = infos["final_obs"][0] if ended else obs[0]
         info: dict[str, Any] = (
-            {"episode_end": "terminated" if terminated[0] else "truncated"} if ended
+            {"equity": float(infos["final_info"]["equity"][0]),
+             "episode_end": "terminated" if terminated[0] else "truncated"} if ended
             else {"equity": float(infos["equity"][0])}
         )
         return np.array(last, dtype=np.float32), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), info
