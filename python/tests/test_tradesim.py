@@ -228,6 +228,7 @@ def test_hyperopt_gives_the_cli_study(tmp_path):
     assert len(board) == 2 and set(board["status"]) <= {"complete", "pruned", "fail"}
     assert board["number"].dtype == np.int64 and board["pruned_at"].dtype == "Int64"
     assert (board["pruned_at"].isna() == (board["status"] != "pruned")).all()
+    assert ((board["fail_reason"] != "") == (board["status"] == "fail")).all(), "a reason for each failed trial"
     assert run.storage.startswith("sqlite:///") and run.study_name == "tradesim"
     with sqlite3.connect(cli_study) as db:
         theirs = dict(db.execute(

@@ -27,9 +27,12 @@ pub const OPTUNA_LIBRARY_VERSION: &str = "5.0.0";
 pub const OPTUNA_ALEMBIC_HEAD: &str = "v3.2.0.a";
 /// The study user attribute holding the search configuration.
 pub const CONFIG_ATTR: &str = "tradesim_config";
-/// The trial user attribute that says why a trial failed without a value (it ran `[study] max_runs` times
-/// and its worker stopped each time).
+/// The trial user attribute that says why a trial failed: its validation objective was undefined
+/// ([`UNDEFINED_OBJECTIVE`]), or it ran `[study] max_runs` times and its worker stopped each time.
 pub const FAIL_REASON_ATTR: &str = "fail_reason";
+/// The reason a finished trial is a FAIL: its last validation epoch gave no objective.
+pub const UNDEFINED_OBJECTIVE: &str = "the validation objective (the last epoch's Sharpe ratio) is undefined (NaN): \
+     the policy traded but its returns had no variance, or its values were not finite";
 
 /// Optuna's tables exactly as optuna 5.0.0 creates them on SQLite, then tradesim's own.
 const SCHEMA: &str = r#"
@@ -98,6 +101,8 @@ pub struct TrialRecord {
     pub test_sharpe: f64,
     /// Weights file.
     pub checkpoint: Option<String>,
+    /// Why it failed (its [`FAIL_REASON_ATTR`]; `None` unless its status is `fail`).
+    pub fail_reason: Option<String>,
     /// The trials that were finished when this trial's number was issued (TPE sampled its parameters from
     /// them; the median rule compares it with the complete ones among them), ascending.
     pub history: Vec<u64>,
@@ -795,7 +800,8 @@ impl Study {
 
     /// Finishes a trial with its test evaluation and checkpoint as user attributes and its greedy test
     /// actions, then its state: PRUNED when it was pruned ([`Study::prune`], value already recorded),
-    /// otherwise COMPLETE with its value, FAIL when the value is NaN; all in one transaction.
+    /// otherwise COMPLETE with its value, FAIL when the value is NaN (the reason [`UNDEFINED_OBJECTIVE`] as
+    /// user attribute [`FAIL_REASON_ATTR`]); all in one transaction.
     pub fn finish(
         &self,
         number: u64,
@@ -832,6 +838,9 @@ impl Study {
             };
             if !pruned {
                 self.set_value(id, value)?;
+            }
+            if state == "FAIL" {
+                self.set_attr("trial_user_attributes", id, FAIL_REASON_ATTR, json!(UNDEFINED_OBJECTIVE).to_string())?;
             }
             self.db.exec(
                 "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
@@ -928,6 +937,9 @@ impl Study {
                 test_return: float("test_return"),
                 test_sharpe: float("test_sharpe"),
                 checkpoint: attr(&user, "checkpoint").and_then(|v| v.as_str().map(str::to_owned)),
+                fail_reason: attr(&user, FAIL_REASON_ATTR)
+                    .filter(|_| state == "FAIL")
+                    .and_then(|v| v.as_str().map(str::to_owned)),
                 history,
                 ours,
                 worker: attr(&system, "tradesim_worker").and_then(|v| v.as_str().map(str::to_owned)),
@@ -1091,5 +1103,31 @@ mod tests {
         for bad in ["x", "3-1", "4,2", "1-2,2", "-1"] {
             assert!(ranges_to_numbers(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A trial finished with an undefined (NaN) value is a FAIL whose reason the study stores as the
+    /// `fail_reason` user attribute (what Optuna shows) and the trial records carry; a complete one has none.
+    #[test]
+    fn a_failed_trial_keeps_its_reason() {
+        let dir = std::env::temp_dir().join(format!("tradesim-fail-reason-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("study.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let study = Study::open(&StorageUrl::Sqlite(path), "t", false, "{}").unwrap();
+        let params: Params = [("lr".to_owned(), 1e-3)].into();
+        for n in 0..2 {
+            study.start(n, &params, &[]).unwrap();
+        }
+        study.finish(0, f64::NAN, 0.0, 0.0, &[], "a").unwrap();
+        study.finish(1, 0.25, 0.0, 0.0, &[], "b").unwrap();
+        let trials = study.trials().unwrap();
+        assert_eq!((trials[0].status.as_str(), trials[0].fail_reason.as_deref()), ("fail", Some(UNDEFINED_OBJECTIVE)));
+        assert_eq!((trials[1].status.as_str(), trials[1].fail_reason.as_deref()), ("complete", None));
+        let stored = study.attributes("trial_user_attributes").unwrap();
+        let reasons: Vec<&Value> =
+            stored.iter().filter(|((_, key), _)| key == FAIL_REASON_ATTR).map(|(_, v)| v).collect();
+        assert_eq!(reasons, [&json!(UNDEFINED_OBJECTIVE)], "one trial's reason, as an Optuna user attribute");
+        drop(study);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

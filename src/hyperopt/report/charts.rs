@@ -406,6 +406,7 @@ mod tests {
             test_return: 0.0,
             test_sharpe: 0.0,
             checkpoint: None,
+            fail_reason: None,
             history: Vec::new(),
             ours: true,
             worker: None,

@@ -56,13 +56,14 @@ pub(super) fn page(p: &Page) -> String {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>tradesim hyperopt</title><style>\
          body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}}th{{background:#eee}}</style></head><body>\
-         <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned), {}, {} epochs each, \
+         <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned, {} failed), {}, {} epochs each, \
          {} trials at a time. Metric: validation Sharpe of the last epoch.</p>",
         html_escape(p.data_label),
         html_escape(p.symbol),
         board.len(),
         board.iter().filter(|t| t.status == "complete").count(),
         board.iter().filter(|t| t.status == "pruned").count(),
+        board.iter().filter(|t| t.status == "fail").count(),
         p.cfg.study.algo.to_string().to_uppercase(),
         p.cfg.study.epochs,
         p.cfg.study.parallel
@@ -116,7 +117,22 @@ fn leaderboard_table(board: &[TrialRecord], names: &[String]) -> String {
         html += "</tr>";
     }
     html += "</table></div>";
+    html += &failed_list(board);
     html
+}
+
+/// The failed trials and why each failed (nothing when none did).
+fn failed_list(board: &[TrialRecord]) -> String {
+    let failed: Vec<&TrialRecord> = board.iter().filter(|t| t.status == "fail").collect();
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut html = "<h3>Failed trials</h3><ul>".to_owned();
+    for t in failed {
+        let why = t.fail_reason.as_deref().unwrap_or("no reason recorded");
+        let _ = write!(html, "<li>trial {}: {}</li>", t.number, html_escape(why));
+    }
+    html + "</ul>"
 }
 
 /// The best trial on the test split: its metrics, its trades, its Decimal audit, its equity and drawdown.

@@ -52,6 +52,10 @@ pub fn leaderboard_columns(board: &[TrialRecord]) -> Vec<(String, crate::table::
             "checkpoint".to_owned(),
             Column::Text(board.iter().map(|t| t.checkpoint.clone().unwrap_or_default()).collect()),
         ),
+        (
+            "fail_reason".to_owned(),
+            Column::Text(board.iter().map(|t| t.fail_reason.clone().unwrap_or_default()).collect()),
+        ),
     ];
     let names: std::collections::BTreeSet<&String> = board.iter().flat_map(|t| t.params.keys()).collect();
     for name in names {
@@ -153,6 +157,11 @@ impl Folder<'_> {
     }
 }
 
+/// `text` as one CSV field: quoted, inner quotes doubled (a reason holds commas).
+fn csv_text(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
 /// `leaderboard.json` (the trials with their epochs' validation Sharpe, the best trial `best`, the verdict
 /// and the evidence) and `leaderboard.csv` (the trials, one a row, the parameters `names` last).
 fn leaderboard_files(
@@ -163,7 +172,8 @@ fn leaderboard_files(
     input: &ReportInput,
 ) -> (String, String) {
     let mut json_trials = Vec::with_capacity(board.len());
-    let mut csv = format!("rank,number,status,value,test_return,test_sharpe,pruned_at,{}\n", names.join(","));
+    let mut csv =
+        format!("rank,number,status,value,test_return,test_sharpe,pruned_at,fail_reason,{}\n", names.join(","));
     for (rank, t) in board.iter().enumerate() {
         let params: serde_json::Map<String, serde_json::Value> =
             t.params.iter().map(|(k, v)| (k.clone(), crate::json::number(*v))).collect();
@@ -177,6 +187,7 @@ fn leaderboard_files(
             "test_return": crate::json::number(t.test_return),
             "test_sharpe": crate::json::number(t.test_sharpe),
             "pruned_at": t.pruned_at,
+            "fail_reason": t.fail_reason,
             "valid_sharpe_by_epoch": curve,
             "params": params,
         }));
@@ -184,7 +195,7 @@ fn leaderboard_files(
             names.iter().map(|n| t.params.get(n).map_or(String::new(), |v| v.to_string())).collect();
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{}",
             rank + 1,
             t.number,
             t.status,
@@ -192,6 +203,7 @@ fn leaderboard_files(
             t.test_return,
             t.test_sharpe,
             t.pruned_at.map_or(String::new(), |e| e.to_string()),
+            t.fail_reason.as_deref().map_or(String::new(), csv_text),
             values.join(",")
         );
     }
