@@ -3,43 +3,23 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::CudaStream;
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
-use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, NetTrial, Work, buffers};
+use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, Work, buffers};
 
 use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;
+use super::learner::CudaLearner;
 use super::runtime::CudaRuntime;
-use super::tables::ProductTables;
 use crate::HostError;
 use crate::types::NetState;
 
 #[derive(Debug)]
 pub(crate) struct CudaDqn {
-    rt: Arc<CudaRuntime>,
-    stream: Arc<CudaStream>,
+    /// Declared first: it drops first, waiting for the device before the buffers below are freed.
+    core: CudaLearner,
     nets: DqnBuffers,
     net: NetArgs,
-    trials: Vec<NetTrial>,
-    /// Per-trial sizes on the device (the greedy walk reads them).
-    dev_trials: CudaSlice<Dev<NetTrial>>,
-    tables: ProductTables,
-    /// The stream of the last weight update (a walk's weight copy waits for the work queued on it; no event
-    /// is recorded per update, which would stand between two kernels of the stream and keep the next one
-    /// from launching before the update ends: [`CudaRuntime::dependent_launch`]).
-    trained_on: Option<Arc<CudaStream>>,
-    /// The last walk's weight copy, which the next update waits for.
-    walk_copy: launch::net::WalkCopy,
-    /// The stream of the last acting or training launches.
-    last: launch::net::LastStream,
-}
-
-/// The buffers are freed on the learner's stream, but the envs' stream uses them: wait for the device first
-/// (cudarc's per-buffer events, which would order the frees, are off: [`CudaRuntime::new`]).
-impl Drop for CudaDqn {
-    fn drop(&mut self) {
-        let _ = self.rt.synchronize();
-    }
 }
 
 impl CudaDqn {
@@ -57,9 +37,9 @@ impl CudaDqn {
             + ActWork::of(&net).len()
             + k * args.batch as usize;
         rt.ensure_fits(&format!("the DQN networks and step buffers of {k} trials"), 4 * floats)?;
-        let stream = rt.new_stream()?;
         let host_params: Vec<_> = params.iter().copied().map(Dev).collect();
-        let trials: Vec<NetTrial> = params.iter().map(DqnParams::net).collect();
+        let core = CudaLearner::new(rt, params.iter().map(DqnParams::net).collect(), "uploading DQN parameters")?;
+        let stream = &core.stream;
         let zeros = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(HostError::driver("allocating DQN buffers"));
         let nets = DqnBuffers {
             params: stream.clone_htod(&host_params).map_err(HostError::driver("uploading DQN parameters"))?,
@@ -73,23 +53,9 @@ impl CudaDqn {
             ones: stream.clone_htod(&[1.0f32; MAX_GRAD_CHUNK]).map_err(HostError::driver("uploading DQN buffers"))?,
             losses: zeros(k * args.batch as usize)?,
         };
-        let dev_trials: Vec<_> = trials.iter().copied().map(Dev).collect();
-        let dev_trials = stream.clone_htod(&dev_trials).map_err(HostError::driver("uploading DQN parameters"))?;
-        let tables = ProductTables::new(rt, &stream)?;
-        let mut dqn = Self {
-            rt: rt.clone(),
-            stream,
-            nets,
-            net,
-            trials,
-            dev_trials,
-            tables,
-            trained_on: None,
-            walk_copy: Default::default(),
-            last: Default::default(),
-        };
+        let mut dqn = Self { core, nets, net };
         dqn.point(None)?;
-        dqn.stream.synchronize().map_err(HostError::driver("uploading DQN state"))?;
+        dqn.core.stream.synchronize().map_err(HostError::driver("uploading DQN state"))?;
         Ok(dqn)
     }
 
@@ -107,7 +73,7 @@ impl CudaDqn {
         if let Some(s) = samples {
             bufs.extend([(buffers::OBS, &s.obs), (buffers::NEXT_OBS, &s.next_obs)]);
         }
-        self.tables.point(&bufs)
+        self.core.tables.point(&bufs)
     }
 
     /// Every env's action; with `step`, where the fused acting kernel runs, also every env's step on it.
@@ -120,21 +86,22 @@ impl CudaDqn {
         step: bool,
     ) -> Result<bool, HostError> {
         let net = args.net();
-        self.last.switch_to(view.stream)?;
+        self.core.last.switch_to(view.stream)?;
         let aw = ActWork::of(&net);
         if self.nets.act.len() < aw.len() {
-            self.nets.act = self.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
-            self.stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;
+            self.nets.act =
+                self.core.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
+            self.core.stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;
             self.point(None)?;
         }
-        if let Some((chains, pointers)) = self.tables.act_chains(&net, &self.trials)? {
-            launch::dqn::dqn_act(&self.rt, view, chains, pointers, &net, env_args, &self.nets, args, step)?;
+        if let Some((chains, pointers)) = self.core.tables.act_chains(&net, &self.core.trials)? {
+            launch::dqn::dqn_act(&self.core.rt, view, chains, pointers, &net, env_args, &self.nets, args, step)?;
             return Ok(step);
         }
         let stream = view.stream.clone();
-        launch::net::observe_view(&self.rt, view, &mut self.nets.act, env_args)?;
-        self.tables.launch_all(&stream, &net, &self.trials, &gpu_kernels::net::ACTING)?;
-        launch::dqn::dqn_select(&self.rt, &stream, &self.nets, view.actions, args)?;
+        launch::net::observe_view(&self.core.rt, view, &mut self.nets.act, env_args)?;
+        self.core.tables.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        launch::dqn::dqn_select(&self.core.rt, &stream, &self.nets, view.actions, args)?;
         Ok(false)
     }
 
@@ -144,16 +111,16 @@ impl CudaDqn {
         samples: &SampleBuffers,
         args: &DqnArgs,
     ) -> Result<(), HostError> {
-        self.last.switch_to(stream)?;
+        self.core.last.switch_to(stream)?;
         self.point(Some(samples))?;
-        self.walk_copy.order(stream)?;
+        self.core.walk_copy.order(stream)?;
         let net = self.net;
-        let plan = self.tables.backward_plan(&net, &self.trials)?;
-        self.tables.launch_layers(stream, &net, &self.trials)?;
-        launch::dqn::dqn_td(&self.rt, stream, samples, &mut self.nets, args, plan.loss_stores_hidden())?;
-        self.tables.launch_backward(stream, &net, &self.trials, &self.dev_trials, plan)?;
-        launch::dqn::dqn_adam(&self.rt, stream, &mut self.nets, args)?;
-        self.trained_on = Some(stream.clone());
+        let plan = self.core.tables.backward_plan(&net, &self.core.trials)?;
+        self.core.tables.launch_layers(stream, &net, &self.core.trials)?;
+        launch::dqn::dqn_td(&self.core.rt, stream, samples, &mut self.nets, args, plan.loss_stores_hidden())?;
+        self.core.tables.launch_backward(stream, &net, &self.core.trials, &self.core.dev_trials, plan)?;
+        launch::dqn::dqn_adam(&self.core.rt, stream, &mut self.nets, args)?;
+        self.core.trained_on = Some(stream.clone());
         Ok(())
     }
 
@@ -166,37 +133,27 @@ impl CudaDqn {
         net: &NetArgs,
         steps: usize,
     ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        let (weights, copy) =
-            launch::net::walk_weights(&self.stream, self.trained_on.as_deref(), &self.nets.online, view.stream)?;
-        self.walk_copy = copy;
-        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
+        self.core.greedy_walk(&self.nets.online, view, net, steps)
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {
-        self.download(&self.nets.losses, "downloading losses")
-    }
-
-    /// Downloads `buf` after all device work (kernels also reach the buffers through the address table,
-    /// which the driver's per-buffer tracking does not see).
-    fn download(&self, buf: &CudaSlice<f32>, context: &'static str) -> Result<Vec<f32>, HostError> {
-        self.rt.synchronize()?;
-        self.stream.clone_dtoh(buf).map_err(HostError::driver(context))
+        self.core.download(&self.nets.losses, "downloading losses")
     }
 
     pub(crate) fn state(&self) -> Result<NetState, HostError> {
         Ok(NetState {
-            online: self.download(&self.nets.online, "downloading weights")?,
-            target: self.download(&self.nets.target, "downloading weights")?,
-            m: self.download(&self.nets.m, "downloading Adam state")?,
-            v: self.download(&self.nets.v, "downloading Adam state")?,
+            online: self.core.download(&self.nets.online, "downloading weights")?,
+            target: self.core.download(&self.nets.target, "downloading weights")?,
+            m: self.core.download(&self.nets.m, "downloading Adam state")?,
+            v: self.core.download(&self.nets.v, "downloading Adam state")?,
         })
     }
 
     /// Slot `k` takes a new trial: its parameters and sizes, `weights` as its online and target networks,
     /// zero Adam moments (after all queued work; the device is synchronized).
     pub(crate) fn restart_trial(&mut self, k: usize, p: &DqnParams, weights: &[f32]) -> Result<(), HostError> {
-        self.rt.synchronize()?;
-        let s = &self.stream;
+        self.core.rt.synchronize()?;
+        let s = &self.core.stream;
         let n = weights.len();
         let nets = &mut self.nets;
         const WHAT: &str = "restarting a trial's networks";
@@ -206,15 +163,13 @@ impl CudaDqn {
         s.memcpy_htod(weights, &mut nets.target.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
         s.memset_zeros(&mut nets.m.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
         s.memset_zeros(&mut nets.v.slice_mut(k * n..(k + 1) * n)).map_err(fail())?;
-        self.trials[k] = p.net();
-        s.memcpy_htod(&[Dev(p.net())], &mut self.dev_trials.slice_mut(k..k + 1)).map_err(fail())?;
-        self.tables.forget();
-        s.synchronize().map_err(fail())
+        self.core.set_trial(k, p.net(), WHAT)?;
+        self.core.stream.synchronize().map_err(fail())
     }
 
     pub(crate) fn set_state(&mut self, state: &NetState) -> Result<(), HostError> {
-        self.rt.synchronize()?;
-        let s = &self.stream;
+        self.core.rt.synchronize()?;
+        let s = &self.core.stream;
         s.memcpy_htod(&state.online, &mut self.nets.online).map_err(HostError::driver("uploading weights"))?;
         s.memcpy_htod(&state.target, &mut self.nets.target).map_err(HostError::driver("uploading weights"))?;
         s.memcpy_htod(&state.m, &mut self.nets.m).map_err(HostError::driver("uploading Adam state"))?;

@@ -6,6 +6,7 @@ mod buffers;
 mod dqn;
 mod env;
 mod launch;
+mod learner;
 mod peak;
 mod ppo;
 mod runtime;

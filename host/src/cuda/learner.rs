@@ -1,0 +1,96 @@
+//! What both learners keep on the device beside their own buffers: the runtime and the learner's stream,
+//! each trial's sizes (on the host and on the device), the product tables, and the ordering of the greedy
+//! walks' weight copies against the updates. `CudaDqn` and `CudaPpo` embed one.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+use gpu_kernels::net::{NetArgs, NetTrial};
+
+use super::buffers::{Dev, PolicyView};
+use super::launch;
+use super::runtime::CudaRuntime;
+use super::tables::ProductTables;
+use crate::HostError;
+
+#[derive(Debug)]
+pub(crate) struct CudaLearner {
+    pub(crate) rt: Arc<CudaRuntime>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) trials: Vec<NetTrial>,
+    /// Per-trial sizes on the device (the greedy walk reads them).
+    pub(crate) dev_trials: CudaSlice<Dev<NetTrial>>,
+    pub(crate) tables: ProductTables,
+    /// The stream of the last weight update (a walk's weight copy waits for the work queued on it; no event
+    /// is recorded per update, which would stand between two kernels of the stream and keep the next one
+    /// from launching before the update ends: [`CudaRuntime::dependent_launch`]).
+    pub(crate) trained_on: Option<Arc<CudaStream>>,
+    /// The last walk's weight copy, which the next update waits for.
+    pub(crate) walk_copy: launch::net::WalkCopy,
+    /// The stream of the last acting or training launches.
+    pub(crate) last: launch::net::LastStream,
+}
+
+/// A learner's buffers are freed on its stream, but the envs' stream uses them: wait for the device first
+/// (cudarc's per-buffer events, which would order the frees, are off: [`CudaRuntime::new`]). The learners
+/// declare this field first, so it drops (and waits) before their buffers.
+impl Drop for CudaLearner {
+    fn drop(&mut self) {
+        let _ = self.rt.synchronize();
+    }
+}
+
+impl CudaLearner {
+    /// The shared state of a learner of `trials` on a new stream of `rt`; `what` names the learner in errors.
+    pub(crate) fn new(rt: &Arc<CudaRuntime>, trials: Vec<NetTrial>, what: &'static str) -> Result<Self, HostError> {
+        let stream = rt.new_stream()?;
+        let dev: Vec<_> = trials.iter().copied().map(Dev).collect();
+        let dev_trials = stream.clone_htod(&dev).map_err(HostError::driver(what))?;
+        let tables = ProductTables::new(rt, &stream)?;
+        Ok(Self {
+            rt: rt.clone(),
+            stream,
+            trials,
+            dev_trials,
+            tables,
+            trained_on: None,
+            walk_copy: Default::default(),
+            last: Default::default(),
+        })
+    }
+
+    /// Downloads `buf` after all device work (kernels also reach the buffers through the address table,
+    /// which the driver's per-buffer tracking does not see).
+    pub(crate) fn download(&self, buf: &CudaSlice<f32>, context: &'static str) -> Result<Vec<f32>, HostError> {
+        self.rt.synchronize()?;
+        self.stream.clone_dtoh(buf).map_err(HostError::driver(context))
+    }
+
+    /// Launches the greedy walk of each trial's single env over `steps` bars on the env's stream with the
+    /// network `weights`; `None` when the walk does not fit in a block's shared memory. The walk reads a copy
+    /// of the weights taken after the last update, so training may go on (on its own stream) while the walk
+    /// runs.
+    pub(crate) fn greedy_walk(
+        &mut self,
+        weights: &CudaSlice<f32>,
+        view: &PolicyView<'_>,
+        net: &NetArgs,
+        steps: usize,
+    ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
+        let (weights, copy) =
+            launch::net::walk_weights(&self.stream, self.trained_on.as_deref(), weights, view.stream)?;
+        self.walk_copy = copy;
+        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
+    }
+
+    /// Slot `k`'s new sizes, on the host and on the device (the tables are rebuilt on next use). The caller
+    /// has synchronized the device.
+    pub(crate) fn set_trial(&mut self, k: usize, net: NetTrial, what: &'static str) -> Result<(), HostError> {
+        self.trials[k] = net;
+        self.stream
+            .memcpy_htod(&[Dev(net)], &mut self.dev_trials.slice_mut(k..k + 1))
+            .map_err(HostError::driver(what))?;
+        self.tables.forget();
+        Ok(())
+    }
+}
