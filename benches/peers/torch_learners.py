@@ -80,7 +80,8 @@ class Env:
     def step(self, action):
         target = torch.where(action == 1, 1.0, torch.where(action == 2, -1.0, 0.0))
         c0 = self.close[self.t]
-        t1 = self.t + 1
+        # Past the last bar an env wraps to the first (warm-ups and graph captures take extra steps).
+        t1 = torch.remainder(self.t + 1, self.s.N - 1)
         c1, hi, lo = self.close[t1], self.high[t1], self.low[t1]
         changed = target != self.pos
         cost = changed.float() * self.spread * (target - self.pos).abs()
