@@ -242,15 +242,24 @@ fn load_columns(
         };
         data.push(column);
     }
-    let result = py.detach(|| tradesim::data::load_columns(name, &headers, data, default_symbol, &policy));
+    let result = py.detach(|| tradesim::data::load_columns(name, &headers, data, default_symbol, (&policy, unit)));
     loaded(py, result)
 }
 
-/// Loads a CSV or Parquet file as the CLI's `--data` does.
+/// Loads a CSV or Parquet file as the CLI's `--data` does (`time_unit`: its `--time-unit`).
 #[pyfunction]
-fn load_file(py: Python<'_>, path: PathBuf, drop: Vec<String>, repair: Vec<String>) -> PyResult<Bars> {
+#[pyo3(signature = (path, drop, repair, time_unit=None))]
+fn load_file(
+    py: Python<'_>,
+    path: PathBuf,
+    drop: Vec<String>,
+    repair: Vec<String>,
+    time_unit: Option<String>,
+) -> PyResult<Bars> {
     let policy = policy(&drop, &repair)?;
-    let result = py.detach(|| tradesim::data::load_file(&path, &policy));
+    let unit =
+        time_unit.map(|u| u.parse::<TimeUnit>().map_err(|e| config_error(format!("time_unit: {e}")))).transpose()?;
+    let result = py.detach(|| tradesim::data::load_file(&path, (&policy, unit)));
     loaded(py, result)
 }
 

@@ -72,8 +72,13 @@ def test_integer_dates_with_time_unit_give_the_files_numbers():
     frame = pd.read_csv(path)
     fix = dict(repair=["open-outside-range", "close-outside-range"])
     ours = tradesim.backtest(tradesim.load(frame, time_unit="YYYYMMDD", **fix), symbol="AAPL", **GRID)
-    from_file = tradesim.backtest(tradesim.load(path, **fix), symbol="AAPL", **GRID)
+    from_file = tradesim.backtest(tradesim.load(path, time_unit="YYYYMMDD", **fix), symbol="AAPL", **GRID)
     same_metrics(ours, from_file)
+    # The file's integer dates follow the same rule (the CLI's --time-unit): refused without a unit.
+    with pytest.raises(tradesim.DataError) as err:
+        tradesim.load(path, **fix)
+    (finding,) = err.value.findings
+    assert (finding["row"], finding["column"]) == (2, "Date") and "time_unit" in finding["message"], finding
     assert ours.bars_per_year == 252.0, "daily bars: 252 a year, not milliseconds' 60,732"
 
 

@@ -9,13 +9,19 @@ use clap::{Args, ValueEnum};
 
 use super::{DataArgs, load};
 use crate::data::synthetic::{self, PathConfig, PathKind};
+use crate::data::time::TimeUnit;
 use crate::data::{CleanPolicy, LoadReport};
 
-pub(super) fn check(file: Option<&Path>, drop: &[String], repair: &[String]) -> Result<(), Error> {
+pub(super) fn check(
+    file: Option<&Path>,
+    drop: &[String],
+    repair: &[String],
+    time_unit: Option<TimeUnit>,
+) -> Result<(), Error> {
     let policy = CleanPolicy::parse(drop, repair)?;
     let started = Instant::now();
     let result = match file {
-        Some(path) => crate::data::load_file(path, &policy),
+        Some(path) => crate::data::load_file(path, (&policy, time_unit)),
         None => crate::data::embedded().map(|d| (d, LoadReport { usable: true, ..LoadReport::default() })),
     };
     let seconds = started.elapsed().as_secs_f64();

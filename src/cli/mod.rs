@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::data::synthetic::{GeneratorConfig, generate};
+use crate::data::time::TimeUnit;
 use crate::data::{CleanPolicy, Dataset};
 use crate::train::Algo;
 use crate::{Backend, DeviceRequest, Error};
@@ -48,6 +49,9 @@ struct DataArgs {
     /// Repair rows with findings of these classes (high-below-low, open-outside-range, close-outside-range).
     #[arg(long, value_delimiter = ',')]
     repair: Vec<String>,
+    /// What the integers of an integer time column count: YYYYMMDD, s, ms, us or ns (refused without it).
+    #[arg(long)]
+    time_unit: Option<TimeUnit>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -276,6 +280,9 @@ enum DataCommand {
         /// Repair rows with findings of these classes.
         #[arg(long, value_delimiter = ',')]
         repair: Vec<String>,
+        /// What the integers of an integer time column count: YYYYMMDD, s, ms, us or ns.
+        #[arg(long)]
+        time_unit: Option<TimeUnit>,
     },
     /// Loads the data and computes the 51 features of every symbol, with timings.
     Features {
@@ -296,8 +303,8 @@ pub fn main() -> ExitCode {
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
-        Command::Data { command: DataCommand::Check { file, drop, repair } } => {
-            data::check(file.as_deref(), &drop, &repair)
+        Command::Data { command: DataCommand::Check { file, drop, repair, time_unit } } => {
+            data::check(file.as_deref(), &drop, &repair, time_unit)
         }
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
@@ -418,7 +425,7 @@ fn load(args: &DataArgs) -> Result<Dataset, Error> {
     }
     let policy = CleanPolicy::parse(&args.drop, &args.repair)?;
     let loaded = match &args.data {
-        Some(path) => crate::data::load_file(path, &policy).map(|(d, report)| {
+        Some(path) => crate::data::load_file(path, (&policy, args.time_unit)).map(|(d, report)| {
             if report.dropped + report.repaired > 0 {
                 eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
             }

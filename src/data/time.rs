@@ -1,7 +1,9 @@
 //! Timestamps in the formats vendors write: ISO 8601 with or without offset (`T` or space), `YYYYMMDD`,
 //! `DD.MM.YYYY HH:MM:SS(.fff)`, `M/D/YYYY( HH:MM(:SS))`, `YYYY-MM-DD`, and epoch seconds or milliseconds.
-//! A time without an offset is read as UTC. An integer time column (a DataFrame's int64 dates, a Parquet
-//! INT64 column) says nothing about its unit, so it is read only with a [`TimeUnit`] ([`integer_time`]).
+//! A time without an offset is read as UTC. An integer time (a DataFrame's int64 dates, a Parquet INT64
+//! column, a file's bare `20090102`) says nothing about its unit, so the loaders read it only with a
+//! [`TimeUnit`] ([`integer_time`]; the CLI's `--time-unit`, Python's `time_unit=`) and never hand it to
+//! [`parse_time`], whose epoch guess is left to callers that know their text is an epoch.
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 
@@ -154,7 +156,7 @@ impl std::str::FromStr for TimeUnit {
 pub fn integer_time_refusal(column: &str, example: i64) -> String {
     format!(
         "column `{column}` holds integers ({example}, ...), which could be dates or epoch counts in any unit; \
-         say which with time_unit ({})",
+         say which with the time unit (--time-unit in the CLI, time_unit= in Python: {})",
         TimeUnit::NAMES.join(", ")
     )
 }

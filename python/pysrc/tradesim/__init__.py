@@ -123,10 +123,8 @@ def _load(
     if isinstance(data, Bars):
         return data, None
     if isinstance(data, (str, os.PathLike)):
-        if time_unit is not None:
-            raise ConfigError("time_unit: applies to a DataFrame's integer times; a file's times are text")
         with pythonic():
-            return _native.load_file(os.fspath(data), list(drop), list(repair)), None
+            return _native.load_file(os.fspath(data), list(drop), list(repair), time_unit), None
     pd = _pandas()
     if isinstance(data, Mapping):
         data = pd.DataFrame(dict(data))
@@ -193,8 +191,9 @@ def load(
     ``time``, ``date``, ``datetime``, ``timestamp``, ... (any case), or, when there is none, the index (a
     text index parses as a text column does: ISO 8601 with or without offsets, ``YYYYMMDD``,
     ``DD.MM.YYYY HH:MM:SS``, ``M/D/YYYY``). Times without an offset or a timezone are UTC. **Integer** times
-    (pandas reads ``20090102`` as int64) are refused with a :class:`DataError` unless ``time_unit`` says
-    what they count: ``"YYYYMMDD"`` (dates), or ``"s"``, ``"ms"``, ``"us"``, ``"ns"`` since 1970 UTC.
+    (pandas reads ``20090102`` as int64; a file's time column of bare integers alike) are refused with a
+    :class:`DataError` unless ``time_unit`` says what they count: ``"YYYYMMDD"`` (dates), or ``"s"``,
+    ``"ms"``, ``"us"``, ``"ns"`` since 1970 UTC (the CLI's ``--time-unit``).
 
     **Columns.** OHLCV columns in any case (``open``, ``high``, ``low``, ``close``, ``volume``); a
     ``symbol`` column makes it a multi-symbol (long-format) table. Every row goes through the CLI's

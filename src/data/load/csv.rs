@@ -205,10 +205,15 @@ impl<'a> PlainCsv<'a> {
 
     /// The first cell of the first row, when there is one (the pandas-index check).
     pub(super) fn first_cell(&self, name: &str) -> Option<Cell<'a>> {
+        self.first_row_cell(name, 0).map(|(_, cell)| cell)
+    }
+
+    /// The first row's number (its line) and its cell in column `col`, when there is such a row.
+    pub(super) fn first_row_cell(&self, name: &str, col: usize) -> Option<(usize, Cell<'a>)> {
         let (mut buf, mut found) = (Vec::new(), None);
         for c in 0..self.chunks.len() {
-            self.walk(name, c, &mut buf, |_, cells| {
-                found = cells.first().cloned();
+            self.walk(name, c, &mut buf, |k, cells| {
+                found = cells.get(col).cloned().map(|cell| (k + 2, cell));
                 false
             });
             if found.is_some() {

@@ -6,9 +6,10 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::rows::{Notes, RowRules, kept, parse_plain, time};
+use super::rows::{Notes, RowRules, integer_text, kept, parse_plain, time};
 use super::{Cell, Storage, Table, file_finding, row_finding};
 use crate::data::columns::ColumnMap;
+use crate::data::time::{TimeUnit, integer_time_refusal};
 use crate::data::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
 use crate::data::{Dataset, MarketBar, Series};
 
@@ -17,6 +18,7 @@ pub(super) fn build(
     mut table: Table<'_>,
     default_symbol: &str,
     policy: &CleanPolicy,
+    time_unit: Option<TimeUnit>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
     let mut report = LoadReport {
         file: name.to_owned(),
@@ -48,7 +50,17 @@ pub(super) fn build(
     let idx = |c: Option<usize>| c.expect("required columns are present");
     let t_col = idx(map.time);
     let columns = [t_col, idx(map.open), idx(map.high), idx(map.low), idx(map.close)];
-    let rules = RowRules { name, headers: &table.headers, map: &map, date_time_pair, policy, columns };
+    if time_unit.is_none()
+        && date_time_pair.is_none()
+        && let Some(finding) = integer_time_column(name, &table, t_col)
+    {
+        if let Storage::Plain(plain) = &table.storage {
+            (report.findings, report.rows) = plain.survey(name);
+        }
+        report.findings.push(finding);
+        return Err(report);
+    }
+    let rules = RowRules { name, headers: &table.headers, map: &map, date_time_pair, policy, time_unit, columns };
     let (bars, notes) = parse_rows(&table, &rules, &mut report);
     if report.rows == 0 {
         report.findings.push(file_finding(name, None, IssueClass::EmptyFile, "no data rows".to_owned()));
@@ -96,13 +108,29 @@ pub(super) fn build(
     }
 }
 
+/// The refusal of an integer time column read without a unit, judged by its first row (every row would
+/// be refused alike): one finding naming the file, that row and the column, instead of one per row.
+fn integer_time_column(name: &str, table: &Table<'_>, t_col: usize) -> Option<Finding> {
+    let (row, cell) = match &table.storage {
+        Storage::Plain(plain) => plain.first_row_cell(name, t_col)?,
+        _ => (*table.rows.first()?, table.row_cells(0, &mut Vec::new()).get(t_col)?.clone()),
+    };
+    let n = match &cell {
+        Cell::Int(n) => *n,
+        Cell::Text(t) => integer_text(t)?,
+        _ => return None,
+    };
+    let header = table.headers[t_col].trim();
+    Some(row_finding(name, row, Some(header), IssueClass::BadTime, integer_time_refusal(header, n)))
+}
+
 /// pandas' `to_csv()` writes the index (a DatetimeIndex) first with an empty header (`Unnamed: 0` once
 /// read back and written again): that column is the time when its first value is a written date or time
 /// that parses (a bare integer is a RangeIndex, not epoch seconds). The report's note saying so when it
 /// is, `None` otherwise.
 fn pandas_index(name: &str, table: &Table<'_>) -> Option<String> {
     let dated = |c: &Cell| match c {
-        Cell::Text(t) => !t.trim().chars().all(|ch| ch.is_ascii_digit()) && time(c, None).is_ok(),
+        Cell::Text(t) => integer_text(t).is_none() && time(c, None, None, "").is_ok(),
         Cell::Time(_) => true,
         _ => false,
     };

@@ -20,6 +20,7 @@ use self::dataset::build;
 pub use self::decimal::float_decimal;
 use self::parquet::{ParquetColumn, read_parquet};
 use super::Dataset;
+use super::time::TimeUnit;
 use super::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
 
 /// One cell as the file typed it.
@@ -113,9 +114,34 @@ impl<'a> Table<'a> {
     }
 }
 
-/// Loads a CSV or Parquet file (Parquet when it starts with the `PAR1` magic). Single-symbol files take the
-/// file stem as their symbol.
-pub fn load_file(path: &Path, policy: &CleanPolicy) -> Result<(Dataset, LoadReport), LoadReport> {
+/// How a file is read: the cleaning policy, and what the integers of an integer time column count
+/// (`None`: such a column is refused, since `20090102` could be a date or an epoch count in any unit).
+/// The loaders take `&policy` (no time unit) or `(&policy, time_unit)`.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadOptions<'p> {
+    /// Which findings drop or repair their rows.
+    pub policy: &'p CleanPolicy,
+    /// What an integer time counts.
+    pub time_unit: Option<TimeUnit>,
+}
+
+impl<'p> From<&'p CleanPolicy> for ReadOptions<'p> {
+    fn from(policy: &'p CleanPolicy) -> Self {
+        Self { policy, time_unit: None }
+    }
+}
+
+impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>)> for ReadOptions<'p> {
+    fn from((policy, time_unit): (&'p CleanPolicy, Option<TimeUnit>)) -> Self {
+        Self { policy, time_unit }
+    }
+}
+
+/// Loads a CSV or Parquet file (Parquet when it starts with the `PAR1` magic) with `options`: the cleaning
+/// policy, or the policy and the unit of an integer time column (`(&policy, Some(TimeUnit::YearMonthDay))`;
+/// without one, integer times are refused). Single-symbol files take the file stem as their symbol.
+pub fn load_file<'p>(path: &Path, options: impl Into<ReadOptions<'p>>) -> Result<(Dataset, LoadReport), LoadReport> {
+    let ReadOptions { policy, time_unit } = options.into();
     let name = path.display().to_string();
     let bytes = file_bytes(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
     let stem = path.file_stem().map_or_else(|| "DATA".to_owned(), |s| s.to_string_lossy().to_uppercase());
@@ -126,9 +152,9 @@ pub fn load_file(path: &Path, policy: &CleanPolicy) -> Result<(Dataset, LoadRepo
             FileBytes::Read(v) => bytes::Bytes::from(v),
         };
         let table = read_parquet(&name, data)?;
-        return build(&name, table, &stem, policy);
+        return build(&name, table, &stem, policy, time_unit);
     }
-    load_bytes(&name, &bytes, &stem, policy)
+    load_bytes(&name, &bytes, &stem, (policy, time_unit))
 }
 
 /// The first bytes of a Parquet file.
@@ -166,19 +192,21 @@ fn file_bytes(path: &Path) -> std::io::Result<FileBytes> {
     Ok(FileBytes::Read(bytes))
 }
 
-/// Loads CSV or Parquet bytes named `name`; `default_symbol` names the series when there is no symbol column.
-pub fn load_bytes(
+/// Loads CSV or Parquet bytes named `name`; `default_symbol` names the series when there is no symbol column;
+/// `options` as [`load_file`]'s.
+pub fn load_bytes<'p>(
     name: &str,
     bytes: &[u8],
     default_symbol: &str,
-    policy: &CleanPolicy,
+    options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
+    let ReadOptions { policy, time_unit } = options.into();
     let table = if bytes.starts_with(PARQUET_MAGIC) {
         read_parquet(name, bytes::Bytes::copy_from_slice(bytes))?
     } else {
         read_csv(name, bytes)?
     };
-    build(name, table, default_symbol, policy)
+    build(name, table, default_symbol, policy, time_unit)
 }
 
 /// One column of an in-memory table (a DataFrame's column, a numpy array) for [`load_columns`].
@@ -186,7 +214,7 @@ pub fn load_bytes(
 pub enum ColumnData {
     /// Floats (prices, volumes); NaN and infinities are findings, like `nan` in a CSV.
     Float(Vec<f64>),
-    /// Integers (prices, volumes, or epoch seconds / milliseconds in a time column).
+    /// Integers (prices, volumes, or times read with a time unit, see [`load_file`]).
     Int(Vec<i64>),
     /// Timestamps as nanoseconds since the Unix epoch, UTC; `None` for a missing time (pandas' NaT).
     TimeNs(Vec<Option<i64>>),
@@ -218,14 +246,15 @@ impl ColumnData {
 
 /// Loads an in-memory table (`headers[i]` names `columns[i]`, all the same length) named `name` through the
 /// same column mapping and validation as a file. Rows are numbered by position from 0 (a DataFrame's
-/// `iloc`), where a CSV file's findings give line numbers.
-pub fn load_columns(
+/// `iloc`), where a CSV file's findings give line numbers. `options` as [`load_file`]'s.
+pub fn load_columns<'p>(
     name: &str,
     headers: &[String],
     columns: Vec<ColumnData>,
     default_symbol: &str,
-    policy: &CleanPolicy,
+    options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
+    let ReadOptions { policy, time_unit } = options.into();
     if headers.len() != columns.len() {
         let message = format!("{} headers for {} columns", headers.len(), columns.len());
         return Err(file_error(name, IssueClass::BadRow, message));
@@ -241,7 +270,7 @@ pub fn load_columns(
     for i in 0..rows {
         table.push(i, columns.iter().map(|c| c.cell(i)));
     }
-    build(name, table, default_symbol, policy)
+    build(name, table, default_symbol, policy, time_unit)
 }
 
 /// An error about the whole file (`row` 1 for the header).

@@ -458,15 +458,15 @@ mod tests {
             assert_eq!(by_columns.row_cells(i, &mut buf), by_rows.row_cells(i, &mut by_rows_buf), "row {i}");
         }
         let policy = CleanPolicy::default();
-        let a = build("b.parquet", by_columns, "X", &policy);
-        let b = build("b.parquet", by_rows, "X", &policy);
+        let a = build("b.parquet", by_columns, "X", &policy, None);
+        let b = build("b.parquet", by_rows, "X", &policy, None);
         let (a, b) = (a.map(|_| ()).expect_err("nulls are findings"), b.map(|_| ()).expect_err("nulls are findings"));
         assert_eq!(a.findings, b.findings);
         assert!(a.findings.iter().any(|f| f.row == Some(6) && f.column.as_deref() == Some("open")), "{a}");
         let lenient = CleanPolicy::parse(&["bad-number".to_owned()], &[]).unwrap();
         let (da, ra) = load_bytes("b.parquet", &bytes, "X", &lenient).unwrap();
         let rows = read_parquet_rows("b.parquet", &bytes).unwrap();
-        let (db, rb) = build("b.parquet", rows, "X", &lenient).unwrap();
+        let (db, rb) = build("b.parquet", rows, "X", &lenient, None).unwrap();
         assert_eq!((da.series.len(), ra.findings.len(), ra.dropped), (db.series.len(), rb.findings.len(), rb.dropped));
         for (x, y) in da.series.iter().zip(&db.series) {
             assert_eq!((&x.symbol, &x.bars), (&y.symbol, &y.bars));

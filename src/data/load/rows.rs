@@ -12,18 +12,40 @@ use super::decimal::decimal;
 use super::{Cell, row_finding};
 use crate::data::MarketBar;
 use crate::data::columns::ColumnMap;
-use crate::data::time::{epoch, parse_time};
+use crate::data::time::{TimeUnit, integer_time, integer_time_refusal, parse_time};
 use crate::data::validate::{CleanPolicy, Finding, IssueClass, Severity, check_bar, plainly_valid, repair};
 
-/// A time cell (or a date cell and a time cell).
-pub(super) fn time(cell: &Cell<'_>, second: Option<&Cell<'_>>) -> Result<DateTime<FixedOffset>, String> {
+/// A time cell (or a date cell and a time cell) of column `column`. An integer (an integer cell, or text
+/// that is only an integer) is read as `unit` says ([`integer_time`]), and refused without one: `20090102`
+/// could be a date or an epoch count in any unit ([`integer_time_refusal`]), the rule Python's loader
+/// applies to a DataFrame's integer column too.
+pub(super) fn time(
+    cell: &Cell<'_>,
+    second: Option<&Cell<'_>>,
+    unit: Option<TimeUnit>,
+    column: &str,
+) -> Result<DateTime<FixedOffset>, String> {
+    let integer = |n: i64| match unit {
+        Some(unit) => integer_time(n, unit),
+        None => Err(integer_time_refusal(column, n)),
+    };
     match (cell, second) {
         (Cell::Text(d), Some(Cell::Text(t))) => parse_time(&format!("{} {}", d.trim(), t.trim())),
         (Cell::Time(t), _) => Ok(*t),
-        (Cell::Int(n), _) => epoch(*n).ok_or_else(|| format!("epoch value {n} is out of range")),
-        (Cell::Text(s), _) => parse_time(s),
+        (Cell::Int(n), _) => integer(*n),
+        (Cell::Text(s), _) => match integer_text(s) {
+            Some(n) => integer(n),
+            None => parse_time(s),
+        },
         (other, _) => Err(format!("{other:?} is not a timestamp")),
     }
+}
+
+/// The integer a time cell's text is, when it is only one (an optional sign, then digits).
+pub(super) fn integer_text(text: &str) -> Option<i64> {
+    let s = text.trim();
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
 }
 
 /// What a row gave besides its bar, kept only for rows with something to say: its findings, whether the
@@ -68,6 +90,8 @@ pub(super) struct RowRules<'r> {
     pub(super) map: &'r ColumnMap,
     pub(super) date_time_pair: Option<(usize, usize)>,
     pub(super) policy: &'r CleanPolicy,
+    /// What an integer time counts (`None`: integer times are refused).
+    pub(super) time_unit: Option<TimeUnit>,
     /// Time, open, high, low and close columns.
     pub(super) columns: [usize; 5],
 }
@@ -87,7 +111,7 @@ impl RowRules<'_> {
         let header = |i: usize| self.headers[i].as_str();
         let mut findings: Vec<Finding> = Vec::new();
         let second = self.date_time_pair.map(|(_, t)| &cells[t]);
-        let t = time(&cells[t_col], second)
+        let t = time(&cells[t_col], second, self.time_unit, header(t_col))
             .map_err(|m| row_finding(name, row, Some(header(t_col)), IssueClass::BadTime, m));
         let mut number = |col: usize| {
             decimal(&cells[col])
