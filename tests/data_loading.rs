@@ -3,10 +3,16 @@
 
 use proptest::prelude::*;
 use rust_decimal::Decimal;
+use tradesim::data::time::TimeUnit;
 use tradesim::data::{CleanPolicy, Dataset, IssueClass, LoadReport, Severity, load_bytes, load_file};
 
 fn load(csv: &str) -> Result<(Dataset, LoadReport), LoadReport> {
     load_bytes("t.csv", csv.as_bytes(), "X", &CleanPolicy::default())
+}
+
+/// Loads `csv` whose times are bare integers in `unit` (refused without one: tests/time_unit.rs).
+fn load_unit(csv: &str, unit: TimeUnit) -> Result<(Dataset, LoadReport), LoadReport> {
+    load_bytes("t.csv", csv.as_bytes(), "X", (&CleanPolicy::default(), Some(unit)))
 }
 
 fn refused(csv: &str) -> LoadReport {
@@ -21,15 +27,26 @@ fn dec(s: &str) -> Decimal {
 fn timestamp_formats_and_column_order() {
     let cases = [
         ("datetime,open,high,low,close,volume\n2024-08-06 09:30:00-04:00,1,2,0.5,1.5,10\n", 1_722_951_000),
-        ("Date,Symbol,Open,High,Low,Close,Volume\n20090821,A,25.6,25.61,25.22,25.55,34758\n", 1_250_812_800),
         ("Time,Open,High,Low,Close,Volume\n01.01.2017 22:00:00.000,1.05,1.06,1.04,1.05,1\n", 1_483_308_000),
         ("date,close,low,high,open\n1/2/2017,1,1,1,1\n", 1_483_315_200),
-        ("timestamp,open,high,low,close\n1483315200,1,1,1,1\n", 1_483_315_200),
-        ("timestamp,open,high,low,close\n1483315200000,1,1,1,1\n", 1_483_315_200),
         ("Date;Time;Open;High;Low;Close\n2017-01-02;10:00;1;1;1;1\n", 1_483_351_200),
     ];
     for (csv, epoch) in cases {
         let (d, _) = load(csv).unwrap_or_else(|r| panic!("{csv}: {r}"));
+        assert_eq!(d.series[0].bars[0].time.timestamp(), epoch, "{csv}");
+    }
+    // Bare integer times are read in the unit the caller names.
+    let integer_cases = [
+        (
+            "Date,Symbol,Open,High,Low,Close,Volume\n20090821,A,25.6,25.61,25.22,25.55,34758\n",
+            TimeUnit::YearMonthDay,
+            1_250_812_800,
+        ),
+        ("timestamp,open,high,low,close\n1483315200,1,1,1,1\n", TimeUnit::Seconds, 1_483_315_200),
+        ("timestamp,open,high,low,close\n1483315200000,1,1,1,1\n", TimeUnit::Millis, 1_483_315_200),
+    ];
+    for (csv, unit, epoch) in integer_cases {
+        let (d, _) = load_unit(csv, unit).unwrap_or_else(|r| panic!("{csv}: {r}"));
         assert_eq!(d.series[0].bars[0].time.timestamp(), epoch, "{csv}");
     }
     let (d, _) = load("DATE,CLOSE,LOW,HIGH,OPEN,VOL\n2020-01-01,1.5,1,2,1.25,7\n").unwrap();
@@ -167,11 +184,11 @@ fn real_files_load_with_the_expected_findings() {
     let last_row = aapl.findings.iter().filter(|f| f.class == IssueClass::ZeroVolume).filter_map(|f| f.row).max();
     assert_eq!(last_row, Some(2_383), "the zero-volume stub is the last row");
     let sp500 = dir.join("sp500-members-daily-2009-2010.csv");
-    let report = load_file(&sp500, &policy).unwrap_err();
+    let report = load_file(&sp500, (&policy, Some(TimeUnit::YearMonthDay))).unwrap_err();
     let outside = report.count(IssueClass::OpenOutsideRange) + report.count(IssueClass::CloseOutsideRange);
     assert!((70..=90).contains(&outside), "about 78 rows have open or close outside [low, high]: {outside}");
     let drop = CleanPolicy::parse(&["open-outside-range,close-outside-range".to_owned()], &[]).unwrap();
-    let (d, report) = load_file(&sp500, &drop).unwrap_or_else(|r| panic!("{r}"));
+    let (d, report) = load_file(&sp500, (&drop, Some(TimeUnit::YearMonthDay))).unwrap_or_else(|r| panic!("{r}"));
     assert_eq!(d.series.len(), 524);
     assert_eq!(d.n_bars() + report.dropped, report.rows);
 }

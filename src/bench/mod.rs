@@ -346,7 +346,7 @@ fn wide_grid(
 }
 
 /// W3: DQN gradient steps and one epoch, CPU vs GPU; `sampler` is called from a thread of its own every 2 ms
-/// during the GPU epoch. Each GPU row is checked against the CPU bit for bit ([`cpu_check`]).
+/// during the GPU epoch. Each GPU row is checked against the CPU bit for bit (its networks, Adam state and losses after the timed epoch; see [`report::Row::check`]).
 pub fn dqn(
     backends: &[Backend],
     sizes: &Sizes,
@@ -588,7 +588,7 @@ fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Error>) -> Res
 
 /// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of 4 minibatches each,
 /// CleanRL's defaults: gradient clipping, value clipping), CPU vs GPU, each GPU row checked against the CPU
-/// bit for bit ([`cpu_check`]).
+/// bit for bit (see [`report::Row::check`]).
 pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
     let trials: Vec<usize> = (0..sizes.trials).collect();

@@ -15,7 +15,7 @@ mod validate;
 use chrono::{DateTime, FixedOffset};
 use rust_decimal::Decimal;
 
-pub use load::{ColumnData, float_decimal, load_bytes, load_columns, load_file};
+pub use load::{ColumnData, ReadOptions, float_decimal, load_bytes, load_columns, load_file};
 pub use validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
 
 /// One OHLCV bar, prices exactly as the file wrote them.
