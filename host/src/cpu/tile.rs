@@ -1,8 +1,8 @@
 //! The CPU backend of [`gpu_kernels::tile`]: every product of a table, element by element in the contract's
 //! order (`acc = fma(A(m, k), B(k, n), acc)` for k ascending, then the epilogue), so the bits equal the GPU
-//! tiles'. Rows run in parallel; `B` is packed once per product so the inner loop is a contiguous
-//! multiply-add over the row's outputs (AVX2 + FMA where the CPU has them, `f32::mul_add` elsewhere: both
-//! correctly rounded).
+//! tiles'. A product runs in register blocks of 6 rows x 16 columns, the columns in SIMD lanes and k
+//! sequential (AVX2 + FMA where the CPU has them, `f32::mul_add` elsewhere: both correctly rounded); `B` is
+//! packed once per product, each row block's `A` before its blocks, and row blocks run in parallel.
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::Layout;
@@ -13,28 +13,84 @@ use rayon::prelude::*;
 use super::env::PolicyView;
 use crate::HostError;
 
-/// `y[i] = fma(a, x[i], y[i])`.
-fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+/// Rows and columns of the register block: 6 x 16 accumulators are 12 AVX2 registers, with 2 for `B`'s
+/// row and 1 for the broadcast `A` element (16 in all).
+const MR: usize = 6;
+const NR: usize = 16;
+
+/// Where a row block's `A` lies: element `(i, kk)` of the block at `a[rows[i] + kk * col]` (rows past the
+/// product's last repeat its last row, so every read is inside the product's operand).
+struct RowBlock<'a> {
+    a: &'a [f32],
+    rows: [usize; MR],
+    col: usize,
+}
+
+/// One `MR x NR` block of accumulators: `acc[i][j] = fma(A(i, kk), bp[kk * stride + j], acc[i][j])` for kk
+/// ascending from `acc = 0` (the contract's chain per element; the lanes are columns, k stays sequential).
+/// `bp` is the packed `B` from the block's first column (`k` rows of `stride`).
+fn block(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
+    assert!(k == 0 || a.rows.iter().all(|&r| r + (k - 1) * a.col < a.a.len()));
+    assert!(k == 0 || bp.len() >= (k - 1) * stride + NR);
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { axpy_avx2(a, x, y) };
-        return;
+        // SAFETY: the CPU has the features the function is compiled for; the reads are in bounds (asserted).
+        return unsafe { block_avx2(a, bp, stride, k) };
     }
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi = a.mul_add(*xi, *yi);
-    }
+    block_plain(a, bp, stride, k)
 }
 
+fn block_plain(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
+    let mut acc = [[0.0f32; NR]; MR];
+    for kk in 0..k {
+        let b = &bp[kk * stride..kk * stride + NR];
+        for (row, &r) in acc.iter_mut().zip(&a.rows) {
+            let x = a.a[r + kk * a.col];
+            for (c, bj) in row.iter_mut().zip(b) {
+                *c = x.mul_add(*bj, *c);
+            }
+        }
+    }
+    acc
+}
+
+/// # Safety
+/// The CPU has AVX2 and FMA; `a.rows[i] + (k - 1) * a.col < a.a.len()` for every `i` and `(k - 1) * stride
+/// + NR <= bp.len()` (where `k > 0`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn axpy_avx2(a: f32, x: &[f32], y: &mut [f32]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi = a.mul_add(*xi, *yi);
+unsafe fn block_avx2(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
+    use std::arch::x86_64::{
+        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
+    let (ap, bp) = (a.a.as_ptr(), bp.as_ptr());
+    for kk in 0..k {
+        // SAFETY: in bounds by the caller's contract; unaligned loads.
+        unsafe {
+            let p = bp.add(kk * stride);
+            let (b0, b1) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+            for (ci, &r) in c.iter_mut().zip(&a.rows) {
+                let x = _mm256_set1_ps(*ap.add(r + kk * a.col));
+                ci[0] = _mm256_fmadd_ps(x, b0, ci[0]);
+                ci[1] = _mm256_fmadd_ps(x, b1, ci[1]);
+            }
+        }
     }
+    let mut acc = [[0.0f32; NR]; MR];
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: each row holds NR = 16 floats; unaligned stores.
+        unsafe {
+            _mm256_storeu_ps(row.as_mut_ptr(), ci[0]);
+            _mm256_storeu_ps(row.as_mut_ptr().add(8), ci[1]);
+        }
+    }
+    acc
 }
 
-/// The `m_pad x n_pad` outputs of `g` (row-major) from the buffer table.
+/// The `m_pad x n_pad` outputs of `g` (row-major) from the buffer table: register blocks of `MR` rows x `NR`
+/// columns ([`block`]) reading `A` where it lies, `B` packed once (its columns padded to a multiple of `NR`
+/// with zeros); row blocks in parallel where the product is large.
 fn compute(g: &Gemm, bufs: &[&[f32]]) -> Vec<f32> {
     let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
     let n_pad = g.n_pad as usize;
@@ -44,28 +100,67 @@ fn compute(g: &Gemm, bufs: &[&[f32]]) -> Vec<f32> {
     }
     let a = bufs[g.a.buf as usize];
     let b = bufs[g.b.buf as usize];
-    let packed: Vec<f32> = (0..k).flat_map(|kk| (0..n).map(move |j| b[g.b.at(kk, j)])).collect();
+    let stride = n.div_ceil(NR) * NR;
+    let mut packed = vec![0.0f32; k * stride];
+    for (kk, row) in packed.chunks_mut(stride).enumerate() {
+        for (j, x) in row[..n].iter_mut().enumerate() {
+            *x = b[g.b.at(kk, j)];
+        }
+    }
     let bias: Vec<f32> = if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
         (0..n).map(|j| bufs[g.bias.buf as usize][g.bias.at(0, j)]).collect()
     } else {
         vec![0.0; n]
     };
-    let row = |(r, row): (usize, &mut [f32])| {
-        let acc = &mut row[..n];
-        for kk in 0..k {
-            axpy(a[g.a.at(r, kk)], &packed[kk * n..(kk + 1) * n], acc);
-        }
-        for j in 0..n {
-            let aux = if g.epilogue == EPI_RELU_MASK { bufs[g.aux.buf as usize][g.aux.at(r, j)] } else { 0.0 };
-            row[j] = finish(g, r, j, row[j], bias[j], aux);
+    let rows = |(blk, rows): (usize, &mut [f32])| {
+        let r0 = blk * MR;
+        let mr = MR.min(m - r0);
+        let ab = RowBlock { a, rows: std::array::from_fn(|i| g.a.at(r0 + i.min(mr - 1), 0)), col: g.a.col as usize };
+        for j0 in (0..n).step_by(NR) {
+            let acc = block(&ab, &packed[j0..], stride, k);
+            let cols = NR.min(n - j0);
+            for (i, acc_row) in acc.iter().enumerate().take(mr) {
+                let out = &mut rows[i * n_pad + j0..i * n_pad + j0 + cols];
+                epilogue(g, bufs, r0 + i, j0, &acc_row[..cols], &bias[j0..j0 + cols], out);
+            }
         }
     };
+    let blocks = &mut out[..m * n_pad];
     if m * n * k >= 1 << 16 {
-        out.par_chunks_mut(n_pad).take(m).enumerate().for_each(row);
+        blocks.par_chunks_mut(MR * n_pad).enumerate().for_each(rows);
     } else {
-        out.chunks_mut(n_pad).take(m).enumerate().for_each(row);
+        blocks.chunks_mut(MR * n_pad).enumerate().for_each(rows);
     }
     out
+}
+
+/// [`finish`] of the active outputs `(r, j0 ..)` of one block row `acc`, the epilogue chosen once per row
+/// rather than per element so the loops are branch-free selects (ReLU signs are unpredictable).
+fn epilogue(g: &Gemm, bufs: &[&[f32]], r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
+    match g.epilogue {
+        EPI_BIAS => {
+            for ((o, &x), &b) in out.iter_mut().zip(acc).zip(bias) {
+                *o = x + b;
+            }
+        }
+        EPI_BIAS_RELU => {
+            for ((o, &x), &b) in out.iter_mut().zip(acc).zip(bias) {
+                let s = x + b;
+                *o = if s > 0.0 { s } else { 0.0 };
+            }
+        }
+        EPI_RELU_MASK => {
+            let aux = bufs[g.aux.buf as usize];
+            for (jj, (o, &x)) in out.iter_mut().zip(acc).enumerate() {
+                *o = if aux[g.aux.at(r, j0 + jj)] > 0.0 { x } else { 0.0 };
+            }
+        }
+        _ => out.copy_from_slice(acc),
+    }
+    debug_assert!(out.iter().enumerate().all(|(jj, o)| {
+        let aux = if g.epilogue == EPI_RELU_MASK { bufs[g.aux.buf as usize][g.aux.at(r, j0 + jj)] } else { 0.0 };
+        o.to_bits() == finish(g, r, j0 + jj, acc[jj], bias[jj], aux).to_bits()
+    }));
 }
 
 /// Stores each sample's output gradient (`per_sample[i].0`, sample `i` trial-major) in region `DOUT` of
@@ -105,6 +200,11 @@ pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), Host
         let c = &mut *bufs[g.c.buf as usize];
         let n_pad = g.n_pad as usize;
         for (r, row) in out.chunks(n_pad.max(1)).enumerate() {
+            if g.c.col == 1 {
+                let at = g.c.at(r, 0);
+                c[at..at + row.len()].copy_from_slice(row);
+                continue;
+            }
             for (j, &x) in row.iter().enumerate() {
                 c[g.c.at(r, j)] = x;
             }
@@ -226,7 +326,14 @@ mod tests {
     /// epilogue: the packed, parallel CPU path gives the element-by-element reference's bits.
     #[test]
     fn cpu_products_equal_the_reference_bitwise() {
-        let (m, n, k) = (37, 29, 53);
+        // Sequential row blocks (the first size) and parallel ones (the second: m * n * k >= 2^16); both end
+        // in partial register blocks of rows and of columns.
+        for (m, n, k) in [(37, 29, 53), (131, 71, 47)] {
+            products_equal_the_reference(m, n, k);
+        }
+    }
+
+    fn products_equal_the_reference(m: usize, n: usize, k: usize) {
         let cases = [
             // X W^T + b, ReLU (a forward layer).
             Gemm {
@@ -257,14 +364,14 @@ mod tests {
         ];
         for (i, g) in cases.into_iter().enumerate() {
             let g = Gemm { m: m as u32, n: n as u32, k: k as u32, m_pad: m as u32 + 5, n_pad: n as u32 + 1, ..g };
-            let a = noise(1 + i as u32, 8_000);
-            let b = noise(7 + i as u32, 8_000);
-            let mut want = vec![f32::NAN; 3_000];
+            let a = noise(1 + i as u32, 16_000);
+            let b = noise(7 + i as u32, 16_000);
+            let mut want = vec![f32::NAN; 12_000];
             reference(&g, |buf, idx| if buf == 0 { a[idx] } else { b[idx] }, |idx, x| want[idx] = x);
-            let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 3_000]);
+            let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 12_000]);
             run(&[g], &mut [&mut a2, &mut b2, &mut got]).unwrap();
             let differ = want.iter().zip(&got).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
-            assert_eq!(differ, 0, "case {i}: {differ} outputs differ from the reference");
+            assert_eq!(differ, 0, "case {i} ({m} x {n} x {k}): {differ} outputs differ from the reference");
             let written = got.iter().filter(|x| !x.is_nan()).count();
             assert_eq!(written, (m + 5) * (n + 1), "case {i}: every padded output is written once");
             assert!(got.iter().any(|x| *x != 0.0 && !x.is_nan()), "case {i}: all zero");
