@@ -207,7 +207,7 @@ fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
     (agent.state().unwrap(), agent.last_losses().unwrap())
 }
 
-/// The CPU greedy walk (a thread per trial, interleaved FMA chains) chooses the actions of stepping the envs
+/// The CPU greedy walk (a thread per trial, each layer's FMA chains in SIMD lanes) chooses the actions of stepping the envs
 /// bar by bar through the product tables, bit for bit.
 #[test]
 fn cpu_greedy_walk_matches_stepping() {

@@ -19,10 +19,11 @@ and 3 portfolio floats). The bars are a seeded random walk already on the GPU.
 
 Variants: `eager`; `compile` (torch.compile of the step functions, compile time excluded by warm-up);
 `graph` (the steps captured in CUDA graphs and replayed, what `reduce-overhead` does). Each prints one JSON line:
-{"peer": "pytorch", "algo", "variant", "torch", "device", "epoch_s", "grad_steps", "warmup_s"}; a variant that
+{"peer": "pytorch", "algo", "variant", "torch", "device", "threads", "epoch_s", "grad_steps", "warmup_s"}; a variant that
 fails prints {"variant", "error"} and the others still run.
 
 Usage: python3 torch_learners.py [--algo dqn|ppo|both] [--variants eager,compile,graph] [--device cuda|cpu]
+       [--threads N] (torch.set_num_threads: the CPU peer runs with the threads of tradesim's CPU row)
        [--small] (a tiny shape for checking the script on a CPU)
 """
 import argparse
@@ -361,13 +362,17 @@ def main():
     ap.add_argument("--variants", default="eager,compile,graph")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     args = ap.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     s = Sizes(args.small)
     torch.manual_seed(0)
     algos = ["dqn", "ppo"] if args.algo == "both" else [args.algo]
     for algo in algos:
         for variant in args.variants.split(","):
-            line = {"peer": "pytorch", "algo": algo, "variant": variant, "torch": torch.__version__, "device": args.device}
+            line = {"peer": "pytorch", "algo": algo, "variant": variant, "torch": torch.__version__, "device": args.device,
+                    "threads": torch.get_num_threads()}
             line["shape"] = {"trials": s.K, "envs": s.E, "batch": s.B, "inputs": s.D, "hidden": s.H, "steps": s.STEPS}
             try:
                 if variant == "graph" and args.device != "cuda":

@@ -754,19 +754,26 @@ pub enum Workload {
 pub struct Peers {
     /// vectorbt, for W2e (e.g. the throwaway virtualenv of scripts/bench-vectorbt.sh).
     pub vectorbt: Option<std::path::PathBuf>,
-    /// PyTorch, for W3 and W4 on a GPU (`benches/peers/torch_learners.py`); with `--quick`, its small
-    /// shapes on the CPU.
+    /// PyTorch, for W3 and W4 (`benches/peers/torch_learners.py`): on the GPU beside a GPU row, on the CPU
+    /// (eager, the run's threads) beside a CPU row; with `--quick`, its small shapes.
     pub torch: Option<std::path::PathBuf>,
 }
 
 impl Peers {
-    /// The PyTorch peer rows of `workload` when a Python with torch was given and a GPU row ran (or the
-    /// run is `--quick`); none otherwise.
+    /// The PyTorch peer rows of `workload` for each device the run measures (the GPU where a GPU row ran, the
+    /// CPU where a CPU row ran), when a Python with torch was given; none otherwise. A `--quick` run's GPU
+    /// peer runs only where the GPU does.
     fn torch_rows(&self, workload: &str, backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
-        match &self.torch {
-            Some(python) if quick || backends.iter().any(Backend::is_cuda) => peers::torch(python, workload, quick),
-            _ => Ok(Vec::new()),
+        let Some(python) = &self.torch else { return Ok(Vec::new()) };
+        let mut rows = Vec::new();
+        if backends.iter().any(|b| !b.is_cuda()) {
+            let threads = rayon::current_num_threads();
+            rows.extend(peers::torch(python, workload, quick, peers::PeerDevice::Cpu(threads))?);
         }
+        if backends.iter().any(Backend::is_cuda) {
+            rows.extend(peers::torch(python, workload, quick, peers::PeerDevice::Cuda)?);
+        }
+        Ok(rows)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The PyTorch peers of W3 and W4 (`--torch PYTHON`): whole DQN and PPO epochs of the same shapes written
-//! the way a PyTorch user batches many small trials (`benches/peers/torch_learners.py`, embedded here), in
-//! three forms: eager, `torch.compile` and CUDA graphs. Each peer is a row beside tradesim's GPU row; the
-//! JSON gives each GPU row its ratio to the fastest peer (`ratio_to_pytorch`).
+//! the way a PyTorch user batches many small trials (`benches/peers/torch_learners.py`, embedded here). On
+//! the GPU in three forms (eager, `torch.compile`, CUDA graphs: rows of backend `pytorch`), on the CPU eager
+//! with the threads of tradesim's CPU row (`torch.set_num_threads`: rows of backend `pytorch-cpu`). The JSON
+//! gives each tradesim row its ratio to the fastest peer on its device (`ratio_to_pytorch`).
 
 use std::path::Path;
 use std::process::Command;
@@ -12,13 +13,32 @@ use crate::Error;
 
 const SCRIPT: &str = include_str!("../../benches/peers/torch_learners.py");
 
-/// The peer variants, in the order they run.
+/// The peer variants on the GPU, in the order they run.
 const VARIANTS: &str = "eager,compile,graph";
 
-/// Rows of the PyTorch peer of `workload` ("W3": DQN, "W4": PPO) run by `python` on the GPU (the small
-/// shapes on the CPU with `quick`). A variant that fails is reported on stderr and in no row; a Python that
-/// cannot run the script at all is an error naming it.
-pub fn torch(python: &Path, workload: &str, quick: bool) -> Result<Vec<Row>, Error> {
+/// Where a peer runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerDevice {
+    /// The GPU: eager, `torch.compile` and CUDA graphs.
+    Cuda,
+    /// The CPU with this many threads: eager.
+    Cpu(usize),
+}
+
+impl PeerDevice {
+    /// The backend name of the peer's rows.
+    pub fn backend(self) -> &'static str {
+        match self {
+            PeerDevice::Cuda => "pytorch",
+            PeerDevice::Cpu(_) => "pytorch-cpu",
+        }
+    }
+}
+
+/// Rows of the PyTorch peer of `workload` ("W3": DQN, "W4": PPO) run by `python` on `device` (the small
+/// shapes with `quick`). A variant that fails is reported on stderr and in no row; a Python that cannot run
+/// the script at all is an error naming it.
+pub fn torch(python: &Path, workload: &str, quick: bool, device: PeerDevice) -> Result<Vec<Row>, Error> {
     let dir = std::env::temp_dir().join(format!("tradesim-peers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
     let scratch = Scratch(dir);
@@ -26,9 +46,14 @@ pub fn torch(python: &Path, workload: &str, quick: bool) -> Result<Vec<Row>, Err
     std::fs::write(&script, SCRIPT).map_err(Error::io(&script))?;
     let algo = if workload == "W3" { "dqn" } else { "ppo" };
     let mut command = Command::new(python);
-    command.arg(&script).args(["--algo", algo, "--variants", VARIANTS]);
+    command.arg(&script).args(["--algo", algo]);
+    let flags = match device {
+        PeerDevice::Cuda => format!("--device cuda --variants {VARIANTS}"),
+        PeerDevice::Cpu(threads) => format!("--device cpu --variants eager --threads {threads}"),
+    };
+    command.args(flags.split(' '));
     if quick {
-        command.args(["--small", "--device", "cpu", "--variants", "eager"]);
+        command.arg("--small");
     }
     let out = command.output().map_err(|e| Error::Output(format!("could not run {}: {e}", python.display())))?;
     if !out.status.success() {
@@ -51,17 +76,24 @@ pub fn torch(python: &Path, workload: &str, quick: bool) -> Result<Vec<Row>, Err
         let (seconds, grad_steps, warmup) = (number("epoch_s")?, number("grad_steps")?, number("warmup_s")?);
         let shape = &v["shape"];
         let transitions = ["trials", "envs", "steps"].iter().map(|k| shape[*k].as_u64().unwrap_or(0)).product::<u64>();
+        let backend = device.backend();
         let row = if workload == "W3" {
-            Row::dqn("pytorch", transitions as usize, seconds, grad_steps / seconds, grad_steps as usize)
+            Row::dqn(backend, transitions as usize, seconds, grad_steps / seconds, grad_steps as usize)
         } else {
-            Row::ppo("pytorch", transitions as usize, seconds, grad_steps / seconds, grad_steps as usize)
+            Row::ppo(backend, transitions as usize, seconds, grad_steps / seconds, grad_steps as usize)
+        };
+        let flags = match device {
+            PeerDevice::Cuda => format!("--variants {variant}"),
+            PeerDevice::Cpu(_) => flags.clone(),
         };
         rows.push(Row { variant: variant.clone(), ..row }.with_note(format!(
-            "PyTorch {} {variant} ({}): warm-up {warmup:.1} s; `{} benches/peers/torch_learners.py --algo {algo} \
-             --variants {variant}`",
+            "PyTorch {} {variant} ({}, {} threads): warm-up {warmup:.1} s; `{} benches/peers/torch_learners.py \
+             --algo {algo} {flags}{}`",
             v["torch"].as_str().unwrap_or("?"),
             v["device"].as_str().unwrap_or("?"),
-            python.display()
+            v["threads"].as_u64().unwrap_or(0),
+            python.display(),
+            if quick { " --small" } else { "" }
         )));
     }
     Ok(rows)

@@ -344,13 +344,18 @@ impl BenchReport {
         theirs.filter(|_| r.workload == "W2e" && r.backend == "cpu").map(|v| v.seconds / r.seconds)
     }
 
-    /// W3, W4: the fastest PyTorch peer's epoch seconds over this GPU row's (the 5-trial rows, not the wide
-    /// one), and that peer's variant.
+    /// W3, W4: the fastest PyTorch peer's epoch seconds over this row's, the peer on the row's device (GPU
+    /// rows: the 5-trial ones, not the wide one), and that peer's variant.
     pub fn pytorch_ratio(&self, r: &Row) -> Option<(f64, &str)> {
-        if !(r.workload == "W3" || r.workload == "W4") || r.backend != "cuda" || !r.variant.is_empty() {
+        let peer = match r.backend {
+            "cuda" if r.variant.is_empty() => "pytorch",
+            "cpu" => "pytorch-cpu",
+            _ => return None,
+        };
+        if !(r.workload == "W3" || r.workload == "W4") {
             return None;
         }
-        let peers = self.rows.iter().filter(|p| p.workload == r.workload && p.backend == "pytorch");
+        let peers = self.rows.iter().filter(|p| p.workload == r.workload && p.backend == peer);
         let best = peers.min_by(|a, b| a.seconds.total_cmp(&b.seconds))?;
         Some((best.seconds / r.seconds, best.variant.as_str()))
     }
@@ -465,7 +470,9 @@ impl BenchReport {
                 if let Some((ratio, variant)) = self.pytorch_ratio(r) {
                     let _ = writeln!(
                         out,
-                        "\n{workload}: tradesim's epoch is {ratio:.1}x the fastest PyTorch peer ({variant})"
+                        "\n{workload}: the fastest PyTorch peer on the {} ({variant}) takes {ratio:.2}x the time of \
+                         tradesim's epoch",
+                        if r.backend == "cpu" { "CPU" } else { "GPU" }
                     );
                 }
             }

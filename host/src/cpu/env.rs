@@ -156,13 +156,20 @@ impl CpuEnv {
             weights: vec![0.0; total],
         };
         let capacity = args.capacity as usize;
-        for i in 0..total {
-            let trial = i / batch;
-            let ring = &self.ring[trial * capacity..(trial + 1) * capacity];
-            let obs = &mut out.obs[i * width..(i + 1) * width];
-            let next_obs = &mut out.next_obs[i * width..(i + 1) * width];
-            let p = &self.params[args.trial_offset as usize + trial];
-            let row = sample_one(args, p, ring, &self.features, i, obs, next_obs);
+        // Each sample's draws are keyed by its index: the rows are independent, filled in parallel.
+        let rows: Vec<_> = out
+            .obs
+            .par_chunks_mut(width)
+            .zip(out.next_obs.par_chunks_mut(width))
+            .enumerate()
+            .map(|(i, (obs, next_obs))| {
+                let trial = i / batch;
+                let ring = &self.ring[trial * capacity..(trial + 1) * capacity];
+                let p = &self.params[args.trial_offset as usize + trial];
+                sample_one(args, p, ring, &self.features, i, obs, next_obs)
+            })
+            .collect();
+        for (i, row) in rows.into_iter().enumerate() {
             (out.actions[i], out.rewards[i], out.dones[i], out.weights[i]) =
                 (row.action, row.reward, row.done, row.weight);
         }

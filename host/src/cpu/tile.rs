@@ -18,10 +18,53 @@ use crate::HostError;
 const MR: usize = 6;
 const NR: usize = 16;
 
-/// Where a row block's `A` lies: element `(i, kk)` of the block at `a[rows[i] + kk * col]` (rows past the
-/// product's last repeat its last row, so every read is inside the product's operand).
-struct RowBlock<'a> {
-    a: &'a [f32],
+/// One launch's buffer table as raw parts, shared by the threads that run its products. Every product reads
+/// and writes through it, never through references: a product's output region lies in a buffer whose other
+/// regions other products read. Sound because a table's products write disjoint regions that no product of
+/// the table reads (the contract the GPU launch relies on too; checked in debug builds by [`disjoint`]), and
+/// every index is inside its buffer ([`crate::plan::check`]).
+struct Table {
+    parts: Vec<(*mut f32, usize)>,
+}
+
+// SAFETY: the pointers are the launch's buffers, borrowed mutably by `run` for the table's lifetime; the
+// threads touch disjoint elements when they write (see `Table`).
+unsafe impl Send for Table {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Table {}
+
+impl Table {
+    /// Element `i` of buffer `buf`.
+    ///
+    /// # Safety
+    /// `i` is inside the buffer and no product of the launch writes it.
+    #[inline]
+    unsafe fn read(&self, buf: u32, i: usize) -> f32 {
+        let (p, len) = self.parts[buf as usize];
+        debug_assert!(i < len);
+        // SAFETY: in bounds and not written concurrently (the caller's contract).
+        unsafe { *p.add(i) }
+    }
+
+    /// Stores `x` at element `i` of buffer `buf`.
+    ///
+    /// # Safety
+    /// `i` is inside the buffer, in the output region of the one product that calls this.
+    #[inline]
+    unsafe fn write(&self, buf: u32, i: usize, x: f32) {
+        let (p, len) = self.parts[buf as usize];
+        debug_assert!(i < len);
+        // SAFETY: in bounds; only this product's thread touches the element (the caller's contract).
+        unsafe { *p.add(i) = x };
+    }
+}
+
+/// Where a row block's `A` lies: element `(i, kk)` of the block at `a + rows[i] + kk * col` of a buffer of
+/// `len` floats (rows past the product's last repeat its last row, so every read is inside the product's
+/// operand).
+struct RowBlock {
+    a: *const f32,
+    len: usize,
     rows: [usize; MR],
     col: usize,
 }
@@ -29,23 +72,24 @@ struct RowBlock<'a> {
 /// One `MR x NR` block of accumulators: `acc[i][j] = fma(A(i, kk), bp[kk * stride + j], acc[i][j])` for kk
 /// ascending from `acc = 0` (the contract's chain per element; the lanes are columns, k stays sequential).
 /// `bp` is the packed `B` from the block's first column (`k` rows of `stride`).
-fn block(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
-    assert!(k == 0 || a.rows.iter().all(|&r| r + (k - 1) * a.col < a.a.len()));
+///
+/// # Safety
+/// `a`'s buffer is not written during the launch (the [`Table`] contract).
+unsafe fn block(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
+    assert!(k == 0 || a.rows.iter().all(|&r| r + (k - 1) * a.col < a.len));
     assert!(k == 0 || bp.len() >= (k - 1) * stride + NR);
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features the function is compiled for; the reads are in bounds (asserted).
+        // SAFETY: the CPU has the features the function is compiled for; the reads are in bounds (asserted)
+        // and not written concurrently (the caller's contract).
         return unsafe { block_avx2(a, bp, stride, k) };
     }
-    block_plain(a, bp, stride, k)
-}
-
-fn block_plain(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
     let mut acc = [[0.0f32; NR]; MR];
     for kk in 0..k {
         let b = &bp[kk * stride..kk * stride + NR];
         for (row, &r) in acc.iter_mut().zip(&a.rows) {
-            let x = a.a[r + kk * a.col];
+            // SAFETY: in bounds (asserted) and not written concurrently (the caller's contract).
+            let x = unsafe { *a.a.add(r + kk * a.col) };
             for (c, bj) in row.iter_mut().zip(b) {
                 *c = x.mul_add(*bj, *c);
             }
@@ -55,23 +99,23 @@ fn block_plain(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; 
 }
 
 /// # Safety
-/// The CPU has AVX2 and FMA; `a.rows[i] + (k - 1) * a.col < a.a.len()` for every `i` and `(k - 1) * stride
-/// + NR <= bp.len()` (where `k > 0`).
+/// The CPU has AVX2 and FMA; `a.rows[i] + (k - 1) * a.col < a.len` for every `i` and `(k - 1) * stride
+/// + NR <= bp.len()` (where `k > 0`); `a`'s buffer is not written during the call.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn block_avx2(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
+unsafe fn block_avx2(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
     use std::arch::x86_64::{
         __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
     };
     let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
-    let (ap, bp) = (a.a.as_ptr(), bp.as_ptr());
+    let bp = bp.as_ptr();
     for kk in 0..k {
         // SAFETY: in bounds by the caller's contract; unaligned loads.
         unsafe {
             let p = bp.add(kk * stride);
             let (b0, b1) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
             for (ci, &r) in c.iter_mut().zip(&a.rows) {
-                let x = _mm256_set1_ps(*ap.add(r + kk * a.col));
+                let x = _mm256_set1_ps(*a.a.add(r + kk * a.col));
                 ci[0] = _mm256_fmadd_ps(x, b0, ci[0]);
                 ci[1] = _mm256_fmadd_ps(x, b1, ci[1]);
             }
@@ -88,55 +132,93 @@ unsafe fn block_avx2(a: &RowBlock<'_>, bp: &[f32], stride: usize, k: usize) -> [
     acc
 }
 
-/// The `m_pad x n_pad` outputs of `g` (row-major) from the buffer table: register blocks of `MR` rows x `NR`
-/// columns ([`block`]) reading `A` where it lies, `B` packed once (its columns padded to a multiple of `NR`
-/// with zeros); row blocks in parallel where the product is large.
-fn compute(g: &Gemm, bufs: &[&[f32]]) -> Vec<f32> {
+/// Product `g` of `t`'s launch, its `m_pad x n_pad` outputs stored where `g.c` says: register blocks of `MR`
+/// rows x `NR` columns ([`block`]) reading `A` where it lies, `B` packed once (its columns padded to a
+/// multiple of `NR` with zeros); row blocks in parallel where the product is large.
+///
+/// # Safety
+/// `g` is a product of `t`'s launch, checked by [`crate::plan::check`], and the launch's products write
+/// disjoint regions that none of them reads (the [`Table`] contract).
+unsafe fn compute(g: &Gemm, t: &Table) {
     let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
-    let n_pad = g.n_pad as usize;
-    let mut out = vec![0.0f32; g.m_pad as usize * n_pad];
-    if m == 0 || n == 0 {
-        return out;
+    let (m_pad, n_pad) = (g.m_pad as usize, g.n_pad as usize);
+    // Stores `xs` at row `r`, columns `j0 ..` of the output.
+    let store = |r: usize, j0: usize, xs: &[f32]| {
+        if g.c.col == 1 {
+            let (p, len) = t.parts[g.c.buf as usize];
+            let at = g.c.at(r, j0);
+            assert!(at + xs.len() <= len);
+            // SAFETY: in bounds (asserted), this product's output region.
+            unsafe { std::ptr::copy_nonoverlapping(xs.as_ptr(), p.add(at), xs.len()) };
+        } else {
+            for (jj, &x) in xs.iter().enumerate() {
+                // SAFETY: this product's output region, inside its buffer (checked).
+                unsafe { t.write(g.c.buf, g.c.at(r, j0 + jj), x) };
+            }
+        }
+    };
+    let zeros = vec![0.0f32; n_pad];
+    // Rows past the active ones are 0 (`finish`).
+    for r in m.min(m_pad)..m_pad {
+        store(r, 0, &zeros);
     }
-    let a = bufs[g.a.buf as usize];
-    let b = bufs[g.b.buf as usize];
+    if m == 0 || n == 0 {
+        for r in 0..m.min(m_pad) {
+            store(r, 0, &zeros);
+        }
+        return;
+    }
     let stride = n.div_ceil(NR) * NR;
     let mut packed = vec![0.0f32; k * stride];
     for (kk, row) in packed.chunks_mut(stride).enumerate() {
         for (j, x) in row[..n].iter_mut().enumerate() {
-            *x = b[g.b.at(kk, j)];
+            // SAFETY: `B` inside its buffer (checked), not written during the launch.
+            *x = unsafe { t.read(g.b.buf, g.b.at(kk, j)) };
         }
     }
     let bias: Vec<f32> = if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
-        (0..n).map(|j| bufs[g.bias.buf as usize][g.bias.at(0, j)]).collect()
+        // SAFETY: the bias inside its buffer (checked), not written during the launch.
+        (0..n).map(|j| unsafe { t.read(g.bias.buf, g.bias.at(0, j)) }).collect()
     } else {
         vec![0.0; n]
     };
-    let rows = |(blk, rows): (usize, &mut [f32])| {
+    let rows = |blk: usize| {
+        let (a, a_len) = t.parts[g.a.buf as usize];
         let r0 = blk * MR;
         let mr = MR.min(m - r0);
-        let ab = RowBlock { a, rows: std::array::from_fn(|i| g.a.at(r0 + i.min(mr - 1), 0)), col: g.a.col as usize };
+        let rows = std::array::from_fn(|i| g.a.at(r0 + i.min(mr - 1), 0));
+        let ab = RowBlock { a, len: a_len, rows, col: g.a.col as usize };
         for j0 in (0..n).step_by(NR) {
-            let acc = block(&ab, &packed[j0..], stride, k);
+            // SAFETY: `A` is read-only during the launch (the function's contract).
+            let acc = unsafe { block(&ab, &packed[j0..], stride, k) };
             let cols = NR.min(n - j0);
             for (i, acc_row) in acc.iter().enumerate().take(mr) {
-                let out = &mut rows[i * n_pad + j0..i * n_pad + j0 + cols];
-                epilogue(g, bufs, r0 + i, j0, &acc_row[..cols], &bias[j0..j0 + cols], out);
+                let mut out = [0.0f32; NR];
+                // SAFETY: `g` is checked and its `aux` not written during the launch (this function's contract).
+                unsafe { epilogue(g, t, r0 + i, j0, &acc_row[..cols], &bias[j0..j0 + cols], &mut out[..cols]) };
+                store(r0 + i, j0, &out[..cols]);
             }
         }
+        for i in 0..mr {
+            store(r0 + i, n, &zeros[n..]);
+        }
     };
-    let blocks = &mut out[..m * n_pad];
     if m * n * k >= 1 << 16 {
-        blocks.par_chunks_mut(MR * n_pad).enumerate().for_each(rows);
+        (0..m.div_ceil(MR)).into_par_iter().for_each(rows);
     } else {
-        blocks.chunks_mut(MR * n_pad).enumerate().for_each(rows);
+        (0..m.div_ceil(MR)).for_each(rows);
     }
-    out
 }
 
 /// [`finish`] of the active outputs `(r, j0 ..)` of one block row `acc`, the epilogue chosen once per row
 /// rather than per element so the loops are branch-free selects (ReLU signs are unpredictable).
-fn epilogue(g: &Gemm, bufs: &[&[f32]], r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
+///
+/// # Safety
+/// `g` is a checked product of `t`'s launch whose `aux` no product of the launch writes.
+unsafe fn epilogue(g: &Gemm, t: &Table, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
+    // SAFETY (the reads): the caller's contract.
+    // SAFETY: the caller's contract.
+    let aux = |jj: usize| unsafe { t.read(g.aux.buf, g.aux.at(r, j0 + jj)) };
     match g.epilogue {
         EPI_BIAS => {
             for ((o, &x), &b) in out.iter_mut().zip(acc).zip(bias) {
@@ -150,16 +232,15 @@ fn epilogue(g: &Gemm, bufs: &[&[f32]], r: usize, j0: usize, acc: &[f32], bias: &
             }
         }
         EPI_RELU_MASK => {
-            let aux = bufs[g.aux.buf as usize];
             for (jj, (o, &x)) in out.iter_mut().zip(acc).enumerate() {
-                *o = if aux[g.aux.at(r, j0 + jj)] > 0.0 { x } else { 0.0 };
+                *o = if aux(jj) > 0.0 { x } else { 0.0 };
             }
         }
         _ => out.copy_from_slice(acc),
     }
     debug_assert!(out.iter().enumerate().all(|(jj, o)| {
-        let aux = if g.epilogue == EPI_RELU_MASK { bufs[g.aux.buf as usize][g.aux.at(r, j0 + jj)] } else { 0.0 };
-        o.to_bits() == finish(g, r, j0 + jj, acc[jj], bias[jj], aux).to_bits()
+        let x = if g.epilogue == EPI_RELU_MASK { aux(jj) } else { 0.0 };
+        o.to_bits() == finish(g, r, j0 + jj, acc[jj], bias[jj], x).to_bits()
     }));
 }
 
@@ -192,25 +273,33 @@ pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
 pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), HostError> {
     let lens: Vec<usize> = bufs.iter().map(|b| b.len()).collect();
     crate::plan::check("tile products", problems, &lens)?;
-    let outputs: Vec<Vec<f32>> = {
-        let read: Vec<&[f32]> = bufs.iter().map(|b| &**b).collect();
-        problems.par_iter().map(|g| compute(g, &read)).collect()
-    };
-    for (g, out) in problems.iter().zip(outputs) {
-        let c = &mut *bufs[g.c.buf as usize];
-        let n_pad = g.n_pad as usize;
-        for (r, row) in out.chunks(n_pad.max(1)).enumerate() {
-            if g.c.col == 1 {
-                let at = g.c.at(r, 0);
-                c[at..at + row.len()].copy_from_slice(row);
-                continue;
-            }
-            for (j, &x) in row.iter().enumerate() {
-                c[g.c.at(r, j)] = x;
-            }
-        }
-    }
+    debug_assert!(disjoint(problems), "a product of the launch writes what another reads or writes");
+    let table = Table { parts: bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())).collect() };
+    // SAFETY: the products are checked against the buffers, which `bufs` borrows mutably for the launch;
+    // they write disjoint regions none of them reads (the launch's contract, checked above in debug builds).
+    problems.par_iter().for_each(|g| unsafe { compute(g, &table) });
     Ok(())
+}
+
+/// Whether no product of a launch writes an element that another product reads or writes, judged by each
+/// operand's span (its first to its last element) in its buffer, which can only overstate an overlap.
+fn disjoint(problems: &[Gemm]) -> bool {
+    let span = |o: &gpu_kernels::tile::Operand, rows: u32, cols: u32| {
+        (rows > 0 && cols > 0).then(|| (o.buf, o.off as usize, o.at(rows as usize - 1, cols as usize - 1)))
+    };
+    let reads = |g: &Gemm| {
+        let bias = matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU).then(|| span(&g.bias, 1, g.n)).flatten();
+        let aux = (g.epilogue == EPI_RELU_MASK).then(|| span(&g.aux, g.m, g.n)).flatten();
+        [span(&g.a, g.m, g.k), span(&g.b, g.k, g.n), bias, aux]
+    };
+    let meet = |x: (u32, usize, usize), y: (u32, usize, usize)| x.0 == y.0 && x.1 <= y.2 && y.1 <= x.2;
+    problems.iter().enumerate().all(|(i, g)| {
+        let Some(w) = span(&g.c, g.m_pad, g.n_pad) else { return true };
+        problems.iter().enumerate().all(|(j, h)| {
+            let writes = if i == j { None } else { span(&h.c, h.m_pad, h.n_pad) };
+            !writes.into_iter().chain(reads(h).into_iter().flatten()).any(|x| meet(w, x))
+        })
+    })
 }
 
 /// The greedy walks of every trial's single env in `view` over `steps` bars from their current states
@@ -235,7 +324,7 @@ pub(crate) fn walk_all(
     walks.concat()
 }
 
-/// One trial's greedy walk on the CPU: observation, the three layers ([`dense_row`]), argmax of the first 3
+/// One trial's greedy walk on the CPU: observation, the three layers ([`WalkLayer`]), argmax of the first 3
 /// outputs, env step, bar after bar; the GPU walk's sequence (`gpu_kernels::walk::greedy_walk`).
 #[allow(clippy::too_many_arguments, reason = "one trial's network and env")]
 fn walk_one(
@@ -248,13 +337,14 @@ fn walk_one(
     features: &[f32],
     steps: usize,
 ) -> Vec<u8> {
+    let layers: [WalkLayer; 3] = std::array::from_fn(|layer| WalkLayer::of(l, w, layer, h));
     let (mut obs, mut h1, mut h2, mut q) = (vec![0.0; l.input], vec![0.0; h], vec![0.0; h], vec![0.0; l.outputs]);
     let mut actions = Vec::with_capacity(steps);
     for _ in 0..steps {
         observe_env(params, state, bars, features, l.input - 3, &mut obs);
-        dense_row(l, w, 0, h, &obs, &mut h1);
-        dense_row(l, w, 1, h, &h1, &mut h2);
-        dense_row(l, w, 2, h, &h2, &mut q);
+        layers[0].apply(&obs, &mut h1);
+        layers[1].apply(&h1, &mut h2);
+        layers[2].apply(&h2, &mut q);
         let a = gpu_kernels::mlp::argmax(&q) as u8;
         actions.push(a);
         gpu_kernels::env::env_step_on_series(params, state, a, bars);
@@ -262,47 +352,75 @@ fn walk_one(
     actions
 }
 
-/// Every output of layer `layer` of one network for one input row: each the element
-/// [`gpu_kernels::net::dense_unit`] computes, in its order (`acc = fma(x[k], W(n, k), acc)`, k ascending,
-/// then bias and ReLU), eight outputs' chains interleaved so the FMA units stay busy.
-fn dense_row(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the feature the function is compiled for.
-        unsafe { dense_row_fma(l, w, layer, h, x, out) };
-        return;
-    }
-    dense_row_plain(l, w, layer, h, x, out);
+/// Outputs of a [`WalkLayer`] accumulated together: 8 AVX2 registers of chains.
+const WALK_COLS: usize = 64;
+
+/// One layer of a trial's network packed for the walk: `W` transposed (`k` rows of the `n` outputs, padded
+/// to a multiple of [`WALK_COLS`] with zeros), its bias and whether ReLU follows.
+struct WalkLayer {
+    wt: Vec<f32>,
+    stride: usize,
+    k: usize,
+    bias: Vec<f32>,
+    relu: bool,
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
-fn dense_row_fma(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
-    dense_row_plain(l, w, layer, h, x, out);
-}
-
-#[inline(always)]
-fn dense_row_plain(l: &Layout, w: &[f32], layer: usize, h: usize, x: &[f32], out: &mut [f32]) {
-    let (wo, bo, k, stride, relu) = match layer {
-        0 => (l.w1(), l.b1(), l.input, l.input, true),
-        1 => (l.w2(), l.b2(), h, l.hidden, true),
-        _ => (l.w3(), l.b3(), h, l.hidden, false),
-    };
-    let n_out = out.len();
-    for n0 in (0..n_out).step_by(8) {
-        let rows: [usize; 8] = std::array::from_fn(|j| wo + (n0 + j).min(n_out - 1) * stride);
-        let mut acc = [0.0f32; 8];
-        for (kk, &xk) in x[..k].iter().enumerate() {
-            for j in 0..8 {
-                acc[j] = xk.mul_add(w[rows[j] + kk], acc[j]);
+impl WalkLayer {
+    /// Layer `layer` of the network `w` (layout `l`) at hidden width `h`.
+    fn of(l: &Layout, w: &[f32], layer: usize, h: usize) -> Self {
+        let (wo, bo, k, row, n, relu) = match layer {
+            0 => (l.w1(), l.b1(), l.input, l.input, h, true),
+            1 => (l.w2(), l.b2(), h, l.hidden, h, true),
+            _ => (l.w3(), l.b3(), h, l.hidden, l.outputs, false),
+        };
+        let stride = n.div_ceil(WALK_COLS) * WALK_COLS;
+        let mut wt = vec![0.0; k * stride];
+        for (kk, wrow) in wt.chunks_mut(stride).enumerate() {
+            for (j, x) in wrow[..n].iter_mut().enumerate() {
+                *x = w[wo + j * row + kk];
             }
         }
-        for j in 0..8.min(n_out - n0) {
-            let s = acc[j] + w[bo + n0 + j];
-            out[n0 + j] = match (relu, s > 0.0) {
-                (true, false) => 0.0,
-                _ => s,
-            };
+        Self { wt, stride, k, bias: w[bo..bo + n].to_vec(), relu }
+    }
+
+    /// Every output for the input row `x`: each the element [`gpu_kernels::net::dense_unit`] computes, in its
+    /// order (`acc = fma(x[k], W(n, k), acc)`, k ascending, then bias and ReLU), [`WALK_COLS`] outputs'
+    /// chains in SIMD lanes.
+    fn apply(&self, x: &[f32], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has the features the function is compiled for.
+            unsafe { self.apply_avx2(x, out) };
+            return;
+        }
+        self.apply_plain(x, out);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn apply_avx2(&self, x: &[f32], out: &mut [f32]) {
+        self.apply_plain(x, out);
+    }
+
+    #[inline(always)]
+    fn apply_plain(&self, x: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        for n0 in (0..n).step_by(WALK_COLS) {
+            let mut acc = [0.0f32; WALK_COLS];
+            for (kk, &xk) in x[..self.k].iter().enumerate() {
+                let wrow = &self.wt[kk * self.stride + n0..kk * self.stride + n0 + WALK_COLS];
+                for (a, &wj) in acc.iter_mut().zip(wrow) {
+                    *a = xk.mul_add(wj, *a);
+                }
+            }
+            for ((o, a), b) in out[n0..].iter_mut().zip(&acc).zip(&self.bias[n0..]) {
+                let s = a + b;
+                // ReLU: 0 unless the sum is above 0 (NaN included), as `dense_unit`.
+                *o = match (self.relu, s > 0.0) {
+                    (true, false) => 0.0,
+                    _ => s,
+                };
+            }
         }
     }
 }
