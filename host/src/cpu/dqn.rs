@@ -136,12 +136,21 @@ pub(crate) fn train_step(
     let NetState { online, target, m, v } = nets;
     // As the kernel: each trial's step and bias corrections once, then each of its parameters.
     let steps: Vec<_> = params.iter().map(|dqn| trial_step(args, dqn)).collect();
-    online.par_iter_mut().zip(target.par_iter_mut()).zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(
-        |(i, ((w, t), (m, v)))| {
-            let trial = i / n_params;
-            if let Some(s) = &steps[trial] {
-                update_param(&params[trial], s, gradients[i], w, t, m, v);
-            }
+    // Trials in parallel, each trial's parameters in chunks: the per-trial rules hoisted out of the loop.
+    let trials = online.par_chunks_mut(n_params).zip(target.par_chunks_mut(n_params));
+    trials.zip(m.par_chunks_mut(n_params).zip(v.par_chunks_mut(n_params))).enumerate().for_each(
+        |(trial, ((w, t), (m, v)))| {
+            let Some(s) = &steps[trial] else { return };
+            let (p, g) = (&params[trial], &gradients[trial * n_params..(trial + 1) * n_params]);
+            let chunk = super::tile::ELEMENT_CHUNK;
+            let chunks = w.par_chunks_mut(chunk).zip(t.par_chunks_mut(chunk));
+            chunks.zip(m.par_chunks_mut(chunk).zip(v.par_chunks_mut(chunk))).zip(g.par_chunks(chunk)).for_each(
+                |(((w, t), (m, v)), g)| {
+                    for ((w, t), ((m, v), g)) in w.iter_mut().zip(t).zip(m.iter_mut().zip(v).zip(g)) {
+                        update_param(p, s, *g, w, t, m, v);
+                    }
+                },
+            );
         },
     );
     Ok(gradients)

@@ -216,9 +216,17 @@ impl Minibatch<'_> {
             .map(|(g, p)| std::array::from_fn(|lane| norm_lane(lane, &l, p, |i| g[i])))
             .collect();
         let NetState { online, m, v, .. } = nets;
-        online.par_iter_mut().zip(m.par_iter_mut().zip(v.par_iter_mut())).enumerate().for_each(|(i, (w, (m, v)))| {
-            let t = i / n_params;
-            update_weight(args, &params[t], &lanes[t], gradients[i], w, m, v);
+        // Trials in parallel, each trial's parameters in chunks: the per-trial rules hoisted out of the loop.
+        let trials = online.par_chunks_mut(n_params).zip(m.par_chunks_mut(n_params).zip(v.par_chunks_mut(n_params)));
+        trials.enumerate().for_each(|(t, (w, (m, v)))| {
+            let (p, lanes, g) = (&params[t], &lanes[t], &gradients[t * n_params..(t + 1) * n_params]);
+            let chunk = super::tile::ELEMENT_CHUNK;
+            let chunks = w.par_chunks_mut(chunk).zip(m.par_chunks_mut(chunk).zip(v.par_chunks_mut(chunk)));
+            chunks.zip(g.par_chunks(chunk)).for_each(|((w, (m, v)), g)| {
+                for (w, ((m, v), g)) in w.iter_mut().zip(m.iter_mut().zip(v).zip(g)) {
+                    update_weight(args, p, lanes, *g, w, m, v);
+                }
+            });
         });
         Ok(gradients)
     }

@@ -203,7 +203,8 @@ unsafe fn compute(g: &Gemm, t: &Table) {
             store(r0 + i, n, &zeros[n..]);
         }
     };
-    if m * n * k >= 1 << 16 {
+    // Row blocks in parallel only where a product is large: a launch's products already run in parallel.
+    if m * n * k >= 1 << 20 {
         (0..m.div_ceil(MR)).into_par_iter().for_each(rows);
     } else {
         (0..m.div_ceil(MR)).for_each(rows);
@@ -263,11 +264,20 @@ pub(crate) fn store_outputs<const O: usize>(
 /// Every parameter's gradient (`K x P`) from the chunk partials ([`gpu_kernels::net::gradient`]).
 pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
     let n_params = net.layout().params();
-    (0..net.n_trials as usize * n_params)
-        .into_par_iter()
-        .map(|i| gradient(net, i / n_params, i % n_params, partial))
-        .collect()
+    let mut out = vec![0.0; net.n_trials as usize * n_params];
+    out.par_chunks_mut(n_params).enumerate().for_each(|(t, trial)| {
+        trial.par_chunks_mut(ELEMENT_CHUNK).enumerate().for_each(|(c, chunk)| {
+            for (j, g) in chunk.iter_mut().enumerate() {
+                *g = gradient(net, t, c * ELEMENT_CHUNK + j, partial);
+            }
+        });
+    });
+    out
 }
+
+/// Elements a thread takes at a time in per-parameter loops (gradients, Adam): enough that a task's loop
+/// outweighs handing it out.
+pub(crate) const ELEMENT_CHUNK: usize = 4_096;
 
 /// Runs every product of `problems` (one launch's table: no product reads what another writes).
 pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), HostError> {
@@ -444,9 +454,9 @@ mod tests {
     /// epilogue: the packed, parallel CPU path gives the element-by-element reference's bits.
     #[test]
     fn cpu_products_equal_the_reference_bitwise() {
-        // Sequential row blocks (the first size) and parallel ones (the second: m * n * k >= 2^16); both end
+        // Sequential row blocks (the first size) and parallel ones (the second: m * n * k >= 2^20); both end
         // in partial register blocks of rows and of columns.
-        for (m, n, k) in [(37, 29, 53), (131, 71, 47)] {
+        for (m, n, k) in [(37, 29, 53), (131, 71, 120)] {
             products_equal_the_reference(m, n, k);
         }
     }
@@ -482,8 +492,8 @@ mod tests {
         ];
         for (i, g) in cases.into_iter().enumerate() {
             let g = Gemm { m: m as u32, n: n as u32, k: k as u32, m_pad: m as u32 + 5, n_pad: n as u32 + 1, ..g };
-            let a = noise(1 + i as u32, 16_000);
-            let b = noise(7 + i as u32, 16_000);
+            let a = noise(1 + i as u32, 40_000);
+            let b = noise(7 + i as u32, 40_000);
             let mut want = vec![f32::NAN; 12_000];
             reference(&g, |buf, idx| if buf == 0 { a[idx] } else { b[idx] }, |idx, x| want[idx] = x);
             let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 12_000]);
