@@ -193,10 +193,23 @@ unsafe fn compute(g: &Gemm, t: &Table) {
             let acc = unsafe { block(&ab, &packed[j0..], stride, k) };
             let cols = NR.min(n - j0);
             for (i, acc_row) in acc.iter().enumerate().take(mr) {
-                let mut out = [0.0f32; NR];
-                // SAFETY: `g` is checked and its `aux` not written during the launch (this function's contract).
-                unsafe { epilogue(g, t, r0 + i, j0, &acc_row[..cols], &bias[j0..j0 + cols], &mut out[..cols]) };
-                store(r0 + i, j0, &out[..cols]);
+                let (r, bias) = (r0 + i, &bias[j0..j0 + cols]);
+                if g.c.col == 1 {
+                    // A row-major output: the epilogue writes the row's columns in place.
+                    let (p, len) = t.parts[g.c.buf as usize];
+                    let at = g.c.at(r, j0);
+                    assert!(at + cols <= len);
+                    // SAFETY: in bounds (asserted) and this product's own output region, which no other
+                    // thread touches during the launch (this function's contract).
+                    let out = unsafe { std::slice::from_raw_parts_mut(p.add(at), cols) };
+                    // SAFETY: `g` is checked and its `aux` not written during the launch (as above).
+                    unsafe { epilogue(g, t, r, j0, &acc_row[..cols], bias, out) };
+                } else {
+                    let mut out = [0.0f32; NR];
+                    // SAFETY: `g` is checked and its `aux` not written during the launch (as above).
+                    unsafe { epilogue(g, t, r, j0, &acc_row[..cols], bias, &mut out[..cols]) };
+                    store(r, j0, &out[..cols]);
+                }
             }
         }
         for i in 0..mr {
@@ -261,17 +274,27 @@ pub(crate) fn store_outputs<const O: usize>(
     }
 }
 
-/// Every parameter's gradient (`K x P`) from the chunk partials ([`gpu_kernels::net::gradient`]).
+/// Every parameter's gradient (`K x P`) from the chunk partials: [`gpu_kernels::net::gradient`]'s sums
+/// (each parameter's partials added to 0.0 in chunk order), taken chunk by chunk over runs of parameters so
+/// the additions run in SIMD lanes.
 pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
-    let n_params = net.layout().params();
-    let mut out = vec![0.0; net.n_trials as usize * n_params];
-    out.par_chunks_mut(n_params).enumerate().for_each(|(t, trial)| {
-        trial.par_chunks_mut(ELEMENT_CHUNK).enumerate().for_each(|(c, chunk)| {
-            for (j, g) in chunk.iter_mut().enumerate() {
-                *g = gradient(net, t, c * ELEMENT_CHUNK + j, partial);
+    let stride = net.n_trials as usize * net.layout().params();
+    let chunks = gpu_kernels::net::grad_chunks(net.batch as usize);
+    assert!(partial.len() >= chunks * stride, "{} partials for {chunks} chunks of {stride}", partial.len());
+    let mut out = vec![0.0f32; stride];
+    out.par_chunks_mut(ELEMENT_CHUNK).enumerate().for_each(|(run, sums)| {
+        let first = run * ELEMENT_CHUNK;
+        for c in 0..chunks {
+            let part = &partial[c * stride + first..c * stride + first + sums.len()];
+            for (g, x) in sums.iter_mut().zip(part) {
+                *g += x;
             }
-        });
+        }
     });
+    debug_assert!(out.iter().enumerate().all(|(i, g)| {
+        let n_params = net.layout().params();
+        g.to_bits() == gradient(net, i / n_params, i % n_params, partial).to_bits()
+    }));
     out
 }
 
