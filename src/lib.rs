@@ -55,6 +55,13 @@ pub mod vector;
 
 pub use error::Error;
 
+/// The default spread (a fraction of the price) of every entry point: `tradesim backtest`, `tradesim train`,
+/// the search's `[env]`, and Python's `backtest`, `VectorEnv` and `TradingEnv`. Two basis points: what a
+/// liquid major pays at a retail broker; a default no kinder than the market.
+pub const DEFAULT_SPREAD: &str = "0.0002";
+/// The default commission (a fraction of the notional) of every entry point, as [`DEFAULT_SPREAD`].
+pub const DEFAULT_COMMISSION: &str = "0.0001";
+
 /// The PTX module built from `gpu-kernels` by `build.rs`.
 #[cfg(feature = "cuda")]
 pub mod ptx {

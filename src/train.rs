@@ -84,7 +84,10 @@ impl TrainConfig {
     pub fn default_for(trials: usize, epochs: usize, seed: u64) -> Self {
         let (envs, segment_len) = (256, 128);
         let steps = (epochs * segment_len) as f32;
-        let env = TrialParams { spread: 0.0001, commission: 0.0, w_cost: 1.0, ..TrialParams::frictionless(100_000.0) };
+        use num_traits::ToPrimitive;
+        let cost = |text: &str| text.parse::<rust_decimal::Decimal>().ok().and_then(|d| d.to_f64()).unwrap_or(0.0);
+        let (spread, commission) = (cost(crate::DEFAULT_SPREAD), cost(crate::DEFAULT_COMMISSION));
+        let env = TrialParams { spread, commission, w_cost: 1.0, ..TrialParams::frictionless(100_000.0) };
         let dqn = DqnParams {
             lr: 5e-4,
             gamma: 0.9,

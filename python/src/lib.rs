@@ -723,6 +723,9 @@ fn market_feature_names() -> Vec<&'static str> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The default costs of every entry point (the Python signatures repeat them; a test holds them equal).
+    m.add("DEFAULT_SPREAD", tradesim::DEFAULT_SPREAD)?;
+    m.add("DEFAULT_COMMISSION", tradesim::DEFAULT_COMMISSION)?;
     m.add_class::<Bars>()?;
     m.add_class::<NativeVectorEnv>()?;
     m.add_class::<dlpack::DlpackArray>()?;

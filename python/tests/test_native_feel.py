@@ -418,3 +418,17 @@ def test_mypy_strict_sees_the_envs_and_the_errors(tmp_path):
     assert revealed[1].startswith('"def (*, seed: int | None ='), revealed
     assert revealed[2] == '"list[dict[str, Any]]"', revealed
     assert "time_unit: str | None" in revealed[3] and revealed[3].endswith('-> tradesim._native.Bars"'), revealed
+
+
+def test_every_entry_point_defaults_to_the_same_costs():
+    """backtest, VectorEnv (and TradingEnv through it) and the CLI's search share one set of default costs."""
+    import inspect
+
+    from tradesim import _native
+    from tradesim.envs import VectorEnv
+
+    for fn in (tradesim.backtest, VectorEnv.__init__):
+        params = inspect.signature(fn).parameters
+        assert params["spread"].default == _native.DEFAULT_SPREAD, fn
+        assert params["commission"].default == _native.DEFAULT_COMMISSION, fn
+    assert (_native.DEFAULT_SPREAD, _native.DEFAULT_COMMISSION) == ("0.0002", "0.0001")

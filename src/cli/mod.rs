@@ -163,10 +163,10 @@ enum Command {
         #[arg(long)]
         allow_short: bool,
         /// Spread as a fraction of the price (Decimal).
-        #[arg(long, default_value = "0.0002")]
+        #[arg(long, default_value = crate::DEFAULT_SPREAD)]
         spread: String,
         /// Commission as a fraction of the notional (Decimal).
-        #[arg(long, default_value = "0.0001")]
+        #[arg(long, default_value = crate::DEFAULT_COMMISSION)]
         commission: String,
         /// Starting cash (Decimal).
         #[arg(long, default_value = "100000")]

@@ -36,8 +36,8 @@
 //!
 //! [env]                 # environment settings shared by all trials (Decimal strings for money)
 //! capital = "100000"
-//! spread = "0.0001"
-//! commission = "0"
+//! spread = "0.0002"
+//! commission = "0.0001"
 //! allow_short = true
 //! whole_units = false
 //! sigma_span = 100       # EWMA span (bars) of the volatility that sets barrier widths
@@ -225,8 +225,8 @@ impl Default for EnvSettings {
     fn default() -> Self {
         Self {
             capital: "100000".to_owned(),
-            spread: "0.0001".to_owned(),
-            commission: "0".to_owned(),
+            spread: crate::DEFAULT_SPREAD.to_owned(),
+            commission: crate::DEFAULT_COMMISSION.to_owned(),
             allow_short: true,
             whole_units: false,
             sigma_span: crate::DEFAULT_SIGMA_SPAN,
@@ -511,6 +511,15 @@ impl SearchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The search, `tradesim train` and the CLI's backtest flags share one set of default costs.
+    #[test]
+    fn every_default_cost_is_the_crates() {
+        let env = EnvSettings::default();
+        assert_eq!((env.spread.as_str(), env.commission.as_str()), (crate::DEFAULT_SPREAD, crate::DEFAULT_COMMISSION));
+        let p = crate::train::TrainConfig::default_for(1, 1, 0).env_params[0];
+        assert_eq!((p.spread, p.commission), (0.0002, 0.0001));
+    }
 
     #[test]
     fn ppo_files_get_the_ppo_space() {

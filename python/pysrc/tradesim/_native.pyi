@@ -6,6 +6,8 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+DEFAULT_SPREAD: str
+DEFAULT_COMMISSION: str
 
 class Bars:
     """Validated bars (one series per symbol)."""
