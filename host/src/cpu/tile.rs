@@ -13,10 +13,26 @@ use rayon::prelude::*;
 use super::env::PolicyView;
 use crate::HostError;
 
-/// Rows and columns of the register block: 6 x 16 accumulators are 12 AVX2 registers, with 2 for `B`'s
-/// row and 1 for the broadcast `A` element (16 in all).
+/// Rows of a register block. Its columns are 16 (12 AVX2 registers of accumulators, 2 for `B`'s row and 1
+/// for the broadcast `A` element: 15 of 16) or, where the CPU has AVX-512 and the product more than 16
+/// columns, 32 (12 of the 32 AVX-512 registers: twice the lanes per instruction).
 const MR: usize = 6;
+/// The narrow block's columns.
 const NR: usize = 16;
+/// The wide block's columns (AVX-512).
+const NR_WIDE: usize = 32;
+
+/// Whether this CPU runs the wide (AVX-512) blocks.
+fn wide_blocks() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// One launch's buffer table as raw parts, shared by the threads that run its products. Every product reads
 /// and writes through it, never through references: a product's output region lies in a buffer whose other
@@ -69,30 +85,73 @@ struct RowBlock {
     col: usize,
 }
 
-/// One `MR x NR` block of accumulators: `acc[i][j] = fma(A(i, kk), bp[kk * stride + j], acc[i][j])` for kk
+/// One `MR x W` block of accumulators: `acc[i][j] = fma(A(i, kk), bp[kk * stride + j], acc[i][j])` for kk
 /// ascending from `acc = 0` (the contract's chain per element; the lanes are columns, k stays sequential).
-/// `bp` is the packed `B` from the block's first column (`k` rows of `stride`).
+/// `bp` is the packed `B` from the block's first column (`k` rows of `stride`). `W` is [`NR`] (AVX2 where
+/// the CPU has it) or [`NR_WIDE`] (AVX-512 where it has that); `f32::mul_add` otherwise, the same bits.
 ///
 /// # Safety
 /// `a`'s buffer is not written during the launch (the [`Table`] contract).
-unsafe fn block(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
+unsafe fn block<const W: usize>(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; W]; MR] {
     assert!(k == 0 || a.rows.iter().all(|&r| r + (k - 1) * a.col < a.len));
-    assert!(k == 0 || bp.len() >= (k - 1) * stride + NR);
+    assert!(k == 0 || bp.len() >= (k - 1) * stride + W);
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features the function is compiled for; the reads are in bounds (asserted)
-        // and not written concurrently (the caller's contract).
-        return unsafe { block_avx2(a, bp, stride, k) };
+    {
+        if W == NR_WIDE && std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has the feature the function is compiled for; the reads are in bounds (asserted)
+            // and not written concurrently (the caller's contract).
+            let acc = unsafe { block_avx512(a, bp, stride, k) };
+            return std::array::from_fn(|i| std::array::from_fn(|j| acc[i][j]));
+        }
+        if W == NR && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: as above.
+            let acc = unsafe { block_avx2(a, bp, stride, k) };
+            return std::array::from_fn(|i| std::array::from_fn(|j| acc[i][j]));
+        }
     }
-    let mut acc = [[0.0f32; NR]; MR];
+    let mut acc = [[0.0f32; W]; MR];
     for kk in 0..k {
-        let b = &bp[kk * stride..kk * stride + NR];
+        let b = &bp[kk * stride..kk * stride + W];
         for (row, &r) in acc.iter_mut().zip(&a.rows) {
             // SAFETY: in bounds (asserted) and not written concurrently (the caller's contract).
             let x = unsafe { *a.a.add(r + kk * a.col) };
             for (c, bj) in row.iter_mut().zip(b) {
                 *c = x.mul_add(*bj, *c);
             }
+        }
+    }
+    acc
+}
+
+/// # Safety
+/// The CPU has AVX-512F; `a.rows[i] + (k - 1) * a.col < a.len` for every `i` and `(k - 1) * stride +
+/// NR_WIDE <= bp.len()` (where `k > 0`); `a`'s buffer is not written during the call.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn block_avx512(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; NR_WIDE]; MR] {
+    use std::arch::x86_64::{
+        __m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+    };
+    let mut c: [[__m512; 2]; MR] = [[_mm512_setzero_ps(); 2]; MR];
+    let bp = bp.as_ptr();
+    for kk in 0..k {
+        // SAFETY: in bounds by the caller's contract; unaligned loads.
+        unsafe {
+            let p = bp.add(kk * stride);
+            let (b0, b1) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+            for (ci, &r) in c.iter_mut().zip(&a.rows) {
+                let x = _mm512_set1_ps(*a.a.add(r + kk * a.col));
+                ci[0] = _mm512_fmadd_ps(x, b0, ci[0]);
+                ci[1] = _mm512_fmadd_ps(x, b1, ci[1]);
+            }
+        }
+    }
+    let mut acc = [[0.0f32; NR_WIDE]; MR];
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: each row holds NR_WIDE = 32 floats; unaligned stores.
+        unsafe {
+            _mm512_storeu_ps(row.as_mut_ptr(), ci[0]);
+            _mm512_storeu_ps(row.as_mut_ptr().add(16), ci[1]);
         }
     }
     acc
@@ -133,13 +192,22 @@ unsafe fn block_avx2(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32
 }
 
 /// Product `g` of `t`'s launch, its `m_pad x n_pad` outputs stored where `g.c` says: register blocks of `MR`
-/// rows x `NR` columns ([`block`]) reading `A` where it lies, `B` packed once (its columns padded to a
-/// multiple of `NR` with zeros); row blocks in parallel where the product is large.
+/// rows x 16 or 32 columns ([`block`]) reading `A` where it lies, `B` packed once (its columns padded to a
+/// multiple of the block's with zeros); row blocks in parallel where the product is large.
 ///
 /// # Safety
 /// `g` is a product of `t`'s launch, checked by [`crate::plan::check`], and the launch's products write
 /// disjoint regions that none of them reads (the [`Table`] contract).
 unsafe fn compute(g: &Gemm, t: &Table) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { if g.n as usize > NR && wide_blocks() { compute_in::<NR_WIDE>(g, t) } else { compute_in::<NR>(g, t) } }
+}
+
+/// [`compute`] in blocks of `W` columns.
+///
+/// # Safety
+/// As [`compute`].
+unsafe fn compute_in<const W: usize>(g: &Gemm, t: &Table) {
     let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
     let (m_pad, n_pad) = (g.m_pad as usize, g.n_pad as usize);
     // Stores `xs` at row `r`, columns `j0 ..` of the output.
@@ -168,7 +236,7 @@ unsafe fn compute(g: &Gemm, t: &Table) {
         }
         return;
     }
-    let stride = n.div_ceil(NR) * NR;
+    let stride = n.div_ceil(W) * W;
     let mut packed = vec![0.0f32; k * stride];
     for (kk, row) in packed.chunks_mut(stride).enumerate() {
         for (j, x) in row[..n].iter_mut().enumerate() {
@@ -188,10 +256,10 @@ unsafe fn compute(g: &Gemm, t: &Table) {
         let mr = MR.min(m - r0);
         let rows = std::array::from_fn(|i| g.a.at(r0 + i.min(mr - 1), 0));
         let ab = RowBlock { a, len: a_len, rows, col: g.a.col as usize };
-        for j0 in (0..n).step_by(NR) {
+        for j0 in (0..n).step_by(W) {
             // SAFETY: `A` is read-only during the launch (the function's contract).
-            let acc = unsafe { block(&ab, &packed[j0..], stride, k) };
-            let cols = NR.min(n - j0);
+            let acc = unsafe { block::<W>(&ab, &packed[j0..], stride, k) };
+            let cols = W.min(n - j0);
             for (i, acc_row) in acc.iter().enumerate().take(mr) {
                 let (r, bias) = (r0 + i, &bias[j0..j0 + cols]);
                 if g.c.col == 1 {
@@ -205,7 +273,7 @@ unsafe fn compute(g: &Gemm, t: &Table) {
                     // SAFETY: `g` is checked and its `aux` not written during the launch (as above).
                     unsafe { epilogue(g, t, r, j0, &acc_row[..cols], bias, out) };
                 } else {
-                    let mut out = [0.0f32; NR];
+                    let mut out = [0.0f32; W];
                     // SAFETY: `g` is checked and its `aux` not written during the launch (as above).
                     unsafe { epilogue(g, t, r, j0, &acc_row[..cols], bias, &mut out[..cols]) };
                     store(r, j0, &out[..cols]);
@@ -477,9 +545,10 @@ mod tests {
     /// epilogue: the packed, parallel CPU path gives the element-by-element reference's bits.
     #[test]
     fn cpu_products_equal_the_reference_bitwise() {
-        // Sequential row blocks (the first size) and parallel ones (the second: m * n * k >= 2^20); both end
-        // in partial register blocks of rows and of columns.
-        for (m, n, k) in [(37, 29, 53), (131, 71, 120)] {
+        // Sequential row blocks (the first two sizes) and parallel ones (m * n * k >= 2^20), in the narrow
+        // blocks (n <= 16) and the wide ones (where the CPU has AVX-512); each ends in partial register
+        // blocks of rows and of columns.
+        for (m, n, k) in [(37, 29, 53), (41, 13, 60), (131, 71, 120), (700, 13, 120)] {
             products_equal_the_reference(m, n, k);
         }
     }
@@ -515,11 +584,11 @@ mod tests {
         ];
         for (i, g) in cases.into_iter().enumerate() {
             let g = Gemm { m: m as u32, n: n as u32, k: k as u32, m_pad: m as u32 + 5, n_pad: n as u32 + 1, ..g };
-            let a = noise(1 + i as u32, 40_000);
-            let b = noise(7 + i as u32, 40_000);
-            let mut want = vec![f32::NAN; 12_000];
+            let a = noise(1 + i as u32, 100_000);
+            let b = noise(7 + i as u32, 100_000);
+            let mut want = vec![f32::NAN; 20_000];
             reference(&g, |buf, idx| if buf == 0 { a[idx] } else { b[idx] }, |idx, x| want[idx] = x);
-            let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 12_000]);
+            let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 20_000]);
             run(&[g], &mut [&mut a2, &mut b2, &mut got]).unwrap();
             let differ = want.iter().zip(&got).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
             assert_eq!(differ, 0, "case {i} ({m} x {n} x {k}): {differ} outputs differ from the reference");
