@@ -118,8 +118,9 @@ def test_any_datetime_index_is_the_time_and_comes_back_as_it_was():
         assert run.equity.index.equals(frame.index), index
         assert run.equity.index.name == index.name and run.equity.index.tz == index.tz
         joined = frame.join(run.equity)
-        assert len(joined) == len(frame) and joined["sma_10_40"].notna().all()
+        assert len(joined) == len(frame) and joined[(10, 40)].notna().all()
         assert "bar" not in run.equity and "time" not in run.equity
+        assert list(run.equity.columns) == [(10, 40)] and not isinstance(run.equity.columns, pd.MultiIndex)
 
 
 def test_a_text_index_with_dst_offsets_parses_as_its_column_does():
@@ -130,7 +131,7 @@ def test_a_text_index_with_dst_offsets_parses_as_its_column_does():
     same_metrics(run, tradesim.backtest(path, **GRID))
     same_metrics(run, tradesim.backtest(pd.read_csv(path), **GRID))
     assert run.equity.index.equals(frame.index) and run.equity.index.name == "datetime"
-    assert frame.join(run.equity)["sma_10_40"].notna().all()
+    assert frame.join(run.equity)[(10, 40)].notna().all()
 
 
 def test_a_time_column_comes_back_in_its_timezone():

@@ -109,9 +109,9 @@ def test_trades_and_equity_match_the_cli_exports(tmp_path):
     assert (run.trades["fast"] == 10).all() and (run.trades["slow"] == 30).all()
     assert list(run.trades["entry_time"]) == list(pd.to_datetime(theirs["entry_time"], utc=True))
     eq_theirs = read_cli_csv(equity_csv)
-    assert list(run.equity["sma_10_30"]) == [float(x) for x in eq_theirs["sma_10_30"]]
+    assert list(run.equity[(10, 30)]) == [float(x) for x in eq_theirs["sma_10_30"]]
     assert isinstance(run.equity.index, pd.DatetimeIndex)
-    total = run.equity["sma_10_30"].iloc[-1] / 100_000 - 1
+    total = run.equity[(10, 30)].iloc[-1] / 100_000 - 1
     assert abs(total - run.metrics.loc[(10, 30), "total_return"]) < 1e-9
 
 

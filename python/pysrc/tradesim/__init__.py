@@ -351,6 +351,11 @@ def _equity_on_caller_index(frame: Any, origin: Optional[_TimeOrigin], symbol: s
         return None
     bars = frame.pop("bar").to_numpy()
     times = frame.pop("time")
+    # Each column labelled by its windows, ``(fast, slow)``, on one level (a flat Index of tuples, not a
+    # MultiIndex: joining a single-level frame onto a MultiIndex one raises in pandas).
+    pd = _pandas()
+    windows = [tuple(int(w) for w in str(c).split("_")[1:]) for c in frame.columns]
+    frame.columns = pd.Index(windows, tupleize_cols=False)
     if origin is not None and origin.is_index:
         labels = _caller_positions(origin, symbol)
         if len(labels) == len(frame) and (len(bars) == 0 or int(bars.max()) < len(labels)):
@@ -381,8 +386,8 @@ class BacktestRun:
     #: ``slow`` give the windows; ``side`` is ``long``/``short``, ``exit_reason`` ``signal``,
     #: ``end_of_data``, ...), or None.
     trades: Optional[pd.DataFrame]
-    #: Per-bar equity of the selected columns (one column ``sma_FAST_SLOW`` each, flat labels so that
-    #: ``df.join`` works) on the caller's time index, or None.
+    #: Per-bar equity of the selected columns (one column each, labelled ``(fast, slow)`` on a single level
+    #: so that ``df.join`` works: ``run.equity[(10, 50)]``) on the caller's time index, or None.
     equity: Optional[pd.DataFrame]
     #: The backend that ran it (``cpu`` or ``cuda``).
     device: str
