@@ -382,18 +382,17 @@ fn assert_same_study(dir: &Path, expected: &(Vec<String>, Vec<String>), killed: 
 }
 
 /// The search of the exact-resume tests (20 trials through 5 slots, 3 epochs, the median pruner from the
-/// third complete trial on) written under `dir`: run on study PATH, fresh or resumed, with a failpoint.
-/// The costs are pinned to the defaults before 37a73b9 (spread 0.0001, no commission): the kill points of
-/// the resume tests below were chosen on that search's trajectory. At today's default costs the refill
-/// test's resumed search places trials 15-19 in a new batch instead of the freed slots at tick 8: a resume
-/// bug not yet found.
-fn resumable_search(dir: &Path) -> impl Fn(&Path, bool, Option<&str>) -> (bool, String) + use<> {
+/// third complete trial on) written under `dir`, with the `[env]` table `env` (empty: the default costs):
+/// run on study PATH, fresh or resumed, with a failpoint.
+fn resumable_search(dir: &Path, env: &str) -> impl Fn(&Path, bool, Option<&str>) -> (bool, String) + use<> {
     let cfg = dir.join("search.toml");
     std::fs::write(
         &cfg,
-        "[study]\ntrials = 20\nparallel = 5\nepochs = 3\nstartup_trials = 5\nprune_startup_trials = 3\n\
-         envs = 4\nsegment_len = 24\nseed = 11\n[env]\nspread = \"0.0001\"\ncommission = \"0\"\n\
-         [space]\nhidden = { choices = [8, 16] }\nbatch = { choices = [16, 32] }\n",
+        format!(
+            "[study]\ntrials = 20\nparallel = 5\nepochs = 3\nstartup_trials = 5\nprune_startup_trials = 3\n\
+             envs = 4\nsegment_len = 24\nseed = 11\n[env]\n{env}\n\
+             [space]\nhidden = {{ choices = [8, 16] }}\nbatch = {{ choices = [16, 32] }}\n"
+        ),
     )
     .unwrap();
     move |study: &Path, resume: bool, failpoint: Option<&str>| {
@@ -419,7 +418,7 @@ fn resumable_search(dir: &Path) -> impl Fn(&Path, bool, Option<&str>) -> (bool, 
 #[test]
 fn a_resumed_search_equals_the_uninterrupted_one() {
     let dir = temp_dir("exact-resume");
-    let run = resumable_search(&dir);
+    let run = resumable_search(&dir, "");
     let whole = dir.join("whole").join("study.sqlite");
     let (ok, stderr) = run(&whole, false, None);
     assert!(ok, "{stderr}");
@@ -453,11 +452,25 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
 /// Issue 12 item 5: a search whose batch refilled freed slots (pruned trials' slots take the next trials
 /// mid-batch), killed right after a refill's claim and again after the refilled trials began to finish,
 /// resumes to the study of the uninterrupted search: the same trials, places, histories, values, epochs and
-/// checkpoint bytes.
+/// checkpoint bytes. At the default costs the second kill comes at a boundary where every slot has just
+/// freed (no trial left to restart: the batch goes on from there); with the costs below, while trials of
+/// the batch still run (they restart at their places, the finished ones holding their slots).
 #[test]
 fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
-    let dir = temp_dir("refill-resume");
-    let run = resumable_search(&dir);
+    killed_after_refills("refill-resume", "", false);
+}
+
+/// The same with a spread of 0.0001 and no commission (the default costs before 37a73b9).
+#[test]
+fn a_search_killed_after_refills_while_trials_run_resumes_as_the_uninterrupted_one() {
+    killed_after_refills("refill-resume-running", "spread = \"0.0001\"\ncommission = \"0\"", true);
+}
+
+/// The refill-resume case of the search with `[env]` table `env`; `running`: whether the second kill leaves
+/// trials of the batch running (else it leaves none).
+fn killed_after_refills(name: &str, env: &str, running: bool) {
+    let dir = temp_dir(name);
+    let run = resumable_search(&dir, env);
     let places = |study: &Path| -> Vec<(u64, String, Option<tradesim::hyperopt::study::Place>)> {
         open(study).unwrap().trials().unwrap().into_iter().map(|t| (t.number, t.status, t.place)).collect()
     };
@@ -494,6 +507,8 @@ fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
     // Resumed, then killed again once trials started in freed slots are finishing.
     let (ok, stderr) = run(&killed, true, Some("finish:7"));
     assert!(!ok && stderr.contains("failpoint finish:7"), "{stderr}");
+    let stopped = places(&killed);
+    assert_eq!(stopped.iter().any(|p| p.1 == "running"), running, "{stopped:?}");
     let (ok, stderr) = run(&killed, true, None);
     assert!(ok, "{stderr}");
     assert_same_study(&dir, &expected, &killed);

@@ -382,6 +382,33 @@ fn start_new(
     Ok(out)
 }
 
+/// The batch a resumed search continues when no trial of it is left to restart: the batch of tradesim's
+/// latest placed trial, if none of its trials is this process's, all are finished, their worker is gone or
+/// silent (`abandoned`), and all its slots freed at one epoch (the boundary at which its worker stopped,
+/// between its last trials' ends and their slots' refills; a worker that runs on refills every slot it
+/// frees while trials are left). Returns its number, slots and that epoch.
+fn continued(
+    trials: &[TrialRecord],
+    claimed: &HashSet<u64>,
+    s: &super::config::StudyConfig,
+    abandoned: impl Fn(&TrialRecord) -> bool,
+) -> Option<(u64, usize, usize)> {
+    let batch = trials.iter().filter(|t| t.ours).filter_map(|t| t.place.map(|q| (t.number, q.batch))).max()?;
+    let members: Vec<(&TrialRecord, Place)> =
+        trials.iter().filter_map(|t| t.place.filter(|q| t.ours && q.batch == batch.1).map(|q| (t, q))).collect();
+    if members.iter().any(|(t, _)| claimed.contains(&t.number) || !t.finished() || !abandoned(t)) {
+        return None;
+    }
+    let slots = members.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0);
+    let ends: Vec<usize> = (0..slots)
+        .map(|k| {
+            members.iter().filter(|(_, q)| q.slot == k).map(|(t, q)| end_tick(t, q.tick, s.epochs)).max().unwrap_or(0)
+        })
+        .collect();
+    let tick = ends.first().copied().unwrap_or(0);
+    (slots > 0 && slots <= s.parallel && ends.iter().all(|&e| e == tick)).then_some((batch.1, slots, tick))
+}
+
 /// Claims the next batch, in one write transaction (so two workers, in this process or any other, never
 /// claim the same trial). Interrupted trials come first: tradesim's unfinished trials that no worker of this
 /// process runs and whose worker is gone (a process of this host that no longer exists) or silent (no
@@ -400,12 +427,15 @@ fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me:
         let cutoff = study.db_time_ago(s.stale_seconds)?;
         let processes = study.worker_processes()?;
         let trials = study.trials()?;
-        let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
-            trials.iter().filter(|t| t.ours && !t.finished() && !claimed.contains(&t.number)).partition(|t| {
-                t.worker.is_none()
-                    || gone(processes.get(&t.number), me)
-                    || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
-            });
+        let abandoned = |t: &TrialRecord| {
+            t.worker.is_none()
+                || gone(processes.get(&t.number), me)
+                || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
+        };
+        let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) = trials
+            .iter()
+            .filter(|t| t.ours && !t.finished() && !claimed.contains(&t.number))
+            .partition(|t| abandoned(t));
         // A trial whose worker stopped in each of its `max_runs` runs fails rather than stop another.
         let (spent, interrupted): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
             interrupted.into_iter().partition(|t| t.runs >= s.max_runs);
@@ -443,6 +473,11 @@ fn next_batch(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me:
                 }
                 plan.runs.push(((t.number, t.params.clone(), t.history.clone()), at));
             }
+        } else if let Some((id, slots, tick)) = continued(&trials, claimed, s, abandoned) {
+            // A batch whose worker stopped at a boundary, after its last trials finished and before their
+            // slots took new ones: its slots refill there, as they would have.
+            (plan.id, plan.tick0, plan.slots) = (id, tick, slots);
+            plan.runs = start_new(study, cfg, &trials, claimed, slots, |_, slot| Place { batch: id, slot, tick })?;
         } else {
             plan.runs = start_new(study, cfg, &trials, claimed, s.parallel, |first, slot| Place {
                 batch: first,
