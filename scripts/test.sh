@@ -19,7 +19,9 @@ pg_dir=$(mktemp -d /tmp/tradesim-pg.XXXXXX)
 chmod 755 "$pg_dir"
 trap 'bash scripts/postgres.sh stop "$pg_dir"' EXIT
 TRADESIM_POSTGRES_URL=$(bash scripts/postgres.sh start "$pg_dir")
-export TRADESIM_POSTGRES_URL
+# Its TLS certificates (tests/postgres_tls.rs): the CA, and a CA that signed nothing.
+TRADESIM_POSTGRES_TLS="$pg_dir/tls"
+export TRADESIM_POSTGRES_URL TRADESIM_POSTGRES_TLS
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --no-default-features -- -D warnings

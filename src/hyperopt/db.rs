@@ -10,6 +10,7 @@ use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
 use rusqlite::types::{ToSqlOutput, Value as SqliteValue, ValueRef};
 
 use super::storage::StorageUrl;
+use super::tls::TlsOptions;
 use crate::Error;
 
 /// A value in or out of a statement.
@@ -240,8 +241,11 @@ impl Db {
                 if let Some(p) = password {
                     config.password(p);
                 }
+                let mut tls = TlsOptions::default();
                 for option in options.split('&').filter(|o| !o.is_empty()) {
                     match option.split_once('=') {
+                        Some(("sslmode", v)) => tls.mode = Some(v.to_owned()),
+                        Some(("sslrootcert", v)) => tls.rootcert = Some(v.to_owned()),
                         Some(("application_name", v)) => {
                             config.application_name(v);
                         }
@@ -253,9 +257,12 @@ impl Db {
                         _ => return Err(Error::Study(format!("{storage}: unsupported connection option `{option}`"))),
                     }
                 }
-                let client = config
-                    .connect(postgres::NoTls)
-                    .map_err(|e| Error::Study(format!("connecting to {storage}: {}", pg_err(e))))?;
+                let tls = tls.with_environment().resolve().map_err(|e| Error::Study(format!("{storage}: {e}")))?;
+                config.ssl_mode(tls.negotiate);
+                let client = config.connect(tls.connector.clone()).map_err(|e| {
+                    let why = tls.explain(&e, host).unwrap_or_else(|| pg_err(e).to_string());
+                    Error::Study(format!("connecting to {storage}: {why}"))
+                })?;
                 Ok(Self::Postgres(RefCell::new(client), Cell::new(false)))
             }
         }

@@ -15,6 +15,7 @@ pub mod sampler;
 pub mod search;
 pub mod storage;
 pub mod study;
+pub mod tls;
 
 pub use config::SearchConfig;
 pub use search::{Progress, SearchPaths, run_search};
