@@ -233,6 +233,7 @@ fn two_workers_share_a_study() {
         storage: StorageUrl::Sqlite(study.clone()),
         study_name: "tradesim".to_owned(),
         checkpoints: dir.join("checkpoints"),
+        artifacts: None,
     };
     drop(Study::open(&paths.storage, "tradesim", false, "{}").unwrap());
     let d = tradesim::data::embedded().unwrap();

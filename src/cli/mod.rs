@@ -137,6 +137,11 @@ enum Command {
         /// Report folder (default: beside the study).
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Optuna artifact store (a folder in FileSystemArtifactStore's layout, e.g. on a shared mount):
+        /// each finished trial's checkpoint and test ledger are uploaded and linked to the trial
+        /// (overrides `[study] artifacts`).
+        #[arg(long, value_name = "DIR")]
+        artifacts: Option<PathBuf>,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -376,6 +381,7 @@ pub fn main() -> ExitCode {
             placebo,
             walk_forward,
             report,
+            artifacts,
             device,
         } => {
             let args = crate::hyperopt::job::JobArgs {
@@ -394,6 +400,7 @@ pub fn main() -> ExitCode {
                 resume,
                 load_if_exists,
                 report,
+                artifacts,
             };
             let backends = crate::select_backends(device).map(|(b, reason)| {
                 if let Some(reason) = reason {

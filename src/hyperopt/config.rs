@@ -161,6 +161,10 @@ pub struct StudyConfig {
     pub placebo: usize,
     /// Anchored walk-forward folds of the best configuration after the search (0: none).
     pub walk_forward: usize,
+    /// An Optuna artifact store (a folder, `FileSystemArtifactStore`'s layout) each finished trial's
+    /// checkpoint and test ledger are uploaded to (`--artifacts` overrides it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<String>,
 }
 
 impl Default for StudyConfig {
@@ -187,6 +191,7 @@ impl Default for StudyConfig {
             max_runs: 3,
             placebo: 0,
             walk_forward: 0,
+            artifacts: None,
         }
     }
 }

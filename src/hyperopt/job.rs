@@ -49,6 +49,8 @@ pub struct JobArgs {
     pub load_if_exists: bool,
     /// Report folder (default: beside the study, `report/`).
     pub report: Option<PathBuf>,
+    /// Artifact store folder (overrides `[study] artifacts`).
+    pub artifacts: Option<PathBuf>,
 }
 
 impl Default for JobArgs {
@@ -69,6 +71,7 @@ impl Default for JobArgs {
             resume: false,
             load_if_exists: false,
             report: None,
+            artifacts: None,
         }
     }
 }
@@ -205,10 +208,12 @@ impl Job {
         } else {
             fresh
         };
+        let artifacts = args.artifacts.clone().or_else(|| cfg.study.artifacts.as_ref().map(PathBuf::from));
         let paths = SearchPaths {
             storage: storage.clone(),
             study_name: name.clone(),
             checkpoints: dir.join(folder_for("checkpoints", &name)),
+            artifacts: artifacts.as_deref().map(super::artifacts::ArtifactStore::new).transpose()?,
         };
         let report_dir = args.report.clone().unwrap_or_else(|| dir.join(folder_for("report", &name)));
         Ok(Self { storage, name, cfg, paths, report_dir, notes })
@@ -229,7 +234,11 @@ impl Job {
         let started = Instant::now();
         let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
         let split_seconds = started.elapsed().as_secs_f64();
-        run_search(backends, &data, &self.cfg, bars_per_year, &self.paths, progress)?;
+        let mut paths = self.paths.clone();
+        if let Some(store) = &mut paths.artifacts {
+            store.test_times = series.bars[data.split.test.clone()].iter().map(|b| b.time.to_rfc3339()).collect();
+        }
+        run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
         let study = Study::reopen(&self.storage, &self.name)?;
         let mut evidence = crate::evidence::assess(backend, &study, &data, &self.cfg, bars_per_year)?;
         let best = match evidence.best_trial {
@@ -294,10 +303,12 @@ impl Job {
             let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
             study.set_study_attr(crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string())?;
             study.set_study_attr(crate::evidence::PLACEBO_INDEX_ATTR, index.to_string())?;
+            // A placebo search's trials are evidence, not answers: no artifacts.
             let paths = SearchPaths {
                 storage: self.storage.clone(),
                 study_name: name.clone(),
                 checkpoints: dir.join(folder_for("checkpoints", &name)),
+                artifacts: None,
             };
             run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
             let board = super::ranking::study_leaderboard(&study)?;

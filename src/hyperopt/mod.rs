@@ -5,6 +5,7 @@
 //! on the test split by the backtest engine and audited in Decimal, and its evidence (`crate::evidence`:
 //! deflated Sharpe, PBO, placebo searches, walk-forward, the verdict).
 
+pub mod artifacts;
 pub mod best;
 pub mod config;
 pub mod db;

@@ -202,6 +202,8 @@ pub struct SearchPaths {
     pub study_name: String,
     /// Checkpoints folder.
     pub checkpoints: PathBuf,
+    /// The artifact store each finished trial's checkpoint and test ledger are also uploaded to.
+    pub artifacts: Option<super::artifacts::ArtifactStore>,
 }
 
 /// Events for progress displays; an error returned by the listener stops the search there (a Ctrl-C) and
@@ -545,7 +547,16 @@ pub fn run_search(
             let numbers: Vec<u64> = c.batch.runs.iter().map(|r| r.0.0).collect();
             locked(&running)?.extend(&numbers);
             progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
-            let shared = Shared { claimed: &claimed, running: &running, me: &me, lost: &lost, paths, progress };
+            let shared = Shared {
+                claimed: &claimed,
+                running: &running,
+                me: &me,
+                lost: &lost,
+                paths,
+                progress,
+                test: &data.test,
+                bars_per_year,
+            };
             let result = run_batch(backend, data, cfg, bars_per_year, &env, c.batch, &shared, &study);
             locked(&running)?.retain(|n| !numbers.contains(n));
             result?;
@@ -732,6 +743,9 @@ struct Shared<'a> {
     lost: &'a Mutex<Option<String>>,
     paths: &'a SearchPaths,
     progress: &'a (dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    /// The test split and its annualization (a trial's test ledger for the artifact store).
+    test: &'a crate::MarketData,
+    bars_per_year: f64,
 }
 
 fn locked<'m, T>(m: &'m Mutex<T>) -> Result<std::sync::MutexGuard<'m, T>, Error> {
@@ -742,6 +756,8 @@ fn locked<'m, T>(m: &'m Mutex<T>) -> Result<std::sync::MutexGuard<'m, T>, Error>
 /// whether it was pruned.
 struct Running {
     number: u64,
+    /// Its environment (costs, stops) as the kernels take it.
+    env: TrialParams,
     reference: (Vec<EpochRecord>, usize),
     own: Vec<f64>,
     pruned: bool,
@@ -883,8 +899,8 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         };
         let env = TrialParams { key: number, ..env_params(&params, self.env)? };
         let learner = (self.learner)(&params)?;
-        self.trials
-            .insert(number, Running { number, reference, own: Vec::new(), pruned: false, valid_actions: Vec::new() });
+        let run = Running { number, env, reference, own: Vec::new(), pruned: false, valid_actions: Vec::new() };
+        self.trials.insert(number, run);
         self.slots[slot] = Some(number);
         if tick > 0 {
             (self.shared.progress)(&Progress::Refill { slot, number })?;
@@ -898,6 +914,18 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         t.network.save(&path)?;
         let value = run.own.last().copied().unwrap_or(f64::NAN);
         self.study.set_valid_actions(run.number, &run.valid_actions)?;
+        // The checkpoint and the test ledger into the artifact store, linked before the trial finishes
+        // (Optuna's cached storage never re-reads a finished trial).
+        if let Some(store) = &self.shared.paths.artifacts {
+            let n = run.number;
+            let bytes = std::fs::read(&path).map_err(|e| Error::Output(format!("{}: {e}", path.display())))?;
+            let meta = store.put(&format!("trial-{n}.safetensors"), &bytes, "application/octet-stream")?;
+            self.study.link_artifact(n, &meta)?;
+            let (test, per_year) = (self.shared.test, self.shared.bars_per_year);
+            let csv = super::best::test_ledger_csv(n, test, run.env, &t.test_actions, per_year, &store.test_times)?;
+            let meta = store.put(&format!("trial-{n}-trades.csv"), csv.as_bytes(), "text/csv")?;
+            self.study.link_artifact(n, &meta)?;
+        }
         let test = &t.test;
         self.study.finish(
             run.number,
@@ -923,6 +951,7 @@ pub fn default_paths(dir: &Path) -> SearchPaths {
         storage: StorageUrl::Sqlite(dir.join("study.sqlite")),
         study_name: DEFAULT_STUDY_NAME.to_owned(),
         checkpoints: dir.join(folder_for("checkpoints", DEFAULT_STUDY_NAME)),
+        artifacts: None,
     }
 }
 

@@ -672,8 +672,10 @@ impl Study {
             ] {
                 self.db.exec(&format!("DELETE FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
             }
+            // The interrupted run's artifact links go too (their files stay in the store, unlinked).
             self.db.exec(
-                "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_pruned_at'",
+                "DELETE FROM trial_system_attributes WHERE trial_id = ?1
+                 AND (key = 'tradesim_pruned_at' OR key LIKE 'artifacts:%')",
                 &[Val::I64(id)],
             )?;
             self.db.exec(
@@ -682,6 +684,33 @@ impl Study {
             )?;
             Ok(())
         })
+    }
+
+    /// Links an artifact to trial `number` as `optuna.artifacts.upload_artifact` does (the trial system
+    /// attribute `artifacts:ID`, a JSON string holding the meta's JSON); refused unless this handle holds the trial's claim.
+    pub fn link_artifact(&self, number: u64, meta: &super::artifacts::ArtifactMeta) -> Result<(), Error> {
+        self.in_tx(|| {
+            let id = self.trial_id(number)?;
+            self.check_owner(id, number)?;
+            let key = format!("{}{}", super::artifacts::ARTIFACTS_ATTR_PREFIX, meta.artifact_id);
+            // Optuna stores an attribute's value as JSON, and upload_artifact's value is itself JSON text.
+            self.set_attr("trial_system_attributes", id, &key, json!(meta.to_json()).to_string())
+        })
+    }
+
+    /// The artifacts linked to trial `number`, by file name.
+    pub fn artifacts(&self, number: u64) -> Result<Vec<super::artifacts::ArtifactMeta>, Error> {
+        let id = self.trial_id(number)?;
+        let rows = self.db.query(
+            "SELECT value_json FROM trial_system_attributes WHERE trial_id = ?1 AND key LIKE 'artifacts:%'",
+            &[Val::I64(id)],
+        )?;
+        let mut out: Vec<_> = rows
+            .iter()
+            .filter_map(|r| super::artifacts::ArtifactMeta::from_json(&parse_json_text(r[0].text()?)?))
+            .collect();
+        out.sort_by(|a, b| a.filename.cmp(&b.filename));
+        Ok(out)
     }
 
     /// Fails an interrupted trial that ran `runs` times, its worker stopping each time (`[study] max_runs`;
@@ -1087,6 +1116,11 @@ impl Study {
         let rows = self.db.query(&format!("SELECT actions FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
         Ok(rows.first().and_then(|r| r[0].blob().map(<[u8]>::to_vec)))
     }
+}
+
+/// The text a JSON string literal holds (`None` when `json` is not one).
+fn parse_json_text(json: &str) -> Option<String> {
+    serde_json::from_str::<String>(json).ok()
 }
 
 #[cfg(test)]

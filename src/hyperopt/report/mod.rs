@@ -220,10 +220,8 @@ fn leaderboard_files(
 
 /// `best-trades.csv`: the best trial's ledger, its bars' times from `series`.
 fn trades_csv(best: &BestOnTest, series: &Series) -> String {
-    let trades: Vec<(String, crate::Trade)> =
-        best.trades.iter().map(|t| (format!("trial_{}", best.trial), *t)).collect();
     let time = |bar: u32| {
         series.bars.get(best.test_bars.start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339())
     };
-    crate::table::csv_text(&crate::table::trade_columns(&trades, &time))
+    super::best::ledger_csv(best.trial, &best.trades, &time)
 }

@@ -1,0 +1,106 @@
+//! Issue 45 item 2: each finished trial's checkpoint and test ledger uploaded to an Optuna artifact store
+//! (`--artifacts DIR`, or `[study] artifacts`) and linked to the trial as `optuna.artifacts.upload_artifact`
+//! links it; the real optuna and optuna-dashboard's API find them (`tests/optuna_artifacts.py`, run with
+//! the python of `scripts/setup-optuna.sh`, which `scripts/test.sh` sets as `TRADESIM_OPTUNA_PYTHON`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use tradesim::hyperopt::storage::StorageUrl;
+use tradesim::hyperopt::study::Study;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tradesim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
+    let dir = temp_dir("artifacts");
+    let (store, unused) = (dir.join("store"), dir.join("unused-store"));
+    let cfg = dir.join("search.toml");
+    // Pruning on, so pruned trials (finished too) have their files; the TOML key names another store,
+    // which the flag overrides.
+    std::fs::write(
+        &cfg,
+        format!(
+            "[study]\ntrials = 6\nparallel = 3\nepochs = 3\nstartup_trials = 3\nprune_startup_trials = 2\nenvs = 4\n\
+             segment_len = 24\nseed = 11\nartifacts = \"{}\"\n",
+            unused.display()
+        ),
+    )
+    .unwrap();
+    let study_path = dir.join("study.sqlite");
+    let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
+    let out = Command::new(bin)
+        .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap()])
+        .args(["--study", study_path.to_str().unwrap(), "--artifacts", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!unused.exists(), "the flag overrides the TOML key");
+
+    let storage = StorageUrl::Sqlite(study_path.clone());
+    let study = Study::reopen(&storage, "tradesim").unwrap();
+    let trials = study.trials().unwrap();
+    assert_eq!(trials.len(), 6);
+    assert!(trials.iter().any(|t| t.status == "pruned"), "the search pruned no trial: {trials:?}");
+    let mut expected: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for t in &trials {
+        let metas = study.artifacts(t.number).unwrap();
+        let names: Vec<&str> = metas.iter().map(|m| m.filename.as_str()).collect();
+        let (weights, ledger) = (format!("trial-{}.safetensors", t.number), format!("trial-{}-trades.csv", t.number));
+        assert_eq!(names, [ledger.as_str(), weights.as_str()], "trial {}", t.number);
+        let file = |name: &str| store.join(&metas.iter().find(|m| m.filename == name).unwrap().artifact_id);
+        // The checkpoint's bytes are the local checkpoint's.
+        let local = PathBuf::from(t.checkpoint.as_deref().unwrap());
+        assert_eq!(std::fs::read(file(&weights)).unwrap(), std::fs::read(&local).unwrap(), "trial {}", t.number);
+        let csv = std::fs::read_to_string(file(&ledger)).unwrap();
+        assert!(csv.starts_with("column,"), "trial {}: {csv}", t.number);
+        assert!(metas.iter().all(|m| m.encoding.is_none()));
+        assert_eq!(
+            metas.iter().map(|m| m.mimetype.as_str()).collect::<Vec<_>>(),
+            ["text/csv", "application/octet-stream"]
+        );
+        expected.insert(
+            t.number.to_string(),
+            [(weights, local), (ledger.clone(), file(&ledger))]
+                .into_iter()
+                .map(|(name, path)| (name, path.display().to_string()))
+                .collect(),
+        );
+    }
+    // The best trial's ledger is the report's best-trades.csv (the same replay, times and columns).
+    let best: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report").join("leaderboard.json")).unwrap()).unwrap();
+    let best_number = best["trials"][0]["number"].as_u64().unwrap();
+    if best["trials"][0]["status"] == "complete" {
+        let ledger = &expected[&best_number.to_string()][&format!("trial-{best_number}-trades.csv")];
+        assert_eq!(
+            std::fs::read_to_string(ledger).unwrap(),
+            std::fs::read_to_string(dir.join("report").join("best-trades.csv")).unwrap()
+        );
+    }
+    // The store holds these files and nothing half-written.
+    assert_eq!(std::fs::read_dir(&store).unwrap().count(), 2 * trials.len());
+
+    let Ok(python) = std::env::var("TRADESIM_OPTUNA_PYTHON") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must run the Optuna check: TRADESIM_OPTUNA_PYTHON is unset");
+        eprintln!("skipped the optuna part: TRADESIM_OPTUNA_PYTHON is unset (scripts/test.sh sets it)");
+        return std::fs::remove_dir_all(dir).unwrap();
+    };
+    let expected_path = dir.join("expected.json");
+    std::fs::write(&expected_path, serde_json::to_string(&expected).unwrap()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/optuna_artifacts.py");
+    let out = Command::new(python)
+        .args([script, &format!("sqlite:///{}", study_path.display()), "tradesim", store.to_str().unwrap()])
+        .arg(&expected_path)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("artifacts ok: 6 trials, 12 files"), "{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
