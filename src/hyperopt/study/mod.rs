@@ -13,11 +13,19 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
-use super::config::{Dimension, SearchConfig, is_integer};
+use super::config::{Dimension, SearchConfig};
 use super::db::{Db, Val, timestamp};
 use super::sampler::Params;
 use super::storage::StorageUrl;
 use crate::Error;
+
+mod params;
+mod schema;
+mod workers;
+
+use params::{distribution, from_typed, nan_to_null, param_value, typed};
+use schema::{ensure_schema, study_id_of};
+pub use workers::{Worker, WorkerProcess};
 
 /// The Optuna schema version written (Optuna refuses a storage of another version).
 pub const OPTUNA_SCHEMA_VERSION: i64 = 12;
@@ -33,54 +41,6 @@ pub const FAIL_REASON_ATTR: &str = "fail_reason";
 /// The reason a finished trial is a FAIL: its last validation epoch gave no objective.
 pub const UNDEFINED_OBJECTIVE: &str = "the validation objective (the last epoch's Sharpe ratio) is undefined (NaN): \
      the policy traded but its returns had no variance, or its values were not finite";
-
-/// Optuna's tables exactly as optuna 5.0.0 creates them on SQLite, then tradesim's own.
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS studies (study_id INTEGER NOT NULL, study_name VARCHAR(512) NOT NULL, PRIMARY KEY (study_id));
-CREATE UNIQUE INDEX IF NOT EXISTS ix_studies_study_name ON studies (study_name);
-CREATE TABLE IF NOT EXISTS version_info (version_info_id INTEGER NOT NULL, schema_version INTEGER,
-  library_version VARCHAR(256), PRIMARY KEY (version_info_id), CHECK (version_info_id=1));
-CREATE TABLE IF NOT EXISTS study_directions (study_direction_id INTEGER NOT NULL, direction VARCHAR(8) NOT NULL,
-  study_id INTEGER NOT NULL, objective INTEGER NOT NULL, PRIMARY KEY (study_direction_id),
-  UNIQUE (study_id, objective), FOREIGN KEY(study_id) REFERENCES studies (study_id));
-CREATE TABLE IF NOT EXISTS study_user_attributes (study_user_attribute_id INTEGER NOT NULL, study_id INTEGER,
-  "key" VARCHAR(512), value_json TEXT, PRIMARY KEY (study_user_attribute_id), UNIQUE (study_id, "key"),
-  FOREIGN KEY(study_id) REFERENCES studies (study_id));
-CREATE TABLE IF NOT EXISTS study_system_attributes (study_system_attribute_id INTEGER NOT NULL, study_id INTEGER,
-  "key" VARCHAR(512), value_json TEXT, PRIMARY KEY (study_system_attribute_id), UNIQUE (study_id, "key"),
-  FOREIGN KEY(study_id) REFERENCES studies (study_id));
-CREATE TABLE IF NOT EXISTS trials (trial_id INTEGER NOT NULL, number INTEGER, study_id INTEGER,
-  state VARCHAR(8) NOT NULL, datetime_start DATETIME, datetime_complete DATETIME, PRIMARY KEY (trial_id),
-  FOREIGN KEY(study_id) REFERENCES studies (study_id));
-CREATE INDEX IF NOT EXISTS ix_trials_study_id ON trials (study_id);
-CREATE TABLE IF NOT EXISTS trial_user_attributes (trial_user_attribute_id INTEGER NOT NULL, trial_id INTEGER,
-  "key" VARCHAR(512), value_json TEXT, PRIMARY KEY (trial_user_attribute_id), UNIQUE (trial_id, "key"),
-  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS trial_system_attributes (trial_system_attribute_id INTEGER NOT NULL, trial_id INTEGER,
-  "key" VARCHAR(512), value_json TEXT, PRIMARY KEY (trial_system_attribute_id), UNIQUE (trial_id, "key"),
-  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS trial_params (param_id INTEGER NOT NULL, trial_id INTEGER, param_name VARCHAR(512),
-  param_value FLOAT, distribution_json TEXT, PRIMARY KEY (param_id), UNIQUE (trial_id, param_name),
-  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS trial_values (trial_value_id INTEGER NOT NULL, trial_id INTEGER NOT NULL,
-  objective INTEGER NOT NULL, value FLOAT, value_type VARCHAR(7) NOT NULL, PRIMARY KEY (trial_value_id),
-  UNIQUE (trial_id, objective), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS trial_intermediate_values (trial_intermediate_value_id INTEGER NOT NULL,
-  trial_id INTEGER NOT NULL, step INTEGER NOT NULL, intermediate_value FLOAT,
-  intermediate_value_type VARCHAR(7) NOT NULL, PRIMARY KEY (trial_intermediate_value_id), UNIQUE (trial_id, step),
-  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS trial_heartbeats (trial_heartbeat_id INTEGER NOT NULL, trial_id INTEGER NOT NULL,
-  heartbeat DATETIME NOT NULL, PRIMARY KEY (trial_heartbeat_id), UNIQUE (trial_id),
-  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS alembic_version (version_num VARCHAR(32) NOT NULL,
-  CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num));
-CREATE TABLE IF NOT EXISTS tradesim_epochs (trial_id INTEGER NOT NULL, epoch INTEGER NOT NULL, loss FLOAT,
-  valid_sharpe FLOAT, valid_return FLOAT, PRIMARY KEY (trial_id, epoch), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS tradesim_test_actions (trial_id INTEGER NOT NULL, actions BLOB NOT NULL,
-  PRIMARY KEY (trial_id), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-CREATE TABLE IF NOT EXISTS tradesim_valid_actions (trial_id INTEGER NOT NULL, actions BLOB NOT NULL,
-  PRIMARY KEY (trial_id), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
-"#;
 
 /// A trial as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,47 +98,6 @@ impl TrialRecord {
     /// when its search was killed is still RUNNING. A trial of another Optuna worker is finished likewise.
     pub fn finished(&self) -> bool {
         self.status != "running"
-    }
-}
-
-/// A search worker as recorded on the trials it claims: its name (`tradesim_worker`, shown) and, where the
-/// system has `/proc`, its process ([`WorkerProcess`], `tradesim_worker_process`), the proof another worker
-/// needs before it may judge from a process check that this one is gone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Worker {
-    /// `host:pid`, or `TRADESIM_WORKER_ID`.
-    pub name: String,
-    /// This process, where `/proc` tells.
-    pub process: Option<WorkerProcess>,
-}
-
-/// A worker's process: the machine's boot (`/proc/sys/kernel/random/boot_id`, new at each boot of each
-/// machine or VM), its PID namespace (the inode of `/proc/self/ns/pid`, one per container) and its PID in
-/// that namespace. Two workers with the same boot and namespace see the same PIDs; otherwise a PID tells
-/// nothing.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WorkerProcess {
-    /// The machine's boot id.
-    pub boot_id: String,
-    /// The inode of the PID namespace.
-    pub pid_namespace: u64,
-    /// The PID in that namespace.
-    pub pid: u32,
-}
-
-impl WorkerProcess {
-    /// This process (`None` without `/proc`).
-    pub fn this() -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?.trim().to_owned();
-        let pid_namespace = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
-        (!boot_id.is_empty()).then(|| Self { boot_id, pid_namespace, pid: std::process::id() })
-    }
-
-    /// Whether `other` runs on the same machine, since the same boot, in the same PID namespace: only then
-    /// do its PIDs mean the same processes as this one's.
-    pub fn shares_pids_with(&self, other: &Self) -> bool {
-        self.boot_id == other.boot_id && self.pid_namespace == other.pid_namespace
     }
 }
 
@@ -250,89 +169,6 @@ pub struct Study {
     claims: RefCell<HashMap<u64, u64>>,
 }
 
-/// Optuna's schema on PostgreSQL (its own `pg_dump -s`), run once in an empty database.
-const POSTGRES_SCHEMA: &str = include_str!("optuna_postgres.sql");
-
-/// tradesim's own tables on PostgreSQL.
-const POSTGRES_TRADESIM: &str = "
-CREATE TABLE IF NOT EXISTS tradesim_epochs (trial_id integer NOT NULL REFERENCES trials (trial_id), epoch integer NOT NULL,
-  loss double precision, valid_sharpe double precision, valid_return double precision, PRIMARY KEY (trial_id, epoch));
-CREATE TABLE IF NOT EXISTS tradesim_test_actions (trial_id integer NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
-  actions bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS tradesim_valid_actions (trial_id integer NOT NULL PRIMARY KEY REFERENCES trials (trial_id),
-  actions bytea NOT NULL);
-";
-
-fn nan_to_null(x: f64) -> Option<f64> {
-    x.is_finite().then_some(x)
-}
-
-/// Optuna's value and type columns for a float: FINITE with the value, INF_POS / INF_NEG / NAN without.
-fn typed(x: f64) -> (Option<f64>, &'static str) {
-    if x.is_finite() {
-        (Some(x), "FINITE")
-    } else if x.is_nan() {
-        (None, "NAN")
-    } else if x > 0.0 {
-        (None, "INF_POS")
-    } else {
-        (None, "INF_NEG")
-    }
-}
-
-fn from_typed(value: Option<f64>, kind: &str) -> f64 {
-    match kind {
-        "FINITE" => value.unwrap_or(f64::NAN),
-        "INF_POS" => f64::INFINITY,
-        "INF_NEG" => f64::NEG_INFINITY,
-        _ => f64::NAN,
-    }
-}
-
-/// A number as JSON: an integer when `integer` and whole (Optuna's int parameters and choices).
-fn number(x: f64, integer: bool) -> Value {
-    if integer && x.fract() == 0.0 && x.abs() < 9.0e15 { json!(x as i64) } else { json!(x) }
-}
-
-/// Optuna's distribution of parameter `name` and the stored value of `value` under it: a range is a
-/// FloatDistribution (IntDistribution for integer parameters), choices a CategoricalDistribution (the
-/// value is the index of the choice), a fixed value a CategoricalDistribution of one choice.
-fn distribution(space: &BTreeMap<String, Dimension>, name: &str, value: f64) -> (f64, Value) {
-    let int = is_integer(name);
-    let categorical = |choices: &[f64]| {
-        let index = choices.iter().position(|c| *c == value).unwrap_or(0);
-        let choices: Vec<Value> = choices.iter().map(|&c| number(c, int)).collect();
-        (index as f64, json!({"name": "CategoricalDistribution", "attributes": {"choices": choices}}))
-    };
-    match space.get(name) {
-        Some(Dimension::Range { low, high, log }) if int => (
-            value,
-            json!({"name": "IntDistribution", "attributes": {"log": log, "step": 1, "low": number(*low, true), "high": number(*high, true)}}),
-        ),
-        Some(Dimension::Range { low, high, log }) => (
-            value,
-            json!({"name": "FloatDistribution", "attributes": {"step": null, "low": low, "high": high, "log": log}}),
-        ),
-        Some(Dimension::Choice { choices }) if choices.contains(&value) => categorical(choices),
-        _ => categorical(&[value]),
-    }
-}
-
-/// The parameter value stored under a distribution (the choice at the index for a categorical).
-fn param_value(stored: f64, distribution: &str) -> Result<f64, String> {
-    let d: Value = serde_json::from_str(distribution).map_err(|e| format!("distribution JSON: {e}"))?;
-    match d["name"].as_str() {
-        Some("CategoricalDistribution") => {
-            let choices =
-                d["attributes"]["choices"].as_array().ok_or_else(|| "categorical without choices".to_owned())?;
-            let choice = choices.get(stored as usize).ok_or_else(|| format!("choice index {stored} out of range"))?;
-            choice.as_f64().ok_or_else(|| format!("choice {choice} is not a number"))
-        }
-        Some("FloatDistribution" | "IntDistribution") => Ok(stored),
-        _ => Err(format!("unknown distribution {distribution}")),
-    }
-}
-
 /// The worker's clock, for `datetime_start` and `datetime_complete` (Optuna's workers write theirs); no
 /// decision depends on it (heartbeats and their cutoff use the database's clock, [`Study::beat`]).
 /// `TRADESIM_TEST_CLOCK_SKEW_SECONDS` shifts it, for the tests that check that (like `TRADESIM_FAILPOINT`,
@@ -353,66 +189,6 @@ fn db_now(db: &Db) -> &'static str {
 
 fn i64_of(v: &Val) -> i64 {
     v.i64().unwrap_or(0)
-}
-
-/// Creates Optuna's schema (and tradesim's tables) where it is missing; checks the version where it is there.
-fn ensure_schema(db: &Db, shown: &str) -> Result<(), Error> {
-    if db.is_postgres() {
-        db.begin()?;
-        let made = (|| {
-            // One creator at a time (workers may start together).
-            db.query("SELECT pg_advisory_xact_lock(7146811)", &[])?;
-            let exists = db.query(
-                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'studies'",
-                &[],
-            )?;
-            if exists.first().and_then(|r| r[0].i64()) == Some(0) {
-                db.batch(POSTGRES_SCHEMA)?;
-                db.exec(
-                    "INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, ?1, ?2)",
-                    &[Val::I64(OPTUNA_SCHEMA_VERSION), OPTUNA_LIBRARY_VERSION.into()],
-                )?;
-                db.exec("INSERT INTO alembic_version (version_num) VALUES (?1)", &[OPTUNA_ALEMBIC_HEAD.into()])?;
-            }
-            db.batch(POSTGRES_TRADESIM)
-        })();
-        match made {
-            Ok(()) => db.commit()?,
-            Err(e) => {
-                db.rollback();
-                return Err(e);
-            }
-        }
-    } else {
-        let own = db.query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'", &[])?;
-        if own.first().and_then(|r| r[0].i64()).unwrap_or(0) > 0 {
-            return Err(Error::Study(format!(
-                "{shown}: a study in tradesim's schema before version 0.2 (not Optuna's); start a new study"
-            )));
-        }
-        db.sqlite_wal()?;
-        db.batch(&format!(
-            "BEGIN IMMEDIATE; {SCHEMA}
-             INSERT INTO version_info (version_info_id, schema_version, library_version)
-                 VALUES (1, {OPTUNA_SCHEMA_VERSION}, '{OPTUNA_LIBRARY_VERSION}') ON CONFLICT DO NOTHING;
-             INSERT INTO alembic_version (version_num) SELECT '{OPTUNA_ALEMBIC_HEAD}'
-                 WHERE NOT EXISTS (SELECT 1 FROM alembic_version);
-             COMMIT;"
-        ))?;
-    }
-    let version = db.query("SELECT schema_version FROM version_info", &[])?;
-    let version = version.first().and_then(|r| r[0].i64()).unwrap_or(0);
-    if version != OPTUNA_SCHEMA_VERSION {
-        return Err(Error::Study(format!(
-            "{shown}: Optuna schema version {version}; tradesim writes version {OPTUNA_SCHEMA_VERSION} (optuna \
-             {OPTUNA_LIBRARY_VERSION}); upgrade the storage with `optuna storage upgrade`"
-        )));
-    }
-    Ok(())
-}
-
-fn study_id_of(db: &Db, name: &str) -> Result<Option<i64>, Error> {
-    Ok(db.query("SELECT study_id FROM studies WHERE study_name = ?1", &[name.into()])?.first().map(|r| i64_of(&r[0])))
 }
 
 impl Study {
@@ -651,41 +427,6 @@ impl Study {
         })
     }
 
-    /// Restarts an interrupted trial (RUNNING: running, or pruned or finishing when its search was killed)
-    /// under its number, parameters and history: its epochs and results removed, in one transaction. A
-    /// finished trial is never restarted (Optuna never moves a trial out of COMPLETE, PRUNED or FAIL).
-    pub fn restart(&self, number: u64) -> Result<(), Error> {
-        self.in_tx(|| {
-            let id = self.trial_id(number)?;
-            let state = self.db.query("SELECT state FROM trials WHERE trial_id = ?1", &[Val::I64(id)])?;
-            let state = state.first().and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
-            if state != "RUNNING" {
-                return Err(Error::Study(format!("trial {number} is {state}: a finished trial is never restarted")));
-            }
-            for table in [
-                "trial_intermediate_values",
-                "trial_values",
-                "trial_user_attributes",
-                "tradesim_epochs",
-                "tradesim_test_actions",
-                "tradesim_valid_actions",
-            ] {
-                self.db.exec(&format!("DELETE FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
-            }
-            // The interrupted run's artifact links go too (their files stay in the store, unlinked).
-            self.db.exec(
-                "DELETE FROM trial_system_attributes WHERE trial_id = ?1
-                 AND (key = 'tradesim_pruned_at' OR key LIKE 'artifacts:%')",
-                &[Val::I64(id)],
-            )?;
-            self.db.exec(
-                "UPDATE trials SET datetime_start = ?2, datetime_complete = NULL WHERE trial_id = ?1",
-                &[Val::I64(id), Val::Time(now())],
-            )?;
-            Ok(())
-        })
-    }
-
     /// Links an artifact to trial `number` as `optuna.artifacts.upload_artifact` does (the trial system
     /// attribute `artifacts:ID`, a JSON string holding the meta's JSON); refused unless this handle holds the trial's claim.
     pub fn link_artifact(&self, number: u64, meta: &super::artifacts::ArtifactMeta) -> Result<(), Error> {
@@ -711,66 +452,6 @@ impl Study {
             .collect();
         out.sort_by(|a, b| a.filename.cmp(&b.filename));
         Ok(out)
-    }
-
-    /// Fails an interrupted trial that ran `runs` times, its worker stopping each time (`[study] max_runs`;
-    /// Optuna fails stale trials too): state FAIL, the reason as user attribute [`FAIL_REASON_ATTR`].
-    pub fn fail_interrupted(&self, number: u64, runs: u64) -> Result<(), Error> {
-        self.in_tx(|| {
-            let id = self.trial_id(number)?;
-            let reason = format!(
-                "its worker stopped (died or went silent) in each of its {runs} runs; not run again (study.max_runs)"
-            );
-            self.set_attr("trial_user_attributes", id, FAIL_REASON_ATTR, json!(reason).to_string())?;
-            self.db.exec(
-                "UPDATE trials SET state = 'FAIL', datetime_complete = ?2 WHERE trial_id = ?1 AND state = 'RUNNING'",
-                &[Val::I64(id), Val::Time(now())],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Refuses a write to trial `number` (row `id`) from this handle unless it holds the trial's current
-    /// claim: the run count it claimed is the trial's ([`TrialRecord::runs`]; every claim counts it up, in the
-    /// claim's transaction) and the trial is RUNNING. A trial never claimed may be written by a handle that
-    /// never claimed it (a study written directly, as the tests do). Called in the write's transaction, with
-    /// the trial's row locked on PostgreSQL, so that no claim commits between the check and the write.
-    fn check_owner(&self, id: i64, number: u64) -> Result<(), Error> {
-        if self.db.is_postgres() {
-            // The table lock a claim conflicts with first (it waits for a claim in flight, and a claim for
-            // it), then the row: taking the row first could deadlock with a takeover of this trial.
-            self.db.batch("LOCK TABLE trials IN ROW EXCLUSIVE MODE")?;
-        }
-        let lock = if self.db.is_postgres() { " FOR UPDATE" } else { "" };
-        let state = self.db.query(&format!("SELECT state FROM trials WHERE trial_id = ?1{lock}"), &[Val::I64(id)])?;
-        let state = state.first().and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
-        let attrs = self.db.query(
-            "SELECT key, value_json FROM trial_system_attributes WHERE trial_id = ?1 AND key IN ('tradesim_worker', 'tradesim_runs')",
-            &[Val::I64(id)],
-        )?;
-        let attr = |k: &str| {
-            attrs.iter().find(|r| r[0].text() == Some(k)).and_then(|r| serde_json::from_str::<Value>(r[1].text()?).ok())
-        };
-        let worker = attr("tradesim_worker").and_then(|v| v.as_str().map(str::to_owned));
-        let runs = attr("tradesim_runs").and_then(|v| v.as_u64());
-        let mine = self.claims.borrow().get(&number).copied();
-        if state != "RUNNING" {
-            return Err(Error::Study(format!("trial {number} is {state}: a write to a finished trial is refused")));
-        }
-        match (mine, runs) {
-            (Some(m), Some(r)) if m == r => Ok(()),
-            (None, None) => Ok(()),
-            (Some(m), _) => Err(Error::Study(format!(
-                "trial {number}: this worker's claim (run {m}) was taken over by {} (run {}) after this worker's \
-                 heartbeats went stale; its write is refused and the trial is left to its new worker",
-                worker.as_deref().unwrap_or("another worker"),
-                runs.unwrap_or(0)
-            ))),
-            (None, Some(r)) => Err(Error::Study(format!(
-                "trial {number} is claimed by {} (run {r}), not by this worker; its write is refused",
-                worker.as_deref().unwrap_or("another worker")
-            ))),
-        }
     }
 
     /// Records an epoch: the validation Sharpe as Optuna's intermediate value (step = epoch), the rest in
@@ -982,88 +663,6 @@ impl Study {
             });
         }
         Ok(out)
-    }
-
-    /// Claims trials for `worker`: `claims` holds each trial's number and its claims so far (its
-    /// [`TrialRecord::runs`], 0 for a new trial), counted up by one; records the worker's name and process
-    /// and writes their heartbeats (in the caller's transaction, or one of its own). This handle's writes to
-    /// them are accepted until another claim replaces this one.
-    pub fn claim_for(&self, claims: &[(u64, u64)], worker: &Worker) -> Result<(), Error> {
-        self.in_tx(|| {
-            for &(n, runs) in claims {
-                let id = self.trial_id(n)?;
-                self.set_attr("trial_system_attributes", id, "tradesim_worker", json!(worker.name).to_string())?;
-                self.set_attr("trial_system_attributes", id, "tradesim_runs", (runs + 1).to_string())?;
-                match &worker.process {
-                    Some(p) => self.set_attr("trial_system_attributes", id, "tradesim_worker_process", json!(p).to_string())?,
-                    None => {
-                        self.db.exec(
-                            "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_worker_process'",
-                            &[Val::I64(id)],
-                        )?;
-                    }
-                }
-                self.claims.borrow_mut().insert(n, runs + 1);
-            }
-            self.beat(&claims.iter().map(|c| c.0).collect::<Vec<_>>(), worker)
-        })
-    }
-
-    /// Writes the heartbeats of those of trials `numbers` that `worker` holds (its name and process are the
-    /// trial's), at the database's time (Optuna's `trial_heartbeats`, which it also writes with the
-    /// database's `now()`): a worker's clock never decides whether a trial is stale.
-    pub fn beat(&self, numbers: &[u64], worker: &Worker) -> Result<(), Error> {
-        let name = json!(worker.name).to_string();
-        let process = worker.process.as_ref().map(|p| json!(p).to_string());
-        let sql = format!(
-            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, {})
-             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-            db_now(&self.db)
-        );
-        self.in_tx(|| {
-            for &n in numbers {
-                let id = self.trial_id(n)?;
-                let holder = self.db.query(
-                    "SELECT key, value_json FROM trial_system_attributes WHERE trial_id = ?1
-                     AND key IN ('tradesim_worker', 'tradesim_worker_process')",
-                    &[Val::I64(id)],
-                )?;
-                let attr = |k: &str| holder.iter().find(|r| r[0].text() == Some(k)).and_then(|r| r[1].text());
-                if attr("tradesim_worker") == Some(name.as_str())
-                    && attr("tradesim_worker_process") == process.as_deref()
-                {
-                    self.db.exec(&sql, &[Val::I64(id)])?;
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// The database's time `seconds` ago, in the format of [`TrialRecord::heartbeat`]: the cutoff before
-    /// which a heartbeat is stale, on the clock that wrote it.
-    pub fn db_time_ago(&self, seconds: f64) -> Result<String, Error> {
-        let rows = if self.db.is_postgres() {
-            self.db.query("SELECT (now() AT TIME ZONE 'UTC') - make_interval(secs => ?1)", &[Val::F64(seconds)])?
-        } else {
-            self.db.query(
-                "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', ?1) || '000'",
-                &[format!("-{seconds:.3} seconds").into()],
-            )?
-        };
-        rows.first()
-            .and_then(|r| r[0].text().map(str::to_owned))
-            .ok_or_else(|| Error::Study("the database did not tell its time".to_owned()))
-    }
-
-    /// The process of the worker that last claimed each trial, where recorded ([`WorkerProcess`]).
-    pub fn worker_processes(&self) -> Result<BTreeMap<u64, WorkerProcess>, Error> {
-        let rows = self.db.query(
-            "SELECT t.number, a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id
-             WHERE t.study_id = ?1 AND a.key = 'tradesim_worker_process'",
-            &[Val::I64(self.study_id)],
-        )?;
-        // A record this version cannot read proves nothing: that trial's heartbeat decides.
-        Ok(rows.iter().filter_map(|r| Some((i64_of(&r[0]) as u64, serde_json::from_str(r[1].text()?).ok()?))).collect())
     }
 
     /// Every epoch of every trial.
