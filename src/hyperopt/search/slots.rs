@@ -1,0 +1,230 @@
+//! A batch's slots as the search fills them: each trial's epochs recorded and pruned, a freed slot refilled
+//! with the next claim, an ended trial's checkpoint (and artifacts) saved and the trial finished.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use super::claims::{BatchPlan, start_new};
+use super::{
+    EnvDecimals, Progress, SearchPaths, check_beating, env_params, objective, pruning_reference, should_prune,
+};
+use crate::Error;
+use crate::TrialParams;
+use crate::hyperopt::config::{PruneRule, SearchConfig};
+use crate::hyperopt::sampler::Params;
+use crate::hyperopt::study::{EpochRecord, Place, Study, Worker};
+use crate::train::{EndedTrial, EpochReport, SlotControl, SlotTrial};
+
+pub(super) fn progress_trained<A>(shared: &Shared<'_>, run: &crate::train::SlotRun<A>) -> Result<(), Error> {
+    (shared.progress)(&Progress::Trained { setup_seconds: run.setup_seconds, test_seconds: run.test_seconds })
+}
+
+/// What the workers of one search share: the claims of this process, the trials it runs (the heartbeat's
+/// list), this worker's name, where it writes, and the progress listener.
+pub(super) struct Shared<'a> {
+    pub(super) claimed: &'a Mutex<HashSet<u64>>,
+    pub(super) running: &'a Mutex<HashSet<u64>>,
+    pub(super) me: &'a Worker,
+    /// Why this worker stopped its trials, once its heartbeats were lost ([`keep_beating`]).
+    pub(super) lost: &'a Mutex<Option<String>>,
+    pub(super) paths: &'a SearchPaths,
+    pub(super) progress: &'a (dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    /// The test split and its annualization (a trial's test ledger for the artifact store).
+    pub(super) test: &'a crate::MarketData,
+    pub(super) bars_per_year: f64,
+}
+
+pub(super) fn locked<'m, T>(m: &'m Mutex<T>) -> Result<std::sync::MutexGuard<'m, T>, Error> {
+    m.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))
+}
+
+/// A trial running in a slot: its number, parameters, history's pruning reference, values so far, and
+/// whether it was pruned.
+pub(super) struct Running {
+    pub(super) number: u64,
+    /// Its environment (costs, stops) as the kernels take it.
+    pub(super) env: TrialParams,
+    pub(super) reference: (Vec<EpochRecord>, usize),
+    pub(super) own: Vec<f64>,
+    pub(super) pruned: bool,
+    /// The greedy validation actions of its last reported epoch.
+    pub(super) valid_actions: Vec<u8>,
+}
+
+/// The search's [`SlotControl`]: records each epoch of each trial in the study and applies the median rule;
+/// places the batch's claimed trials at their epochs and, when a slot frees up, claims the next trial (TPE
+/// over the trials finished by then); saves a trial's checkpoint and finishes it in the study when it ends.
+pub(super) struct SearchSlots<'a, F> {
+    pub(super) cfg: &'a SearchConfig,
+    pub(super) env: &'a EnvDecimals,
+    pub(super) plan: BatchPlan,
+    pub(super) shared: &'a Shared<'a>,
+    pub(super) study: &'a Study,
+    /// Per slot: the number of the trial it holds.
+    pub(super) slots: Vec<Option<u64>>,
+    /// Trials of this run by number (those ended leave).
+    pub(super) trials: std::collections::HashMap<u64, Running>,
+    pub(super) learner: F,
+}
+
+impl<'a> SearchSlots<'a, ()> {
+    pub(super) fn new(
+        cfg: &'a SearchConfig,
+        env: &'a EnvDecimals,
+        plan: BatchPlan,
+        shared: &'a Shared<'a>,
+        study: &'a Study,
+    ) -> Self {
+        let slots = vec![None; plan.slots];
+        Self { cfg, env, plan, shared, study, slots, trials: std::collections::HashMap::new(), learner: () }
+    }
+
+    pub(super) fn with<F>(self, learner: F) -> SearchSlots<'a, F> {
+        let Self { cfg, env, plan, shared, study, slots, trials, .. } = self;
+        SearchSlots { cfg, env, plan, shared, study, slots, trials, learner }
+    }
+}
+
+impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F> {
+    fn preloaded(&self) -> bool {
+        false
+    }
+
+    fn report(&mut self, r: &EpochReport) -> Result<(), Error> {
+        check_beating(self.shared.lost)?;
+        let s = &self.cfg.study;
+        let numbers: Vec<u64> = r.trials.iter().flatten().map(|t| t.0).collect();
+        let valid = |k: usize| r.valid[k].sharpe;
+        let best = r.trials.iter().enumerate().filter(|(_, t)| t.is_some()).map(|(k, _)| valid(k));
+        let best = best.filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
+        let transitions = (s.envs * s.segment_len * numbers.len()) as f64;
+        (self.shared.progress)(&Progress::Epoch {
+            epoch: r.epoch,
+            env_steps_per_s: transitions / r.train_seconds.max(1e-9),
+            best,
+            train_seconds: r.train_seconds,
+            eval_seconds: r.eval_seconds,
+            live: numbers.len(),
+            slots: r.trials.len(),
+        })?;
+        for (k, t) in r.trials.iter().enumerate() {
+            let Some((number, epoch)) = *t else { continue };
+            let Some(run) = self.trials.get_mut(&number) else { continue };
+            if run.pruned {
+                continue;
+            }
+            let m = &r.valid[k];
+            let value = objective(m);
+            let record = EpochRecord {
+                trial: number,
+                epoch: epoch as u64,
+                loss: f64::from(r.losses[k]),
+                valid_sharpe: value,
+                valid_return: m.total_return,
+            };
+            run.own.push(value);
+            let steps = r.valid_actions.len() / r.trials.len().max(1);
+            run.valid_actions = r.valid_actions[k * steps..(k + 1) * steps].to_vec();
+            self.study.record_epoch(&record)?;
+            let (reference, n_complete) = (&run.reference.0, run.reference.1);
+            if s.prune == PruneRule::Median
+                && should_prune(
+                    &run.own,
+                    epoch as u64,
+                    reference,
+                    n_complete,
+                    s.prune_startup_trials,
+                    s.prune_warmup_epochs,
+                )
+            {
+                run.pruned = true;
+                self.study.prune(number, epoch as u64, m.sharpe)?;
+                crate::failpoint::hit("prune");
+            }
+        }
+        Ok(())
+    }
+
+    fn stops(&self, slot: usize) -> bool {
+        self.slots[slot].and_then(|n| self.trials.get(&n)).is_some_and(|t| t.pruned)
+    }
+
+    fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error> {
+        let at = self.plan.tick0 + tick;
+        self.slots[slot] = None;
+        // A claimed trial starts at its place's epoch (never later in a run that repeats the original; were
+        // its slot still busy then, it starts as soon as the slot frees rather than never).
+        let placed = self.plan.runs.iter().position(|(_, q)| q.slot == slot && q.tick <= at);
+        let claim = match placed {
+            Some(i) => Some(self.plan.runs.remove(i).0),
+            None if self.plan.held.iter().any(|&(s, from, to)| s == slot && from <= at && at < to) => None,
+            // A slot that still has a trial of its own to come idles until then.
+            None if self.plan.runs.iter().any(|(_, q)| q.slot == slot) => None,
+            None => {
+                let (study, cfg, shared, id) = (self.study, self.cfg, self.shared, self.plan.id);
+                let mut claimed = locked(shared.claimed)?;
+                let new = study.in_tx(|| {
+                    study.lock()?;
+                    let trials = study.trials()?;
+                    let new = start_new(study, cfg, &trials, &claimed, 1, |_, _| Place { batch: id, slot, tick: at })?;
+                    study.claim_for(&new.iter().map(|((n, ..), _)| (*n, 0)).collect::<Vec<_>>(), shared.me)?;
+                    Ok(new)
+                })?;
+                claimed.extend(new.iter().map(|r| r.0.0));
+                if tick > 0 && !new.is_empty() {
+                    crate::failpoint::hit("refill");
+                }
+                new.into_iter().next().map(|r| r.0)
+            }
+        };
+        let Some((number, params, history)) = claim else { return Ok(None) };
+        locked(self.shared.running)?.insert(number);
+        let reference = {
+            let (trials, epochs) = (self.study.trials()?, self.study.epochs()?);
+            pruning_reference(&trials, &epochs, &history)
+        };
+        let env = TrialParams { key: number, ..env_params(&params, self.env)? };
+        let learner = (self.learner)(&params)?;
+        let run = Running { number, env, reference, own: Vec::new(), pruned: false, valid_actions: Vec::new() };
+        self.trials.insert(number, run);
+        self.slots[slot] = Some(number);
+        if tick > 0 {
+            (self.shared.progress)(&Progress::Refill { slot, number })?;
+        }
+        Ok(Some(SlotTrial { env, learner }))
+    }
+
+    fn ended(&mut self, t: EndedTrial) -> Result<(), Error> {
+        let Some(run) = self.trials.remove(&t.key) else { return Ok(()) };
+        let path = self.shared.paths.checkpoints.join(format!("trial-{}.safetensors", run.number));
+        t.network.save(&path)?;
+        let value = run.own.last().copied().unwrap_or(f64::NAN);
+        self.study.set_valid_actions(run.number, &run.valid_actions)?;
+        // The checkpoint and the test ledger into the artifact store, linked before the trial finishes
+        // (Optuna's cached storage never re-reads a finished trial).
+        if let Some(store) = &self.shared.paths.artifacts {
+            let n = run.number;
+            let bytes = std::fs::read(&path).map_err(|e| Error::Output(format!("{}: {e}", path.display())))?;
+            let meta = store.put(&format!("trial-{n}.safetensors"), &bytes, "application/octet-stream")?;
+            self.study.link_artifact(n, &meta)?;
+            let (test, per_year) = (self.shared.test, self.shared.bars_per_year);
+            let csv =
+                crate::hyperopt::best::test_ledger_csv(n, test, run.env, &t.test_actions, per_year, &store.test_times)?;
+            let meta = store.put(&format!("trial-{n}-trades.csv"), csv.as_bytes(), "text/csv")?;
+            self.study.link_artifact(n, &meta)?;
+        }
+        let test = &t.test;
+        self.study.finish(
+            run.number,
+            value,
+            test.total_return,
+            test.sharpe,
+            &t.test_actions,
+            &path.display().to_string(),
+        )?;
+        crate::failpoint::hit("finish");
+        locked(self.shared.running)?.remove(&run.number);
+        let finished = self.study.trials()?.iter().filter(|t| t.finished()).count();
+        (self.shared.progress)(&Progress::TrialDone { number: run.number, finished })
+    }
+}
