@@ -27,6 +27,7 @@ use report::Profile;
 
 mod end_to_end;
 mod evidence;
+mod learning;
 mod load;
 mod peers;
 mod sampler;
@@ -744,6 +745,9 @@ pub enum Workload {
     Evidence,
     /// W8: the sampler (TPE vs random search) on standard functions, K = 1 to 1,024.
     Sampler,
+    /// W9: the seed searches on planted patterns, each trial's test Sharpe beside an oracle's and
+    /// buy-and-hold's.
+    Learning,
     /// Every workload.
     #[default]
     All,
@@ -788,7 +792,9 @@ pub fn run(
     peers: &Peers,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
-        Workload::All => &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence", "sampler"],
+        Workload::All => {
+            &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence", "sampler", "learning"]
+        }
         Workload::Load => &["load"],
         Workload::Experience => &["experience"],
         Workload::Backtest => &["backtest"],
@@ -798,6 +804,7 @@ pub fn run(
         Workload::Search => &["search"],
         Workload::Evidence => &["evidence"],
         Workload::Sampler => &["sampler"],
+        Workload::Learning => &["learning"],
     };
     let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     if let Some(k) = trials {
@@ -826,6 +833,13 @@ pub fn run(
             "search" => search::search(&backends, quick)?,
             "evidence" => evidence::cscv(sizes.cscv)?,
             "sampler" => sampler::sampler(quick)?,
+            "learning" => {
+                let mut rows = Vec::new();
+                for backend in &backends {
+                    rows.extend(learning::learning(backend, quick)?);
+                }
+                rows
+            }
             "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
             _ => {
                 let mut rows = dqn(&backends, &sizes, || monitor.sample())?;

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 /// One measured line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// "W0" to "W7".
+    /// "W0" to "W9".
     pub workload: &'static str,
     /// Variant letter (W1) or backend name.
     pub variant: String,
@@ -178,6 +178,28 @@ impl Row {
             workload: "W6",
             variant: config.to_owned(),
             label: format!("tradesim hyperopt --config benches/configs/{config}.toml, {bars} synthetic bars"),
+            width: trials,
+            ..Self::experience(backend, "", backend, trials, trials, seconds, None)
+        }
+    }
+
+    /// A W9 row: the `algo` seed search on a planted `pattern` of `bars` bars (its figures in the note, the
+    /// half-the-oracle target in the check).
+    pub fn learning(
+        algo: &str,
+        pattern: &str,
+        backend: &'static str,
+        trials: usize,
+        bars: usize,
+        seconds: f64,
+    ) -> Self {
+        Self {
+            workload: "W9",
+            variant: algo.to_owned(),
+            label: format!(
+                "{} seed search (benches/configs/seed-{algo}.toml) on {pattern}, {bars} bars: test Sharpe vs oracle",
+                algo.to_uppercase()
+            ),
             width: trials,
             ..Self::experience(backend, "", backend, trials, trials, seconds, None)
         }
@@ -502,6 +524,23 @@ impl BenchReport {
                     "| {} | {} | {} | {:.3} | {:.3e} | {}; {} |",
                     r.backend, r.width, r.work, r.seconds, r.throughput, r.label, r.note
                 );
+            }
+        }
+        if self.rows.iter().any(|r| r.workload == "W9") {
+            out += "\nW9 learning (the seed searches on planted patterns; test Sharpe against an oracle that knows the drift)\n\n| algorithm | backend | trials | seconds | pattern |\n|---|---|---|---|---|\n";
+            for r in self.rows.iter().filter(|r| r.workload == "W9") {
+                let _ =
+                    writeln!(out, "| {} | {} | {} | {:.1} | {} |", r.variant, r.backend, r.width, r.seconds, r.label);
+            }
+            for r in self.rows.iter().filter(|r| r.workload == "W9") {
+                let _ = writeln!(out, "\n{} {} W9: {}", r.backend, r.variant, r.note);
+                if !r.check.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "{} {} W9 target (half the oracle's test Sharpe): {}",
+                        r.backend, r.variant, r.check
+                    );
+                }
             }
         }
         if let Some(g) = &self.gpu {

@@ -297,7 +297,14 @@ fn bar_path(cfg: &PathConfig, t: u64, open: f64, drift: f64, noise: f64) -> (f64
 /// places; rounding keeps order, so low <= open, close <= high holds after it. Volumes are seeded whole
 /// numbers around 1,000, drawn apart from the prices.
 pub fn generate_path(cfg: &PathConfig) -> Result<Dataset, Error> {
+    Ok(generate_path_with_drifts(cfg)?.0)
+}
+
+/// [`generate_path`] and the part of each bar's log return known when it opens (the planted signal: `phi`
+/// times the last bar's return, or the regime's drift; 0 for a random walk), what an oracle trades on.
+pub fn generate_path_with_drifts(cfg: &PathConfig) -> Result<(Dataset, Vec<f64>), Error> {
     cfg.validate()?;
+    let mut drifts = Vec::with_capacity(cfg.bars);
     let start: DateTime<FixedOffset> = DateTime::from_timestamp(1_577_836_800, 0).expect("2020-01-01").fixed_offset();
     let mut state = SignalState::start(cfg);
     let mut close = 100.0_f64.ln();
@@ -305,6 +312,7 @@ pub fn generate_path(cfg: &PathConfig) -> Result<Dataset, Error> {
     for t in 0..cfg.bars as u64 {
         let open = close + cfg.gap_sigma * normal(cfg.seed, STREAM_GAP, t);
         let (drift, noise) = state.drift_and_noise(cfg, t);
+        drifts.push(drift);
         let (high, low, new_close) = bar_path(cfg, t, open, drift, noise);
         state.last_return = new_close - open;
         close = new_close;
@@ -318,7 +326,9 @@ pub fn generate_path(cfg: &PathConfig) -> Result<Dataset, Error> {
             volume: Decimal::from(volume),
         });
     }
-    Ok(Dataset { source: cfg.source(), synthetic: true, series: vec![Series { symbol: "SYN".to_owned(), bars }] })
+    let dataset =
+        Dataset { source: cfg.source(), synthetic: true, series: vec![Series { symbol: "SYN".to_owned(), bars }] };
+    Ok((dataset, drifts))
 }
 
 /// Writes the bars as CSV, `time,symbol,open,high,low,close,volume` (RFC 3339 times, the Decimals as they
@@ -337,6 +347,7 @@ pub fn write_csv(dataset: &Dataset, out: &mut impl std::io::Write) -> std::io::R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use num_traits::ToPrimitive;
 
     #[test]
     fn walk_is_seeded_and_bars_are_consistent() {
@@ -347,6 +358,27 @@ mod tests {
             assert!(a.low()[t] <= a.open()[t].min(a.close()[t]));
             assert!(a.high()[t] >= a.open()[t].max(a.close()[t]));
         }
+    }
+
+    /// The drifts an oracle trades on are the planted signal: `phi` times the last bar's open-to-close log
+    /// return (from the rounded prices, so to rounding), or plus or minus the regime's drift; and the bars
+    /// are `generate_path`'s.
+    #[test]
+    fn drifts_are_the_planted_signal() {
+        let phi = DEFAULT_PHI;
+        let cfg = PathConfig { kind: PathKind::Autocorrelated { phi }, bars: 500, seed: 5, ..PathConfig::default() };
+        let (data, drifts) = generate_path_with_drifts(&cfg).unwrap();
+        assert_eq!(data, generate_path(&cfg).unwrap());
+        assert_eq!(drifts.len(), 500);
+        let ln = |d: Decimal| d.to_f64().unwrap().ln();
+        for (t, w) in data.series[0].bars.windows(2).enumerate() {
+            let last = ln(w[0].close) - ln(w[0].open);
+            assert!((drifts[t + 1] - phi * last).abs() < 1e-7, "bar {}: {} vs {}", t + 1, drifts[t + 1], phi * last);
+        }
+        let regime = PathKind::RegimeSwitch { drift: DEFAULT_REGIME_DRIFT, switch_probability: 0.05 };
+        let (_, drifts) = generate_path_with_drifts(&PathConfig { kind: regime, ..cfg }).unwrap();
+        assert!(drifts.iter().all(|d| (d.abs() - DEFAULT_REGIME_DRIFT).abs() < 1e-15));
+        assert!(drifts.iter().any(|&d| d > 0.0) && drifts.iter().any(|&d| d < 0.0), "both regimes occur");
     }
 
     #[test]
