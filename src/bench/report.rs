@@ -398,10 +398,33 @@ impl BenchReport {
             self.bars,
             if self.quick { " (--quick sizes)" } else { "" }
         );
+        self.data_tables(&mut out);
+        self.learner_tables(&mut out);
+        self.search_tables(&mut out);
+        if let Some(g) = &self.gpu {
+            let peak =
+                g.peak_used_memory.map_or("-".to_owned(), |p| format!("{:.2} GiB", p as f64 / f64::from(1u32 << 30)));
+            let _ = writeln!(
+                out,
+                "\nGPU: device-to-device copy {:.0} GB/s; memory {:.1} GiB, in use at the end {:.2} GiB, peak seen by NVML {peak}",
+                g.copy_gbs,
+                g.total_memory as f64 / f64::from(1u32 << 30),
+                g.used_memory_at_end as f64 / f64::from(1u32 << 30)
+            );
+        }
+        if let Some(r) = self.slowest() {
+            let _ = writeln!(out, "slowest stage: {} {} ({}), {:.2} s", r.workload, r.label, r.backend, r.seconds);
+        }
+        let _ = writeln!(out, "total: {:.1} s", self.seconds);
+        out
+    }
+
+    /// W0 to W2e: market data in, experience, the backtest grid, the backtest end to end.
+    fn data_tables(&self, out: &mut String) {
         let (a, c) = (self.throughput_of("a"), self.throughput_of("c"));
         let copy = self.gpu.as_ref().map(|g| g.copy_gbs);
         if self.rows.iter().any(|r| r.workload == "W0") {
-            out += "W0 market data in\n\n| format | bars | seconds | bars/s | note |\n|---|---|---|---|---|\n";
+            *out += "W0 market data in\n\n| format | bars | seconds | bars/s | note |\n|---|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W0") {
                 let _ = writeln!(
                     out,
@@ -409,9 +432,9 @@ impl BenchReport {
                     r.variant, r.work, r.seconds, r.throughput, r.note
                 );
             }
-            out += "\n";
+            *out += "\n";
         }
-        out += "W1 experience (same transitions per variant)\n\n| var | what | backend | E | transitions | seconds | env-steps/s | x (a) | x (c) | kernel ms | GB/s (% of copy) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        *out += "W1 experience (same transitions per variant)\n\n| var | what | backend | E | transitions | seconds | env-steps/s | x (a) | x (c) | kernel ms | GB/s (% of copy) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
         for r in self.rows.iter().filter(|r| r.workload == "W1") {
             let bandwidth = r.kernel_ms.map(|ms| BYTES_PER_ENV_STEP * r.work as f64 / (ms * 1e-3) / 1e9);
             let share = bandwidth.zip(copy).map_or(String::new(), |(b, c)| format!(" ({:.0}%)", 100.0 * b / c));
@@ -431,7 +454,7 @@ impl BenchReport {
                 opt(bandwidth, 1),
             );
         }
-        out += "\nW2 backtest\n\n| backend | columns | bar-columns | seconds | bar-columns/s | note |\n|---|---|---|---|---|---|\n";
+        *out += "\nW2 backtest\n\n| backend | columns | bar-columns | seconds | bar-columns/s | note |\n|---|---|---|---|---|---|\n";
         for r in self.rows.iter().filter(|r| r.workload == "W2") {
             let _ = writeln!(
                 out,
@@ -440,7 +463,7 @@ impl BenchReport {
             );
         }
         if self.rows.iter().any(|r| r.workload == "W2e") {
-            out += "\nW2e backtest end to end on the CPU (CSV file -> SMA, signals, simulation, ledger, metrics), beside vectorbt on the same file\n\n| tool | columns | bars | seconds | x vectorbt | note |\n|---|---|---|---|---|---|\n";
+            *out += "\nW2e backtest end to end on the CPU (CSV file -> SMA, signals, simulation, ledger, metrics), beside vectorbt on the same file\n\n| tool | columns | bars | seconds | x vectorbt | note |\n|---|---|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W2e") {
                 let _ = writeln!(
                     out,
@@ -454,6 +477,10 @@ impl BenchReport {
                 );
             }
         }
+    }
+
+    /// W3 to W5: the learners' epochs and the greedy walk.
+    fn learner_tables(&self, out: &mut String) {
         for (workload, title, steps) in [
             ("W3", "W3 DQN (batch per trial, hidden 128)", "gradient steps"),
             ("W4", "W4 PPO (minibatch per trial, hidden 128, 4 update epochs)", "updates"),
@@ -499,7 +526,7 @@ impl BenchReport {
                 }
             }
         }
-        out += "\nW5 greedy evaluation walk (one env per trial, hidden 128; env setup, walk and backtest)\n\n| backend | trials | bar-steps | seconds | bar-steps/s |\n|---|---|---|---|---|\n";
+        *out += "\nW5 greedy evaluation walk (one env per trial, hidden 128; env setup, walk and backtest)\n\n| backend | trials | bar-steps | seconds | bar-steps/s |\n|---|---|---|---|---|\n";
         for r in self.rows.iter().filter(|r| r.workload == "W5") {
             let _ =
                 writeln!(out, "| {} | {} | {} | {:.3} | {:.3e} |", r.backend, r.width, r.work, r.seconds, r.throughput);
@@ -507,8 +534,12 @@ impl BenchReport {
         for r in self.rows.iter().filter(|r| r.workload == "W5" && !r.note.is_empty()) {
             let _ = writeln!(out, "\n{} W5: {}", r.backend, r.note);
         }
+    }
+
+    /// W6, W7 and W9: the searches, PBO by CSCV, and whether the learners learn.
+    fn search_tables(&self, out: &mut String) {
         if self.rows.iter().any(|r| r.workload == "W6") {
-            out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each)\n\n| TOML | backend | trials | seconds |\n|---|---|---|---|\n";
+            *out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each)\n\n| TOML | backend | trials | seconds |\n|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W6") {
                 let _ = writeln!(out, "| {} | {} | {} | {:.1} |", r.variant, r.backend, r.width, r.seconds);
             }
@@ -517,7 +548,7 @@ impl BenchReport {
             }
         }
         if self.rows.iter().any(|r| r.workload == "W7") {
-            out += "\nW7 PBO by CSCV (16 blocks, noise returns)\n\n| backend | trials | splits | seconds | splits/s | note |\n|---|---|---|---|---|---|\n";
+            *out += "\nW7 PBO by CSCV (16 blocks, noise returns)\n\n| backend | trials | splits | seconds | splits/s | note |\n|---|---|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W7") {
                 let _ = writeln!(
                     out,
@@ -527,7 +558,7 @@ impl BenchReport {
             }
         }
         if self.rows.iter().any(|r| r.workload == "W9") {
-            out += "\nW9 learning (the seed searches on planted patterns; test Sharpe against an oracle that knows the drift)\n\n| algorithm | backend | trials | seconds | pattern |\n|---|---|---|---|---|\n";
+            *out += "\nW9 learning (the seed searches on planted patterns; test Sharpe against an oracle that knows the drift)\n\n| algorithm | backend | trials | seconds | pattern |\n|---|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W9") {
                 let _ =
                     writeln!(out, "| {} | {} | {} | {:.1} | {} |", r.variant, r.backend, r.width, r.seconds, r.label);
@@ -543,22 +574,6 @@ impl BenchReport {
                 }
             }
         }
-        if let Some(g) = &self.gpu {
-            let peak =
-                g.peak_used_memory.map_or("-".to_owned(), |p| format!("{:.2} GiB", p as f64 / f64::from(1u32 << 30)));
-            let _ = writeln!(
-                out,
-                "\nGPU: device-to-device copy {:.0} GB/s; memory {:.1} GiB, in use at the end {:.2} GiB, peak seen by NVML {peak}",
-                g.copy_gbs,
-                g.total_memory as f64 / f64::from(1u32 << 30),
-                g.used_memory_at_end as f64 / f64::from(1u32 << 30)
-            );
-        }
-        if let Some(r) = self.slowest() {
-            let _ = writeln!(out, "slowest stage: {} {} ({}), {:.2} s", r.workload, r.label, r.backend, r.seconds);
-        }
-        let _ = writeln!(out, "total: {:.1} s", self.seconds);
-        out
     }
 
     /// The JSON document (every figure, the machine, the sizes).
