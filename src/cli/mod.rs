@@ -92,56 +92,8 @@ enum Command {
     Hyperopt {
         #[command(flatten)]
         data: DataArgs,
-        /// TOML search configuration (see `tradesim::hyperopt::config`; every key optional).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// The algorithm (default dqn, or study.algo of --config).
-        #[arg(long, value_enum)]
-        algo: Option<Algo>,
-        /// Trials in the study.
-        #[arg(long)]
-        trials: Option<usize>,
-        /// Trials trained at once.
-        #[arg(long)]
-        parallel: Option<usize>,
-        /// Epochs per trial.
-        #[arg(long)]
-        epochs: Option<usize>,
-        /// Study file, shorthand for --storage sqlite:///PATH (default: `runs/hyperopt-<time>/study.sqlite`).
-        #[arg(long, conflicts_with = "storage")]
-        study: Option<PathBuf>,
-        /// Study storage URL as Optuna spells it: sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DB (the
-        /// password is masked in every message).
-        #[arg(long)]
-        storage: Option<String>,
-        /// The study's name in its storage (Optuna's study_name).
-        #[arg(long, default_value = crate::hyperopt::search::DEFAULT_STUDY_NAME)]
-        study_name: String,
-        /// Continue the study (after a kill: finished trials kept, interrupted ones re-run exactly).
-        #[arg(long, conflicts_with = "load_if_exists")]
-        resume: bool,
-        /// Create the study, or join it when it exists (Optuna's load_if_exists: start any number of workers
-        /// on one study this way).
-        #[arg(long)]
-        load_if_exists: bool,
-        /// Seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Placebo searches: the same search on N surrogate series of the data with every predictable
-        /// direction removed (docs/EVIDENCE.md); 19 or more can show p <= 0.05.
-        #[arg(long)]
-        placebo: Option<usize>,
-        /// Retrain the best configuration on K anchored walk-forward folds and test it on each.
-        #[arg(long)]
-        walk_forward: Option<usize>,
-        /// Report folder (default: beside the study).
-        #[arg(long)]
-        report: Option<PathBuf>,
-        /// Optuna artifact store (a folder in FileSystemArtifactStore's layout, e.g. on a shared mount):
-        /// each finished trial's checkpoint and test ledger are uploaded and linked to the trial
-        /// (overrides `[study] artifacts`).
-        #[arg(long, value_name = "DIR")]
-        artifacts: Option<PathBuf>,
+        #[command(flatten)]
+        job: crate::hyperopt::job::JobArgs,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -365,50 +317,14 @@ pub fn main() -> ExitCode {
             out.as_deref(),
             select(device),
         ),
-        Command::Hyperopt {
-            data,
-            config,
-            algo,
-            trials,
-            parallel,
-            epochs,
-            study,
-            storage,
-            study_name,
-            resume,
-            load_if_exists,
-            seed,
-            placebo,
-            walk_forward,
-            report,
-            artifacts,
-            device,
-        } => {
-            let args = crate::hyperopt::job::JobArgs {
-                config,
-                config_text: None,
-                algo,
-                trials,
-                parallel,
-                epochs,
-                seed,
-                placebo,
-                walk_forward,
-                study,
-                storage,
-                study_name,
-                resume,
-                load_if_exists,
-                report,
-                artifacts,
-            };
+        Command::Hyperopt { data, job, device } => {
             let backends = crate::select_backends(device).map(|(b, reason)| {
                 if let Some(reason) = reason {
                     eprintln!("note: using the CPU backend: {reason}");
                 }
                 b
             });
-            hyperopt::run(load(&data), data.symbol.as_deref(), &args, backends.map_err(Error::from))
+            hyperopt::run(load(&data), data.symbol.as_deref(), &job, backends.map_err(Error::from))
         }
         Command::Bench { workload, quick, json, device, variant, trials, vectorbt, torch } => {
             let peers = crate::bench::Peers { vectorbt, torch };

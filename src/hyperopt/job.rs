@@ -16,41 +16,63 @@ use crate::evidence::Evidence;
 use crate::train::Algo;
 use crate::{Backend, Error};
 
-/// What a search is asked for: the `tradesim hyperopt` flags.
-#[derive(Clone, Debug)]
+/// What a search is asked for: the `tradesim hyperopt` flags (the CLI takes them whole; the Python package
+/// fills the same struct).
+#[derive(Clone, Debug, clap::Args)]
 pub struct JobArgs {
-    /// TOML search configuration file.
+    /// TOML search configuration (see `tradesim::hyperopt::config`; every key optional).
+    #[arg(long)]
     pub config: Option<PathBuf>,
-    /// TOML search configuration text and how messages name it (instead of a file).
-    pub config_text: Option<(String, String)>,
-    /// Algorithm override.
+    /// The algorithm (default dqn, or study.algo of --config).
+    #[arg(long, value_enum)]
     pub algo: Option<Algo>,
-    /// Trials override.
+    /// Trials in the study.
+    #[arg(long)]
     pub trials: Option<usize>,
-    /// Parallel trials override.
+    /// Trials trained at once.
+    #[arg(long)]
     pub parallel: Option<usize>,
-    /// Epochs override.
+    /// Epochs per trial.
+    #[arg(long)]
     pub epochs: Option<usize>,
-    /// Seed override.
-    pub seed: Option<u64>,
-    /// Placebo searches override (`study.placebo`).
-    pub placebo: Option<usize>,
-    /// Walk-forward folds override (`study.walk_forward`).
-    pub walk_forward: Option<usize>,
-    /// Study file (default: `runs/<time>/study.sqlite`), shorthand for `storage = sqlite:///PATH`.
+    /// Study file, shorthand for --storage sqlite:///PATH (default: `runs/hyperopt-<time>/study.sqlite`).
+    #[arg(long, conflicts_with = "storage")]
     pub study: Option<PathBuf>,
-    /// Study storage URL.
+    /// Study storage URL as Optuna spells it: sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DB (the
+    /// password is masked in every message).
+    #[arg(long)]
     pub storage: Option<String>,
-    /// Study name in the storage.
+    /// The study's name in its storage (Optuna's study_name).
+    #[arg(long, default_value = DEFAULT_STUDY_NAME)]
     pub study_name: String,
-    /// Continue the study.
+    /// Continue the study (after a kill: finished trials kept, interrupted ones re-run exactly).
+    #[arg(long, conflicts_with = "load_if_exists")]
     pub resume: bool,
-    /// Create the study or join it.
+    /// Create the study, or join it when it exists (Optuna's load_if_exists: start any number of workers
+    /// on one study this way).
+    #[arg(long)]
     pub load_if_exists: bool,
-    /// Report folder (default: beside the study, `report/`).
+    /// Seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Placebo searches: the same search on N surrogate series of the data with every predictable
+    /// direction removed (docs/EVIDENCE.md); 19 or more can show p <= 0.05.
+    #[arg(long)]
+    pub placebo: Option<usize>,
+    /// Retrain the best configuration on K anchored walk-forward folds and test it on each.
+    #[arg(long)]
+    pub walk_forward: Option<usize>,
+    /// Report folder (default: beside the study).
+    #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Artifact store folder (overrides `[study] artifacts`).
+    /// Optuna artifact store (a folder in FileSystemArtifactStore's layout, e.g. on a shared mount):
+    /// each finished trial's checkpoint and test ledger are uploaded and linked to the trial
+    /// (overrides `[study] artifacts`).
+    #[arg(long, value_name = "DIR")]
     pub artifacts: Option<PathBuf>,
+    /// TOML search configuration text and how messages name it (instead of a file; not a flag).
+    #[arg(skip)]
+    pub config_text: Option<(String, String)>,
 }
 
 impl Default for JobArgs {
