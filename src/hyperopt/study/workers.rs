@@ -105,7 +105,7 @@ impl Study {
     }
 
     /// Refuses a write to trial `number` (row `id`) from this handle unless it holds the trial's current
-    /// claim: the run count it claimed is the trial's ([`TrialRecord::runs`]; every claim counts it up, in the
+    /// claim: the run count it claimed is the trial's ([`TrialRecord::runs`](super::TrialRecord::runs); every claim counts it up, in the
     /// claim's transaction) and the trial is RUNNING. A trial never claimed may be written by a handle that
     /// never claimed it (a study written directly, as the tests do). Called in the write's transaction, with
     /// the trial's row locked on PostgreSQL, so that no claim commits between the check and the write.
@@ -148,7 +148,7 @@ impl Study {
     }
 
     /// Claims trials for `worker`: `claims` holds each trial's number and its claims so far (its
-    /// [`TrialRecord::runs`], 0 for a new trial), counted up by one; records the worker's name and process
+    /// [`TrialRecord::runs`](super::TrialRecord::runs), 0 for a new trial), counted up by one; records the worker's name and process
     /// and writes their heartbeats (in the caller's transaction, or one of its own). This handle's writes to
     /// them are accepted until another claim replaces this one.
     pub fn claim_for(&self, claims: &[(u64, u64)], worker: &Worker) -> Result<(), Error> {
@@ -202,7 +202,7 @@ impl Study {
         })
     }
 
-    /// The database's time `seconds` ago, in the format of [`TrialRecord::heartbeat`]: the cutoff before
+    /// The database's time `seconds` ago, in the format of [`TrialRecord::heartbeat`](super::TrialRecord::heartbeat): the cutoff before
     /// which a heartbeat is stale, on the clock that wrote it.
     pub fn db_time_ago(&self, seconds: f64) -> Result<String, Error> {
         let rows = if self.db.is_postgres() {
