@@ -155,30 +155,6 @@ pub trait Policy: Sized {
     fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError>;
 }
 
-impl Policy for DqnAgent {
-    fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
-        DqnAgent::cpu_copy(self, env)
-    }
-    fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
-        DqnAgent::act_and_step(self, env, step, greedy)
-    }
-    fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
-        DqnAgent::start_greedy_walk(self, env, steps)
-    }
-}
-
-impl Policy for PpoAgent {
-    fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
-        PpoAgent::cpu_copy(self, env)
-    }
-    fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
-        PpoAgent::act_and_step(self, env, step, greedy)
-    }
-    fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
-        PpoAgent::start_greedy_walk(self, env, steps)
-    }
-}
-
 /// Networks that can be saved: their layout, each trial's active width, and their parameters.
 pub trait Networks {
     /// The parameter layout.
@@ -189,29 +165,38 @@ pub trait Networks {
     fn online(&self) -> Result<Vec<f32>, Error>;
 }
 
-impl Networks for DqnAgent {
-    fn net_layout(&self) -> Layout {
-        self.layout()
-    }
-    fn hiddens(&self) -> Vec<usize> {
-        self.params().iter().map(|p| p.hidden as usize).collect()
-    }
-    fn online(&self) -> Result<Vec<f32>, Error> {
-        Ok(self.state()?.online)
-    }
+/// [`Policy`] and [`Networks`] of a host agent, whose inherent methods of those names do the work (DQN and
+/// PPO differ there only in what they compute, not in how the search reaches it).
+macro_rules! agent_traits {
+    ($agent:ident) => {
+        impl Policy for $agent {
+            fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError> {
+                $agent::cpu_copy(self, env)
+            }
+            fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
+                $agent::act_and_step(self, env, step, greedy)
+            }
+            fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
+                $agent::start_greedy_walk(self, env, steps)
+            }
+        }
+
+        impl Networks for $agent {
+            fn net_layout(&self) -> Layout {
+                self.layout()
+            }
+            fn hiddens(&self) -> Vec<usize> {
+                self.params().iter().map(|p| p.hidden as usize).collect()
+            }
+            fn online(&self) -> Result<Vec<f32>, Error> {
+                Ok(self.state()?.online)
+            }
+        }
+    };
 }
 
-impl Networks for PpoAgent {
-    fn net_layout(&self) -> Layout {
-        self.layout()
-    }
-    fn hiddens(&self) -> Vec<usize> {
-        self.params().iter().map(|p| p.hidden as usize).collect()
-    }
-    fn online(&self) -> Result<Vec<f32>, Error> {
-        Ok(self.state()?.online)
-    }
-}
+agent_traits!(DqnAgent);
+agent_traits!(PpoAgent);
 
 /// The trained agent and where it stands.
 #[derive(Debug)]
