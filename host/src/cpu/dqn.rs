@@ -53,7 +53,8 @@ impl CpuDqn {
             let table = crate::plan::stage_plan(&args.net(), &trials, Stage::Act(layer));
             let mut bufs: [&mut [f32]; buffers::COUNT] =
                 [&mut self.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act, &mut []];
-            super::tile::run(&table, &mut bufs)?;
+            // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
+            unsafe { super::tile::run(&table, &mut bufs) }?;
         }
         let q = &act[aw.q()..];
         actions.par_iter_mut().enumerate().for_each(|(i, action)| {
@@ -100,7 +101,8 @@ pub(crate) fn train_step(
         let mut ones = [1.0f32; MAX_GRAD_CHUNK];
         let mut bufs: [&mut [f32]; buffers::COUNT] =
             [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
-        super::tile::run(&table, &mut bufs)
+        // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
+        unsafe { super::tile::run(&table, &mut bufs) }
     };
     for stage in FORWARD {
         run(stage, nets, &mut s, work, partial)?;

@@ -82,7 +82,8 @@ impl CpuPpo {
             let table = crate::plan::stage_plan(&net, &trials, Stage::Act(layer));
             let mut bufs: [&mut [f32]; buffers::COUNT] =
                 [&mut self.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], &mut self.act, &mut []];
-            super::tile::run(&table, &mut bufs)?;
+            // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
+            unsafe { super::tile::run(&table, &mut bufs) }?;
         }
         let out = &self.act[aw.q()..];
         let outs: Vec<ActOutput> = (0..view.states.len())
@@ -185,7 +186,8 @@ impl Minibatch<'_> {
             let table = crate::plan::stage_plan(&net, &trials, stage);
             let mut bufs: [&mut [f32]; buffers::COUNT] =
                 [online, &mut [], obs, &mut [], work, partial, &mut [], &mut ones];
-            super::tile::run(&table, &mut bufs)
+            // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
+            unsafe { super::tile::run(&table, &mut bufs) }
         };
         for stage in FORWARD {
             run(stage, &mut nets.online, obs, work, partial)?;

@@ -375,14 +375,20 @@ pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
 /// outweighs handing it out.
 pub(crate) const ELEMENT_CHUNK: usize = 4_096;
 
-/// Runs every product of `problems` (one launch's table: no product reads what another writes).
-pub(crate) fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), HostError> {
+/// Runs every product of `problems` (one launch's table) on `bufs`, in parallel; each product's operands
+/// are checked to lie inside their buffers first.
+///
+/// # Safety
+/// No product may write an element that another product, or the product itself, reads or writes (the
+/// contract of a launch's table, which the GPU relies on too). [`crate::plan::stage_plan`]'s tables keep
+/// it for every stage (`tests::stage_plans_write_what_no_product_reads`); debug builds check each launch.
+pub(crate) unsafe fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), HostError> {
     let lens: Vec<usize> = bufs.iter().map(|b| b.len()).collect();
     crate::plan::check("tile products", problems, &lens)?;
     debug_assert!(disjoint(problems), "a product of the launch writes what another reads or writes");
     let table = Table { parts: bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())).collect() };
     // SAFETY: the products are checked against the buffers, which `bufs` borrows mutably for the launch;
-    // they write disjoint regions none of them reads (the launch's contract, checked above in debug builds).
+    // they write disjoint regions none of them reads (the caller's contract).
     problems.par_iter().for_each(|g| unsafe { compute(g, &table) });
     Ok(())
 }
@@ -595,7 +601,8 @@ mod tests {
             let mut want = vec![f32::NAN; 20_000];
             reference(&g, |buf, idx| if buf == 0 { a[idx] } else { b[idx] }, |idx, x| want[idx] = x);
             let (mut a2, mut b2, mut got) = (a.clone(), b.clone(), vec![f32::NAN; 20_000]);
-            run(&[g], &mut [&mut a2, &mut b2, &mut got]).unwrap();
+            // SAFETY: one product, writing buffer 2, which it does not read.
+            unsafe { run(&[g], &mut [&mut a2, &mut b2, &mut got]) }.unwrap();
             let differ = want.iter().zip(&got).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
             assert_eq!(differ, 0, "case {i} ({m} x {n} x {k}): {differ} outputs differ from the reference");
             let written = got.iter().filter(|x| !x.is_nan()).count();
@@ -619,7 +626,48 @@ mod tests {
             ..Gemm::default()
         };
         let (mut a, mut b, mut c) = (vec![0.0; 16], vec![0.0; 15], vec![0.0; 16]);
-        let err = run(&[g], &mut [&mut a, &mut b, &mut c]).unwrap_err();
+        // SAFETY: refused before any product runs.
+        let err = unsafe { run(&[g], &mut [&mut a, &mut b, &mut c]) }.unwrap_err();
         assert!(matches!(err, crate::HostError::Shape { expected: 16, got: 15, .. }), "{err}");
+    }
+
+    /// `run`'s contract holds for the planner's tables: for DQN (2 and 3 passes) and PPO networks, trials
+    /// of equal and of mixed widths and batches (a batch of 64 beside 1,024), every stage's products write
+    /// regions that no product of the stage reads or writes.
+    #[test]
+    fn stage_plans_write_what_no_product_reads() {
+        use gpu_kernels::net::{NetArgs, NetTrial, Stage};
+        let stages = [
+            Stage::Act(0),
+            Stage::Act(1),
+            Stage::Act(2),
+            Stage::Forward(0),
+            Stage::Forward(1),
+            Stage::Forward(2),
+            Stage::Backward2,
+            Stage::Backward1,
+            Stage::Gradients,
+        ];
+        let trial = |hidden: u32, batch: u32, passes: u32| NetTrial { hidden, batch, passes, _pad: 0 };
+        for (outputs, passes) in [(3usize, 2u32), (3, 3), (4, 1)] {
+            for trials in [
+                vec![trial(128, 1024, passes); 3],
+                vec![trial(32, 64, passes), trial(128, 1024, passes), trial(7, 33, passes), trial(64, 1024, passes)],
+            ] {
+                let net = NetArgs::new(trials.len() as u32, 8, 54, 128, outputs, 1024, 500);
+                for stage in stages {
+                    let table = crate::plan::stage_plan(&net, &trials, stage);
+                    assert!(!table.is_empty(), "{stage:?}");
+                    assert!(super::disjoint(&table), "{stage:?}, {outputs} outputs, {passes} passes, {trials:?}");
+                }
+            }
+        }
+        // The check sees an overlap: a product reading what another writes, and one writing its own input.
+        let g =
+            Gemm { a: Operand::rows(0, 0, 4), b: Operand::rows(1, 0, 4), c: Operand::rows(2, 0, 4), ..Gemm::default() };
+        let g = Gemm { m: 4, n: 4, k: 4, m_pad: 4, n_pad: 4, ..g };
+        let reads_output = Gemm { a: Operand::rows(2, 8, 4), ..g };
+        assert!(super::disjoint(&[g]) && !super::disjoint(&[g, reads_output]));
+        assert!(!super::disjoint(&[Gemm { c: Operand::rows(0, 0, 4), ..g }]));
     }
 }
