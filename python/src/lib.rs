@@ -407,7 +407,7 @@ fn backtest<'py>(
 /// The search `tradesim hyperopt` runs; returns its leaderboard columns and where the study is.
 #[pyfunction]
 #[pyo3(signature = (bars, symbol, config_toml, overrides, study, storage, study_name, resume, load_if_exists,
-    report, device, config_name="config".to_owned()))]
+    report, device, config_name="config".to_owned(), artifacts=None))]
 #[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn hyperopt<'py>(
     py: Python<'py>,
@@ -423,6 +423,7 @@ fn hyperopt<'py>(
     report: Option<PathBuf>,
     device: &str,
     config_name: String,
+    artifacts: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let get = |key: &str| overrides.get_item(key);
     let algo = match get("algo")? {
@@ -447,6 +448,7 @@ fn hyperopt<'py>(
         resume,
         load_if_exists,
         report,
+        artifacts,
         ..JobArgs::default()
     };
     let device = self::device(device)?;

@@ -240,6 +240,25 @@ def test_hyperopt_gives_the_cli_study(tmp_path):
     assert pathlib.Path(run.report, "index.html").is_file()
 
 
+def test_hyperopt_uploads_artifacts(tmp_path):
+    config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
+    study, store = tmp_path / "study.sqlite", tmp_path / "store"
+    tradesim.hyperopt(config, synthetic=3000, seed=3, device="cpu", study=study, artifacts=store)
+    with sqlite3.connect(study) as db:
+        links = db.execute(
+            "SELECT t.number, a.key, a.value_json FROM trial_system_attributes a JOIN trials t "
+            "ON t.trial_id = a.trial_id WHERE a.key LIKE 'artifacts:%'"
+        ).fetchall()
+    # Optuna's layout: the attribute's value is a JSON string holding the meta's JSON.
+    metas = [(number, key, json.loads(json.loads(value))) for number, key, value in links]
+    assert sorted(m["filename"] for _, _, m in metas) == [
+        "trial-0-trades.csv", "trial-0.safetensors", "trial-1-trades.csv", "trial-1.safetensors"]
+    for number, key, meta in metas:
+        assert key == "artifacts:" + meta["artifact_id"] and meta["filename"].startswith(f"trial-{number}")
+        assert (store / meta["artifact_id"]).is_file()
+    assert len(list(store.iterdir())) == 4
+
+
 def test_hyperopt_returns_its_evidence_and_verdict(tmp_path):
     config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
     study = tmp_path / "study.sqlite"

@@ -532,6 +532,7 @@ def hyperopt(
     resume: bool = False,
     load_if_exists: bool = False,
     report: Union[None, str, os.PathLike] = None,
+    artifacts: Union[None, str, os.PathLike] = None,
     device: str = "auto",
 ) -> HyperoptRun:
     """The search ``tradesim hyperopt`` runs (TPE, trials trained together, pruning, an Optuna-readable
@@ -545,7 +546,10 @@ def hyperopt(
     next epoch and raises ``KeyboardInterrupt`` (the study stays resumable with ``resume=True``).
     ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
     ``walk_forward=K`` retrains the best configuration on K anchored folds; the run's ``verdict`` and
-    ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md).
+    ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md). ``artifacts`` is an Optuna
+    artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each
+    finished trial's checkpoint and test ledger are uploaded there and linked to the trial, so
+    ``optuna.artifacts.download_artifact`` finds them from any host that mounts it.
     """
     # The name the configuration's errors are reported under: a path, or what the caller passed.
     if isinstance(config, Mapping):
@@ -588,6 +592,7 @@ def hyperopt(
             None if report is None else os.fspath(report),
             _text("device", device),
             config_name,
+            None if artifacts is None else os.fspath(artifacts),
         )
     return HyperoptRun(
         leaderboard=_leaderboard(_frame(out["leaderboard"])),

@@ -70,6 +70,7 @@ def hyperopt(
     report: Optional[str],
     device: str,
     config_name: str = "config",
+    artifacts: Optional[str] = None,
 ) -> dict[str, Any]: ...
 
 class VectorEnv:
