@@ -1,7 +1,8 @@
 //! Crash points for the kill/resume tests: `TRADESIM_FAILPOINT=NAME:N[,NAME:N]` aborts the process (as a
 //! `kill -9` would: no destructors, nothing flushed) right after the N-th time the search passes point
-//! NAME. The points: `prune` (a trial's prune is committed), `finish` (a trial's results are committed) and
-//! `refill` (a trial claimed for a freed slot of a running batch is committed, before it trains).
+//! NAME. The points: `prune` (a trial's prune is committed), `finish` (a trial's results are committed),
+//! `refill` (a trial claimed for a freed slot of a running batch is committed, before it trains) and
+//! `report` (the report is half written: its leaderboard files are, its charts and page are not).
 //! Unset (always, outside tests), [`hit`] only counts.
 
 use std::collections::HashMap;

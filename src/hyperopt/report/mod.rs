@@ -93,6 +93,7 @@ pub fn write_report(input: &ReportInput, best: Option<BestOnTest>, dir: &Path) -
     let (json, csv) = leaderboard_files(&board, &epochs, &names, best_number, input);
     folder.write("leaderboard.json", &json)?;
     folder.write("leaderboard.csv", &csv)?;
+    crate::failpoint::hit("report");
     let learning = charts::learning_curves(&board, &epochs)?;
     folder.write("learning-curves.svg", &learning.svg)?;
     let history = charts::history_chart(&board)?;
