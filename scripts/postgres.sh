@@ -29,23 +29,30 @@ start)
   as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust >/dev/null
   # The test certificates (EC P-256, valid two days): a CA, the server's certificate for `localhost`, and a
   # second CA that signed nothing.
-  command -v openssl >/dev/null || apt-get install -y -q openssl >/dev/null 2>&1 || {
-    echo "cannot install openssl" >&2
-    exit 1
-  }
+  if ! command -v openssl >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
+    { $sudo apt-get update -q && $sudo apt-get install -y -q openssl; } >/dev/null 2>&1 || {
+      echo "cannot install openssl (the TLS tests' certificates need it)" >&2
+      exit 1
+    }
+  fi
   tls="$dir/tls"
   mkdir -p "$tls"
+  chmod 755 "$tls"
+  # openssl's chatter goes to a log, shown when a step fails.
+  ssl() { openssl "$@" 2>"$tls/openssl.log" || { cat "$tls/openssl.log" >&2; exit 1; }; }
   ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
   for ca in ca other-ca; do
-    openssl req -x509 "${ec[@]}" -keyout "$tls/$ca.key" -out "$tls/$ca.crt" -days 2 -subj "/CN=tradesim test $ca" \
-      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+    ssl req -x509 "${ec[@]}" -keyout "$tls/$ca.key" -out "$tls/$ca.crt" -days 2 -subj "/CN=tradesim test $ca" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
   done
-  openssl req "${ec[@]}" -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=localhost" 2>/dev/null
+  ssl req "${ec[@]}" -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=localhost"
   printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' \
     >"$tls/server.ext"
-  openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
-    -extfile "$tls/server.ext" -out "$tls/server.crt" 2>/dev/null
-  rm -f "$tls/ca.key" "$tls/other-ca.key" "$tls/server.csr" "$tls/ca.srl"
+  ssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+    -extfile "$tls/server.ext" -out "$tls/server.crt"
+  rm -f "$tls/ca.key" "$tls/other-ca.key" "$tls/server.csr" "$tls/ca.srl" "$tls/openssl.log"
   chmod 644 "$tls"/*.crt
   chmod 600 "$tls/server.key"
   [ "$(id -u)" -eq 0 ] && chown postgres "$tls/server.key"

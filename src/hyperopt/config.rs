@@ -33,6 +33,8 @@
 //!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
 //! placebo = 0           # placebo searches on surrogate bars (docs/EVIDENCE.md); >= 19 can show p <= 0.05
 //! walk_forward = 0      # anchored walk-forward folds of the best configuration (0: none)
+//! # artifacts = "DIR"   # an Optuna artifact store (FileSystemArtifactStore's layout) for every finished
+//! #                     # trial's checkpoint and test ledger; a relative path is each worker's own
 //!
 //! [env]                 # environment settings shared by all trials (Decimal strings for money)
 //! capital = "100000"

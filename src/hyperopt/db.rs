@@ -244,6 +244,12 @@ impl Db {
                 let mut tls = TlsOptions::default();
                 for option in options.split('&').filter(|o| !o.is_empty()) {
                     match option.split_once('=') {
+                        Some(("hostaddr", v)) => {
+                            let ip = v
+                                .parse()
+                                .map_err(|_| Error::Study(format!("{storage}: hostaddr `{v}` is not an IP address")))?;
+                            config.hostaddr(ip);
+                        }
                         Some(("sslmode", v)) => tls.mode = Some(v.to_owned()),
                         Some(("sslrootcert", v)) => tls.rootcert = Some(v.to_owned()),
                         Some(("application_name", v)) => {
@@ -254,7 +260,10 @@ impl Db {
                                 v.parse().map_err(|_| Error::Study(format!("{storage}: connect_timeout `{v}`")))?;
                             config.connect_timeout(std::time::Duration::from_secs(secs));
                         }
-                        _ => return Err(Error::Study(format!("{storage}: unsupported connection option `{option}`"))),
+                        _ => {
+                            let shown = super::storage::mask_options(option);
+                            return Err(Error::Study(format!("{storage}: unsupported connection option `{shown}`")));
+                        }
                     }
                 }
                 let tls = tls.with_environment().resolve().map_err(|e| Error::Study(format!("{storage}: {e}")))?;

@@ -128,9 +128,25 @@ impl StorageUrl {
     }
 }
 
+/// A URL's query with the value of any `password=` option replaced by `***` (libpq takes the password
+/// there too).
+pub fn mask_options(options: &str) -> String {
+    let masked: Vec<String> = options
+        .split('&')
+        .map(|o| match o.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => o.to_owned(),
+        })
+        .collect();
+    masked.join("&")
+}
+
 /// `url` with the password of its `USER:PASSWORD@` part replaced by `***` (for text that is not known to
 /// parse, such as an error about it).
 pub fn mask(url: &str) -> String {
+    if let Some((head, query)) = url.split_once('?') {
+        return format!("{}?{}", mask(head), mask_options(query));
+    }
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let authority = &rest[..authority_end];
@@ -149,7 +165,7 @@ impl fmt::Display for StorageUrl {
             Self::Sqlite(path) => write!(f, "sqlite:///{}", path.display()),
             Self::Postgres { user, password, host, port, database, options } => {
                 let secret = if password.is_some() { ":***" } else { "" };
-                let query = if options.is_empty() { String::new() } else { format!("?{options}") };
+                let query = if options.is_empty() { String::new() } else { format!("?{}", mask_options(options)) };
                 write!(f, "postgresql://{user}{secret}@{host}:{port}/{database}{query}")
             }
         }
@@ -199,6 +215,16 @@ mod tests {
         let s = StorageUrl::parse("postgres://bob@[::1]/db").unwrap();
         assert_eq!(s.to_string(), "postgresql://bob@[::1]:5432/db");
         assert_eq!(s.password(), None);
+    }
+
+    /// libpq also takes a password as a query option: it is masked in the URL's Display and in `mask`.
+    #[test]
+    fn a_password_option_is_masked() {
+        let url = "postgresql://alice@db.example:5432/studies?sslmode=require&password=hunter2&application_name=x";
+        let shown = StorageUrl::parse(url).unwrap().to_string();
+        assert!(!shown.contains("hunter2") && shown.contains("password=***&application_name=x"), "{shown}");
+        let masked = mask(url);
+        assert!(!masked.contains("hunter2") && masked.contains("sslmode=require&password=***"), "{masked}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::Claim;
 use crate::Error;
 use crate::hyperopt::config::SearchConfig;
 use crate::hyperopt::sampler::{Observed, TpeOptions, sample, tpe_loss};
-use crate::hyperopt::study::{Place, Study, TrialRecord, Worker, WorkerProcess};
+use crate::hyperopt::study::{Place, Study, TrialRecord, UNDEFINED_OBJECTIVE, Worker, WorkerProcess};
 
 /// Whether the worker process `of` a trial is known to be gone: it ran on this machine since its last boot
 /// and in this PID namespace (so its PID means here what it meant there), it is not this process, and that
@@ -40,6 +40,8 @@ pub(super) struct BatchPlan {
     pub(super) runs: Vec<(Claim, Place)>,
     /// Finished trials of a resumed batch: (slot, first epoch, end epoch) that they held.
     pub(super) held: Vec<(usize, usize, usize)>,
+    /// The trials placed in the batch when this run of it began (a resumed batch's earlier trials).
+    pub(super) known: HashSet<u64>,
 }
 
 /// The batch's epoch at which a finished trial of it freed its slot: all its epochs, or (pruned at its epoch
@@ -110,7 +112,13 @@ pub(super) fn continued(
     let batch = trials.iter().filter(|t| t.ours).filter_map(|t| t.place.map(|q| (t.number, q.batch))).max()?;
     let members: Vec<(&TrialRecord, Place)> =
         trials.iter().filter_map(|t| t.place.filter(|q| t.ours && q.batch == batch.1).map(|q| (t, q))).collect();
-    if members.iter().any(|(t, _)| claimed.contains(&t.number) || !t.finished() || !abandoned(t)) {
+    // A trial failed for its worker's repeated deaths did not end at a boundary.
+    let failed_interrupted =
+        |t: &TrialRecord| t.status == "fail" && t.fail_reason.as_deref() != Some(UNDEFINED_OBJECTIVE);
+    if members
+        .iter()
+        .any(|(t, _)| claimed.contains(&t.number) || !t.finished() || !abandoned(t) || failed_interrupted(t))
+    {
         return None;
     }
     let slots = members.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0);
@@ -179,6 +187,7 @@ pub(super) fn next_batch(
             plan.id = again[0].1.batch;
             plan.tick0 = again.iter().map(|(_, q)| q.tick).min().unwrap_or(0);
             let members = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == plan.id));
+            plan.known = members.clone().map(|t| t.number).collect();
             plan.slots = members.clone().map(|t| t.place.map_or(0, |q| q.slot + 1)).max().unwrap_or(0);
             plan.slots = plan.slots.max(again.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0));
             plan.held = members
@@ -196,6 +205,7 @@ pub(super) fn next_batch(
             // A batch whose worker stopped at a boundary, after its last trials finished and before their
             // slots took new ones: its slots refill there, as they would have.
             (plan.id, plan.tick0, plan.slots) = (id, tick, slots);
+            plan.known = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == id)).map(|t| t.number).collect();
             plan.runs = start_new(study, cfg, &trials, claimed, slots, |_, slot| Place { batch: id, slot, tick })?;
         } else {
             plan.runs = start_new(study, cfg, &trials, claimed, s.parallel, |first, slot| Place {

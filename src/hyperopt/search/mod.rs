@@ -537,4 +537,60 @@ mod tests {
         // No complete trial reached this epoch: no pruning.
         assert!(!should_prune(&[0.0, 0.0, 0.0], 2, &complete, 3, 1, 0));
     }
+
+    /// A batch is continued only where its worker stopped at a boundary: every trial of it finished, none
+    /// this process's, its worker gone or silent, every slot freed at one epoch, no more slots than
+    /// `parallel`, and no trial failed for its worker's deaths.
+    #[test]
+    fn only_a_batch_left_at_a_boundary_is_continued() {
+        use super::claims::continued;
+        use crate::hyperopt::study::Place;
+        let cfg = crate::hyperopt::config::StudyConfig { epochs: 3, parallel: 2, ..Default::default() };
+        let member = |number: u64, slot: usize, tick: usize| TrialRecord {
+            number,
+            params: Params::new(),
+            status: "complete".to_owned(),
+            value: 1.0,
+            pruned_at: None,
+            test_return: 0.0,
+            test_sharpe: 0.0,
+            checkpoint: Some(String::new()),
+            fail_reason: None,
+            history: Vec::new(),
+            ours: true,
+            worker: Some("w".to_owned()),
+            runs: 1,
+            heartbeat: None,
+            place: Some(Place { batch: 0, slot, tick }),
+        };
+        let none = HashSet::new();
+        let gone = |_: &TrialRecord| true;
+        // Slots 0 and 1 both freed at epoch 6 (3 + 3; 0 + 3 then 3 + 3).
+        let at_boundary = vec![member(0, 0, 0), member(1, 1, 0), member(2, 0, 3), member(3, 1, 3)];
+        assert_eq!(continued(&at_boundary, &none, &cfg, gone), Some((0, 2, 6)));
+        // Its worker alive and beating.
+        assert_eq!(continued(&at_boundary, &none, &cfg, |_: &TrialRecord| false), None);
+        // A trial of it this process claimed.
+        assert_eq!(continued(&at_boundary, &HashSet::from([3]), &cfg, gone), None);
+        // A trial still running.
+        let mut running = at_boundary.clone();
+        running[3].status = "running".to_owned();
+        assert_eq!(continued(&running, &none, &cfg, gone), None);
+        // Slots freed at different epochs (slot 1's last trial pruned at its epoch 0: it ended at 3 + 2).
+        let mut uneven = at_boundary.clone();
+        (uneven[3].status, uneven[3].pruned_at) = ("pruned".to_owned(), Some(0));
+        assert_eq!(continued(&uneven, &none, &cfg, gone), None);
+        // More slots than the study's parallel.
+        assert_eq!(
+            continued(&at_boundary, &none, &crate::hyperopt::config::StudyConfig { parallel: 1, ..cfg.clone() }, gone),
+            None
+        );
+        // A trial failed after its worker died in each of its runs.
+        let mut failed = at_boundary.clone();
+        (failed[3].status, failed[3].fail_reason) = ("fail".to_owned(), Some("its worker stopped".to_owned()));
+        assert_eq!(continued(&failed, &none, &cfg, gone), None);
+        // A trial failed for an undefined objective ran its epochs: the batch continues.
+        failed[3].fail_reason = Some(crate::hyperopt::study::UNDEFINED_OBJECTIVE.to_owned());
+        assert_eq!(continued(&failed, &none, &cfg, gone), Some((0, 2, 6)));
+    }
 }

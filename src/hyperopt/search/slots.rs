@@ -12,7 +12,7 @@ use crate::Error;
 use crate::TrialParams;
 use crate::hyperopt::config::{PruneRule, SearchConfig};
 use crate::hyperopt::sampler::Params;
-use crate::hyperopt::study::{EpochRecord, Place, Study, Worker};
+use crate::hyperopt::study::{EpochRecord, Place, Study, TrialRecord, Worker};
 use crate::train::{EndedTrial, EpochReport, SlotControl, SlotTrial};
 
 pub(super) fn progress_trained<A>(shared: &Shared<'_>, run: &crate::train::SlotRun<A>) -> Result<(), Error> {
@@ -166,6 +166,13 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                 let new = study.in_tx(|| {
                     study.lock()?;
                     let trials = study.trials()?;
+                    // Another process went on with this batch from here (it judged this worker gone or
+                    // silent at a boundary): its places are its own, so this slot stops.
+                    let taken = |t: &TrialRecord| t.place.is_some_and(|q| q.batch == id && q.tick >= at);
+                    let known = &self.plan.known;
+                    if trials.iter().any(|t| taken(t) && !claimed.contains(&t.number) && !known.contains(&t.number)) {
+                        return Ok(Vec::new());
+                    }
                     let new = start_new(study, cfg, &trials, &claimed, 1, |_, _| Place { batch: id, slot, tick: at })?;
                     study.claim_for(&new.iter().map(|((n, ..), _)| (*n, 0)).collect::<Vec<_>>(), shared.me)?;
                     Ok(new)
