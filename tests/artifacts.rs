@@ -3,19 +3,15 @@
 //! links it; the real optuna and optuna-dashboard's API find them (`tests/optuna_artifacts.py`, run with
 //! the python of `scripts/setup-optuna.sh`, which `scripts/test.sh` sets as `TRADESIM_OPTUNA_PYTHON`).
 
+mod common;
+
+use common::{bin, temp_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
 use tradesim::hyperopt::storage::StorageUrl;
 use tradesim::hyperopt::study::Study;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tradesim-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 #[test]
 fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
@@ -34,8 +30,7 @@ fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
     )
     .unwrap();
     let study_path = dir.join("study.sqlite");
-    let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
-    let out = Command::new(bin)
+    let out = Command::new(bin())
         .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap()])
         .args(["--study", study_path.to_str().unwrap(), "--artifacts", store.to_str().unwrap()])
         .output()

@@ -11,6 +11,9 @@
 //! has started taking over others' trials (a worker only does so once every trial is claimed), so the
 //! trials each kill interrupted are known exactly. PostgreSQL with 4 workers; SQLite with 2.
 
+mod common;
+
+use common::{bin, temp_dir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,17 +24,6 @@ use tradesim::hyperopt::study::{Study, TrialRecord};
 
 const TRIALS: usize = 100;
 const EPOCHS: u64 = 2;
-
-fn bin() -> String {
-    std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tradesim-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A seeded xorshift generator: the kill schedule of a seed is the same on every run.
 struct Rng(u64);

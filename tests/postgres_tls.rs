@@ -3,6 +3,8 @@
 //! `localhost` only; `other-ca.crt` signed nothing). `scripts/test.sh` sets `TRADESIM_POSTGRES_URL` and
 //! `TRADESIM_POSTGRES_TLS` (that directory).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -116,8 +118,7 @@ fn a_search_runs_over_verified_tls() {
         .unwrap();
     let name = format!("tls-{}", std::process::id());
     let storage = with(&url, "localhost", &format!("sslmode=verify-full&sslrootcert={}", tls.join("ca.crt").display()));
-    let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
-    let out = Command::new(bin)
+    let out = Command::new(common::bin())
         .current_dir(&dir)
         .args(["hyperopt", "--device", "cpu", "--config", cfg.to_str().unwrap(), "--storage", &storage])
         .args(["--study-name", &name])

@@ -250,3 +250,16 @@ pub fn trial_bits(l: &gpu_kernels::mlp::Layout, weights: &[f32], k: usize, hidde
         .map(f32::to_bits)
         .collect()
 }
+
+/// The `tradesim` binary under test (`TRADESIM_BIN` names another, e.g. a staged release build).
+pub fn bin() -> String {
+    std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned())
+}
+
+/// A fresh folder `tradesim-NAME-PID` under the system's temporary folder.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tradesim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
