@@ -10,7 +10,7 @@ use super::study::Study;
 use crate::audit::{AuditReport, audit_column};
 use crate::data::Series;
 use crate::train::SplitData;
-use crate::{Backend, BacktestSpec, Error, MarketData, Metrics, Signals, Trade, TrialParams, backtest};
+use crate::{Backend, Error, Metrics, Trade};
 
 /// The best trial's test backtest and its Decimal audit.
 #[derive(Debug)]
@@ -52,44 +52,9 @@ pub fn best_on_test(
         .ok_or_else(|| Error::Output(format!("trial {} has no test actions", best.number)))?;
     let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
     let params = env_params(&best.params, &env)?;
-    let r = replay(backend, test, params, &targets, bars_per_year, true)?;
+    let r = super::ledger::replay(backend, test, params, &targets, bars_per_year, true)?;
     let metrics = r.metrics[0];
     let trades = r.column_trades(0).to_vec();
     let audit = audit_column(&series.bars[split.test.start..], &env.audit_params(), &trades, &metrics);
     Ok(Some(BestOnTest { trial: best.number, metrics, equity: r.equity, trades, test_bars: split.test.clone(), audit }))
-}
-
-/// A trial's test actions (`targets`) replayed by the backtest engine on the test split with its
-/// environment `params`: metrics and ledger, and the equity curve when `equity`.
-fn replay(
-    backend: &Backend,
-    test: &MarketData,
-    params: TrialParams,
-    targets: &[u8],
-    bars_per_year: f64,
-    equity: bool,
-) -> Result<crate::BacktestResult, Error> {
-    let steps = test.n_bars() - 1;
-    let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity };
-    Ok(backtest(backend, test, &[params], Signals::Targets { targets, columns: 1 }, &spec)?)
-}
-
-/// A trial's ledger on the test split, replayed on the CPU from its test actions (the same bits as on a
-/// GPU), as CSV: its trades in the columns of `best-trades.csv`, times from `times` (one per test bar).
-pub fn test_ledger_csv(
-    trial: u64,
-    test: &MarketData,
-    params: TrialParams,
-    targets: &[u8],
-    bars_per_year: f64,
-    times: &[String],
-) -> Result<String, Error> {
-    let r = replay(&Backend::Cpu, test, params, targets, bars_per_year, false)?;
-    Ok(ledger_csv(trial, r.column_trades(0), &|bar| times.get(bar as usize).cloned().unwrap_or_default()))
-}
-
-/// Trial `trial`'s trades as CSV (`column` = `trial_N`), each bar's time from `time`.
-pub fn ledger_csv(trial: u64, trades: &[Trade], time: &dyn Fn(u32) -> String) -> String {
-    let named: Vec<(String, Trade)> = trades.iter().map(|t| (format!("trial_{trial}"), *t)).collect();
-    crate::table::csv_text(&crate::table::trade_columns(&named, time))
 }

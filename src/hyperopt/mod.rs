@@ -10,6 +10,7 @@ pub mod best;
 pub mod config;
 pub mod db;
 pub mod job;
+pub mod ledger;
 pub mod ranking;
 pub mod report;
 pub mod sampler;

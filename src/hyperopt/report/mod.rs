@@ -224,5 +224,5 @@ fn trades_csv(best: &BestOnTest, series: &Series) -> String {
     let time = |bar: u32| {
         series.bars.get(best.test_bars.start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339())
     };
-    super::best::ledger_csv(best.trial, &best.trades, &time)
+    super::ledger::ledger_csv(best.trial, &best.trades, &time)
 }

@@ -215,8 +215,14 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
             let meta = store.put(&format!("trial-{n}.safetensors"), &bytes, "application/octet-stream")?;
             self.study.link_artifact(n, &meta)?;
             let (test, per_year) = (self.shared.test, self.shared.bars_per_year);
-            let csv =
-                crate::hyperopt::best::test_ledger_csv(n, test, run.env, &t.test_actions, per_year, &store.test_times)?;
+            let csv = crate::hyperopt::ledger::test_ledger_csv(
+                n,
+                test,
+                run.env,
+                &t.test_actions,
+                per_year,
+                &store.test_times,
+            )?;
             let meta = store.put(&format!("trial-{n}-trades.csv"), csv.as_bytes(), "text/csv")?;
             self.study.link_artifact(n, &meta)?;
         }
