@@ -2,6 +2,8 @@
 //! (`tradesim::data::time::integer_time`, the rule Python's loader applies too); without one the file is
 //! refused with one finding that names the file, the first row and the column.
 
+mod common;
+
 use std::process::Command;
 
 use tradesim::data::time::TimeUnit;
@@ -89,9 +91,8 @@ fn the_cli_takes_time_unit() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("daily.csv");
     std::fs::write(&file, YYYYMMDD).unwrap();
-    let run = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_tradesim")).args(["data", "check"]).arg(&file).args(extra).output().unwrap()
-    };
+    let run =
+        |extra: &[&str]| Command::new(common::bin()).args(["data", "check"]).arg(&file).args(extra).output().unwrap();
     let refused = run(&[]);
     let out = String::from_utf8_lossy(&refused.stdout);
     assert_eq!(refused.status.code(), Some(2), "{out}");

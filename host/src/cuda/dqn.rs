@@ -89,6 +89,8 @@ impl CudaDqn {
         self.core.last.switch_to(view.stream)?;
         let aw = ActWork::of(&net);
         if self.nets.act.len() < aw.len() {
+            // Launches still queued on the envs' stream read the old buffer: they finish before it is freed.
+            self.core.rt.synchronize()?;
             self.nets.act =
                 self.core.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
             self.core.stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;

@@ -100,6 +100,8 @@ impl CudaPpo {
         let n_envs = net.n_trials as usize * net.envs_per_trial as usize;
         let aw = ActWork::of(&net);
         if self.b.act.len() < aw.len() || self.b.bootstrap.len() < n_envs {
+            // Launches still queued on the envs' stream read the old buffer: they finish before it is freed.
+            self.core.rt.synchronize()?;
             self.b.act = self.core.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating PPO buffers"))?;
             self.b.bootstrap =
                 self.core.stream.alloc_zeros(n_envs).map_err(HostError::driver("allocating PPO buffers"))?;

@@ -42,13 +42,17 @@ impl ProductTables {
     }
 
     /// Points the table's entries at `bufs` (buffer index, buffer); uploads the addresses when they changed
-    /// (and drops the tables checked against the old lengths), waiting for the copy.
+    /// (and drops the tables checked against the old lengths), waiting for the copy. Launches queued on other
+    /// streams (the envs' acting kernels) read the address table and the chain tables: the device finishes
+    /// them before the table is overwritten and the old tables are freed (a freed table's memory, reused by
+    /// the next table built, gave a queued `dqn_act` another launch's chains).
     pub(crate) fn point(&mut self, bufs: &[(u32, &CudaSlice<f32>)]) -> Result<(), HostError> {
         let (mut ptrs, mut lens) = (self.host_pointers, self.lens);
         for &(id, buf) in bufs {
             (ptrs[id as usize], lens[id as usize]) = (buf.device_ptr(&self.stream).0, buf.len());
         }
         if ptrs != self.host_pointers || lens != self.lens {
+            self.rt.synchronize()?;
             self.stream
                 .memcpy_htod(&ptrs, &mut self.pointers)
                 .map_err(HostError::driver("uploading buffer addresses"))?;
@@ -72,7 +76,8 @@ impl ProductTables {
         stages.iter().try_for_each(|&stage| self.launch(stream, net, trials, stage))
     }
 
-    /// Drops the built tables (a trial's sizes changed: they are rebuilt on next use).
+    /// Drops the built tables (a trial's sizes changed: they are rebuilt on next use). The caller has
+    /// synchronized the device (queued launches on other streams read them).
     pub(crate) fn forget(&mut self) {
         self.tables.clear();
         self.chains.clear();
