@@ -6,7 +6,7 @@ mod common;
 use candle_core::{D, Device, Tensor};
 use candle_nn::Optimizer;
 use common::assert_bitwise;
-use common::candle_ref::{active, assert_inactive_untouched, assert_steps_match, max_rel_err, mlp, vars};
+use common::candle_ref::{active, assert_inactive_untouched, assert_steps_match, max_rel_err, mlp_with, vars};
 use gpu_kernels::mlp::{ACTIONS, ACTOR_CRITIC, Layout, forward};
 use gpu_kernels::ppo::gae_env;
 use gpu_kernels::ppo::{PpoArgs, PpoSample};
@@ -110,11 +110,21 @@ fn truncation_bootstraps_and_termination_does_not() {
 /// not move.
 #[test]
 fn minibatch_loss_gradients_and_adam_match_candle() {
+    loss_gradients_and_adam_match_candle(gpu_kernels::mlp::ACT_RELU);
+}
+
+/// The same with Tanh hidden layers (CleanRL's `ppo.py`; the backward pass through `1 - y^2`).
+#[test]
+fn tanh_loss_gradients_and_adam_match_candle() {
+    loss_gradients_and_adam_match_candle(gpu_kernels::mlp::ACT_TANH);
+}
+
+fn loss_gradients_and_adam_match_candle(act: u32) {
     const D_IN: usize = 7;
     const STRIDE: usize = 24;
     const H: usize = 16;
     const B: usize = 32;
-    let l = Layout::actor_critic(D_IN, STRIDE);
+    let l = Layout::actor_critic(D_IN, STRIDE).with_activation(act);
     let online = tradesim_host::init::init_weights(&l, H, 9, 1);
     let p = PpoParams {
         lr: 1e-3,
@@ -124,6 +134,7 @@ fn minibatch_loss_gradients_and_adam_match_candle() {
         minibatches: 1,
         max_grad_norm: 0.05,
         clip_vloss: 1,
+        activation: act,
         ..PpoParams::default()
     };
     let args = PpoArgs {
@@ -133,6 +144,7 @@ fn minibatch_loss_gradients_and_adam_match_candle() {
         hidden: STRIDE as u32,
         batch: B as u32,
         steps: B as u32,
+        activation: act,
         ..PpoArgs::default()
     };
     let draw = |stream: u64, n: usize| (0..n as u64).map(|i| normal(11, stream, i) as f32).collect::<Vec<f32>>();
@@ -175,7 +187,7 @@ fn minibatch_loss_gradients_and_adam_match_candle() {
     let (logp_old, adv, ret, value_old) =
         (column(&|s| s.logp_old), column(&|s| s.advantage), column(&|s| s.ret), column(&|s| s.value_old));
     let vo = vars(&l, &online, H);
-    let out = mlp(&vo, &Tensor::from_slice(&obs, (B, D_IN), &dev).unwrap());
+    let out = mlp_with(&vo, &Tensor::from_slice(&obs, (B, D_IN), &dev).unwrap(), act);
     let logits = out.narrow(1, 0, ACTIONS).unwrap();
     let value = out.narrow(1, ACTIONS, 1).unwrap().squeeze(1).unwrap();
     let logp = candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap();
@@ -283,13 +295,19 @@ fn fixed_batch(p: PpoParams, batch: u32) -> PpoParams {
 /// CleanRL's defaults, the fixed-batch mode, and a split into 3 with annealing and a tight gradient clip)
 /// after three rollouts and their updates.
 fn updated_agent(backend: &Backend) -> (PpoAgent, [TrialParams; 3]) {
+    updated_agent_with(backend, PpoParams::default().activation)
+}
+
+/// [`updated_agent`] with the hidden activation `act`; trial 1 does not normalize its advantages.
+fn updated_agent_with(backend: &Backend, act: u32) -> (PpoAgent, [TrialParams; 3]) {
     let (env_p, ppo) = params();
+    let ppo = PpoParams { activation: act, ..ppo };
     let market = common::planted_market(1_000, 5);
     let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
     let trials = [env_p, TrialParams { spread: 0.001, ..env_p }, env_p];
     let ppos = [
         ppo,
-        fixed_batch(PpoParams { hidden: 11, ..ppo }, 37),
+        fixed_batch(PpoParams { hidden: 11, norm_adv: 0, ..ppo }, 37),
         PpoParams { lr: 1e-2, epochs: 2, hidden: 13, minibatches: 3, anneal_rollouts: 3, max_grad_norm: 0.05, ..ppo },
     ];
     let mut env = EnvBatch::new(backend, &market, &trials, SimLayout::new(3, 32).unwrap(), cfg).unwrap();
@@ -338,8 +356,8 @@ fn a_trial_alone_equals_the_trial_in_a_batch(backend: &Backend) {
 }
 test_device!(a_trial_alone_equals_the_trial_in_a_batch);
 
-fn updates(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
-    let (agent, _) = updated_agent(backend);
+fn updates(backend: &Backend, act: u32) -> (tradesim::NetState, Vec<f32>) {
+    let (agent, _) = updated_agent_with(backend, act);
     (agent.state().unwrap(), agent.last_losses().unwrap())
 }
 
@@ -372,15 +390,45 @@ fn greedy_walks_match_stepping() {
 
 /// Three rollouts and their updates for 3 trials (different widths, batches, learning rates): the GPU gives
 /// the CPU's bits.
+/// With Tanh (the default) and with ReLU, advantages normalized per minibatch (trials 0 and 2) and not
+/// (trial 1).
 #[test]
 fn gpu_ppo_matches_cpu_bitwise() {
     let Some(gpu) = common::gpu_backend() else { return };
-    let (c, cl) = updates(&Backend::Cpu);
-    let (g, gl) = updates(&gpu);
-    assert_bitwise("weights", &c.online, &g.online);
-    assert_bitwise("adam m", &c.m, &g.m);
-    assert_bitwise("adam v", &c.v, &g.v);
-    assert_bitwise("losses", &cl, &gl);
+    for act in [gpu_kernels::mlp::ACT_TANH, gpu_kernels::mlp::ACT_RELU] {
+        let (c, cl) = updates(&Backend::Cpu, act);
+        let (g, gl) = updates(&gpu, act);
+        assert_bitwise("weights", &c.online, &g.online);
+        assert_bitwise("adam m", &c.m, &g.m);
+        assert_bitwise("adam v", &c.v, &g.v);
+        assert_bitwise("losses", &cl, &gl);
+    }
+}
+
+/// The options change the update: normalizing the advantages, or Tanh for ReLU, gives other weights (so
+/// the bitwise comparisons above compare the paths they name); a batch mixing activations is refused.
+#[test]
+fn the_ppo_options_are_applied() {
+    let (tanh, _) = updates(&Backend::Cpu, gpu_kernels::mlp::ACT_TANH);
+    let (relu, _) = updates(&Backend::Cpu, gpu_kernels::mlp::ACT_RELU);
+    assert_ne!(tanh.online, relu.online);
+    let (env_p, ppo) = params();
+    let market = common::planted_market(1_000, 5);
+    let cfg = EnvConfig { segment_len: 40, ring_capacity: 40 * 32, seed: 6, trial_groups: 1 };
+    let run = |ppos: &[PpoParams]| {
+        let mut env = EnvBatch::new(&Backend::Cpu, &market, &[env_p; 2], SimLayout::new(2, 32).unwrap(), cfg).unwrap();
+        let mut agent = PpoAgent::new(&Backend::Cpu, &env, ppos, 16, 64, 6)?;
+        rollouts_and_updates(&mut agent, &mut env, 2);
+        Ok::<_, tradesim::HostError>(agent.state().unwrap().online)
+    };
+    let normed = run(&[ppo, PpoParams { norm_adv: 0, ..ppo }]).unwrap();
+    let per = normed.len() / 2;
+    // Trial 1 alone, without normalization, equals trial 1 of the batch; trial 0 (normalized) differs.
+    let plain = run(&[PpoParams { norm_adv: 0, ..ppo }; 2]).unwrap();
+    assert_eq!(normed[per..], plain[per..]);
+    assert_ne!(normed[..per], plain[..per]);
+    let mixed = run(&[ppo, PpoParams { activation: gpu_kernels::mlp::ACT_RELU, ..ppo }]).unwrap_err();
+    assert!(mixed.to_string().contains("share their activation"), "{mixed}");
 }
 
 /// `epochs` rollouts (epochs `0 ..`) and their updates: the agent's state and last losses after them.

@@ -6,7 +6,7 @@
 //!
 //! **Bits.** Each value is the element of a [`crate::net::plan`] product, computed in the product contract's
 //! order ([`crate::tile`]): `D1(s, j)` is `fma` over the units `n` of layer 2 ascending from 0, masked by the
-//! ReLU of `A1`; a chunk's weight gradient is `fma` over its samples ascending from 0 (a bias gradient is the
+//! activation of `A1`; a chunk's weight gradient is `fma` over its samples ascending from 0 (a bias gradient is the
 //! product with a column of ones: `fma(delta, 1, acc)`); zero where the product writes zero (outside a
 //! trial's active width). So the CPU, which runs the products one by one, needs no change. The terms a block
 //! adds past the active sizes (zero-padded units up to a multiple of 4) are `fma(0, 0, acc) = acc`: a sum that
@@ -359,8 +359,13 @@ pub unsafe fn gpu_backward(
                 let j = u0 + lane;
                 unrolled!(i in [0, 1, 2, 3] {
                     let r = 4 * warp + i;
-                    let keep = r < rows && j < h && lds(at(sb + sh.a2 + r * G2 + lane)) > 0.0;
-                    sts(at(sh.d1 + r * G + lane), if keep { acc[i] } else { 0.0 });
+                    // The gradient through the activation of `A1` (`finish` of the backward epilogue).
+                    let v = if r < rows && j < h {
+                        crate::mlp::activate_grad(l.activation, acc[i], lds(at(sb + sh.a2 + r * G2 + lane)))
+                    } else {
+                        0.0
+                    };
+                    sts(at(sh.d1 + r * G + lane), v);
                 });
                 _syncthreads();
             }

@@ -3,7 +3,7 @@
 //!
 //! A [`Chain`] is exactly the three [`crate::net::dense`] products [`Chain::layers`] returns: the same
 //! operands, sizes and epilogues, and the same order per element (`acc = 0; acc = fma(x_k, w_k, acc)` for k
-//! ascending, then the bias and the ReLU), so its outputs are the products' bits and the CPU, which runs
+//! ascending, then the bias and the activation), so its outputs are the products' bits and the CPU, which runs
 //! the products one by one ([`crate::tile`]), needs no change. What changes is where the operands live:
 //! the block stages its rows once and keeps the hidden activations in shared memory between the layers,
 //! and each layer's weights (padded rows, [`crate::net::walk_row_stride`]) once per block, so a layer costs
@@ -61,7 +61,7 @@ const _: () = assert!(WIDE_ROWS == ROWS_PER_WARP * (WIDE_THREADS as usize / 32))
 pub const CHAIN_UNITS: usize = 128;
 
 /// Three dense layers of trial `trial`'s network (weights in buffer `net`) on `m` active rows of `x`
-/// (`m_pad` written): `out[0] = relu(x W1^T + b1)`, `out[1] = relu(out[0] W2^T + b2)`, `out[2] = out[1]
+/// (`m_pad` written): `out[0] = act(x W1^T + b1)`, `out[1] = act(out[0] W2^T + b2)`, `out[2] = out[1]
 /// W3^T + b3`, hidden width `h` active.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -331,7 +331,7 @@ unsafe fn accumulate<const R: usize, const AHEAD: bool>(
     acc
 }
 
-/// One wide layer (`k` inputs, hidden width `hs`, `h` active units, ReLU) of the block's rows: from
+/// One wide layer (`k` inputs, hidden width `hs`, `h` active units, activation `act`) of the block's rows: from
 /// `x` (rows `sx` apart) and the staged weights `w` (rows `sw` apart) into `y` (rows `sy` apart) and the
 /// global output `out` (rows `m0 ..`, `m_pad` written, `m` active).
 ///
@@ -354,6 +354,7 @@ unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
     out: *mut f32,
     out_row: usize,
     (m0, m, m_pad): (usize, usize, usize),
+    act: u32,
     thread: usize,
 ) {
     use crate::nvptx_ops::{lds, lds4, shared_addr, sts};
@@ -385,9 +386,9 @@ unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
                     let b = biases[j];
                     for (i, acc) in acc.iter().enumerate() {
                         let (r, row) = (r0 + i, m0 + r0 + i);
-                        // `finish` of EPI_BIAS_RELU: relu(acc + bias) inside the active sizes, 0 outside.
+                        // `finish` of the hidden epilogue: act(acc + bias) inside the active sizes, 0 outside.
                         let s = acc[j] + b;
-                        let value = if row < m && n < h && s > 0.0 { s } else { 0.0 };
+                        let value = if row < m && n < h { crate::mlp::activate(act, s) } else { 0.0 };
                         sts(yb + 4 * (r * sy + n) as u32, value);
                         if row < m_pad {
                             *out.add(row * out_row + n) = value;
@@ -543,6 +544,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
             out(0),
             rows_of(0),
             (m0, m, m_pad),
+            l.activation,
             thread,
         );
         _syncthreads();
@@ -566,6 +568,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
             out(1),
             rows_of(1),
             (m0, m, m_pad),
+            l.activation,
             thread,
         );
         _syncthreads();
@@ -595,7 +598,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
                             let view = crate::net::LayerView { base: w3, unit: sh.s2, step: 1, k: h, aligned: true };
                             unrolled!(n in [0, 1, 2, 3] {
                                 if n < o {
-                                    values[n] = crate::net::dense_unit(&view, bias(n), false, n, x);
+                                    values[n] = crate::net::dense_unit(&view, bias(n), None, n, x);
                                 }
                             });
                         }
@@ -696,7 +699,7 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
     from: Option<&Gemm>,
 ) {
     use crate::nvptx_ops::{cp_async_wait_all, cp_async4, lds4, shared_addr};
-    use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, SHORT_K, finish};
+    use crate::tile::{SHORT_K, finish, reads_aux, reads_bias};
     use core::arch::nvptx::_syncthreads;
     let (m, n_act, k, m_pad, n_pad) = (g.m as usize, g.n as usize, g.k as usize, g.m_pad as usize, g.n_pad as usize);
     let tile_rows = ROWS_PER_WARP * W;
@@ -739,7 +742,7 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
         }
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
         let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);
-        let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
+        let (with_bias, with_aux) = (reads_bias(g.epilogue), reads_aux(g.epilogue));
         // An operand the epilogue does not read names no buffer (`Operand::NONE`): its table entry is not read.
         let c = buf(g.c.buf);
         let bias = if with_bias { buf(g.bias.buf) } else { core::ptr::null_mut() };

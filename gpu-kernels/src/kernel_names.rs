@@ -76,6 +76,8 @@ macro_rules! for_each_kernel {
             ppo_gae PPO_GAE;
             /// The minibatch observations ([`crate::ppo::gather_entry`]).
             ppo_gather PPO_GATHER;
+            /// The advantage moments of every trial's minibatch ([`crate::ppo::adv_moments`]).
+            ppo_adv PPO_ADV;
             /// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]), then the layer-2 hidden gradients
             /// ([`crate::net::hidden_gradient`]).
             ppo_loss PPO_LOSS;

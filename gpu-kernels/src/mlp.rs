@@ -1,5 +1,6 @@
-//! The networks: input D (F + 3) -> hidden h (ReLU) -> hidden h (ReLU) -> O outputs (3 Q-values for DQN;
-//! 3 action logits and a value for PPO), one flat f32 block of parameters per trial. The block is laid out
+//! The networks: input D (F + 3) -> hidden h -> hidden h -> O outputs (3 Q-values for DQN; 3 action logits
+//! and a value for PPO), each hidden layer followed by the network's [`Layout::activation`] (ReLU for DQN,
+//! as CleanRL's `dqn.py`; Tanh or ReLU for PPO, Tanh by default as CleanRL's `ppo.py`), one flat f32 block of parameters per trial. The block is laid out
 //! for the largest hidden width H of the batch (row stride H), and each trial uses its own active width
 //! `h <= H`; entries beyond it stay zero. The learners compute the layers as products ([`crate::net`]);
 //! [`forward`] here is the plain single-row reference (no FMA) that tests compare with candle.
@@ -13,7 +14,58 @@ pub const ACTOR_CRITIC: usize = ACTIONS + 1;
 /// Largest output count.
 pub const MAX_OUTPUTS: usize = ACTOR_CRITIC;
 
-/// Where each tensor of a trial's parameter block starts.
+/// The hidden layers' activation `relu(x) = max(x, 0)` (0 for NaN).
+pub const ACT_RELU: u32 = 0;
+/// The hidden layers' activation `tanh(x)` (`libm::tanhf`: the same bits on the host and the GPU).
+pub const ACT_TANH: u32 = 1;
+
+/// The activation code of a name (`relu`, `tanh`), or `None`.
+pub fn activation_code(name: &str) -> Option<u32> {
+    match name {
+        "relu" => Some(ACT_RELU),
+        "tanh" => Some(ACT_TANH),
+        _ => None,
+    }
+}
+
+/// The name of an activation code.
+pub fn activation_name(code: u32) -> &'static str {
+    if code == ACT_TANH { "tanh" } else { "relu" }
+}
+
+/// `libm::tanhf`, kept out of line: inlined into every unrolled epilogue of the kernels it quadrupled the
+/// PTX, and ReLU networks (which never call it) would carry that code too.
+#[inline(never)]
+fn tanh(x: f32) -> f32 {
+    libm::tanhf(x)
+}
+
+/// Activation `act` ([`ACT_RELU`] or [`ACT_TANH`]) of `x`.
+#[inline]
+pub fn activate(act: u32, x: f32) -> f32 {
+    if act == ACT_TANH {
+        tanh(x)
+    } else if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
+/// The gradient through activation `act` of the incoming gradient `d`, from the activation's output `y`:
+/// `d` where `y > 0` else 0 (ReLU), `d x (1 - y^2)` (Tanh; the products unfused, as written).
+#[inline]
+pub fn activate_grad(act: u32, d: f32, y: f32) -> f32 {
+    if act == ACT_TANH {
+        d * (1.0 - y * y)
+    } else if y > 0.0 {
+        d
+    } else {
+        0.0
+    }
+}
+
+/// Where each tensor of a trial's parameter block starts, and the hidden layers' activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Input width D.
@@ -22,17 +74,24 @@ pub struct Layout {
     pub hidden: usize,
     /// Outputs O (at most [`MAX_OUTPUTS`]).
     pub outputs: usize,
+    /// The hidden layers' activation ([`ACT_RELU`] or [`ACT_TANH`]).
+    pub activation: u32,
 }
 
 impl Layout {
-    /// A Q-network: 3 outputs.
+    /// A Q-network: 3 outputs, ReLU.
     pub const fn q_net(input: usize, hidden: usize) -> Self {
-        Self { input, hidden, outputs: ACTIONS }
+        Self { input, hidden, outputs: ACTIONS, activation: ACT_RELU }
     }
 
-    /// An actor-critic: 3 logits and a value.
+    /// An actor-critic: 3 logits and a value, ReLU (see [`Self::with_activation`]).
     pub const fn actor_critic(input: usize, hidden: usize) -> Self {
-        Self { input, hidden, outputs: ACTOR_CRITIC }
+        Self { input, hidden, outputs: ACTOR_CRITIC, activation: ACT_RELU }
+    }
+
+    /// The same layout with the hidden layers' activation `activation`.
+    pub const fn with_activation(self, activation: u32) -> Self {
+        Self { activation, ..self }
     }
 
     /// W1, `H x D` (row i = hidden unit i).
@@ -65,12 +124,7 @@ impl Layout {
     }
 }
 
-#[inline]
-fn relu(x: f32) -> f32 {
-    if x > 0.0 { x } else { 0.0 }
-}
-
-/// Forward pass with active width `h`: writes the post-ReLU activations `a1`, `a2` (first `h` entries) and
+/// Forward pass with active width `h`: writes the activations (after [`Layout::activation`]) `a1`, `a2` (first `h` entries) and
 /// the `l.outputs` outputs into `q`.
 #[inline]
 pub fn forward(l: &Layout, w: &[f32], h: usize, x: &[f32], a1: &mut [f32], a2: &mut [f32], q: &mut [f32]) {
@@ -81,7 +135,7 @@ pub fn forward(l: &Layout, w: &[f32], h: usize, x: &[f32], a1: &mut [f32], a2: &
         for j in 0..d {
             s += row[j] * x[j];
         }
-        a1[i] = relu(s);
+        a1[i] = activate(l.activation, s);
     }
     for i in 0..h {
         let row = &w[l.w2() + i * stride..l.w2() + i * stride + h];
@@ -89,7 +143,7 @@ pub fn forward(l: &Layout, w: &[f32], h: usize, x: &[f32], a1: &mut [f32], a2: &
         for j in 0..h {
             s += row[j] * a1[j];
         }
-        a2[i] = relu(s);
+        a2[i] = activate(l.activation, s);
     }
     for (k, qk) in q.iter_mut().enumerate().take(l.outputs) {
         let row = &w[l.w3() + k * stride..l.w3() + k * stride + h];

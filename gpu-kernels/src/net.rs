@@ -4,7 +4,7 @@
 //! ([`dense_unit`]). Every element follows [`crate::tile`]'s order, so the CPU and the GPU give the same bits.
 
 use crate::mlp::Layout;
-use crate::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand};
+use crate::tile::{EPI_BIAS, EPI_NONE, Gemm, Operand, backward_epilogue, forward_epilogue};
 
 /// Sizes of a learner's networks and buffers.
 #[repr(C)]
@@ -24,8 +24,8 @@ pub struct NetArgs {
     pub batch: u32,
     /// Bars in the price block.
     pub n_bars: u32,
-    /// Keeps the size a multiple of 8.
-    pub _pad: u32,
+    /// The hidden layers' activation ([`crate::mlp::ACT_RELU`] or [`crate::mlp::ACT_TANH`]).
+    pub activation: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<NetArgs>() == 32);
@@ -42,12 +42,31 @@ impl NetArgs {
         batch: u32,
         n_bars: u32,
     ) -> Self {
-        Self { n_trials, envs_per_trial, input, hidden, outputs: outputs as u32, batch, n_bars, _pad: 0 }
+        Self {
+            n_trials,
+            envs_per_trial,
+            input,
+            hidden,
+            outputs: outputs as u32,
+            batch,
+            n_bars,
+            activation: crate::mlp::ACT_RELU,
+        }
+    }
+
+    /// The same sizes with the hidden layers' activation `activation`.
+    pub fn with_activation(self, activation: u32) -> Self {
+        Self { activation, ..self }
     }
 
     /// The parameter layout.
     pub fn layout(&self) -> Layout {
-        Layout { input: self.input as usize, hidden: self.hidden as usize, outputs: self.outputs as usize }
+        Layout {
+            input: self.input as usize,
+            hidden: self.hidden as usize,
+            outputs: self.outputs as usize,
+            activation: self.activation,
+        }
     }
 
     /// Floats of the per-chunk weight gradients ([`gradient`] reads them): [`grad_chunks`]`(batch) x
@@ -258,8 +277,8 @@ pub fn dense(
 ) -> Gemm {
     let base = t * l.params();
     let (w, b, k, n, n_pad, epilogue, w_stride) = match layer {
-        0 => (l.w1(), l.b1(), l.input, h, l.hidden, EPI_BIAS_RELU, l.input),
-        1 => (l.w2(), l.b2(), h, h, l.hidden, EPI_BIAS_RELU, l.hidden),
+        0 => (l.w1(), l.b1(), l.input, h, l.hidden, forward_epilogue(l.activation), l.input),
+        1 => (l.w2(), l.b2(), h, h, l.hidden, forward_epilogue(l.activation), l.hidden),
         _ => (l.w3(), l.b3(), h, l.outputs, l.outputs, EPI_BIAS, l.hidden),
     };
     Gemm {
@@ -479,22 +498,22 @@ pub unsafe fn walk_stage(l: &Layout, w: *const f32, h: usize, stage: *mut f32, i
     }
 }
 
-/// Output `n` of a layer for one input row `x` ([`LayerView`]; `bias` its bias, ReLU on the hidden layers):
-/// the product contract's order (the dot product, then the bias and the ReLU), so it equals the element
-/// of a [`dense`] product bit for bit.
+/// Output `n` of a layer for one input row `x` ([`LayerView`]; `bias` its bias, `act` the hidden layers'
+/// activation, `None` on the output layer): the product contract's order (the dot product, then the bias
+/// and the activation), so it equals the element of a [`dense`] product bit for bit.
 ///
 /// # Safety
 /// `x` holds `v.k` floats (16-byte aligned when `v.aligned`) and `v` addresses the layer's weights; on the
 /// GPU, when `v.aligned`, `x` and the weights lie in this block's shared memory ([`dot_aligned`]).
 #[inline(always)]
-pub unsafe fn dense_unit(v: &LayerView, bias: f32, relu: bool, n: usize, x: *const f32) -> f32 {
+pub unsafe fn dense_unit(v: &LayerView, bias: f32, act: Option<u32>, n: usize, x: *const f32) -> f32 {
     let row = v.base.wrapping_add(n * v.unit);
     // SAFETY: the caller's contract.
     let dot = unsafe { if v.aligned { dot_aligned(x, row, v.k) } else { dot_strided(x, row, v.step, v.k) } };
     let s = dot + bias;
-    match (relu, s > 0.0) {
-        (true, false) => 0.0,
-        _ => s,
+    match act {
+        Some(a) => crate::mlp::activate(a, s),
+        None => s,
     }
 }
 
@@ -704,7 +723,8 @@ pub fn plan(args: &NetArgs, trials: &[NetTrial], stage: Stage, mut push: impl Fn
 }
 
 /// The product of [`Stage::Backward2`] (`second`: the hidden gradient of layer 2, from the output gradient)
-/// or [`Stage::Backward1`] for trial `t` of sizes `p`: `D = (delta W) masked by the ReLU of A`.
+/// or [`Stage::Backward1`] for trial `t` of sizes `p`: `D = (delta W)` through the activation of `A`
+/// ([`crate::mlp::activate_grad`]).
 pub fn hidden_gradient(args: &NetArgs, t: usize, p: &NetTrial, second: bool) -> Gemm {
     let l = args.layout();
     let (hs, o, b) = (l.hidden, l.outputs, args.batch as usize);
@@ -723,7 +743,7 @@ pub fn hidden_gradient(args: &NetArgs, t: usize, p: &NetTrial, second: bool) -> 
         k: k as u32,
         m_pad: b as u32,
         n_pad: hs as u32,
-        epilogue: EPI_RELU_MASK,
+        epilogue: backward_epilogue(l.activation),
         _pad: [0; 2],
     }
 }

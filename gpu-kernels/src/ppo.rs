@@ -53,14 +53,20 @@ pub struct PpoParams {
     pub key: u64,
     /// Initial weights: 1, orthogonal with CleanRL's gains; 0, PyTorch's default uniform (host only).
     pub orthogonal_init: u32,
-    /// Keeps the next field 8-byte aligned.
-    pub _pad: u32,
+    /// 1: each minibatch's advantages are normalized to zero mean and unit standard deviation before the
+    /// surrogate (CleanRL's `norm_adv`, [`adv_moments`]); 0: used as GAE gives them.
+    pub norm_adv: u32,
     /// Rollouts the agent had collected when the trial began (0 in a fresh batch): its rollout, update and
     /// action-draw numbers, and so its learning-rate schedule, count from here ([`trial_rollout`]).
     pub origin_rollouts: u64,
+    /// The hidden layers' activation ([`crate::mlp::ACT_TANH`], CleanRL's, or [`crate::mlp::ACT_RELU`]); the
+    /// trials of a batch share it (their layers are the same launches).
+    pub activation: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<PpoParams>() == 88);
+const _: () = assert!(core::mem::size_of::<PpoParams>() == 96);
 
 impl Default for PpoParams {
     fn default() -> Self {
@@ -83,8 +89,10 @@ impl Default for PpoParams {
             anneal_rollouts: 0,
             key: 0,
             orthogonal_init: 1,
-            _pad: 0,
+            norm_adv: 1,
             origin_rollouts: 0,
+            activation: crate::mlp::ACT_TANH,
+            _pad: 0,
         }
     }
 }
@@ -116,9 +124,13 @@ pub struct PpoArgs {
     /// Training: rollouts whose updates are done (each trial's update number is
     /// `rollout x` [`updates_per_rollout`] `+ counter`).
     pub rollout: u64,
+    /// The hidden layers' activation of every trial ([`PpoParams::activation`]).
+    pub activation: u32,
+    /// Keeps the size a multiple of 8.
+    pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<PpoArgs>() == 56);
+const _: () = assert!(core::mem::size_of::<PpoArgs>() == 64);
 
 /// Updates trial `p` makes per rollout of `n` transitions: `epochs x minibatches`, or `epochs x
 /// ceil(n / batch)` minibatches of its own batch without a split (so a trial's passes over its rollout do
@@ -166,12 +178,13 @@ pub fn trial_rollout(p: &PpoParams, rollout: u64) -> u64 {
 impl PpoArgs {
     /// The actor-critic layout.
     pub fn layout(&self) -> Layout {
-        Layout::actor_critic(self.input as usize, self.hidden as usize)
+        Layout::actor_critic(self.input as usize, self.hidden as usize).with_activation(self.activation)
     }
 
     /// The network sizes.
     pub fn net(&self) -> NetArgs {
         NetArgs::new(self.n_trials, self.envs_per_trial, self.input, self.hidden, ACTOR_CRITIC, self.batch, self.n_bars)
+            .with_activation(self.activation)
     }
 }
 
@@ -437,29 +450,102 @@ pub fn minibatch_slot(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transitio
     (ring[s].valid != 0).then_some(s)
 }
 
+/// The rollout buffers of one trial that a minibatch sample reads (each `n` long, slot-indexed).
+#[derive(Clone, Copy, Debug)]
+pub struct Rollout<'a> {
+    /// The transitions.
+    pub ring: &'a [Transition],
+    /// Log-probability of each action when it was taken.
+    pub logps: &'a [f32],
+    /// Value predicted at each step.
+    pub values: &'a [f32],
+    /// GAE advantages.
+    pub advantages: &'a [f32],
+    /// Returns (value targets).
+    pub returns: &'a [f32],
+}
+
 /// Minibatch sample `j` of trial `p` at update `args.counter`: its slot ([`minibatch_slot`]) and its
-/// training inputs.
+/// training inputs, the advantage normalized with the minibatch's moments `moments` ([`adv_moments`]) when
+/// the trial asks ([`PpoParams::norm_adv`]).
 #[inline]
-#[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
 pub fn minibatch_sample(
     args: &PpoArgs,
     p: &PpoParams,
     j: usize,
-    ring: &[Transition],
-    logps: &[f32],
-    values: &[f32],
-    advantages: &[f32],
-    returns: &[f32],
+    r: &Rollout,
+    moments: [f32; 2],
 ) -> Option<(usize, PpoSample)> {
-    let s = minibatch_slot(args, p, j, ring)?;
+    let s = minibatch_slot(args, p, j, r.ring)?;
     let sample = PpoSample {
-        action: ring[s].chosen,
-        logp_old: logps[s],
-        advantage: advantages[s],
-        ret: returns[s],
-        value_old: values[s],
+        action: r.ring[s].chosen,
+        logp_old: r.logps[s],
+        advantage: normalized_advantage(p, r.advantages[s], moments),
+        ret: r.returns[s],
+        value_old: r.values[s],
     };
     Some((s, sample))
+}
+
+/// Lanes of a minibatch's advantage moments: lane `l` of a trial folds the samples `j = l, l + ADV_LANES,
+/// ..` of its minibatch in ascending order ([`adv_lane`]), then the lanes are added in lane order
+/// ([`adv_fold`]); the GPU runs a thread per lane, the CPU the lanes one after another.
+pub const ADV_LANES: usize = 64;
+
+/// Lane `lane` of trial `p`'s minibatch at update `args.counter` ([`minibatch_slot`]'s samples; none when the
+/// trial sits the update out): the number of samples and the sum of their advantages, or with `mean` the sum
+/// of their squared deviations from it (`fma(d, d, acc)`).
+#[inline]
+pub fn adv_lane(args: &PpoArgs, p: &PpoParams, lane: usize, r: &Rollout, mean: Option<f32>) -> (u32, f32) {
+    let (mut count, mut acc) = (0u32, 0.0f32);
+    let mut j = lane;
+    while j < p.batch as usize {
+        if let Some(s) = minibatch_slot(args, p, j, r.ring) {
+            let a = r.advantages[s];
+            count += 1;
+            acc = match mean {
+                None => acc + a,
+                Some(m) => crate::tile::fma(a - m, a - m, acc),
+            };
+        }
+        j += ADV_LANES;
+    }
+    (count, acc)
+}
+
+/// The lanes' counts and sums added in lane order.
+#[inline]
+pub fn adv_fold(lanes: impl Iterator<Item = (u32, f32)>) -> (u32, f32) {
+    lanes.fold((0, 0.0), |(c, s), (lc, ls)| (c + lc, s + ls))
+}
+
+/// The mean of a minibatch's advantages from its folded count and sum (0 for an empty minibatch).
+#[inline]
+pub fn adv_mean(count: u32, sum: f32) -> f32 {
+    if count == 0 { 0.0 } else { sum / count as f32 }
+}
+
+/// The standard deviation of a minibatch's advantages from its folded count and sum of squared
+/// deviations: unbiased (`n - 1`, as `torch.std`), 0 below two samples (where `torch.std` gives NaN).
+#[inline]
+pub fn adv_std(count: u32, squares: f32) -> f32 {
+    if count < 2 { 0.0 } else { crate::sqrtf(squares / (count - 1) as f32) }
+}
+
+/// Trial `p`'s minibatch moments (mean, standard deviation) at update `args.counter`, its lanes in turn:
+/// the CPU's form of the `ppo_adv` kernel (the same bits).
+pub fn adv_moments(args: &PpoArgs, p: &PpoParams, r: &Rollout) -> [f32; 2] {
+    let (count, sum) = adv_fold((0..ADV_LANES).map(|l| adv_lane(args, p, l, r, None)));
+    let mean = adv_mean(count, sum);
+    let (_, squares) = adv_fold((0..ADV_LANES).map(|l| adv_lane(args, p, l, r, Some(mean))));
+    [mean, adv_std(count, squares)]
+}
+
+/// Advantage `a` as the loss uses it: `(a - mean) / (std + 1e-8)` with the minibatch's `moments` when the
+/// trial normalizes (CleanRL's `norm_adv`), else `a`.
+#[inline]
+pub fn normalized_advantage(p: &PpoParams, a: f32, moments: [f32; 2]) -> f32 {
+    if p.norm_adv != 0 { (a - moments[0]) / (moments[1] + 1e-8) } else { a }
 }
 
 /// Lanes of the gradient-norm sum: lane `l` of a trial sums the squares of its active gradients `l,
@@ -615,24 +701,20 @@ pub const GATHER_ROWS: usize = 32;
 pub const GATHER_AHEAD: usize = 8;
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
-/// ([`minibatch_sample`], [`loss_sample`]); the trial's rollout buffers are `ring`, `logps`, `values`,
-/// `advantages`, `returns`. `None` when the trial sits this update out ([`trial_update`]): its losses stay
-/// those of its last update (`dout` is still written: zeros).
+/// ([`minibatch_sample`] with the minibatch's advantage `moments`, [`loss_sample`]). `None` when the trial
+/// sits this update out ([`trial_update`]): its losses stay those of its last update (`dout` is still
+/// written: zeros).
 #[inline]
-#[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
 pub fn sample_loss(
     args: &PpoArgs,
     p: &PpoParams,
     j: usize,
-    ring: &[Transition],
-    logps: &[f32],
-    values: &[f32],
-    advantages: &[f32],
-    returns: &[f32],
+    r: &Rollout,
+    moments: [f32; 2],
     out: &[f32],
     dout: &mut [f32],
 ) -> Option<f32> {
-    let sample = minibatch_sample(args, p, j, ring, logps, values, advantages, returns).map(|(_, s)| s);
+    let sample = minibatch_sample(args, p, j, r, moments).map(|(_, s)| s);
     let loss = loss_sample(j, p, out, sample, dout);
     trial_update(p, args).map(|_| loss)
 }
@@ -777,6 +859,63 @@ mod tests {
         // After its 8 updates the trial sits out.
         let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
         assert_eq!(minibatch_slot(&args, &p, 0, &ring), None);
+    }
+
+    /// A minibatch's advantage moments are the mean and the unbiased standard deviation of exactly the
+    /// samples the minibatch uses (invalid slots and a trial that sits the update out excluded); normalized
+    /// advantages then have mean 0 and standard deviation 1; with `norm_adv = 0` they are left alone.
+    #[test]
+    fn minibatch_advantages_are_normalized_over_the_minibatch() {
+        let (steps, envs) = (10u32, 7u32);
+        let n = (steps * envs) as usize;
+        let ring = ring(n, &[3, 40]);
+        let advantages: Vec<f32> = (0..n).map(|i| ((i * 37 % 11) as f32 - 3.0) * 0.7 + (i as f32).sin()).collect();
+        let r = Rollout { ring: &ring, logps: &[], values: &[], advantages: &advantages, returns: &[] };
+        let p = PpoParams { minibatches: 4, epochs: 2, batch: split_batch(n, 4), key: 5, ..PpoParams::default() };
+        for counter in 0..8u64 {
+            let args = PpoArgs { steps, envs_per_trial: envs, seed: 9, counter, ..PpoArgs::default() };
+            let used: Vec<f64> = (0..p.batch as usize)
+                .filter_map(|j| minibatch_slot(&args, &p, j, &ring))
+                .map(|s| f64::from(advantages[s]))
+                .collect();
+            let k = used.len() as f64;
+            let mean = used.iter().sum::<f64>() / k;
+            let std = (used.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+            let [m, sd] = adv_moments(&args, &p, &r);
+            assert!(
+                (f64::from(m) - mean).abs() < 1e-5 && (f64::from(sd) - std).abs() < 1e-5,
+                "{m} {sd} vs {mean} {std}"
+            );
+            let normed: Vec<f64> =
+                used.iter().map(|&a| f64::from(normalized_advantage(&p, a as f32, [m, sd]))).collect();
+            let nm = normed.iter().sum::<f64>() / k;
+            let nsd = (normed.iter().map(|a| (a - nm).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+            assert!(nm.abs() < 1e-5 && (nsd - 1.0).abs() < 1e-4, "normalized mean {nm}, std {nsd}");
+            let off = PpoParams { norm_adv: 0, ..p };
+            assert_eq!(normalized_advantage(&off, 1.25, [m, sd]), 1.25);
+        }
+        // A trial that sits the update out has an empty minibatch: moments 0.
+        let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
+        assert_eq!(adv_moments(&args, &p, &r), [0.0, 0.0]);
+        // One sample: no deviation (torch.std would give NaN), its normalized advantage 0.
+        assert_eq!(adv_std(1, 0.0), 0.0);
+        assert_eq!(normalized_advantage(&p, 2.0, [2.0, 0.0]), 0.0);
+    }
+
+    /// ReLU through `activate` is the old `max(x, 0)` with NaN to 0, and its gradient the old mask; Tanh's
+    /// gradient is `d (1 - y^2)`.
+    #[test]
+    fn activations_and_their_gradients() {
+        use crate::mlp::{ACT_RELU, ACT_TANH, activate, activate_grad};
+        for x in [-2.5f32, -0.0, 0.0, 1e-30, 3.75, f32::NAN] {
+            let relu = if x > 0.0 { x } else { 0.0 };
+            assert_eq!(activate(ACT_RELU, x).to_bits(), relu.to_bits());
+            assert_eq!(activate_grad(ACT_RELU, 1.5, x).to_bits(), (if x > 0.0 { 1.5f32 } else { 0.0 }).to_bits());
+        }
+        assert_eq!(activate(ACT_TANH, 0.5), libm::tanhf(0.5));
+        let y = activate(ACT_TANH, 0.5);
+        assert_eq!(activate_grad(ACT_TANH, 2.0, y), 2.0 * (1.0 - y * y));
+        assert!(activate(ACT_TANH, 30.0) <= 1.0 && activate(ACT_TANH, -30.0) >= -1.0);
     }
 
     #[test]

@@ -32,6 +32,41 @@ pub const EPI_BIAS: u32 = 1;
 pub const EPI_BIAS_RELU: u32 = 2;
 /// `C = acc` where `aux(m, n) > 0`, else 0 (the backward pass through a ReLU, `aux` = its output).
 pub const EPI_RELU_MASK: u32 = 3;
+/// `C = tanh(acc + bias[n])`.
+pub const EPI_BIAS_TANH: u32 = 4;
+/// `C = acc x (1 - aux(m, n)^2)` (the backward pass through a Tanh, `aux` = its output).
+pub const EPI_TANH_GRAD: u32 = 5;
+
+/// Whether epilogue `e` reads the bias.
+#[inline]
+pub fn reads_bias(e: u32) -> bool {
+    matches!(e, EPI_BIAS | EPI_BIAS_RELU | EPI_BIAS_TANH)
+}
+
+/// Whether epilogue `e` reads the auxiliary operand (the activation's output of a backward pass).
+#[inline]
+pub fn reads_aux(e: u32) -> bool {
+    matches!(e, EPI_RELU_MASK | EPI_TANH_GRAD)
+}
+
+/// The epilogue of a hidden layer's forward product under activation `act` ([`crate::mlp::ACT_RELU`] or
+/// [`crate::mlp::ACT_TANH`]).
+#[inline]
+pub fn forward_epilogue(act: u32) -> u32 {
+    if act == crate::mlp::ACT_TANH { EPI_BIAS_TANH } else { EPI_BIAS_RELU }
+}
+
+/// The epilogue of the product that carries a gradient back through a hidden layer's activation `act`.
+#[inline]
+pub fn backward_epilogue(act: u32) -> u32 {
+    if act == crate::mlp::ACT_TANH { EPI_TANH_GRAD } else { EPI_RELU_MASK }
+}
+
+/// The activation code of a hidden layer's forward epilogue `e`.
+#[inline]
+pub fn epilogue_activation(e: u32) -> u32 {
+    if matches!(e, EPI_BIAS_TANH | EPI_TANH_GRAD) { crate::mlp::ACT_TANH } else { crate::mlp::ACT_RELU }
+}
 
 /// A strided view into one buffer of the launch's table: element `(r, c)` is
 /// `buffers[buf][off + r * row + c * col]`. For `A` the rows are `m` and the columns `k`; for `B` the rows
@@ -119,15 +154,10 @@ impl Gemm {
             if o.buf != buf || rows == 0 || cols == 0 { 0 } else { o.at(rows as usize - 1, cols as usize - 1) + 1 }
         };
         let (m, n, k) = (self.m, self.n, self.k);
-        let bias = if matches!(self.epilogue, EPI_BIAS | EPI_BIAS_RELU) { reach(&self.bias, 1, n) } else { 0 };
-        let aux = if self.epilogue == EPI_RELU_MASK { reach(&self.aux, m, n) } else { 0 };
+        let bias = if reads_bias(self.epilogue) { reach(&self.bias, 1, n) } else { 0 };
+        let aux = if reads_aux(self.epilogue) { reach(&self.aux, m, n) } else { 0 };
         reach(&self.a, m, k).max(reach(&self.b, k, n)).max(bias).max(aux).max(reach(&self.c, self.m_pad, self.n_pad))
     }
-}
-
-#[inline]
-fn relu(x: f32) -> f32 {
-    if x > 0.0 { x } else { 0.0 }
 }
 
 /// The value stored at `(m, n)` from the accumulated product `acc`, the column's bias and the
@@ -139,14 +169,10 @@ pub fn finish(g: &Gemm, m: usize, n: usize, acc: f32, bias: f32, aux: f32) -> f3
     }
     match g.epilogue {
         EPI_BIAS => acc + bias,
-        EPI_BIAS_RELU => relu(acc + bias),
-        EPI_RELU_MASK => {
-            if aux > 0.0 {
-                acc
-            } else {
-                0.0
-            }
-        }
+        EPI_BIAS_RELU => crate::mlp::activate(crate::mlp::ACT_RELU, acc + bias),
+        EPI_BIAS_TANH => crate::mlp::activate(crate::mlp::ACT_TANH, acc + bias),
+        EPI_RELU_MASK => crate::mlp::activate_grad(crate::mlp::ACT_RELU, acc, aux),
+        EPI_TANH_GRAD => crate::mlp::activate_grad(crate::mlp::ACT_TANH, acc, aux),
         _ => acc,
     }
 }
@@ -177,10 +203,10 @@ pub fn reference(g: &Gemm, read: impl Fn(u32, usize) -> f32, mut write: impl FnM
                 for k in 0..g.k as usize {
                     acc = fma(read(g.a.buf, g.a.at(m, k)), read(g.b.buf, g.b.at(k, n)), acc);
                 }
-                if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+                if reads_bias(g.epilogue) {
                     bias = read(g.bias.buf, g.bias.at(0, n));
                 }
-                if g.epilogue == EPI_RELU_MASK {
+                if reads_aux(g.epilogue) {
                     aux = read(g.aux.buf, g.aux.at(m, n));
                 }
             }
@@ -259,8 +285,8 @@ impl Epilogue {
             };
             Self {
                 c: *buffers.add(g.c.buf as usize) as *mut f32,
-                bias: ptr(&g.bias, matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU)),
-                aux: ptr(&g.aux, g.epilogue == EPI_RELU_MASK),
+                bias: ptr(&g.bias, reads_bias(g.epilogue)),
+                aux: ptr(&g.aux, reads_aux(g.epilogue)),
             }
         }
     }
@@ -328,7 +354,7 @@ pub unsafe fn gpu_short_rows(
     threads: usize,
 ) {
     let (m, n_act, k) = (g.m as usize, g.n as usize, g.k as usize);
-    let (with_bias, with_aux) = (matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU), g.epilogue == EPI_RELU_MASK);
+    let (with_bias, with_aux) = (reads_bias(g.epilogue), reads_aux(g.epilogue));
     let mut n = thread;
     // SAFETY: the caller's contract; every read is of an active element, every write below the padded sizes.
     unsafe {

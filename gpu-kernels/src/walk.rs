@@ -217,18 +217,18 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
                 layer_barrier();
                 let mut n = tid;
                 while n < h {
-                    *h1.add(n) = dense_unit(&layers[0], *w.add(l.b1() + n), true, n, obs);
+                    *h1.add(n) = dense_unit(&layers[0], *w.add(l.b1() + n), Some(l.activation), n, obs);
                     n += WALK_LAYER_THREADS;
                 }
                 layer_barrier();
                 let mut n = tid;
                 while n < h {
-                    *h2.add(n) = dense_unit(&layers[1], *w.add(l.b2() + n), true, n, h1);
+                    *h2.add(n) = dense_unit(&layers[1], *w.add(l.b2() + n), Some(l.activation), n, h1);
                     n += WALK_LAYER_THREADS;
                 }
                 layer_barrier();
                 if tid < o {
-                    *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), false, tid, h2);
+                    *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), None, tid, h2);
                 }
             } else if env_lane {
                 cands.step(params, bars, step, a_prev, my_action);
@@ -440,7 +440,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
                 // `dense_unit` of layer 1: the chain goes on from the market part with the portfolio floats.
                 let v = if unit {
                     let s = fma(pf[2], tail[2], fma(pf[1], tail[1], fma(pf[0], tail[0], cur_part))) + b1;
-                    if s > 0.0 { s } else { 0.0 }
+                    crate::mlp::activate(args.activation, s)
                 } else {
                     0.0
                 };
@@ -448,7 +448,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
                 layer_barrier();
                 let v = if unit {
                     let s = dot_regs(h1a, &wr, h) + bias;
-                    if s > 0.0 { s } else { 0.0 }
+                    crate::mlp::activate(args.activation, s)
                 } else {
                     0.0
                 };

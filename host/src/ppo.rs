@@ -38,7 +38,9 @@ fn check_params(k: usize, p: &PpoParams, hidden: usize, batch: usize, n: usize) 
         && p.clip > 0.0
         && p.epochs >= 1
         && p.max_grad_norm >= 0.0
-        && p.minibatches as usize <= n;
+        && p.minibatches as usize <= n
+        && p.norm_adv <= 1
+        && (p.activation == gpu_kernels::mlp::ACT_RELU || p.activation == gpu_kernels::mlp::ACT_TANH);
     if ok {
         return Ok(());
     }
@@ -46,6 +48,19 @@ fn check_params(k: usize, p: &PpoParams, hidden: usize, batch: usize, n: usize) 
         "trial {k}: invalid PPO parameters {p:?} (hidden <= {hidden}, batch <= {batch}, the minibatch split's share \
          of a rollout of {n} included, minibatches <= {n})"
     )))
+}
+
+/// Refuses trials whose activation is not the batch's `activation`: the trials' layers are the same
+/// launches.
+fn same_activation(params: &[PpoParams], activation: u32) -> Result<(), HostError> {
+    match params.iter().position(|p| p.activation != activation) {
+        None => Ok(()),
+        Some(k) => Err(HostError::Config(format!(
+            "trial {k}: activation {} in a batch of {} (the trials trained at once share their activation)",
+            gpu_kernels::mlp::activation_name(params[k].activation),
+            gpu_kernels::mlp::activation_name(activation)
+        ))),
+    }
 }
 
 /// Trial `p`'s initial network (its key's streams): orthogonal with CleanRL's gains, or PyTorch's uniform.
@@ -118,6 +133,8 @@ impl PpoAgent {
         for (k, p) in params.iter().enumerate() {
             check_params(k, p, hidden, batch, n)?;
         }
+        let activation = params.first().map_or(gpu_kernels::ppo::PpoParams::default().activation, |p| p.activation);
+        same_activation(&params, activation)?;
         let args = PpoArgs {
             n_trials: trials as u32,
             envs_per_trial: ept as u32,
@@ -130,6 +147,8 @@ impl PpoAgent {
             seed,
             counter: 0,
             rollout: 0,
+            activation,
+            _pad: 0,
         };
         // Each trial's random streams are keyed by its env's key, not by its position in the batch.
         let params: Vec<PpoParams> =
@@ -173,6 +192,7 @@ impl PpoAgent {
         let n = self.args.steps as usize * self.args.envs_per_trial as usize;
         let p = split_share(&params, n);
         check_params(k, &p, self.args.hidden as usize, self.args.batch as usize, n)?;
+        same_activation(&[p], self.args.activation)?;
         let p = PpoParams { key: env.params()[k].key, origin_rollouts: self.rollouts, ..p };
         let weights = initial_weights(&self.layout(), &p, self.args.seed);
         match &mut self.inner {
@@ -285,7 +305,9 @@ impl PpoAgent {
             match (&mut self.inner, env.inner_mut()) {
                 (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.update(&args, &self.params, cpu)?,
                 #[cfg(feature = "cuda")]
-                (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.update(cuda, &args)?,
+                (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
+                    g.update(cuda, &args, self.params.iter().any(|p| p.norm_adv != 0))?
+                }
                 #[cfg(feature = "cuda")]
                 _ => return Err(HostError::BackendMismatch),
             }

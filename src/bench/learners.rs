@@ -259,7 +259,8 @@ pub(super) fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Err
 }
 
 /// W4: one PPO epoch (a rollout of every env over the bars, GAE, 4 update epochs of 4 minibatches each,
-/// CleanRL's defaults: gradient clipping, value clipping), CPU vs GPU, each GPU row checked against the CPU
+/// CleanRL's defaults: per-minibatch advantage normalization, Tanh, gradient and value clipping, the
+/// learning rate annealed), CPU vs GPU, each GPU row checked against the CPU
 /// bit for bit (see [`report::Row::check`]).
 pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     let w = workload(sizes.bars)?;
@@ -298,6 +299,9 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     Ok(rows)
 }
 
+/// The rollouts of a W4 run (warm-up, timed, profiled): the learning rate anneals over them.
+const W4_ROLLOUTS: u32 = 3;
+
 /// W4's env batch and agent for the demo trials `trials` (as [`dqn_setup`]), and the rollout's steps.
 pub(super) fn ppo_setup(
     backend: &Backend,
@@ -308,8 +312,15 @@ pub(super) fn ppo_setup(
     let (envs, batch, _) = sizes.dqn;
     let hidden = 128;
     let env_params: Vec<_> = trials.iter().map(|&k| demo_params(k)).collect();
-    let ppo =
-        gpu_kernels::ppo::PpoParams { hidden: hidden as u32, batch: batch as u32, epochs: 4, ..Default::default() };
+    // CleanRL's defaults as the search runs them: the learning rate annealed to 0 over the run's rollouts
+    // (the warm-up, the timed and the profiled epoch).
+    let ppo = gpu_kernels::ppo::PpoParams {
+        hidden: hidden as u32,
+        batch: batch as u32,
+        epochs: 4,
+        anneal_rollouts: W4_ROLLOUTS,
+        ..Default::default()
+    };
     let steps = ((w.market.n_bars() - 1) / envs).max(1);
     let layout = SimLayout::new(trials.len(), envs)?;
     let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: envs * steps, seed: 3, trial_groups: 1 };

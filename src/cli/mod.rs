@@ -182,6 +182,9 @@ enum Command {
         /// EWMA span (bars) of the volatility sigma that sets barrier widths.
         #[arg(long, default_value_t = crate::DEFAULT_SIGMA_SPAN)]
         sigma_span: usize,
+        /// PPO's hidden activation (CleanRL's `ppo.py` uses tanh; DQN always uses relu, as `dqn.py`).
+        #[arg(long, value_enum, default_value_t = train::Activation::Tanh)]
+        activation: train::Activation,
         /// Folder for the weights (safetensors) and the report.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -305,7 +308,7 @@ pub fn main() -> ExitCode {
             trades,
             backend: select(device),
         }),
-        Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, out, device } => train::run(
+        Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, activation, out, device } => train::run(
             load(&data),
             data.symbol.as_deref(),
             algo,
@@ -314,6 +317,7 @@ pub fn main() -> ExitCode {
             envs,
             seed,
             sigma_span,
+            activation,
             out.as_deref(),
             select(device),
         ),

@@ -13,6 +13,25 @@ use crate::data::time::infer_bars_per_year;
 use crate::json;
 use crate::train::{Algo, Networks, TrainConfig, save_weights, train_dqn, train_ppo};
 
+/// PPO's hidden activation (`--activation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Activation {
+    /// tanh (CleanRL's `ppo.py`).
+    Tanh,
+    /// relu.
+    Relu,
+}
+
+impl Activation {
+    /// The kernels' code of the activation.
+    pub fn code(self) -> u32 {
+        match self {
+            Self::Tanh => gpu_kernels::mlp::ACT_TANH,
+            Self::Relu => gpu_kernels::mlp::ACT_RELU,
+        }
+    }
+}
+
 /// Runs the command.
 #[allow(clippy::too_many_arguments, reason = "the command's flags")]
 pub fn run(
@@ -24,6 +43,7 @@ pub fn run(
     envs: usize,
     seed: u64,
     sigma_span: usize,
+    activation: Activation,
     out: Option<&Path>,
     backend: Result<Backend, Error>,
 ) -> Result<(), Error> {
@@ -47,6 +67,7 @@ pub fn run(
             batch: cfg.batch as u32,
             // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts (one per epoch).
             anneal_rollouts: epochs as u32,
+            activation: activation.code(),
             ..PpoParams::default()
         })
         .collect();

@@ -5,8 +5,9 @@
 //! [study]
 //! algo = "dqn"          # dqn | ppo (PPO's space: lr, gamma, lambda, clip, ent_coef, hidden, ppo_epochs,
 //!                       # minibatches = 4, max_grad_norm = 0.5, clip_vloss = 1, anneal_lr = 1,
-//!                       # adam_eps = 1e-5, orthogonal_init = 1 (CleanRL's defaults; `batch` only with
-//!                       # minibatches = 0), and the reward and barrier keys below)
+//!                       # adam_eps = 1e-5, orthogonal_init = 1, norm_adv = 1 (per-minibatch advantage
+//!                       # normalization), activation = 1 (1 tanh, 0 relu; fixed only) (CleanRL's
+//!                       # defaults; `batch` only with minibatches = 0), and the reward and barrier keys below)
 //! trials = 10           # trials in the study
 //! parallel = 5          # trials trained at once in the same launches (K)
 //! epochs = 4            # epochs per trial
@@ -280,6 +281,8 @@ pub fn space_for(algo: Algo) -> BTreeMap<String, Dimension> {
             ("anneal_lr", Dimension::Fixed(1.0)),
             ("adam_eps", Dimension::Fixed(1e-5)),
             ("orthogonal_init", Dimension::Fixed(1.0)),
+            ("norm_adv", Dimension::Fixed(1.0)),
+            ("activation", Dimension::Fixed(f64::from(gpu_kernels::mlp::ACT_TANH))),
         ]
     } else {
         vec![
@@ -334,7 +337,8 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
         "ppo_epochs" => (1.0, 100.0, true),
         "minibatches" => (0.0, 65_536.0, true),
         "max_grad_norm" => (0.0, 1e6, false),
-        "clip_vloss" | "anneal_lr" | "orthogonal_init" => (0.0, 1.0, true),
+        "clip_vloss" | "anneal_lr" | "orthogonal_init" | "norm_adv" => (0.0, 1.0, true),
+        "activation" => (0.0, 1.0, true),
         "adam_eps" => (1e-12, 1.0, false),
         _ => return None,
     })
@@ -460,6 +464,12 @@ impl SearchConfig {
                     "searched values must be at least 1 (0, a fixed batch, only as a fixed value)",
                 ));
             }
+        }
+        if matches!(self.space.get("activation"), Some(Dimension::Range { .. } | Dimension::Choice { .. })) {
+            return Err(Error::config(
+                "space.activation",
+                "must be a fixed value (1 tanh, 0 relu): the trials trained at once share their layers' launches",
+            ));
         }
         for (name, dim) in &self.space {
             let unknown = || {

@@ -16,8 +16,14 @@ pub fn vars(l: &Layout, w: &[f32], h: usize) -> Vec<Var> {
 
 /// The network (ReLU, ReLU, linear) on rows `x` with candle ops.
 pub fn mlp(v: &[Var], x: &Tensor) -> Tensor {
-    let h1 = x.matmul(&v[0].t().unwrap()).unwrap().broadcast_add(&v[1]).unwrap().relu().unwrap();
-    let h2 = h1.matmul(&v[2].t().unwrap()).unwrap().broadcast_add(&v[3]).unwrap().relu().unwrap();
+    mlp_with(v, x, gpu_kernels::mlp::ACT_RELU)
+}
+
+/// [`mlp`] with the hidden layers' activation `act` (`gpu_kernels::mlp::ACT_RELU` or `ACT_TANH`).
+pub fn mlp_with(v: &[Var], x: &Tensor, act: u32) -> Tensor {
+    let f = |t: Tensor| if act == gpu_kernels::mlp::ACT_TANH { t.tanh().unwrap() } else { t.relu().unwrap() };
+    let h1 = f(x.matmul(&v[0].t().unwrap()).unwrap().broadcast_add(&v[1]).unwrap());
+    let h2 = f(h1.matmul(&v[2].t().unwrap()).unwrap().broadcast_add(&v[3]).unwrap());
     h2.matmul(&v[4].t().unwrap()).unwrap().broadcast_add(&v[5]).unwrap()
 }
 

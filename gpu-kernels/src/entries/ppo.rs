@@ -1,4 +1,5 @@
-//! PPO's kernels: fused acting, selection, minibatch gathers, the loss, gradient norms, Adam, GAE.
+//! PPO's kernels: fused acting, selection, minibatch gathers, advantage moments, the loss, gradient norms,
+//! Adam, GAE.
 
 use super::short_rows;
 use super::thread_index;
@@ -8,8 +9,9 @@ use crate::mlp::ACTOR_CRITIC;
 use crate::net::{NetArgs, PPO_LOSS_ROWS, Work, gradient, hidden_gradient};
 use crate::nvptx_ops::{barrier_sync_count, dyn_smem};
 use crate::ppo::{
-    GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, act_env, gae_env,
-    gather_column, minibatch_slot, norm_window, sample_loss, update_weight,
+    ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout, act_env,
+    adv_fold, adv_lane, adv_mean, adv_std, gae_env, gather_column, minibatch_slot, norm_window, sample_loss,
+    update_weight,
 };
 use crate::tile::unrolled;
 use crate::types::{Bar, EnvState, Transition, TrialParams};
@@ -173,14 +175,69 @@ unsafe fn gather_rows<T: Copy + Default>(
     }
 }
 
+/// The advantage moments (mean, standard deviation) of every trial's minibatch at update `args.counter`
+/// ([`crate::ppo::adv_moments`]'s bits): a block of [`ADV_LANES`] threads per trial (block `(0, t)`), thread
+/// `l` lane `l` ([`adv_lane`]), the first thread folding the lanes in order, twice (the mean, then the
+/// squared deviations from it). Launched only when a trial normalizes its advantages.
+///
+/// # Safety
+/// `ppo`: `n_trials`; `ring`, `advantages`: `n_trials x steps x E`; `moments`: `2 x n_trials`; blocks of
+/// `ADV_LANES` threads with `8 x ADV_LANES` bytes of dynamic shared memory.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ppo_adv(
+    ppo: *const PpoParams,
+    ring: *const Transition,
+    advantages: *const f32,
+    moments: *mut f32,
+    args: PpoArgs,
+) {
+    crate::nvptx_ops::follow_previous();
+    // SAFETY: reads of special registers.
+    let (t, lane) = unsafe { (nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
+    if t >= args.n_trials as usize {
+        return; // uniform over the block
+    }
+    let n = args.steps as usize * args.envs_per_trial as usize;
+    // SAFETY: lengths as documented; thread `lane` alone writes its two shared slots, the barriers order them
+    // before the first thread's fold and the fold's mean (slot 0) before the second pass; the first thread
+    // alone writes trial `t`'s moments.
+    unsafe {
+        let p = &*ppo.add(t);
+        let r = Rollout {
+            ring: slice::from_raw_parts(ring.add(t * n), n),
+            logps: &[],
+            values: &[],
+            advantages: slice::from_raw_parts(advantages.add(t * n), n),
+            returns: &[],
+        };
+        let lanes = dyn_smem();
+        let fold = || adv_fold((0..ADV_LANES).map(|l| ((*lanes.add(2 * l)).to_bits(), *lanes.add(2 * l + 1))));
+        let (c, a) = adv_lane(&args, p, lane, &r, None);
+        (*lanes.add(2 * lane), *lanes.add(2 * lane + 1)) = (f32::from_bits(c), a);
+        nvptx::_syncthreads();
+        let (count, sum) = fold();
+        let mean = adv_mean(count, sum);
+        nvptx::_syncthreads();
+        let (c, sq) = adv_lane(&args, p, lane, &r, Some(mean));
+        (*lanes.add(2 * lane), *lanes.add(2 * lane + 1)) = (f32::from_bits(c), sq);
+        nvptx::_syncthreads();
+        if lane == 0 {
+            let (_, squares) = fold();
+            *moments.add(2 * t) = mean;
+            *moments.add(2 * t + 1) = adv_std(count, squares);
+        }
+    }
+}
+
 /// Loss and output gradient of every minibatch sample, from the forward outputs in `work`'s region `Q` into
 /// its region `DOUT`, then (with `hidden != 0`) the hidden gradient of layer 2 of the same samples: blocks as
 /// in [`dqn_td`], of [`PPO_LOSS_ROWS`] samples. Without it the products after the loss compute `D2` from the
 /// output gradient (`mlp_rows`' `from_out`, which stores it for `mlp_gradients`).
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `work`:
-/// `n_trials x Work::per_trial`; `weights`: `n_trials x params`; `losses`: `n_trials x batch`.
+/// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `moments`:
+/// `2 x n_trials` ([`ppo_adv`]'s, read only for trials that normalize); `work`: `n_trials x Work::per_trial`;
+/// `weights`: `n_trials x params`; `losses`: `n_trials x batch`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
 pub unsafe extern "ptx-kernel" fn ppo_loss(
@@ -190,6 +247,7 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
     values: *const f32,
     advantages: *const f32,
     returns: *const f32,
+    moments: *const f32,
     work: *mut f32,
     weights: *const f32,
     losses: *mut f32,
@@ -218,9 +276,16 @@ pub unsafe extern "ptx-kernel" fn ppo_loss(
             let ring = slice::from_raw_parts(ring.add(t * n), n);
             let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
             let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
-            let (logps, values, advantages, returns) = (at(logps), at(values), at(advantages), at(returns));
+            let r = Rollout {
+                ring,
+                logps: at(logps),
+                values: at(values),
+                advantages: at(advantages),
+                returns: at(returns),
+            };
+            let m = if p.norm_adv != 0 { [*moments.add(2 * t), *moments.add(2 * t + 1)] } else { [0.0; 2] };
             // A trial that sits the update out keeps the losses of its last one.
-            if let Some(loss) = sample_loss(&args, p, j, ring, logps, values, advantages, returns, out, dout) {
+            if let Some(loss) = sample_loss(&args, p, j, &r, m, out, dout) {
                 *losses.add(t * b + j) = loss;
             }
         }

@@ -6,7 +6,8 @@ use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::ACTOR_CRITIC;
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{
-    ActOutput, NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, gather_row, norm_lane, sample_loss, update_weight,
+    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments, gae_env, gather_row, norm_lane,
+    sample_loss, update_weight,
 };
 use rayon::prelude::*;
 
@@ -144,13 +145,25 @@ impl CpuPpo {
             let (t, j) = (i / b, i % b);
             gather_row(args, &params[t], j, &ring[t * n..(t + 1) * n], features, row);
         });
+        let rollout = |t: usize| {
+            let tr = t * n..(t + 1) * n;
+            Rollout {
+                ring: &ring[tr.clone()],
+                logps: &logps[tr.clone()],
+                values: &values[tr.clone()],
+                advantages: &advantages[tr.clone()],
+                returns: &returns[tr],
+            }
+        };
+        // The `ppo_adv` launch: each normalizing trial's minibatch advantage moments.
+        let moments: Vec<[f32; 2]> = (0..params.len())
+            .into_par_iter()
+            .map(|t| if params[t].norm_adv != 0 { adv_moments(args, &params[t], &rollout(t)) } else { [0.0; 2] })
+            .collect();
         let step = Minibatch { args, params, obs, work, partial, losses };
         step.run(nets, |i, out, dout| {
             let (t, j) = (i / b, i % b);
-            let tr = t * n..(t + 1) * n;
-            let (lp, vs, adv, ret) =
-                (&logps[tr.clone()], &values[tr.clone()], &advantages[tr.clone()], &returns[tr.clone()]);
-            sample_loss(args, &params[t], j, &ring[tr], lp, vs, adv, ret, out, dout)
+            sample_loss(args, &params[t], j, &rollout(t), moments[t], out, dout)
         })?;
         Ok(())
     }

@@ -7,8 +7,11 @@
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::Layout;
+use gpu_kernels::mlp::{ACT_TANH, activate, activate_grad};
 use gpu_kernels::net::{NetArgs, Work, gradient};
-use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm, finish};
+use gpu_kernels::tile::{
+    EPI_BIAS, EPI_BIAS_RELU, EPI_BIAS_TANH, EPI_RELU_MASK, EPI_TANH_GRAD, Gemm, finish, reads_aux, reads_bias,
+};
 use rayon::prelude::*;
 
 use super::env::PolicyView;
@@ -249,7 +252,7 @@ unsafe fn compute_in<const W: usize>(g: &Gemm, t: &Table) {
             *x = unsafe { t.read(g.b.buf, g.b.at(kk, j)) };
         }
     }
-    let bias: Vec<f32> = if matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU) {
+    let bias: Vec<f32> = if reads_bias(g.epilogue) {
         // SAFETY: the bias inside its buffer (checked), not written during the launch.
         (0..n).map(|j| unsafe { t.read(g.bias.buf, g.bias.at(0, j)) }).collect()
     } else {
@@ -323,10 +326,20 @@ unsafe fn epilogue(g: &Gemm, t: &Table, r: usize, j0: usize, acc: &[f32], bias: 
                 *o = if aux(jj) > 0.0 { x } else { 0.0 };
             }
         }
+        EPI_BIAS_TANH => {
+            for ((o, &x), &b) in out.iter_mut().zip(acc).zip(bias) {
+                *o = activate(ACT_TANH, x + b);
+            }
+        }
+        EPI_TANH_GRAD => {
+            for (jj, (o, &x)) in out.iter_mut().zip(acc).enumerate() {
+                *o = activate_grad(ACT_TANH, x, aux(jj));
+            }
+        }
         _ => out.copy_from_slice(acc),
     }
     debug_assert!(out.iter().enumerate().all(|(jj, o)| {
-        let x = if g.epilogue == EPI_RELU_MASK { aux(jj) } else { 0.0 };
+        let x = if reads_aux(g.epilogue) { aux(jj) } else { 0.0 };
         o.to_bits() == finish(g, r, j0 + jj, acc[jj], bias[jj], x).to_bits()
     }));
 }
@@ -400,8 +413,8 @@ fn disjoint(problems: &[Gemm]) -> bool {
         (rows > 0 && cols > 0).then(|| (o.buf, o.off as usize, o.at(rows as usize - 1, cols as usize - 1)))
     };
     let reads = |g: &Gemm| {
-        let bias = matches!(g.epilogue, EPI_BIAS | EPI_BIAS_RELU).then(|| span(&g.bias, 1, g.n)).flatten();
-        let aux = (g.epilogue == EPI_RELU_MASK).then(|| span(&g.aux, g.m, g.n)).flatten();
+        let bias = reads_bias(g.epilogue).then(|| span(&g.bias, 1, g.n)).flatten();
+        let aux = reads_aux(g.epilogue).then(|| span(&g.aux, g.m, g.n)).flatten();
         [span(&g.a, g.m, g.k), span(&g.b, g.k, g.n), bias, aux]
     };
     let meet = |x: (u32, usize, usize), y: (u32, usize, usize)| x.0 == y.0 && x.1 <= y.2 && y.1 <= x.2;
@@ -468,22 +481,22 @@ fn walk_one(
 const WALK_COLS: usize = 64;
 
 /// One layer of a trial's network packed for the walk: `W` transposed (`k` rows of the `n` outputs, padded
-/// to a multiple of [`WALK_COLS`] with zeros), its bias and whether ReLU follows.
+/// to a multiple of [`WALK_COLS`] with zeros), its bias and the activation that follows (`None`: the outputs).
 struct WalkLayer {
     wt: Vec<f32>,
     stride: usize,
     k: usize,
     bias: Vec<f32>,
-    relu: bool,
+    act: Option<u32>,
 }
 
 impl WalkLayer {
     /// Layer `layer` of the network `w` (layout `l`) at hidden width `h`.
     fn of(l: &Layout, w: &[f32], layer: usize, h: usize) -> Self {
-        let (wo, bo, k, row, n, relu) = match layer {
-            0 => (l.w1(), l.b1(), l.input, l.input, h, true),
-            1 => (l.w2(), l.b2(), h, l.hidden, h, true),
-            _ => (l.w3(), l.b3(), h, l.hidden, l.outputs, false),
+        let (wo, bo, k, row, n, act) = match layer {
+            0 => (l.w1(), l.b1(), l.input, l.input, h, Some(l.activation)),
+            1 => (l.w2(), l.b2(), h, l.hidden, h, Some(l.activation)),
+            _ => (l.w3(), l.b3(), h, l.hidden, l.outputs, None),
         };
         let stride = n.div_ceil(WALK_COLS) * WALK_COLS;
         let mut wt = vec![0.0; k * stride];
@@ -492,7 +505,7 @@ impl WalkLayer {
                 *x = w[wo + j * row + kk];
             }
         }
-        Self { wt, stride, k, bias: w[bo..bo + n].to_vec(), relu }
+        Self { wt, stride, k, bias: w[bo..bo + n].to_vec(), act }
     }
 
     /// Every output for the input row `x`: each the element [`gpu_kernels::net::dense_unit`] computes, in its
@@ -527,10 +540,10 @@ impl WalkLayer {
             }
             for ((o, a), b) in out[n0..].iter_mut().zip(&acc).zip(&self.bias[n0..]) {
                 let s = a + b;
-                // ReLU: 0 unless the sum is above 0 (NaN included), as `dense_unit`.
-                *o = match (self.relu, s > 0.0) {
-                    (true, false) => 0.0,
-                    _ => s,
+                // The activation as `dense_unit` applies it (ReLU: 0 unless the sum is above 0, NaN included).
+                *o = match self.act {
+                    Some(act) => activate(act, s),
+                    None => s,
                 };
             }
         }
@@ -539,7 +552,9 @@ impl WalkLayer {
 
 #[cfg(test)]
 mod tests {
-    use gpu_kernels::tile::{EPI_BIAS_RELU, EPI_NONE, EPI_RELU_MASK, Gemm, Operand, reference};
+    use gpu_kernels::tile::{
+        EPI_BIAS_RELU, EPI_BIAS_TANH, EPI_NONE, EPI_RELU_MASK, EPI_TANH_GRAD, Gemm, Operand, reference,
+    };
 
     use super::run;
 
@@ -591,6 +606,24 @@ mod tests {
                 aux: Operand::rows(1, 11, n + 1),
                 c: Operand::rows(2, 0, n + 1),
                 epilogue: EPI_RELU_MASK,
+                ..Gemm::default()
+            },
+            // X W^T + b, Tanh.
+            Gemm {
+                a: Operand::rows(0, 3, k + 2),
+                b: Operand::cols(1, 5, k),
+                bias: Operand::rows(1, 2, 0),
+                c: Operand::rows(2, 1, n + 4),
+                epilogue: EPI_BIAS_TANH,
+                ..Gemm::default()
+            },
+            // Delta W through a Tanh output.
+            Gemm {
+                a: Operand::rows(0, 0, k),
+                b: Operand::rows(1, 0, n),
+                aux: Operand::rows(1, 11, n + 1),
+                c: Operand::rows(2, 0, n + 1),
+                epilogue: EPI_TANH_GRAD,
                 ..Gemm::default()
             },
         ];

@@ -151,6 +151,8 @@ pub(crate) struct PpoBuffers {
     pub(crate) grads: CudaSlice<f32>,
     /// The lanes of the gradient-norm sums, `K x NORM_LANES`.
     pub(crate) norm_lanes: CudaSlice<f32>,
+    /// Each trial's minibatch advantage mean and standard deviation (`ppo_adv`), `2 x K`.
+    pub(crate) adv_moments: CudaSlice<f32>,
     /// `MAX_GRAD_CHUNK` ones (the input of the bias gradients).
     pub(crate) ones: CudaSlice<f32>,
     pub(crate) losses: CudaSlice<f32>,

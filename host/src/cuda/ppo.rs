@@ -63,6 +63,7 @@ impl CudaPpo {
             partial: zeros(net.partial_len())?,
             grads: zeros(k * l.params())?,
             norm_lanes: zeros(k * gpu_kernels::ppo::NORM_LANES)?,
+            adv_moments: zeros(2 * k)?,
             ones: stream.clone_htod(&[1.0f32; MAX_GRAD_CHUNK]).map_err(HostError::driver("uploading PPO buffers"))?,
             losses: zeros(samples)?,
         };
@@ -125,14 +126,18 @@ impl CudaPpo {
         launch::ppo::ppo_gae(&self.core.rt, stream, ring, &mut self.b, args)
     }
 
-    /// One minibatch update: gather, forward, loss, backward, gradients, Adam.
-    pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
+    /// One minibatch update: gather, the advantage moments (`normalizes`: a trial normalizes its advantages),
+    /// forward, loss, backward, gradients, Adam.
+    pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs, normalizes: bool) -> Result<(), HostError> {
         let (stream, ring, features) = env.rollout_view()?;
         self.core.last.switch_to(stream)?;
         self.core.walk_copy.order(stream)?;
         let net = args.net();
         let plan = self.core.tables.backward_plan(&net, &self.core.trials)?;
         launch::ppo::ppo_gather(&self.core.rt, stream, ring, features, &mut self.b, args)?;
+        if normalizes {
+            launch::ppo::ppo_adv(&self.core.rt, stream, ring, &mut self.b, args)?;
+        }
         self.core.tables.launch_layers(stream, &net, &self.core.trials)?;
         launch::ppo::ppo_loss(&self.core.rt, stream, ring, &mut self.b, args, plan.loss_stores_hidden())?;
         self.core.tables.launch_backward(stream, &net, &self.core.trials, &self.core.dev_trials, plan)?;

@@ -130,6 +130,9 @@ pub fn ppo_params(p: &Params, rollouts: usize) -> Result<PpoParams, Error> {
         anneal_rollouts: if get(p, "anneal_lr")? != 0.0 { rollouts as u32 } else { 0 },
         adam_eps: get(p, "adam_eps")? as f32,
         orthogonal_init: get(p, "orthogonal_init")? as u32,
+        // A trial stored before these parameters existed trained without normalization, with ReLU.
+        norm_adv: p.get("norm_adv").copied().unwrap_or(0.0) as u32,
+        activation: p.get("activation").copied().unwrap_or(f64::from(gpu_kernels::mlp::ACT_RELU)) as u32,
         ..PpoParams::default()
     })
 }

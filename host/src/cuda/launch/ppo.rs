@@ -177,6 +177,31 @@ pub(crate) fn ppo_gather(
     Ok(())
 }
 
+/// `ppo_adv`: the advantage moments of every trial's minibatch at update `args.counter`.
+pub(crate) fn ppo_adv(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    ring: &CudaSlice<Dev<Transition>>,
+    b: &mut PpoBuffers,
+    args: &PpoArgs,
+) -> Result<(), HostError> {
+    let kernel = rt.kernels.ppo_adv.name;
+    check_rollout(kernel, b, args, ring)?;
+    at_least(kernel, "advantage moments", 2 * args.n_trials as usize, b.adv_moments.len())?;
+    let dev_args = Dev(*args);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adv);
+    launch.arg(&b.params).arg(ring).arg(&b.advantages).arg(&mut b.adv_moments).arg(&dev_args);
+    // A block of a thread per lane for each trial (`block_idx_y`), the lanes' sums in shared memory.
+    let lanes = gpu_kernels::ppo::ADV_LANES;
+    let cfg = LaunchConfig {
+        shared_mem_bytes: 8 * lanes as u32,
+        ..per_trial_grid_of(kernel, lanes, lanes as u32, args.n_trials as usize)?
+    };
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_adv`; lengths checked above.
+    timed(rt, stream, rt.kernels.ppo_adv.label(), || unsafe { launch.launch(cfg) })?;
+    Ok(())
+}
+
 /// `ppo_loss`: loss and output gradient of every minibatch sample, and with `hidden` the hidden gradient of
 /// layer 2 (else the products after it compute it: [`crate::cuda::tables::BackwardPlan`]).
 pub(crate) fn ppo_loss(
@@ -198,6 +223,7 @@ pub(crate) fn ppo_loss(
         .arg(&b.values)
         .arg(&b.advantages)
         .arg(&b.returns)
+        .arg(&b.adv_moments)
         .arg(&mut b.work)
         .arg(&b.weights)
         .arg(&mut b.losses)
