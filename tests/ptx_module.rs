@@ -32,13 +32,20 @@ fn by_entry(ptx: &'static str) -> Vec<(Option<&'static str>, &'static str)> {
     let mut entry = None;
     ptx.lines()
         .map(|l| {
-            if let Some(rest) = l.trim_start().strip_prefix(".visible .entry ") {
+            let t = l.trim_start();
+            if let Some(rest) = t.strip_prefix(".visible .entry ") {
                 entry = rest.split('(').next();
+            } else if t.starts_with(".func") || t.starts_with(".visible .func") {
+                entry = Some(DEVICE_FUNCTION);
             }
             (entry, l)
         })
         .collect()
 }
+
+/// What [`by_entry`] names the lines of a device function (`.func`, e.g. the out-of-line `tanhf`): code a
+/// kernel calls, after its grid-dependency wait.
+const DEVICE_FUNCTION: &str = "(device function)";
 
 #[test]
 fn every_async_copy_is_in_the_group_its_wait_waits_for() {
@@ -70,7 +77,7 @@ fn every_async_copy_is_in_the_group_its_wait_waits_for() {
 fn float_arithmetic_is_not_contracted() {
     // The only fused multiply-adds are the explicit f32 ones of the product contract (`tile::fma`: the tiles,
     // the fused layer chains, the staged products, the fused backward pass, the greedy walk's units, the layer-2 hidden gradients of
-    // the loss kernels, PPO's gradient-norm lanes), which the CPU backend runs as `f32::mul_add`: a*b+c is
+    // the loss kernels, PPO's gradient-norm and advantage lanes), which the CPU backend runs as `f32::mul_add`: a*b+c is
     // never contracted behind the code's back.
     let allowed = [
         kernel_names::GEMM_TILES,
@@ -88,6 +95,7 @@ fn float_arithmetic_is_not_contracted() {
         kernel_names::GREEDY_WALK_REGS,
         kernel_names::FMA_PEAK,
         kernel_names::PPO_NORM,
+        kernel_names::PPO_ADV,
     ];
     let fused: Vec<_> =
         modules().into_iter().flat_map(by_entry).filter(|(_, l)| l.trim_start().starts_with("fma.")).collect();
@@ -132,6 +140,9 @@ fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_t
     let mut checked = Vec::new();
     let (mut current, mut waited, mut triggered) = (None, false, false);
     for (entry, line) in by_entry(ptx) {
+        if entry == Some(DEVICE_FUNCTION) {
+            continue; // called by a kernel after its wait
+        }
         if entry != current {
             if let Some(name) = current {
                 assert!(waited && triggered, "{name}: no griddepcontrol.wait / launch_dependents");
