@@ -128,6 +128,7 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
     (PPO_NORM, crate::ppo::NORM_THREADS, 0),
+    (PPO_ADV, crate::ppo::ADV_LANES as u32, 0),
 ];
 
 /// The kernels that read before their grid-dependency wait (`nvptx_ops::follow_previous`; every other kernel

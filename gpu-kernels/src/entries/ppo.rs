@@ -10,7 +10,7 @@ use crate::net::{NetArgs, PPO_LOSS_ROWS, Work, gradient, hidden_gradient};
 use crate::nvptx_ops::{barrier_sync_count, dyn_smem};
 use crate::ppo::{
     ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout, act_env,
-    adv_fold, adv_lane, adv_mean, adv_std, gae_env, gather_column, minibatch_slot, norm_window, sample_loss,
+    adv_lane, adv_mean, adv_pair, adv_std, gae_env, gather_column, minibatch_slot, norm_window, sample_loss,
     update_weight,
 };
 use crate::tile::unrolled;
@@ -177,8 +177,8 @@ unsafe fn gather_rows<T: Copy + Default>(
 
 /// The advantage moments (mean, standard deviation) of every trial's minibatch at update `args.counter`
 /// ([`crate::ppo::adv_moments`]'s bits): a block of [`ADV_LANES`] threads per trial (block `(0, t)`), thread
-/// `l` lane `l` ([`adv_lane`]), the first thread folding the lanes in order, twice (the mean, then the
-/// squared deviations from it). Launched only when a trial normalizes its advantages.
+/// `l` lane `l` ([`adv_lane`]), the lanes added in [`crate::ppo::adv_tree`]'s pairs level by level, twice (the
+/// mean, then the squared deviations from it). Launched only when a trial normalizes its advantages.
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `ring`, `advantages`: `n_trials x steps x E`; `moments`: `2 x n_trials`; blocks of
@@ -198,9 +198,9 @@ pub unsafe extern "ptx-kernel" fn ppo_adv(
         return; // uniform over the block
     }
     let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; thread `lane` alone writes its two shared slots, the barriers order them
-    // before the first thread's fold and the fold's mean (slot 0) before the second pass; the first thread
-    // alone writes trial `t`'s moments.
+    // SAFETY: lengths as documented; at each level thread `i < half` alone writes slot `i`, reading slots `i`
+    // and `i + half`, which no thread writes at that level; the barriers order the levels, and the total
+    // (slot 0) before every thread reads it; the first thread alone writes trial `t`'s moments.
     unsafe {
         let p = &*ppo.add(t);
         let r = Rollout {
@@ -210,19 +210,30 @@ pub unsafe extern "ptx-kernel" fn ppo_adv(
             advantages: slice::from_raw_parts(advantages.add(t * n), n),
             returns: &[],
         };
-        let lanes = dyn_smem();
-        let fold = || adv_fold((0..ADV_LANES).map(|l| ((*lanes.add(2 * l)).to_bits(), *lanes.add(2 * l + 1))));
-        let (c, a) = adv_lane(&args, p, lane, &r, None);
-        (*lanes.add(2 * lane), *lanes.add(2 * lane + 1)) = (f32::from_bits(c), a);
-        nvptx::_syncthreads();
-        let (count, sum) = fold();
+        let (counts, sums) = (dyn_smem() as *mut u32, dyn_smem().add(ADV_LANES));
+        let tree = |(c, s): (u32, f32)| {
+            (*counts.add(lane), *sums.add(lane)) = (c, s);
+            let mut half = ADV_LANES / 2;
+            while half > 0 {
+                nvptx::_syncthreads();
+                if lane < half {
+                    let (c, s) = adv_pair(
+                        (*counts.add(lane), *sums.add(lane)),
+                        (*counts.add(lane + half), *sums.add(lane + half)),
+                    );
+                    (*counts.add(lane), *sums.add(lane)) = (c, s);
+                }
+                half /= 2;
+            }
+            nvptx::_syncthreads();
+            let total = (*counts, *sums);
+            nvptx::_syncthreads();
+            total
+        };
+        let (count, sum) = tree(adv_lane(&args, p, lane, &r, None));
         let mean = adv_mean(count, sum);
-        nvptx::_syncthreads();
-        let (c, sq) = adv_lane(&args, p, lane, &r, Some(mean));
-        (*lanes.add(2 * lane), *lanes.add(2 * lane + 1)) = (f32::from_bits(c), sq);
-        nvptx::_syncthreads();
+        let (_, squares) = tree(adv_lane(&args, p, lane, &r, Some(mean)));
         if lane == 0 {
-            let (_, squares) = fold();
             *moments.add(2 * t) = mean;
             *moments.add(2 * t + 1) = adv_std(count, squares);
         }
