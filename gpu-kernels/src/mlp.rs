@@ -40,7 +40,9 @@ pub fn activation_name(code: u32) -> &'static str {
 fn exp_small(y: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5 x 2^23: (t + ROUND) - ROUND rounds t to an integer
     let k = (y * core::f32::consts::LOG2_E + ROUND) - ROUND;
-    let r = (y - k * 0.693_145_751_953_125) - k * 1.428_606_8e-6;
+    // ln 2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits (0.693145751953125).
+    const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
+    let r = (y - k * LN2_HI) - k * 1.428_606_8e-6;
     let p = 1.0
         + r * (1.0
             + r * (0.5
