@@ -4,7 +4,8 @@
 # unless REQUIRE_GPU=1. The Optuna interop test runs the real optuna from a throwaway virtualenv
 # (scripts/setup-optuna.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
 # the report test headless Chromium (scripts/setup-chromium.sh). The Python package's pytest suite runs from a
-# throwaway virtualenv too (scripts/setup-python.sh).
+# throwaway virtualenv too (scripts/setup-python.sh), its parity test with PyTorch from another
+# (scripts/setup-parity.sh; TRADESIM_SKIP_PARITY=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-toolchain.sh
@@ -33,6 +34,12 @@ cargo test --release --test evidence
 # The Python package: its wheel built by maturin (this checkout, default features), installed in a throwaway
 # virtualenv, tested with pytest against the CLI binary of the same build.
 TRADESIM_PYTHON=$(bash scripts/setup-python.sh)
+# The parity test (python/tests/test_parity.py) runs the PyTorch reference from the throwaway torch venv with
+# this build's wheel (scripts/setup-parity.sh); a failed setup fails here, unless TRADESIM_SKIP_PARITY=1.
+if [ "${TRADESIM_SKIP_PARITY:-0}" != 1 ]; then
+  TRADESIM_TORCH_PYTHON=$(bash scripts/setup-parity.sh)
+  export TRADESIM_TORCH_PYTHON
+fi
 TRADESIM_BIN=$PWD/target/debug/tradesim "$TRADESIM_PYTHON" -m pytest -q python/tests
 bash scripts/check-readme-python.sh
 cargo test --workspace --no-default-features

@@ -14,7 +14,45 @@
 
 use crate::data::Series;
 use crate::data::device::Prepared;
-use crate::{Backend, DeviceOutputs, Error, TrialParams, VectorBatch};
+use crate::data::time::infer_bars_per_year;
+use crate::train::SplitData;
+use crate::{
+    Backend, BacktestSpec, DEFAULT_SIGMA_SPAN, DeviceOutputs, EnvBatch, EnvConfig, Error, MarketData, Metrics, Signals,
+    SimLayout, TrialParams, VectorBatch, backtest,
+};
+
+/// A part of `tradesim train`'s time split ([`SplitData`]): its bars, with the features normalized on the
+/// train part, as the trainer's envs (train) and its greedy evaluations (validation, test) see them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The training bars.
+    Train,
+    /// The validation bars.
+    Valid,
+    /// The test bars.
+    Test,
+}
+
+impl Part {
+    /// `train`, `valid` (or `validation`) or `test`.
+    pub fn parse(name: &str) -> Result<Self, Error> {
+        match name {
+            "train" => Ok(Self::Train),
+            "valid" | "validation" => Ok(Self::Valid),
+            "test" => Ok(Self::Test),
+            _ => Err(Error::config("split", format!("{name:?}: 'train', 'valid' or 'test'"))),
+        }
+    }
+
+    /// This part's market data.
+    pub fn of(self, data: &SplitData) -> &MarketData {
+        match self {
+            Self::Train => &data.train,
+            Self::Valid => &data.valid,
+            Self::Test => &data.test,
+        }
+    }
+}
 
 /// K trials x E envs stepped together.
 #[derive(Debug)]
@@ -43,7 +81,44 @@ impl VectorEnv {
             ));
         }
         let market = Prepared::new(series, 0..n)?.market_data(0..n)?;
-        let batch = VectorBatch::new(backend, &market, params, envs_per_trial, episode_len, seed)?;
+        Self::on_market(backend, &market, params, envs_per_trial, episode_len, seed)
+    }
+
+    /// [`Self::new`] on one part of `tradesim train`'s time split of `series` (`split`: the train and
+    /// validation fractions after the feature warm-up), features normalized on the train part as the trainer
+    /// does: the envs `tradesim train` trains on (`Part::Train`) for other learners.
+    #[allow(clippy::too_many_arguments, reason = "the constructor's and the split's")]
+    pub fn on_split(
+        backend: &Backend,
+        series: &Series,
+        params: &[TrialParams],
+        envs_per_trial: usize,
+        episode_len: usize,
+        seed: u64,
+        split: (f64, f64),
+        part: Part,
+    ) -> Result<Self, Error> {
+        let data = SplitData::new(series, split, DEFAULT_SIGMA_SPAN)?;
+        let market = part.of(&data);
+        let n = market.n_bars();
+        if episode_len == 0 || episode_len + 1 >= n {
+            return Err(Error::config(
+                "episode_len",
+                format!("{episode_len} bars: between 1 and the split's bars - 2 = {}", n.saturating_sub(2)),
+            ));
+        }
+        Self::on_market(backend, market, params, envs_per_trial, episode_len, seed)
+    }
+
+    fn on_market(
+        backend: &Backend,
+        market: &MarketData,
+        params: &[TrialParams],
+        envs_per_trial: usize,
+        episode_len: usize,
+        seed: u64,
+    ) -> Result<Self, Error> {
+        let batch = VectorBatch::new(backend, market, params, envs_per_trial, episode_len, seed)?;
         Ok(Self { batch, backend: backend.info().backend })
     }
 
@@ -132,5 +207,96 @@ impl VectorEnv {
     /// The equity each episode that ended in the last step ended with (rows where [`Self::final_mask`]).
     pub fn final_equity(&self) -> &[f64] {
         self.batch.final_equity()
+    }
+}
+
+/// A greedy evaluation as `tradesim train` runs one after each epoch (`train::start_greedy`), for a policy
+/// that lives elsewhere (a Python network): one env walks every bar of a part of the time split, an action
+/// at a time, on the CPU; [`SplitWalk::finish`] backtests the actions that took effect with the backtest
+/// engine, so the metrics (the validation Sharpe above all) are those the trainer reports for its own
+/// policies, computed by the same code.
+#[derive(Debug)]
+pub struct SplitWalk {
+    env: EnvBatch,
+    market: MarketData,
+    params: TrialParams,
+    steps: usize,
+    taken: usize,
+    bars_per_year: f64,
+}
+
+impl SplitWalk {
+    /// A walk over `part` of `series`' time split (`split` as in [`VectorEnv::on_split`]) with the money
+    /// parameters of `params`; the metrics annualize with the bars per year `tradesim train` infers from the
+    /// whole series' times.
+    pub fn new(series: &Series, params: TrialParams, split: (f64, f64), part: Part) -> Result<Self, Error> {
+        let data = SplitData::new(series, split, DEFAULT_SIGMA_SPAN)?;
+        let market = part.of(&data).clone();
+        let steps = market.n_bars() - 1;
+        let params = TrialParams { ring_origin: 0, draw_origin: 0, ..params };
+        let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed: 0, trial_groups: 1 };
+        let mut env = EnvBatch::new(&Backend::Cpu, &market, &[params], SimLayout::new(1, 1)?, cfg)?;
+        env.reset_segments(&[(0, steps as u32)])?;
+        let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+        Ok(Self { env, market, params, steps, taken: 0, bars_per_year })
+    }
+
+    /// Steps of the walk (the part's bars - 1).
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Steps taken so far.
+    pub fn taken(&self) -> usize {
+        self.taken
+    }
+
+    /// Bars per year of the metrics.
+    pub fn bars_per_year(&self) -> f64 {
+        self.bars_per_year
+    }
+
+    /// Floats per observation.
+    pub fn obs_dim(&self) -> usize {
+        self.env.n_features() + 3
+    }
+
+    /// The env's observation now (features of its bar, then the three portfolio floats).
+    pub fn observation(&mut self) -> Result<Vec<f32>, Error> {
+        Ok(self.env.observations()?)
+    }
+
+    /// One step with `action` (0 flat, 1 long, 2 short).
+    pub fn step(&mut self, action: u8) -> Result<(), Error> {
+        if self.taken >= self.steps {
+            return Err(Error::config("step", format!("the walk has taken all its {} steps", self.steps)));
+        }
+        self.env.step(&[action])?;
+        self.taken += 1;
+        Ok(())
+    }
+
+    /// The backtest of the actions that took effect (one per step) and those actions; every step taken first.
+    pub fn finish(&self) -> Result<(Metrics, Vec<u8>), Error> {
+        if self.taken != self.steps {
+            return Err(Error::config("finish", format!("{} of the walk's {} steps taken", self.taken, self.steps)));
+        }
+        let targets: Vec<u8> = self.env.transitions()?.iter().map(|t| t.action).collect();
+        let spec = BacktestSpec {
+            start: 0,
+            end: self.market.n_bars() - 1,
+            bars_per_year: self.bars_per_year,
+            risk_free: 0.0,
+            ledger: false,
+            equity: false,
+        };
+        let run = backtest(
+            &Backend::Cpu,
+            &self.market,
+            &[self.params],
+            Signals::Targets { targets: &targets, columns: 1 },
+            &spec,
+        )?;
+        Ok((run.metrics[0], targets))
     }
 }

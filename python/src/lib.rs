@@ -20,7 +20,8 @@ use tradesim::data::{CleanPolicy, ColumnData, Dataset, Finding, IssueClass, Load
 use tradesim::grid::{GridRequest, SignalRule, run_grid};
 use tradesim::hyperopt::job::{Job, JobArgs};
 use tradesim::table::Column;
-use tradesim::vector::VectorEnv;
+use tradesim::train::DEFAULT_SPLIT;
+use tradesim::vector::{Part, SplitWalk, VectorEnv};
 use tradesim::{DeviceRequest, Error};
 
 // The exceptions are Python classes (`tradesim/_errors.py`), so that they are `tradesim.DataError` etc.
@@ -528,7 +529,7 @@ unsafe fn view<'py, T: numpy::Element>(
 impl NativeVectorEnv {
     #[new]
     #[pyo3(signature = (bars, symbol, trials, envs, episode_len, seed, capital, spread, commission, allow_short,
-        whole_units, device, host_copies=true))]
+        whole_units, device, host_copies=true, split=None, w_cost=0.0))]
     #[allow(clippy::too_many_arguments, reason = "the Python signature")]
     fn new(
         py: Python<'_>,
@@ -545,7 +546,13 @@ impl NativeVectorEnv {
         whole_units: bool,
         device: &str,
         host_copies: bool,
+        split: Option<String>,
+        w_cost: f64,
     ) -> PyResult<Self> {
+        let part = split.as_deref().map(Part::parse).transpose().map_err(|e| to_py(py, e))?;
+        if !w_cost.is_finite() {
+            return Err(config_error(format!("w_cost={w_cost}: a finite number")));
+        }
         // One value for every trial, or one per trial.
         let per_trial = |name: &str, values: &[Bound<'_, PyAny>]| -> PyResult<Vec<Decimal>> {
             match values.len() {
@@ -568,12 +575,17 @@ impl NativeVectorEnv {
                         whole_units,
                         allow_short,
                     );
-                    Ok(tradesim::TrialParams { key: t as u64, ..decimals.to_params()? })
+                    Ok(tradesim::TrialParams { key: t as u64, w_cost, ..decimals.to_params()? })
                 })
                 .collect::<Result<Vec<_>, Error>>()?;
             let backend = tradesim::select_backend(device)?;
-            let mut env =
-                VectorEnv::new(&backend, dataset.select(symbol.as_deref())?, &params, envs, episode_len, seed)?;
+            let series = dataset.select(symbol.as_deref())?;
+            let mut env = match part {
+                None => VectorEnv::new(&backend, series, &params, envs, episode_len, seed)?,
+                Some(part) => {
+                    VectorEnv::on_split(&backend, series, &params, envs, episode_len, seed, DEFAULT_SPLIT, part)?
+                }
+            };
             env.set_host_copies(host_copies);
             Ok(env)
         });
@@ -715,6 +727,88 @@ impl NativeVectorEnv {
     }
 }
 
+/// A greedy walk over a part of `tradesim train`'s time split, scored by the backtest engine as the trainer
+/// scores its own policies each epoch (`tradesim::vector::SplitWalk`).
+#[pyclass(module = "tradesim._native", name = "SplitWalk")]
+#[derive(Debug)]
+pub struct NativeSplitWalk {
+    walk: SplitWalk,
+}
+
+#[pymethods]
+impl NativeSplitWalk {
+    #[new]
+    #[pyo3(signature = (bars, symbol, split, capital, spread, commission, allow_short, whole_units))]
+    #[allow(clippy::too_many_arguments, reason = "the Python signature")]
+    fn new(
+        py: Python<'_>,
+        bars: &Bars,
+        symbol: Option<String>,
+        split: &str,
+        capital: Bound<'_, PyAny>,
+        spread: Bound<'_, PyAny>,
+        commission: Bound<'_, PyAny>,
+        allow_short: bool,
+        whole_units: bool,
+    ) -> PyResult<Self> {
+        let part = Part::parse(split).map_err(|e| to_py(py, e))?;
+        let (capital, spread, commission) =
+            (money("capital", &capital)?, money("spread", &spread)?, money("commission", &commission)?);
+        let dataset = &bars.dataset;
+        let made = py.detach(|| -> Result<SplitWalk, Error> {
+            let decimals =
+                tradesim::audit::DecimalParams::account(capital, spread, commission, whole_units, allow_short);
+            SplitWalk::new(dataset.select(symbol.as_deref())?, decimals.to_params()?, DEFAULT_SPLIT, part)
+        });
+        Ok(Self { walk: made.map_err(|e| to_py(py, e))? })
+    }
+
+    /// Steps of the walk (the split's bars - 1).
+    #[getter]
+    fn steps(&self) -> usize {
+        self.walk.steps()
+    }
+
+    /// Steps taken so far.
+    #[getter]
+    fn taken(&self) -> usize {
+        self.walk.taken()
+    }
+
+    /// Bars per year of the metrics (inferred from the whole series' times, as `tradesim train` does).
+    #[getter]
+    fn bars_per_year(&self) -> f64 {
+        self.walk.bars_per_year()
+    }
+
+    /// Floats per observation.
+    #[getter]
+    fn obs_dim(&self) -> usize {
+        self.walk.obs_dim()
+    }
+
+    /// The observation now (a new float32 array).
+    fn observation<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let obs = self.walk.observation().map_err(|e| to_py(py, e))?;
+        Ok(PyArray1::from_vec(py, obs))
+    }
+
+    /// One step with `action` (0 flat, 1 long, 2 short).
+    fn step(&mut self, py: Python<'_>, action: u8) -> PyResult<()> {
+        self.walk.step(action).map_err(|e| to_py(py, e))
+    }
+
+    /// (metrics as a dict, the actions that took effect as uint8), once every step is taken.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyArray1<u8>>)> {
+        let (metrics, actions) = self.walk.finish().map_err(|e| to_py(py, e))?;
+        let dict = PyDict::new(py);
+        for (name, value) in tradesim::Metrics::NAMES.iter().zip(metrics.values()) {
+            dict.set_item(*name, value)?;
+        }
+        Ok((dict, PyArray1::from_vec(py, actions)))
+    }
+}
+
 /// The names of the market features of each observation, in order ([`tradesim::data::features::NAMES`]).
 #[pyfunction]
 fn market_feature_names() -> Vec<&'static str> {
@@ -730,6 +824,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_COMMISSION", tradesim::DEFAULT_COMMISSION)?;
     m.add_class::<Bars>()?;
     m.add_class::<NativeVectorEnv>()?;
+    m.add_class::<NativeSplitWalk>()?;
     m.add_class::<dlpack::DlpackArray>()?;
     m.add_function(wrap_pyfunction!(load_columns, m)?)?;
     m.add_function(wrap_pyfunction!(load_file, m)?)?;

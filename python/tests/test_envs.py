@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -239,3 +240,39 @@ def test_torch_tensors_on_the_cpu():
     assert obs.device.type == "cpu" and obs.data_ptr() == env._env.dlpack_buffers()[0].address
     obs2, rewards, *_ = env.step(torch.tensor([0, 1, 2, 1]))
     assert obs2.data_ptr() == obs.data_ptr() and rewards.dtype == torch.float32
+
+
+def test_the_trainers_split_and_cost_weight():
+    # VectorEnv(split=...) walks a part of tradesim train's time split; w_cost is the reward's cost weight.
+    data = tradesim.synthetic(3000, seed=3)
+    free = tradesim.VectorEnv(data, envs=4, episode_len=64, seed=1, device="cpu", split="train", copy=True)
+    costly = tradesim.VectorEnv(data, envs=4, episode_len=64, seed=1, device="cpu", split="train", w_cost=1.0,
+                                copy=True)
+    whole = tradesim.VectorEnv(data, envs=4, episode_len=64, seed=1, device="cpu", copy=True)
+    o_free, _ = free.reset(seed=1)
+    o_costly, _ = costly.reset(seed=1)
+    o_whole, _ = whole.reset(seed=1)
+    assert np.array_equal(o_free, o_costly)
+    assert not np.array_equal(o_free, o_whole)  # features normalized on the train part, not on every bar
+    _, r_free, *_ = free.step(np.ones(4, dtype=np.int64))
+    _, r_costly, *_ = costly.step(np.ones(4, dtype=np.int64))
+    # Opening costs half the spread and the commission, about 2e-4 of the equity.
+    np.testing.assert_allclose(r_free - r_costly, 0.0002 / 2 + 0.0001, rtol=0.05)
+    with pytest.raises(tradesim.ConfigError, match="split"):
+        tradesim.VectorEnv(data, split="holdout")
+    with pytest.raises(tradesim.ConfigError, match="episode_len"):
+        tradesim.VectorEnv(data, split="valid", episode_len=2000)
+
+
+def test_greedy_walk_covers_the_split():
+    data = tradesim.synthetic(3000, seed=3)
+    flat, valid_actions = tradesim.greedy_walk(lambda obs: 0, data, split="valid")
+    assert math.isnan(flat["sharpe"]) and flat["trades"] == 0 and not valid_actions.any()
+    long, actions = tradesim.greedy_walk(lambda obs: 1, data, split="test")
+    assert long["trades"] == 1 and (actions == 1).all() and long["bars"] == len(actions)
+    seen = []
+    tradesim.greedy_walk(lambda obs: seen.append(obs.shape) or 2, data, split="valid")
+    assert len(seen) == len(valid_actions)
+    assert set(seen) == {(len(tradesim.VectorEnv(data, envs=1, device="cpu").feature_names),)}
+    with pytest.raises(tradesim.ConfigError, match="action 3"):
+        tradesim.greedy_walk(lambda obs: 3, data)

@@ -422,13 +422,14 @@ def test_mypy_strict_sees_the_envs_and_the_errors(tmp_path):
 
 
 def test_every_entry_point_defaults_to_the_same_costs():
-    """backtest, VectorEnv (and TradingEnv through it) and the CLI's search share one set of default costs."""
+    """backtest, VectorEnv (and TradingEnv through it), greedy_walk and the CLI's search share one set of default
+    costs."""
     import inspect
 
     from tradesim import _native
     from tradesim.envs import VectorEnv
 
-    for fn in (tradesim.backtest, VectorEnv.__init__):
+    for fn in (tradesim.backtest, VectorEnv.__init__, tradesim.greedy_walk):
         params = inspect.signature(fn).parameters
         assert params["spread"].default == _native.DEFAULT_SPREAD, fn
         assert params["commission"].default == _native.DEFAULT_COMMISSION, fn

@@ -41,6 +41,7 @@ __all__ = [
     "load",
     "synthetic",
     "device_info",
+    "greedy_walk",
     "VectorEnv",
     "TradingEnv",
     "TIME_UNITS",
@@ -603,6 +604,44 @@ def hyperopt(
         verdict=out["verdict"],
         evidence=json.loads(out["evidence_json"]),
     )
+
+
+def greedy_walk(
+    policy: Any,
+    data: Any = None,
+    *,
+    split: str = "valid",
+    symbol: Optional[str] = None,
+    capital: Number = "100000",
+    spread: Number = _native.DEFAULT_SPREAD,
+    commission: Number = _native.DEFAULT_COMMISSION,
+    allow_short: bool = True,
+    whole_units: bool = False,
+    time_unit: Optional[str] = None,
+) -> tuple[dict[str, float], np.ndarray]:
+    """Scores ``policy`` as ``tradesim train`` scores its own policies after each epoch: one env walks every
+    bar of a part of the trainer's time split (``split``: ``"train"``, ``"valid"`` or ``"test"``; 70/15/15%
+    of the bars after the features' warm-up, features normalized on the train part), calling
+    ``policy(obs)`` (one float32 observation of ``obs_dim`` floats) for an action code (0 flat, 1 long,
+    2 short) at each bar's close; the actions that took effect are then backtested by the backtest engine.
+    Returns (the metrics as a dict: ``sharpe``, ``total_return``, ``trades``... annualized with the bars per
+    year the trainer infers from the whole series' times; ``sharpe`` is NaN for a policy that never
+    trades), the actions that took effect (uint8, the split's bars - 1)). Pair it with
+    ``VectorEnv(split="train")`` to train another learner on the trainer's envs."""
+    bars = embedded() if data is None else load(data, time_unit=time_unit)
+    with pythonic():
+        walk = _native.SplitWalk(
+            bars, None if symbol is None else _text("symbol", symbol), _text("split", split),
+            _decimal("capital", capital, positive=True), _decimal("spread", spread),
+            _decimal("commission", commission), bool(allow_short), bool(whole_units),
+        )
+        for _ in range(walk.steps):
+            action = int(policy(walk.observation()))
+            if action not in (0, 1, 2):
+                raise ConfigError(f"policy: action {action!r} at step {walk.taken}: 0 (flat), 1 (long) or 2 (short)")
+            walk.step(action)
+        metrics, actions = walk.finish()
+    return metrics, actions
 
 
 def _leaderboard(frame: Any) -> Any:

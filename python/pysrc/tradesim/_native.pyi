@@ -91,8 +91,12 @@ class VectorEnv:
         whole_units: bool,
         device: str,
         host_copies: bool = True,
+        split: Optional[str] = None,
+        w_cost: float = 0.0,
     ) -> None:
-        """Money parameters: one value for every trial or one per trial."""
+        """Money parameters: one value for every trial or one per trial. ``split``: the envs walk that part
+        of ``tradesim train``'s time split (features normalized on its train part); ``w_cost``: the reward's
+        cost weight."""
     @property
     def num_envs(self) -> int: ...
     @property
@@ -114,6 +118,32 @@ class VectorEnv:
     def step(self, actions: Any) -> None:
         """``actions``: integer codes as a numpy array or sequence, or (CUDA) a DLPack array on the env's
         device (e.g. a ``torch.Tensor``), read there without a copy."""
+
+class SplitWalk:
+    """One env walking a part of ``tradesim train``'s time split (use :func:`tradesim.greedy_walk`)."""
+
+    def __init__(
+        self,
+        bars: Bars,
+        symbol: Optional[str],
+        split: str,
+        capital: Any,
+        spread: Any,
+        commission: Any,
+        allow_short: bool,
+        whole_units: bool,
+    ) -> None: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def taken(self) -> int: ...
+    @property
+    def bars_per_year(self) -> float: ...
+    @property
+    def obs_dim(self) -> int: ...
+    def observation(self) -> npt.NDArray[np.float32]: ...
+    def step(self, action: int) -> None: ...
+    def finish(self) -> tuple[dict[str, float], npt.NDArray[np.uint8]]: ...
 
 class DLPackArray:
     """A buffer of the vector env exported through DLPack (``torch.from_dlpack``, ``numpy.from_dlpack``,

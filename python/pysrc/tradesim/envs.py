@@ -101,6 +101,13 @@ class VectorEnv(gym.vector.VectorEnv):
     ``infos["_final_obs"]``, and ``infos["equity"]`` there is unspecified (the equity buffer on CUDA
     serves both).
 
+    **The trainer's envs.** ``split="train"`` (``"valid"``, ``"test"``) places the episodes on that part of
+    ``tradesim train``'s time split (70/15/15% of the bars after the features' warm-up) with the features
+    normalized on the train part, as the trainer's own envs are; ``w_cost`` is the reward's cost weight
+    (``reward = log equity change - w_cost * costs / equity``; ``tradesim train`` uses 1). Without
+    ``split`` the episodes cover all the bars, features normalized over all of them.
+    :func:`tradesim.greedy_walk` scores a policy on a split as the trainer does.
+
     ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``.
     ``feature_names`` names each observation column.
     """
@@ -125,6 +132,8 @@ class VectorEnv(gym.vector.VectorEnv):
         copy: bool = False,
         num_envs: Optional[int] = None,
         time_unit: Optional[str] = None,
+        split: Optional[str] = None,
+        w_cost: float = 0.0,
     ) -> None:
         if arrays not in _ARRAYS:
             raise ConfigError(f"arrays={arrays!r}: one of {', '.join(_ARRAYS)}")
@@ -152,6 +161,7 @@ class VectorEnv(gym.vector.VectorEnv):
             self._env = _native.VectorEnv(
                 bars, None if symbol is None else _text("symbol", symbol), trials, envs, episode_len, seed,
                 *money, bool(allow_short), bool(whole_units), _text("device", device), arrays == "numpy",
+                None if split is None else _text("split", split), float(w_cost),
             )
         self.arrays = arrays
         self.copy = bool(copy) or next_step
