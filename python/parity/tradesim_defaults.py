@@ -2,7 +2,7 @@
 
 Read at run time from the Rust sources (``src/train/mod.rs`` ``TrainConfig::default_for``, ``src/cli/train.rs``
 and the ``Default`` impls of ``DqnParams`` in ``gpu-kernels/src/dqn.rs`` and ``PpoParams`` in
-``gpu-kernels/src/ppo.rs``), so that the references follow the learners when their defaults change. A value
+``gpu-kernels/src/ppo/params.rs``), so that the references follow the learners when their defaults change. A value
 that cannot be read falls back to the one below (the defaults at issue 43) and is listed in ``missing``.
 
     python python/parity/tradesim_defaults.py      # prints what was read
@@ -116,7 +116,7 @@ def load(root: Path | None = None) -> dict[str, Any]:
                                         "origin_grads"}
     out["extra_dqn"] = {k: v for k, v in dqn_default.items() if k not in known_dqn}
 
-    ppo_default = _fields(_block(read("gpu-kernels/src/ppo.rs"), r"impl Default for PpoParams"))
+    ppo_default = _fields(_block(read("gpu-kernels/src/ppo/params.rs"), r"impl Default for PpoParams"))
     cli = read("src/cli/train.rs")
     ppo_cli = _fields(_block(cli, r"\.map\(\|k\| PpoParams"))
     m = re.search(r"([0-9.eE+-]+)\s*\*\s*spread", ppo_cli.get("lr", ""))
