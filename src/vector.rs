@@ -17,8 +17,8 @@ use crate::data::device::Prepared;
 use crate::data::time::infer_bars_per_year;
 use crate::train::SplitData;
 use crate::{
-    Backend, BacktestSpec, DEFAULT_SIGMA_SPAN, DeviceOutputs, EnvBatch, EnvConfig, Error, MarketData, Metrics, Signals,
-    SimLayout, TrialParams, VectorBatch, backtest,
+    Backend, DEFAULT_SIGMA_SPAN, DeviceOutputs, EnvBatch, EnvConfig, Error, MarketData, Metrics, SimLayout,
+    TrialParams, VectorBatch,
 };
 
 /// A part of `tradesim train`'s time split ([`SplitData`]): its bars, with the features normalized on the
@@ -54,6 +54,17 @@ impl Part {
     }
 }
 
+/// Refuses an episode that does not fit `n` bars (1 to `n - 2` bars), naming `episode_len`.
+fn check_episode(episode_len: usize, n: usize) -> Result<(), Error> {
+    if episode_len == 0 || episode_len + 1 >= n {
+        return Err(Error::config(
+            "episode_len",
+            format!("{episode_len} bars: between 1 and bars - 2 = {}", n.saturating_sub(2)),
+        ));
+    }
+    Ok(())
+}
+
 /// K trials x E envs stepped together.
 #[derive(Debug)]
 pub struct VectorEnv {
@@ -74,12 +85,7 @@ impl VectorEnv {
         seed: u64,
     ) -> Result<Self, Error> {
         let n = series.bars.len();
-        if episode_len == 0 || episode_len + 1 >= n {
-            return Err(Error::config(
-                "episode_len",
-                format!("{episode_len} bars: between 1 and bars - 2 = {}", n.saturating_sub(2)),
-            ));
-        }
+        check_episode(episode_len, n)?;
         let market = Prepared::new(series, 0..n)?.market_data(0..n)?;
         Self::on_market(backend, &market, params, envs_per_trial, episode_len, seed)
     }
@@ -100,13 +106,7 @@ impl VectorEnv {
     ) -> Result<Self, Error> {
         let data = SplitData::new(series, split, DEFAULT_SIGMA_SPAN)?;
         let market = part.of(&data);
-        let n = market.n_bars();
-        if episode_len == 0 || episode_len + 1 >= n {
-            return Err(Error::config(
-                "episode_len",
-                format!("{episode_len} bars: between 1 and the split's bars - 2 = {}", n.saturating_sub(2)),
-            ));
-        }
+        check_episode(episode_len, market.n_bars())?;
         Self::on_market(backend, market, params, envs_per_trial, episode_len, seed)
     }
 
@@ -282,21 +282,7 @@ impl SplitWalk {
             return Err(Error::config("finish", format!("{} of the walk's {} steps taken", self.taken, self.steps)));
         }
         let targets: Vec<u8> = self.env.transitions()?.iter().map(|t| t.action).collect();
-        let spec = BacktestSpec {
-            start: 0,
-            end: self.market.n_bars() - 1,
-            bars_per_year: self.bars_per_year,
-            risk_free: 0.0,
-            ledger: false,
-            equity: false,
-        };
-        let run = backtest(
-            &Backend::Cpu,
-            &self.market,
-            &[self.params],
-            Signals::Targets { targets: &targets, columns: 1 },
-            &spec,
-        )?;
-        Ok((run.metrics[0], targets))
+        let metrics = crate::train::backtest_walk(&self.market, &[self.params], &targets, self.bars_per_year)?;
+        Ok((metrics[0], targets))
     }
 }

@@ -277,6 +277,26 @@ pub fn greedy_actions<P: Policy>(
     start_greedy(backend, agent, market, env_params, bars_per_year, seed)?.finish()
 }
 
+/// The metrics of greedy walks over all of `market`: the backtest engine (CPU) on `targets`, each
+/// column's action per step (`env_params.len()` columns, column-major as the walks write them).
+pub fn backtest_walk(
+    market: &MarketData,
+    env_params: &[TrialParams],
+    targets: &[u8],
+    bars_per_year: f64,
+) -> Result<Vec<Metrics>, HostError> {
+    let spec = BacktestSpec {
+        start: 0,
+        end: market.n_bars() - 1,
+        bars_per_year,
+        risk_free: 0.0,
+        ledger: false,
+        equity: false,
+    };
+    let columns = env_params.len();
+    Ok(backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets, columns }, &spec)?.metrics)
+}
+
 /// A greedy evaluation under way ([`start_greedy`]); [`PendingGreedy::finish`] waits for the walk and
 /// backtests its actions on the market and parameters it started with. It holds the walk's envs until then.
 #[derive(Debug)]
@@ -327,19 +347,7 @@ impl PendingGreedy<'_> {
     /// Waits for the walk and backtests its actions: each trial's metrics and the actions.
     pub fn finish(self) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
         let targets = self.walk.finish()?.ok_or_else(|| HostError::Config("the greedy walk gave no actions".into()))?;
-        let (market, env_params) = (self.market, &self.env_params);
-        let spec = BacktestSpec {
-            start: 0,
-            end: market.n_bars() - 1,
-            bars_per_year: self.bars_per_year,
-            risk_free: 0.0,
-            ledger: false,
-            equity: false,
-        };
-        let columns = env_params.len();
-        let metrics =
-            backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets: &targets, columns }, &spec)?
-                .metrics;
+        let metrics = backtest_walk(self.market, &self.env_params, &targets, self.bars_per_year)?;
         Ok((metrics, targets))
     }
 }
