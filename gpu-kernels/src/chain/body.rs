@@ -3,10 +3,11 @@
 use super::ends::{ChainEnds, EARLY_INPUT, EARLY_WEIGHTS};
 use super::stage::{accumulate, stage_rows};
 use super::{CHAIN_UNITS, Chain};
+use crate::mlp::ACT_RELU;
 use crate::net::NetArgs;
 use crate::tile::unrolled;
 
-/// One wide layer (`k` inputs, hidden width `hs`, `h` active units, activation `act`) of the block's rows: from
+/// One wide layer (`k` inputs, hidden width `hs`, `h` active units, activation `ACT`) of the block's rows: from
 /// `x` (rows `sx` apart) and the staged weights `w` (rows `sw` apart) into `y` (rows `sy` apart) and the
 /// global output `out` (rows `m0 ..`, `m_pad` written, `m` active).
 ///
@@ -15,7 +16,7 @@ use crate::tile::unrolled;
 /// memory for the rows and units written; every thread of the block calls this.
 #[allow(clippy::too_many_arguments, reason = "one layer's operands")]
 #[inline(always)]
-unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
+unsafe fn wide_layer<const R: usize, const AHEAD: bool, const ACT: u32>(
     x: *const f32,
     sx: usize,
     w: *const f32,
@@ -28,7 +29,6 @@ unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
     out: *mut f32,
     out_row: usize,
     (m0, m, m_pad): (usize, usize, usize),
-    act: u32,
     thread: usize,
 ) {
     use crate::nvptx_ops::{lds, lds4, shared_addr, sts};
@@ -62,14 +62,36 @@ unsafe fn wide_layer<const R: usize, const AHEAD: bool>(
                         let (r, row) = (r0 + i, m0 + r0 + i);
                         // `finish` of the hidden epilogue: act(acc + bias) inside the active sizes, 0 outside.
                         let s = acc[j] + b;
-                        let value = if row < m && n < h { crate::mlp::activate(act, s) } else { 0.0 };
-                        sts(yb + 4 * (r * sy + n) as u32, value);
-                        if row < m_pad {
-                            *out.add(row * out_row + n) = value;
+                        if ACT == ACT_RELU {
+                            let value = if row < m && n < h { crate::mlp::activate(ACT, s) } else { 0.0 };
+                            sts(yb + 4 * (r * sy + n) as u32, value);
+                            if row < m_pad {
+                                *out.add(row * out_row + n) = value;
+                            }
+                        } else {
+                            sts(yb + 4 * (r * sy + n) as u32, s);
                         }
                     }
                 }
             });
+            if ACT != ACT_RELU {
+                // The activation of the sums parked in `y` (each thread its own entries): inline in the loop
+                // above, tanh's size stops its unrolling and the accumulators go to local memory.
+                for i in 0..R {
+                    let (r, row) = (r0 + i, m0 + r0 + i);
+                    for j in 0..4 {
+                        let n = n0 + lane + 32 * j;
+                        if n < hs {
+                            let at = yb + 4 * (r * sy + n) as u32;
+                            let value = if row < m && n < h { crate::mlp::activate(ACT, lds(at)) } else { 0.0 };
+                            sts(at, value);
+                            if row < m_pad {
+                                *out.add(row * out_row + n) = value;
+                            }
+                        }
+                    }
+                }
+            }
             n0 += CHAIN_UNITS;
         }
     }
@@ -147,7 +169,18 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
         _syncthreads();
         let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);
         let rows_of = |i: usize| c.out[i].row as usize;
-        wide_layer::<R, AHEAD>(
+        // The activation is a constant of each layer's instance: with the tanh inline in the same loop,
+        // the compiler no longer unrolls the row loop and the accumulators go to local memory.
+        macro_rules! layer {
+            ($($operand:expr),* $(,)?) => {
+                if l.activation == crate::mlp::ACT_TANH {
+                    wide_layer::<R, AHEAD, { crate::mlp::ACT_TANH }>($($operand),*)
+                } else {
+                    wide_layer::<R, AHEAD, { crate::mlp::ACT_RELU }>($($operand),*)
+                }
+            };
+        }
+        layer!(
             a,
             sh.sa,
             smem.add(sh.w1),
@@ -160,7 +193,6 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
             out(0),
             rows_of(0),
             (m0, m, m_pad),
-            l.activation,
             thread,
         );
         _syncthreads();
@@ -171,7 +203,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
         // `wait_group 0` did not, and layer 2 read rows of W2 that had not landed).
         cp_async_wait_all();
         _syncthreads();
-        wide_layer::<R, AHEAD>(
+        layer!(
             b,
             sh.s2,
             ws,
@@ -184,7 +216,6 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
             out(1),
             rows_of(1),
             (m0, m, m_pad),
-            l.activation,
             thread,
         );
         _syncthreads();
