@@ -219,30 +219,68 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
             thread,
         );
         _syncthreads();
-        // Layer 3: a thread per row, its 3 or 4 outputs' dot products interleaved (`dots_aligned`: each is
-        // `dense_unit`'s, the same order; the row's inputs loaded once for all of them).
-        let w3 = smem.add(sh.w3) as *const f32;
+        output_layer::<W>(
+            a,
+            sh.sa,
+            smem.add(sh.w3),
+            sh.s2,
+            (params.add(l.b3()), o, h),
+            (out(2), rows_of(2)),
+            (m0, m, m_pad, tile_rows),
+            thread,
+        );
+        if E::OUTPUT {
+            // The barrier orders the block's output stores before the reads (global memory, one block).
+            _syncthreads();
+            if thread < rows {
+                let row = m0 + thread;
+                ends.output(row, core::slice::from_raw_parts(out(2).add(row * rows_of(2)), o));
+            }
+        }
+    }
+}
+
+/// Layer 3 of the block's rows: a thread per row, its `o` outputs (3 or 4 interleaved: `dots_aligned`, each
+/// `dense_unit`'s order, the row's inputs loaded once for all of them) from the `h` inputs of `x` (rows `sx`
+/// apart) and the staged `W3` rows (`sw` apart) plus `bias`, into `out` (rows `out_row` apart; rows `m0 ..`,
+/// `m_pad` written, `m` active, zeros past them).
+///
+/// # Safety
+/// `x` and `w3` address this block's shared rows ([`CHAIN_ROWS`](super::CHAIN_ROWS) of `x`, `o` of `w3`),
+/// `out` and `bias` valid memory for the rows and outputs written; `o <= 4`.
+#[allow(clippy::too_many_arguments, reason = "one layer's operands")]
+#[inline(always)]
+unsafe fn output_layer<const W: usize>(
+    x: *const f32,
+    sx: usize,
+    w3: *const f32,
+    sw: usize,
+    (bias, o, h): (*const f32, usize, usize),
+    (out, out_row): (*mut f32, usize),
+    (m0, m, m_pad, tile_rows): (usize, usize, usize, usize),
+    thread: usize,
+) {
+    // SAFETY: the caller's contract; reads stay inside the active rows' `h` inputs and the `o` staged rows.
+    unsafe {
         let mut r = thread;
         while r < tile_rows {
             let row = m0 + r;
             if row < m_pad {
-                let x = a.add(r * sh.sa);
+                let x = x.add(r * sx);
                 let mut values = [0.0f32; 4];
                 if row < m {
-                    let bias = |n: usize| *params.add(l.b3() + n);
+                    let bias = |n: usize| *bias.add(n);
                     match o {
                         3 => {
-                            let d =
-                                crate::net::dots_aligned(x, core::array::from_fn::<_, 3, _>(|n| w3.add(n * sh.s2)), h);
+                            let d = crate::net::dots_aligned(x, core::array::from_fn::<_, 3, _>(|n| w3.add(n * sw)), h);
                             unrolled!(n in [0, 1, 2] { values[n] = d[n] + bias(n); });
                         }
                         4 => {
-                            let d =
-                                crate::net::dots_aligned(x, core::array::from_fn::<_, 4, _>(|n| w3.add(n * sh.s2)), h);
+                            let d = crate::net::dots_aligned(x, core::array::from_fn::<_, 4, _>(|n| w3.add(n * sw)), h);
                             unrolled!(n in [0, 1, 2, 3] { values[n] = d[n] + bias(n); });
                         }
                         _ => {
-                            let view = crate::net::LayerView { base: w3, unit: sh.s2, step: 1, k: h, aligned: true };
+                            let view = crate::net::LayerView { base: w3, unit: sw, step: 1, k: h, aligned: true };
                             unrolled!(n in [0, 1, 2, 3] {
                                 if n < o {
                                     values[n] = crate::net::dense_unit(&view, bias(n), None, n, x);
@@ -253,19 +291,11 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
                 }
                 unrolled!(n in [0, 1, 2, 3] {
                     if n < o {
-                        *out(2).add(row * rows_of(2) + n) = values[n];
+                        *out.add(row * out_row + n) = values[n];
                     }
                 });
             }
             r += 32 * W;
-        }
-        if E::OUTPUT {
-            // The barrier orders the block's output stores before the reads (global memory, one block).
-            _syncthreads();
-            if thread < rows {
-                let row = m0 + thread;
-                ends.output(row, core::slice::from_raw_parts(out(2).add(row * rows_of(2)), o));
-            }
         }
     }
 }
