@@ -121,6 +121,112 @@ impl WalkCandidates {
     }
 }
 
+/// What both walks' blocks share: the trial this block walks (block `t`, thread `tid`), its env parameters,
+/// the bars and market features (`f` a bar), its network's layout, hidden width and weights.
+#[derive(Clone, Copy)]
+struct WalkTrial<'a> {
+    t: usize,
+    tid: usize,
+    l: crate::mlp::Layout,
+    params: &'a TrialParams,
+    hidden: usize,
+    f: usize,
+    bars: &'a [Bar],
+    features: &'a [f32],
+    w: *const f32,
+}
+
+impl<'a> WalkTrial<'a> {
+    /// This block's trial (none past the last trial: the block has nothing to do).
+    ///
+    /// # Safety
+    /// The walk kernels' pointer contract ([`greedy_walk`]).
+    #[inline(always)]
+    unsafe fn of(
+        args: &NetArgs,
+        env_params: *const TrialParams,
+        (bars, features): (*const Bar, *const f32),
+        trials: *const NetTrial,
+        weights: *const f32,
+    ) -> Option<Self> {
+        // SAFETY: the caller's contract: `t < n_trials` indexes the trials' arrays, the bars and features are
+        // `n_bars` long.
+        unsafe {
+            let (t, tid) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
+            if t >= args.n_trials as usize {
+                return None;
+            }
+            let l = args.layout();
+            let (f, n_bars) = (l.input - 3, args.n_bars as usize);
+            Some(Self {
+                t,
+                tid,
+                l,
+                params: &*env_params.add(t),
+                hidden: (*trials.add(t)).hidden as usize,
+                f,
+                bars: slice::from_raw_parts(bars, n_bars),
+                features: slice::from_raw_parts(features, n_bars * f),
+                w: weights.add(t * l.params()),
+            })
+        }
+    }
+
+    /// Thread `by` prefetches the lines of the bars after bar `bar + 1` (the next step's env step reads them).
+    #[inline(always)]
+    fn prefetch_bars(&self, bar: usize, by: usize) {
+        if self.tid == by && bar + 2 < self.bars.len() {
+            // SAFETY: a prefetch does not fault; the addresses are inside `bars` or its last byte before.
+            unsafe {
+                prefetch(self.bars.as_ptr().add(bar + 2));
+                prefetch((self.bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
+            }
+        }
+    }
+
+    /// The walk's `steps` steps over the block's candidates: thread [`WALK_LAYER_THREADS`] starts from the
+    /// trial's state; each step `work(step, a_prev)` runs this thread's part of the network (false: none),
+    /// the first lane of each env warp of a thread without one steps its action's candidate, `barrier` ends
+    /// the step (every thread) and the argmax's action is recorded; the chosen state is stored at the end.
+    ///
+    /// # Safety
+    /// `states`: the trials' states, `actions`: `n_trials x steps`; every thread of the block calls this,
+    /// `barrier` is a block-wide barrier and `work` takes only barriers among the threads for which it runs.
+    #[inline(always)]
+    unsafe fn run(
+        &self,
+        cands: &WalkCandidates,
+        (states, actions, steps): (*mut EnvState, *mut u8, usize),
+        barrier: impl Fn(),
+        mut work: impl FnMut(usize, usize) -> bool,
+    ) {
+        const ENV: usize = WALK_LAYER_THREADS;
+        let tid = self.tid;
+        // SAFETY: the caller's contract; the candidates' writes and reads are ordered by `barrier`.
+        unsafe {
+            if tid == ENV {
+                cands.start(self.params, *states.add(self.t), self.bars);
+            }
+            barrier();
+            let env_lane = (ENV..WALK_THREADS).contains(&tid) && (tid - ENV).is_multiple_of(32);
+            let my_action = (tid.saturating_sub(ENV) / 32) as u8;
+            for step in 0..steps {
+                let a_prev = cands.chosen(step);
+                if !work(step, a_prev) && env_lane {
+                    cands.step(self.params, self.bars, step, a_prev, my_action);
+                }
+                barrier();
+                if tid == ENV {
+                    *actions.add(self.t * steps + step) = cands.chosen(step + 1) as u8;
+                }
+            }
+            if tid == ENV {
+                *states.add(self.t) = cands.last(steps);
+            }
+        }
+    }
+}
+
 /// The greedy walk of every trial's single env over `steps` bars, a block of [`WALK_THREADS`] per trial.
 /// Each step, the layer threads build the observation of the state chosen at the previous step (features a
 /// column per thread) and compute the layers (a unit per thread, [`dense_unit`], barriers among themselves
@@ -155,25 +261,13 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
     // and Q-values of step s are written before the block-wide barrier of step s and read after it, into
     // the parity-s buffers, which step s + 1 leaves alone (it writes the other parity).
     unsafe {
-        let (t, tid) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        if t >= args.n_trials as usize {
-            return;
-        }
-        let l = args.layout();
-        let (d, o) = (l.input, l.outputs);
+        let Some(trial) = WalkTrial::of(&args, env_params, (bars, features), trials, weights) else { return };
+        let WalkTrial { tid, l, hidden: h, f, bars, features, w, .. } = trial;
+        let o = l.outputs;
         let smem = dyn_smem();
         let ws = WalkShared::of(&args);
         let cands = WalkCandidates::of(smem, &ws, o);
-        let q = smem.add(ws.q);
-        let obs = smem.add(ws.obs);
-        let (h1, h2) = (smem.add(ws.h1), smem.add(ws.h2));
-        let params = &*env_params.add(t);
-        let h = (*trials.add(t)).hidden as usize;
-        let f = d - 3;
-        let n_bars = args.n_bars as usize;
-        let bars = slice::from_raw_parts(bars, n_bars);
-        let features = slice::from_raw_parts(features, n_bars * f);
-        let w = weights.add(t * l.params());
+        let (q, obs, h1, h2) = (smem.add(ws.q), smem.add(ws.obs), smem.add(ws.h1), smem.add(ws.h2));
         let stage = if staged != 0 {
             let s = smem.add(ws.len);
             let mut i = tid;
@@ -186,61 +280,44 @@ pub unsafe extern "ptx-kernel" fn greedy_walk(
             None
         };
         let layers = walk_layers(&l, w, h, stage);
-        if tid == WALK_LAYER_THREADS {
-            cands.start(params, *states.add(t), bars);
-        }
-        walk_barrier();
-        let env_lane = tid >= WALK_LAYER_THREADS && (tid - WALK_LAYER_THREADS).is_multiple_of(32);
-        let my_action = (tid.saturating_sub(WALK_LAYER_THREADS) / 32) as u8;
-        for step in 0..steps as usize {
-            let cur = step % 2;
-            let a_prev = cands.chosen(step);
-            if tid < WALK_LAYER_THREADS {
-                // The observation of the chosen state: features of its bar, then its portfolio floats.
-                let (state, pf) = cands.previous(step, a_prev);
-                let bar = (*state).bar as usize;
-                let mut c = tid;
-                while c < f {
-                    *obs.add(c) = features[bar * f + c];
-                    if bar + 1 < n_bars {
-                        prefetch(features.as_ptr().add((bar + 1) * f + c));
-                    }
-                    c += WALK_LAYER_THREADS;
-                }
-                if tid < 3 {
-                    *obs.add(f + tid) = pf[tid];
-                }
-                if tid == WALK_LAYER_THREADS - 1 && bar + 2 < n_bars {
-                    prefetch(bars.as_ptr().add(bar + 2));
-                    prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
-                }
-                layer_barrier();
-                let mut n = tid;
-                while n < h {
-                    *h1.add(n) = dense_unit(&layers[0], *w.add(l.b1() + n), Some(l.activation), n, obs);
-                    n += WALK_LAYER_THREADS;
-                }
-                layer_barrier();
-                let mut n = tid;
-                while n < h {
-                    *h2.add(n) = dense_unit(&layers[1], *w.add(l.b2() + n), Some(l.activation), n, h1);
-                    n += WALK_LAYER_THREADS;
-                }
-                layer_barrier();
-                if tid < o {
-                    *q.add(cur * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), None, tid, h2);
-                }
-            } else if env_lane {
-                cands.step(params, bars, step, a_prev, my_action);
+        let io = (states, actions, steps as usize);
+        trial.run(&cands, io, walk_barrier, |step, a_prev| {
+            if tid >= WALK_LAYER_THREADS {
+                return false;
             }
-            walk_barrier();
-            if tid == WALK_LAYER_THREADS {
-                *actions.add(t * steps as usize + step) = cands.chosen(step + 1) as u8;
+            // The observation of the chosen state: features of its bar, then its portfolio floats.
+            let (state, pf) = cands.previous(step, a_prev);
+            let bar = (*state).bar as usize;
+            let mut c = tid;
+            while c < f {
+                *obs.add(c) = features[bar * f + c];
+                if bar + 1 < bars.len() {
+                    prefetch(features.as_ptr().add((bar + 1) * f + c));
+                }
+                c += WALK_LAYER_THREADS;
             }
-        }
-        if tid == WALK_LAYER_THREADS {
-            *states.add(t) = cands.last(steps as usize);
-        }
+            if tid < 3 {
+                *obs.add(f + tid) = pf[tid];
+            }
+            trial.prefetch_bars(bar, WALK_LAYER_THREADS - 1);
+            layer_barrier();
+            let mut n = tid;
+            while n < h {
+                *h1.add(n) = dense_unit(&layers[0], *w.add(l.b1() + n), Some(l.activation), n, obs);
+                n += WALK_LAYER_THREADS;
+            }
+            layer_barrier();
+            let mut n = tid;
+            while n < h {
+                *h2.add(n) = dense_unit(&layers[1], *w.add(l.b2() + n), Some(l.activation), n, h1);
+                n += WALK_LAYER_THREADS;
+            }
+            layer_barrier();
+            if tid < o {
+                *q.add(step % 2 * o + tid) = dense_unit(&layers[2], *w.add(l.b3() + tid), None, tid, h2);
+            }
+            true
+        });
     }
 }
 
@@ -340,26 +417,17 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
     // barrier 1 of its branch and read after it; every buffer is rewritten only in a later step, after the
     // block-wide barrier that ends the step of its readers.
     unsafe {
-        let (t, tid) = (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize);
-        if t >= args.n_trials as usize {
-            return;
-        }
-        let l = args.layout();
+        let Some(trial) = WalkTrial::of(&args, env_params, (bars, features), trials, weights) else { return };
+        let WalkTrial { tid, l, f, bars, features, w, .. } = trial;
         let (d, o) = (l.input, l.outputs);
+        let h = trial.hidden.min(WALK_REG_UNITS);
         let smem = dyn_smem();
         let ws = WalkRegsShared::of(&args);
         let cands = WalkCandidates::of(smem, &ws.base, o);
         let q = smem.add(ws.base.q);
         let (h1, h2, now, next, w1s) =
             (smem.add(ws.h1), smem.add(ws.h2), smem.add(ws.now), smem.add(ws.next), smem.add(ws.w1));
-        let params = &*env_params.add(t);
-        let h = ((*trials.add(t)).hidden as usize).min(WALK_REG_UNITS);
-        let f = d - 3;
         let s1 = walk_row_stride(d);
-        let n_bars = args.n_bars as usize;
-        let bars = slice::from_raw_parts(bars, n_bars);
-        let features = slice::from_raw_parts(features, n_bars * f);
-        let w = weights.add(t * l.params());
         let mut i = tid;
         while i < h * d {
             let (n, j) = (i / d, i % d);
@@ -369,23 +437,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
         let (layer, lane) = (tid < LAYER, tid.wrapping_sub(WALK_OUTPUT_THREAD));
         let unit = layer && tid < h;
         let output = lane < o;
-        // This thread's register row and bias: unit `tid`'s of layer 2, or output `lane`'s of layer 3.
-        let (row, bias) = if unit {
-            (w.add(l.w2() + tid * l.hidden), *w.add(l.b2() + tid))
-        } else if output {
-            (w.add(l.w3() + lane * l.hidden), *w.add(l.b3() + lane))
-        } else {
-            (w, 0.0)
-        };
-        // Every element written at a constant index (an array-repeat initializer is a loop with a variable
-        // index, which keeps the row in local memory).
-        let mut wr: [f32; WALK_REG_UNITS] = core::mem::zeroed();
-        let live = if unit || output { h } else { 0 };
-        unrolled!(c in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-            unrolled!(u in [0, 1, 2, 3, 4, 5, 6, 7] {
-                wr[8 * c + u] = if 8 * c + u < live { *row.add(8 * c + u) } else { 0.0 };
-            });
-        });
+        let (wr, bias) = register_row(&l, w, h, unit.then_some(tid), output.then_some(lane));
         // Layer 1's bias and its weights of the three portfolio floats (the last inputs).
         let (b1, tail) = if unit {
             let r = w.add(l.w1() + tid * d + f);
@@ -394,88 +446,107 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
             (0.0, [0.0; 3])
         };
         let w1row = w1s.add(tid.min(WALK_REG_UNITS - 1) * s1);
-        if tid == LAYER {
-            cands.start(params, *states.add(t), bars);
-        }
-        block_barrier();
-        let env_lane = (LAYER..WALK_OUTPUT_THREAD).contains(&tid) && (tid - LAYER).is_multiple_of(32);
-        let my_action = (tid.saturating_sub(LAYER) / 32) as u8;
         let (h1a, h2a) = (shared_addr(h1), shared_addr(h2));
+        let n_bars = bars.len();
         // Layer 1's market part of unit `tid` for bar `cur_bar` and for the foreseen `next_bar` (none: MAX).
         let (mut cur_part, mut cur_bar, mut next_part, mut next_bar) = (0.0f32, usize::MAX, 0.0f32, usize::MAX);
-        for step in 0..steps as usize {
-            let cur = step % 2;
-            let a_prev = cands.chosen(step);
-            if layer {
-                let (state, pf) = cands.previous(step, a_prev);
-                let bar = (*state).bar as usize;
-                if bar == next_bar {
-                    cur_part = next_part;
-                } else if bar != cur_bar {
-                    // Not foreseen (uniform over the layer threads: they read the same state).
-                    let mut c = tid;
-                    while c < f {
-                        *now.add(c) = features[bar * f + c];
-                        c += LAYER;
-                    }
-                    layer_barrier();
-                    cur_part = if unit { dot_aligned(now, w1row, f) } else { 0.0 };
-                }
-                cur_bar = bar;
-                let ahead = bar + 1;
-                if ahead < n_bars {
-                    let mut c = tid;
-                    while c < f {
-                        *next.add(c) = features[ahead * f + c];
-                        if ahead + 1 < n_bars {
-                            prefetch(features.as_ptr().add((ahead + 1) * f + c));
-                        }
-                        c += LAYER;
-                    }
-                }
-                if tid == LAYER - 1 && bar + 2 < n_bars {
-                    prefetch(bars.as_ptr().add(bar + 2));
-                    prefetch((bars.as_ptr().add(bar + 3) as *const u8).wrapping_sub(1));
-                }
-                // `dense_unit` of layer 1: the chain goes on from the market part with the portfolio floats.
-                let v = if unit {
-                    let s = fma(pf[2], tail[2], fma(pf[1], tail[1], fma(pf[0], tail[0], cur_part))) + b1;
-                    crate::mlp::activate(args.activation, s)
-                } else {
-                    0.0
-                };
-                *h1.add(tid) = v;
-                layer_barrier();
-                let v = if unit {
-                    let s = dot_regs(h1a, &wr, h) + bias;
-                    crate::mlp::activate(args.activation, s)
-                } else {
-                    0.0
-                };
-                *h2.add(tid) = v;
-                output_barrier();
-                // While the output warp computes this bar's outputs: the next bar's market part.
-                if ahead < n_bars {
-                    next_part = if unit { dot_aligned(next, w1row, f) } else { 0.0 };
-                    next_bar = ahead;
-                } else {
-                    next_bar = usize::MAX;
-                }
-            } else if tid >= WALK_OUTPUT_THREAD {
+        let io = (states, actions, steps as usize);
+        trial.run(&cands, io, block_barrier, |step, a_prev| {
+            if tid >= WALK_OUTPUT_THREAD {
                 output_barrier();
                 if output {
-                    *q.add(cur * o + lane) = dot_regs(h2a, &wr, h) + bias;
+                    *q.add(step % 2 * o + lane) = dot_regs(h2a, &wr, h) + bias;
                 }
-            } else if env_lane {
-                cands.step(params, bars, step, a_prev, my_action);
+                return true;
             }
-            block_barrier();
-            if tid == LAYER {
-                *actions.add(t * steps as usize + step) = cands.chosen(step + 1) as u8;
+            if !layer {
+                return false;
             }
-        }
-        if tid == LAYER {
-            *states.add(t) = cands.last(steps as usize);
-        }
+            let (state, pf) = cands.previous(step, a_prev);
+            let bar = (*state).bar as usize;
+            if bar == next_bar {
+                cur_part = next_part;
+            } else if bar != cur_bar {
+                // Not foreseen (uniform over the layer threads: they read the same state).
+                let mut c = tid;
+                while c < f {
+                    *now.add(c) = features[bar * f + c];
+                    c += LAYER;
+                }
+                layer_barrier();
+                cur_part = if unit { dot_aligned(now, w1row, f) } else { 0.0 };
+            }
+            cur_bar = bar;
+            let ahead = bar + 1;
+            if ahead < n_bars {
+                let mut c = tid;
+                while c < f {
+                    *next.add(c) = features[ahead * f + c];
+                    if ahead + 1 < n_bars {
+                        prefetch(features.as_ptr().add((ahead + 1) * f + c));
+                    }
+                    c += LAYER;
+                }
+            }
+            trial.prefetch_bars(bar, LAYER - 1);
+            // `dense_unit` of layer 1: the chain goes on from the market part with the portfolio floats.
+            let v = if unit {
+                let s = fma(pf[2], tail[2], fma(pf[1], tail[1], fma(pf[0], tail[0], cur_part))) + b1;
+                crate::mlp::activate(l.activation, s)
+            } else {
+                0.0
+            };
+            *h1.add(tid) = v;
+            layer_barrier();
+            let v = if unit {
+                let s = dot_regs(h1a, &wr, h) + bias;
+                crate::mlp::activate(l.activation, s)
+            } else {
+                0.0
+            };
+            *h2.add(tid) = v;
+            output_barrier();
+            // While the output warp computes this bar's outputs: the next bar's market part.
+            if ahead < n_bars {
+                next_part = if unit { dot_aligned(next, w1row, f) } else { 0.0 };
+                next_bar = ahead;
+            } else {
+                next_bar = usize::MAX;
+            }
+            true
+        });
+    }
+}
+
+/// The register row of a [`greedy_walk_regs`] thread and its bias: unit `unit`'s row of `W2` (its first `h`
+/// weights), or output `output`'s row of `W3`, or zeros (neither).
+///
+/// # Safety
+/// `w` is a trial's parameter block of layout `l`; `h <= WALK_REG_UNITS` and `<= l.hidden`.
+#[inline(always)]
+unsafe fn register_row(
+    l: &crate::mlp::Layout,
+    w: *const f32,
+    h: usize,
+    unit: Option<usize>,
+    output: Option<usize>,
+) -> ([f32; crate::net::WALK_REG_UNITS], f32) {
+    const _: () = assert!(crate::net::WALK_REG_UNITS == 128, "the unrolled loads below are 16 x 8");
+    // SAFETY: the caller's contract; reads stay in the row's first `h` floats.
+    unsafe {
+        let (row, bias, live) = match (unit, output) {
+            (Some(n), _) => (w.add(l.w2() + n * l.hidden), *w.add(l.b2() + n), h),
+            (None, Some(o)) => (w.add(l.w3() + o * l.hidden), *w.add(l.b3() + o), h),
+            (None, None) => (w, 0.0, 0),
+        };
+        // Every element written at a constant index (an array-repeat initializer is a loop with a variable
+        // index, which keeps the row in local memory).
+        let mut wr: [f32; crate::net::WALK_REG_UNITS] = core::mem::zeroed();
+        unrolled!(c in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            unrolled!(u in [0, 1, 2, 3, 4, 5, 6, 7] {
+                wr[8 * c + u] = if 8 * c + u < live { *row.add(8 * c + u) } else { 0.0 };
+            });
+        });
+        (wr, bias)
     }
 }
