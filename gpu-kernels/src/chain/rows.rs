@@ -22,7 +22,7 @@ pub fn rows_suit(g: &Gemm) -> bool {
 /// 128-column chunk (an 8 x 4 patch, [`accumulate`]: `B`'s rows are the inputs, so a lane reads its four columns of
 /// four `B` rows with four 16-byte loads, and the row loads are broadcasts). Each element is
 /// [`crate::tile::reference`]'s: the same order, epilogue and padding. Used for the hidden gradient of layer 1 (`D2 W2`
-/// masked by the ReLU of `A1`), where `gemm_tiles` ran 160 blocks of 64 x 64 at 15% of the warps.
+/// masked by the activation of `A1`), for which `gemm_tiles`' few 64 x 64 blocks leave most warps idle.
 ///
 /// With `from`, the product whose output is `g`'s `A` (the hidden gradient of layer 2: `D2 = (DOUT W3)`
 /// masked by the ReLU of `A2`, `k` at most [`crate::tile::SHORT_K`]), the tile of `A` is computed instead of
@@ -92,7 +92,7 @@ pub unsafe fn gpu_rows<const W: usize, const AHEAD: bool>(
         let (ab, bb, sa4, sb4) = (shared_addr(a), shared_addr(b), 4 * sh.sa as u32, 4 * sh.sb as u32);
         let xa: [u32; ROWS_PER_WARP] = core::array::from_fn(|i| ab + (r0 + i) as u32 * sa4);
         let (with_bias, with_aux) = (reads_bias(g.epilogue), reads_aux(g.epilogue));
-        // An operand the epilogue does not read names no buffer (`Operand::NONE`): its table entry is not read.
+        // An operand the epilogue does not read names no buffer (`Operand::NONE`): its address is not read.
         let c = buf(g.c.buf);
         let bias = if with_bias { buf(g.bias.buf) } else { core::ptr::null_mut() };
         let aux = if with_aux { buf(g.aux.buf) } else { core::ptr::null_mut() };

@@ -331,8 +331,7 @@ pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32,
 /// The lanes of every trial's gradient-norm sum ([`norm_lane`]'s bits): a block of [`NORM_THREADS`] per
 /// trial stages the trial's active gradients [`NORM_WINDOW`] at a time in shared memory (16 loads a thread
 /// in flight at once), and its first [`NORM_LANES`] threads fold their lanes over each window in turn
-/// ([`norm_window`]). (A thread per lane loading its own terms, 8 at a time, waited ~47 global round trips:
-/// 77 us a launch on the H200.)
+/// ([`norm_window`]): a thread per lane loading its own terms would wait a global round trip per 8 terms.
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `grads`: `n_trials x params`; `lanes`: `n_trials x NORM_LANES`; blocks of
