@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-fn plan() -> &'static HashMap<String, u64> {
-    static PLAN: OnceLock<HashMap<String, u64>> = OnceLock::new();
-    PLAN.get_or_init(|| {
+/// The points `TRADESIM_FAILPOINT` names, each with the pass that aborts.
+fn points() -> &'static HashMap<String, u64> {
+    static POINTS: OnceLock<HashMap<String, u64>> = OnceLock::new();
+    POINTS.get_or_init(|| {
         std::env::var("TRADESIM_FAILPOINT")
             .unwrap_or_default()
             .split(',')
@@ -20,9 +21,9 @@ fn plan() -> &'static HashMap<String, u64> {
     })
 }
 
-/// Passes point `name`; aborts the process at the planned pass.
+/// Passes point `name`; aborts the process at the pass `TRADESIM_FAILPOINT` names for it.
 pub fn hit(name: &str) {
-    let Some(&at) = plan().get(name) else { return };
+    let Some(&at) = points().get(name) else { return };
     static COUNTS: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
     let mut counts = COUNTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let count = match counts.iter_mut().find(|c| c.0 == name) {

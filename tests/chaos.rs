@@ -139,9 +139,9 @@ fn seed_or(default: u64) -> u64 {
     std::env::var("TRADESIM_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-/// Runs the chaos on `storage` with `workers` workers and `planned` kills (schedule seeded by `seed`), then
+/// Runs the chaos on `storage` with `workers` workers and `scheduled` kills (schedule seeded by `seed`), then
 /// checks the study.
-fn chaos(storage: &str, workers: usize, planned: usize, name: &str, seed: u64) {
+fn chaos(storage: &str, workers: usize, scheduled: usize, name: &str, seed: u64) {
     let dir = temp_dir(name);
     let cfg = dir.join("search.toml");
     std::fs::write(
@@ -156,7 +156,7 @@ fn chaos(storage: &str, workers: usize, planned: usize, name: &str, seed: u64) {
     let study = format!("{name}-{}", std::process::id());
     let c = Chaos { dir: dir.clone(), cfg, storage: storage.to_owned(), study, seed, reader: RefCell::new(None) };
     let mut rng = Rng(seed | 1);
-    let schedule = kill_schedule(&mut rng, planned);
+    let schedule = kill_schedule(&mut rng, scheduled);
     // What each kill interrupted, exactly (trial, run); what each abort may have (every trial its worker was
     // seen holding: a trial it held may be taken over before the study is read after the abort).
     let mut killed: BTreeSet<(u64, u64)> = BTreeSet::new();
@@ -270,8 +270,8 @@ fn chaos(storage: &str, workers: usize, planned: usize, name: &str, seed: u64) {
         assert!(ok, "trial {n}, killed in run {run}, ended {} after {} runs; {summary}", t.status, t.runs);
     }
     assert!(
-        kills * 2 >= planned && aborts == 2 && killed.iter().any(|(_, r)| *r == 1),
-        "the chaos interrupted too little (under half the planned kills, an abort missing, or no trial killed in \
+        kills * 2 >= scheduled && aborts == 2 && killed.iter().any(|(_, r)| *r == 1),
+        "the chaos interrupted too little (under half the scheduled kills, an abort missing, or no trial killed in \
          its first run); {summary}"
     );
     eprintln!(

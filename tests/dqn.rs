@@ -208,7 +208,7 @@ fn hundred_steps(backend: &Backend) -> (tradesim::NetState, Vec<f32>) {
 }
 
 /// The CPU greedy walk (a thread per trial, each layer's FMA chains in SIMD lanes) chooses the actions of stepping the envs
-/// bar by bar through the product tables, bit for bit.
+/// bar by bar through the acting stages' products, bit for bit.
 #[test]
 fn cpu_greedy_walk_matches_stepping() {
     let (agent, trials) = hundred_steps_agent(&Backend::Cpu);

@@ -362,7 +362,7 @@ fn updates(backend: &Backend, act: u32) -> (tradesim::NetState, Vec<f32>) {
 }
 
 /// The greedy walks (GPU: a block per trial; CPU: a thread per trial) choose the actions of stepping a CPU
-/// copy bar by bar through the product tables, bit for bit.
+/// copy bar by bar through the acting stages' products, bit for bit.
 #[test]
 fn greedy_walks_match_stepping() {
     let market = common::planted_market(500, 8);

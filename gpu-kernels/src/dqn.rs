@@ -1,6 +1,6 @@
 //! DQN on top of [`crate::net`]: epsilon-greedy acting for every env, and a training step for every trial
 //! at once (TD targets from the target network, optional Double DQN, Huber loss, backward, Adam, target
-//! update). The layers, the backward pass and the weight gradients are tables of products
+//! update). The layers, the backward pass and the weight gradients are the products of the stages' plans
 //! ([`crate::net::plan`]); the per-element rules between them ([`choose`], [`td_sample`],
 //! [`update_param`]) are shared by the PTX entries and the CPU backend.
 

@@ -1,5 +1,5 @@
 //! One environment step (execution, triple barrier, marking, reward) and what it exposes to a policy: the
-//! state vector and the compressed transition.
+//! observation and the compressed transition.
 
 use crate::barrier::{check_barriers, set_barriers};
 use crate::portfolio::{ExitReason, TradeLog, close_position, effective_target, mark_at_close, trade_at_open};
@@ -211,7 +211,7 @@ pub fn ring_slot(head: u64, step: u64, envs_per_trial: u64, env: u64, capacity: 
     (head + step * envs_per_trial + env) % capacity
 }
 
-/// Writes the state vector of an env: `features` (bar t's row) then its 3 portfolio floats.
+/// Writes the observation of an env: `features` (bar t's row) then its 3 portfolio floats.
 #[inline]
 pub fn write_observation(params: &TrialParams, state: &EnvState, features: &[f32], close: f64, out: &mut [f32]) {
     let n = features.len();

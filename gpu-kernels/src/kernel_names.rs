@@ -2,7 +2,7 @@
 //! need about them: launch bounds, early reads, the dependent-launch target.
 //!
 //! [`crate::for_each_kernel`] lists every kernel as `shim_name CONSTANT;`. This module makes the name constants
-//! and [`ALL`] from it; the host makes its table of loaded kernels from it (one field per kernel, each
+//! and [`ALL`] from it; the host makes its struct of loaded kernels from it (one field per kernel, each
 //! resolved by its constant when the module loads); the shims in `entries` (nvptx only) are checked
 //! against it at compile time, and `build.rs` fails the build when the PTX lacks an `.entry` for any
 //! name in [`ALL`]. So a kernel is added in one list, and a renamed shim is caught at build time.
@@ -16,7 +16,7 @@ macro_rules! for_each_kernel {
         $m! {
             /// Walks every env over S bars (S = 1: step mode), writing transitions ([`crate::batch::scan_env`]).
             env_scan ENV_SCAN;
-            /// Writes each env's state vector ([`crate::batch::observe_env`]).
+            /// Writes each env's observation ([`crate::batch::observe_env`]).
             observe OBSERVE;
             /// Moments of chunks of raw rewards ([`crate::batch::chunk_moments`]).
             reward_chunk_moments REWARD_CHUNK_MOMENTS;
@@ -35,7 +35,7 @@ macro_rules! for_each_kernel {
             /// Backtest of every column: metrics, trade counts, equity curves or the ledger
             /// ([`crate::backtest::run_column`]).
             backtest BACKTEST;
-            /// A table of batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
+            /// The products of a plan: batched, masked matrix products (`crate::tile::gpu_tile`, nvptx only).
             gemm_tiles GEMM_TILES;
             /// The three layers of a network on a tile of rows, fused (`crate::chain::gpu_chain`, nvptx only).
             mlp_chain MLP_CHAIN;

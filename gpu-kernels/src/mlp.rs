@@ -231,8 +231,8 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
 /// of a trial's parameters on the GPU, then applies them with [`adam_corrected`]; the bits are those of
 /// [`adam`] (which PPO's update still calls per parameter).
 ///
-/// `beta^t` is [`pow_steps`]: squarings and products in f64, no table and no memory access. (libm's `powf`
-/// read its tables from global memory: a chain of dependent round trips that every `dqn_adam` block waited
+/// `beta^t` is [`pow_steps`]: squarings and products in f64, no memory access. (libm's `powf` read its
+/// constants from global memory: a chain of dependent round trips that every `dqn_adam` block waited
 /// for at its barrier; it also took the step as an f32, exact only below 2^24.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BiasCorrection {

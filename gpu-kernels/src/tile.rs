@@ -1,8 +1,8 @@
 //! Batched, masked matrix products: the arithmetic of every network layer, backward pass and gradient.
 //!
-//! A launch runs a table of [`Gemm`] problems (one per trial, network and layer), each
+//! A launch runs a list of [`Gemm`] problems (a stage's plan: one per trial, network and layer), each
 //! `C = epilogue(A x B)` with its own active sizes inside padded extents. Operands are addressed as
-//! `(buffer, offset, row stride, column stride)` into a small table of buffers, so one kernel serves the
+//! `(buffer, offset, row stride, column stride)` into a short array of buffer addresses, so one kernel serves the
 //! forward pass (`X W^T`), the backward pass (`Delta W`) and the weight gradient (`Delta^T X`) without copies.
 //!
 //! **The summation order is the contract**: element `(m, n)` is `acc = 0; for k in 0..K: acc = fma(A(m, k),
@@ -68,13 +68,13 @@ pub fn epilogue_activation(e: u32) -> u32 {
     if matches!(e, EPI_BIAS_TANH | EPI_TANH_GRAD) { crate::mlp::ACT_TANH } else { crate::mlp::ACT_RELU }
 }
 
-/// A strided view into one buffer of the launch's table: element `(r, c)` is
+/// A strided view into one of the launch's buffers: element `(r, c)` is
 /// `buffers[buf][off + r * row + c * col]`. For `A` the rows are `m` and the columns `k`; for `B` the rows
 /// are `k` and the columns `n`; a bias uses `off + n * col`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Operand {
-    /// Index into the buffer table ([`NO_BUFFER`]: absent).
+    /// Index into the launch's buffer addresses ([`NO_BUFFER`]: absent).
     pub buf: u32,
     /// First element.
     pub off: u32,
@@ -192,7 +192,7 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
 }
 
 /// The reference of one product, element by element in the contract's order (slow; for tests and for tiny
-/// products). `read(buf, index)` reads the buffer table; `write(index, value)` stores into `C`'s buffer.
+/// products). `read(buf, index)` reads buffer `buf`; `write(index, value)` stores into `C`'s buffer.
 pub fn reference(g: &Gemm, read: impl Fn(u32, usize) -> f32, mut write: impl FnMut(usize, f32)) {
     for m in 0..g.m_pad as usize {
         for n in 0..g.n_pad as usize {
@@ -260,8 +260,8 @@ pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
 }
 
 /// Where a block's epilogue reads and writes: the output, bias and auxiliary buffers of its product, their
-/// addresses read from the buffer table once (read per output, each store, which might alias the table,
-/// made the next output's reads wait for it).
+/// addresses read once (read per output, each store, which might alias the addresses, made the next
+/// output's reads wait for it).
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
 struct Epilogue {
@@ -278,7 +278,7 @@ impl Epilogue {
     /// As [`gpu_tile`].
     #[inline]
     unsafe fn of(g: &Gemm, buffers: *const u64) -> Self {
-        // SAFETY: the caller's contract: every buffer index `g` uses is in the table.
+        // SAFETY: the caller's contract: every buffer index `g` uses is in the addresses.
         unsafe {
             let ptr = |o: &Operand, used: bool| {
                 if used { *buffers.add(o.buf as usize) as *const f32 } else { core::ptr::null() }

@@ -375,7 +375,7 @@ impl EnvBatch {
         }
     }
 
-    /// Every env's state vector (`n_envs x (F + 3)`): its bar's features and its portfolio floats.
+    /// Every env's observation (`n_envs x (F + 3)`): its bar's features and its portfolio floats.
     pub fn observations(&mut self) -> Result<Vec<f32>, HostError> {
         let args = self.args(0);
         on_backend!(&mut self.inner, env => env.observe(&args))

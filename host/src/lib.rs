@@ -7,7 +7,7 @@
 //! Layout, as candle splits its backends: the public modules here dispatch and hold the public types
 //! ([`env_batch`], [`dqn`], [`ppo`], [`mod@backtest`], [`types`]); `cpu/` holds the CPU backend and `cuda/` the
 //! CUDA one (device buffers in `cuda/buffers.rs`, every `unsafe` launch in `cuda/launch/`). Both backends
-//! call the same per-element rules of [`gpu_kernels`] and build their product tables with `plan.rs`; neither
+//! call the same per-element rules of [`gpu_kernels`] and build their stages' plans with `plan.rs`; neither
 //! imports the other.
 
 pub mod backend;

@@ -1,6 +1,6 @@
-//! The tables of products of a learner's stages ([`gpu_kernels::net::plan`]), their FLOP counts and the
+//! The plans of a learner's stages (their products, [`gpu_kernels::net::plan`]), their FLOP counts and the
 //! checks every backend applies before running one: backend-neutral, used by the CPU tiles and the CUDA
-//! tables alike.
+//! plans alike.
 
 use gpu_kernels::net::{BACKWARD, FORWARD, NetArgs, NetTrial, Stage, plan};
 use gpu_kernels::tile::{EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, Gemm};
@@ -9,9 +9,9 @@ use crate::HostError;
 
 /// The products of `stage` ([`gpu_kernels::net::plan`]).
 pub(crate) fn stage_plan(net: &NetArgs, trials: &[NetTrial], stage: Stage) -> Vec<Gemm> {
-    let mut table = Vec::new();
-    plan(net, trials, stage, |g| table.push(g));
-    table
+    let mut products = Vec::new();
+    plan(net, trials, stage, |g| products.push(g));
+    products
 }
 
 /// Floating-point operations of `stage`'s products (2 per multiply-add of the active sizes).
@@ -51,7 +51,11 @@ pub(crate) fn check(kernel: &str, problems: &[Gemm], lens: &[usize]) -> Result<(
             used.push(g.aux);
         }
         if let Some(o) = used.iter().find(|o| o.buf as usize >= lens.len()) {
-            return Err(HostError::Config(format!("{kernel}: buffer index {} out of the table", o.buf)));
+            return Err(HostError::Config(format!(
+                "{kernel}: buffer index {} beyond the {} buffers",
+                o.buf,
+                lens.len()
+            )));
         }
     }
     Ok(())
@@ -80,7 +84,7 @@ mod tests {
     use gpu_kernels::net::{NetArgs, NetTrial, Stage};
 
     /// The hidden gradients of real plans pair (trials of several widths and batches, below the stride), so
-    /// `mlp_rows` computes layer 2's from the output gradient; a table of another stage, a product of
+    /// `mlp_rows` computes layer 2's from the output gradient; a plan of another stage, a product of
     /// another trial or a missing product does not pair.
     #[test]
     fn hidden_gradients_of_a_plan_pair() {
@@ -102,7 +106,7 @@ mod tests {
         assert!(!hidden_pairs(&first, &forward), "the output layer");
     }
 
-    /// Buffers beyond the products' 32-bit offsets are refused before anything is planned against them.
+    /// Buffers beyond the products' 32-bit offsets are refused before any product is checked against them.
     #[test]
     fn buffers_beyond_32_bit_offsets_are_refused() {
         let err = check("gemm_tiles", &[], &[16, u32::MAX as usize + 1]).unwrap_err();

@@ -63,9 +63,9 @@ impl Default for EnvConfig {
 /// A sampled minibatch, rebuilt into full states: `K x B` samples, trial-major.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct SampleBatch {
-    /// State vectors, `K x B x (F + 3)`.
+    /// Observations, `K x B x (F + 3)`.
     pub obs: Vec<f32>,
-    /// Next-state vectors, same shape.
+    /// Next observations, same shape.
     pub next_obs: Vec<f32>,
     /// Action codes.
     pub actions: Vec<u32>,

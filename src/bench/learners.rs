@@ -271,7 +271,7 @@ pub fn ppo(backends: &[Backend], sizes: &Sizes) -> Result<Vec<Row>, Error> {
     for backend in backends {
         let (mut env, mut agent, steps) = ppo_setup(backend, &w, sizes, &trials)?;
         env.reset_epoch(0)?;
-        ppo_epoch(&mut agent, &mut env)?; // warm-up: tables and buffers
+        ppo_epoch(&mut agent, &mut env)?; // warm-up: plans and buffers
         let (before, flops_before) = (agent.updates(), agent.product_flops());
         env.reset_epoch(1)?;
         let started = Instant::now();

@@ -1,5 +1,5 @@
 //! The seed's experience loop, rebuilt for variants (a) and (b) of W1: one trial at a time, bar by bar, the
-//! portfolio in `Decimal`, the state vector assembled as f32 (features + 3 portfolio floats), full states
+//! portfolio in `Decimal`, the observation assembled as f32 (features + 3 portfolio floats), full states
 //! stored twice per transition in a replay ring. Variant (a) crosses every Decimal -> float boundary with
 //! `to_string().parse::<f32>()` (the seed before its Phase 0 fix), variant (b) with `ToPrimitive`.
 
@@ -24,7 +24,7 @@ fn to_f32(x: Decimal, how: Conversion) -> f32 {
     }
 }
 
-/// A stored transition of the seed: both full state vectors.
+/// A stored transition of the seed: both full observations.
 #[derive(Clone, Debug)]
 struct SeedTransition {
     state: Vec<f32>,

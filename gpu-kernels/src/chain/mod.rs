@@ -26,7 +26,7 @@
 //! Staging is `cp.async` ([`ChainShared`] says where): the input rows, W1 and W3 first; the rows of W2 that
 //! lie below W1 in shared memory are copied while layer 1 computes, the rest after it.
 //!
-//! The files: [`Chain`] and the tile sizes here; the shared-memory plans of a chain block and of a
+//! The files: [`Chain`] and the tile sizes here; the shared-memory layouts of a chain block and of a
 //! `gpu_rows` block (`layout`); what a chain block does around its layers (`ends`); the staging copies and
 //! the patch of accumulators both bodies use (`stage`, nvptx only); the chain body (`body`, nvptx only); the
 //! row-tile body of the backward products (`rows`); the planner ([`chain_plan`]).

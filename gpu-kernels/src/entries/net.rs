@@ -1,4 +1,4 @@
-//! The network kernels: product tables, fused chains, the backward pass, and the FMA probe.
+//! The network kernels: a plan's products, fused chains, the backward pass, and the FMA probe.
 
 use super::thread_index;
 use crate::act::chain_block;
@@ -11,7 +11,7 @@ const _: () = assert!(GEMM_SHARED * 4 <= 17_408, "gemm_tiles declares 17,408 byt
 
 const _: () = assert!(crate::tile::NARROW_ROWS * (crate::tile::TILE_K + 1) + crate::tile::TILE_K * 4 <= GEMM_SHARED);
 
-/// One tile of one product of the table (block `(tile, problem)`, 256 threads; [`crate::tile::gpu_tile`]).
+/// One tile of one product of the plan (block `(tile, problem)`, 256 threads; [`crate::tile::gpu_tile`]).
 ///
 /// # Safety
 /// `problems`: `grid_dim_y` products; `buffers`: a device pointer per buffer index they name, each long
@@ -31,13 +31,13 @@ pub unsafe extern "ptx-kernel" fn gemm_tiles(problems: *const Gemm, buffers: *co
     // SAFETY: the caller's contract; the block index picks its product and tile.
     unsafe {
         // A copy in registers: read through `problems`, every field would be loaded again after each store
-        // to shared memory (the compiler cannot tell that the stores do not alias the table).
+        // to shared memory (the compiler cannot tell that the stores do not alias the plan).
         let g: Gemm = *problems.add(nvptx::_block_idx_y() as usize);
         gpu_tile(&g, nvptx::_block_idx_x() as usize, buffers, smem as *mut f32, nvptx::_thread_idx_x() as usize);
     }
 }
 
-/// One row tile of one chain of the table (block `(tile, chain)`, [`crate::chain::CHAIN_THREADS`] threads,
+/// One row tile of one chain of the plan (block `(tile, chain)`, [`crate::chain::CHAIN_THREADS`] threads,
 /// [`crate::chain::ChainShared`] bytes of dynamic shared memory; [`crate::chain::gpu_chain`]).
 ///
 /// # Safety
@@ -66,7 +66,7 @@ pub unsafe extern "ptx-kernel" fn mlp_chain_wide(
     unsafe { chain_block::<ROWS_PER_WARP, { WIDE_THREADS as usize / 32 }, false, _>(chains, buffers, &net, |_| Staged) }
 }
 
-/// One row tile of one product of the table with `B` staged whole (block `(tile, product)`,
+/// One row tile of one product of the plan with `B` staged whole (block `(tile, product)`,
 /// [`crate::chain::CHAIN_THREADS`] threads, [`crate::chain::RowsShared`] bytes of dynamic shared memory for
 /// the largest product; [`crate::chain::gpu_rows`]). With `from_out != 0`, product `i`'s `A` is computed
 /// from product `i` of `seconds` (the hidden gradient of layer 1 from the output gradient: `gpu_rows`'

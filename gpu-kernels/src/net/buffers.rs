@@ -1,4 +1,4 @@
-//! Buffer indices of a learner's buffer table ([`crate::tile::Operand::buf`]).
+//! Buffer indices into a learner's buffer addresses ([`crate::tile::Operand::buf`]).
 
 /// Online parameters, `K x P`.
 pub const ONLINE: u32 = 0;
@@ -16,5 +16,5 @@ pub const PARTIAL: u32 = 5;
 pub const ACT: u32 = 6;
 /// [`super::MAX_GRAD_CHUNK`] ones: the input of the bias gradients.
 pub const ONES: u32 = 7;
-/// Entries of the table.
+/// Buffers (the length of the addresses).
 pub const COUNT: usize = 8;

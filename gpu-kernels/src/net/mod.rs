@@ -3,7 +3,7 @@
 //! the weight gradients in chunks ([`plan`]), and the single-row form of a layer for sequential walks
 //! ([`dense_unit`]). Every element follows [`crate::tile`]'s order, so the CPU and the GPU give the same bits.
 //!
-//! The files: the sizes here ([`NetArgs`], [`NetTrial`]) and the buffer table's indices ([`buffers`]); the
+//! The files: the sizes here ([`NetArgs`], [`NetTrial`]) and the buffers' indices ([`buffers`]); the
 //! training and acting buffers' regions (`work`); the products of each stage (`products`: [`plan`]); the
 //! gradient chunks and in-order folds (`grad`); dot products and the single-row layer (`dot`); the greedy
 //! walks' staged weights and shared-memory layouts (`walk`).

@@ -1,4 +1,4 @@
-//! The DQN networks on the CPU: acting, training and the greedy walk as the tables of products of
+//! The DQN networks on the CPU: acting, training and the greedy walk as the products of
 //! [`gpu_kernels::net::plan`] ([`super::tile`]) with [`gpu_kernels::dqn`]'s per-element rules between them:
 //! the stages, products and rules of the CUDA launches, so the bits are the same.
 
@@ -50,11 +50,11 @@ impl CpuDqn {
         });
         let trials: Vec<NetTrial> = params.iter().map(DqnParams::net).collect();
         for layer in 0..3 {
-            let table = crate::plan::stage_plan(&args.net(), &trials, Stage::Act(layer));
+            let plan = crate::plan::stage_plan(&args.net(), &trials, Stage::Act(layer));
             let mut bufs: [&mut [f32]; buffers::COUNT] =
                 [&mut self.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], act, &mut []];
-            // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
-            unsafe { super::tile::run(&table, &mut bufs) }?;
+            // SAFETY: a stage plan: no product writes what any product of it reads or writes.
+            unsafe { super::tile::run(&plan, &mut bufs) }?;
         }
         let q = &act[aw.q()..];
         actions.par_iter_mut().enumerate().for_each(|(i, action)| {
@@ -97,12 +97,12 @@ pub(crate) fn train_step(
     let b = args.batch as usize;
     let (net, trials) = (args.net(), params.iter().map(DqnParams::net).collect::<Vec<_>>());
     let run = |stage: Stage, nets: &mut NetState, s: &mut SampleBatch, work: &mut [f32], partial: &mut [f32]| {
-        let table = crate::plan::stage_plan(&net, &trials, stage);
+        let plan = crate::plan::stage_plan(&net, &trials, stage);
         let mut ones = [1.0f32; MAX_GRAD_CHUNK];
         let mut bufs: [&mut [f32]; buffers::COUNT] =
             [&mut nets.online, &mut nets.target, &mut s.obs, &mut s.next_obs, work, partial, &mut [], &mut ones];
-        // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
-        unsafe { super::tile::run(&table, &mut bufs) }
+        // SAFETY: a stage plan: no product writes what any product of it reads or writes.
+        unsafe { super::tile::run(&plan, &mut bufs) }
     };
     for stage in FORWARD {
         run(stage, nets, &mut s, work, partial)?;

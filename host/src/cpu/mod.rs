@@ -2,7 +2,7 @@
 //! (rayon) where there is enough work, with the same bits as the CUDA backend.
 //!
 //! - [`env`]: the envs of a batch, their replay ring and reward statistics, the sampler.
-//! - [`tile`]: the products of a table of [`gpu_kernels::tile::Gemm`]s and the greedy walk.
+//! - [`tile`]: the products of a plan ([`gpu_kernels::tile::Gemm`]s) and the greedy walk.
 //! - [`dqn`], [`ppo`]: the learners' buffers and steps.
 //! - [`backtest`]: the backtest of many columns.
 

@@ -1,4 +1,4 @@
-//! The PPO networks and rollout buffers on the CPU: acting, GAE and the minibatch updates as the tables of
+//! The PPO networks and rollout buffers on the CPU: acting, GAE and the minibatch updates as the
 //! products of [`gpu_kernels::net::plan`] ([`super::tile`]) with [`gpu_kernels::ppo`]'s per-element rules
 //! (the same functions the PTX shims call) between them, so the bits equal the CUDA launches'.
 
@@ -80,11 +80,11 @@ impl CpuPpo {
         });
         let trials = trials_of(params);
         for layer in 0..3 {
-            let table = crate::plan::stage_plan(&net, &trials, Stage::Act(layer));
+            let plan = crate::plan::stage_plan(&net, &trials, Stage::Act(layer));
             let mut bufs: [&mut [f32]; buffers::COUNT] =
                 [&mut self.nets.online, &mut [], &mut [], &mut [], &mut [], &mut [], &mut self.act, &mut []];
-            // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
-            unsafe { super::tile::run(&table, &mut bufs) }?;
+            // SAFETY: a stage plan: no product writes what any product of it reads or writes.
+            unsafe { super::tile::run(&plan, &mut bufs) }?;
         }
         let out = &self.act[aw.q()..];
         let outs: Vec<ActOutput> = (0..view.states.len())
@@ -196,11 +196,11 @@ impl Minibatch<'_> {
         let (net, trials) = (args.net(), trials_of(params));
         let mut ones = [1.0f32; MAX_GRAD_CHUNK];
         let mut run = |stage: Stage, online: &mut [f32], obs: &mut [f32], work: &mut [f32], partial: &mut [f32]| {
-            let table = crate::plan::stage_plan(&net, &trials, stage);
+            let plan = crate::plan::stage_plan(&net, &trials, stage);
             let mut bufs: [&mut [f32]; buffers::COUNT] =
                 [online, &mut [], obs, &mut [], work, partial, &mut [], &mut ones];
-            // SAFETY: a stage_plan table: no product writes what any product of it reads or writes.
-            unsafe { super::tile::run(&table, &mut bufs) }
+            // SAFETY: a stage plan: no product writes what any product of it reads or writes.
+            unsafe { super::tile::run(&plan, &mut bufs) }
         };
         for stage in FORWARD {
             run(stage, &mut nets.online, obs, work, partial)?;

@@ -1,4 +1,4 @@
-//! The CPU backend of [`gpu_kernels::tile`]: every element of every product of a table in the contract's
+//! The CPU backend of [`gpu_kernels::tile`]: every element of every product of a plan in the contract's
 //! order (`acc = fma(A(m, k), B(k, n), acc)` for k ascending, then the epilogue), so the bits equal the GPU
 //! tiles' (NaN payloads aside). A product runs in register blocks of 6 rows x 16 columns (AVX2 + FMA) or x 32
 //! (AVX-512, for products of more than 16 columns), the columns in SIMD lanes and k sequential
@@ -38,22 +38,22 @@ fn wide_blocks() -> bool {
     }
 }
 
-/// One launch's buffer table as raw parts, shared by the threads that run its products. Every product reads
-/// and writes through it, never through references: a product's output region lies in a buffer whose other
-/// regions other products read. Sound because a table's products write disjoint regions that no product of
-/// the table reads (the contract the GPU launch relies on too; checked in debug builds by [`disjoint`]), and
+/// One launch's buffers as raw parts, shared by the threads that run its products. Every product reads and
+/// writes through them, never through references: a product's output region lies in a buffer whose other
+/// regions other products read. Sound because a launch's products write disjoint regions that no product of
+/// the launch reads (the contract the GPU launch relies on too; checked in debug builds by [`disjoint`]), and
 /// every index is inside its buffer ([`crate::plan::check`]).
-struct Table {
+struct RawBuffers {
     parts: Vec<(*mut f32, usize)>,
 }
 
-// SAFETY: the pointers are the launch's buffers, borrowed mutably by `run` for the table's lifetime; the
-// threads touch disjoint elements when they write (see `Table`).
-unsafe impl Send for Table {}
+// SAFETY: the pointers are the launch's buffers, borrowed mutably by `run` for the `RawBuffers`' lifetime;
+// the threads touch disjoint elements when they write (see `RawBuffers`).
+unsafe impl Send for RawBuffers {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for Table {}
+unsafe impl Sync for RawBuffers {}
 
-impl Table {
+impl RawBuffers {
     /// Element `i` of buffer `buf`.
     ///
     /// # Safety
@@ -95,7 +95,7 @@ struct RowBlock {
 /// the CPU has it) or [`NR_WIDE`] (AVX-512 where it has that); `f32::mul_add` otherwise, the same bits.
 ///
 /// # Safety
-/// `a`'s buffer is not written during the launch (the [`Table`] contract).
+/// `a`'s buffer is not written during the launch (the [`RawBuffers`] contract).
 unsafe fn block<const W: usize>(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; W]; MR] {
     assert!(k == 0 || a.rows.iter().all(|&r| r + (k - 1) * a.col < a.len));
     assert!(k == 0 || bp.len() >= (k - 1) * stride + W);
@@ -201,8 +201,8 @@ unsafe fn block_avx2(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32
 ///
 /// # Safety
 /// `g` is a product of `t`'s launch, checked by [`crate::plan::check`], and the launch's products write
-/// disjoint regions that none of them reads (the [`Table`] contract).
-unsafe fn compute(g: &Gemm, t: &Table) {
+/// disjoint regions that none of them reads (the [`RawBuffers`] contract).
+unsafe fn compute(g: &Gemm, t: &RawBuffers) {
     // SAFETY: the caller's contract, passed on.
     unsafe { if g.n as usize > NR && wide_blocks() { compute_in::<NR_WIDE>(g, t) } else { compute_in::<NR>(g, t) } }
 }
@@ -211,7 +211,7 @@ unsafe fn compute(g: &Gemm, t: &Table) {
 ///
 /// # Safety
 /// As [`compute`].
-unsafe fn compute_in<const W: usize>(g: &Gemm, t: &Table) {
+unsafe fn compute_in<const W: usize>(g: &Gemm, t: &RawBuffers) {
     let (m_pad, n_pad) = (g.m_pad as usize, g.n_pad as usize);
     if m_pad == 0 || n_pad == 0 {
         return;
@@ -305,7 +305,7 @@ unsafe fn compute_in<const W: usize>(g: &Gemm, t: &Table) {
 ///
 /// # Safety
 /// `g` is a checked product of `t`'s launch whose `aux` no product of the launch writes.
-unsafe fn epilogue(g: &Gemm, t: &Table, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
+unsafe fn epilogue(g: &Gemm, t: &RawBuffers, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
     // SAFETY (the reads): the caller's contract.
     // SAFETY: the caller's contract.
     let aux = |jj: usize| unsafe { t.read(g.aux.buf, g.aux.at(r, j0 + jj)) };
@@ -388,21 +388,21 @@ pub(crate) fn gradients(net: &NetArgs, partial: &[f32]) -> Vec<f32> {
 /// outweighs handing it out.
 pub(crate) const ELEMENT_CHUNK: usize = 4_096;
 
-/// Runs every product of `problems` (one launch's table) on `bufs`, in parallel; each product's operands
+/// Runs every product of `problems` (one launch's plan) on `bufs`, in parallel; each product's operands
 /// are checked to lie inside their buffers first.
 ///
 /// # Safety
 /// No product may write an element that another product, or the product itself, reads or writes (the
-/// contract of a launch's table, which the GPU relies on too). [`crate::plan::stage_plan`]'s tables keep
+/// contract of a launch's plan, which the GPU relies on too). [`crate::plan::stage_plan`]'s plans keep
 /// it for every stage (`tests::stage_plans_write_what_no_product_reads`); debug builds check each launch.
 pub(crate) unsafe fn run(problems: &[Gemm], bufs: &mut [&mut [f32]]) -> Result<(), HostError> {
     let lens: Vec<usize> = bufs.iter().map(|b| b.len()).collect();
     crate::plan::check("tile products", problems, &lens)?;
     debug_assert!(disjoint(problems), "a product of the launch writes what another reads or writes");
-    let table = Table { parts: bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())).collect() };
+    let raw = RawBuffers { parts: bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())).collect() };
     // SAFETY: the products are checked against the buffers, which `bufs` borrows mutably for the launch;
     // they write disjoint regions none of them reads (the caller's contract).
-    problems.par_iter().for_each(|g| unsafe { compute(g, &table) });
+    problems.par_iter().for_each(|g| unsafe { compute(g, &raw) });
     Ok(())
 }
 
@@ -664,7 +664,7 @@ mod tests {
         assert!(matches!(err, crate::HostError::Shape { expected: 16, got: 15, .. }), "{err}");
     }
 
-    /// `run`'s contract holds for the planner's tables: for DQN (2 and 3 passes) and PPO networks, trials
+    /// `run`'s contract holds for the stages' plans: for DQN (2 and 3 passes) and PPO networks, trials
     /// of equal and of mixed widths and batches (a batch of 64 beside 1,024), every stage's products write
     /// regions that no product of the stage reads or writes.
     #[test]
@@ -689,9 +689,9 @@ mod tests {
             ] {
                 let net = NetArgs::new(trials.len() as u32, 8, 54, 128, outputs, 1024, 500);
                 for stage in stages {
-                    let table = crate::plan::stage_plan(&net, &trials, stage);
-                    assert!(!table.is_empty(), "{stage:?}");
-                    assert!(super::disjoint(&table), "{stage:?}, {outputs} outputs, {passes} passes, {trials:?}");
+                    let plan = crate::plan::stage_plan(&net, &trials, stage);
+                    assert!(!plan.is_empty(), "{stage:?}");
+                    assert!(super::disjoint(&plan), "{stage:?}, {outputs} outputs, {passes} passes, {trials:?}");
                 }
             }
         }

@@ -103,29 +103,29 @@ pub(crate) struct DqnBuffers {
     pub(crate) losses: CudaSlice<f32>,
 }
 
-/// A launch's table of problems on the device, with its host copy (grid size), checked against the lengths
-/// of the buffers of a pointer table when it was built (`crate::plan::check`).
+/// A stage's plan (a launch's products or chains) on the device, with its host copy (grid size), checked
+/// against the lengths of the buffers its addresses name when it was built (`crate::plan::check`).
 #[derive(Debug)]
-pub(crate) struct DevTable<T> {
+pub(crate) struct DevPlan<T> {
     pub(crate) host: Vec<T>,
     pub(crate) dev: CudaSlice<Dev<T>>,
 }
 
-impl<T: bytemuck::Pod> DevTable<T> {
-    /// Uploads `host` on `stream` and waits for the copy (the tables are read by launches on other streams,
+impl<T: bytemuck::Pod> DevPlan<T> {
+    /// Uploads `host` on `stream` and waits for the copy (plans are read by launches on other streams,
     /// which no event orders: [`crate::cuda::runtime::CudaRuntime`] turns cudarc's tracking off).
     pub(crate) fn upload(stream: &Arc<CudaStream>, host: Vec<T>) -> Result<Self, HostError> {
-        let table: Vec<_> = host.iter().copied().map(Dev).collect();
-        let dev = stream.clone_htod(&table).map_err(HostError::driver("uploading product tables"))?;
-        stream.synchronize().map_err(HostError::driver("uploading product tables"))?;
+        let items: Vec<_> = host.iter().copied().map(Dev).collect();
+        let dev = stream.clone_htod(&items).map_err(HostError::driver("uploading plans"))?;
+        stream.synchronize().map_err(HostError::driver("uploading plans"))?;
         Ok(Self { host, dev })
     }
 }
 
 /// Products of `gemm_tiles` ([`gpu_kernels::net::plan`]).
-pub(crate) type GemmTable = DevTable<Gemm>;
+pub(crate) type GemmPlan = DevPlan<Gemm>;
 /// Fused layer chains of `mlp_chain` ([`gpu_kernels::chain::chain_plan`]).
-pub(crate) type ChainTable = DevTable<gpu_kernels::chain::Chain>;
+pub(crate) type ChainPlan = DevPlan<gpu_kernels::chain::Chain>;
 
 /// The PPO networks, rollout buffers and step buffers of every trial on the device.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
-//! The DQN networks on the device: the stages of [`gpu_kernels::net::plan`] as tables of products
-//! (`gemm_tiles`), with the TD, selection and Adam kernels between them, all on the envs' stream.
+//! The DQN networks on the device: the products of each stage's plan ([`gpu_kernels::net::plan`],
+//! `gemm_tiles`), with the TD, selection and Adam kernels between them, all on the envs' stream.
 
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ impl CudaDqn {
         Ok(dqn)
     }
 
-    /// Points the buffer table at this agent's buffers and `samples` (when given).
+    /// Points the buffer addresses at this agent's buffers and `samples` (when given).
     fn point(&mut self, samples: Option<&SampleBuffers>) -> Result<(), HostError> {
         let n = &self.nets;
         let mut bufs = vec![
@@ -73,7 +73,7 @@ impl CudaDqn {
         if let Some(s) = samples {
             bufs.extend([(buffers::OBS, &s.obs), (buffers::NEXT_OBS, &s.next_obs)]);
         }
-        self.core.tables.point(&bufs)
+        self.core.plans.point(&bufs)
     }
 
     /// Every env's action; with `step`, where the fused acting kernel runs, also every env's step on it.
@@ -96,13 +96,13 @@ impl CudaDqn {
             self.core.stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;
             self.point(None)?;
         }
-        if let Some((chains, pointers)) = self.core.tables.act_chains(&net, &self.core.trials)? {
+        if let Some((chains, pointers)) = self.core.plans.act_chains(&net, &self.core.trials)? {
             launch::dqn::dqn_act(&self.core.rt, view, chains, pointers, &net, env_args, &self.nets, args, step)?;
             return Ok(step);
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.core.rt, view, &mut self.nets.act, env_args)?;
-        self.core.tables.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        self.core.plans.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
         launch::dqn::dqn_select(&self.core.rt, &stream, &self.nets, view.actions, args)?;
         Ok(false)
     }
@@ -117,10 +117,10 @@ impl CudaDqn {
         self.point(Some(samples))?;
         self.core.walk_copy.order(stream)?;
         let net = self.net;
-        let plan = self.core.tables.backward_plan(&net, &self.core.trials)?;
-        self.core.tables.launch_layers(stream, &net, &self.core.trials)?;
-        launch::dqn::dqn_td(&self.core.rt, stream, samples, &mut self.nets, args, plan.loss_stores_hidden())?;
-        self.core.tables.launch_backward(stream, &net, &self.core.trials, &self.core.dev_trials, plan)?;
+        let kernels = self.core.plans.backward_kernels(&net, &self.core.trials)?;
+        self.core.plans.launch_layers(stream, &net, &self.core.trials)?;
+        launch::dqn::dqn_td(&self.core.rt, stream, samples, &mut self.nets, args, kernels.loss_stores_hidden())?;
+        self.core.plans.launch_backward(stream, &net, &self.core.trials, &self.core.dev_trials, kernels)?;
         launch::dqn::dqn_adam(&self.core.rt, stream, &mut self.nets, args)?;
         self.core.trained_on = Some(stream.clone());
         Ok(())

@@ -1,6 +1,6 @@
 //! What both learners keep on the device beside their own buffers: the runtime and the learner's stream,
-//! each trial's sizes (on the host and on the device), the product tables, and the ordering of the greedy
-//! walks' weight copies against the updates. `CudaDqn` and `CudaPpo` embed one.
+//! each trial's sizes (on the host and on the device), the stages' plans ([`DevicePlans`]), and the ordering
+//! of the greedy walks' weight copies against the updates. `CudaDqn` and `CudaPpo` embed one.
 
 use std::sync::Arc;
 
@@ -9,8 +9,8 @@ use gpu_kernels::net::{NetArgs, NetTrial};
 
 use super::buffers::{Dev, PolicyView};
 use super::launch;
+use super::plans::DevicePlans;
 use super::runtime::CudaRuntime;
-use super::tables::ProductTables;
 use crate::HostError;
 
 #[derive(Debug)]
@@ -20,7 +20,7 @@ pub(crate) struct CudaLearner {
     pub(crate) trials: Vec<NetTrial>,
     /// Per-trial sizes on the device (the greedy walk reads them).
     pub(crate) dev_trials: CudaSlice<Dev<NetTrial>>,
-    pub(crate) tables: ProductTables,
+    pub(crate) plans: DevicePlans,
     /// The stream of the last weight update (a walk's weight copy waits for the work queued on it; no event
     /// is recorded per update, which would stand between two kernels of the stream and keep the next one
     /// from launching before the update ends: [`CudaRuntime::dependent_launch`]).
@@ -46,20 +46,20 @@ impl CudaLearner {
         let stream = rt.new_stream()?;
         let dev: Vec<_> = trials.iter().copied().map(Dev).collect();
         let dev_trials = stream.clone_htod(&dev).map_err(HostError::driver(what))?;
-        let tables = ProductTables::new(rt, &stream)?;
+        let plans = DevicePlans::new(rt, &stream)?;
         Ok(Self {
             rt: rt.clone(),
             stream,
             trials,
             dev_trials,
-            tables,
+            plans,
             trained_on: None,
             walk_copy: Default::default(),
             last: Default::default(),
         })
     }
 
-    /// Downloads `buf` after all device work (kernels also reach the buffers through the address table,
+    /// Downloads `buf` after all device work (kernels also reach the buffers through the buffer addresses,
     /// which the driver's per-buffer tracking does not see).
     pub(crate) fn download(&self, buf: &CudaSlice<f32>, context: &'static str) -> Result<Vec<f32>, HostError> {
         self.rt.synchronize()?;
@@ -83,14 +83,14 @@ impl CudaLearner {
         launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
     }
 
-    /// Slot `k`'s new sizes, on the host and on the device (the tables are rebuilt on next use). The caller
+    /// Slot `k`'s new sizes, on the host and on the device (the plans are rebuilt on next use). The caller
     /// has synchronized the device.
     pub(crate) fn set_trial(&mut self, k: usize, net: NetTrial, what: &'static str) -> Result<(), HostError> {
         self.trials[k] = net;
         self.stream
             .memcpy_htod(&[Dev(net)], &mut self.dev_trials.slice_mut(k..k + 1))
             .map_err(HostError::driver(what))?;
-        self.tables.forget();
+        self.plans.forget();
         Ok(())
     }
 }

@@ -8,9 +8,9 @@ mod env;
 mod launch;
 mod learner;
 mod peak;
+mod plans;
 mod ppo;
 mod runtime;
-mod tables;
 mod vector;
 
 pub(crate) use backtest::backtest;

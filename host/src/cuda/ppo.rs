@@ -73,10 +73,10 @@ impl CudaPpo {
         Ok(ppo)
     }
 
-    /// Points the buffer table at this agent's buffers.
+    /// Points the buffer addresses at this agent's buffers.
     fn point(&mut self) -> Result<(), HostError> {
         let b = &self.b;
-        self.core.tables.point(&[
+        self.core.plans.point(&[
             (buffers::ONLINE, &b.weights),
             (buffers::OBS, &b.obs),
             (buffers::WORK, &b.work),
@@ -109,13 +109,13 @@ impl CudaPpo {
             self.core.stream.synchronize().map_err(HostError::driver("allocating PPO buffers"))?;
             self.point()?;
         }
-        if let Some((chains, pointers)) = self.core.tables.act_chains(&net, &self.core.trials)? {
+        if let Some((chains, pointers)) = self.core.plans.act_chains(&net, &self.core.trials)? {
             launch::ppo::ppo_act(&self.core.rt, view, chains, pointers, &net, env_args, &mut self.b, args, slot, step)?;
             return Ok(step);
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.core.rt, view, &mut self.b.act, env_args)?;
-        self.core.tables.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        self.core.plans.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
         launch::ppo::ppo_select(&self.core.rt, &stream, &mut self.b, view.actions, args, slot)?;
         Ok(false)
     }
@@ -133,14 +133,14 @@ impl CudaPpo {
         self.core.last.switch_to(stream)?;
         self.core.walk_copy.order(stream)?;
         let net = args.net();
-        let plan = self.core.tables.backward_plan(&net, &self.core.trials)?;
+        let kernels = self.core.plans.backward_kernels(&net, &self.core.trials)?;
         launch::ppo::ppo_gather(&self.core.rt, stream, ring, features, &mut self.b, args)?;
         if normalizes {
             launch::ppo::ppo_adv(&self.core.rt, stream, ring, &mut self.b, args)?;
         }
-        self.core.tables.launch_layers(stream, &net, &self.core.trials)?;
-        launch::ppo::ppo_loss(&self.core.rt, stream, ring, &mut self.b, args, plan.loss_stores_hidden())?;
-        self.core.tables.launch_backward(stream, &net, &self.core.trials, &self.core.dev_trials, plan)?;
+        self.core.plans.launch_layers(stream, &net, &self.core.trials)?;
+        launch::ppo::ppo_loss(&self.core.rt, stream, ring, &mut self.b, args, kernels.loss_stores_hidden())?;
+        self.core.plans.launch_backward(stream, &net, &self.core.trials, &self.core.dev_trials, kernels)?;
         launch::ppo::ppo_adam(&self.core.rt, stream, &mut self.b, args)?;
         self.core.trained_on = Some(stream.clone());
         Ok(())

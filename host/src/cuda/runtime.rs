@@ -52,7 +52,7 @@ impl std::fmt::Display for Label {
 }
 
 /// [`Kernels`] from the list of [`gpu_kernels::for_each_kernel`].
-macro_rules! kernel_table {
+macro_rules! kernels_struct {
     ($($(#[$doc:meta])* $shim:ident $name:ident;)*) => {
         /// Every kernel of the module, resolved once when the runtime starts.
         #[derive(Debug)]
@@ -71,7 +71,7 @@ macro_rules! kernel_table {
         }
     };
 }
-gpu_kernels::for_each_kernel!(kernel_table);
+gpu_kernels::for_each_kernel!(kernels_struct);
 
 /// A launch bracketed by timing events: kernel name, start, end.
 type TimedLaunch = (Label, CudaEvent, CudaEvent);
@@ -116,7 +116,7 @@ impl CudaRuntime {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
         if !options.event_tracking {
             // SAFETY: every buffer is created before any use on another stream is queued (each upload or
-            // allocation used elsewhere is followed by a synchronize: the learners' `new`, the product tables,
+            // allocation used elsewhere is followed by a synchronize: the learners' `new`, the plans,
             // the acting buffers, the envs' market data), its uses on other streams are ordered by explicit
             // events (a walk's weight copy, `walk_weights`) or by a synchronize, and no buffer is freed while
             // another stream may use it (the learners and walks synchronize when dropped). cudarc's tracking

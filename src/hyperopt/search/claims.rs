@@ -21,7 +21,7 @@ pub(super) fn gone(of: Option<&WorkerProcess>, me: &Worker) -> bool {
 
 /// What a claim found.
 pub(super) struct Claimed {
-    pub(super) batch: BatchPlan,
+    pub(super) batch: Batch,
     pub(super) finished: usize,
     /// Unfinished trials that live workers elsewhere are running.
     pub(super) elsewhere: Vec<u64>,
@@ -29,7 +29,7 @@ pub(super) struct Claimed {
 
 /// A batch to run: its number, its epoch to start from, its slots, and its trials in their places.
 #[derive(Debug, Default)]
-pub(super) struct BatchPlan {
+pub(super) struct Batch {
     /// The batch's first trial number.
     pub(super) id: u64,
     /// The batch's epoch at which this run starts (0; later when a killed batch resumes).
@@ -170,7 +170,7 @@ pub(super) fn next_batch(
             study.fail_interrupted(t.number, t.runs)?;
         }
         let finished = trials.iter().filter(|t| t.finished()).count() + spent.len();
-        let mut plan = BatchPlan::default();
+        let mut batch = Batch::default();
         if let Some(first) = interrupted.first() {
             let again: Vec<(&TrialRecord, Place)> = match first.place {
                 Some(p) => {
@@ -184,13 +184,13 @@ pub(super) fn next_batch(
                     .map(|(slot, t)| (*t, Place { batch: first.number, slot, tick: 0 }))
                     .collect(),
             };
-            plan.id = again[0].1.batch;
-            plan.tick0 = again.iter().map(|(_, q)| q.tick).min().unwrap_or(0);
-            let members = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == plan.id));
-            plan.known = members.clone().map(|t| t.number).collect();
-            plan.slots = members.clone().map(|t| t.place.map_or(0, |q| q.slot + 1)).max().unwrap_or(0);
-            plan.slots = plan.slots.max(again.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0));
-            plan.held = members
+            batch.id = again[0].1.batch;
+            batch.tick0 = again.iter().map(|(_, q)| q.tick).min().unwrap_or(0);
+            let members = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == batch.id));
+            batch.known = members.clone().map(|t| t.number).collect();
+            batch.slots = members.clone().map(|t| t.place.map_or(0, |q| q.slot + 1)).max().unwrap_or(0);
+            batch.slots = batch.slots.max(again.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0));
+            batch.held = members
                 .filter(|t| t.finished())
                 .filter_map(|t| t.place.map(|q| (q.slot, q.tick, end_tick(t, q.tick, s.epochs))))
                 .collect();
@@ -199,30 +199,30 @@ pub(super) fn next_batch(
                 if first.place.is_none() {
                     study.place(t.number, at)?;
                 }
-                plan.runs.push(((t.number, t.params.clone(), t.history.clone()), at));
+                batch.runs.push(((t.number, t.params.clone(), t.history.clone()), at));
             }
         } else if let Some((id, slots, tick)) = continued(&trials, claimed, s, abandoned) {
             // A batch whose worker stopped at a boundary, after its last trials finished and before their
             // slots took new ones: its slots refill there, as they would have.
-            (plan.id, plan.tick0, plan.slots) = (id, tick, slots);
-            plan.known = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == id)).map(|t| t.number).collect();
-            plan.runs = start_new(study, cfg, &trials, claimed, slots, |_, slot| Place { batch: id, slot, tick })?;
+            (batch.id, batch.tick0, batch.slots) = (id, tick, slots);
+            batch.known = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == id)).map(|t| t.number).collect();
+            batch.runs = start_new(study, cfg, &trials, claimed, slots, |_, slot| Place { batch: id, slot, tick })?;
         } else {
-            plan.runs = start_new(study, cfg, &trials, claimed, s.parallel, |first, slot| Place {
+            batch.runs = start_new(study, cfg, &trials, claimed, s.parallel, |first, slot| Place {
                 batch: first,
                 slot,
                 tick: 0,
             })?;
-            plan.id = plan.runs.first().map_or(0, |r| r.1.batch);
-            plan.slots = plan.runs.len();
+            batch.id = batch.runs.first().map_or(0, |r| r.1.batch);
+            batch.slots = batch.runs.len();
         }
-        let runs: Vec<(u64, u64)> = plan
+        let runs: Vec<(u64, u64)> = batch
             .runs
             .iter()
             .map(|((n, ..), _)| (*n, trials.iter().find(|t| t.number == *n).map_or(0, |t| t.runs)))
             .collect();
         study.claim_for(&runs, me)?;
-        Ok(Claimed { batch: plan, finished, elsewhere: elsewhere.iter().map(|t| t.number).collect() })
+        Ok(Claimed { batch, finished, elsewhere: elsewhere.iter().map(|t| t.number).collect() })
     })?;
     claimed.extend(claimed_now.batch.runs.iter().map(|r| r.0.0));
     Ok(claimed_now)

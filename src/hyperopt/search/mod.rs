@@ -19,7 +19,7 @@ mod claims;
 mod params;
 mod slots;
 
-use claims::{BatchPlan, next_batch};
+use claims::{Batch, next_batch};
 pub use params::{
     EnvDecimals, REWARD_SCALE, barrier_floor_mult, dqn_params, env_params, objective, ppo_params, pruning_reference,
     should_prune,
@@ -236,7 +236,7 @@ fn run_batch(
     cfg: &SearchConfig,
     bars_per_year: f64,
     env: &EnvDecimals,
-    plan: BatchPlan,
+    batch: Batch,
     shared: &Shared<'_>,
     study: &Study,
 ) -> Result<(), Error> {
@@ -245,34 +245,34 @@ fn run_batch(
     // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
     // on its batch-mates, its slot, when it started or K (the same trial gives the same bits in any batch,
     // and on resume: tests/refill.rs).
-    let mut tc = TrainConfig::default_for(plan.slots, s.epochs, s.seed);
+    let mut tc = TrainConfig::default_for(batch.slots, s.epochs, s.seed);
     tc.envs = s.envs;
     tc.segment_len = s.segment_len;
     tc.ring_capacity = s.envs * 64;
     tc.bars_per_year = bars_per_year;
-    let first = plan.runs.first().map(|r| r.0.1.clone()).ok_or_else(|| Error::Study("an empty batch".into()))?;
+    let first = batch.runs.first().map(|r| r.0.1.clone()).ok_or_else(|| Error::Study("an empty batch".into()))?;
     // The slots' networks and buffers fit every trial they may hold: any of the space while trials are left
     // to claim (a freed slot may take any of them), else the batch's own (padding never changes a trial's
     // bits; it only costs time). The first trial's parameters stand in until each slot's trial is placed.
     let claims_left = study.trials()?.iter().filter(|t| t.ours).count() < s.trials;
-    let planned: Vec<Params> = plan.runs.iter().map(|r| r.0.1.clone()).collect();
+    let batch_params: Vec<Params> = batch.runs.iter().map(|r| r.0.1.clone()).collect();
     let largest = |name: &str, default: f64| {
         if claims_left {
             cfg.space_max(name, default)
         } else {
-            planned.iter().map(|p| p.get(name).copied().unwrap_or(default)).fold(default.min(1.0), f64::max)
+            batch_params.iter().map(|p| p.get(name).copied().unwrap_or(default)).fold(default.min(1.0), f64::max)
         }
     };
     let fewest_splits = if claims_left {
         cfg.space_min_positive("minibatches")
     } else {
-        planned.iter().filter_map(|p| p.get("minibatches").copied().filter(|m| *m > 0.0)).reduce(f64::min)
+        batch_params.iter().filter_map(|p| p.get("minibatches").copied().filter(|m| *m > 0.0)).reduce(f64::min)
     };
     tc.hidden = largest("hidden", 64.0) as usize;
-    tc.env_params = (0..plan.slots as u64)
+    tc.env_params = (0..batch.slots as u64)
         .map(|k| env_params(&first, env).map(|e| TrialParams { key: k, ..e }))
         .collect::<Result<_, _>>()?;
-    let slots = SearchSlots::new(cfg, env, plan, shared, study);
+    let slots = SearchSlots::new(cfg, env, batch, shared, study);
     if s.algo == Algo::Ppo {
         tc.rollout_steps = s.rollout_steps;
         let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);

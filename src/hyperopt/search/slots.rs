@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::claims::{BatchPlan, start_new};
+use super::claims::{Batch, start_new};
 use super::{
     EnvDecimals, Progress, SearchPaths, check_beating, env_params, objective, pruning_reference, should_prune,
 };
@@ -57,7 +57,7 @@ pub(super) struct Running {
 pub(super) struct SearchSlots<'a, F> {
     pub(super) cfg: &'a SearchConfig,
     pub(super) env: &'a EnvDecimals,
-    pub(super) plan: BatchPlan,
+    pub(super) batch: Batch,
     pub(super) shared: &'a Shared<'a>,
     pub(super) study: &'a Study,
     /// Per slot: the number of the trial it holds.
@@ -71,17 +71,17 @@ impl<'a> SearchSlots<'a, ()> {
     pub(super) fn new(
         cfg: &'a SearchConfig,
         env: &'a EnvDecimals,
-        plan: BatchPlan,
+        batch: Batch,
         shared: &'a Shared<'a>,
         study: &'a Study,
     ) -> Self {
-        let slots = vec![None; plan.slots];
-        Self { cfg, env, plan, shared, study, slots, trials: std::collections::HashMap::new(), learner: () }
+        let slots = vec![None; batch.slots];
+        Self { cfg, env, batch, shared, study, slots, trials: std::collections::HashMap::new(), learner: () }
     }
 
     pub(super) fn with<F>(self, learner: F) -> SearchSlots<'a, F> {
-        let Self { cfg, env, plan, shared, study, slots, trials, .. } = self;
-        SearchSlots { cfg, env, plan, shared, study, slots, trials, learner }
+        let Self { cfg, env, batch, shared, study, slots, trials, .. } = self;
+        SearchSlots { cfg, env, batch, shared, study, slots, trials, learner }
     }
 }
 
@@ -150,18 +150,18 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
     }
 
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error> {
-        let at = self.plan.tick0 + tick;
+        let at = self.batch.tick0 + tick;
         self.slots[slot] = None;
         // A claimed trial starts at its place's epoch (never later in a run that repeats the original; were
         // its slot still busy then, it starts as soon as the slot frees rather than never).
-        let placed = self.plan.runs.iter().position(|(_, q)| q.slot == slot && q.tick <= at);
+        let placed = self.batch.runs.iter().position(|(_, q)| q.slot == slot && q.tick <= at);
         let claim = match placed {
-            Some(i) => Some(self.plan.runs.remove(i).0),
-            None if self.plan.held.iter().any(|&(s, from, to)| s == slot && from <= at && at < to) => None,
+            Some(i) => Some(self.batch.runs.remove(i).0),
+            None if self.batch.held.iter().any(|&(s, from, to)| s == slot && from <= at && at < to) => None,
             // A slot that still has a trial of its own to come idles until then.
-            None if self.plan.runs.iter().any(|(_, q)| q.slot == slot) => None,
+            None if self.batch.runs.iter().any(|(_, q)| q.slot == slot) => None,
             None => {
-                let (study, cfg, shared, id) = (self.study, self.cfg, self.shared, self.plan.id);
+                let (study, cfg, shared, id) = (self.study, self.cfg, self.shared, self.batch.id);
                 let mut claimed = locked(shared.claimed)?;
                 let new = study.in_tx(|| {
                     study.lock()?;
@@ -169,7 +169,7 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                     // Another process went on with this batch from here (it judged this worker gone or
                     // silent at a boundary): its places are its own, so this slot stops.
                     let taken = |t: &TrialRecord| t.place.is_some_and(|q| q.batch == id && q.tick >= at);
-                    let known = &self.plan.known;
+                    let known = &self.batch.known;
                     if trials.iter().any(|t| taken(t) && !claimed.contains(&t.number) && !known.contains(&t.number)) {
                         return Ok(Vec::new());
                     }

@@ -7,7 +7,7 @@ use gpu_kernels::net::NetArgs;
 
 use super::{Launch, at_least, grid, loss_grid, per_trial_grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{ChainTable, Dev, DqnBuffers, PolicyView, SampleBuffers};
+use crate::cuda::buffers::{ChainPlan, Dev, DqnBuffers, PolicyView, SampleBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 /// `dqn_select`: every env's action from the acting Q-values.
@@ -34,14 +34,14 @@ pub(crate) fn dqn_select(
     Ok(())
 }
 
-/// `dqn_act`: every env's observation, the acting layers ([`ChainTable`] `chains` on the buffers whose
+/// `dqn_act`: every env's observation, the acting layers ([`ChainPlan`] `chains` on the buffers whose
 /// addresses `pointers` holds) and every env's action, in one launch (`observe`, `mlp_chain` and
 /// `dqn_select` fused: the same bits); with `step`, every env's step on its action too (`env_scan`'s).
 #[allow(clippy::too_many_arguments, reason = "the chains, the envs and the selection")]
 pub(crate) fn dqn_act(
     rt: &CudaRuntime,
     view: &mut PolicyView<'_>,
-    chains: &ChainTable,
+    chains: &ChainPlan,
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
     env: &BatchArgs,

@@ -65,7 +65,7 @@ pub(crate) fn env_scan(
     Ok(())
 }
 
-/// `observe`: each env's state vector into `out` (`n_envs x (F + 3)`).
+/// `observe`: each env's observation into `out` (`n_envs x (F + 3)`).
 pub(crate) fn observe(
     rt: &CudaRuntime,
     stream: &CudaStream,

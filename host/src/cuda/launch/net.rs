@@ -1,4 +1,4 @@
-//! Launches shared by the learners: the tables of products (`gemm_tiles`), observations for a device
+//! Launches shared by the learners: a plan's products (`gemm_tiles`), observations for a device
 //! policy, the greedy walk, and the FMA throughput reference.
 
 use std::sync::Arc;
@@ -10,35 +10,35 @@ use gpu_kernels::tile::GEMM_THREADS;
 
 use super::{Launch, at_least, grid, timed};
 use crate::HostError;
-use crate::cuda::buffers::{ChainTable, Dev, GemmTable, PolicyView};
+use crate::cuda::buffers::{ChainPlan, Dev, GemmPlan, PolicyView};
 use crate::cuda::runtime::{CudaRuntime, Kernel};
 
-/// `gemm_tiles`: every product of `table` (a block per 64 x 64 output tile of each) on the buffers whose
+/// `gemm_tiles`: every product of `plan` (a block per 64 x 64 output tile of each) on the buffers whose
 /// device addresses `pointers` holds.
 pub(crate) fn gemm(
     rt: &CudaRuntime,
     stream: &CudaStream,
-    table: &GemmTable,
+    plan: &GemmPlan,
     pointers: &CudaSlice<u64>,
     stage: Stage,
 ) -> Result<(), HostError> {
-    if table.host.is_empty() {
+    if plan.host.is_empty() {
         return Ok(());
     }
-    let tiles = table.host.iter().map(|g| g.tiles().0 * g.tiles().1).max().unwrap_or(0);
-    let (tiles, problems) = match (u32::try_from(tiles), u32::try_from(table.host.len())) {
+    let tiles = plan.host.iter().map(|g| g.tiles().0 * g.tiles().1).max().unwrap_or(0);
+    let (tiles, problems) = match (u32::try_from(tiles), u32::try_from(plan.host.len())) {
         (Ok(t), Ok(p)) if p <= 65_535 => (t.max(1), p),
         _ => {
             return Err(HostError::Shape {
                 what: "gemm_tiles: products per launch".to_owned(),
                 expected: 65_535,
-                got: table.host.len(),
+                got: plan.host.len(),
             });
         }
     };
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 };
     let mut launch = Launch::new(rt, stream, &rt.kernels.gemm_tiles);
-    launch.arg(&table.dev).arg(pointers);
+    launch.arg(&plan.dev).arg(pointers);
     let stage = match stage {
         Stage::Act(0) => "act0",
         Stage::Act(1) => "act1",
@@ -50,68 +50,67 @@ pub(crate) fn gemm(
         Stage::Backward1 => "backward1",
         Stage::Gradients => "gradients",
     };
-    // SAFETY: arguments match `gpu_kernels::entries::net::gemm_tiles`; the table was checked against the lengths
-    // of the buffers its pointers name when it was built (`GemmTable`), and no product of one stage writes
+    // SAFETY: arguments match `gpu_kernels::entries::net::gemm_tiles`; the plan was checked against the lengths
+    // of the buffers its pointers name when it was built (`GemmPlan`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, rt.kernels.gemm_tiles.at(stage), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
-/// The launch of `table`'s chains (`mlp_chain`, `mlp_chain_wide`, `dqn_act`, `ppo_act`): a block per row
+/// The launch of `plan`'s chains (`mlp_chain`, `mlp_chain_wide`, `dqn_act`, `ppo_act`): a block per row
 /// tile of each chain, of the chains' threads ([`gpu_kernels::chain::Chain::threads`]) and dynamic shared
-/// memory ([`gpu_kernels::chain::Chain::shared`]); `None` for an empty table. `tile_rows` is the rows of a
+/// memory ([`gpu_kernels::chain::Chain::shared`]); `None` for an empty plan. `tile_rows` is the rows of a
 /// tile the kernel computes ([`gpu_kernels::chain::CHAIN_ROWS`], `WIDE_ROWS` or `ACT_ROWS`), which every
 /// chain must have.
 pub(crate) fn chain_config(
     rt: &CudaRuntime,
-    table: &ChainTable,
+    plan: &ChainPlan,
     net: &NetArgs,
     kernel: &str,
     tile_rows: usize,
 ) -> Result<Option<LaunchConfig>, HostError> {
-    let Some(first) = table.host.first() else {
+    let Some(first) = plan.host.first() else {
         return Ok(None);
     };
-    if table.host.iter().any(|c| c.tile_rows() != tile_rows) {
-        return Err(HostError::Config(format!("{kernel}: a chain of the table has tiles of another height")));
+    if plan.host.iter().any(|c| c.tile_rows() != tile_rows) {
+        return Err(HostError::Config(format!("{kernel}: a chain of the plan has tiles of another height")));
     }
-    let tiles = table.host.iter().map(|c| c.tiles()).max().unwrap_or(0);
+    let tiles = plan.host.iter().map(|c| c.tiles()).max().unwrap_or(0);
     let shared = first.shared(net).bytes();
-    match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared)) {
+    match (u32::try_from(tiles), u32::try_from(plan.host.len()), u32::try_from(shared)) {
         (Ok(t), Ok(c), Ok(s)) if c <= 65_535 && (s as usize) <= rt.shared_per_block() => Ok(Some(LaunchConfig {
             grid_dim: (t.max(1), c, 1),
             block_dim: (first.threads(), 1, 1),
             shared_mem_bytes: s,
         })),
-        _ => Err(HostError::Config(format!(
-            "{kernel}: {} chains of {tiles} tiles do not fit a launch",
-            table.host.len()
-        ))),
+        _ => {
+            Err(HostError::Config(format!("{kernel}: {} chains of {tiles} tiles do not fit a launch", plan.host.len())))
+        }
     }
 }
 
-/// `mlp_chain` (or `mlp_chain_wide` for chains of wide tiles): every training chain of `table`
+/// `mlp_chain` (or `mlp_chain_wide` for chains of wide tiles): every training chain of `plan`
 /// ([`chain_config`]) on the buffers whose addresses `pointers` holds.
 pub(crate) fn chain(
     rt: &CudaRuntime,
     stream: &CudaStream,
-    table: &ChainTable,
+    plan: &ChainPlan,
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
 ) -> Result<(), HostError> {
     use gpu_kernels::chain::{CHAIN_ROWS, WIDE_ROWS};
-    let wide = table.host.first().is_some_and(|c| c.tile_rows() == WIDE_ROWS);
+    let wide = plan.host.first().is_some_and(|c| c.tile_rows() == WIDE_ROWS);
     let (kernel, rows) =
         if wide { (&rt.kernels.mlp_chain_wide, WIDE_ROWS) } else { (&rt.kernels.mlp_chain, CHAIN_ROWS) };
-    let Some(cfg) = chain_config(rt, table, net, kernel.name, rows)? else {
+    let Some(cfg) = chain_config(rt, plan, net, kernel.name, rows)? else {
         return Ok(());
     };
     let dev_net = Dev(*net);
     let mut launch = Launch::new(rt, stream, kernel);
-    launch.arg(&table.dev).arg(pointers).arg(&dev_net);
-    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_chain` (and `mlp_chain_wide`); the table's products
+    launch.arg(&plan.dev).arg(pointers).arg(&dev_net);
+    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_chain` (and `mlp_chain_wide`); the plan's products
     // were checked against the lengths of the buffers its pointers name and are row-major
-    // (`ProductTables::launch_layers`); the block and shared memory are the chains' (`chain_config`); no
+    // (`DevicePlans::launch_layers`); the block and shared memory are the chains' (`chain_config`); no
     // chain writes what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, kernel.at("forward"), || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -145,7 +144,7 @@ pub(crate) fn act_launch<'a>(
     rt: &CudaRuntime,
     function: &'a Kernel,
     view: &'a mut PolicyView<'_>,
-    chains: (&'a ChainTable, &'a CudaSlice<u64>),
+    chains: (&'a ChainPlan, &'a CudaSlice<u64>),
     sizes: (&'a Dev<NetArgs>, &'a Dev<BatchArgs>),
     select: (u32, u32),
     step: bool,
@@ -189,7 +188,7 @@ pub(crate) fn act_launch<'a>(
     Ok((launch, cfg))
 }
 
-/// `mlp_rows`: every product of `table` (a block of 128 threads per 32-row tile of each, the dynamic
+/// `mlp_rows`: every product of `plan` (a block of 128 threads per 32-row tile of each, the dynamic
 /// shared memory of the largest: [`gpu_kernels::chain::RowsShared`]), or with `wide` `mlp_rows_wide` (a
 /// block of 512 threads per 128-row tile); the launch is the `Stage::Backward1` product in profiles. With
 /// `from`, product `i`'s `A` is computed from product `i` of `from` (`gpu_rows`' `from`: the caller checked
@@ -197,13 +196,13 @@ pub(crate) fn act_launch<'a>(
 pub(crate) fn rows(
     rt: &CudaRuntime,
     stream: &CudaStream,
-    table: &GemmTable,
-    from: Option<&GemmTable>,
+    plan: &GemmPlan,
+    from: Option<&GemmPlan>,
     pointers: &CudaSlice<u64>,
     wide: bool,
 ) -> Result<(), HostError> {
     use gpu_kernels::chain::{CHAIN_ROWS, CHAIN_THREADS, RowsShared, WIDE_ROWS, WIDE_THREADS};
-    if table.host.is_empty() {
+    if plan.host.is_empty() {
         return Ok(());
     }
     let (rows, threads, function) = if wide {
@@ -212,28 +211,28 @@ pub(crate) fn rows(
         (CHAIN_ROWS, CHAIN_THREADS, &rt.kernels.mlp_rows)
     };
     let label = function.at("backward1");
-    let tiles = table.host.iter().map(|g| (g.m_pad as usize).div_ceil(rows)).max().unwrap_or(0);
-    let shared = table.host.iter().map(|g| RowsShared::of_product(g, rows).bytes()).max().unwrap_or(0);
-    let (tiles, problems, shared) = match (u32::try_from(tiles), u32::try_from(table.host.len()), u32::try_from(shared))
+    let tiles = plan.host.iter().map(|g| (g.m_pad as usize).div_ceil(rows)).max().unwrap_or(0);
+    let shared = plan.host.iter().map(|g| RowsShared::of_product(g, rows).bytes()).max().unwrap_or(0);
+    let (tiles, problems, shared) = match (u32::try_from(tiles), u32::try_from(plan.host.len()), u32::try_from(shared))
     {
         (Ok(t), Ok(p), Ok(s)) if p <= 65_535 && (s as usize) <= rt.shared_per_block() => (t.max(1), p, s),
         _ => {
             return Err(HostError::Config(format!(
                 "{label}: {} products of {tiles} tiles and {shared} bytes of shared memory do not fit a launch",
-                table.host.len()
+                plan.host.len()
             )));
         }
     };
     let cfg = LaunchConfig { grid_dim: (tiles, problems, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared };
-    if from.is_some_and(|f| f.host.len() != table.host.len()) {
-        return Err(HostError::Config(format!("{label}: the hidden gradients' tables differ in length")));
+    if from.is_some_and(|f| f.host.len() != plan.host.len()) {
+        return Err(HostError::Config(format!("{label}: the hidden gradients' plans differ in length")));
     }
     let mut launch = Launch::new(rt, stream, function);
-    launch.arg(&table.dev).arg(&from.unwrap_or(table).dev).arg(pointers).scalar(u32::from(from.is_some()));
-    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_rows` (and `mlp_rows_wide`); the tables were checked
+    launch.arg(&plan.dev).arg(&from.unwrap_or(plan).dev).arg(pointers).scalar(u32::from(from.is_some()));
+    // SAFETY: arguments match `gpu_kernels::entries::net::mlp_rows` (and `mlp_rows_wide`); the plans were checked
     // against the lengths of the buffers their pointers name when they were built, their products suit the
-    // kernel (`ProductTables::launch`, `ProductTables::hidden_from_out`: `from`'s products pair with the
-    // table's), the shared memory is the largest product's layout for the tile height; no product of a stage
+    // kernel (`DevicePlans::launch`, `DevicePlans::hidden_from_out`: `from`'s products pair with the
+    // plan's), the shared memory is the largest product's layout for the tile height; no product of a stage
     // writes what another reads.
     timed(rt, stream, label, || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -273,7 +272,7 @@ pub(crate) fn backward(
     launch.arg(trials).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::net::mlp_backward` (and `mlp_gradients`, after the stored
     // hidden gradient of layer 1 on the same stream); the products it replaces were checked
-    // against the lengths of the buffers `pointers` names (`ProductTables::launch_backward`), the sizes suit
+    // against the lengths of the buffers `pointers` names (`DevicePlans::launch_backward`), the sizes suit
     // the kernel and the shared memory is its layout's size; its blocks write disjoint partial sums.
     timed(rt, stream, function.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())

@@ -8,7 +8,7 @@ use gpu_kernels::ppo::PpoArgs;
 
 use super::{Launch, at_least, gather_grid, grid, loss_grid, per_trial_grid_of, timed};
 use crate::HostError;
-use crate::cuda::buffers::{ChainTable, Dev, PolicyView, PpoBuffers};
+use crate::cuda::buffers::{ChainPlan, Dev, PolicyView, PpoBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostError> {
@@ -88,7 +88,7 @@ pub(crate) fn ppo_select(
 pub(crate) fn ppo_act(
     rt: &CudaRuntime,
     view: &mut PolicyView<'_>,
-    chains: &ChainTable,
+    chains: &ChainPlan,
     pointers: &CudaSlice<u64>,
     net: &NetArgs,
     env: &BatchArgs,
@@ -203,7 +203,7 @@ pub(crate) fn ppo_adv(
 }
 
 /// `ppo_loss`: loss and output gradient of every minibatch sample, and with `hidden` the hidden gradient of
-/// layer 2 (else the products after it compute it: [`crate::cuda::tables::BackwardPlan`]).
+/// layer 2 (else the products after it compute it: [`crate::cuda::plans::BackwardKernels`]).
 pub(crate) fn ppo_loss(
     rt: &CudaRuntime,
     stream: &CudaStream,
