@@ -19,7 +19,7 @@
 //! is 240 blocks of [`BACKWARD_THREADS`], two a multiprocessor: one wave on the H200's 132 (one block per
 //! group doing both sides left most multiprocessors with one block). Each block walks the chunk's samples
 //! in sub-tiles of [`BACKWARD_ROWS`], staging sub-tile `i + 1` with `cp.async` while it computes sub-tile
-//! `i` ([`BackwardShared`] says where; [`gpu_backward`] runs the stages). Per sub-tile, the layer-1 side:
+//! `i` ([`BackwardShared`] says where; `gpu_backward` runs the stages). Per sub-tile, the layer-1 side:
 //! 1. `D1` of the group's units: warp `w` takes samples `4 w .. 4 w + 4`, lane `l` unit `u0 + l`, a chain over
 //!    the staged `D2` rows (broadcast loads) and the group's columns of `W2` (staged once per block,
 //!    transposed: a lane's four inputs are one vector load);
