@@ -35,11 +35,16 @@ pub fn activation_name(code: u32) -> &'static str {
 
 /// `e^y` for `0 <= y <= 18` from IEEE operations only: `y = k ln 2 + r` (`k` rounded to nearest by the
 /// 1.5 x 2^23 trick, `ln 2` in two parts so `k ln2_hi` is exact), `e^r` (`|r| <= ln 2 / 2`) by its Taylor
-/// polynomial to `r^7` (truncation below 4e-9), scaled by `2^k` through the exponent bits.
+/// polynomial to `r^7` (truncation below 4e-9), scaled by `2^k` through the exponent bits. The integer
+/// `k` is read from the low bits of `t + ROUND` (a float-to-int cast saturates, a branch per lane on the
+/// CPU that stops its epilogue loops from vectorizing).
 #[inline]
 fn exp_small(y: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5 x 2^23: (t + ROUND) - ROUND rounds t to an integer
-    let k = (y * core::f32::consts::LOG2_E + ROUND) - ROUND;
+    let shifted = y * core::f32::consts::LOG2_E + ROUND;
+    let k = shifted - ROUND;
+    // `shifted` has ulp 1, so its bits are ROUND's plus k (0 ..= 26 here).
+    let ki = shifted.to_bits().wrapping_sub(ROUND.to_bits());
     // ln 2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits (0.693145751953125).
     const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
     let r = (y - k * LN2_HI) - k * 1.428_606_8e-6;
@@ -47,7 +52,7 @@ fn exp_small(y: f32) -> f32 {
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    p * f32::from_bits(((k as i32 + 127) as u32) << 23)
+    p * f32::from_bits((ki + 127) << 23)
 }
 
 /// `tanh(x)` from IEEE `+ - x /` only (no fused operation, no library call), so the host and the GPU give
@@ -323,6 +328,32 @@ mod tests {
         assert!(tanh(f32::NAN).is_nan());
         assert_eq!((tanh(30.0), tanh(-1e30), tanh(f32::INFINITY)), (1.0, -1.0, 1.0));
     }
+    /// `exp_small`'s integer `k` from the bits of `t + ROUND` is the rounded `k` itself (what a cast would
+    /// give) over its whole domain, every 61st float of [0, 18] and the points where `k` changes.
+    #[test]
+    fn exp_small_reads_k_from_the_bits() {
+        const ROUND: f32 = 12_582_912.0;
+        let check = |y: f32| {
+            let shifted = y * core::f32::consts::LOG2_E + ROUND;
+            let k = shifted - ROUND;
+            assert_eq!(shifted.to_bits().wrapping_sub(ROUND.to_bits()), k as u32, "k at {y}");
+            let e = f64::from(super::exp_small(y));
+            assert!((e - f64::from(y).exp()).abs() <= 4.0 * f64::from(f32::EPSILON) * e, "e^{y}: {e}");
+        };
+        let mut bits = 0u32;
+        while f32::from_bits(bits) <= 18.0 {
+            check(f32::from_bits(bits));
+            bits += 61;
+        }
+        for k in 0..27 {
+            let y = (k as f32 + 0.5) * core::f32::consts::LN_2;
+            for b in y.to_bits() - 2..y.to_bits() + 3 {
+                check(f32::from_bits(b));
+            }
+        }
+        check(18.0);
+    }
+
     use super::adam;
 
     /// `pow_steps` is exact where the powers are (a dyadic beta), within `2 t` f64 ulps of the f64 `powf`

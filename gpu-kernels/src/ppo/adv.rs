@@ -15,19 +15,31 @@ pub const ADV_LANES: usize = 1024;
 const ADV_AHEAD: usize = 4;
 
 /// Lane `lane` of trial `p`'s minibatch at update `args.counter` ([`minibatch_slot`]'s samples; none when the
-/// trial sits the update out): the number of samples and the sum of their advantages, or with `mean` the sum
-/// of their squared deviations from it (`fma(d, d, acc)`), in ascending sample order.
+/// trial sits the update out): [`adv_lane_of`].
 #[inline]
 pub fn adv_lane(args: &PpoArgs, p: &PpoParams, lane: usize, r: &Rollout, mean: Option<f32>) -> (u32, f32) {
+    adv_lane_of(p.batch as usize, lane, |j| minibatch_slot(args, p, j, r.ring), r.advantages, mean)
+}
+
+/// Lane `lane` of a minibatch of `batch` samples whose rollout slots `slot(j)` gives (`None`: the sample is
+/// not used): the number of samples and the sum of their `advantages`, or with `mean` the sum of their
+/// squared deviations from it (`fma(d, d, acc)`), in ascending sample order.
+#[inline]
+pub fn adv_lane_of(
+    batch: usize,
+    lane: usize,
+    slot: impl Fn(usize) -> Option<usize>,
+    advantages: &[f32],
+    mean: Option<f32>,
+) -> (u32, f32) {
     let (mut count, mut acc) = (0u32, 0.0f32);
-    let batch = p.batch as usize;
     let mut j = lane;
     while j < batch {
         let slots: [Option<usize>; ADV_AHEAD] = core::array::from_fn(|u| {
             let ju = j + u * ADV_LANES;
-            if ju < batch { minibatch_slot(args, p, ju, r.ring) } else { None }
+            if ju < batch { slot(ju) } else { None }
         });
-        let values: [f32; ADV_AHEAD] = core::array::from_fn(|u| slots[u].map_or(0.0, |s| r.advantages[s]));
+        let values: [f32; ADV_AHEAD] = core::array::from_fn(|u| slots[u].map_or(0.0, |s| advantages[s]));
         for (slot, a) in slots.iter().zip(values) {
             if slot.is_some() {
                 count += 1;
@@ -75,16 +87,22 @@ pub fn adv_std(count: u32, squares: f32) -> f32 {
 }
 
 /// Trial `p`'s minibatch moments (mean, standard deviation) at update `args.counter`, its lanes in turn:
-/// the CPU's form of the `ppo_adv` kernel (the same bits).
+/// the CPU's form of the `ppo_adv` kernel (the same bits), [`adv_moments_of`] with [`minibatch_slot`]'s slots.
 pub fn adv_moments(args: &PpoArgs, p: &PpoParams, r: &Rollout) -> [f32; 2] {
+    adv_moments_of(p.batch as usize, |j| minibatch_slot(args, p, j, r.ring), r.advantages)
+}
+
+/// The moments (mean, standard deviation) of a minibatch of `batch` samples whose rollout slots `slot(j)`
+/// gives ([`adv_lane_of`]'s lanes, then [`adv_tree`], twice).
+pub fn adv_moments_of(batch: usize, slot: impl Fn(usize) -> Option<usize>, advantages: &[f32]) -> [f32; 2] {
     let mut lanes = [(0u32, 0.0f32); ADV_LANES];
     for (l, x) in lanes.iter_mut().enumerate() {
-        *x = adv_lane(args, p, l, r, None);
+        *x = adv_lane_of(batch, l, &slot, advantages, None);
     }
     let (count, sum) = adv_tree(&mut lanes);
     let mean = adv_mean(count, sum);
     for (l, x) in lanes.iter_mut().enumerate() {
-        *x = adv_lane(args, p, l, r, Some(mean));
+        *x = adv_lane_of(batch, l, &slot, advantages, Some(mean));
     }
     let (_, squares) = adv_tree(&mut lanes);
     [mean, adv_std(count, squares)]

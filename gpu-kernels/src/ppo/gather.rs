@@ -1,7 +1,5 @@
 //! The observation rows of minibatch samples, gathered from the rollout's transitions and the features.
 
-use super::minibatch::minibatch_slot;
-use super::params::{PpoArgs, PpoParams};
 use crate::types::Transition;
 
 /// Column `c` of the observation of the transition in rollout slot `slot` (features of its bar, then its
@@ -20,15 +18,21 @@ pub fn gather_column(features: &[f32], n_features: usize, bar: u32, state: impl 
     if c < n_features { features[bar as usize * n_features + c] } else { state(c - n_features) }
 }
 
-/// The observation of minibatch sample `j` of trial `p` at update `args.counter` ([`minibatch_slot`], then
-/// [`gather_entry`] for every column of `row`); zeros for a zero-weight sample.
+/// The observation of the transition in rollout slot `slot` ([`minibatch_slot`](super::minibatch_slot)'s for a
+/// minibatch sample):
+/// [`gather_entry`] for every column of `row` (`n_features` features of its bar, then its portfolio
+/// floats), as two copies; zeros without a slot.
 #[inline]
-pub fn gather_row(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], features: &[f32], row: &mut [f32]) {
-    let slot = minibatch_slot(args, p, j, ring);
-    let n_features = args.input as usize - 3;
-    for (c, x) in row.iter_mut().enumerate() {
-        *x = gather_entry(ring, features, n_features, slot, c);
-    }
+pub fn gather_row(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, row: &mut [f32]) {
+    let Some(slot) = slot else {
+        row.fill(0.0);
+        return;
+    };
+    let t = &ring[slot];
+    let at = t.bar as usize * n_features;
+    let (market, portfolio) = row.split_at_mut(n_features);
+    market.copy_from_slice(&features[at..at + n_features]);
+    portfolio.copy_from_slice(&t.state[..portfolio.len()]);
 }
 
 /// Minibatch samples per block of the GPU's gather: the block's first threads find the samples' rollout
@@ -37,3 +41,27 @@ pub fn gather_row(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition], 
 pub const GATHER_ROWS: usize = 32;
 /// Elements a thread of a row-gathering kernel loads before it stores them.
 pub const GATHER_AHEAD: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    /// A gathered row is [`gather_entry`]'s value in every column, and zeros without a slot.
+    #[test]
+    fn gather_row_is_gather_entry_of_every_column() {
+        let n_features = 5;
+        let features: Vec<f32> = (0..40).map(|i| i as f32 * 0.25 - 3.0).collect();
+        let ring: Vec<Transition> = (0..4u32)
+            .map(|i| Transition { bar: 2 * i + 1, state: [i as f32, -0.5, 0.125 * i as f32], ..Transition::default() })
+            .collect();
+        for slot in [None, Some(0), Some(3)] {
+            let mut row = [f32::NAN; 8];
+            gather_row(&ring, &features, n_features, slot, &mut row);
+            for (c, x) in row.iter().enumerate() {
+                assert_eq!(x.to_bits(), gather_entry(&ring, &features, n_features, slot, c).to_bits(), "{slot:?} {c}");
+            }
+        }
+    }
+}

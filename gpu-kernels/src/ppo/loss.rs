@@ -94,14 +94,19 @@ pub fn minibatch_sample(
     moments: [f32; 2],
 ) -> Option<(usize, PpoSample)> {
     let s = minibatch_slot(args, p, j, r.ring)?;
-    let sample = PpoSample {
+    Some((s, sample_at(p, s, r, moments)))
+}
+
+/// The training inputs of the sample in rollout slot `s` ([`minibatch_sample`]'s).
+#[inline]
+pub fn sample_at(p: &PpoParams, s: usize, r: &Rollout, moments: [f32; 2]) -> PpoSample {
+    PpoSample {
         action: r.ring[s].chosen,
         logp_old: r.logps[s],
         advantage: normalized_advantage(p, r.advantages[s], moments),
         ret: r.returns[s],
         value_old: r.values[s],
-    };
-    Some((s, sample))
+    }
 }
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
@@ -118,7 +123,20 @@ pub fn sample_loss(
     out: &[f32],
     dout: &mut [f32],
 ) -> Option<f32> {
-    let sample = minibatch_sample(args, p, j, r, moments).map(|(_, s)| s);
+    sample_loss_at(args, p, (j, minibatch_slot(args, p, j, r.ring)), r, moments, (out, dout))
+}
+
+/// [`sample_loss`] of sample `j` whose rollout slot ([`minibatch_slot`]'s) the caller found: `slot`.
+#[inline]
+pub fn sample_loss_at(
+    args: &PpoArgs,
+    p: &PpoParams,
+    (j, slot): (usize, Option<usize>),
+    r: &Rollout,
+    moments: [f32; 2],
+    (out, dout): (&[f32], &mut [f32]),
+) -> Option<f32> {
+    let sample = slot.map(|s| sample_at(p, s, r, moments));
     let loss = loss_sample(j, p, out, sample, dout);
     trial_update(p, args).map(|_| loss)
 }

@@ -19,10 +19,13 @@ mod params;
 mod update;
 
 pub use act::{ActOutput, act_env, choose, log_softmax};
-pub use adv::{ADV_LANES, adv_lane, adv_mean, adv_moments, adv_pair, adv_std, adv_tree, normalized_advantage};
+pub use adv::{
+    ADV_LANES, adv_lane, adv_lane_of, adv_mean, adv_moments, adv_moments_of, adv_pair, adv_std, adv_tree,
+    normalized_advantage,
+};
 pub use gae::{GAE_AHEAD, gae_env};
 pub use gather::{GATHER_AHEAD, GATHER_ROWS, gather_column, gather_entry, gather_row};
-pub use loss::{PpoSample, loss_sample, minibatch_sample, sample_loss};
+pub use loss::{PpoSample, loss_sample, minibatch_sample, sample_at, sample_loss, sample_loss_at};
 pub use minibatch::{Rollout, minibatch_index, minibatch_slot, permute, shuffled};
 pub use params::{PpoArgs, PpoParams, learning_rate, split_batch, trial_rollout, trial_update, updates_per_rollout};
 pub use update::{

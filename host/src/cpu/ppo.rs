@@ -6,8 +6,8 @@ use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::ACTOR_CRITIC;
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{
-    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments, gae_env, gather_row, norm_lane,
-    sample_loss, update_weight,
+    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments_of, gae_env, gather_row, minibatch_slot,
+    norm_lane, sample_loss_at, update_weight,
 };
 use rayon::prelude::*;
 
@@ -141,9 +141,14 @@ impl CpuPpo {
         let (ring, features) = (env.ring(), env.features());
         let (b, d, n) = (args.batch as usize, args.input as usize, args.steps as usize * args.envs_per_trial as usize);
         let Self { nets, logps, values, advantages, returns, obs, work, partial, losses, .. } = self;
+        // Each sample's rollout slot, found once for the gather, the moments and the loss (a keyed shuffle
+        // each: the GPU's kernels find it where they need it).
+        let slots: Vec<Option<usize>> = (0..params.len() * b)
+            .into_par_iter()
+            .map(|i| minibatch_slot(args, &params[i / b], i % b, &ring[i / b * n..(i / b + 1) * n]))
+            .collect();
         obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
-            let (t, j) = (i / b, i % b);
-            gather_row(args, &params[t], j, &ring[t * n..(t + 1) * n], features, row);
+            gather_row(&ring[i / b * n..(i / b + 1) * n], features, d - 3, slots[i], row);
         });
         let rollout = |t: usize| {
             let tr = t * n..(t + 1) * n;
@@ -158,12 +163,16 @@ impl CpuPpo {
         // The `ppo_adv` launch: each normalizing trial's minibatch advantage moments.
         let moments: Vec<[f32; 2]> = (0..params.len())
             .into_par_iter()
-            .map(|t| if params[t].norm_adv != 0 { adv_moments(args, &params[t], &rollout(t)) } else { [0.0; 2] })
+            .map(|t| {
+                let p = &params[t];
+                let slot = |j: usize| slots[t * b + j];
+                if p.norm_adv != 0 { adv_moments_of(p.batch as usize, slot, rollout(t).advantages) } else { [0.0; 2] }
+            })
             .collect();
         let step = Minibatch { args, params, obs, work, partial, losses };
         step.run(nets, |i, out, dout| {
             let (t, j) = (i / b, i % b);
-            sample_loss(args, &params[t], j, &rollout(t), moments[t], out, dout)
+            sample_loss_at(args, &params[t], (j, slots[i]), &rollout(t), moments[t], (out, dout))
         })?;
         Ok(())
     }

@@ -306,7 +306,50 @@ unsafe fn compute_in<const W: usize>(g: &Gemm, t: &RawBuffers) {
 /// # Safety
 /// `g` is a checked product of `t`'s launch whose `aux` no product of the launch writes.
 unsafe fn epilogue(g: &Gemm, t: &RawBuffers, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
-    // SAFETY (the reads): the caller's contract.
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has the feature; the caller's contract.
+            return unsafe { epilogue_avx512(g, t, r, j0, acc, bias, out) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: as above.
+            return unsafe { epilogue_avx2(g, t, r, j0, acc, bias, out) };
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { epilogue_rows(g, t, r, j0, acc, bias, out) }
+}
+
+/// [`epilogue_rows`] in AVX-512 lanes (tanh's polynomial and division sixteen at a time): the same IEEE
+/// operations in the same order, so the same bits (Rust fuses no multiply and add on its own).
+///
+/// # Safety
+/// The CPU has AVX-512F; [`epilogue`]'s contract.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn epilogue_avx512(g: &Gemm, t: &RawBuffers, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { epilogue_rows(g, t, r, j0, acc, bias, out) }
+}
+
+/// [`epilogue_rows`] in AVX2 lanes, as [`epilogue_avx512`].
+///
+/// # Safety
+/// The CPU has AVX2; [`epilogue`]'s contract.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn epilogue_avx2(g: &Gemm, t: &RawBuffers, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { epilogue_rows(g, t, r, j0, acc, bias, out) }
+}
+
+/// The loops of [`epilogue`], inlined into each of its instruction-set instances.
+///
+/// # Safety
+/// [`epilogue`]'s contract.
+#[inline(always)]
+unsafe fn epilogue_rows(g: &Gemm, t: &RawBuffers, r: usize, j0: usize, acc: &[f32], bias: &[f32], out: &mut [f32]) {
     // SAFETY: the caller's contract.
     let aux = |jj: usize| unsafe { t.read(g.aux.buf, g.aux.at(r, j0 + jj)) };
     match g.epilogue {
@@ -641,6 +684,42 @@ mod tests {
             let written = got.iter().filter(|x| !x.is_nan()).count();
             assert_eq!(written, (m + 5) * (n + 1), "case {i}: every padded output is written once");
             assert!(k == 0 || got.iter().any(|x| *x != 0.0 && !x.is_nan()), "case {i}: all zero");
+        }
+    }
+
+    /// Every instruction-set instance of the epilogue gives the bits of the plain loops, for every epilogue,
+    /// over sums that reach both of tanh's branches and its tails (this CPU's instances only; each row of
+    /// 32 ends in a partial vector where the instance has one).
+    #[test]
+    fn epilogue_instances_agree_bitwise() {
+        use super::{EPI_BIAS, RawBuffers, epilogue_rows};
+        let n = 37;
+        let acc: Vec<f32> = (0..n).map(|i| -12.0 + 24.0 * i as f32 / (n - 1) as f32).collect();
+        let bias: Vec<f32> = noise(4, n).iter().map(|x| x * 0.2).collect();
+        let mut aux: Vec<f32> = noise(5, n).iter().map(|x| 2.0 * x).collect();
+        let t = RawBuffers { parts: vec![(aux.as_mut_ptr(), aux.len())] };
+        for epi in [EPI_NONE, EPI_BIAS, EPI_BIAS_RELU, EPI_RELU_MASK, EPI_BIAS_TANH, EPI_TANH_GRAD] {
+            let g = Gemm { m: 1, n: n as u32, aux: Operand::rows(0, 0, n), epilogue: epi, ..Gemm::default() };
+            let mut want = vec![0.0f32; n];
+            // SAFETY: `aux` holds the row's `n` elements and nothing writes it.
+            unsafe { epilogue_rows(&g, &t, 0, 0, &acc, &bias, &mut want) };
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut got = vec![0.0f32; n];
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has the feature; as above.
+                    unsafe { super::epilogue_avx2(&g, &t, 0, 0, &acc, &bias, &mut got) };
+                    assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "AVX2, epilogue {epi}");
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: as above.
+                    unsafe { super::epilogue_avx512(&g, &t, 0, 0, &acc, &bias, &mut got) };
+                    assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "AVX-512, epilogue {epi}");
+                }
+            }
+            if epi == EPI_BIAS_TANH {
+                assert!(want.iter().any(|&y| y.abs() < 0.5) && want.iter().any(|&y| y.abs() == 1.0), "both tails");
+            }
         }
     }
 
