@@ -79,6 +79,18 @@ fn policy(drop: &[String], repair: &[String]) -> PyResult<CleanPolicy> {
     CleanPolicy::parse(drop, repair).map_err(|e| config_error(e.to_string()))
 }
 
+/// The cleaning policy and the integer time unit of a load (`time_unit`: the CLI's `--time-unit`).
+fn load_options(
+    drop: &[String],
+    repair: &[String],
+    time_unit: Option<String>,
+) -> PyResult<(CleanPolicy, Option<TimeUnit>)> {
+    let policy = policy(drop, repair)?;
+    let unit =
+        time_unit.map(|u| u.parse::<TimeUnit>().map_err(|e| config_error(format!("time_unit: {e}")))).transpose()?;
+    Ok((policy, unit))
+}
+
 fn loaded(py: Python<'_>, r: Result<(Dataset, LoadReport), LoadReport>) -> PyResult<Bars> {
     match r {
         Ok((dataset, report)) => Ok(Bars { dataset, report: Some(report) }),
@@ -148,9 +160,7 @@ pub(crate) fn load_columns(
     repair: Vec<String>,
     time_unit: Option<String>,
 ) -> PyResult<Bars> {
-    let policy = policy(&drop, &repair)?;
-    let unit =
-        time_unit.map(|u| u.parse::<TimeUnit>().map_err(|e| config_error(format!("time_unit: {e}")))).transpose()?;
+    let (policy, unit) = load_options(&drop, &repair, time_unit)?;
     let mut data = Vec::with_capacity(columns.len());
     for ((kind, values), header) in columns.iter().zip(&headers) {
         let column = match kind.as_str() {
@@ -191,9 +201,7 @@ pub(crate) fn load_file(
     repair: Vec<String>,
     time_unit: Option<String>,
 ) -> PyResult<Bars> {
-    let policy = policy(&drop, &repair)?;
-    let unit =
-        time_unit.map(|u| u.parse::<TimeUnit>().map_err(|e| config_error(format!("time_unit: {e}")))).transpose()?;
+    let (policy, unit) = load_options(&drop, &repair, time_unit)?;
     let result = py.detach(|| tradesim::data::load_file(&path, (&policy, unit)));
     loaded(py, result)
 }

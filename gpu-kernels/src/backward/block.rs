@@ -40,7 +40,7 @@ pub unsafe fn gpu_backward(
     // SAFETY: the caller's contract; the barriers order each stage's copies (waited by every thread) before
     // its reads, and its reads before the next copies into it.
     unsafe {
-        let b = BackwardBlock::of(trials, buffers, net, smem, (x, block, thread), stored);
+        let b = BackwardBlock::of(net, (trials, buffers), smem, [x, block, thread], stored);
         b.stage_w2_columns();
         // The W2 columns above are copied before the grid-dependency wait: the kernel launched just before
         // this one (the loss kernel, or `mlp_rows` before a stored D1) does not write the weights
@@ -129,19 +129,19 @@ struct BackwardBlock {
 }
 
 impl BackwardBlock {
-    /// The block's work ([`gpu_backward`]'s arguments).
+    /// The block's work ([`gpu_backward`]'s arguments; `place`: the block `(x, block)` and the thread).
     ///
     /// # Safety
     /// [`gpu_backward`]'s contract.
     #[inline(always)]
     unsafe fn of(
-        trials: *const NetTrial,
-        buffers: *const u64,
         net: &NetArgs,
+        (trials, buffers): (*const NetTrial, *const u64),
         smem: *mut f32,
-        (x, block, thread): (usize, usize, usize),
+        place: [usize; 3],
         stored: bool,
     ) -> Self {
+        let [x, block, thread] = place;
         let l = net.layout();
         let (d, hs, o, b, n_trials) = (l.input, l.hidden, l.outputs, net.batch as usize, net.n_trials as usize);
         let (c, t) = (block / n_trials, block % n_trials);
