@@ -8,7 +8,7 @@ tradesim's epoch, written the way a PyTorch user batches many small trials (stac
   replay ring, then takes one Double-DQN gradient step per trial (batch 1,024 sampled from the ring, Huber,
   Adam) with a hard target copy every 250 gradient steps.
 - PPO (CleanRL's defaults): a rollout of 292 steps of every env sampling from the actor-critic (54 -> 128 ->
-  128 -> 3 logits + 1 value), GAE (gamma 0.99, lambda 0.95), then 4 update epochs of 4 shuffled minibatches
+  128 -> 3 logits + 1 value, Tanh), GAE (gamma 0.99, lambda 0.95), then 4 update epochs of 4 shuffled minibatches
   (74,752 transitions each per trial): clipped surrogate, clipped value loss, entropy bonus, advantage
   normalisation, each trial's gradient clipped to norm 0.5, Adam (eps 1e-5).
 
@@ -115,10 +115,10 @@ def mlp_params(s, outputs, dev):
     return [w1, b1, w2, b2, w3, b3]
 
 
-def mlp(ps, x):
+def mlp(ps, x, act=torch.relu):
     w1, c1, w2, c2, w3, c3 = ps
-    h = torch.relu(torch.baddbmm(c1, x, w1))
-    h = torch.relu(torch.baddbmm(c2, h, w2))
+    h = act(torch.baddbmm(c1, x, w1))
+    h = act(torch.baddbmm(c2, h, w2))
     return torch.baddbmm(c3, h, w3)
 
 
@@ -207,7 +207,7 @@ class Ppo:
 
     def rollout_step(self):
         with torch.no_grad():
-            out = mlp(self.params, self.obs)
+            out = mlp(self.params, self.obs, torch.tanh)
             logits, value = out[..., :A], out[..., A]
             logp_all = torch.log_softmax(logits, -1)
             # A categorical draw by the Gumbel-max trick (capturable in a CUDA graph, unlike multinomial).
@@ -227,7 +227,7 @@ class Ppo:
 
     def gae(self):
         with torch.no_grad():
-            next_val = mlp(self.params, self.obs)[..., A]
+            next_val = mlp(self.params, self.obs, torch.tanh)[..., A]
             last = torch.zeros_like(next_val)
             for t in reversed(range(self.s.STEPS)):
                 nv = next_val if t == self.s.STEPS - 1 else self.b_val[:, t + 1]
@@ -251,7 +251,7 @@ class Ppo:
         adv, ret = torch.gather(flat(self.adv), 1, idx), torch.gather(flat(self.ret), 1, idx)
         old_v = torch.gather(flat(self.b_val), 1, idx)
         adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
-        out = mlp(self.params, o)
+        out = mlp(self.params, o, torch.tanh)
         logp_all = torch.log_softmax(out[..., :A], -1)
         logp = logp_all.gather(-1, a.unsqueeze(-1)).squeeze(-1)
         ratio = (logp - old_logp).exp()
