@@ -17,7 +17,6 @@ use clap::{Args, Parser, Subcommand};
 use crate::data::synthetic::{GeneratorConfig, generate};
 use crate::data::time::TimeUnit;
 use crate::data::{CleanPolicy, Dataset};
-use crate::train::Algo;
 use crate::{Backend, DeviceRequest, Error};
 use simulate::{DemoConfig, run_demo};
 
@@ -164,30 +163,8 @@ enum Command {
     Train {
         #[command(flatten)]
         data: DataArgs,
-        /// Algorithm.
-        #[arg(long, value_enum, default_value_t = Algo::Dqn)]
-        algo: Algo,
-        /// Trials trained at once (learning rates spread around 5e-4).
-        #[arg(long, default_value_t = 3)]
-        trials: usize,
-        /// Epochs.
-        #[arg(long, default_value_t = 10)]
-        epochs: usize,
-        /// Envs per trial.
-        #[arg(long, default_value_t = 256)]
-        envs: usize,
-        /// Seed.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// EWMA span (bars) of the volatility sigma that sets barrier widths.
-        #[arg(long, default_value_t = crate::DEFAULT_SIGMA_SPAN)]
-        sigma_span: usize,
-        /// PPO's hidden activation (CleanRL's `ppo.py` uses tanh; DQN always uses relu, as `dqn.py`).
-        #[arg(long, value_enum, default_value_t = train::Activation::Tanh)]
-        activation: train::Activation,
-        /// Folder for the weights (safetensors) and the report.
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        train: train::TrainArgs,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -308,19 +285,9 @@ pub fn main() -> ExitCode {
             trades,
             backend: select(device),
         }),
-        Command::Train { data, algo, trials, epochs, envs, seed, sigma_span, activation, out, device } => train::run(
-            load(&data),
-            data.symbol.as_deref(),
-            algo,
-            trials,
-            epochs,
-            envs,
-            seed,
-            sigma_span,
-            activation,
-            out.as_deref(),
-            select(device),
-        ),
+        Command::Train { data, train, device } => {
+            train::run(load(&data), data.symbol.as_deref(), &train, select(device))
+        }
         Command::Hyperopt { data, job, device } => {
             let backends = crate::select_backends(device).map(|(b, reason)| {
                 if let Some(reason) = reason {

@@ -1,7 +1,7 @@
 //! `tradesim train`: progress bars per epoch, a table of the trials, weights and a JSON report.
 
 use crate::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -32,21 +32,44 @@ impl Activation {
     }
 }
 
-/// Runs the command.
-#[allow(clippy::too_many_arguments, reason = "the command's flags")]
+/// The flags of `tradesim train` besides the data and the device.
+#[derive(Clone, Debug, clap::Args)]
+pub struct TrainArgs {
+    /// Algorithm.
+    #[arg(long, value_enum, default_value_t = Algo::Dqn)]
+    pub algo: Algo,
+    /// Trials trained at once (learning rates spread around 5e-4).
+    #[arg(long, default_value_t = 3)]
+    pub trials: usize,
+    /// Epochs.
+    #[arg(long, default_value_t = 10)]
+    pub epochs: usize,
+    /// Envs per trial.
+    #[arg(long, default_value_t = 256)]
+    pub envs: usize,
+    /// Seed.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// EWMA span (bars) of the volatility sigma that sets barrier widths.
+    #[arg(long, default_value_t = crate::DEFAULT_SIGMA_SPAN)]
+    pub sigma_span: usize,
+    /// PPO's hidden activation (CleanRL's `ppo.py` uses tanh; DQN always uses relu, as `dqn.py`).
+    #[arg(long, value_enum, default_value_t = Activation::Tanh)]
+    pub activation: Activation,
+    /// Folder for the weights (safetensors) and the report.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Runs the command on `dataset`'s series `symbol` (its only one when `None`).
 pub fn run(
     dataset: Result<Dataset, Error>,
     symbol: Option<&str>,
-    algo: Algo,
-    trials: usize,
-    epochs: usize,
-    envs: usize,
-    seed: u64,
-    sigma_span: usize,
-    activation: Activation,
-    out: Option<&Path>,
+    args: &TrainArgs,
     backend: Result<Backend, Error>,
 ) -> Result<(), Error> {
+    let TrainArgs { algo, trials, epochs, envs, seed, sigma_span, activation, ref out } = *args;
+    let out = out.as_deref();
     if trials == 0 || epochs == 0 || envs == 0 {
         return Err(Error::config("--trials/--epochs/--envs", "must be at least 1"));
     }
