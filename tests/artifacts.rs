@@ -99,3 +99,31 @@ fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
     assert!(out.status.success() && text.contains("artifacts ok: 6 trials, 12 files"), "{text}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `--artifacts` is stored with the study it creates, as an absolute path: a worker that joins the study
+/// without the flag uploads to the same store; a joiner's own flag wins for that joiner; a study created
+/// without a store has none.
+#[test]
+fn a_joining_worker_uses_the_store_the_study_was_created_with() {
+    use tradesim::hyperopt::job::{Job, JobArgs};
+    let dir = temp_dir("artifacts-join");
+    let (store, other) = (dir.join("shared-store"), dir.join("own-store"));
+    let args = |study: &str, artifacts: Option<&PathBuf>, join: bool| JobArgs {
+        study: Some(dir.join(study)),
+        artifacts: artifacts.cloned(),
+        load_if_exists: join,
+        trials: Some(2),
+        ..JobArgs::default()
+    };
+    let created = Job::prepare(&args("a.sqlite", Some(&store), false)).unwrap();
+    assert_eq!(created.paths.artifacts.as_ref().map(|s| s.dir().to_path_buf()), Some(store.clone()));
+    assert_eq!(created.cfg.study.artifacts.as_deref(), store.to_str(), "the flag is stored");
+    let joined = Job::prepare(&args("a.sqlite", None, true)).unwrap();
+    assert_eq!(joined.paths.artifacts.as_ref().map(|s| s.dir().to_path_buf()), Some(store.clone()));
+    let own = Job::prepare(&args("a.sqlite", Some(&other), true)).unwrap();
+    assert_eq!(own.paths.artifacts.as_ref().map(|s| s.dir().to_path_buf()), Some(other));
+    let plain = Job::prepare(&args("b.sqlite", None, false)).unwrap();
+    assert!(plain.paths.artifacts.is_none() && plain.cfg.study.artifacts.is_none());
+    assert!(Job::prepare(&args("b.sqlite", None, true)).unwrap().paths.artifacts.is_none());
+    std::fs::remove_dir_all(dir).unwrap();
+}

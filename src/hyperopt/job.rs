@@ -67,7 +67,7 @@ pub struct JobArgs {
     pub report: Option<PathBuf>,
     /// Optuna artifact store (a folder in FileSystemArtifactStore's layout, e.g. on a shared mount):
     /// each finished trial's checkpoint and test ledger are uploaded and linked to the trial
-    /// (overrides `[study] artifacts`).
+    /// (overrides `[study] artifacts`; a new study stores it, so joining workers use it too).
     #[arg(long, value_name = "DIR")]
     pub artifacts: Option<PathBuf>,
     /// TOML search configuration text and how messages name it (instead of a file; not a flag).
@@ -141,6 +141,13 @@ impl JobArgs {
         }
         if let Some(k) = self.walk_forward {
             cfg.study.walk_forward = k;
+        }
+        if let Some(dir) = &self.artifacts {
+            // Stored as an absolute path, so a worker that joins from another folder (or host, with the
+            // store on a shared mount) uploads to the same store without the flag.
+            let dir = std::path::absolute(dir).map_err(|e| Error::config("--artifacts", e.to_string()))?;
+            let text = dir.to_str().ok_or_else(|| Error::config("--artifacts", "the path is not UTF-8"))?;
+            cfg.study.artifacts = Some(text.to_owned());
         }
         cfg.validate()?;
         Ok(cfg)
