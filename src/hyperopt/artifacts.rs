@@ -86,9 +86,14 @@ impl ArtifactStore {
         let tmp = self.dir.join(format!(".{id}.partial"));
         let failed =
             |e: std::io::Error| Error::Output(format!("artifact store {}: {filename}: {e}", self.dir.display()));
-        let mut f = std::fs::File::create(&tmp).map_err(failed)?;
-        f.write_all(bytes).and_then(|()| f.sync_all()).map_err(failed)?;
-        std::fs::rename(&tmp, &path).map_err(failed)?;
+        let written = std::fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            // A failed write leaves nothing behind (a killed process can still leave its `.partial` file).
+            let _ = std::fs::remove_file(&tmp);
+            return Err(failed(e));
+        }
         Ok(ArtifactMeta {
             artifact_id: id,
             filename: filename.to_owned(),
