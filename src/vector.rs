@@ -1,4 +1,4 @@
-//! A vectorized environment in Gymnasium's shape over K trials x E envs of the fused environment: `reset`,
+//! A vector env in Gymnasium's shape over K trials x E envs of the fused environment: `reset`,
 //! `step(actions)` returning observations, rewards, terminations and truncations for every env, episodes of
 //! a fixed number of bars at seeded start bars, and autoreset in the same step (Gymnasium's `SAME_STEP`
 //! mode: an env whose episode ended returns the first observation of its next episode, the last one of the

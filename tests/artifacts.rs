@@ -127,3 +127,28 @@ fn a_joining_worker_uses_the_store_the_study_was_created_with() {
     assert!(Job::prepare(&args("b.sqlite", None, true)).unwrap().paths.artifacts.is_none());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A relative `--artifacts` is stored as the absolute path it names here; a joiner that cannot create the
+/// stored store is told where the path came from and how to name another.
+#[test]
+fn the_stored_store_is_absolute_and_a_joiner_is_told_where_it_came_from() {
+    use tradesim::hyperopt::job::{Job, JobArgs};
+    let args = JobArgs { artifacts: Some(PathBuf::from("relative/store")), ..JobArgs::default() };
+    let stored = args.configure().unwrap().study.artifacts.unwrap();
+    let stored = PathBuf::from(stored);
+    assert!(stored.is_absolute() && stored.ends_with("relative/store"), "{}", stored.display());
+    assert_eq!(stored, std::env::current_dir().unwrap().join("relative/store"));
+
+    let dir = temp_dir("artifacts-unreachable");
+    // A file where the store's folder would be: the store cannot be created.
+    let blocked = dir.join("blocked");
+    std::fs::write(&blocked, "").unwrap();
+    let study = dir.join("s.sqlite");
+    let create = JobArgs { study: Some(study.clone()), artifacts: Some(blocked.join("store")), ..JobArgs::default() };
+    assert!(Job::prepare(&create).is_err(), "the creator cannot create it either");
+    // The study exists now (created before its store was opened): a joiner inherits the store and fails.
+    let join = JobArgs { study: Some(study), load_if_exists: true, ..JobArgs::default() };
+    let message = Job::prepare(&join).unwrap_err().to_string();
+    assert!(message.contains("study `tradesim`'s configuration") && message.contains("--artifacts"), "{message}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,4 +1,4 @@
-//! The vectorized environment (Gymnasium's shape): rewards are the env's log returns, episodes end after
+//! The vector env (Gymnasium's shape): rewards are the env's log returns, episodes end after
 //! their bars and reset in the same step with the last observation kept, runs repeat bit for bit, and the
 //! GPU gives the CPU's bits.
 

@@ -61,7 +61,7 @@ impl Observe {
     /// columns `l` and `l + 32` of each 64-column band) with the features of its row's bar or the
     /// row's portfolio floats: [`observe_entry`]'s values. A thread's loads of a band precede its stores
     /// (stores through generic pointers may alias the loads, so a loop that stored each value as it came
-    /// waited a global round trip per row); the portfolio floats are computed once per row, not per element
+    /// would wait a global round trip per row); the portfolio floats are computed once per row, not per element
     /// (a state read and a divergent f64 branch each).
     #[inline(always)]
     unsafe fn rows(

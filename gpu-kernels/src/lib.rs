@@ -221,7 +221,7 @@ pub(crate) mod nvptx_ops {
 
 /// The square root of an f32, correctly rounded on both backends: the PTX instruction `sqrt.rn.f32` on the
 /// GPU (libm's software square root there reads constants from global memory and runs a chain of dependent
-/// integer steps: it was on the critical path of every Adam update), libm's on the host. IEEE 754 rounds a
+/// integer steps: it would sit on the critical path of every Adam update), libm's on the host. IEEE 754 rounds a
 /// square root exactly, so both give the same bits (NaN payloads aside).
 #[inline]
 pub fn sqrtf(x: f32) -> f32 {

@@ -236,9 +236,9 @@ pub fn huber_grad(d: f32, delta: f32) -> f32 {
 /// of a trial's parameters on the GPU, then applies them with [`adam_corrected`]; the bits are those of
 /// [`adam`] (which PPO's update still calls per parameter).
 ///
-/// `beta^t` is [`pow_steps`]: squarings and products in f64, no memory access. (libm's `powf` read its
-/// constants from global memory: a chain of dependent round trips that every `dqn_adam` block waited
-/// for at its barrier; it also took the step as an f32, exact only below 2^24.)
+/// `beta^t` is [`pow_steps`]: squarings and products in f64, no memory access. (libm's `powf` reads its
+/// constants from global memory: a chain of dependent round trips every `dqn_adam` block would wait for
+/// at its barrier; it also takes the step as an f32, exact only below 2^24.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BiasCorrection {
     /// `1 - beta1^t`.

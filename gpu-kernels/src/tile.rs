@@ -260,8 +260,8 @@ pub unsafe fn gpu_tile(g: &Gemm, tile: usize, buffers: *const u64, smem: *mut f3
 }
 
 /// Where a block's epilogue reads and writes: the output, bias and auxiliary buffers of its product, their
-/// addresses read once (read per output, each store, which might alias the addresses, made the next
-/// output's reads wait for it).
+/// addresses read once (read per output, each store, which might alias the addresses, would make the
+/// next output's reads wait for it).
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
 struct Epilogue {

@@ -1,4 +1,4 @@
-//! The vectorized env (Gymnasium's vector API, same-step autoreset): per-env bodies of its reset, its
+//! The vector env (Gymnasium's vector API, same-step autoreset): per-env bodies of its reset, its
 //! action check and its step, shared by the PTX entries and the CPU backend (the same bits on both).
 //!
 //! An env's episodes are `episode_len` bars from start bars drawn per env from the seed

@@ -60,7 +60,7 @@ impl Default for EnvConfig {
     }
 }
 
-/// A sampled minibatch, rebuilt into full states: `K x B` samples, trial-major.
+/// A sampled minibatch, rebuilt into full observations: `K x B` samples, trial-major.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct SampleBatch {
     /// Observations, `K x B x (F + 3)`.

@@ -12,7 +12,7 @@ use tradesim::data::synthetic::{GeneratorConfig, generate};
 use tradesim::data::time::{TimeUnit, integer_time, integer_time_refusal};
 use tradesim::data::{CleanPolicy, ColumnData, Dataset, Finding, IssueClass, LoadReport, Severity};
 
-use crate::{config_error, data_error, findings_list};
+use crate::convert::{config_error, data_error, findings_list};
 
 /// Validated bars (one series per symbol), ready for a backtest or a search.
 #[derive(Debug)]

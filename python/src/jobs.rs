@@ -14,13 +14,13 @@ use tradesim::grid::{GridRequest, SignalRule, run_grid};
 use tradesim::hyperopt::job::{Job, JobArgs};
 use tradesim::table::Column;
 
+use crate::convert::{config_error, money, to_py};
 use crate::data::Bars;
-use crate::{config_error, money, to_py};
 
 /// The backend `device` selects.
 #[pyfunction]
 pub(crate) fn device_info<'py>(py: Python<'py>, device: &str) -> PyResult<Bound<'py, PyDict>> {
-    let request = crate::device(device)?;
+    let request = crate::convert::device(device)?;
     let (backend, reason) = tradesim::select_backend_with_reason(request).map_err(|e| to_py(py, Error::Host(e)))?;
     let d = PyDict::new(py);
     let info = backend.info();
@@ -84,7 +84,7 @@ pub(crate) fn backtest<'py>(
         whole_units,
         bars_per_year,
     };
-    let device = crate::device(device)?;
+    let device = crate::convert::device(device)?;
     let dataset = &bars.dataset;
     let outcome = py.detach(|| -> Result<_, Error> {
         let backend = tradesim::select_backend(device)?;
@@ -165,7 +165,7 @@ pub(crate) fn hyperopt<'py>(
         artifacts,
         ..JobArgs::default()
     };
-    let device = crate::device(device)?;
+    let device = crate::convert::device(device)?;
     let dataset = &bars.dataset;
     // Ctrl-C: Python's handler only sets a flag while the GIL is released, and only the main thread runs
     // it; this thread checks it every 50 ms while the search runs in another, which stops at its next event.

@@ -12,8 +12,9 @@ use tradesim::Error;
 use tradesim::train::DEFAULT_SPLIT;
 use tradesim::vector::{Part, SplitWalk, VectorEnv};
 
+use crate::convert::{config_error, money, to_py};
 use crate::data::Bars;
-use crate::{config_error, dlpack, money, to_py};
+use crate::dlpack;
 
 /// K trials x E envs of the fused environment ([`tradesim::vector::VectorEnv`]). The arrays of
 /// `buffers()` are numpy views of the env's own buffers (no copies): every `step` and
@@ -81,7 +82,7 @@ impl NativeVectorEnv {
         };
         let (capital, spread, commission) =
             (per_trial("capital", &capital)?, per_trial("spread", &spread)?, per_trial("commission", &commission)?);
-        let device = crate::device(device)?;
+        let device = crate::convert::device(device)?;
         let dataset = &bars.dataset;
         let made = py.detach(|| -> Result<VectorEnv, Error> {
             let params = (0..trials)

@@ -1,5 +1,5 @@
 //! The seed's experience loop, rebuilt for variants (a) and (b) of W1: one trial at a time, bar by bar, the
-//! portfolio in `Decimal`, the observation assembled as f32 (features + 3 portfolio floats), full states
+//! portfolio in `Decimal`, the observation assembled as f32 (features + 3 portfolio floats), full observations
 //! stored twice per transition in a replay ring. Variant (a) crosses every Decimal -> float boundary with
 //! `to_string().parse::<f32>()` (the seed before its Phase 0 fix), variant (b) with `ToPrimitive`.
 

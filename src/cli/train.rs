@@ -38,7 +38,7 @@ pub struct TrainArgs {
     /// Algorithm.
     #[arg(long, value_enum, default_value_t = Algo::Dqn)]
     pub algo: Algo,
-    /// Trials trained at once (learning rates spread around 5e-4).
+    /// Trials trained at once (learning rates spread around 5e-4 for DQN, 3e-4 for PPO).
     #[arg(long, default_value_t = 3)]
     pub trials: usize,
     /// Epochs.

@@ -165,7 +165,8 @@ pub struct StudyConfig {
     /// Anchored walk-forward folds of the best configuration after the search (0: none).
     pub walk_forward: usize,
     /// An Optuna artifact store (a folder, `FileSystemArtifactStore`'s layout) each finished trial's
-    /// checkpoint and test ledger are uploaded to (`--artifacts` overrides it).
+    /// checkpoint and test ledger are uploaded to (`--artifacts` overrides it and, for a new study, is stored
+    /// here as an absolute path).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<String>,
 }

@@ -238,11 +238,20 @@ impl Job {
             fresh
         };
         let artifacts = args.artifacts.clone().or_else(|| cfg.study.artifacts.as_ref().map(PathBuf::from));
+        let store = artifacts.as_deref().map(super::artifacts::ArtifactStore::new).transpose().map_err(|e| {
+            match e {
+                // A store this worker did not name: say where it came from.
+                Error::Output(m) if args.artifacts.is_none() && how != Open::Create => Error::Output(format!(
+                    "{m} (the store of study `{name}`'s configuration; pass --artifacts DIR to use another)"
+                )),
+                other => other,
+            }
+        })?;
         let paths = SearchPaths {
             storage: storage.clone(),
             study_name: name.clone(),
             checkpoints: dir.join(folder_for("checkpoints", &name)),
-            artifacts: artifacts.as_deref().map(super::artifacts::ArtifactStore::new).transpose()?,
+            artifacts: store,
         };
         let report_dir = args.report.clone().unwrap_or_else(|| dir.join(folder_for("report", &name)));
         Ok(Self { storage, name, cfg, paths, report_dir, notes })

@@ -17,7 +17,7 @@
 //! side (`W2`, `b2`, `W3`, `b3`, which need only `D2` and the activations), a block per group of
 //! [`BACKWARD_UNITS2`] units; both sides' blocks cost about the same. A DQN step (40 trial-chunks, H = 128)
 //! is 240 blocks of [`BACKWARD_THREADS`], two a multiprocessor: one wave on the H200's 132 (one block per
-//! group doing both sides left most multiprocessors with one block). Each block walks the chunk's samples
+//! group doing both sides would leave most multiprocessors with one block). Each block walks the chunk's samples
 //! in sub-tiles of [`BACKWARD_ROWS`], staging sub-tile `i + 1` with `cp.async` while it computes sub-tile
 //! `i` ([`BackwardShared`] says where; `gpu_backward` runs the stages). Per sub-tile, the layer-1 side:
 //! 1. `D1` of the group's units: warp `w` takes samples `4 w .. 4 w + 4`, lane `l` unit `u0 + l`, a chain over
@@ -62,7 +62,7 @@ pub const BACKWARD_MAX_OUTPUTS: usize = 4;
 
 /// Where an `mlp_backward` block keeps its operands in shared memory (float offsets from a 16-byte aligned
 /// base). Two stages of sub-tile operands (`D2`; the layer-2 side's `A1` rows and output gradients; the
-/// layer-1 side's inputs; the group's columns of `A2` (layer-2 side) or `A1` (the layer-1 side's ReLU mask):
+/// layer-1 side's inputs; the group's columns of `A2` (layer-2 side) or `A1` (the layer-1 side's activation gradient):
 /// offsets inside a stage), the group's columns of `W2` and the sub-tile's `D1` (layer-1 side), and a 1.0 (the
 /// bias gradients' second factor). Both sides use the one layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -170,7 +170,7 @@ pub unsafe fn gpu_chain<const R: usize, const W: usize, const AHEAD: bool, E: Ch
         let out = |i: usize| buf(c.out[i].buf).add(c.out[i].off as usize);
         let rows_of = |i: usize| c.out[i].row as usize;
         // The activation is a constant of each layer's instance: with the tanh inline in the same loop,
-        // the compiler no longer unrolls the row loop and the accumulators go to local memory.
+        // the compiler does not unroll the row loop and the accumulators go to local memory.
         macro_rules! layer {
             ($($operand:expr),* $(,)?) => {
                 if l.activation == crate::mlp::ACT_TANH {

@@ -178,7 +178,7 @@ pub const LOSS_THREADS: u32 = 128;
 /// blocks to fill the device.
 pub const TD_ROWS: usize = 16;
 /// Samples of a `ppo_loss` block: a thread each. Its rule (log-probabilities, entropy) is heavy and its
-/// minibatches large, so every thread of the block runs it (with 16 samples a block, 112 threads idled).
+/// minibatches large, so every thread of the block runs it (16 samples a block would leave 112 threads idle during the rule).
 pub const PPO_LOSS_ROWS: usize = LOSS_THREADS as usize;
 const _: () = assert!(PPO_LOSS_ROWS <= LOSS_THREADS as usize, "a thread per sample of the block");
 const _: () = assert!(TD_ROWS.is_multiple_of(crate::tile::SHORT_ROWS));

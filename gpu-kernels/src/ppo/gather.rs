@@ -19,9 +19,8 @@ pub fn gather_column(features: &[f32], n_features: usize, bar: u32, state: impl 
 }
 
 /// The observation of the transition in rollout slot `slot` ([`minibatch_slot`](super::minibatch_slot)'s for a
-/// minibatch sample):
-/// [`gather_entry`] for every column of `row` (`n_features` features of its bar, then its portfolio
-/// floats), as two copies; zeros without a slot.
+/// minibatch sample): the values [`gather_entry`] gives for every column of `row`, copied as two slices (the
+/// `n_features` features of its bar, then its portfolio floats); zeros without a slot.
 #[inline]
 pub fn gather_row(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, row: &mut [f32]) {
     let Some(slot) = slot else {

@@ -3,7 +3,8 @@
 //! tiles' (NaN payloads aside). A product runs in register blocks of 6 rows x 16 columns (AVX2 + FMA) or x 32
 //! (AVX-512, for products of more than 16 columns), the columns in SIMD lanes and k sequential
 //! (`f32::mul_add` where the CPU has neither: all correctly rounded); `A` is read where it lies, `B` packed
-//! once per product, and a launch's products (and a large product's row blocks) run in parallel.
+//! once per product, and a launch's products (and a large product's row blocks) run in parallel. The
+//! epilogue's loops run in AVX-512 or AVX2 instances where the CPU has them (`epilogue`: the same bits).
 
 use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::Layout;
@@ -688,8 +689,8 @@ mod tests {
     }
 
     /// Every instruction-set instance of the epilogue gives the bits of the plain loops, for every epilogue,
-    /// over sums that reach both of tanh's branches and its tails (this CPU's instances only; each row of
-    /// 32 ends in a partial vector where the instance has one).
+    /// over sums that reach both of tanh's branches and its tails (this CPU's instances only; the row of 37
+    /// columns ends in a partial vector at 16 and at 8 lanes).
     #[test]
     fn epilogue_instances_agree_bitwise() {
         use super::{EPI_BIAS, RawBuffers, epilogue_rows};

@@ -46,7 +46,7 @@ impl DevicePlans {
     /// (and drops the plans checked against the old lengths), waiting for the copy. Launches queued on other
     /// streams (the envs' acting kernels) read the addresses and the chain plans: the device finishes them
     /// before the addresses are overwritten and the old plans are freed (a freed plan's memory, reused by the
-    /// next plan built, gave a queued `dqn_act` another launch's chains).
+    /// next plan built, would give a queued `dqn_act` another launch's chains).
     pub(crate) fn point(&mut self, bufs: &[(u32, &CudaSlice<f32>)]) -> Result<(), HostError> {
         let (mut ptrs, mut lens) = (self.host_pointers, self.lens);
         for &(id, buf) in bufs {
@@ -144,8 +144,8 @@ impl DevicePlans {
     /// blocks fit the device in one wave; where they would take more, `mlp_rows` (the hidden gradient of
     /// layer 1, stored) and then `mlp_gradients` (the weight and bias gradients from it), `mlp_rows`
     /// computing (and storing) the hidden gradient of layer 2 from the output gradient where it runs the
-    /// products, or `mlp_backward` in many waves where the options ask for it ([`MultiwaveBackward`]). Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits
-    /// every way. The loss kernel launched before these kernels stores `D2` unless
+    /// products, or `mlp_backward` in many waves where the options ask for it ([`MultiwaveBackward`]).
+    /// Otherwise the stages' launches (`mlp_rows` and `gemm_tiles`). The same bits every way. The loss kernel launched before these kernels stores `D2` unless
     /// [`BackwardKernels::loss_stores_hidden`] says it need not.
     ///
     /// Why one wave for `mlp_backward`: each of its layer-1 blocks reads its chunk's `D2` rows again (a block

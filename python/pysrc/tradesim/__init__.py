@@ -550,7 +550,8 @@ def hyperopt(
     ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md). ``artifacts`` is an Optuna
     artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each
     finished trial's checkpoint and test ledger are uploaded there and linked to the trial, so
-    ``optuna.artifacts.download_artifact`` finds them from any host that mounts it.
+    ``optuna.artifacts.download_artifact`` finds them from any host that mounts it; a new study stores it
+    (as an absolute path), so workers that join without it use it too.
     """
     # The name the configuration's errors are reported under: a path, or what the caller passed.
     if isinstance(config, Mapping):

@@ -51,7 +51,7 @@ pub(crate) fn gemm(
         Stage::Gradients => "gradients",
     };
     // SAFETY: arguments match `gpu_kernels::entries::net::gemm_tiles`; the plan was checked against the lengths
-    // of the buffers its pointers name when it was built (`GemmPlan`), and no product of one stage writes
+    // of the buffers its addresses name when it was built (`GemmPlan`), and no product of one stage writes
     // what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, rt.kernels.gemm_tiles.at(stage), || unsafe { launch.launch(cfg) })?;
     Ok(())
@@ -109,7 +109,7 @@ pub(crate) fn chain(
     let mut launch = Launch::new(rt, stream, kernel);
     launch.arg(&plan.dev).arg(pointers).arg(&dev_net);
     // SAFETY: arguments match `gpu_kernels::entries::net::mlp_chain` (and `mlp_chain_wide`); the plan's products
-    // were checked against the lengths of the buffers its pointers name and are row-major
+    // were checked against the lengths of the buffers its addresses name and are row-major
     // (`DevicePlans::launch_layers`); the block and shared memory are the chains' (`chain_config`); no
     // chain writes what another reads (`gpu_kernels::net::plan`).
     timed(rt, stream, kernel.at("forward"), || unsafe { launch.launch(cfg) })?;
@@ -230,7 +230,7 @@ pub(crate) fn rows(
     let mut launch = Launch::new(rt, stream, function);
     launch.arg(&plan.dev).arg(&from.unwrap_or(plan).dev).arg(pointers).scalar(u32::from(from.is_some()));
     // SAFETY: arguments match `gpu_kernels::entries::net::mlp_rows` (and `mlp_rows_wide`); the plans were checked
-    // against the lengths of the buffers their pointers name when they were built, their products suit the
+    // against the lengths of the buffers their addresses name when they were built, their products suit the
     // kernel (`DevicePlans::launch`, `DevicePlans::hidden_from_out`: `from`'s products pair with the
     // plan's), the shared memory is the largest product's layout for the tile height; no product of a stage
     // writes what another reads.
