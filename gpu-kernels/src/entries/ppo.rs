@@ -176,7 +176,7 @@ unsafe fn gather_rows<T: Copy + Default>(
 }
 
 /// The advantage moments (mean, standard deviation) of every trial's minibatch at update `args.counter`
-/// ([`crate::ppo::adv_moments`]'s bits): a block of [`ADV_LANES`] threads per trial (block `(0, t)`), thread
+/// ([`crate::ppo::adv_moments_of`]'s bits): a block of [`ADV_LANES`] threads per trial (block `(0, t)`), thread
 /// `l` lane `l` ([`adv_lane`]), the lanes added in [`crate::ppo::adv_tree`]'s pairs level by level, twice (the
 /// mean, then the squared deviations from it). Launched only when a trial normalizes its advantages.
 ///

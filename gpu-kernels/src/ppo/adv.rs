@@ -1,4 +1,4 @@
-//! A minibatch's advantage moments in a fixed order of lanes ([`adv_moments`]) and the normalized advantage
+//! A minibatch's advantage moments in a fixed order of lanes ([`adv_moments_of`]) and the normalized advantage
 //! ([`normalized_advantage`]).
 
 use super::minibatch::{Rollout, minibatch_slot};
@@ -86,14 +86,9 @@ pub fn adv_std(count: u32, squares: f32) -> f32 {
     if count < 2 { 0.0 } else { crate::sqrtf(squares / (count - 1) as f32) }
 }
 
-/// Trial `p`'s minibatch moments (mean, standard deviation) at update `args.counter`, its lanes in turn:
-/// the CPU's form of the `ppo_adv` kernel (the same bits), [`adv_moments_of`] with [`minibatch_slot`]'s slots.
-pub fn adv_moments(args: &PpoArgs, p: &PpoParams, r: &Rollout) -> [f32; 2] {
-    adv_moments_of(p.batch as usize, |j| minibatch_slot(args, p, j, r.ring), r.advantages)
-}
-
 /// The moments (mean, standard deviation) of a minibatch of `batch` samples whose rollout slots `slot(j)`
-/// gives ([`adv_lane_of`]'s lanes, then [`adv_tree`], twice).
+/// gives ([`adv_lane_of`]'s lanes, then [`adv_tree`], twice): the CPU's form of the `ppo_adv` kernel (the same
+/// bits; the kernel's slots are [`minibatch_slot`]'s, which the CPU finds once per update).
 pub fn adv_moments_of(batch: usize, slot: impl Fn(usize) -> Option<usize>, advantages: &[f32]) -> [f32; 2] {
     let mut lanes = [(0u32, 0.0f32); ADV_LANES];
     for (l, x) in lanes.iter_mut().enumerate() {
@@ -143,7 +138,7 @@ mod tests {
             let k = used.len() as f64;
             let mean = used.iter().sum::<f64>() / k;
             let std = (used.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
-            let [m, sd] = adv_moments(&args, &p, &r);
+            let [m, sd] = adv_moments_of(p.batch as usize, |j| minibatch_slot(&args, &p, j, r.ring), r.advantages);
             assert!(
                 (f64::from(m) - mean).abs() < 1e-5 && (f64::from(sd) - std).abs() < 1e-5,
                 "{m} {sd} vs {mean} {std}"
@@ -158,7 +153,10 @@ mod tests {
         }
         // A trial that sits the update out has an empty minibatch: moments 0.
         let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
-        assert_eq!(adv_moments(&args, &p, &r), [0.0, 0.0]);
+        assert_eq!(
+            adv_moments_of(p.batch as usize, |j| minibatch_slot(&args, &p, j, r.ring), r.advantages),
+            [0.0, 0.0]
+        );
         // One sample: no deviation (torch.std would give NaN), its normalized advantage 0.
         assert_eq!(adv_std(1, 0.0), 0.0);
         assert_eq!(normalized_advantage(&p, 2.0, [2.0, 0.0]), 0.0);

@@ -2,24 +2,16 @@
 
 use crate::types::Transition;
 
-/// Column `c` of the observation of the transition in rollout slot `slot` (features of its bar, then its
-/// portfolio floats); 0 without a slot.
-#[inline]
-pub fn gather_entry(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, c: usize) -> f32 {
-    let Some(slot) = slot else { return 0.0 };
-    let t = &ring[slot];
-    gather_column(features, n_features, t.bar, |k| t.state[k], c)
-}
-
-/// Column `c` of [`gather_entry`] for a transition at bar `bar` whose portfolio floats `state(k)` gives (read
-/// only for the last 3 columns, one element): the GPU gather passes the bar it found once per sample.
+/// Column `c` of the observation of a transition at bar `bar` (features of its bar, then its portfolio
+/// floats, which `state(k)` gives: read only for the last 3 columns, one element): the GPU gather passes the
+/// bar it found once per sample.
 #[inline]
 pub fn gather_column(features: &[f32], n_features: usize, bar: u32, state: impl FnOnce(usize) -> f32, c: usize) -> f32 {
     if c < n_features { features[bar as usize * n_features + c] } else { state(c - n_features) }
 }
 
 /// The observation of the transition in rollout slot `slot` ([`minibatch_slot`](super::minibatch_slot)'s for a
-/// minibatch sample): the values [`gather_entry`] gives for every column of `row`, copied as two slices (the
+/// minibatch sample): the values [`gather_column`] gives for every column of `row`, copied as two slices (the
 /// `n_features` features of its bar, then its portfolio floats); zeros without a slot.
 #[inline]
 pub fn gather_row(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, row: &mut [f32]) {
@@ -47,9 +39,9 @@ mod tests {
     use super::*;
     use std::vec::Vec;
 
-    /// A gathered row is [`gather_entry`]'s value in every column, and zeros without a slot.
+    /// A gathered row is [`gather_column`]'s value in every column (the GPU gather's), and zeros without a slot.
     #[test]
-    fn gather_row_is_gather_entry_of_every_column() {
+    fn gather_row_is_gather_column_of_every_column() {
         let n_features = 5;
         let features: Vec<f32> = (0..40).map(|i| i as f32 * 0.25 - 3.0).collect();
         let ring: Vec<Transition> = (0..4u32)
@@ -59,7 +51,9 @@ mod tests {
             let mut row = [f32::NAN; 8];
             gather_row(&ring, &features, n_features, slot, &mut row);
             for (c, x) in row.iter().enumerate() {
-                assert_eq!(x.to_bits(), gather_entry(&ring, &features, n_features, slot, c).to_bits(), "{slot:?} {c}");
+                let want =
+                    slot.map_or(0.0, |s| gather_column(&features, n_features, ring[s].bar, |k| ring[s].state[k], c));
+                assert_eq!(x.to_bits(), want.to_bits(), "{slot:?} {c}");
             }
         }
     }

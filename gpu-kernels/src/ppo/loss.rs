@@ -1,4 +1,4 @@
-//! A minibatch sample's training inputs ([`minibatch_sample`]) and its loss: clipped surrogate, value loss and
+//! A minibatch sample's training inputs ([`sample_at`]) and its loss: clipped surrogate, value loss and
 //! entropy bonus, with its output gradient.
 
 use super::act::log_softmax;
@@ -82,22 +82,8 @@ pub fn loss_sample(j: usize, ppo: &PpoParams, out: &[f32], sample: Option<PpoSam
     loss
 }
 
-/// Minibatch sample `j` of trial `p` at update `args.counter`: its slot ([`minibatch_slot`]) and its training inputs,
-/// the advantage normalized with the minibatch's moments `moments` ([`adv_moments`](super::adv_moments)) when the trial
-/// asks ([`PpoParams::norm_adv`]).
-#[inline]
-pub fn minibatch_sample(
-    args: &PpoArgs,
-    p: &PpoParams,
-    j: usize,
-    r: &Rollout,
-    moments: [f32; 2],
-) -> Option<(usize, PpoSample)> {
-    let s = minibatch_slot(args, p, j, r.ring)?;
-    Some((s, sample_at(p, s, r, moments)))
-}
-
-/// The training inputs of the sample in rollout slot `s` ([`minibatch_sample`]'s).
+/// The training inputs of the sample in rollout slot `s`, the advantage normalized with the minibatch's
+/// moments `moments` ([`adv_moments_of`](super::adv_moments_of)) when the trial asks ([`PpoParams::norm_adv`]).
 #[inline]
 pub fn sample_at(p: &PpoParams, s: usize, r: &Rollout, moments: [f32; 2]) -> PpoSample {
     PpoSample {
@@ -110,7 +96,7 @@ pub fn sample_at(p: &PpoParams, s: usize, r: &Rollout, moments: [f32; 2]) -> Ppo
 }
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
-/// ([`minibatch_sample`] with the minibatch's advantage `moments`, [`loss_sample`]). `None` when the trial
+/// (its slot from [`minibatch_slot`], [`sample_at`] with the minibatch's advantage `moments`, [`loss_sample`]). `None` when the trial
 /// sits this update out ([`trial_update`]): its losses stay those of its last update (`dout` is still
 /// written: zeros).
 #[inline]

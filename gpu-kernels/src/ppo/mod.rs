@@ -1,8 +1,8 @@
 //! PPO on the actor-critic of [`crate::net`] (3 logits and a value): sampling actions for every env, GAE as a
 //! reverse scan per env, and the clipped-surrogate update with a value loss and an entropy bonus over
 //! minibatches drawn from the rollout. The layers, backward pass and gradients are the products of
-//! [`crate::net::plan`]; the per-element rules between them ([`choose`], [`gae_env`], [`minibatch_sample`],
-//! [`gather_entry`], [`loss_sample`]) are shared by the PTX entries and the CPU backend.
+//! [`crate::net::plan`]; the per-element rules between them ([`choose`], [`gae_env`], [`sample_at`],
+//! [`gather_column`], [`loss_sample`]) are shared by the PTX entries and the CPU backend.
 //!
 //! The files: the hyperparameters, kernel arguments and update schedule (`params`); acting (`act`); GAE
 //! (`gae`); the minibatches' shuffles and rollout slots (`minibatch`) and observation rows (`gather`); the
@@ -20,12 +20,11 @@ mod update;
 
 pub use act::{ActOutput, act_env, choose, log_softmax};
 pub use adv::{
-    ADV_LANES, adv_lane, adv_lane_of, adv_mean, adv_moments, adv_moments_of, adv_pair, adv_std, adv_tree,
-    normalized_advantage,
+    ADV_LANES, adv_lane, adv_lane_of, adv_mean, adv_moments_of, adv_pair, adv_std, adv_tree, normalized_advantage,
 };
 pub use gae::{GAE_AHEAD, gae_env};
-pub use gather::{GATHER_AHEAD, GATHER_ROWS, gather_column, gather_entry, gather_row};
-pub use loss::{PpoSample, loss_sample, minibatch_sample, sample_at, sample_loss, sample_loss_at};
+pub use gather::{GATHER_AHEAD, GATHER_ROWS, gather_column, gather_row};
+pub use loss::{PpoSample, loss_sample, sample_at, sample_loss, sample_loss_at};
 pub use minibatch::{Rollout, minibatch_index, minibatch_slot, permute, shuffled};
 pub use params::{PpoArgs, PpoParams, learning_rate, split_batch, trial_rollout, trial_update, updates_per_rollout};
 pub use update::{

@@ -49,7 +49,7 @@ pub struct PpoParams {
     /// Initial weights: 1, orthogonal with CleanRL's gains; 0, PyTorch's default uniform (host only).
     pub orthogonal_init: u32,
     /// 1: each minibatch's advantages are normalized to zero mean and unit standard deviation before the
-    /// surrogate (CleanRL's `norm_adv`, [`adv_moments`](super::adv_moments)); 0: used as GAE gives them.
+    /// surrogate (CleanRL's `norm_adv`, [`adv_moments_of`](super::adv_moments_of)); 0: used as GAE gives them.
     pub norm_adv: u32,
     /// Rollouts the agent had collected when the trial began (0 in a fresh batch): its rollout, update and
     /// action-draw numbers, and so its learning-rate schedule, count from here ([`trial_rollout`]).

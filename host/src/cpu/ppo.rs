@@ -141,15 +141,6 @@ impl CpuPpo {
         let (ring, features) = (env.ring(), env.features());
         let (b, d, n) = (args.batch as usize, args.input as usize, args.steps as usize * args.envs_per_trial as usize);
         let Self { nets, logps, values, advantages, returns, obs, work, partial, losses, .. } = self;
-        // Each sample's rollout slot, found once for the gather, the moments and the loss (a keyed shuffle
-        // each: the GPU's kernels find it where they need it).
-        let slots: Vec<Option<usize>> = (0..params.len() * b)
-            .into_par_iter()
-            .map(|i| minibatch_slot(args, &params[i / b], i % b, &ring[i / b * n..(i / b + 1) * n]))
-            .collect();
-        obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
-            gather_row(&ring[i / b * n..(i / b + 1) * n], features, d - 3, slots[i], row);
-        });
         let rollout = |t: usize| {
             let tr = t * n..(t + 1) * n;
             Rollout {
@@ -160,6 +151,15 @@ impl CpuPpo {
                 returns: &returns[tr],
             }
         };
+        // Each sample's rollout slot, found once for the gather, the moments and the loss (a keyed shuffle
+        // each: the GPU's kernels find it where they need it).
+        let slots: Vec<Option<usize>> = (0..params.len() * b)
+            .into_par_iter()
+            .map(|i| minibatch_slot(args, &params[i / b], i % b, rollout(i / b).ring))
+            .collect();
+        obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
+            gather_row(rollout(i / b).ring, features, d - 3, slots[i], row);
+        });
         // The `ppo_adv` launch: each normalizing trial's minibatch advantage moments.
         let moments: Vec<[f32; 2]> = (0..params.len())
             .into_par_iter()
