@@ -18,47 +18,62 @@ pub enum Strategy {
     SmaCross,
 }
 
-/// Everything the command needs, already loaded.
-#[derive(Debug)]
-pub struct Request {
-    /// The data (or why it could not be loaded).
-    pub dataset: Result<Dataset, Error>,
-    /// Symbol of a multi-symbol file.
-    pub symbol: Option<String>,
+/// `tradesim backtest`'s flags, passed whole to [`run`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct BacktestArgs {
     /// Strategy family.
+    #[arg(long, value_enum, default_value_t = Strategy::SmaCross)]
     pub strategy: Strategy,
-    /// When the SMA signal changes the target.
+    /// cross: change the target only on a crossover (long when fast crosses above slow, short or flat
+    /// when it crosses below; flat before the first); state: long while fast > slow, short or flat while
+    /// below, flat on a tie.
+    #[arg(long, value_enum, default_value_t = SignalRule::Cross)]
     pub signal: SignalRule,
-    /// Fast windows.
+    /// Fast SMA windows: N, A:B or A:B:STEP.
+    #[arg(long, default_value = "5:50:5")]
     pub fast: String,
-    /// Slow windows.
+    /// Slow SMA windows: N, A:B or A:B:STEP.
+    #[arg(long, default_value = "20:200:10")]
     pub slow: String,
-    /// Short below.
+    /// Go short when the fast SMA is below the slow one (default: flat).
+    #[arg(long)]
     pub allow_short: bool,
-    /// Spread text (Decimal).
+    /// Spread as a fraction of the price (Decimal).
+    #[arg(long, default_value = crate::DEFAULT_SPREAD)]
     pub spread: String,
-    /// Commission text (Decimal).
+    /// Commission as a fraction of the notional (Decimal).
+    #[arg(long, default_value = crate::DEFAULT_COMMISSION)]
     pub commission: String,
-    /// Capital text (Decimal).
+    /// Starting cash (Decimal).
+    #[arg(long, default_value = "100000")]
     pub capital: String,
-    /// Whole units.
+    /// Trade whole units only.
+    #[arg(long)]
     pub whole_units: bool,
-    /// Annualization override.
+    /// Bars per year for annualized figures (default: inferred from the timestamps).
+    #[arg(long)]
     pub bars_per_year: Option<f64>,
-    /// Table rows.
+    /// Rows of the ranked table.
+    #[arg(long, default_value_t = 20)]
     pub top: usize,
-    /// JSON output.
+    /// Write every column's metrics as JSON.
+    #[arg(long)]
     pub json: Option<PathBuf>,
-    /// CSV output.
+    /// Write every column's metrics as CSV.
+    #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// Columns whose equity and trades are exported: `best`, `top:N`, `all` or `FAST/SLOW[,FAST/SLOW...]`.
+    /// Columns whose equity and trades --equity and --trades write: best, top:N, all, or FAST/SLOW pairs
+    /// separated by commas.
+    #[arg(long, default_value = "best")]
     pub columns: String,
-    /// Per-bar equity of the selected columns (CSV).
+    /// Write the per-bar equity of the selected columns (.csv or .parquet: time, bar, one column per
+    /// strategy; bar 0 is the capital before the first decision).
+    #[arg(long)]
     pub equity: Option<PathBuf>,
-    /// Trade ledger of the selected columns (CSV).
+    /// Write the trades of the selected columns (.csv or .parquet: times and bars of entry and exit, side,
+    /// units, fill prices, costs, PnL, return on the equity at entry, exit reason).
+    #[arg(long)]
     pub trades: Option<PathBuf>,
-    /// The backend (or why none).
-    pub backend: Result<Backend, Error>,
 }
 
 /// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
@@ -92,12 +107,18 @@ pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, Error> {
     Ok((a..=b).step_by(step as usize).collect())
 }
 
-/// Runs the command.
-pub fn run(req: Request) -> Result<(), Error> {
+/// Runs the command on `dataset` (or why it could not be loaded), its symbol `symbol`, with `backend` (or why
+/// none).
+pub fn run(
+    dataset: Result<Dataset, Error>,
+    symbol: Option<&str>,
+    req: &BacktestArgs,
+    backend: Result<Backend, Error>,
+) -> Result<(), Error> {
     let Strategy::SmaCross = req.strategy;
-    let dataset = req.dataset?;
-    let series = dataset.select(req.symbol.as_deref())?;
-    let backend = req.backend?;
+    let dataset = dataset?;
+    let series = dataset.select(symbol)?;
+    let backend = backend?;
     for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
         if let Some(p) = path {
             table_path(flag, p)?;

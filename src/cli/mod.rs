@@ -101,59 +101,8 @@ enum Command {
     Backtest {
         #[command(flatten)]
         data: DataArgs,
-        /// Strategy family.
-        #[arg(long, value_enum, default_value_t = backtest::Strategy::SmaCross)]
-        strategy: backtest::Strategy,
-        /// cross: change the target only on a crossover (long when fast crosses above slow, short or flat
-        /// when it crosses below; flat before the first); state: long while fast > slow, short or flat while
-        /// below, flat on a tie.
-        #[arg(long, value_enum, default_value_t = backtest::SignalRule::Cross)]
-        signal: backtest::SignalRule,
-        /// Fast SMA windows: N, A:B or A:B:STEP.
-        #[arg(long, default_value = "5:50:5")]
-        fast: String,
-        /// Slow SMA windows: N, A:B or A:B:STEP.
-        #[arg(long, default_value = "20:200:10")]
-        slow: String,
-        /// Go short when the fast SMA is below the slow one (default: flat).
-        #[arg(long)]
-        allow_short: bool,
-        /// Spread as a fraction of the price (Decimal).
-        #[arg(long, default_value = crate::DEFAULT_SPREAD)]
-        spread: String,
-        /// Commission as a fraction of the notional (Decimal).
-        #[arg(long, default_value = crate::DEFAULT_COMMISSION)]
-        commission: String,
-        /// Starting cash (Decimal).
-        #[arg(long, default_value = "100000")]
-        capital: String,
-        /// Trade whole units only.
-        #[arg(long)]
-        whole_units: bool,
-        /// Bars per year for annualized figures (default: inferred from the timestamps).
-        #[arg(long)]
-        bars_per_year: Option<f64>,
-        /// Rows of the ranked table.
-        #[arg(long, default_value_t = 20)]
-        top: usize,
-        /// Write every column's metrics as JSON.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Write every column's metrics as CSV.
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// Columns whose equity and trades --equity and --trades write: best, top:N, all, or FAST/SLOW pairs
-        /// separated by commas.
-        #[arg(long, default_value = "best")]
-        columns: String,
-        /// Write the per-bar equity of the selected columns (.csv or .parquet: time, bar, one column per
-        /// strategy; bar 0 is the capital before the first decision).
-        #[arg(long)]
-        equity: Option<PathBuf>,
-        /// Write the trades of the selected columns (.csv or .parquet: times and bars of entry and exit, side,
-        /// units, fill prices, costs, PnL, return on the equity at entry, exit reason).
-        #[arg(long)]
-        trades: Option<PathBuf>,
+        #[command(flatten)]
+        backtest: backtest::BacktestArgs,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -245,46 +194,9 @@ pub fn main() -> ExitCode {
         }
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
-        Command::Backtest {
-            data,
-            strategy,
-            signal,
-            fast,
-            slow,
-            allow_short,
-            spread,
-            commission,
-            capital,
-            whole_units,
-            bars_per_year,
-            top,
-            json,
-            csv,
-            columns,
-            equity,
-            trades,
-            device,
-        } => backtest::run(backtest::Request {
-            dataset: load(&data),
-            symbol: data.symbol.clone(),
-            strategy,
-            signal,
-            fast,
-            slow,
-            allow_short,
-            spread,
-            commission,
-            capital,
-            whole_units,
-            bars_per_year,
-            top,
-            json,
-            csv,
-            columns,
-            equity,
-            trades,
-            backend: select(device),
-        }),
+        Command::Backtest { data, backtest, device } => {
+            backtest::run(load(&data), data.symbol.as_deref(), &backtest, select(device))
+        }
         Command::Train { data, train, device } => {
             train::run(load(&data), data.symbol.as_deref(), &train, select(device))
         }
