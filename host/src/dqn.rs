@@ -114,14 +114,7 @@ impl DqnAgent {
         let l = self.layout();
         let weights = init_weights(&l, p.hidden as usize, self.args.seed, p.key);
         match &mut self.inner {
-            AgentInner::Cpu(c) => {
-                let n = l.params();
-                let range = k * n..(k + 1) * n;
-                c.nets.online[range.clone()].copy_from_slice(&weights);
-                c.nets.target[range.clone()].copy_from_slice(&weights);
-                c.nets.m[range.clone()].fill(0.0);
-                c.nets.v[range].fill(0.0);
-            }
+            AgentInner::Cpu(c) => c.nets.restart_trial(k, &weights),
             #[cfg(feature = "cuda")]
             AgentInner::Cuda(dqn) => dqn.restart_trial(k, &p, &weights)?,
         }

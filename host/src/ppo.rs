@@ -196,12 +196,7 @@ impl PpoAgent {
         let p = PpoParams { key: env.params()[k].key, origin_rollouts: self.rollouts, ..p };
         let weights = initial_weights(&self.layout(), &p, self.args.seed);
         match &mut self.inner {
-            PpoInner::Cpu(c) => {
-                let range = k * weights.len()..(k + 1) * weights.len();
-                c.nets.online[range.clone()].copy_from_slice(&weights);
-                c.nets.m[range.clone()].fill(0.0);
-                c.nets.v[range].fill(0.0);
-            }
+            PpoInner::Cpu(c) => c.nets.restart_trial(k, &weights),
             #[cfg(feature = "cuda")]
             PpoInner::Cuda(g) => g.restart_trial(k, &p, &weights)?,
         }

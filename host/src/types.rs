@@ -82,12 +82,26 @@ pub struct SampleBatch {
 pub struct NetState {
     /// Online network parameters.
     pub online: Vec<f32>,
-    /// Target network parameters.
+    /// Target network parameters (empty for a learner without a target network).
     pub target: Vec<f32>,
     /// Adam first moments.
     pub m: Vec<f32>,
     /// Adam second moments.
     pub v: Vec<f32>,
+}
+
+impl NetState {
+    /// Trial `k` starts over: its online (and target, where there is one) parameters become `weights`, its
+    /// Adam moments zero.
+    pub(crate) fn restart_trial(&mut self, k: usize, weights: &[f32]) {
+        let range = k * weights.len()..(k + 1) * weights.len();
+        self.online[range.clone()].copy_from_slice(weights);
+        if !self.target.is_empty() {
+            self.target[range.clone()].copy_from_slice(weights);
+        }
+        self.m[range.clone()].fill(0.0);
+        self.v[range].fill(0.0);
+    }
 }
 
 /// Where the columns' decisions come from.

@@ -141,12 +141,16 @@ impl TlsOptions {
             },
         };
         let verifier: Arc<dyn ServerCertVerifier> = match &roots {
-            None => Arc::new(Unverified(provider.clone())),
+            None => Arc::new(Lenient { chain: None, provider: provider.clone() }),
             Some((_, store)) => {
                 let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store.clone()), provider.clone())
                     .build()
                     .map_err(|e| format!("root certificates: {e}"))?;
-                if mode == SslMode::VerifyFull { webpki } else { Arc::new(ChainOnly(webpki)) }
+                if mode == SslMode::VerifyFull {
+                    webpki
+                } else {
+                    Arc::new(Lenient { chain: Some(webpki), provider: provider.clone() })
+                }
             }
         };
         let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -245,52 +249,18 @@ fn system_roots() -> Result<RootCertStore, String> {
     Ok(store)
 }
 
-/// `prefer` and `require` without roots: any certificate, but the handshake's signatures still checked
-/// (the session is encrypted to whoever holds the key of the certificate presented).
+/// The verifiers short of `verify-full`: `prefer` and `require` without roots (`chain: None`) take any
+/// certificate; `verify-ca` (`chain`) verifies the chain against the roots but not the host name (webpki
+/// checks the chain before the name, so a name error means the chain was good). Either way the handshake's
+/// signatures are checked with the provider's algorithms, as webpki's verifier checks them (the session is
+/// encrypted to whoever holds the key of the certificate presented).
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain verified against the roots, the host name not (webpki checks the chain before
-/// the name, so a name error means the chain was good).
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -299,7 +269,8 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+        let Some(chain) = &self.chain else { return Ok(ServerCertVerified::assertion()) };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -313,7 +284,7 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -322,11 +293,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 

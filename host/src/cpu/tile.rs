@@ -128,73 +128,69 @@ unsafe fn block<const W: usize>(a: &RowBlock, bp: &[f32], stride: usize, k: usiz
     acc
 }
 
-/// # Safety
-/// The CPU has AVX-512F; `a.rows[i] + (k - 1) * a.col < a.len` for every `i` and `(k - 1) * stride +
-/// NR_WIDE <= bp.len()` (where `k > 0`); `a`'s buffer is not written during the call.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn block_avx512(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; NR_WIDE]; MR] {
-    use std::arch::x86_64::{
-        __m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
-    };
-    let mut c: [[__m512; 2]; MR] = [[_mm512_setzero_ps(); 2]; MR];
-    let bp = bp.as_ptr();
-    for kk in 0..k {
-        // SAFETY: in bounds by the caller's contract; unaligned loads.
-        unsafe {
-            let p = bp.add(kk * stride);
-            let (b0, b1) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
-            for (ci, &r) in c.iter_mut().zip(&a.rows) {
-                let x = _mm512_set1_ps(*a.a.add(r + kk * a.col));
-                ci[0] = _mm512_fmadd_ps(x, b0, ci[0]);
-                ci[1] = _mm512_fmadd_ps(x, b1, ci[1]);
+/// An `MR x W` register block for one x86 vector width (two vectors of `W / 2` floats a row): [`block`]'s
+/// loop with the ISA's FMA, the same bits.
+macro_rules! fma_block {
+    ($name:ident, $feature:literal, $w:expr, $vec:ident, $zero:ident, $load:ident, $set1:ident, $fma:ident,
+     $store:ident) => {
+        /// # Safety
+        #[doc = concat!("The CPU has ", $feature, "; `a.rows[i] + (k - 1) * a.col < a.len` for every `i` and")]
+        #[doc = concat!("`(k - 1) * stride + ", stringify!($w), " <= bp.len()` (where `k > 0`); `a`'s buffer is not")]
+        /// written during the call.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        unsafe fn $name(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; $w]; MR] {
+            use std::arch::x86_64::{$fma, $load, $set1, $store, $vec, $zero};
+            const HALF: usize = $w / 2;
+            let mut c: [[$vec; 2]; MR] = [[$zero(); 2]; MR];
+            let bp = bp.as_ptr();
+            for kk in 0..k {
+                // SAFETY: in bounds by the caller's contract; unaligned loads.
+                unsafe {
+                    let p = bp.add(kk * stride);
+                    let (b0, b1) = ($load(p), $load(p.add(HALF)));
+                    for (ci, &r) in c.iter_mut().zip(&a.rows) {
+                        let x = $set1(*a.a.add(r + kk * a.col));
+                        ci[0] = $fma(x, b0, ci[0]);
+                        ci[1] = $fma(x, b1, ci[1]);
+                    }
+                }
             }
+            let mut acc = [[0.0f32; $w]; MR];
+            for (row, ci) in acc.iter_mut().zip(&c) {
+                // SAFETY: each row holds `$w` floats; unaligned stores.
+                unsafe {
+                    $store(row.as_mut_ptr(), ci[0]);
+                    $store(row.as_mut_ptr().add(HALF), ci[1]);
+                }
+            }
+            acc
         }
-    }
-    let mut acc = [[0.0f32; NR_WIDE]; MR];
-    for (row, ci) in acc.iter_mut().zip(&c) {
-        // SAFETY: each row holds NR_WIDE = 32 floats; unaligned stores.
-        unsafe {
-            _mm512_storeu_ps(row.as_mut_ptr(), ci[0]);
-            _mm512_storeu_ps(row.as_mut_ptr().add(16), ci[1]);
-        }
-    }
-    acc
+    };
 }
 
-/// # Safety
-/// The CPU has AVX2 and FMA; `a.rows[i] + (k - 1) * a.col < a.len` for every `i` and `(k - 1) * stride
-/// + NR <= bp.len()` (where `k > 0`); `a`'s buffer is not written during the call.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn block_avx2(a: &RowBlock, bp: &[f32], stride: usize, k: usize) -> [[f32; NR]; MR] {
-    use std::arch::x86_64::{
-        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
-    };
-    let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
-    let bp = bp.as_ptr();
-    for kk in 0..k {
-        // SAFETY: in bounds by the caller's contract; unaligned loads.
-        unsafe {
-            let p = bp.add(kk * stride);
-            let (b0, b1) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-            for (ci, &r) in c.iter_mut().zip(&a.rows) {
-                let x = _mm256_set1_ps(*a.a.add(r + kk * a.col));
-                ci[0] = _mm256_fmadd_ps(x, b0, ci[0]);
-                ci[1] = _mm256_fmadd_ps(x, b1, ci[1]);
-            }
-        }
-    }
-    let mut acc = [[0.0f32; NR]; MR];
-    for (row, ci) in acc.iter_mut().zip(&c) {
-        // SAFETY: each row holds NR = 16 floats; unaligned stores.
-        unsafe {
-            _mm256_storeu_ps(row.as_mut_ptr(), ci[0]);
-            _mm256_storeu_ps(row.as_mut_ptr().add(8), ci[1]);
-        }
-    }
-    acc
-}
+fma_block!(
+    block_avx512,
+    "avx512f",
+    NR_WIDE,
+    __m512,
+    _mm512_setzero_ps,
+    _mm512_loadu_ps,
+    _mm512_set1_ps,
+    _mm512_fmadd_ps,
+    _mm512_storeu_ps
+);
+fma_block!(
+    block_avx2,
+    "avx2,fma",
+    NR,
+    __m256,
+    _mm256_setzero_ps,
+    _mm256_loadu_ps,
+    _mm256_set1_ps,
+    _mm256_fmadd_ps,
+    _mm256_storeu_ps
+);
 
 /// Product `g` of `t`'s launch, its `m_pad x n_pad` outputs stored where `g.c` says: register blocks of `MR`
 /// rows x 16 or 32 columns ([`block`]) reading `A` where it lies, `B` packed once (its columns padded to a

@@ -146,9 +146,7 @@ impl CudaPpo {
         Ok(())
     }
 
-    /// Launches the greedy walk of each trial's single env over `steps` bars on the env's stream; `None` when
-    /// the walk does not fit in a block's shared memory. The walk reads a copy of the weights taken after the
-    /// last update, so training may go on (on its own stream) while the walk runs.
+    /// [`CudaLearner::greedy_walk`] with the online network.
     pub(crate) fn greedy_walk(
         &mut self,
         view: &PolicyView<'_>,

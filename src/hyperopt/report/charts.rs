@@ -398,21 +398,9 @@ mod tests {
 
     fn trial(number: u64, value: f64, a: f64, b: f64, c: f64) -> TrialRecord {
         TrialRecord {
-            number,
             params: [("a".to_owned(), a), ("b".to_owned(), b), ("c".to_owned(), c)].into(),
-            status: "complete".to_owned(),
             value,
-            pruned_at: None,
-            test_return: 0.0,
-            test_sharpe: 0.0,
-            checkpoint: None,
-            fail_reason: None,
-            history: Vec::new(),
-            ours: true,
-            worker: None,
-            runs: 1,
-            heartbeat: None,
-            place: None,
+            ..TrialRecord::ours(number, "complete")
         }
     }
 

@@ -417,21 +417,8 @@ mod tests {
     #[test]
     fn the_reference_is_the_complete_trials_of_the_history() {
         let trial = |number: u64, status: &str, finished: bool| TrialRecord {
-            number,
-            params: Params::new(),
-            status: status.to_owned(),
-            value: 0.0,
-            pruned_at: None,
-            test_return: 0.0,
-            test_sharpe: 0.0,
             checkpoint: finished.then(String::new),
-            fail_reason: None,
-            history: Vec::new(),
-            ours: true,
-            worker: None,
-            runs: 1,
-            heartbeat: None,
-            place: None,
+            ..TrialRecord::ours(number, status)
         };
         // 0 complete, 1 pruned, 2 complete but finished after the trial's number was issued, 3 in the
         // history but running (cannot happen in a study; left out all the same).
@@ -547,21 +534,11 @@ mod tests {
         use crate::hyperopt::study::Place;
         let cfg = crate::hyperopt::config::StudyConfig { epochs: 3, parallel: 2, ..Default::default() };
         let member = |number: u64, slot: usize, tick: usize| TrialRecord {
-            number,
-            params: Params::new(),
-            status: "complete".to_owned(),
             value: 1.0,
-            pruned_at: None,
-            test_return: 0.0,
-            test_sharpe: 0.0,
             checkpoint: Some(String::new()),
-            fail_reason: None,
-            history: Vec::new(),
-            ours: true,
             worker: Some("w".to_owned()),
-            runs: 1,
-            heartbeat: None,
             place: Some(Place { batch: 0, slot, tick }),
+            ..TrialRecord::ours(number, "complete")
         };
         let none = HashSet::new();
         let gone = |_: &TrialRecord| true;

@@ -99,6 +99,29 @@ impl TrialRecord {
     pub fn finished(&self) -> bool {
         self.status != "running"
     }
+
+    /// A trial of tradesim's with `status` and nothing else recorded (value 0, no parameters, one run): the
+    /// tests' starting point.
+    #[cfg(test)]
+    pub(crate) fn ours(number: u64, status: &str) -> Self {
+        Self {
+            number,
+            params: Params::new(),
+            status: status.to_owned(),
+            value: 0.0,
+            pruned_at: None,
+            test_return: 0.0,
+            test_sharpe: 0.0,
+            checkpoint: None,
+            fail_reason: None,
+            history: Vec::new(),
+            ours: true,
+            worker: None,
+            runs: 1,
+            heartbeat: None,
+            place: None,
+        }
+    }
 }
 
 /// Trial numbers as ascending ranges, `0-4,7,9-12` (a trial's history in one short text however long the
