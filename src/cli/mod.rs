@@ -42,6 +42,14 @@ struct DataArgs {
     /// Synthetic symbols.
     #[arg(long, default_value_t = 1)]
     synthetic_symbols: usize,
+    #[command(flatten)]
+    rows: RowArgs,
+}
+
+/// How a file's rows with findings are treated and its integer times read (the data options and `data
+/// check`'s).
+#[derive(Debug, Clone, Args)]
+struct RowArgs {
     /// Drop rows with findings of these classes (comma-separated, e.g. open-outside-range,zero-volume).
     #[arg(long, value_delimiter = ',')]
     drop: Vec<String>,
@@ -160,15 +168,8 @@ enum DataCommand {
     Check {
         /// The file (default: the embedded dataset).
         file: Option<PathBuf>,
-        /// Drop rows with findings of these classes.
-        #[arg(long, value_delimiter = ',')]
-        drop: Vec<String>,
-        /// Repair rows with findings of these classes.
-        #[arg(long, value_delimiter = ',')]
-        repair: Vec<String>,
-        /// What the integers of an integer time column count: YYYYMMDD, s, ms, us or ns.
-        #[arg(long)]
-        time_unit: Option<TimeUnit>,
+        #[command(flatten)]
+        rows: RowArgs,
     },
     /// Loads the data and computes the 51 features of every symbol, with timings.
     Features {
@@ -189,8 +190,8 @@ pub fn main() -> ExitCode {
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
-        Command::Data { command: DataCommand::Check { file, drop, repair, time_unit } } => {
-            data::check(file.as_deref(), &drop, &repair, time_unit)
+        Command::Data { command: DataCommand::Check { file, rows } } => {
+            data::check(file.as_deref(), &rows.drop, &rows.repair, rows.time_unit)
         }
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
@@ -229,9 +230,9 @@ fn load(args: &DataArgs) -> Result<Dataset, Error> {
         let cfg = GeneratorConfig { bars, symbols: args.synthetic_symbols.max(1), ..GeneratorConfig::default() };
         return Ok(generate(&cfg));
     }
-    let policy = CleanPolicy::parse(&args.drop, &args.repair)?;
+    let policy = CleanPolicy::parse(&args.rows.drop, &args.rows.repair)?;
     let loaded = match &args.data {
-        Some(path) => crate::data::load_file(path, (&policy, args.time_unit)).map(|(d, report)| {
+        Some(path) => crate::data::load_file(path, (&policy, args.rows.time_unit)).map(|(d, report)| {
             if report.dropped + report.repaired > 0 {
                 eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
             }
