@@ -128,8 +128,9 @@ fn a_joining_worker_uses_the_store_the_study_was_created_with() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// A relative `--artifacts` is stored as the absolute path it names here; a joiner that cannot create the
-/// stored store is told where the path came from and how to name another.
+/// A relative `--artifacts` is stored as the absolute path it names here; a creator that cannot create its
+/// store leaves no study behind; a joiner that cannot create the stored store is told where the path came
+/// from and how to name another.
 #[test]
 fn the_stored_store_is_absolute_and_a_joiner_is_told_where_it_came_from() {
     use tradesim::hyperopt::job::{Job, JobArgs};
@@ -145,8 +146,17 @@ fn the_stored_store_is_absolute_and_a_joiner_is_told_where_it_came_from() {
     std::fs::write(&blocked, "").unwrap();
     let study = dir.join("s.sqlite");
     let create = JobArgs { study: Some(study.clone()), artifacts: Some(blocked.join("store")), ..JobArgs::default() };
-    assert!(Job::prepare(&create).is_err(), "the creator cannot create it either");
-    // The study exists now (created before its store was opened): a joiner inherits the store and fails.
+    let message = Job::prepare(&create).unwrap_err().to_string();
+    assert!(message.contains("cannot create") && message.contains("blocked"), "{message}");
+    let join = JobArgs { study: Some(study.clone()), resume: true, ..JobArgs::default() };
+    assert!(Job::prepare(&join).is_err(), "the creator left no study to resume");
+
+    // A study whose store was created, then made unreachable: a joiner inherits the store and fails.
+    let shared = dir.join("shared");
+    let create = JobArgs { study: Some(study.clone()), artifacts: Some(shared.join("store")), ..JobArgs::default() };
+    Job::prepare(&create).unwrap();
+    std::fs::remove_dir_all(&shared).unwrap();
+    std::fs::write(&shared, "").unwrap();
     let join = JobArgs { study: Some(study), load_if_exists: true, ..JobArgs::default() };
     let message = Job::prepare(&join).unwrap_err().to_string();
     assert!(message.contains("study `tradesim`'s configuration") && message.contains("--artifacts"), "{message}");

@@ -220,6 +220,13 @@ impl Job {
             (false, true) => Open::LoadIfExists,
             (false, false) => Open::Create,
         };
+        // The store this worker names, or a new study's configuration names, is created before the study: a
+        // store that cannot be created leaves no study behind. (A study made by `--load-if-exists` from a
+        // configuration alone opens its store after it exists: the stored configuration says which store.)
+        let early = if how == Open::Create { fresh.study.artifacts.as_ref().map(PathBuf::from) } else { None };
+        if let Some(dir) = args.artifacts.as_ref().or(early.as_ref()) {
+            super::artifacts::ArtifactStore::new(dir)?;
+        }
         let study = Study::open_with(&storage, &name, how, &fresh_json)?;
         let mut notes = Vec::new();
         // A study that exists (resumed or joined) runs with its own configuration, whoever created it.
