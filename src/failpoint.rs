@@ -8,17 +8,33 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-/// The points `TRADESIM_FAILPOINT` names, each with the pass that aborts.
+/// The points `TRADESIM_FAILPOINT` names, each with the pass that aborts (none when the variable is unset or
+/// malformed: [`check`] refuses a malformed one before a command runs).
 fn points() -> &'static HashMap<String, u64> {
     static POINTS: OnceLock<HashMap<String, u64>> = OnceLock::new();
-    POINTS.get_or_init(|| {
-        std::env::var("TRADESIM_FAILPOINT")
-            .unwrap_or_default()
-            .split(',')
-            .filter_map(|p| p.split_once(':'))
-            .filter_map(|(name, n)| Some((name.trim().to_owned(), n.trim().parse().ok()?)))
-            .collect()
-    })
+    POINTS.get_or_init(|| parse(&std::env::var("TRADESIM_FAILPOINT").unwrap_or_default()).unwrap_or_default())
+}
+
+/// `NAME:N[,NAME:N]` (N >= 1; empty: no point) as each point's aborting pass, or what is wrong with an entry.
+fn parse(text: &str) -> Result<HashMap<String, u64>, String> {
+    text.split(',')
+        .filter(|entry| !entry.trim().is_empty())
+        .map(|entry| {
+            let (name, n) = entry.split_once(':').ok_or_else(|| format!("`{entry}`: expected NAME:N"))?;
+            match n.trim().parse::<u64>() {
+                Ok(n) if n >= 1 && !name.trim().is_empty() => Ok((name.trim().to_owned(), n)),
+                _ => Err(format!("`{entry}`: expected NAME:N with N >= 1")),
+            }
+        })
+        .collect()
+}
+
+/// Refuses a malformed `TRADESIM_FAILPOINT` (a test that sets one wrongly would otherwise run without it).
+pub fn check() -> Result<(), crate::Error> {
+    match std::env::var("TRADESIM_FAILPOINT") {
+        Ok(text) => parse(&text).map(|_| ()).map_err(|why| crate::Error::config("TRADESIM_FAILPOINT", why)),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Passes point `name`; aborts the process at the pass `TRADESIM_FAILPOINT` names for it.
@@ -37,5 +53,21 @@ pub fn hit(name: &str) {
     if *count == at {
         eprintln!("failpoint {name}:{at}: aborting");
         std::process::abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn points_parse_and_malformed_ones_are_named() {
+        let points = parse("prune:2, finish:1").unwrap();
+        assert_eq!((points["prune"], points["finish"], points.len()), (2, 1, 2));
+        assert!(parse("").unwrap().is_empty());
+        for bad in ["prune", "prune:x", "prune:0", ":3", "prune:2,finish"] {
+            let why = parse(bad).unwrap_err();
+            assert!(why.contains("NAME:N"), "{bad}: {why}");
+        }
     }
 }

@@ -67,3 +67,23 @@ fn an_output_that_cannot_be_written_exits_1_naming_the_file() {
     assert!(err.contains("no-such-folder/bt.json"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The tests' hooks (`TRADESIM_FAILPOINT`, `TRADESIM_TEST_CLOCK_SKEW_SECONDS`) are refused when malformed,
+/// naming the variable, before the command runs: a test that sets one wrongly fails instead of running
+/// without it.
+#[test]
+fn malformed_test_hooks_exit_2_naming_the_variable() {
+    let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
+    for (var, value) in [
+        ("TRADESIM_FAILPOINT", "finish"),
+        ("TRADESIM_FAILPOINT", "finish:0"),
+        ("TRADESIM_TEST_CLOCK_SKEW_SECONDS", "x"),
+    ] {
+        let out = Command::new(&bin).args(["data", "check"]).env(var, value).output().expect("run tradesim");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.contains(var) && err.contains(value), "{var}={value}: {err}");
+    }
+    let ok = Command::new(&bin).args(["data", "check"]).env("TRADESIM_FAILPOINT", "finish:3").output().unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+}

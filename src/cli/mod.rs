@@ -185,7 +185,9 @@ enum DataCommand {
 /// after Ctrl-C).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    // The tests' hooks, refused when malformed rather than ignored.
+    let hooks = crate::failpoint::check().and(crate::hyperopt::study::clock_skew().map(|_| ()));
+    let result = hooks.and_then(|()| match cli.command {
         Command::Info { device } => info::run(device),
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
@@ -214,7 +216,7 @@ pub fn main() -> ExitCode {
             let peers = crate::bench::Peers { vectorbt, torch };
             bench::run(workload, quick, json.as_deref(), device, variant, trials, &peers)
         }
-    };
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

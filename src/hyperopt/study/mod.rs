@@ -198,10 +198,17 @@ pub struct Study {
 /// set only by tests).
 fn now() -> String {
     static SKEW: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    let skew = *SKEW.get_or_init(|| {
-        std::env::var("TRADESIM_TEST_CLOCK_SKEW_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(0.0)
-    });
+    let skew = *SKEW.get_or_init(|| clock_skew().unwrap_or(0.0));
     timestamp((chrono::Utc::now() + chrono::Duration::milliseconds((skew * 1e3) as i64)).naive_utc())
+}
+
+/// `TRADESIM_TEST_CLOCK_SKEW_SECONDS` (0 when unset); a value that is not a finite number of seconds is an
+/// error (the CLI checks it before a command runs).
+pub fn clock_skew() -> Result<f64, Error> {
+    let Ok(text) = std::env::var("TRADESIM_TEST_CLOCK_SKEW_SECONDS") else { return Ok(0.0) };
+    text.trim().parse::<f64>().ok().filter(|s| s.is_finite()).ok_or_else(|| {
+        Error::config("TRADESIM_TEST_CLOCK_SKEW_SECONDS", format!("`{text}`: expected a number of seconds"))
+    })
 }
 
 /// The database's clock now, in UTC and Optuna's format (`YYYY-MM-DD HH:MM:SS.ffffff`), as SQL: the
