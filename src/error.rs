@@ -32,10 +32,10 @@ pub enum Error {
     /// without an f64 value.
     #[error("{0}")]
     Data(String),
-    /// A configuration value or command-line argument out of its range, naming the key or flag.
+    /// A configuration value, command-line argument or environment variable out of its range, naming it.
     #[error("{key}: {message}")]
     Config {
-        /// The TOML key (`study.trials`) or flag (`--fast`).
+        /// The TOML key (`study.trials`), flag (`--fast`) or environment variable (`TRADESIM_FAILPOINT`).
         key: String,
         /// What is wrong and what is allowed.
         message: String,

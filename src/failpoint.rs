@@ -15,18 +15,23 @@ fn points() -> &'static HashMap<String, u64> {
     POINTS.get_or_init(|| parse(&std::env::var("TRADESIM_FAILPOINT").unwrap_or_default()).unwrap_or_default())
 }
 
-/// `NAME:N[,NAME:N]` (N >= 1; empty: no point) as each point's aborting pass, or what is wrong with an entry.
+/// The points the search passes ([`hit`]'s names).
+const POINTS: [&str; 4] = ["prune", "finish", "refill", "report"];
+
+/// `NAME:N[,NAME:N]` (a point of [`POINTS`] once, N >= 1; empty: no point) as each point's aborting pass, or
+/// what is wrong with an entry.
 fn parse(text: &str) -> Result<HashMap<String, u64>, String> {
-    text.split(',')
-        .filter(|entry| !entry.trim().is_empty())
-        .map(|entry| {
-            let (name, n) = entry.split_once(':').ok_or_else(|| format!("`{entry}`: expected NAME:N"))?;
-            match n.trim().parse::<u64>() {
-                Ok(n) if n >= 1 && !name.trim().is_empty() => Ok((name.trim().to_owned(), n)),
-                _ => Err(format!("`{entry}`: expected NAME:N with N >= 1")),
-            }
-        })
-        .collect()
+    let mut points = HashMap::new();
+    for entry in text.split(',').filter(|entry| !entry.trim().is_empty()) {
+        let expected = || format!("`{entry}`: expected NAME:N with NAME one of {} and N >= 1", POINTS.join(", "));
+        let (name, n) = entry.split_once(':').ok_or_else(expected)?;
+        let name = name.trim();
+        let n = n.trim().parse::<u64>().ok().filter(|&n| n >= 1 && POINTS.contains(&name)).ok_or_else(expected)?;
+        if points.insert(name.to_owned(), n).is_some() {
+            return Err(format!("`{entry}`: point {name} named twice"));
+        }
+    }
+    Ok(points)
 }
 
 /// Refuses a malformed `TRADESIM_FAILPOINT` (a test that sets one wrongly would otherwise run without it).
@@ -65,9 +70,10 @@ mod tests {
         let points = parse("prune:2, finish:1").unwrap();
         assert_eq!((points["prune"], points["finish"], points.len()), (2, 1, 2));
         assert!(parse("").unwrap().is_empty());
-        for bad in ["prune", "prune:x", "prune:0", ":3", "prune:2,finish"] {
+        for bad in ["prune", "prune:x", "prune:0", ":3", "prune:2,finish", "finsh:1"] {
             let why = parse(bad).unwrap_err();
             assert!(why.contains("NAME:N"), "{bad}: {why}");
         }
+        assert!(parse("finish:1,finish:2").unwrap_err().contains("twice"));
     }
 }

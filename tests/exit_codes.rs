@@ -77,12 +77,14 @@ fn malformed_test_hooks_exit_2_naming_the_variable() {
     for (var, value) in [
         ("TRADESIM_FAILPOINT", "finish"),
         ("TRADESIM_FAILPOINT", "finish:0"),
-        ("TRADESIM_TEST_CLOCK_SKEW_SECONDS", "x"),
+        ("TRADESIM_FAILPOINT", "finsh:1"),
+        ("TRADESIM_TEST_CLOCK_SKEW_SECONDS", "ten"),
+        ("TRADESIM_TEST_CLOCK_SKEW_SECONDS", "1e13"),
     ] {
         let out = Command::new(&bin).args(["data", "check"]).env(var, value).output().expect("run tradesim");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
-        assert!(err.contains(var) && err.contains(value), "{var}={value}: {err}");
+        assert!(err.contains(var) && err.contains(&format!("`{value}`")), "{var}={value}: {err}");
     }
     let ok = Command::new(&bin).args(["data", "check"]).env("TRADESIM_FAILPOINT", "finish:3").output().unwrap();
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));

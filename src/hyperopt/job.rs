@@ -224,10 +224,17 @@ impl Job {
         // store that cannot be created leaves no study behind. (A study made by `--load-if-exists` from a
         // configuration alone opens its store after it exists: the stored configuration says which store.)
         let early = if how == Open::Create { fresh.study.artifacts.as_ref().map(PathBuf::from) } else { None };
-        if let Some(dir) = args.artifacts.as_ref().or(early.as_ref()) {
+        let early = args.artifacts.as_ref().or(early.as_ref());
+        let made = early.filter(|dir| !dir.exists());
+        if let Some(dir) = early {
             super::artifacts::ArtifactStore::new(dir)?;
         }
-        let study = Study::open_with(&storage, &name, how, &fresh_json)?;
+        let study = Study::open_with(&storage, &name, how, &fresh_json).inspect_err(|_| {
+            // The study cannot be opened: a store folder made for it goes again (only while empty).
+            if let Some(dir) = made {
+                let _ = std::fs::remove_dir(dir);
+            }
+        })?;
         let mut notes = Vec::new();
         // A study that exists (resumed or joined) runs with its own configuration, whoever created it.
         let cfg: SearchConfig = if how != Open::Create {

@@ -158,7 +158,7 @@ macro_rules! fma_block {
             }
             let mut acc = [[0.0f32; $w]; MR];
             for (row, ci) in acc.iter_mut().zip(&c) {
-                // SAFETY: each row holds `$w` floats; unaligned stores.
+                // SAFETY: each row holds the block's width of floats (two vectors); unaligned stores.
                 unsafe {
                     $store(row.as_mut_ptr(), ci[0]);
                     $store(row.as_mut_ptr().add(HALF), ci[1]);

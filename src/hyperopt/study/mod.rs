@@ -202,12 +202,19 @@ fn now() -> String {
     timestamp((chrono::Utc::now() + chrono::Duration::milliseconds((skew * 1e3) as i64)).naive_utc())
 }
 
-/// `TRADESIM_TEST_CLOCK_SKEW_SECONDS` (0 when unset); a value that is not a finite number of seconds is an
-/// error (the CLI checks it before a command runs).
+/// `TRADESIM_TEST_CLOCK_SKEW_SECONDS` (0 when unset); a value that is not a number of seconds within a day
+/// either way is an error (the CLI checks it before a command runs).
 pub fn clock_skew() -> Result<f64, Error> {
-    let Ok(text) = std::env::var("TRADESIM_TEST_CLOCK_SKEW_SECONDS") else { return Ok(0.0) };
-    text.trim().parse::<f64>().ok().filter(|s| s.is_finite()).ok_or_else(|| {
-        Error::config("TRADESIM_TEST_CLOCK_SKEW_SECONDS", format!("`{text}`: expected a number of seconds"))
+    let text = match std::env::var("TRADESIM_TEST_CLOCK_SKEW_SECONDS") {
+        Err(std::env::VarError::NotPresent) => return Ok(0.0),
+        Err(std::env::VarError::NotUnicode(v)) => v.to_string_lossy().into_owned(),
+        Ok(text) => text,
+    };
+    text.trim().parse::<f64>().ok().filter(|s| s.abs() <= 86_400.0).ok_or_else(|| {
+        Error::config(
+            "TRADESIM_TEST_CLOCK_SKEW_SECONDS",
+            format!("`{text}`: expected a number of seconds within a day either way"),
+        )
     })
 }
 
