@@ -244,3 +244,114 @@ fn the_checker_sees_an_import() {
     assert!(env_batch.contains(&PathBuf::from("cpu/env.rs")), "env_batch.rs imports {env_batch:?}");
     assert!(edges[&PathBuf::from("dqn.rs")].contains(&PathBuf::from("env_batch.rs")));
 }
+
+/// A line's braces outside string and character literals and `//` comments: `(opened, closed)`.
+fn braces(line: &str) -> (usize, usize) {
+    let (mut open, mut close, mut chars) = (0, 0, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => break,
+            '"' => {
+                while let Some(s) = chars.next() {
+                    match s {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            // A character literal ('{', '\''); a lifetime (`'a`) has no closing quote two characters on.
+            '\'' => {
+                let mut ahead = chars.clone();
+                let literal = match ahead.next() {
+                    Some('\\') => true,
+                    Some(_) => ahead.next() == Some('\''),
+                    None => false,
+                };
+                if literal {
+                    for s in chars.by_ref() {
+                        if s == '\'' {
+                            break;
+                        }
+                    }
+                }
+            }
+            '{' => open += 1,
+            '}' => close += 1,
+            _ => {}
+        }
+    }
+    (open, close)
+}
+
+/// Each function of `text` that has a body: its name and its length in lines (its `fn` line to its closing
+/// brace).
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let words: Vec<&str> = lines[i].split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "fn").filter(|&k| {
+            words[..k].iter().all(|w| {
+                ["pub", "const", "unsafe", "async", "extern"].contains(w) || w.starts_with("pub(") || w.starts_with('"')
+            })
+        });
+        let Some(k) = at else {
+            i += 1;
+            continue;
+        };
+        let name = words.get(k + 1).map_or("", |w| w.split(['(', '<']).next().unwrap_or("")).to_owned();
+        let (mut depth, mut j) = (0usize, i);
+        let mut opened = false;
+        while j < lines.len() {
+            let (o, c) = braces(lines[j]);
+            depth = (depth + o).saturating_sub(c);
+            opened |= o > 0;
+            if (opened && depth == 0) || (!opened && lines[j].trim_end().ends_with(';')) {
+                break;
+            }
+            j += 1;
+        }
+        if opened {
+            out.push((name, j - i + 1));
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// One job per file and per function (issue 40): no source file of the four crates over 800 lines, no
+/// function over 150 (tests/ and benches/ are not sources).
+#[test]
+fn no_source_file_over_800_lines_or_function_over_150() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "host/src", "gpu-kernels/src", "python/src"] {
+        rust_files(root, &root.join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "the sources were found: {}", files.len());
+    let mut over = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(root.join(file)).expect("read a source file");
+        let lines = text.lines().count();
+        if lines > 800 {
+            over.push(format!("{}: {lines} lines", file.display()));
+        }
+        for (name, length) in function_lengths(&text) {
+            if length > 150 {
+                over.push(format!("{}: fn {name}: {length} lines", file.display()));
+            }
+        }
+    }
+    assert!(over.is_empty(), "split these: {over:#?}");
+}
+
+/// The measure sees a function's whole body, braces in strings and characters aside, and one-line ones.
+#[test]
+fn the_function_measure_counts_bodies() {
+    let text = "pub(crate) fn a(x: u8) -> u8 {\n    let s = \"}}\";\n    let c = '{';\n    if x > 0 {\n        1\n    } else {\n        0\n    }\n}\nfn b<'a>(s: &'a str) -> &'a str { s }\nfn c();\n";
+    assert_eq!(function_lengths(text), vec![("a".to_owned(), 9), ("b".to_owned(), 1)]);
+}
