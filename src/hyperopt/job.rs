@@ -223,10 +223,12 @@ impl Job {
         // The store this worker names, or a new study's configuration names, is created before the study: a
         // store that cannot be created leaves no study behind. (A study made by `--load-if-exists` from a
         // configuration alone opens its store after it exists: the stored configuration says which store.)
-        let early = if how == Open::Create { fresh.study.artifacts.as_ref().map(PathBuf::from) } else { None };
-        let early = args.artifacts.as_ref().or(early.as_ref());
-        let made = early.filter(|dir| !dir.exists());
-        if let Some(dir) = early {
+        let early = args
+            .artifacts
+            .clone()
+            .or_else(|| fresh.study.artifacts.as_ref().filter(|_| how == Open::Create).map(PathBuf::from));
+        let made = early.as_ref().filter(|dir| !dir.exists());
+        if let Some(dir) = &early {
             super::artifacts::ArtifactStore::new(dir)?;
         }
         let study = Study::open_with(&storage, &name, how, &fresh_json).inspect_err(|_| {
