@@ -171,6 +171,8 @@ fn synth_command_writes_what_the_loader_reads_back() {
     // A parameter of another kind and an out-of-range value are refused, naming the flag (exit code 2).
     for (args, flag) in [
         (&["--kind", "random-walk", "--phi", "0.2"][..], "--phi"),
+        (&["--kind", "autocorrelated", "--drift", "0.001"][..], "--drift"),
+        (&["--kind", "random-walk", "--drift", "2"][..], "--drift"),
         (&["--kind", "regime", "--sub-steps", "0"][..], "--sub-steps"),
         (&["--kind", "regime", "--switch-probability", "2"][..], "--switch-probability"),
     ] {

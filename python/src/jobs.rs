@@ -173,8 +173,10 @@ pub(crate) fn hyperopt<'py>(
     let outcome = py.detach(|| {
         std::thread::scope(|scope| {
             let search = scope.spawn(|| -> Result<_, Error> {
-                let job = Job::prepare(&args)?;
                 let (backends, _) = tradesim::select_backends(device)?;
+                // `budget = auto` sizes a new study for the device the search runs on.
+                let gpu = backends.first().is_some_and(tradesim::Backend::is_cuda);
+                let job = Job::prepare(&JobArgs { gpu, ..args.clone() })?;
                 let done = job.run(&backends, dataset, symbol.as_deref(), &|_| {
                     if stop.load(std::sync::atomic::Ordering::SeqCst) { Err(Error::Interrupted) } else { Ok(()) }
                 })?;

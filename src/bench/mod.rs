@@ -525,13 +525,7 @@ pub fn run(
             "search" => search::search(&backends, quick)?,
             "evidence" => evidence::cscv(sizes.cscv)?,
             "sampler" => sampler::sampler(quick)?,
-            "learning" => {
-                let mut rows = Vec::new();
-                for backend in &backends {
-                    rows.extend(learning::learning(backend, quick)?);
-                }
-                rows
-            }
+            "learning" => learning::learning(&backends, quick)?,
             "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
             _ => {
                 let mut rows = dqn(&backends, &sizes, || monitor.sample())?;

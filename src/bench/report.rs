@@ -183,11 +183,12 @@ impl Row {
         }
     }
 
-    /// A W9 row: the `algo` seed search on a planted `pattern` of `bars` bars (its figures in the note, the
-    /// half-the-oracle target in the check).
+    /// A W9 row: the `algo` default search (`budget`: where its budget came from) on `pattern` of `bars`
+    /// bars (its figures in the note, the pattern's target in the check).
     pub fn learning(
         algo: &str,
         pattern: &str,
+        budget: &str,
         backend: &'static str,
         trials: usize,
         bars: usize,
@@ -197,7 +198,7 @@ impl Row {
             workload: "W9",
             variant: algo.to_owned(),
             label: format!(
-                "{} seed search (benches/configs/seed-{algo}.toml) on {pattern}, {bars} bars: test Sharpe vs oracle",
+                "{} default search ({budget}) on {pattern}, {bars} bars: test Sharpe vs buy-and-hold, flat, oracle",
                 algo.to_uppercase()
             ),
             width: trials,

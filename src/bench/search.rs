@@ -58,6 +58,7 @@ fn search_in(
         parallel: quick.then_some(2),
         epochs: quick.then_some(1),
         seed: Some(SEED),
+        gpu: backend.is_cuda(),
         study: Some(dir.join("study.sqlite")),
         report: Some(dir.join("report")),
         ..JobArgs::default()

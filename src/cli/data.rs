@@ -70,7 +70,7 @@ pub(super) fn features(args: &DataArgs) -> Result<(), Error> {
 /// The signal of `tradesim data synth`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(super) enum SynthKind {
-    /// No signal at all.
+    /// No signal at all, or a constant drift with --drift (a trend buy-and-hold earns).
     RandomWalk,
     /// AR(1) bar returns (--phi).
     Autocorrelated,
@@ -99,7 +99,8 @@ pub(super) struct SynthArgs {
     /// Lag-1 coefficient of the returns, for --kind autocorrelated (default 0.4).
     #[arg(long)]
     phi: Option<f64>,
-    /// Drift per bar of a regime, for --kind regime (default 0.0005).
+    /// Drift per bar: of a regime for --kind regime (default 0.0005), or the constant drift of a trend for
+    /// --kind random-walk (default 0: no signal).
     #[arg(long)]
     drift: Option<f64>,
     /// Chance per bar of a regime switch, for --kind regime (default 0.01).
@@ -122,12 +123,17 @@ impl SynthArgs {
         if self.kind != SynthKind::Autocorrelated {
             unused("--phi", self.phi.is_some(), "autocorrelated")?;
         }
+        if self.kind == SynthKind::Autocorrelated {
+            unused("--drift", self.drift.is_some(), "regime or random-walk")?;
+        }
         if self.kind != SynthKind::Regime {
-            unused("--drift", self.drift.is_some(), "regime")?;
             unused("--switch-probability", self.switch_probability.is_some(), "regime")?;
         }
         let kind = match self.kind {
-            SynthKind::RandomWalk => PathKind::RandomWalk,
+            SynthKind::RandomWalk => match self.drift {
+                Some(drift) if drift != 0.0 => PathKind::Trend { drift },
+                _ => PathKind::RandomWalk,
+            },
             SynthKind::Autocorrelated => PathKind::Autocorrelated { phi: self.phi.unwrap_or(synthetic::DEFAULT_PHI) },
             SynthKind::Regime => PathKind::RegimeSwitch {
                 drift: self.drift.unwrap_or(synthetic::DEFAULT_REGIME_DRIFT),

@@ -14,6 +14,25 @@ fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
 }
 
+/// `n` with a comma between thousands.
+fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Where a study's budget came from: what its creator resolved, or (a study stored before budgets were
+/// recorded) its values as stored.
+fn budget_origin(s: &crate::hyperopt::config::StudyConfig) -> String {
+    if s.budget_from.is_empty() { "as the study stores it".to_owned() } else { s.budget_from.clone() }
+}
+
 /// Runs the command.
 pub fn run(
     dataset: Result<Dataset, Error>,
@@ -21,7 +40,9 @@ pub fn run(
     args: &JobArgs,
     backends: Result<Vec<Backend>, Error>,
 ) -> Result<(), Error> {
-    let job = Job::prepare(args)?;
+    // `budget = auto` sizes a new study for the device the search runs on.
+    let gpu = backends.as_ref().is_ok_and(|b| b.first().is_some_and(Backend::is_cuda));
+    let job = Job::prepare(&JobArgs { gpu, ..args.clone() })?;
     for note in &job.notes {
         eprintln!("note: {note}");
     }
@@ -41,6 +62,7 @@ pub fn run(
         s.startup_trials,
         s.prune
     );
+    println!("budget:   {} env steps a trial, {}", group_thousands(s.env_steps()), budget_origin(s));
     let devices = if backends.len() > 1 { format!(" x {} devices", backends.len()) } else { String::new() };
     println!(
         "data:     {} ({}, {} bars); backend {}{devices}; study `{name}` in {storage}",
@@ -111,7 +133,7 @@ pub fn run(
     }
     println!(
         "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
-        "rank", "trial", "status", "valid Sharpe", "test ret%", "test Sharpe", "lr", "gamma", "hidden"
+        "rank", "trial", "status", "valid score", "test ret%", "test Sharpe", "lr", "gamma", "hidden"
     );
     for (rank, t) in summary.leaderboard.iter().take(10).enumerate() {
         let p = |k: &str| t.params.get(k).copied().unwrap_or(f64::NAN);

@@ -44,9 +44,12 @@ pub struct TrainArgs {
     /// Epochs.
     #[arg(long, default_value_t = 10)]
     pub epochs: usize,
-    /// Envs per trial.
-    #[arg(long, default_value_t = 256)]
-    pub envs: usize,
+    /// Envs per trial (default: 1,024 on a GPU, 256 on the CPU).
+    #[arg(long)]
+    pub envs: Option<usize>,
+    /// Steps per env and epoch (default: 256 on a GPU, 128 on the CPU).
+    #[arg(long)]
+    pub segment_len: Option<usize>,
     /// Seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
@@ -68,16 +71,26 @@ pub fn run(
     args: &TrainArgs,
     backend: Result<Backend, Error>,
 ) -> Result<(), Error> {
-    let TrainArgs { algo, trials, epochs, envs, seed, sigma_span, activation, ref out } = *args;
+    let TrainArgs { algo, trials, epochs, envs, segment_len, seed, sigma_span, activation, ref out } = *args;
     let out = out.as_deref();
-    if trials == 0 || epochs == 0 || envs == 0 {
-        return Err(Error::config("--trials/--epochs/--envs", "must be at least 1"));
-    }
     let (dataset, backend) = (dataset?, backend?);
+    // The budget of a trial fits the device unless given: a GPU trains each trial on 1,024 envs x 256
+    // steps an epoch in about the time the CPU takes for 256 x 128.
+    let gpu = backend.is_cuda();
+    let given = envs.is_some() || segment_len.is_some();
+    let envs = envs.unwrap_or(if gpu { 1024 } else { 256 });
+    let segment_len = segment_len.unwrap_or(if gpu { 256 } else { 128 });
+    if trials == 0 || epochs == 0 || envs == 0 || segment_len == 0 {
+        return Err(Error::config("--trials/--epochs/--envs/--segment-len", "must be at least 1"));
+    }
     let series = dataset.select(symbol)?;
     let mut cfg = TrainConfig::default_for(trials, epochs, seed);
     cfg.envs = envs;
+    cfg.segment_len = segment_len;
     cfg.ring_capacity = envs * 64;
+    for p in &mut cfg.dqn {
+        p.eps_decay_steps = 0.5 * (epochs * segment_len) as f32;
+    }
     cfg.bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
     let spread = |k: usize| [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
     for (k, p) in cfg.dqn.iter_mut().enumerate() {
@@ -103,6 +116,11 @@ pub fn run(
         series.symbol,
         series.bars.len(),
         backend.info().backend
+    );
+    println!(
+        "budget:   {} env steps a trial ({envs} envs x {segment_len} steps x {epochs} epochs; {})",
+        envs * segment_len * epochs,
+        if given { "as given" } else if gpu { "the GPU's defaults" } else { "the CPU's defaults" }
     );
     let bar = ProgressBar::new(epochs as u64);
     bar.set_style(

@@ -135,6 +135,12 @@ pub fn generate(cfg: &GeneratorConfig) -> Dataset {
 pub enum PathKind {
     /// No signal: zero drift, every bar's return an independent N(0, sigma^2).
     RandomWalk,
+    /// A random walk with a constant drift: every bar's return is `drift` plus an independent N(0, sigma^2)
+    /// draw. Buy-and-hold earns the drift; nothing about a bar is predictable beyond it.
+    Trend {
+        /// The drift per bar (log return), of either sign.
+        drift: f64,
+    },
     /// AR(1) bar returns, `r_t = phi r_(t-1) + sqrt(1 - phi^2) sigma e_t` (stationary std sigma): the part
     /// `phi r_(t-1)` is known when the bar opens.
     Autocorrelated {
@@ -156,6 +162,7 @@ impl PathKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::RandomWalk => "random-walk",
+            Self::Trend { .. } => "trend",
             Self::Autocorrelated { .. } => "autocorrelated",
             Self::RegimeSwitch { .. } => "regime",
         }
@@ -211,6 +218,7 @@ impl PathConfig {
         in_range("gap_sigma", self.gap_sigma, (0.0..1.0).contains(&self.gap_sigma), "in [0, 1)")?;
         match self.kind {
             PathKind::RandomWalk => Ok(()),
+            PathKind::Trend { drift } => in_range("drift", drift, drift.abs() < 1.0, "in (-1, 1)"),
             PathKind::Autocorrelated { phi } => in_range("phi", phi, phi.abs() < 1.0, "in (-1, 1)"),
             PathKind::RegimeSwitch { drift, switch_probability: p } => {
                 in_range("drift", drift, drift > 0.0 && drift < 1.0, "in (0, 1)")?;
@@ -223,6 +231,7 @@ impl PathConfig {
     pub fn source(&self) -> String {
         let signal = match self.kind {
             PathKind::RandomWalk => String::new(),
+            PathKind::Trend { drift } => format!(",drift={drift}"),
             PathKind::Autocorrelated { phi } => format!(",phi={phi}"),
             PathKind::RegimeSwitch { drift, switch_probability } => {
                 format!(",drift={drift},switch_probability={switch_probability}")
@@ -267,6 +276,7 @@ impl SignalState {
     fn drift_and_noise(&mut self, cfg: &PathConfig, t: u64) -> (f64, f64) {
         match cfg.kind {
             PathKind::RandomWalk => (0.0, cfg.sigma),
+            PathKind::Trend { drift } => (drift, cfg.sigma),
             PathKind::Autocorrelated { phi } => (phi * self.last_return, cfg.sigma * (1.0 - phi * phi).sqrt()),
             PathKind::RegimeSwitch { drift, switch_probability } => {
                 // Counter 0 of the stream drew the first regime; bar t's switch uses counter t + 1.
@@ -379,6 +389,21 @@ mod tests {
         let (_, drifts) = generate_path_with_drifts(&PathConfig { kind: regime, ..cfg }).unwrap();
         assert!(drifts.iter().all(|d| (d.abs() - DEFAULT_REGIME_DRIFT).abs() < 1e-15));
         assert!(drifts.iter().any(|&d| d > 0.0) && drifts.iter().any(|&d| d < 0.0), "both regimes occur");
+    }
+
+    /// A trend's drift is every bar's planted drift, and its bars' mean log return is the drift within
+    /// four standard errors (sigma / sqrt(bars)).
+    #[test]
+    fn a_trend_drifts_by_its_drift() {
+        let (drift, bars) = (1.5e-4, 40_000);
+        let cfg = PathConfig { kind: PathKind::Trend { drift }, bars, seed: 9, ..PathConfig::default() };
+        let (data, drifts) = generate_path_with_drifts(&cfg).unwrap();
+        assert!(drifts.iter().all(|&d| d == drift));
+        let b = &data.series[0].bars;
+        let ln = |d: Decimal| d.to_f64().unwrap().ln();
+        let mean = (ln(b[bars - 1].close) - ln(b[0].open)) / bars as f64;
+        assert!((mean - drift).abs() < 4.0 * cfg.sigma / (bars as f64).sqrt(), "mean {mean} vs drift {drift}");
+        assert!(cfg.source().contains("kind=trend") && cfg.source().contains("drift=0.00015"), "{}", cfg.source());
     }
 
     #[test]

@@ -23,8 +23,11 @@
 //!                       # epoch is pruned (all-NaN so far: pruned; no complete trial has the epoch: kept)
 //! prune_startup_trials = 5
 //! prune_warmup_epochs = 0
-//! envs = 64             # envs per trial
-//! segment_len = 128     # steps per env and epoch
+//! budget = "auto"       # auto | cpu | gpu: the defaults of envs, segment_len, epochs and parallel (Budget):
+//!                       # cpu 64 x 128 x 4 epochs, 5 at a time; gpu 1,024 x 256 x 4 epochs, 10 at a time;
+//!                       # auto: the device the study is created on. Values given here or as flags win.
+//! envs = 64             # envs per trial (the budget's)
+//! segment_len = 128     # steps per env and epoch (the budget's)
 //! heartbeat_seconds = 10 # a worker's heartbeat for its running trials (Optuna's trial_heartbeats)
 //! stale_seconds = 60    # a running trial without a heartbeat this long (or whose worker process on this
 //!                       # host is gone) is re-run by another worker under its number and parameters
@@ -57,6 +60,9 @@
 //! w_cost = { low = 0.0, high = 2.0 }
 //! w_drawdown = { low = 0.0, high = 1.0 }
 //! w_barrier = 0.0
+//! barriers = { choices = [0, 1] }              # 0: no take-profit, no stop-loss, no holding limit (a
+//!                                               # position is held until the policy changes it); 1: the
+//!                                               # three barriers below
 //! take_profit_mult = { low = 1.0, high = 5.0 }  # 0 (fixed) disables the barrier
 //! stop_loss_mult = { low = 1.0, high = 5.0 }
 //! max_hold_bars = { choices = [0, 24, 96] }
@@ -113,6 +119,64 @@ impl std::fmt::Display for PruneRule {
     }
 }
 
+/// The machine a search's default budget is sized for (`[study] budget`, `--budget`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetFor {
+    /// The device the study is created on.
+    #[default]
+    Auto,
+    /// A small CPU's ([`Budget::CPU`]).
+    Cpu,
+    /// A GPU's ([`Budget::GPU`]).
+    Gpu,
+}
+
+impl std::fmt::Display for BudgetFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Cpu => "cpu",
+            Self::Gpu => "gpu",
+        })
+    }
+}
+
+/// What a trial trains on: envs, steps per env and epoch, epochs; and how many trials train at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Envs per trial.
+    pub envs: usize,
+    /// Steps per env and epoch.
+    pub segment_len: usize,
+    /// Epochs per trial.
+    pub epochs: usize,
+    /// Trials trained at once.
+    pub parallel: usize,
+}
+
+impl Budget {
+    /// Sized for a 2-core CPU: `run.sh`'s job (20 searches of 10 trials and 3 walk-forward folds) in about
+    /// two minutes; 32,768 env steps a trial.
+    pub const CPU: Self = Self { envs: 64, segment_len: 128, epochs: 4, parallel: 5 };
+    /// Sized for one data-centre GPU: 1,048,576 env steps a trial (1,024 envs x 256 steps x 4 epochs), the
+    /// ten trials of a default study trained in one batch (docs/CLI.md, "Budgets").
+    pub const GPU: Self = Self { envs: 1024, segment_len: 256, epochs: 4, parallel: 10 };
+
+    /// The budget `which` names; `Auto` is the GPU's when `gpu`, else the CPU's.
+    pub fn of(which: BudgetFor, gpu: bool) -> Self {
+        match which {
+            BudgetFor::Gpu => Self::GPU,
+            BudgetFor::Cpu => Self::CPU,
+            BudgetFor::Auto if gpu => Self::GPU,
+            BudgetFor::Auto => Self::CPU,
+        }
+    }
+}
+
+/// The `[study]` keys a budget sets (and that, given explicitly, win over it).
+pub const BUDGET_KEYS: [&str; 4] = ["envs", "segment_len", "epochs", "parallel"];
+
 /// The `[study]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -142,6 +206,12 @@ pub struct StudyConfig {
     pub prune_startup_trials: usize,
     /// Median pruning never acts before this epoch (Optuna's `n_warmup_steps`).
     pub prune_warmup_epochs: u64,
+    /// The machine the defaults of `envs`, `segment_len`, `epochs` and `parallel` are sized for; a created
+    /// study stores the one it resolved to (`cpu` or `gpu`, never `auto`).
+    pub budget: BudgetFor,
+    /// Where the study's budget came from (set when it is created; shown in the search's header).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub budget_from: String,
     /// Envs per trial.
     pub envs: usize,
     /// Steps per env and epoch.
@@ -176,8 +246,8 @@ impl Default for StudyConfig {
         Self {
             algo: Algo::Dqn,
             trials: 10,
-            parallel: 5,
-            epochs: 4,
+            parallel: Budget::CPU.parallel,
+            epochs: Budget::CPU.epochs,
             startup_trials: 10,
             n_ei_candidates: 24,
             gamma: 25,
@@ -186,8 +256,10 @@ impl Default for StudyConfig {
             prune: PruneRule::Median,
             prune_startup_trials: 5,
             prune_warmup_epochs: 0,
-            envs: 64,
-            segment_len: 128,
+            budget: BudgetFor::Auto,
+            budget_from: String::new(),
+            envs: Budget::CPU.envs,
+            segment_len: Budget::CPU.segment_len,
             rollout_steps: 128,
             seed: 7,
             heartbeat_seconds: 10.0,
@@ -301,6 +373,7 @@ pub fn space_for(algo: Algo) -> BTreeMap<String, Dimension> {
             ("w_cost", range(0.0, 2.0, false)),
             ("w_drawdown", range(0.0, 1.0, false)),
             ("w_barrier", Dimension::Fixed(0.0)),
+            ("barriers", choice(&[0.0, 1.0])),
             ("take_profit_mult", range(1.0, 5.0, false)),
             ("stop_loss_mult", range(1.0, 5.0, false)),
             ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
@@ -330,6 +403,7 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
         "eps_decay" => (0.0, 1.0, false),
         "target_every" => (1.0, 1e6, true),
         "w_cost" | "w_drawdown" | "w_barrier" => (-1e3, 1e3, false),
+        "barriers" => (0.0, 1.0, true),
         "take_profit_mult" | "stop_loss_mult" => (0.0, 100.0, false),
         "max_hold_bars" => (0.0, 1e6, true),
         "lambda" => (0.0, 1.0, false),
@@ -343,6 +417,54 @@ fn bounds(name: &str) -> Option<(f64, f64, bool)> {
         "adam_eps" => (1e-12, 1.0, false),
         _ => return None,
     })
+}
+
+impl StudyConfig {
+    /// Env steps a trial trains on (envs x steps per epoch x epochs).
+    pub fn env_steps(&self) -> usize {
+        self.envs * self.segment_len * self.epochs
+    }
+
+    /// Resolves [`Self::budget`] for a study created on a GPU (`gpu`) or a CPU: the budget's envs, steps,
+    /// epochs and trials at once replace every value whose `[study]` key is not in `explicit`, `budget`
+    /// becomes `cpu` or `gpu`, and `budget_from` says where the values came from.
+    pub fn resolve_budget(&mut self, gpu: bool, explicit: &[String]) {
+        let which = match self.budget {
+            BudgetFor::Auto if gpu => BudgetFor::Gpu,
+            BudgetFor::Auto => BudgetFor::Cpu,
+            other => other,
+        };
+        let b = Budget::of(which, gpu);
+        let given = |key: &str| explicit.iter().any(|k| k == key);
+        for (key, field, value) in [
+            ("envs", &mut self.envs, b.envs),
+            ("segment_len", &mut self.segment_len, b.segment_len),
+            ("epochs", &mut self.epochs, b.epochs),
+            ("parallel", &mut self.parallel, b.parallel),
+        ] {
+            if !given(key) {
+                *field = value;
+            }
+        }
+        let origin = match (self.budget, gpu) {
+            (BudgetFor::Auto, true) => "the GPU's defaults (budget = auto on a GPU)".to_owned(),
+            (BudgetFor::Auto, false) => "the CPU's defaults (budget = auto on the CPU)".to_owned(),
+            (chosen, _) => format!("the {}'s defaults (budget = {chosen})", chosen.to_string().to_uppercase()),
+        };
+        let mine: Vec<&str> = BUDGET_KEYS.iter().copied().filter(|k| given(k)).collect();
+        self.budget = which;
+        self.budget_from =
+            if mine.is_empty() { origin } else { format!("{origin}, {} as given", mine.join(", ")) };
+    }
+}
+
+/// The `[study]` keys a TOML text sets (none when it has no `[study]` table or does not parse).
+pub fn study_keys(text: &str) -> Vec<String> {
+    let table: Result<toml::Table, _> = toml::from_str(text);
+    match table.ok().and_then(|t| t.get("study").cloned()) {
+        Some(toml::Value::Table(study)) => study.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
 }
 
 impl SearchConfig {
@@ -574,6 +696,26 @@ mod tests {
         assert_eq!(cfg.study.trials, 3);
         assert_eq!(cfg.space["lr"], Dimension::Fixed(0.001));
         assert_eq!(cfg.space["gamma"], default_space()["gamma"]);
+    }
+
+    /// `auto` takes the device's budget; values given in the file or as flags win; the resolved study
+    /// says which budget and what was given.
+    #[test]
+    fn the_budget_fits_the_device_and_explicit_values_win() {
+        let mut gpu = SearchConfig::default().study;
+        gpu.resolve_budget(true, &[]);
+        assert_eq!((gpu.envs, gpu.segment_len, gpu.epochs, gpu.parallel), (1024, 256, 4, 10));
+        assert!(gpu.env_steps() >= 1_000_000 && gpu.budget == BudgetFor::Gpu, "{gpu:?}");
+        assert!(gpu.budget_from.contains("GPU's defaults"), "{}", gpu.budget_from);
+        let text = "[study]\nenvs = 32\nbudget = \"gpu\"\n";
+        let mut cfg = SearchConfig::from_toml(text).unwrap().study;
+        cfg.resolve_budget(false, &study_keys(text));
+        assert_eq!((cfg.envs, cfg.segment_len, cfg.epochs, cfg.parallel), (32, 256, 4, 10));
+        assert!(cfg.budget_from.ends_with("(budget = gpu), envs as given"), "{}", cfg.budget_from);
+        let mut cpu = SearchConfig::default().study;
+        cpu.resolve_budget(false, &["epochs".to_owned()]);
+        assert_eq!((cpu.envs, cpu.segment_len, cpu.parallel, cpu.budget), (64, 128, 5, BudgetFor::Cpu));
+        assert!(config_error("[study]\nbudget = \"tpu\"\n").contains("budget"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::best::best_on_test;
 use super::report::{ReportInput, ReportSummary, write_report};
 use super::search::{DEFAULT_STUDY_NAME, folder_for};
 use super::storage::StorageUrl;
+use super::config::BudgetFor;
 use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;
@@ -32,9 +33,22 @@ pub struct JobArgs {
     /// Trials trained at once.
     #[arg(long)]
     pub parallel: Option<usize>,
-    /// Epochs per trial.
+    /// Epochs per trial (default: the budget's).
     #[arg(long)]
     pub epochs: Option<usize>,
+    /// Envs per trial (default: the budget's).
+    #[arg(long)]
+    pub envs: Option<usize>,
+    /// Steps per env and epoch (default: the budget's).
+    #[arg(long)]
+    pub segment_len: Option<usize>,
+    /// The machine the defaults of --envs, --segment-len, --epochs and --parallel are sized for (default
+    /// auto: the device the search runs on; docs/CLI.md, "Budgets").
+    #[arg(long, value_enum)]
+    pub budget: Option<BudgetFor>,
+    /// Whether the search runs on a GPU (set by the caller from the selected backend; sizes `budget = auto`).
+    #[arg(skip)]
+    pub gpu: bool,
     /// Study file, shorthand for --storage sqlite:///PATH (default: `runs/hyperopt-<time>/study.sqlite`).
     #[arg(long, conflicts_with = "storage")]
     pub study: Option<PathBuf>,
@@ -84,6 +98,10 @@ impl Default for JobArgs {
             trials: None,
             parallel: None,
             epochs: None,
+            envs: None,
+            segment_len: None,
+            budget: None,
+            gpu: false,
             seed: None,
             placebo: None,
             walk_forward: None,
@@ -108,6 +126,7 @@ impl JobArgs {
             (None, Some((label, text))) => Some((label.clone(), text.clone())),
             (None, None) => None,
         };
+        let explicit_keys = text.as_ref().map(|(_, t)| super::config::study_keys(t)).unwrap_or_default();
         let mut cfg = match text {
             Some((label, text)) => {
                 let cfg = SearchConfig::from_toml(&text).map_err(|e| match e {
@@ -133,6 +152,27 @@ impl JobArgs {
         if let Some(e) = self.epochs {
             cfg.study.epochs = e;
         }
+        if let Some(e) = self.envs {
+            cfg.study.envs = e;
+        }
+        if let Some(l) = self.segment_len {
+            cfg.study.segment_len = l;
+        }
+        if let Some(b) = self.budget {
+            cfg.study.budget = b;
+        }
+        let mut explicit = explicit_keys;
+        for (key, given) in [
+            ("envs", self.envs.is_some()),
+            ("segment_len", self.segment_len.is_some()),
+            ("epochs", self.epochs.is_some()),
+            ("parallel", self.parallel.is_some()),
+        ] {
+            if given {
+                explicit.push(key.to_owned());
+            }
+        }
+        cfg.study.resolve_budget(self.gpu, &explicit);
         if let Some(s) = self.seed {
             cfg.study.seed = s;
         }
@@ -159,6 +199,9 @@ impl JobArgs {
             || self.trials.is_some()
             || self.parallel.is_some()
             || self.epochs.is_some()
+            || self.envs.is_some()
+            || self.segment_len.is_some()
+            || self.budget.is_some()
             || self.placebo.is_some()
             || self.walk_forward.is_some()
     }
@@ -245,7 +288,7 @@ impl Job {
             if args.resume && args.overrides_configuration() {
                 notes.push(
                     "an existing study continues with its own configuration; --config/--trials/--parallel/--epochs/\
-                     --placebo/--walk-forward are ignored"
+                     --envs/--segment-len/--budget/--placebo/--walk-forward are ignored"
                         .to_owned(),
                 );
             }

@@ -500,12 +500,25 @@ mod tests {
     #[test]
     fn a_policy_that_never_trades_scores_zero() {
         let flat = crate::Metrics { trades: 0.0, sharpe: f64::NAN, ..crate::Metrics::default() };
-        assert_eq!(objective(&flat), 0.0);
-        let traded = crate::Metrics { trades: 3.0, sharpe: -0.5, ..crate::Metrics::default() };
-        assert_eq!(objective(&traded), -0.5);
+        assert_eq!(objective(&flat, 6_000, 8_760.0), 0.0);
         // Trades without a defined Sharpe (no variance) stay undefined: a FAIL, as before.
         let odd = crate::Metrics { trades: 1.0, sharpe: f64::NAN, ..crate::Metrics::default() };
-        assert!(objective(&odd).is_nan());
+        assert!(objective(&odd, 6_000, 8_760.0).is_nan());
+    }
+
+    /// A trader's value is its Sharpe's one-sided 95% lower bound: below 0 for a lucky annual Sharpe of 1.5
+    /// over 6,000 hourly bars (so staying flat ranks above it), above 0 for a Sharpe of 4; the bound widens
+    /// as the returns get fewer.
+    #[test]
+    fn a_trader_must_beat_flat_at_95_percent() {
+        let m = |sharpe: f64| crate::Metrics { trades: 40.0, sharpe, ..crate::Metrics::default() };
+        let (t, year) = (6_000, 8_760.0);
+        let width = OBJECTIVE_Z * (year / t as f64).sqrt();
+        let lucky = objective(&m(1.5), t, year);
+        assert!(lucky < 0.0 && (lucky - (1.5 - width)).abs() < 0.01, "{lucky} vs {}", 1.5 - width);
+        assert!(objective(&m(4.0), t, year) > 1.5, "{}", objective(&m(4.0), t, year));
+        assert!(objective(&m(4.0), 600, year) < objective(&m(4.0), t, year));
+        assert!(objective(&m(-0.5), t, year) < -0.5);
     }
 
     #[test]

@@ -84,9 +84,12 @@ pub fn barrier_floor_mult(floor: f64, bars: &[crate::Bar]) -> f64 {
 
 /// A trial's environment parameters (rewards in percent, see [`REWARD_SCALE`]); a take-profit or stop-loss
 /// multiple below the floor ([`EnvDecimals::barrier_floor_mult`]) is raised to it (0 stays 0: disabled).
+/// With `barriers = 0` every barrier is off (take-profit, stop-loss and holding limit), whatever the
+/// multiples; a trial stored before `barriers` existed had them on.
 pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, Error> {
     let base = env.audit_params().to_params()?;
-    let floored = |m: f64| if m > 0.0 { m.max(env.barrier_floor_mult) } else { m };
+    let on = p.get("barriers").copied().unwrap_or(1.0) != 0.0;
+    let floored = |m: f64| if !on { 0.0 } else if m > 0.0 { m.max(env.barrier_floor_mult) } else { m };
     Ok(TrialParams {
         w_pnl: REWARD_SCALE,
         w_cost: REWARD_SCALE * get(p, "w_cost")?,
@@ -95,7 +98,7 @@ pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, Error> {
         take_profit_mult: floored(get(p, "take_profit_mult")?),
         stop_loss_mult: floored(get(p, "stop_loss_mult")?),
         stop_slippage: env.stop_slippage,
-        max_hold_bars: get(p, "max_hold_bars")? as u32,
+        max_hold_bars: if on { get(p, "max_hold_bars")? as u32 } else { 0 },
         ..base
     })
 }
@@ -137,11 +140,28 @@ pub fn ppo_params(p: &Params, rollouts: usize) -> Result<PpoParams, Error> {
     })
 }
 
-/// A trial's objective from its greedy validation metrics: the Sharpe ratio, or 0 for a policy that made no
-/// trade (it keeps its cash: as good as not investing, better than losing; its Sharpe ratio is undefined,
-/// NaN in the metrics, and would otherwise turn the trial into a FAIL that TPE learns nothing from).
-pub fn objective(m: &crate::Metrics) -> f64 {
-    if m.trades == 0.0 && m.sharpe.is_nan() { 0.0 } else { m.sharpe }
+/// The z of [`objective`]'s one-sided 95% confidence bound.
+pub const OBJECTIVE_Z: f64 = 1.645;
+
+/// A trial's objective from its greedy validation metrics over `returns` per-bar returns (annualized with
+/// `bars_per_year`): the lower end of the one-sided 95% confidence interval of its Sharpe ratio,
+/// `(SR - z sqrt((1 + SR^2 / 2) / T)) x sqrt(bars per year)` with the per-bar Sharpe SR, T returns and
+/// z = [`OBJECTIVE_Z`] (the standard error of Lo 2002 for independent normal returns). A policy that made no
+/// trade scores exactly 0: it keeps its cash, which is certain (its Sharpe ratio is undefined, NaN in the
+/// metrics, and would otherwise turn the trial into a FAIL that TPE learns nothing from). So a trading
+/// policy ranks above staying flat only when its validation returns show, at 95%, that it beats flat: the
+/// luckiest of many skill-less policies is not the search's answer on bars without anything to learn, while
+/// a real edge of a validation Sharpe well above the bound's width still is (docs/EVIDENCE.md).
+pub fn objective(m: &crate::Metrics, returns: usize, bars_per_year: f64) -> f64 {
+    if m.trades == 0.0 && m.sharpe.is_nan() {
+        return 0.0;
+    }
+    if !m.sharpe.is_finite() || returns == 0 || bars_per_year <= 0.0 {
+        return m.sharpe;
+    }
+    let annual = bars_per_year.sqrt();
+    let sr = m.sharpe / annual;
+    (sr - OBJECTIVE_Z * ((1.0 + 0.5 * sr * sr) / returns as f64).sqrt()) * annual
 }
 
 /// The median rule of Optuna's `MedianPruner` (maximizing): prune at `epoch` when the trial's best value so
@@ -186,4 +206,40 @@ pub fn pruning_reference(trials: &[TrialRecord], epochs: &[EpochRecord], history
         .collect();
     let at = epochs.iter().filter(|e| seen.binary_search(&e.trial).is_ok()).cloned().collect();
     (at, seen.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(barriers: Option<f64>) -> Params {
+        let mut p: Params = [
+            ("w_cost", 1.0),
+            ("w_drawdown", 0.5),
+            ("w_barrier", 0.0),
+            ("take_profit_mult", 0.5),
+            ("stop_loss_mult", 3.0),
+            ("max_hold_bars", 24.0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(b) = barriers {
+            p.insert("barriers".to_owned(), b);
+        }
+        p
+    }
+
+    /// `barriers = 0` turns every barrier off whatever the multiples; `1` (and a trial stored before the
+    /// parameter existed) keeps them, the floor raising a narrow one.
+    #[test]
+    fn barriers_off_disables_take_profit_stop_loss_and_holding_limit() {
+        let env = EnvDecimals { barrier_floor_mult: 1.2, ..EnvDecimals::parse(&EnvSettings::default()).unwrap() };
+        let off = env_params(&params(Some(0.0)), &env).unwrap();
+        assert_eq!((off.take_profit_mult, off.stop_loss_mult, off.max_hold_bars), (0.0, 0.0, 0));
+        for on in [params(Some(1.0)), params(None)] {
+            let p = env_params(&on, &env).unwrap();
+            assert_eq!((p.take_profit_mult, p.stop_loss_mult, p.max_hold_bars), (1.2, 3.0, 24));
+        }
+    }
 }

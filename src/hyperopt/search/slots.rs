@@ -114,7 +114,8 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                 continue;
             }
             let m = &r.valid[k];
-            let value = objective(m);
+            let steps = r.valid_actions.len() / r.trials.len().max(1);
+            let value = objective(m, steps, self.shared.bars_per_year);
             let record = EpochRecord {
                 trial: number,
                 epoch: epoch as u64,
@@ -123,7 +124,6 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                 valid_return: m.total_return,
             };
             run.own.push(value);
-            let steps = r.valid_actions.len() / r.trials.len().max(1);
             run.valid_actions = r.valid_actions[k * steps..(k + 1) * steps].to_vec();
             self.study.record_epoch(&record)?;
             let (reference, n_complete) = (&run.reference.0, run.reference.1);
@@ -138,7 +138,7 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
                 )
             {
                 run.pruned = true;
-                self.study.prune(number, epoch as u64, m.sharpe)?;
+                self.study.prune(number, epoch as u64, value)?;
                 crate::failpoint::hit("prune");
             }
         }
