@@ -4,7 +4,7 @@
 //! ```toml
 //! [study]
 //! algo = "dqn"          # dqn | ppo (PPO's space: lr, gamma, lambda, clip, ent_coef, hidden, ppo_epochs,
-//!                       # minibatches = 4, max_grad_norm = 0.5, clip_vloss = 1, anneal_lr = 1,
+//!                       # minibatches = 32, max_grad_norm = 0.5, clip_vloss = 1, anneal_lr = 1,
 //!                       # adam_eps = 1e-5, orthogonal_init = 1, norm_adv = 1 (per-minibatch advantage
 //!                       # normalization), activation = 1 (1 tanh, 0 relu; fixed only) (CleanRL's
 //!                       # defaults; `batch` only with minibatches = 0), and the reward and barrier keys below)
@@ -23,9 +23,10 @@
 //!                       # epoch is pruned (all-NaN so far: pruned; no complete trial has the epoch: kept)
 //! prune_startup_trials = 5
 //! prune_warmup_epochs = 0
-//! budget = "auto"       # auto | cpu | gpu: the defaults of envs, segment_len, epochs and parallel (Budget):
-//!                       # cpu 64 x 128 x 4 epochs, 5 at a time; gpu 1,024 x 256 x 4 epochs, 10 at a time;
-//!                       # auto: the device the study is created on. Values given here or as flags win.
+//! budget = "auto"       # auto | cpu | gpu: the defaults of envs, segment_len, epochs, parallel and
+//!                       # grad_steps (Budget): cpu 64 x 128 x 4 epochs, 5 at a time, 1 gradient step;
+//!                       # gpu 1,024 x 256 x 4 epochs, 10 at a time, 2 gradient steps; auto: the device the
+//!                       # study is created on. Values given here or as flags win.
 //! envs = 64             # envs per trial (the budget's)
 //! segment_len = 128     # steps per env and epoch (the budget's)
 //! heartbeat_seconds = 10 # a worker's heartbeat for its running trials (Optuna's trial_heartbeats)
@@ -33,8 +34,10 @@
 //!                       # host is gone) is re-run by another worker under its number and parameters
 //! max_runs = 3          # a trial whose worker stopped (died or went silent) in each of this many runs
 //!                       # becomes FAIL, its reason in the user attribute `fail_reason`, instead of running again
-//! rollout_steps = 128   # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
+//! rollout_steps = 64    # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
 //!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
+//! grad_steps = 1        # DQN: gradient steps after every env step of the batch (each env of every trial
+//!                       # stepped once; the budget's)
 //! placebo = 0           # placebo searches on surrogate bars (docs/EVIDENCE.md); >= 19 can show p <= 0.05
 //! walk_forward = 0      # anchored walk-forward folds of the best configuration (0: none)
 //! # artifacts = "DIR"   # an Optuna artifact store (FileSystemArtifactStore's layout) for every finished
@@ -153,15 +156,18 @@ pub struct Budget {
     pub epochs: usize,
     /// Trials trained at once.
     pub parallel: usize,
+    /// DQN: gradient steps after every env step of the batch.
+    pub grad_steps: usize,
 }
 
 impl Budget {
     /// Sized for a 2-core CPU: `run.sh`'s job (20 searches of 10 trials and 3 walk-forward folds) in about
     /// two minutes; 32,768 env steps a trial.
-    pub const CPU: Self = Self { envs: 64, segment_len: 128, epochs: 4, parallel: 5 };
+    pub const CPU: Self = Self { envs: 64, segment_len: 128, epochs: 4, parallel: 5, grad_steps: 1 };
     /// Sized for one data-centre GPU: 1,048,576 env steps a trial (1,024 envs x 256 steps x 4 epochs), the
-    /// ten trials of a default study trained in one batch (docs/CLI.md, "Budgets").
-    pub const GPU: Self = Self { envs: 1024, segment_len: 256, epochs: 4, parallel: 10 };
+    /// ten trials of a default study trained in one batch, two DQN gradient steps after every env step of
+    /// the batch (docs/CLI.md, "Budgets").
+    pub const GPU: Self = Self { envs: 1024, segment_len: 256, epochs: 4, parallel: 10, grad_steps: 2 };
 
     /// The budget `which` names; `Auto` is the GPU's when `gpu`, else the CPU's.
     pub fn of(which: BudgetFor, gpu: bool) -> Self {
@@ -175,7 +181,7 @@ impl Budget {
 }
 
 /// The `[study]` keys a budget sets (and that, given explicitly, win over it).
-pub const BUDGET_KEYS: [&str; 4] = ["envs", "segment_len", "epochs", "parallel"];
+pub const BUDGET_KEYS: [&str; 5] = ["envs", "segment_len", "epochs", "parallel", "grad_steps"];
 
 /// The `[study]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -219,6 +225,8 @@ pub struct StudyConfig {
     /// PPO: steps per env and rollout (CleanRL's `num_steps`); an epoch's segment is collected in
     /// `ceil(segment_len / rollout_steps)` rollouts, each followed by its updates; 0: one per epoch.
     pub rollout_steps: usize,
+    /// DQN: gradient steps after every env step of the batch (every env of every trial stepped once).
+    pub grad_steps: usize,
     /// Seed.
     pub seed: u64,
     /// Seconds between a worker's heartbeats for the trials it runs.
@@ -260,7 +268,8 @@ impl Default for StudyConfig {
             budget_from: String::new(),
             envs: Budget::CPU.envs,
             segment_len: Budget::CPU.segment_len,
-            rollout_steps: 128,
+            rollout_steps: 64,
+            grad_steps: Budget::CPU.grad_steps,
             seed: 7,
             heartbeat_seconds: 10.0,
             stale_seconds: 60.0,
@@ -348,7 +357,7 @@ pub fn space_for(algo: Algo) -> BTreeMap<String, Dimension> {
             ("ent_coef", range(0.0, 0.02, false)),
             ("hidden", choice(&[32.0, 64.0, 128.0])),
             ("ppo_epochs", choice(&[2.0, 4.0])),
-            ("minibatches", Dimension::Fixed(4.0)),
+            ("minibatches", Dimension::Fixed(32.0)),
             ("max_grad_norm", Dimension::Fixed(0.5)),
             ("clip_vloss", Dimension::Fixed(1.0)),
             ("anneal_lr", Dimension::Fixed(1.0)),
@@ -441,6 +450,7 @@ impl StudyConfig {
             ("segment_len", &mut self.segment_len, b.segment_len),
             ("epochs", &mut self.epochs, b.epochs),
             ("parallel", &mut self.parallel, b.parallel),
+            ("grad_steps", &mut self.grad_steps, b.grad_steps),
         ] {
             if !given(key) {
                 *field = value;
@@ -520,6 +530,7 @@ impl SearchConfig {
             ("study.epochs", s.epochs),
             ("study.n_ei_candidates", s.n_ei_candidates),
             ("study.gamma", s.gamma),
+            ("study.grad_steps", s.grad_steps),
         ] {
             if v == 0 {
                 return Err(Error::config(key, "must be at least 1"));
@@ -570,7 +581,7 @@ impl SearchConfig {
                 (Some(_), true) => {
                     return Err(Error::config(
                         "space.batch",
-                        "PPO splits each rollout into `minibatches` (default 4); a fixed batch needs minibatches = 0",
+                        "PPO splits each rollout into `minibatches` (default 32); a fixed batch needs minibatches = 0",
                     ));
                 }
                 (None, false) => return Err(Error::config("space.minibatches", "0 (a fixed batch) needs space.batch")),
@@ -685,7 +696,7 @@ mod tests {
         let cfg = SearchConfig::from_toml("[study]\nalgo = \"ppo\"\n[space]\nminibatches = 0\nbatch = 64\n").unwrap();
         assert_eq!(cfg.space["batch"], Dimension::Fixed(64.0));
         let cfg = SearchConfig::from_toml("[study]\nalgo = \"ppo\"\n").unwrap();
-        assert_eq!(cfg.space["minibatches"], Dimension::Fixed(4.0));
+        assert_eq!(cfg.space["minibatches"], Dimension::Fixed(32.0));
         assert_eq!(cfg.space["max_grad_norm"], Dimension::Fixed(0.5));
     }
 
@@ -704,7 +715,7 @@ mod tests {
     fn the_budget_fits_the_device_and_explicit_values_win() {
         let mut gpu = SearchConfig::default().study;
         gpu.resolve_budget(true, &[]);
-        assert_eq!((gpu.envs, gpu.segment_len, gpu.epochs, gpu.parallel), (1024, 256, 4, 10));
+        assert_eq!((gpu.envs, gpu.segment_len, gpu.epochs, gpu.parallel, gpu.grad_steps), (1024, 256, 4, 10, 2));
         assert!(gpu.env_steps() >= 1_000_000 && gpu.budget == BudgetFor::Gpu, "{gpu:?}");
         assert!(gpu.budget_from.contains("GPU's defaults"), "{}", gpu.budget_from);
         let text = "[study]\nenvs = 32\nbudget = \"gpu\"\n";

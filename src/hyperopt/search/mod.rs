@@ -249,6 +249,7 @@ fn run_batch(
     tc.envs = s.envs;
     tc.segment_len = s.segment_len;
     tc.ring_capacity = s.envs * 64;
+    tc.grad_steps = s.grad_steps;
     tc.bars_per_year = bars_per_year;
     let first = batch.runs.first().map(|r| r.0.1.clone()).ok_or_else(|| Error::Study("an empty batch".into()))?;
     // The slots' networks and buffers fit every trial they may hold: any of the space while trials are left
