@@ -76,7 +76,9 @@ fn policy_sharpe(
     let targets: Vec<u8> = (0..steps).map(|t| target(t) as u8).collect();
     let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: false, equity: false };
     let r = backtest(&Backend::Cpu, &data.test, &[params], Signals::Targets { targets: &targets, columns: 1 }, &spec)?;
-    Ok(r.metrics[0].sharpe)
+    // A policy that never trades keeps its cash: 0, as the search scores it.
+    let m = &r.metrics[0];
+    Ok(if m.trades == 0.0 && m.sharpe.is_nan() { 0.0 } else { m.sharpe })
 }
 
 /// A search's outcome: every trial's (number, test Sharpe), the answer's number, test Sharpe and trades, the
@@ -141,6 +143,8 @@ pub fn learning(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
 /// Whether the answer's test Sharpe (`trades` trades over `test_bars` bars) reaches `target`.
 fn judge(target: Target, sharpe: f64, trades: f64, test_bars: usize, hold: f64, oracle: f64) -> String {
     let met = |ok: bool| if ok { "met" } else { "missed" };
+    // An answer that never traded has no Sharpe ratio; it kept its cash: 0.
+    let sharpe = if sharpe.is_nan() && trades == 0.0 { 0.0 } else { sharpe };
     match target {
         Target::HalfHold => format!("{}: {sharpe:.2} against half buy-and-hold's {:.2}", met(sharpe >= hold / 2.0), hold / 2.0),
         Target::HalfOracle => {
@@ -151,7 +155,7 @@ fn judge(target: Target, sharpe: f64, trades: f64, test_bars: usize, hold: f64, 
             // A trade is a round trip in the metrics (a position opened and closed).
             let allowed = test_bars as f64 / 200.0;
             let rare = trades <= allowed;
-            let small = sharpe.is_nan() || (-1.0..=1.0).contains(&sharpe);
+            let small = (-1.0..=1.0).contains(&sharpe);
             format!(
                 "{}: {trades} trades (at most {allowed:.0} allowed) or a test Sharpe of {sharpe:.2} within [-1, 1]",
                 met(rare || small)

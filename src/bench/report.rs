@@ -569,7 +569,7 @@ impl BenchReport {
                 if !r.check.is_empty() {
                     let _ = writeln!(
                         out,
-                        "{} {} W9 target (half the oracle's test Sharpe): {}",
+                        "{} {} W9 target: {}",
                         r.backend, r.variant, r.check
                     );
                 }

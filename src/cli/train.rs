@@ -91,18 +91,30 @@ pub fn run(
     for p in &mut cfg.dqn {
         p.eps_decay_steps = 0.5 * (epochs * segment_len) as f32;
     }
+    // DQN's gradient steps after every env step of the batch, as the search's budget has them.
+    cfg.grad_steps = if gpu { crate::hyperopt::config::Budget::GPU.grad_steps } else { 1 };
     cfg.bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
     let spread = |k: usize| [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
     for (k, p) in cfg.dqn.iter_mut().enumerate() {
         p.lr *= spread(k);
     }
+    // PPO as the search runs it (docs/CLI.md, "PPO specifics"): rollouts of 64 steps, each cut into 32
+    // minibatches, the minibatch buffer sized for one of them.
+    let minibatches = 32;
+    if algo == Algo::Ppo {
+        cfg.rollout_steps = 64;
+        let segment = segment_len.min(series.bars.len()).max(1);
+        cfg.batch = cfg.batch.max((crate::train::rollout_len(&cfg, segment) * envs).div_ceil(minibatches));
+    }
+    let rollouts = epochs * crate::train::rollouts_per_epoch(&cfg, segment_len.max(1));
     let ppo: Vec<PpoParams> = (0..trials)
         .map(|k| PpoParams {
             lr: 3e-4 * spread(k),
             hidden: cfg.hidden as u32,
             batch: cfg.batch as u32,
-            // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts (one per epoch).
-            anneal_rollouts: epochs as u32,
+            minibatches: minibatches as u32,
+            // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts.
+            anneal_rollouts: rollouts as u32,
             activation: activation.code(),
             ..PpoParams::default()
         })
