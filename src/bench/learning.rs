@@ -122,17 +122,30 @@ pub fn learning(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
                     shown(oracle),
                     s.seconds
                 );
-                let mut check = if quick { String::new() } else { judge(target, sharpe, trades, test_bars, hold, oracle) };
+                let mut check =
+                    if quick { String::new() } else { judge(target, sharpe, trades, test_bars, hold, oracle) };
                 // The GPU runs the CPU row's search too: the same bits.
                 if let (false, Some(g)) = (backend.is_cuda(), gpu) {
                     let twin = search(algo, g, &dataset, kind, quick, Some(BudgetFor::Cpu))?;
-                    let same = if twin.bits == s.bits { "the GPU's run of it bit for bit the same" } else { "DIFFERS from the GPU's run of it" };
+                    let same = if twin.bits == s.bits {
+                        "the GPU's run of it bit for bit the same"
+                    } else {
+                        "DIFFERS from the GPU's run of it"
+                    };
                     check = if check.is_empty() { same.to_owned() } else { format!("{check}; {same}") };
                 }
                 rows.push(
-                    Row::learning(&algo.to_string(), pattern, &s.budget, backend.info().backend, s.trials.len(), bars, s.seconds)
-                        .with_note(note)
-                        .with_check(check),
+                    Row::learning(
+                        &algo.to_string(),
+                        pattern,
+                        &s.budget,
+                        backend.info().backend,
+                        s.trials.len(),
+                        bars,
+                        s.seconds,
+                    )
+                    .with_note(note)
+                    .with_check(check),
                 );
             }
         }
@@ -146,7 +159,9 @@ fn judge(target: Target, sharpe: f64, trades: f64, test_bars: usize, hold: f64, 
     // An answer that never traded has no Sharpe ratio; it kept its cash: 0.
     let sharpe = if sharpe.is_nan() && trades == 0.0 { 0.0 } else { sharpe };
     match target {
-        Target::HalfHold => format!("{}: {sharpe:.2} against half buy-and-hold's {:.2}", met(sharpe >= hold / 2.0), hold / 2.0),
+        Target::HalfHold => {
+            format!("{}: {sharpe:.2} against half buy-and-hold's {:.2}", met(sharpe >= hold / 2.0), hold / 2.0)
+        }
         Target::HalfOracle => {
             format!("{}: {sharpe:.2} against half the oracle's {:.2}", met(sharpe >= oracle / 2.0), oracle / 2.0)
         }

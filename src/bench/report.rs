@@ -567,11 +567,7 @@ impl BenchReport {
             for r in self.rows.iter().filter(|r| r.workload == "W9") {
                 let _ = writeln!(out, "\n{} {} W9: {}", r.backend, r.variant, r.note);
                 if !r.check.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "{} {} W9 target: {}",
-                        r.backend, r.variant, r.check
-                    );
+                    let _ = writeln!(out, "{} {} W9 target: {}", r.backend, r.variant, r.check);
                 }
             }
         }

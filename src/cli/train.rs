@@ -132,7 +132,13 @@ pub fn run(
     println!(
         "budget:   {} env steps a trial ({envs} envs x {segment_len} steps x {epochs} epochs; {})",
         envs * segment_len * epochs,
-        if given { "as given" } else if gpu { "the GPU's defaults" } else { "the CPU's defaults" }
+        if given {
+            "as given"
+        } else if gpu {
+            "the GPU's defaults"
+        } else {
+            "the CPU's defaults"
+        }
     );
     let bar = ProgressBar::new(epochs as u64);
     bar.set_style(

@@ -463,8 +463,7 @@ impl StudyConfig {
         };
         let mine: Vec<&str> = BUDGET_KEYS.iter().copied().filter(|k| given(k)).collect();
         self.budget = which;
-        self.budget_from =
-            if mine.is_empty() { origin } else { format!("{origin}, {} as given", mine.join(", ")) };
+        self.budget_from = if mine.is_empty() { origin } else { format!("{origin}, {} as given", mine.join(", ")) };
     }
 }
 

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::best::best_on_test;
+use super::config::BudgetFor;
 use super::report::{ReportInput, ReportSummary, write_report};
 use super::search::{DEFAULT_STUDY_NAME, folder_for};
 use super::storage::StorageUrl;
-use super::config::BudgetFor;
 use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;

@@ -89,7 +89,15 @@ pub fn barrier_floor_mult(floor: f64, bars: &[crate::Bar]) -> f64 {
 pub fn env_params(p: &Params, env: &EnvDecimals) -> Result<TrialParams, Error> {
     let base = env.audit_params().to_params()?;
     let on = p.get("barriers").copied().unwrap_or(1.0) != 0.0;
-    let floored = |m: f64| if !on { 0.0 } else if m > 0.0 { m.max(env.barrier_floor_mult) } else { m };
+    let floored = |m: f64| {
+        if !on {
+            0.0
+        } else if m > 0.0 {
+            m.max(env.barrier_floor_mult)
+        } else {
+            m
+        }
+    };
     Ok(TrialParams {
         w_pnl: REWARD_SCALE,
         w_cost: REWARD_SCALE * get(p, "w_cost")?,
