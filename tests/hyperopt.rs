@@ -458,18 +458,18 @@ fn a_resumed_search_equals_the_uninterrupted_one() {
 /// the batch still run (they restart at their places, the finished ones holding their slots).
 #[test]
 fn a_search_killed_after_refills_resumes_as_the_uninterrupted_one() {
-    killed_after_refills("refill-resume", "", false);
+    killed_after_refills("refill-resume", "", "finish:13", false);
 }
 
 /// The same with a spread of 0.0001 and no commission (the default costs before 37a73b9).
 #[test]
 fn a_search_killed_after_refills_while_trials_run_resumes_as_the_uninterrupted_one() {
-    killed_after_refills("refill-resume-running", "spread = \"0.0001\"\ncommission = \"0\"", true);
+    killed_after_refills("refill-resume-running", "spread = \"0.0001\"\ncommission = \"0\"", "finish:7", true);
 }
 
-/// The refill-resume case of the search with `[env]` table `env`; `running`: whether the second kill leaves
-/// trials of the batch running (else it leaves none).
-fn killed_after_refills(name: &str, env: &str, running: bool) {
+/// The refill-resume case of the search with `[env]` table `env`, killed the second time at `finish` (a
+/// failpoint); `running`: whether that kill leaves trials of the batch running (else it leaves none).
+fn killed_after_refills(name: &str, env: &str, finish: &str, running: bool) {
     let dir = temp_dir(name);
     let run = resumable_search(&dir, env);
     let places = |study: &Path| -> Vec<(u64, String, Option<tradesim::hyperopt::study::Place>)> {
@@ -506,8 +506,8 @@ fn killed_after_refills(name: &str, env: &str, running: bool) {
         "no running trial in a pruned one's slot: {after:?}"
     );
     // Resumed, then killed again once trials started in freed slots are finishing.
-    let (ok, stderr) = run(&killed, true, Some("finish:7"));
-    assert!(!ok && stderr.contains("failpoint finish:7"), "{stderr}");
+    let (ok, stderr) = run(&killed, true, Some(finish));
+    assert!(!ok && stderr.contains(&format!("failpoint {finish}")), "{stderr}");
     let stopped = places(&killed);
     assert_eq!(stopped.iter().any(|p| p.1 == "running"), running, "{stopped:?}");
     let (ok, stderr) = run(&killed, true, None);

@@ -30,6 +30,7 @@ from tradesim_defaults import load as tradesim_settings  # noqa: E402
 DATASETS = {
     "ar1": (["--kind", "autocorrelated"], "AR(1) phi 0.4 (synthetic)"),
     "regime": (["--kind", "regime"], "regime switches (synthetic)"),
+    "trend": (["--kind", "random-walk", "--drift", "0.00015"], "trend, drift 1.5e-4 (synthetic)"),
     "eurusd": (None, "EURUSD 1h 2017 (embedded, real)"),
 }
 
