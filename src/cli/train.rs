@@ -98,15 +98,16 @@ pub fn run(
     for (k, p) in cfg.dqn.iter_mut().enumerate() {
         p.lr *= spread(k);
     }
-    // PPO as the search runs it (docs/CLI.md, "PPO specifics"): rollouts of 64 steps, each cut into 32
-    // minibatches, the minibatch buffer sized for one of them.
-    let minibatches = 32;
-    if algo == Algo::Ppo {
+    // PPO on a GPU as the search runs it there (docs/CLI.md, "PPO specifics"): rollouts of 64 steps, each cut
+    // into 32 minibatches (the buffer sized for one), so its 1,024 envs' rollouts give enough updates; on the
+    // CPU CleanRL's: one rollout an epoch in 4 minibatches (the parity study's setting, docs/PARITY.md).
+    let minibatches = if gpu { 32 } else { PpoParams::default().minibatches as usize };
+    if algo == Algo::Ppo && gpu {
         cfg.rollout_steps = 64;
         let segment = segment_len.min(series.bars.len()).max(1);
         cfg.batch = cfg.batch.max((crate::train::rollout_len(&cfg, segment) * envs).div_ceil(minibatches));
     }
-    let rollouts = epochs * crate::train::rollouts_per_epoch(&cfg, segment_len.max(1));
+    let rollouts_per_epoch = crate::train::rollouts_per_epoch(&cfg, segment_len.max(1));
     let ppo: Vec<PpoParams> = (0..trials)
         .map(|k| PpoParams {
             lr: 3e-4 * spread(k),
@@ -114,7 +115,7 @@ pub fn run(
             batch: cfg.batch as u32,
             minibatches: minibatches as u32,
             // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts.
-            anneal_rollouts: rollouts as u32,
+            anneal_rollouts: (epochs * rollouts_per_epoch) as u32,
             activation: activation.code(),
             ..PpoParams::default()
         })

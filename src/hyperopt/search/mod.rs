@@ -514,7 +514,7 @@ mod tests {
     fn a_trader_must_beat_flat_at_95_percent() {
         let m = |sharpe: f64| crate::Metrics { trades: 40.0, sharpe, ..crate::Metrics::default() };
         let (t, year) = (6_000, 8_760.0);
-        let width = OBJECTIVE_Z * (year / t as f64).sqrt();
+        let width = params::OBJECTIVE_Z * (year / t as f64).sqrt();
         let lucky = objective(&m(1.5), t, year);
         assert!(lucky < 0.0 && (lucky - (1.5 - width)).abs() < 0.01, "{lucky} vs {}", 1.5 - width);
         assert!(objective(&m(4.0), t, year) > 1.5, "{}", objective(&m(4.0), t, year));
