@@ -69,8 +69,10 @@ fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
         );
     }
     // The best trial's ledger is the report's best-trades.csv (the same replay, times and columns).
-    let best: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("study-tradesim").join("report").join("leaderboard.json")).unwrap()).unwrap();
+    let best: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("study-tradesim").join("report").join("leaderboard.json")).unwrap(),
+    )
+    .unwrap();
     let best_number = best["trials"][0]["number"].as_u64().unwrap();
     if best["trials"][0]["status"] == "complete" {
         let ledger = &expected[&best_number.to_string()][&format!("trial-{best_number}-trades.csv")];

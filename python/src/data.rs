@@ -69,7 +69,10 @@ impl Bars {
     fn _select(&self, symbol: &str) -> PyResult<Bars> {
         let series = self.dataset.select(Some(symbol)).map_err(|e| config_error(e.to_string()))?.clone();
         let dataset = Dataset { series: vec![series], ..self.dataset.clone() };
-        Ok(Bars { dataset, report: self.report.as_ref().map(|r| LoadReport { notes: r.notes.clone(), ..LoadReport::default() }) })
+        Ok(Bars {
+            dataset,
+            report: self.report.as_ref().map(|r| LoadReport { notes: r.notes.clone(), ..LoadReport::default() }),
+        })
     }
 
     /// Pickling: the bars as text (exact decimals, RFC 3339 times with their offsets), rebuilt by
@@ -95,7 +98,8 @@ fn bars_state(dataset: &Dataset) -> serde_json::Value {
         .series
         .iter()
         .map(|s| {
-            let column = |f: &dyn Fn(&tradesim::data::MarketBar) -> String| -> Vec<String> { s.bars.iter().map(f).collect() };
+            let column =
+                |f: &dyn Fn(&tradesim::data::MarketBar) -> String| -> Vec<String> { s.bars.iter().map(f).collect() };
             serde_json::json!({
                 "symbol": s.symbol,
                 "time": column(&|b| b.time.to_rfc3339()),
@@ -130,9 +134,11 @@ pub(crate) fn bars_from_state(state: &str) -> PyResult<Bars> {
         let decimal = |t: &str| t.parse::<rust_decimal::Decimal>().map_err(|e| bad(format!("{symbol}: `{t}`: {e}")));
         let mut bars = Vec::with_capacity(time.len());
         for i in 0..time.len() {
-            let at = |c: &[String]| c.get(i).cloned().ok_or_else(|| bad(format!("{symbol}: columns of unequal length")));
+            let at =
+                |c: &[String]| c.get(i).cloned().ok_or_else(|| bad(format!("{symbol}: columns of unequal length")));
             bars.push(tradesim::data::MarketBar {
-                time: chrono::DateTime::parse_from_rfc3339(&time[i]).map_err(|e| bad(format!("{symbol}: `{}`: {e}", time[i])))?,
+                time: chrono::DateTime::parse_from_rfc3339(&time[i])
+                    .map_err(|e| bad(format!("{symbol}: `{}`: {e}", time[i])))?,
                 open: decimal(&at(&open)?)?,
                 high: decimal(&at(&high)?)?,
                 low: decimal(&at(&low)?)?,

@@ -234,12 +234,14 @@ fn load(args: &DataArgs) -> Result<Dataset, Error> {
     }
     let policy = CleanPolicy::parse(&args.rows.drop, &args.rows.repair)?;
     let loaded = match &args.data {
-        Some(path) => crate::data::load_file(path, (&policy, args.rows.time_unit, args.symbol.as_deref())).map(|(d, report)| {
-            if report.dropped + report.repaired > 0 {
-                eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
-            }
-            d
-        }),
+        Some(path) => {
+            crate::data::load_file(path, (&policy, args.rows.time_unit, args.symbol.as_deref())).map(|(d, report)| {
+                if report.dropped + report.repaired > 0 {
+                    eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
+                }
+                d
+            })
+        }
         None => crate::data::embedded(),
     };
     loaded.map_err(Error::from)

@@ -290,8 +290,12 @@ impl Job {
         if args.report.is_some() {
             owner.claim(&report_dir)?;
         }
-        let paths =
-            SearchPaths { storage: storage.clone(), study_name: name.clone(), checkpoints: folder.join("checkpoints"), artifacts: store };
+        let paths = SearchPaths {
+            storage: storage.clone(),
+            study_name: name.clone(),
+            checkpoints: folder.join("checkpoints"),
+            artifacts: store,
+        };
         Ok(Self { storage, name, cfg, folder, paths, report_dir, notes })
     }
 
@@ -464,9 +468,10 @@ impl StudyOwner {
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| Error::Output(format!("{}: not a study owner record: {e}", path.display())))?;
         let field = |k: &str| {
-            v.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).ok_or_else(|| {
-                Error::Output(format!("{}: field `{k}`: missing or not a string", path.display()))
-            })
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| Error::Output(format!("{}: field `{k}`: missing or not a string", path.display())))
         };
         Ok(Some(Self { storage: field("storage")?, study_name: field("study_name")? }))
     }

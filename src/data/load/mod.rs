@@ -16,9 +16,9 @@ use chrono::{DateTime, FixedOffset};
 use rust_decimal::Decimal;
 
 use self::csv::{PlainCsv, read_csv};
-use self::dataset::build_symbol;
 #[cfg(test)]
 use self::dataset::build;
+use self::dataset::build_symbol;
 pub use self::decimal::float_decimal;
 use self::parquet::{ParquetColumn, read_parquet};
 use super::Dataset;
