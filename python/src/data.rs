@@ -133,12 +133,12 @@ pub(crate) fn bars_from_state(state: &str) -> PyResult<Bars> {
             (column("time")?, column("open")?, column("high")?, column("low")?, column("close")?, column("volume")?);
         let decimal = |t: &str| t.parse::<rust_decimal::Decimal>().map_err(|e| bad(format!("{symbol}: `{t}`: {e}")));
         let mut bars = Vec::with_capacity(time.len());
-        for i in 0..time.len() {
+        for (i, at_time) in time.iter().enumerate() {
             let at =
                 |c: &[String]| c.get(i).cloned().ok_or_else(|| bad(format!("{symbol}: columns of unequal length")));
             bars.push(tradesim::data::MarketBar {
-                time: chrono::DateTime::parse_from_rfc3339(&time[i])
-                    .map_err(|e| bad(format!("{symbol}: `{}`: {e}", time[i])))?,
+                time: chrono::DateTime::parse_from_rfc3339(at_time)
+                    .map_err(|e| bad(format!("{symbol}: `{at_time}`: {e}")))?,
                 open: decimal(&at(&open)?)?,
                 high: decimal(&at(&high)?)?,
                 low: decimal(&at(&low)?)?,
