@@ -515,7 +515,7 @@ impl StudyOwner {
             return Ok(());
         }
         let json = serde_json::json!({"storage": self.storage, "study_name": self.study_name});
-        let tmp = dir.join(format!(".{OWNER_FILE}.{}", std::process::id()));
+        let tmp = dir.join(format!(".{OWNER_FILE}.{}-{:016x}", std::process::id(), rand::random::<u64>()));
         std::fs::write(&tmp, crate::json::text(&json)).map_err(failed)?;
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);

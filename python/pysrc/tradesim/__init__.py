@@ -327,7 +327,8 @@ def _trades(frame: Any) -> Any:
 
 
 def _symbol(bars: Bars, symbol: Optional[str]) -> Optional[str]:
-    """The symbol to run: ``symbol``, refused unless the data has it, or the data's only one."""
+    """The symbol to run: the data's name of ``symbol`` (any case), refused unless the data has it, or the
+    data's only one."""
     names = bars.symbols
     if symbol is None:
         if len(names) > 1:
@@ -335,9 +336,10 @@ def _symbol(bars: Bars, symbol: Optional[str]) -> Optional[str]:
             raise ConfigError(f"symbol: the data holds {len(names)} symbols ({shown}); choose one with symbol=")
         return None
     symbol = _text("symbol", symbol)
-    if symbol not in names:
+    match = [n for n in names if n.upper() == symbol.upper()]
+    if not match:
         raise ConfigError(f"symbol={symbol!r}: not in the data (it holds {', '.join(names[:5])})")
-    return symbol
+    return match[0]
 
 
 def _caller_positions(origin: _TimeOrigin, symbol: str) -> Any:
