@@ -590,3 +590,41 @@ impl SearchClock {
         t
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A study's folder is named for its file's stem and its name (characters outside `[A-Za-z0-9._-]` as
+    /// `_`), absolute; a PostgreSQL study's owner record keeps no password or options.
+    #[test]
+    fn study_folders_and_owners_name_the_study_and_no_secret() {
+        let sqlite = study_folder(&StorageUrl::Sqlite("runs/a b.sqlite".into()), "x/y").unwrap();
+        assert!(sqlite.is_absolute() && sqlite.ends_with("runs/a_b-x_y"), "{}", sqlite.display());
+        let url = StorageUrl::parse("postgresql://ann:s3cret@db.example:5433/trades?sslmode=require").unwrap();
+        let folder = study_folder(&url, "my study").unwrap();
+        assert!(folder.is_absolute() && folder.ends_with("runs/trades-my_study"), "{}", folder.display());
+        let owner = StudyOwner::of(&url, "my study");
+        assert_eq!(owner.storage, "postgresql://ann@db.example:5433/trades");
+        assert!(!format!("{owner:?}").contains("s3cret"));
+    }
+
+    /// A folder another study owns, or a folder inside it, is refused naming both; its owner may use it.
+    #[test]
+    fn a_folder_is_claimed_once() {
+        let dir = std::env::temp_dir().join(format!("tradesim-owner-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (a, b) = (
+            StudyOwner::of(&StorageUrl::Sqlite(dir.join("a.sqlite")), "s"),
+            StudyOwner::of(&StorageUrl::Sqlite(dir.join("b.sqlite")), "s"),
+        );
+        a.claim(&dir.join("a-s")).unwrap();
+        a.claim(&dir.join("a-s")).unwrap();
+        a.check(&dir.join("a-s").join("report")).unwrap();
+        for inside in [dir.join("a-s"), dir.join("a-s").join("report")] {
+            let message = b.claim(&inside).unwrap_err().to_string();
+            assert!(message.contains("a.sqlite") && message.contains("b.sqlite"), "{message}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
