@@ -222,7 +222,15 @@ def test_gymnasiums_vector_wrappers_run_on_a_default_vector_env():
         "TransformReward": lambda e: wrappers.TransformReward(e, lambda r: r * 10),
         "RecordEpisodeStatistics": lambda e: wrappers.RecordEpisodeStatistics(e),
         "DictInfoToList": lambda e: wrappers.DictInfoToList(e),
+        "TransformAction": lambda e: wrappers.TransformAction(e, lambda a: 2 - a, e.action_space),
+        "VectorizeTransformObservation": lambda e: wrappers.VectorizeTransformObservation(
+            e, gym.wrappers.DtypeObservation, dtype=np.float64),
+        "VectorizeTransformReward": lambda e: wrappers.VectorizeTransformReward(
+            e, gym.wrappers.ClipReward, min_reward=-0.001, max_reward=0.001),
     }
+    # Not applicable: ClipAction, RescaleAction, VectorizeTransformAction's Box wrappers (the actions are
+    # Discrete), RescaleObservation (unbounded observations), FilterObservation (not a Dict), Grayscale and
+    # ResizeObservation (not images), HumanRendering and RecordVideo (no render mode).
     for name, wrap in applied.items():
         env = wrap(make())
         env.reset(seed=0)
