@@ -69,14 +69,16 @@ fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
         );
     }
     // The best trial's ledger is the report's best-trades.csv (the same replay, times and columns).
-    let best: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report").join("leaderboard.json")).unwrap()).unwrap();
+    let best: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("study-tradesim").join("report").join("leaderboard.json")).unwrap(),
+    )
+    .unwrap();
     let best_number = best["trials"][0]["number"].as_u64().unwrap();
     if best["trials"][0]["status"] == "complete" {
         let ledger = &expected[&best_number.to_string()][&format!("trial-{best_number}-trades.csv")];
         assert_eq!(
             std::fs::read_to_string(ledger).unwrap(),
-            std::fs::read_to_string(dir.join("report").join("best-trades.csv")).unwrap()
+            std::fs::read_to_string(dir.join("study-tradesim").join("report").join("best-trades.csv")).unwrap()
         );
     }
     // The store holds these files and nothing half-written.
@@ -159,5 +161,66 @@ fn the_stored_store_is_absolute_and_a_joiner_is_told_where_it_came_from() {
     let join = JobArgs { study: Some(study), load_if_exists: true, ..JobArgs::default() };
     let message = Job::prepare(&join).unwrap_err().to_string();
     assert!(message.contains("study `tradesim`'s configuration") && message.contains("--artifacts"), "{message}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Two studies in one folder (issue 56 item 1): each writes under its own folder (`STEM-NAME/` beside its
+/// file), every checkpoint the first recorded keeps its bytes after the second ran, the recorded paths are
+/// absolute (the study was named relative to another working directory), and a study sent into another's
+/// folder is refused with both named.
+#[test]
+fn two_studies_in_one_folder_keep_their_own_checkpoints() {
+    let dir = temp_dir("study-folders");
+    let cfg = dir.join("search.toml");
+    std::fs::write(&cfg, "[study]\ntrials = 2\nparallel = 2\nepochs = 1\nenvs = 4\nsegment_len = 24\nseed = 5\n")
+        .unwrap();
+    // Each study named relative to `dir`, run from `dir`.
+    let search = |study: &str, extra: &[&str]| {
+        Command::new(bin())
+            .current_dir(&dir)
+            .args(["hyperopt", "--device", "cpu", "--config", "search.toml", "--study", study])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let recorded = |study: &str| -> BTreeMap<PathBuf, Vec<u8>> {
+        let trials = Study::reopen(&StorageUrl::Sqlite(dir.join(study)), "tradesim").unwrap().trials().unwrap();
+        assert_eq!(trials.len(), 2, "{study}");
+        trials
+            .iter()
+            .map(|t| {
+                let path = PathBuf::from(t.checkpoint.as_deref().unwrap());
+                assert!(path.is_absolute(), "{study}: {}", path.display());
+                let bytes = std::fs::read(&path).unwrap();
+                (path, bytes)
+            })
+            .collect()
+    };
+    let out = search("s1.sqlite", &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = recorded("s1.sqlite");
+    assert!(first.keys().all(|p| p.starts_with(dir.join("s1-tradesim").join("checkpoints"))), "{first:?}");
+    assert!(dir.join("s1-tradesim").join("report").join("index.html").is_file());
+
+    let out = search("s2.sqlite", &["--seed", "6"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let second = recorded("s2.sqlite");
+    assert!(second.keys().all(|p| p.starts_with(dir.join("s2-tradesim"))), "{second:?}");
+    assert_eq!(recorded("s1.sqlite"), first, "the first study's checkpoints changed");
+    // A second study in the first one's file has a folder of its own too.
+    let out = search("s1.sqlite", &["--study-name", "other"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join("s1-other").join("checkpoints").join("trial-0.safetensors").is_file());
+    assert_eq!(recorded("s1.sqlite"), first, "the first study's checkpoints changed");
+
+    // A report folder another study owns is refused before anything is written, naming both studies.
+    let report_before = std::fs::read(dir.join("s1-tradesim/report/leaderboard.json")).unwrap();
+    let out = search("s3.sqlite", &["--report", "s1-tradesim/report"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("s1.sqlite") && stderr.contains("s3.sqlite"), "{stderr}");
+    assert!(!dir.join("s3.sqlite").exists(), "the refused study was created");
+    assert_eq!(std::fs::read(dir.join("s1-tradesim/report/leaderboard.json")).unwrap(), report_before);
+    assert_eq!(recorded("s1.sqlite"), first);
     std::fs::remove_dir_all(dir).unwrap();
 }

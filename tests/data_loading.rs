@@ -420,3 +420,26 @@ fn out_of_order_rows_after_dropped_rows_keep_their_row_numbers() {
     let (d, report) = load(&in_order).unwrap();
     assert_eq!((d.n_bars(), report.findings.len()), (4, 0), "{report}");
 }
+
+/// A chosen symbol (`--symbol`, Python's `symbol=`) is the only one whose rows are read and checked
+/// (issue 56 item 2): MSFT's high-below-low rows do not refuse AAPL; a symbol the file lacks is refused.
+#[test]
+fn a_chosen_symbols_rows_are_the_only_ones_checked() {
+    let csv = "date,symbol,open,high,low,close\n\
+               2024-01-01,AAPL,10,11,9,10.5\n2024-01-01,MSFT,20,19,21,20\n\
+               2024-01-02,AAPL,10.5,12,10,11\n2024-01-02,MSFT,20,22,19,21\n2024-01-03,AAPL,11,12,10,11.5\n";
+    let policy = CleanPolicy::default();
+    let options = |symbol| (&policy, None, symbol);
+    let all = load_bytes("t.csv", csv.as_bytes(), "X", &policy).expect_err("MSFT's row 3 is refused");
+    assert!(all.findings.iter().any(|f| f.class == IssueClass::HighBelowLow && f.row == Some(3)), "{all}");
+    let (aapl, report) = load_bytes("t.csv", csv.as_bytes(), "X", options(Some("aapl"))).unwrap();
+    assert_eq!(aapl.series.len(), 1);
+    assert_eq!(aapl.series[0].symbol, "AAPL");
+    assert_eq!(aapl.series[0].bars.iter().map(|b| b.close).collect::<Vec<_>>(), [dec("10.5"), dec("11"), dec("11.5")]);
+    assert!(report.findings.is_empty() && report.dropped == 0, "{report}");
+    let msft = load_bytes("t.csv", csv.as_bytes(), "X", options(Some("MSFT"))).expect_err("MSFT is refused");
+    assert!(msft.findings.iter().all(|f| f.row == Some(3) || f.row.is_none()), "{msft}");
+    let none = load_bytes("t.csv", csv.as_bytes(), "X", options(Some("TSLA"))).expect_err("no TSLA rows");
+    let message = none.to_string();
+    assert!(message.contains("no rows of symbol `TSLA`") && message.contains("AAPL"), "{message}");
+}

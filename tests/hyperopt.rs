@@ -210,7 +210,7 @@ fn tiny_ppo_search_completes() {
     let trials = stored(&study);
     assert_eq!(trials.len(), 2);
     assert!(trials.iter().all(|t| t.1 == "complete" || t.1 == "pruned"), "{trials:?}");
-    assert!(dir.join("report").join("index.html").is_file());
+    assert!(dir.join("study-tradesim").join("report").join("index.html").is_file());
     std::fs::remove_dir_all(dir).unwrap();
 }
 

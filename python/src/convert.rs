@@ -44,7 +44,12 @@ pub(crate) fn findings_list<'py>(py: Python<'py>, findings: &[Finding]) -> PyRes
 
 /// A refused load as `DataError(message)` with its `findings`.
 pub(crate) fn data_error(py: Python<'_>, report: &LoadReport) -> PyErr {
-    let message = Error::DataRefused { report: Box::new(report.clone()) }.to_string();
+    // Python's words: the exception's `findings` and the loaders' `drop=`/`repair=`, not the CLI's command.
+    let message = format!(
+        "the data is unusable ({} blocking finding(s); the exception's `findings` list them, and load()'s \
+         drop=/repair= name the finding classes to drop or repair):\n{report}",
+        report.blocking().count()
+    );
     let err = DataError::new_err(message);
     match findings_list(py, &report.findings) {
         Ok(list) => match err.value(py).setattr("findings", list) {

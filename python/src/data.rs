@@ -65,6 +65,23 @@ impl Bars {
         self.dataset.n_bars()
     }
 
+    /// The bars of `symbol` alone (the Python layer checks that the data holds it).
+    fn _select(&self, symbol: &str) -> PyResult<Bars> {
+        let series = self.dataset.select(Some(symbol)).map_err(|e| config_error(e.to_string()))?.clone();
+        let dataset = Dataset { series: vec![series], ..self.dataset.clone() };
+        Ok(Bars {
+            dataset,
+            report: self.report.as_ref().map(|r| LoadReport { notes: r.notes.clone(), ..LoadReport::default() }),
+        })
+    }
+
+    /// Pickling: the bars as text (exact decimals, RFC 3339 times with their offsets), rebuilt by
+    /// `bars_from_state`; the load's findings are not kept.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let rebuild = py.import("tradesim._native")?.getattr("bars_from_state")?;
+        Ok((rebuild, (bars_state(&self.dataset).to_string(),)))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Bars({}, {} bars, symbols [{}])",
@@ -73,6 +90,70 @@ impl Bars {
             self.symbols().join(", ")
         )
     }
+}
+
+/// `dataset` as JSON: source, synthetic, and per series its symbol and its columns as text.
+fn bars_state(dataset: &Dataset) -> serde_json::Value {
+    let series: Vec<serde_json::Value> = dataset
+        .series
+        .iter()
+        .map(|s| {
+            let column =
+                |f: &dyn Fn(&tradesim::data::MarketBar) -> String| -> Vec<String> { s.bars.iter().map(f).collect() };
+            serde_json::json!({
+                "symbol": s.symbol,
+                "time": column(&|b| b.time.to_rfc3339()),
+                "open": column(&|b| b.open.to_string()),
+                "high": column(&|b| b.high.to_string()),
+                "low": column(&|b| b.low.to_string()),
+                "close": column(&|b| b.close.to_string()),
+                "volume": column(&|b| b.volume.to_string()),
+            })
+        })
+        .collect();
+    serde_json::json!({"source": dataset.source, "synthetic": dataset.synthetic, "series": series})
+}
+
+/// The `Bars` a pickled state ([`bars_state`]) holds.
+#[pyfunction]
+pub(crate) fn bars_from_state(state: &str) -> PyResult<Bars> {
+    let bad = |why: String| config_error(format!("a pickled Bars: {why}"));
+    let v: serde_json::Value = serde_json::from_str(state).map_err(|e| bad(e.to_string()))?;
+    let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_owned);
+    let mut series = Vec::new();
+    for s in v.get("series").and_then(serde_json::Value::as_array).ok_or_else(|| bad("no series".to_owned()))? {
+        let symbol = text(s, "symbol").ok_or_else(|| bad("a series without a symbol".to_owned()))?;
+        let column = |k: &str| -> PyResult<Vec<String>> {
+            s.get(k)
+                .and_then(serde_json::Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                .ok_or_else(|| bad(format!("{symbol}: no `{k}` column")))
+        };
+        let (time, open, high, low, close, volume) =
+            (column("time")?, column("open")?, column("high")?, column("low")?, column("close")?, column("volume")?);
+        let decimal = |t: &str| t.parse::<rust_decimal::Decimal>().map_err(|e| bad(format!("{symbol}: `{t}`: {e}")));
+        let mut bars = Vec::with_capacity(time.len());
+        for (i, at_time) in time.iter().enumerate() {
+            let at =
+                |c: &[String]| c.get(i).cloned().ok_or_else(|| bad(format!("{symbol}: columns of unequal length")));
+            bars.push(tradesim::data::MarketBar {
+                time: chrono::DateTime::parse_from_rfc3339(at_time)
+                    .map_err(|e| bad(format!("{symbol}: `{at_time}`: {e}")))?,
+                open: decimal(&at(&open)?)?,
+                high: decimal(&at(&high)?)?,
+                low: decimal(&at(&low)?)?,
+                close: decimal(&at(&close)?)?,
+                volume: decimal(&at(&volume)?)?,
+            });
+        }
+        series.push(tradesim::data::Series { symbol, bars });
+    }
+    let dataset = Dataset {
+        source: text(&v, "source").unwrap_or_default(),
+        synthetic: v.get("synthetic").and_then(serde_json::Value::as_bool).unwrap_or(false),
+        series,
+    };
+    Ok(Bars { dataset, report: None })
 }
 
 fn policy(drop: &[String], repair: &[String]) -> PyResult<CleanPolicy> {
@@ -191,18 +272,20 @@ pub(crate) fn load_columns(
     loaded(py, result)
 }
 
-/// Loads a CSV or Parquet file as the CLI's `--data` does (`time_unit`: its `--time-unit`).
+/// Loads a CSV or Parquet file as the CLI's `--data` does (`time_unit`: its `--time-unit`; `symbol`: its
+/// `--symbol`, the only symbol whose rows are read and checked).
 #[pyfunction]
-#[pyo3(signature = (path, drop, repair, time_unit=None))]
+#[pyo3(signature = (path, drop, repair, time_unit=None, symbol=None))]
 pub(crate) fn load_file(
     py: Python<'_>,
     path: PathBuf,
     drop: Vec<String>,
     repair: Vec<String>,
     time_unit: Option<String>,
+    symbol: Option<String>,
 ) -> PyResult<Bars> {
     let (policy, unit) = load_options(&drop, &repair, time_unit)?;
-    let result = py.detach(|| tradesim::data::load_file(&path, (&policy, unit)));
+    let result = py.detach(|| tradesim::data::load_file(&path, (&policy, unit, symbol.as_deref())));
     loaded(py, result)
 }
 

@@ -208,6 +208,16 @@ pub(crate) fn hyperopt<'py>(
     out.set_item("report", job.report_dir.display().to_string())?;
     out.set_item("checkpoints", job.paths.checkpoints.display().to_string())?;
     out.set_item("verdict", &done.evidence.verdict.line)?;
+    out.set_item("notes", &job.notes)?;
+    let integer: Vec<&str> = done
+        .summary
+        .leaderboard
+        .iter()
+        .flat_map(|t| t.params.keys())
+        .map(String::as_str)
+        .filter(|n| tradesim::hyperopt::config::is_integer(n))
+        .collect();
+    out.set_item("integer_params", integer)?;
     out.set_item("evidence_json", tradesim::json::text(&tradesim::evidence::to_json(&done.evidence)))?;
     Ok(out)
 }

@@ -33,7 +33,7 @@ def test_single_env_passes_the_gymnasium_checker():
 
 
 def test_vector_env_buffers_are_the_envs_own():
-    env = tradesim.VectorEnv(bars(), trials=2, envs=8, episode_len=25, seed=4, device="cpu")
+    env = tradesim.VectorEnv(bars(), trials=2, envs=8, episode_len=25, seed=4, device="cpu", autoreset_mode="same_step")
     assert isinstance(env, gym.vector.VectorEnv) and env.num_envs == 16
     obs, _ = env.reset(seed=4)
     address = obs.__array_interface__["data"][0]
@@ -48,7 +48,8 @@ def test_vector_env_buffers_are_the_envs_own():
 
 
 def test_rewards_are_log_returns_and_episodes_autoreset():
-    env = tradesim.VectorEnv(bars(), envs=6, episode_len=12, seed=8, spread=0, commission=0, device="cpu")
+    env = tradesim.VectorEnv(bars(), envs=6, episode_len=12, seed=8, spread=0, commission=0, device="cpu",
+                             autoreset_mode="same_step")
     _, info = env.reset()
     equity = info["equity"].copy()
     rng = np.random.default_rng(0)
@@ -141,7 +142,8 @@ def test_dlpack_arrays_on_the_cpu_are_the_envs_buffers():
     assert obs.shape == (8, env.single_observation_space.shape[0]) and obs.dtype == "float32"
     view = np.from_dlpack(obs)
     assert view.__array_interface__["data"][0] == obs.address, "numpy reads the env's buffer, no copy"
-    reference = tradesim.VectorEnv(bars(), trials=2, envs=4, episode_len=6, seed=3, device="cpu")
+    reference = tradesim.VectorEnv(bars(), trials=2, envs=4, episode_len=6, seed=3, device="cpu",
+                                        autoreset_mode="same_step")
     ref_obs, _ = reference.reset()
     for step in range(6):
         actions = np.arange(8) % 3

@@ -275,7 +275,8 @@ def test_hyperopt_returns_its_evidence_and_verdict(tmp_path):
             "WHERE s.study_name = 'tradesim'"
         ).fetchall())
         names = {r[0] for r in db.execute("SELECT study_name FROM studies")}
-    assert json.loads(attrs["verdict"]) == run.verdict
+    # The study keeps the CLI's words; Python's verdict names the keyword (`placebo=19`, not `--placebo 19`).
+    assert tradesim._errors.python_names(json.loads(attrs["verdict"])) == run.verdict
     assert names == {"tradesim", "tradesim.placebo-1"}
 
 

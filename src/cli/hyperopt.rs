@@ -71,6 +71,7 @@ pub fn run(
         series.bars.len(),
         backend.info().backend,
     );
+    println!("files:    {} (checkpoints, report: this study's own)", job.folder.display());
     let multi = MultiProgress::new();
     let trials_bar = multi.add(ProgressBar::new(s.trials as u64));
     trials_bar.set_style(style("trials {bar:30} {pos}/{len} {msg}"));

@@ -33,7 +33,7 @@ struct DataArgs {
     /// CSV or Parquet file of OHLCV bars (default: the embedded EURUSD 1h 2017 data).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Symbol to use from a multi-symbol file.
+    /// Symbol to use from a multi-symbol file (only its rows are read and checked).
     #[arg(long)]
     symbol: Option<String>,
     /// Use this many seeded synthetic bars instead of a file.
@@ -234,12 +234,14 @@ fn load(args: &DataArgs) -> Result<Dataset, Error> {
     }
     let policy = CleanPolicy::parse(&args.rows.drop, &args.rows.repair)?;
     let loaded = match &args.data {
-        Some(path) => crate::data::load_file(path, (&policy, args.rows.time_unit)).map(|(d, report)| {
-            if report.dropped + report.repaired > 0 {
-                eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
-            }
-            d
-        }),
+        Some(path) => {
+            crate::data::load_file(path, (&policy, args.rows.time_unit, args.symbol.as_deref())).map(|(d, report)| {
+                if report.dropped + report.repaired > 0 {
+                    eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
+                }
+                d
+            })
+        }
         None => crate::data::embedded(),
     };
     loaded.map_err(Error::from)

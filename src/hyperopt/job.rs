@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::best::best_on_test;
 use super::config::BudgetFor;
 use super::report::{ReportInput, ReportSummary, write_report};
-use super::search::{DEFAULT_STUDY_NAME, folder_for};
+use super::search::DEFAULT_STUDY_NAME;
 use super::storage::StorageUrl;
 use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::data::Dataset;
@@ -59,7 +59,8 @@ pub struct JobArgs {
     /// The study's name in its storage (Optuna's study_name).
     #[arg(long, default_value = DEFAULT_STUDY_NAME)]
     pub study_name: String,
-    /// Continue the study (after a kill: finished trials kept, interrupted ones re-run exactly).
+    /// Continue the study (after a kill: finished trials kept, interrupted ones re-run exactly); a larger
+    /// --trials adds trials.
     #[arg(long, conflicts_with = "load_if_exists")]
     pub resume: bool,
     /// Create the study, or join it when it exists (Optuna's load_if_exists: start any number of workers
@@ -76,7 +77,7 @@ pub struct JobArgs {
     /// Retrain the best configuration on K anchored walk-forward folds and test it on each.
     #[arg(long)]
     pub walk_forward: Option<usize>,
-    /// Report folder (default: beside the study).
+    /// Report folder (default: `report/` in the study's folder, `STEM-NAME/` beside a SQLite study file).
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Optuna artifact store (a folder in FileSystemArtifactStore's layout, e.g. on a shared mount):
@@ -196,7 +197,6 @@ impl JobArgs {
     fn overrides_configuration(&self) -> bool {
         self.config.is_some()
             || self.config_text.is_some()
-            || self.trials.is_some()
             || self.parallel.is_some()
             || self.epochs.is_some()
             || self.envs.is_some()
@@ -216,6 +216,8 @@ pub struct Job {
     pub name: String,
     /// The configuration the search runs with (the stored one for a study that exists).
     pub cfg: SearchConfig,
+    /// The folder of this study's own files (absolute): `checkpoints/`, `report/`, `placebo-I/`.
+    pub folder: PathBuf,
     /// The storage, name and checkpoints folder.
     pub paths: SearchPaths,
     /// The report folder.
@@ -250,11 +252,15 @@ impl Job {
             }
         };
         let name = args.study_name.clone();
-        // Checkpoints and the report go beside a SQLite study; with a database, under runs/<study name>/ here.
-        let dir = match &storage {
-            StorageUrl::Sqlite(path) => path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-            StorageUrl::Postgres { .. } => Path::new("runs").join(folder_for("study", &name)),
+        // The study's files go in a folder of its own, claimed before the study is created or opened.
+        let folder = study_folder(&storage, &name)?;
+        let owner = StudyOwner::of(&storage, &name);
+        let report_dir = match &args.report {
+            Some(dir) => std::path::absolute(dir).map_err(|e| Error::config("--report", e.to_string()))?,
+            None => folder.join("report"),
         };
+        owner.check(&folder)?;
+        owner.check(&report_dir)?;
         let fresh = args.configure()?;
         let fresh_json =
             serde_json::to_string(&fresh).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
@@ -283,12 +289,27 @@ impl Job {
         let mut notes = Vec::new();
         // A study that exists (resumed or joined) runs with its own configuration, whoever created it.
         let cfg: SearchConfig = if how != Open::Create {
-            let stored: SearchConfig = serde_json::from_str(&study.config_json()?)
+            let mut stored: SearchConfig = serde_json::from_str(&study.config_json()?)
                 .map_err(|e| Error::Study(format!("{storage}: study {name}: stored configuration: {e}")))?;
+            // More trials asked of an existing study are run, as Optuna's `optimize(n_trials=...)` adds
+            // trials; the study records the new count, so that every worker runs to it.
+            match args.trials {
+                Some(n) if n > stored.study.trials => {
+                    stored.study.trials = n;
+                    let json = serde_json::to_string(&stored)
+                        .map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
+                    study.set_study_attr(super::study::CONFIG_ATTR, json)?;
+                }
+                Some(n) if n < stored.study.trials => notes.push(format!(
+                    "--trials {n} is below the {} trials of study `{name}`: it keeps {}",
+                    stored.study.trials, stored.study.trials
+                )),
+                _ => {}
+            }
             if args.resume && args.overrides_configuration() {
                 notes.push(
-                    "an existing study continues with its own configuration; --config/--trials/--parallel/--epochs/\
-                     --envs/--segment-len/--budget/--placebo/--walk-forward are ignored"
+                    "an existing study continues with its own configuration; --config/--parallel/--epochs/--envs/\
+                     --segment-len/--budget/--placebo/--walk-forward are ignored (a larger --trials adds trials)"
                         .to_owned(),
                 );
             }
@@ -306,14 +327,19 @@ impl Job {
                 other => other,
             }
         })?;
+        // Named again now that the study file's folder exists (its canonical path is the identity).
+        let owner = StudyOwner::of(&storage, &name);
+        owner.claim(&folder)?;
+        if args.report.is_some() {
+            owner.claim(&report_dir)?;
+        }
         let paths = SearchPaths {
             storage: storage.clone(),
             study_name: name.clone(),
-            checkpoints: dir.join(folder_for("checkpoints", &name)),
+            checkpoints: folder.join("checkpoints"),
             artifacts: store,
         };
-        let report_dir = args.report.clone().unwrap_or_else(|| dir.join(folder_for("report", &name)));
-        Ok(Self { storage, name, cfg, paths, report_dir, notes })
+        Ok(Self { storage, name, cfg, folder, paths, report_dir, notes })
     }
 
     /// Runs the search on `backends` over `dataset`'s `symbol` (the only series when `None`), then writes the
@@ -390,7 +416,6 @@ impl Job {
         let n = self.cfg.study.placebo;
         let config_json =
             serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
-        let dir = self.paths.checkpoints.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let mut searches = Vec::with_capacity(n);
         for index in 1..=n as u64 {
             progress(&Progress::Placebo { index: index as usize, of: n })?;
@@ -404,7 +429,7 @@ impl Job {
             let paths = SearchPaths {
                 storage: self.storage.clone(),
                 study_name: name.clone(),
-                checkpoints: dir.join(folder_for("checkpoints", &name)),
+                checkpoints: self.folder.join(format!("placebo-{index}")).join("checkpoints"),
                 artifacts: None,
             };
             run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
@@ -420,6 +445,128 @@ impl Job {
         }
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
         Ok(crate::evidence::PlaceboEvidence { p_value, searches })
+    }
+}
+
+/// The folder of study `name`'s own files, absolute: `STEM-NAME` beside a SQLite study file (so two study
+/// files in one folder, or two studies in one file, never share one), `runs/DATABASE-NAME` in the working
+/// directory for a PostgreSQL study. Characters of the stem and name outside `[A-Za-z0-9._-]` become `_`.
+pub fn study_folder(storage: &StorageUrl, name: &str) -> Result<PathBuf, Error> {
+    let folder = match storage {
+        StorageUrl::Sqlite(path) => {
+            let stem = path.file_stem().map_or_else(|| "study".into(), |s| s.to_string_lossy());
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            parent.join(format!("{}-{}", file_safe(&stem), file_safe(name)))
+        }
+        StorageUrl::Postgres { database, .. } => {
+            Path::new("runs").join(format!("{}-{}", file_safe(database), file_safe(name)))
+        }
+    };
+    std::path::absolute(&folder).map_err(|e| Error::Output(format!("{}: {e}", folder.display())))
+}
+
+/// `text` with characters outside `[A-Za-z0-9._-]` replaced by `_` (a file name on every system).
+fn file_safe(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
+}
+
+/// The file that names the study a folder's files belong to.
+pub const OWNER_FILE: &str = "study-owner.json";
+
+/// The study whose files a folder holds, as [`OWNER_FILE`] records it: the storage (a SQLite file by its
+/// canonical path, so every spelling of it from any working directory is one study; a PostgreSQL URL
+/// without its password and options) and the study's name.
+#[derive(Debug, PartialEq, Eq)]
+struct StudyOwner {
+    storage: String,
+    study_name: String,
+}
+
+impl StudyOwner {
+    fn of(storage: &StorageUrl, name: &str) -> Self {
+        let storage = match storage {
+            StorageUrl::Sqlite(path) => {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let dir = std::fs::canonicalize(parent)
+                    .or_else(|_| std::path::absolute(parent))
+                    .unwrap_or_else(|_| parent.to_path_buf());
+                let file = path.file_name().map_or_else(|| path.as_os_str().to_owned(), ToOwned::to_owned);
+                format!("sqlite:///{}", dir.join(file).display())
+            }
+            StorageUrl::Postgres { user, host, port, database, .. } => {
+                format!("postgresql://{user}@{host}:{port}/{database}")
+            }
+        };
+        Self { storage, study_name: name.to_owned() }
+    }
+
+    /// The owner `dir` records, if any.
+    fn recorded(dir: &Path) -> Result<Option<Self>, Error> {
+        let path = dir.join(OWNER_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::Output(format!("{}: {e}", path.display()))),
+        };
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Output(format!("{}: not a study owner record: {e}", path.display())))?;
+        let field = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| Error::Output(format!("{}: field `{k}`: missing or not a string", path.display())))
+        };
+        Ok(Some(Self { storage: field("storage")?, study_name: field("study_name")? }))
+    }
+
+    /// Refuses `dir` when it or a folder above it holds another study's files.
+    fn check(&self, dir: &Path) -> Result<(), Error> {
+        for owned in dir.ancestors() {
+            // A folder above that cannot be read (permissions) says nothing; `dir` itself must be readable.
+            let recorded = match Self::recorded(owned) {
+                Err(_) if owned != dir => None,
+                other => other?,
+            };
+            match recorded {
+                Some(other) if other != *self => {
+                    return Err(Error::Output(format!(
+                        "{}: holds the files of study `{}` in {}; study `{}` in {} would write over them (use \
+                         another study file, study name or --report folder)",
+                        owned.display(),
+                        other.study_name,
+                        other.storage,
+                        self.study_name,
+                        self.storage
+                    )));
+                }
+                Some(_) => return Ok(()),
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Records this study as `dir`'s owner (created when missing), or refuses as [`Self::check`] does. The
+    /// record is written whole beside and linked into place, so of two studies claiming one folder at once
+    /// only one succeeds.
+    fn claim(&self, dir: &Path) -> Result<(), Error> {
+        self.check(dir)?;
+        let failed = |e: std::io::Error| Error::Output(format!("{}: {e}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let path = dir.join(OWNER_FILE);
+        if path.exists() {
+            return Ok(());
+        }
+        let json = serde_json::json!({"storage": self.storage, "study_name": self.study_name});
+        let tmp = dir.join(format!(".{OWNER_FILE}.{}-{:016x}", std::process::id(), rand::random::<u64>()));
+        std::fs::write(&tmp, crate::json::text(&json)).map_err(failed)?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self.check(dir),
+            Err(e) => Err(failed(e)),
+        }
     }
 }
 
@@ -484,5 +631,43 @@ impl SearchClock {
         let mut t = self.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         t.setup += done.split_seconds;
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A study's folder is named for its file's stem and its name (characters outside `[A-Za-z0-9._-]` as
+    /// `_`), absolute; a PostgreSQL study's owner record keeps no password or options.
+    #[test]
+    fn study_folders_and_owners_name_the_study_and_no_secret() {
+        let sqlite = study_folder(&StorageUrl::Sqlite("runs/a b.sqlite".into()), "x/y").unwrap();
+        assert!(sqlite.is_absolute() && sqlite.ends_with("runs/a_b-x_y"), "{}", sqlite.display());
+        let url = StorageUrl::parse("postgresql://ann:s3cret@db.example:5433/trades?sslmode=require").unwrap();
+        let folder = study_folder(&url, "my study").unwrap();
+        assert!(folder.is_absolute() && folder.ends_with("runs/trades-my_study"), "{}", folder.display());
+        let owner = StudyOwner::of(&url, "my study");
+        assert_eq!(owner.storage, "postgresql://ann@db.example:5433/trades");
+        assert!(!format!("{owner:?}").contains("s3cret"));
+    }
+
+    /// A folder another study owns, or a folder inside it, is refused naming both; its owner may use it.
+    #[test]
+    fn a_folder_is_claimed_once() {
+        let dir = std::env::temp_dir().join(format!("tradesim-owner-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (a, b) = (
+            StudyOwner::of(&StorageUrl::Sqlite(dir.join("a.sqlite")), "s"),
+            StudyOwner::of(&StorageUrl::Sqlite(dir.join("b.sqlite")), "s"),
+        );
+        a.claim(&dir.join("a-s")).unwrap();
+        a.claim(&dir.join("a-s")).unwrap();
+        a.check(&dir.join("a-s").join("report")).unwrap();
+        for inside in [dir.join("a-s"), dir.join("a-s").join("report")] {
+            let message = b.claim(&inside).unwrap_err().to_string();
+            assert!(message.contains("a.sqlite") && message.contains("b.sqlite"), "{message}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

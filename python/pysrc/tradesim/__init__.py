@@ -13,18 +13,30 @@ it and adds nothing to the numbers (``tradesim.backtest`` gives the CLI's number
 from __future__ import annotations
 
 import dataclasses
-import decimal
 import importlib.util
 import json
 import math
 import os
 import re
+import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _native
-from ._errors import ConfigError, DataError, TradesimError, pythonic
+from ._errors import ConfigError, DataError, TradesimError, python_names, pythonic
+from ._params import (
+    Number,
+    _decimal,
+    _dict_key_error,
+    _flag,
+    _grid_columns,
+    _names,
+    _text,
+    _to_toml,
+    _whole,
+    _windows,
+)
 from ._native import Bars, DLPackArray
 
 __all__ = [
@@ -47,6 +59,9 @@ __all__ = [
     "TIME_UNITS",
 ]
 
+#: The learners ``algo=`` names.
+_ALGOS = ("dqn", "ppo")
+
 #: What ``time_unit=`` accepts for an integer time column (the CLI's rule, ``src/data/time.rs``).
 TIME_UNITS = ("YYYYMMDD", "s", "ms", "us", "ns")
 
@@ -56,8 +71,6 @@ if TYPE_CHECKING:
     from .envs import TradingEnv, VectorEnv
 
 __version__ = _native.__version__
-
-Number = Union[str, int, float, decimal.Decimal]
 
 
 def _pandas():
@@ -108,6 +121,8 @@ class _TimeOrigin:
     labels: Any
     is_index: bool
     symbols: Optional[list[str]]
+    #: The frame's own index (the rows' labels) when the time is a column, else None.
+    rows: Any = None
 
 
 def _load(
@@ -122,10 +137,16 @@ def _load(
     if time_unit is not None and time_unit not in TIME_UNITS:
         raise ConfigError(f"time_unit={time_unit!r}: one of {', '.join(TIME_UNITS)}")
     if isinstance(data, Bars):
-        return data, None
+        if drop or repair or time_unit is not None:
+            raise ConfigError("drop, repair, time_unit: the data is loaded Bars already; pass them to load()")
+        return _select(data, symbol), None
     if isinstance(data, (str, os.PathLike)):
         with pythonic():
-            return _native.load_file(os.fspath(data), list(drop), list(repair), time_unit), None
+            bars = _native.load_file(
+                os.fspath(data), _names("drop", drop), _names("repair", repair), time_unit,
+                None if symbol is None else _text("symbol", symbol),
+            )
+        return _select(bars, symbol), None
     pd = _pandas()
     if isinstance(data, Mapping):
         data = pd.DataFrame(dict(data))
@@ -135,6 +156,20 @@ def _load(
         data = pd.DataFrame({"open": close, "high": close, "low": close, "close": close}, index=data.index)
     if not isinstance(data, pd.DataFrame):
         raise TypeError(f"data: expected a DataFrame, a Series of closes, a dict of arrays or a path, got {type(data).__name__}")
+    symbol_columns = [k for k in data.columns if str(k).strip().lower() in ("symbol", "ticker", "instrument", "asset")]
+    # The caller's position of each row read (None: every row, in order).
+    positions = None
+    if symbol is not None and symbol_columns:
+        # Only the chosen symbol's rows are read and checked.
+        symbol = _text("symbol", symbol)
+        held = data[symbol_columns[0]].astype(str).str.strip()
+        chosen = held.str.upper() == symbol.upper()
+        if not chosen.any():
+            names = list(dict.fromkeys(held.tolist()))
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise ConfigError(f"symbol={symbol!r}: not in the data (it holds {shown})")
+        positions = np.flatnonzero(chosen.to_numpy())
+        data = data.iloc[positions]
     headers: list[str] = []
     columns: list[tuple[str, Any]] = []
     index = data.index
@@ -152,16 +187,16 @@ def _load(
             continue
         headers.append(str(key))
         columns.append(_column(data[key].reset_index(drop=True), is_time=_is_time_header(key)))
-    symbol_columns = [k for k in data.columns if str(k).strip().lower() in ("symbol", "ticker", "instrument", "asset")]
     origin = None
     if index_is_time or time_columns:
         labels = index if index_is_time else pd.Index(data[time_columns[0]], name=time_columns[0])
         symbols = [str(v) for v in data[symbol_columns[0]].tolist()] if symbol_columns else None
-        origin = _TimeOrigin(labels, index_is_time, symbols)
+        origin = _TimeOrigin(labels, index_is_time, symbols, None if index_is_time else index)
     try:
         with pythonic():
             bars = _native.load_columns(
-                name or "DataFrame", headers, columns, symbol or "DATA", list(drop), list(repair), time_unit
+                name or "DataFrame", headers, columns, symbol or "DATA", _names("drop", drop),
+                _names("repair", repair), time_unit
             )
     except DataError as err:
         # Name each finding's row by the frame's index label too (computed only for the rows named).
@@ -169,8 +204,25 @@ def _load(
             row = f.get("row")
             if row is not None and 0 <= row < len(index) and not isinstance(index, pd.RangeIndex):
                 f["index"] = str(index[row])
+            if row is not None and positions is not None and 0 <= row < len(positions):
+                f["row"] = int(positions[row])
         raise
     return bars, origin
+
+
+def _select(bars: Bars, symbol: Optional[str]) -> Bars:
+    """``bars`` reduced to ``symbol``'s series (any case), refused when it holds no such symbol."""
+    if symbol is None:
+        return bars
+    symbol = _text("symbol", symbol)
+    names = bars.symbols
+    if len(names) == 1 and names[0].upper() == symbol.upper():
+        return bars
+    match = [n for n in names if n.upper() == symbol.upper()]
+    if not match:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise ConfigError(f"symbol={symbol!r}: not in the data (it holds {shown})")
+    return bars._select(match[0])
 
 
 def load(
@@ -201,8 +253,13 @@ def load(
     validation; a finding that is an error raises :class:`DataError`, whose ``findings`` list names the row
     (the DataFrame position, 0-based, and its index label; None for a finding about the whole table), the
     column and the class. ``drop``/``repair`` name finding classes to drop or repair instead, as
-    ``tradesim data check --drop/--repair`` does. ``symbol`` names the series when the data has no symbol
-    column.
+    ``tradesim data check --drop/--repair`` does. ``symbol`` chooses one symbol of a multi-symbol table or
+    file (any case): only its rows are read and checked, and a symbol the data does not hold raises
+    :class:`ConfigError`; a DataFrame without a symbol column takes it as its series' name.
+
+    The same keywords (``time_unit``, ``symbol``, ``drop``, ``repair``) mean the same in
+    :func:`backtest`, :func:`hyperopt`, :func:`greedy_walk`, :class:`VectorEnv` and :class:`TradingEnv`.
+    ``Bars`` pickle (the bars, symbols and source; the load's findings and notes are not kept).
     """
     return _load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair, name=name)[0]
 
@@ -226,47 +283,6 @@ def device_info(device: str = "auto") -> dict[str, Any]:
     """The backend ``device`` selects: its name and, for CUDA, the device and driver."""
     with pythonic():
         return dict(_native.device_info(_text("device", device)))
-
-
-def _whole(name: str, value: Any, *, minimum: int) -> int:
-    """``value`` as an int, refused (naming ``name``) when it is not a whole number or below ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}={value!r}: expected a whole number (int), got {type(value).__name__}")
-    if value < minimum:
-        raise ConfigError(f"{name}={value!r}: at least {minimum}")
-    return int(value)
-
-
-def _text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name}={value!r}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _decimal(name: str, value: Number, *, positive: bool = False) -> Any:
-    """A money parameter for the native call, its sign checked: ``positive`` (capital) or at least 0."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float, decimal.Decimal, np.integer, np.floating)):
-        raise TypeError(f"{name}={value!r}: expected a number or a decimal string, got {type(value).__name__}")
-    if isinstance(value, np.generic):
-        value = value.item()
-    try:
-        exact = decimal.Decimal(value.strip() if isinstance(value, str) else str(value))
-    except decimal.InvalidOperation:
-        raise ConfigError(f"{name}={value!r}: not a number (write fractions: 0.001 for 0.1%)") from None
-    if not exact.is_finite():
-        raise ConfigError(f"{name}={value!r}: not a finite number")
-    if exact < 0 or (positive and exact == 0):
-        raise ConfigError(f"{name}={value!r}: must be {'above' if positive else 'at least'} 0")
-    return value if isinstance(value, (int, float)) else str(value)
-
-
-def _windows(name: str, value: Union[int, Iterable[int]]) -> list[int]:
-    if isinstance(value, (str, bytes)) or not (isinstance(value, (int, np.integer)) or hasattr(value, "__iter__")):
-        raise TypeError(f"{name}={value!r}: expected a window (int) or an iterable of windows")
-    values = [value] if isinstance(value, (int, np.integer)) else list(value)
-    if not values:
-        raise ConfigError(f"{name}: no windows")
-    return [_whole(name, v, minimum=1) for v in values]
 
 
 def _frame(columns: Optional[Sequence[tuple[str, Any]]]):
@@ -311,7 +327,8 @@ def _trades(frame: Any) -> Any:
 
 
 def _symbol(bars: Bars, symbol: Optional[str]) -> Optional[str]:
-    """The symbol to run: ``symbol``, refused unless the data has it, or the data's only one."""
+    """The symbol to run: the data's name of ``symbol`` (any case), refused unless the data has it, or the
+    data's only one."""
     names = bars.symbols
     if symbol is None:
         if len(names) > 1:
@@ -319,16 +336,19 @@ def _symbol(bars: Bars, symbol: Optional[str]) -> Optional[str]:
             raise ConfigError(f"symbol: the data holds {len(names)} symbols ({shown}); choose one with symbol=")
         return None
     symbol = _text("symbol", symbol)
-    if symbol not in names:
+    match = [n for n in names if n.upper() == symbol.upper()]
+    if not match:
         raise ConfigError(f"symbol={symbol!r}: not in the data (it holds {', '.join(names[:5])})")
-    return symbol
+    return match[0]
 
 
 def _caller_positions(origin: _TimeOrigin, symbol: str) -> Any:
-    """The caller's labels of ``symbol``'s rows, in order."""
+    """The caller's labels of ``symbol``'s rows, in order: the time index's, or the frame's own index's
+    when the time is a column."""
+    labels = origin.labels if origin.is_index else origin.rows
     if origin.symbols is None:
-        return origin.labels
-    return origin.labels[[s == symbol for s in origin.symbols]]
+        return labels
+    return labels[[s.strip().upper() == symbol.upper() for s in origin.symbols]]
 
 
 def _caller_times(times: Any, origin: Optional[_TimeOrigin]) -> Any:
@@ -346,8 +366,9 @@ def _caller_times(times: Any, origin: Optional[_TimeOrigin]) -> Any:
 
 
 def _equity_on_caller_index(frame: Any, origin: Optional[_TimeOrigin], symbol: str) -> Any:
-    """The per-bar equity indexed by the caller's time: the caller's own labels when every row of the
-    symbol became a bar (so ``df.join`` matches them exactly), else its times in the caller's timezone."""
+    """The per-bar equity on the caller's rows: the frame's own index labels (its time index, or its index
+    beside a time column) when every row of the symbol became a bar, so ``df.join`` matches them exactly;
+    else the bars' times in the caller's timezone."""
     if frame is None:
         return None
     bars = frame.pop("bar").to_numpy()
@@ -357,7 +378,7 @@ def _equity_on_caller_index(frame: Any, origin: Optional[_TimeOrigin], symbol: s
     pd = _pandas()
     windows = [tuple(int(w) for w in str(c).split("_")[1:]) for c in frame.columns]
     frame.columns = pd.Index(windows, tupleize_cols=False)
-    if origin is not None and origin.is_index:
+    if origin is not None and (origin.is_index or origin.rows is not None):
         labels = _caller_positions(origin, symbol)
         if len(labels) == len(frame) and (len(bars) == 0 or int(bars.max()) < len(labels)):
             frame.index = labels[bars]
@@ -416,11 +437,13 @@ def backtest(
     whole_units: bool = False,
     bars_per_year: Optional[float] = None,
     symbol: Optional[str] = None,
-    columns: str = "best",
+    columns: Union[str, Iterable[tuple[int, int]]] = "best",
     trades: bool = False,
     equity: bool = False,
     device: str = "auto",
     time_unit: Optional[str] = None,
+    drop: Iterable[str] = (),
+    repair: Iterable[str] = (),
 ) -> BacktestRun:
     """An SMA-crossover grid (every ``fast`` x ``slow`` pair with ``slow > fast``) over one symbol's bars,
     ranked by Sharpe, exactly as ``tradesim backtest`` runs it (the defaults are the CLI's).
@@ -440,13 +463,18 @@ def backtest(
     Money parameters (``spread``, ``commission``, ``capital``) are exact decimals: pass strings or
     ``decimal.Decimal`` for exactness (a float is read as the decimal it was written as when that has at
     most 15 significant digits: 0.0001 -> ``0.0001``).
-    ``trades``/``equity`` add the ledger and the per-bar equity of the ``columns`` selection (``best``,
-    ``top:N``, ``all`` or ``FAST/SLOW,...``). ``device`` is ``auto``, ``cpu`` or ``cuda``. The GIL is
-    released while the grid runs. ``data`` is anything :func:`load` takes (``time_unit`` as there).
+    ``trades``/``equity`` add the ledger and the per-bar equity of the ``columns`` selection (``"best"``,
+    ``"top:N"``, ``"all"``, ``"FAST/SLOW,..."`` or a list of ``(fast, slow)`` pairs, the metrics' index;
+    checked whether or not it is used). ``allow_short``, ``whole_units``, ``trades`` and ``equity`` are
+    ``bool`` (a string is a ``TypeError``). ``device`` is ``auto``, ``cpu`` or ``cuda``. The GIL is
+    released while the grid runs. ``data`` is anything :func:`load` takes, with ``time_unit``, ``symbol``,
+    ``drop`` and ``repair`` as there (only the chosen symbol's rows are checked).
 
-    The equity comes back on the caller's time labels: a DataFrame's time index as it was (the same
-    labels, timezone or naivety, and name), so ``df.join(run.equity)`` works; times from a column come back
-    as a ``DatetimeIndex`` named like the column, in its timezone (UTC when it had none).
+    The equity comes back on the caller's rows: a DataFrame's index as it was (a time index with its
+    labels, timezone or naivety, and name; or, when the time is a column, the frame's own index, such as
+    the ``RangeIndex`` of ``pd.read_csv``), so ``df.join(run.equity)`` matches row for row. When rows were
+    dropped (``drop=``) or the data is not a DataFrame, it comes back on the bars' times (a
+    ``DatetimeIndex`` named like the time column, in its timezone; UTC when it had none).
     """
     fast_windows, slow_windows = _windows("fast", fast), _windows("slow", slow)
     if not any(s > f for f in fast_windows for s in slow_windows):
@@ -461,7 +489,10 @@ def backtest(
         if not (math.isfinite(bars_per_year) and bars_per_year > 0):
             raise ConfigError(f"bars_per_year={bars_per_year!r}: a positive number")
     money = (_decimal("spread", spread), _decimal("commission", commission), _decimal("capital", capital, positive=True))
-    bars, origin = _load(data, time_unit=time_unit)
+    flags = [_flag(k, v) for k, v in
+             (("allow_short", allow_short), ("whole_units", whole_units), ("trades", trades), ("equity", equity))]
+    selection = _grid_columns(columns, fast_windows, slow_windows)
+    bars, origin = _load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
     symbol = _symbol(bars, symbol)
     with pythonic():
         out = _native.backtest(
@@ -470,13 +501,13 @@ def backtest(
             fast_windows,
             slow_windows,
             signal,
-            bool(allow_short),
+            flags[0],
             *money,
-            bool(whole_units),
+            flags[1],
             None if bars_per_year is None else float(bars_per_year),
-            _text("columns", columns),
-            bool(trades),
-            bool(equity),
+            selection,
+            flags[2],
+            flags[3],
             _text("device", device),
         )
     return BacktestRun(
@@ -535,6 +566,9 @@ def hyperopt(
     report: Union[None, str, os.PathLike] = None,
     artifacts: Union[None, str, os.PathLike] = None,
     device: str = "auto",
+    time_unit: Optional[str] = None,
+    drop: Iterable[str] = (),
+    repair: Iterable[str] = (),
 ) -> HyperoptRun:
     """The search ``tradesim hyperopt`` runs (TPE, trials trained together, pruning, an Optuna-readable
     study), returning its leaderboard as a DataFrame.
@@ -551,11 +585,23 @@ def hyperopt(
     artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each
     finished trial's checkpoint and test ledger are uploaded there and linked to the trial, so
     ``optuna.artifacts.download_artifact`` finds them from any host that mounts it; a new study stores it
-    (as an absolute path), so workers that join without it use it too.
+    (as an absolute path), so workers that join without it use it too. ``time_unit``, ``symbol``, ``drop``
+    and ``repair`` read ``data`` as :func:`load` does.
+
+    **Where the files go.** The study's checkpoints and report go in a folder of its own beside the study
+    file, named by the file's stem and the study's name (``study="runs/s1.sqlite"`` ->
+    ``runs/s1-tradesim/checkpoints/`` and ``runs/s1-tradesim/report/``; ``runs/DATABASE-NAME/`` for a
+    PostgreSQL study); ``report=`` moves the report. A folder another study owns is refused, naming both.
+    The run's ``report`` and ``checkpoints`` are absolute paths, as the study records them.
+
+    **Continuing.** ``resume=True`` or ``load_if_exists=True`` with a ``trials`` above the study's count
+    runs the extra trials (as Optuna's ``optimize(n_trials=...)`` adds trials); a smaller ``trials``, and
+    the other overrides of an existing study, are ignored with a ``UserWarning`` saying so.
     """
     # The name the configuration's errors are reported under: a path, or what the caller passed.
+    dict_keys: dict[int, tuple[Any, ...]] = {}
     if isinstance(config, Mapping):
-        toml_text, config_name = _to_toml(config), "config (the dict)"
+        (toml_text, dict_keys), config_name = _to_toml(config), "config (the dict)"
     elif config is None:
         toml_text, config_name = None, "config"
     elif isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config and "=" not in config):
@@ -574,35 +620,49 @@ def hyperopt(
              "walk_forward": walk_forward}
     overrides: dict[str, Any] = {k: _whole(k, v, minimum=counts[k]) for k, v in given.items() if v is not None}
     if algo is not None:
-        overrides["algo"] = _text("algo", algo)
+        algo = _text("algo", algo)
+        if algo.lower() not in _ALGOS:
+            raise ConfigError(f"algo={algo!r}: one of {', '.join(repr(a) for a in _ALGOS)}")
+        overrides["algo"] = algo
+    resume, load_if_exists = _flag("resume", resume), _flag("load_if_exists", load_if_exists)
     if synthetic is not None:
-        bars = synthetic_bars(_whole("synthetic", synthetic, minimum=2))
+        if drop or repair or time_unit is not None:
+            raise ConfigError("drop, repair, time_unit: synthetic bars are not read from data")
+        bars = _select(synthetic_bars(_whole("synthetic", synthetic, minimum=2)), symbol)
+    elif data is not None:
+        bars = load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
     else:
-        bars = load(data) if data is not None else embedded()
+        bars = _select(embedded(), symbol)
     symbol = _symbol(bars, symbol)
-    with pythonic():
-        out = _native.hyperopt(
-            bars,
-            symbol,
-            toml_text,
-            overrides,
-            None if study is None else os.fspath(study),
-            storage,
-            _text("study_name", study_name),
-            bool(resume),
-            bool(load_if_exists),
-            None if report is None else os.fspath(report),
-            _text("device", device),
-            config_name,
-            None if artifacts is None else os.fspath(artifacts),
-        )
+    try:
+        with pythonic():
+            out = _native.hyperopt(
+                bars,
+                symbol,
+                toml_text,
+                overrides,
+                None if study is None else os.fspath(study),
+                storage,
+                _text("study_name", study_name),
+                resume,
+                load_if_exists,
+                None if report is None else os.fspath(report),
+                _text("device", device),
+                config_name,
+                None if artifacts is None else os.fspath(artifacts),
+            )
+    except ConfigError as err:
+        _dict_key_error(err, dict_keys)
+        raise
+    for note in out["notes"]:
+        warnings.warn(python_names(note), UserWarning, stacklevel=2)
     return HyperoptRun(
-        leaderboard=_leaderboard(_frame(out["leaderboard"])),
+        leaderboard=_leaderboard(_frame(out["leaderboard"]), out["integer_params"]),
         storage=out["storage"],
         study_name=out["study_name"],
         report=out["report"],
         checkpoints=out["checkpoints"],
-        verdict=out["verdict"],
+        verdict=python_names(out["verdict"]),
         evidence=json.loads(out["evidence_json"]),
     )
 
@@ -619,7 +679,9 @@ def greedy_walk(
     allow_short: bool = True,
     whole_units: bool = False,
     time_unit: Optional[str] = None,
-) -> tuple[dict[str, float], np.ndarray]:
+    drop: Iterable[str] = (),
+    repair: Iterable[str] = (),
+) -> tuple[dict[str, Any], np.ndarray]:
     """Scores ``policy`` as ``tradesim train`` scores its own policies after each epoch: one env walks every
     bar of a part of the trainer's time split (``split``: ``"train"``, ``"valid"`` or ``"test"``; 70/15/15%
     of the bars after the features' warm-up, features normalized on the train part), calling
@@ -627,14 +689,19 @@ def greedy_walk(
     2 short) at each bar's close; the actions that took effect are then backtested by the backtest engine.
     Returns (the metrics as a dict: ``sharpe``, ``total_return``, ``trades``... annualized with the bars per
     year the trainer infers from the whole series' times; ``sharpe`` is NaN for a policy that never
-    trades), the actions that took effect (uint8, the split's bars - 1)). Pair it with
+    trades; ``trades`` and the other counts are ``int``), the actions that took effect (uint8, the split's
+    bars - 1)). ``time_unit``, ``symbol``, ``drop`` and ``repair`` read ``data`` as :func:`load` does. Pair it with
     ``VectorEnv(split="train")`` to train another learner on the trainer's envs."""
-    bars = embedded() if data is None else load(data, time_unit=time_unit)
+    flags = _flag("allow_short", allow_short), _flag("whole_units", whole_units)
+    if data is None:
+        bars = _select(embedded(), symbol)
+    else:
+        bars = load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
     with pythonic():
         walk = _native.SplitWalk(
             bars, None if symbol is None else _text("symbol", symbol), _text("split", split),
             _decimal("capital", capital, positive=True), _decimal("spread", spread),
-            _decimal("commission", commission), bool(allow_short), bool(whole_units),
+            _decimal("commission", commission), *flags,
         )
         for _ in range(walk.steps):
             action = int(policy(walk.observation()))
@@ -642,45 +709,28 @@ def greedy_walk(
                 raise ConfigError(f"policy: action {action!r} at step {walk.taken}: 0 (flat), 1 (long) or 2 (short)")
             walk.step(action)
         metrics, actions = walk.finish()
+    for name in _COUNTS:
+        value = metrics.get(name)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            metrics[name] = int(value)
     return metrics, actions
 
 
-def _leaderboard(frame: Any) -> Any:
-    """The leaderboard with ``pruned_at`` (an epoch, absent for trials not pruned) as nullable integers."""
+def _leaderboard(frame: Any, integer_params: Iterable[str] = ()) -> Any:
+    """The leaderboard with ``pruned_at`` (an epoch, absent for trials not pruned) and the integer
+    parameters as integers (nullable ``Int64`` where a trial has none)."""
     if "pruned_at" in frame:
         frame["pruned_at"] = frame["pruned_at"].astype("Int64")
+    for name in set(integer_params):
+        if name in frame:
+            values = frame[name]
+            frame[name] = values.astype(np.int64) if values.notna().all() else values.astype("Int64")
     return frame
 
 
 def synthetic_bars(n_bars: int, symbols: int = 1, seed: Optional[int] = None) -> Bars:
     """Alias of :func:`synthetic` for use where ``synthetic`` is a parameter name."""
     return synthetic(n_bars, symbols=symbols, seed=seed)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return repr(value.item() if isinstance(value, np.generic) else value)
-    if isinstance(value, (str, decimal.Decimal)):
-        text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{text}"'
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, (list, tuple, range)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"config: cannot write {value!r} as TOML")
-
-
-def _to_toml(config: Mapping[str, Any]) -> str:
-    lines = []
-    for table, body in config.items():
-        if not isinstance(body, Mapping):
-            raise TypeError(f"config[{table!r}]: a table (a dict), got {type(body).__name__}")
-        lines.append(f"[{table}]")
-        for key, value in body.items():
-            lines.append(f"{key} = {_toml_value(value)}")
-    return "\n".join(lines) + "\n"
 
 
 def __getattr__(name: str) -> Any:

@@ -46,12 +46,15 @@ class DataError(TradesimError, ValueError):
 
 
 _FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
+# A flag with its number (``--placebo 19``) is the keyword with its value (``placebo=19``).
+_FLAG_VALUE = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*) ([0-9]+|N)\b")
 
 
 def python_names(message: str) -> str:
     """``message`` with the CLI's flag names written as Python's parameters (``--walk-forward`` ->
     ``walk_forward=``), and the doubled name of ``spread: spread=: ...`` said once."""
-    text = _FLAG.sub(lambda m: m.group(1).replace("-", "_") + "=", message)
+    text = _FLAG_VALUE.sub(lambda m: m.group(1).replace("-", "_") + "=" + m.group(2), message)
+    text = _FLAG.sub(lambda m: m.group(1).replace("-", "_") + "=", text)
     return re.sub(r"\b(\w+): \1=: ", r"\1: ", text)
 
 

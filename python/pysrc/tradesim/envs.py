@@ -3,12 +3,12 @@ path) and :class:`TradingEnv` (one env as a ``gymnasium.Env``). Needs ``gymnasiu
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 import gymnasium as gym
 import numpy as np
 
-from . import Number, _decimal, _native, _text, _whole, embedded, load
+from . import Number, _decimal, _flag, _native, _select, _text, _whole, embedded, load
 from ._errors import ConfigError, TradesimError, pythonic
 
 __all__ = ["VectorEnv", "TradingEnv"]
@@ -77,7 +77,11 @@ class VectorEnv(gym.vector.VectorEnv):
 
     **Autoreset** (``autoreset_mode``, Gymnasium's ``AutoresetMode``):
 
-    - ``"same_step"`` (default, the zero-copy path): an env whose episode ended returns the first
+    The default (``autoreset_mode=None``) is Gymnasium 1.x's, ``"next_step"``, with numpy arrays, so every
+    wrapper of ``gymnasium.wrappers.vector`` runs on a default ``VectorEnv``; with device arrays
+    (``arrays="dlpack"``/``"torch"``) it is ``"same_step"``, the only mode they have.
+
+    - ``"same_step"`` (the zero-copy path): an env whose episode ended returns the first
       observation of its next episode; the ended episodes' last observations are in
       ``infos["final_obs"]`` (an object array, one observation per ended env, None elsewhere) where
       ``infos["_final_obs"]``, and ``infos["final_info"]`` (with ``infos["_final_info"]``) holds their
@@ -88,9 +92,10 @@ class VectorEnv(gym.vector.VectorEnv):
       reward 0 and both flags False. tradesim's envs restart within the step, so that start is the
       observation after one flat bar of the new episode (which is one bar shorter). Arrays are copies.
 
-    **Arrays.** With ``copy=False`` (``same_step`` only) ``step`` returns read-only numpy arrays that are
-    views of the env's own buffers, overwritten in place by the next ``step``/``reset`` (copy what you
-    keep); ``copy=True`` returns fresh writable arrays (what wrappers that modify them in place, such as
+    **Arrays.** Under ``next_step`` (the default) every array is a fresh writable copy. Under ``same_step``,
+    ``copy=False`` (the zero-copy path, its default) returns read-only numpy arrays that are views of the
+    env's own buffers, overwritten in place by the next ``step``/``reset`` (copy what you keep);
+    ``copy=True`` returns fresh writable arrays (what wrappers that modify them in place, such as
     ``ClipReward``, need).
 
     **Equity.** ``infos["equity"]`` is each env's equity after the step. Under ``same_step`` an ended
@@ -108,7 +113,9 @@ class VectorEnv(gym.vector.VectorEnv):
     ``split`` the episodes cover all the bars, features normalized over all of them.
     :func:`tradesim.greedy_walk` scores a policy on a split as the trainer does.
 
-    ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``.
+    ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``. ``data`` is
+    anything :func:`tradesim.load` takes, with ``time_unit``, ``symbol``, ``drop`` and ``repair`` as there;
+    ``allow_short``, ``whole_units`` and ``copy`` are ``bool``.
     ``feature_names`` names each observation column.
     """
 
@@ -128,12 +135,14 @@ class VectorEnv(gym.vector.VectorEnv):
         whole_units: bool = False,
         device: str = "auto",
         arrays: str = "numpy",
-        autoreset_mode: Any = "same_step",
+        autoreset_mode: Any = None,
         copy: bool = False,
         num_envs: Optional[int] = None,
         time_unit: Optional[str] = None,
         split: Optional[str] = None,
         w_cost: float = 0.0,
+        drop: Iterable[str] = (),
+        repair: Iterable[str] = (),
     ) -> None:
         if arrays not in _ARRAYS:
             raise ConfigError(f"arrays={arrays!r}: one of {', '.join(_ARRAYS)}")
@@ -146,7 +155,11 @@ class VectorEnv(gym.vector.VectorEnv):
         envs = _whole("envs", envs, minimum=1)
         episode_len = _whole("episode_len", episode_len, minimum=1)
         seed = _whole("seed", seed, minimum=0)
+        if autoreset_mode is None:
+            autoreset_mode = "next_step" if arrays == "numpy" else "same_step"
         mode = _autoreset_mode(autoreset_mode)
+        allow_short, whole_units = _flag("allow_short", allow_short), _flag("whole_units", whole_units)
+        copy = _flag("copy", copy)
         next_step = mode == gym.vector.AutoresetMode.NEXT_STEP
         if next_step and arrays != "numpy":
             raise ConfigError(f"autoreset_mode='next_step': numpy arrays only (arrays={arrays!r})")
@@ -156,11 +169,14 @@ class VectorEnv(gym.vector.VectorEnv):
             raise ConfigError(f"copy=True: numpy arrays only (arrays={arrays!r})")
         money = (_per_trial("capital", capital, trials), _per_trial("spread", spread, trials),
                  _per_trial("commission", commission, trials))
-        bars = embedded() if data is None else load(data, time_unit=time_unit)
+        if data is None:
+            bars = _select(embedded(), symbol)
+        else:
+            bars = load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
         with pythonic():
             self._env = _native.VectorEnv(
                 bars, None if symbol is None else _text("symbol", symbol), trials, envs, episode_len, seed,
-                *money, bool(allow_short), bool(whole_units), _text("device", device), arrays == "numpy",
+                *money, allow_short, whole_units, _text("device", device), arrays == "numpy",
                 None if split is None else _text("split", split), float(w_cost),
             )
         self.arrays = arrays
@@ -275,7 +291,8 @@ class TradingEnv(gym.Env):
         for fixed in ("trials", "envs", "num_envs", "autoreset_mode", "arrays"):
             if fixed in kwargs:
                 raise ConfigError(f"{fixed}: TradingEnv is one env on numpy arrays (use VectorEnv)")
-        kwargs.update(trials=1, envs=1)
+        # Its own step loop reads the ended episode from same_step's infos (it does not autoreset).
+        kwargs.update(trials=1, envs=1, autoreset_mode="same_step")
         self._vec = VectorEnv(data, **kwargs)
         self.feature_names = self._vec.feature_names
         self.observation_space = self._vec.single_observation_space

@@ -13,12 +13,27 @@ use crate::data::time::{TimeUnit, integer_time_refusal};
 use crate::data::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
 use crate::data::{Dataset, MarketBar, Series};
 
+/// [`build_symbol`] of every symbol.
+#[cfg(test)]
 pub(super) fn build(
+    name: &str,
+    table: Table<'_>,
+    default_symbol: &str,
+    policy: &CleanPolicy,
+    time_unit: Option<TimeUnit>,
+) -> Result<(Dataset, LoadReport), LoadReport> {
+    build_symbol(name, table, default_symbol, policy, time_unit, None)
+}
+
+/// The dataset of `table`, or of `symbol`'s rows alone when the table has a symbol column (any case, as
+/// [`Dataset::select`] matches): the other symbols' rows are then neither checked nor kept.
+pub(super) fn build_symbol(
     name: &str,
     mut table: Table<'_>,
     default_symbol: &str,
     policy: &CleanPolicy,
     time_unit: Option<TimeUnit>,
+    symbol: Option<&str>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
     let mut report = LoadReport {
         file: name.to_owned(),
@@ -61,7 +76,10 @@ pub(super) fn build(
         return Err(report);
     }
     let rules = RowRules { name, headers: &table.headers, map: &map, date_time_pair, policy, time_unit, columns };
-    let (bars, notes) = parse_rows(&table, &rules, &mut report);
+    let (bars, mut notes) = parse_rows(&table, &rules, &mut report);
+    if let (Some(chosen), Some(_)) = (symbol, map.symbol) {
+        only_symbol(name, chosen, &mut notes, &mut report)?;
+    }
     if report.rows == 0 {
         report.findings.push(file_finding(name, None, IssueClass::EmptyFile, "no data rows".to_owned()));
         return Err(report);
@@ -106,6 +124,34 @@ pub(super) fn build(
         }
         Err(report)
     }
+}
+
+/// Sets aside every row of another symbol than `chosen` (its findings and its bar), or refuses a table
+/// with no row of `chosen`.
+fn only_symbol(name: &str, chosen: &str, notes: &mut Notes<'_>, report: &mut LoadReport) -> Result<(), LoadReport> {
+    let mut any = false;
+    let mut others: Vec<&str> = Vec::new();
+    for note in notes.iter_mut().flatten() {
+        match note.symbol {
+            Some(s) if !s.eq_ignore_ascii_case(chosen) => {
+                if others.len() < 10 && !others.contains(&s) {
+                    others.push(s);
+                }
+                note.findings.clear();
+                note.skipped = true;
+                note.dropped = false;
+                note.repaired = false;
+            }
+            _ => any = true,
+        }
+    }
+    if any {
+        return Ok(());
+    }
+    let message = format!("no rows of symbol `{chosen}` (symbols: {})", others.join(", "));
+    let mut refused = std::mem::take(report);
+    refused.findings = vec![file_finding(name, None, IssueClass::EmptyFile, message)];
+    Err(refused)
 }
 
 /// The refusal of an integer time column read without a unit, judged by its first row (every row would

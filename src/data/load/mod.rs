@@ -16,7 +16,9 @@ use chrono::{DateTime, FixedOffset};
 use rust_decimal::Decimal;
 
 use self::csv::{PlainCsv, read_csv};
+#[cfg(test)]
 use self::dataset::build;
+use self::dataset::build_symbol;
 pub use self::decimal::float_decimal;
 use self::parquet::{ParquetColumn, read_parquet};
 use super::Dataset;
@@ -123,17 +125,26 @@ pub struct ReadOptions<'p> {
     pub policy: &'p CleanPolicy,
     /// What an integer time counts.
     pub time_unit: Option<TimeUnit>,
+    /// The one symbol to read from a table with a symbol column (any case): only its rows are checked and
+    /// kept (`None`: every symbol).
+    pub symbol: Option<&'p str>,
 }
 
 impl<'p> From<&'p CleanPolicy> for ReadOptions<'p> {
     fn from(policy: &'p CleanPolicy) -> Self {
-        Self { policy, time_unit: None }
+        Self { policy, time_unit: None, symbol: None }
     }
 }
 
 impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>)> for ReadOptions<'p> {
     fn from((policy, time_unit): (&'p CleanPolicy, Option<TimeUnit>)) -> Self {
-        Self { policy, time_unit }
+        Self { policy, time_unit, symbol: None }
+    }
+}
+
+impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>, Option<&'p str>)> for ReadOptions<'p> {
+    fn from((policy, time_unit, symbol): (&'p CleanPolicy, Option<TimeUnit>, Option<&'p str>)) -> Self {
+        Self { policy, time_unit, symbol }
     }
 }
 
@@ -141,7 +152,7 @@ impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>)> for ReadOptions<'p> {
 /// policy, or the policy and the unit of an integer time column (`(&policy, Some(TimeUnit::YearMonthDay))`;
 /// without one, integer times are refused). Single-symbol files take the file stem as their symbol.
 pub fn load_file<'p>(path: &Path, options: impl Into<ReadOptions<'p>>) -> Result<(Dataset, LoadReport), LoadReport> {
-    let ReadOptions { policy, time_unit } = options.into();
+    let ReadOptions { policy, time_unit, symbol } = options.into();
     let name = path.display().to_string();
     let bytes = file_bytes(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
     let stem = path.file_stem().map_or_else(|| "DATA".to_owned(), |s| s.to_string_lossy().to_uppercase());
@@ -152,9 +163,9 @@ pub fn load_file<'p>(path: &Path, options: impl Into<ReadOptions<'p>>) -> Result
             FileBytes::Read(v) => bytes::Bytes::from(v),
         };
         let table = read_parquet(&name, data)?;
-        return build(&name, table, &stem, policy, time_unit);
+        return build_symbol(&name, table, &stem, policy, time_unit, symbol);
     }
-    load_bytes(&name, &bytes, &stem, (policy, time_unit))
+    load_bytes(&name, &bytes, &stem, (policy, time_unit, symbol))
 }
 
 /// The first bytes of a Parquet file.
@@ -200,13 +211,13 @@ pub fn load_bytes<'p>(
     default_symbol: &str,
     options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    let ReadOptions { policy, time_unit } = options.into();
+    let ReadOptions { policy, time_unit, symbol } = options.into();
     let table = if bytes.starts_with(PARQUET_MAGIC) {
         read_parquet(name, bytes::Bytes::copy_from_slice(bytes))?
     } else {
         read_csv(name, bytes)?
     };
-    build(name, table, default_symbol, policy, time_unit)
+    build_symbol(name, table, default_symbol, policy, time_unit, symbol)
 }
 
 /// One column of an in-memory table (a DataFrame's column, a numpy array) for [`load_columns`].
@@ -254,7 +265,7 @@ pub fn load_columns<'p>(
     default_symbol: &str,
     options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    let ReadOptions { policy, time_unit } = options.into();
+    let ReadOptions { policy, time_unit, symbol } = options.into();
     if headers.len() != columns.len() {
         let message = format!("{} headers for {} columns", headers.len(), columns.len());
         return Err(file_error(name, IssueClass::BadRow, message));
@@ -270,7 +281,7 @@ pub fn load_columns<'p>(
     for i in 0..rows {
         table.push(i, columns.iter().map(|c| c.cell(i)));
     }
-    build(name, table, default_symbol, policy, time_unit)
+    build_symbol(name, table, default_symbol, policy, time_unit, symbol)
 }
 
 /// An error about the whole file (`row` 1 for the header).
