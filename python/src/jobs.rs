@@ -153,6 +153,15 @@ pub(crate) fn hyperopt<'py>(
         trials: get("trials")?.map(|v| v.extract()).transpose()?,
         parallel: get("parallel")?.map(|v| v.extract()).transpose()?,
         epochs: get("epochs")?.map(|v| v.extract()).transpose()?,
+        envs: get("envs")?.map(|v| v.extract()).transpose()?,
+        segment_len: get("segment_len")?.map(|v| v.extract()).transpose()?,
+        budget: match get("budget")? {
+            Some(v) => Some(
+                <tradesim::hyperopt::config::BudgetFor as clap::ValueEnum>::from_str(&v.extract::<String>()?, true)
+                    .map_err(|e| config_error(format!("budget: {e}")))?,
+            ),
+            None => None,
+        },
         seed: get("seed")?.map(|v| v.extract()).transpose()?,
         placebo: get("placebo")?.map(|v| v.extract()).transpose()?,
         walk_forward: get("walk_forward")?.map(|v| v.extract()).transpose()?,

@@ -263,3 +263,21 @@ def test_messages_speak_python(tmp_path):
     with pytest.warns(UserWarning) as caught:
         tradesim.hyperopt(synthetic=3000, device="cpu", study=tmp_path / "v.sqlite", resume=True, epochs=3)
     assert all("--" not in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+def test_the_budget_is_sized_for_the_device_and_keywords_win(tmp_path):
+    """Issue 59: ``budget`` sizes the defaults of a new study (``'gpu'`` here, on the CPU); ``envs`` and
+    ``epochs`` given as keywords win; the study stores the resolved budget and where it came from. A budget
+    that is not one of the three is refused, naming the choices."""
+    with pytest.raises(tradesim.ConfigError, match="budget='tpu': one of 'auto', 'cpu', 'gpu'"):
+        tradesim.hyperopt(synthetic=3_000, budget="tpu", study=tmp_path / "bad.sqlite", device="cpu")
+    study = tmp_path / "budget.sqlite"
+    tradesim.hyperopt(synthetic=3_000, trials=1, parallel=1, epochs=1, envs=4, segment_len=16, budget="gpu",
+                      study=study, device="cpu")
+    with sqlite3.connect(study) as db:
+        (text,) = db.execute(
+            "SELECT value_json FROM study_user_attributes WHERE key = 'tradesim_config'").fetchone()
+    stored = json.loads(text)
+    cfg = (json.loads(stored) if isinstance(stored, str) else stored)["study"]
+    assert (cfg["budget"], cfg["envs"], cfg["segment_len"], cfg["epochs"], cfg["grad_steps"]) == ("gpu", 4, 16, 1, 2)
+    assert "budget = gpu" in cfg["budget_from"] and "envs" in cfg["budget_from"], cfg["budget_from"]

@@ -61,6 +61,8 @@ __all__ = [
 
 #: The learners ``algo=`` names.
 _ALGOS = ("dqn", "ppo")
+# The machines a search's default budget can be sized for (docs/CLI.md, "Budgets").
+_BUDGETS = ("auto", "cpu", "gpu")
 
 #: What ``time_unit=`` accepts for an integer time column (the CLI's rule, ``src/data/time.rs``).
 TIME_UNITS = ("YYYYMMDD", "s", "ms", "us", "ns")
@@ -555,6 +557,9 @@ def hyperopt(
     trials: Optional[int] = None,
     parallel: Optional[int] = None,
     epochs: Optional[int] = None,
+    envs: Optional[int] = None,
+    segment_len: Optional[int] = None,
+    budget: Optional[str] = None,
     seed: Optional[int] = None,
     placebo: Optional[int] = None,
     walk_forward: Optional[int] = None,
@@ -580,6 +585,9 @@ def hyperopt(
     spells it (SQLite or PostgreSQL). The GIL is released while the search runs; Ctrl-C stops it at the
     next epoch and raises ``KeyboardInterrupt`` (the study stays resumable with ``resume=True``).
     ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
+    ``budget`` (``'auto'``, the device the search runs on; ``'cpu'``; ``'gpu'``) sizes the defaults of
+    ``envs``, ``segment_len``, ``epochs`` and ``parallel`` (on a GPU 1,048,576 env steps a trial, docs/CLI.md,
+    "Budgets"); those keywords always win over it.
     ``walk_forward=K`` retrains the best configuration on K anchored folds; the run's ``verdict`` and
     ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md). ``artifacts`` is an Optuna
     artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each
@@ -615,10 +623,16 @@ def hyperopt(
         raise ConfigError("data, synthetic: pass one, not both")
     if study is not None and storage is not None:
         raise ConfigError("study, storage: pass study (a SQLite path) or storage (a URL), not both")
-    counts = {"trials": 1, "parallel": 1, "epochs": 1, "seed": 0, "placebo": 0, "walk_forward": 0}
-    given = {"trials": trials, "parallel": parallel, "epochs": epochs, "seed": seed, "placebo": placebo,
-             "walk_forward": walk_forward}
+    counts = {"trials": 1, "parallel": 1, "epochs": 1, "envs": 1, "segment_len": 1, "seed": 0, "placebo": 0,
+              "walk_forward": 0}
+    given = {"trials": trials, "parallel": parallel, "epochs": epochs, "envs": envs, "segment_len": segment_len,
+             "seed": seed, "placebo": placebo, "walk_forward": walk_forward}
     overrides: dict[str, Any] = {k: _whole(k, v, minimum=counts[k]) for k, v in given.items() if v is not None}
+    if budget is not None:
+        budget = _text("budget", budget)
+        if budget not in _BUDGETS:
+            raise ConfigError(f"budget={budget!r}: one of {', '.join(repr(b) for b in _BUDGETS)}")
+        overrides["budget"] = budget
     if algo is not None:
         algo = _text("algo", algo)
         if algo.lower() not in _ALGOS:
