@@ -21,3 +21,30 @@ pub(super) fn run(
     }
     Ok(())
 }
+
+/// `tradesim bench power` (W10): runs the families on the device `device` picks (CUDA when usable with
+/// `auto`), prints the table (and every run to stderr as it ends), and writes every run as JSON.
+pub(super) fn power(
+    args: &crate::bench::power::PowerArgs,
+    quick: bool,
+    json: Option<&Path>,
+    device: DeviceRequest,
+) -> Result<(), Error> {
+    let (backends, reason) = crate::select_backends(device)?;
+    if let Some(reason) = reason {
+        eprintln!("note: using the CPU backend: {reason}");
+    }
+    let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
+    let started = std::time::Instant::now();
+    let runs = crate::bench::power::power(args, quick, backend)?;
+    let name = backend.info().backend;
+    print!("{}", crate::bench::power::table(&runs, &name));
+    println!("W10 took {:.0} s", started.elapsed().as_secs_f64());
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "backend": name, "quick": quick, "runs": runs }))
+            .map_err(|e| Error::Output(format!("W10 as JSON: {e}")))?;
+        std::fs::write(path, text).map_err(Error::io(path))?;
+        println!("JSON: {}", path.display());
+    }
+    Ok(())
+}
