@@ -32,7 +32,7 @@ pub const TREND_DRIFT: f64 = 1.5e-4;
 #[derive(Args, Clone, Debug, Default)]
 pub struct PowerArgs {
     /// W10: the families, comma-separated, of random-walk, trend, ar05, ar10, ar15, ar30, regime (default:
-    /// all; `--quick`: random-walk,ar30).
+    /// all; `--quick`: random-walk,trend,ar30).
     #[arg(long, value_delimiter = ',')]
     pub families: Vec<String>,
     /// W10: runs (seeds) of each null family (random-walk, trend): default 40, `--quick` 1.
@@ -44,7 +44,7 @@ pub struct PowerArgs {
     /// W10: the first seed (data and search); run i uses seed first + i, so calls can split the seeds.
     #[arg(long, default_value_t = 1)]
     pub first_seed: u64,
-    /// W10: bars of each path: default 40,000, `--quick` 4,000.
+    /// W10: bars of each path: default 40,000, `--quick` 6,000.
     #[arg(long)]
     pub bars: Option<usize>,
     /// W10: the learner of the search (default: the search's default).
@@ -251,11 +251,11 @@ pub fn power(args: &PowerArgs, quick: bool, backend: &Backend) -> Result<Vec<Run
     let names: Vec<String> = if !args.families.is_empty() {
         args.families.clone()
     } else if quick {
-        vec!["random-walk".to_owned(), "ar30".to_owned()]
+        vec!["random-walk".to_owned(), "trend".to_owned(), "ar30".to_owned()]
     } else {
         all.iter().map(|f| f.name.to_owned()).collect()
     };
-    let bars = args.bars.unwrap_or(if quick { 4_000 } else { 40_000 });
+    let bars = args.bars.unwrap_or(if quick { 6_000 } else { 40_000 });
     let mut runs = Vec::new();
     for name in &names {
         let f = all.iter().find(|f| f.name == name).ok_or_else(|| {

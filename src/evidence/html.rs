@@ -51,6 +51,34 @@ fn histogram_svg(logits: &[f64]) -> String {
     svg
 }
 
+/// SPA and StepM on each split where they ran, a paragraph each.
+fn spa_paragraphs(e: &Evidence) -> String {
+    let mut html = String::new();
+    for s in [&e.spa_valid, &e.spa_test].into_iter().flatten() {
+        let r = &s.result;
+        let _ = write!(
+            html,
+            "<p>Hansen's SPA on {} ({} trials against buy-and-hold, stationary bootstrap, mean block {} bars, {} \
+             draws{}): p = <b>{}</b> (consistent; lower {}, White's Reality Check {}). Romano and Wolf's StepM \
+             (family-wise 0.05): {}.</p>",
+            s.split,
+            r.models,
+            r.block,
+            r.reps,
+            if r.studentized { ", studentized" } else { "" },
+            fixed(r.consistent, 3),
+            fixed(r.lower, 3),
+            fixed(r.upper, 3),
+            if s.superior_trials.is_empty() {
+                "no trial beats buy-and-hold".to_owned()
+            } else {
+                format!("trials {:?} beat buy-and-hold", s.superior_trials)
+            }
+        );
+    }
+    html
+}
+
 /// The section as HTML.
 pub fn section(e: &Evidence) -> String {
     let colour = if e.verdict.evidence { "#1e8449" } else { "#b03a2e" };
@@ -101,28 +129,7 @@ pub fn section(e: &Evidence) -> String {
     } else {
         html += "</table>";
     }
-    for s in [&e.spa_valid, &e.spa_test].into_iter().flatten() {
-        let r = &s.result;
-        let _ = write!(
-            html,
-            "<p>Hansen's SPA on {} ({} trials against buy-and-hold, stationary bootstrap, mean block {} bars, {} \
-             draws{}): p = <b>{}</b> (consistent; lower {}, White's Reality Check {}). Romano and Wolf's StepM \
-             (family-wise 0.05): {}.</p>",
-            s.split,
-            r.models,
-            r.block,
-            r.reps,
-            if r.studentized { ", studentized" } else { "" },
-            fixed(r.consistent, 3),
-            fixed(r.lower, 3),
-            fixed(r.upper, 3),
-            if s.superior_trials.is_empty() {
-                "no trial beats buy-and-hold".to_owned()
-            } else {
-                format!("trials {:?} beat buy-and-hold", s.superior_trials)
-            }
-        );
-    }
+    html += &spa_paragraphs(e);
     match &e.pbo {
         Ok(p) => {
             let _ = write!(
