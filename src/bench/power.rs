@@ -28,6 +28,9 @@ use crate::{Action, Backend, Error};
 /// bars of sigma 0.002 (issue 59's trending file).
 pub const TREND_DRIFT: f64 = 1.5e-4;
 
+/// The search of a `--quick` run.
+const QUICK_SEARCH: &str = "the quick search (4 trials, 1 epoch, 16 envs x 32 steps)";
+
 /// What `tradesim bench power` runs.
 #[derive(Args, Clone, Debug, Default)]
 pub struct PowerArgs {
@@ -212,7 +215,7 @@ fn median(xs: impl Iterator<Item = f64>) -> f64 {
 }
 
 /// W10's table: a row per family.
-pub fn table(runs: &[Run], backend: &str) -> String {
+pub fn table(runs: &[Run], backend: &str, quick: bool) -> String {
     use std::fmt::Write;
     let mut out = String::from(
         "| family | kind | runs | `evidence` now (95% Wilson) | before issue 53 (95% Wilson) | median best test Sharpe | \
@@ -241,7 +244,8 @@ pub fn table(runs: &[Run], backend: &str) -> String {
             median(rs.iter().map(|r| r.seconds)),
         );
     }
-    let _ = writeln!(out, "\nbackend: {backend}; every run: the default search, 19 placebo searches, 3 folds");
+    let search = if quick { QUICK_SEARCH } else { "the default search" };
+    let _ = writeln!(out, "\nbackend: {backend}; every run: {search}, 19 placebo searches, 3 folds");
     out
 }
 

@@ -38,7 +38,7 @@ pub(super) fn power(
     let started = std::time::Instant::now();
     let runs = crate::bench::power::power(args, quick, backend)?;
     let name = backend.info().backend;
-    print!("{}", crate::bench::power::table(&runs, &name));
+    print!("{}", crate::bench::power::table(&runs, name, quick));
     println!("W10 took {:.0} s", started.elapsed().as_secs_f64());
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&serde_json::json!({ "backend": name, "quick": quick, "runs": runs }))
