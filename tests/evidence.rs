@@ -1,8 +1,9 @@
 //! Issue 41: a search's answer comes with its evidence. On seeded signal-free bars built from Brownian
 //! sub-steps the search's verdict is `no evidence` and its best test Sharpe unremarkable, for several
-//! seeds; on a planted pattern (AR(1) returns built the same way) the verdict is `evidence`. Each search is
-//! small but runs 19 placebo searches beside it, so these run in release only (`scripts/test.sh` runs
-//! `cargo test --release --test evidence`); the study's attributes and the report carry the same verdict.
+//! seeds; on a drift-only trend it is `no evidence` too; on a planted pattern (AR(1) returns built the same
+//! way) the verdict is `evidence`. Each search is small but runs 19 placebo searches beside it, so these run
+//! in release only (`scripts/test.sh` runs `cargo test --release --test evidence`); the study's attributes
+//! and the report carry the same verdict.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,7 +34,26 @@ fn run(args: &[&str]) -> String {
 fn search(dir: &Path, kind: &str, seed: u64) -> (String, Study) {
     let data = dir.join(format!("{kind}-{seed}.csv"));
     let seed_text = seed.to_string();
-    run(&["data", "synth", "--kind", kind, "--bars", "12000", "--seed", &seed_text, "--out", data.to_str().unwrap()]);
+    if kind == "trend" {
+        // A random walk whose log prices rise 1.5e-4 a bar (W10's trend family).
+        let family = tradesim::bench::power::families().into_iter().find(|f| f.name == "trend").unwrap();
+        let (dataset, _) = tradesim::bench::power::path(&family, 12_000, seed).unwrap();
+        let mut file = std::fs::File::create(&data).unwrap();
+        tradesim::data::synthetic::write_csv(&dataset, &mut file).unwrap();
+    } else {
+        run(&[
+            "data",
+            "synth",
+            "--kind",
+            kind,
+            "--bars",
+            "12000",
+            "--seed",
+            &seed_text,
+            "--out",
+            data.to_str().unwrap(),
+        ]);
+    }
     let cfg = dir.join("search.toml");
     std::fs::write(
         &cfg,
@@ -145,6 +165,26 @@ fn a_planted_pattern_gives_evidence() {
     assert_eq!(attr(&placebo, "tradesim_placebo_of").as_str(), Some("tradesim"));
     assert_eq!(attr(&placebo, "tradesim_placebo_index").as_u64(), Some(7));
     assert_eq!(placebo.trials().unwrap().iter().filter(|t| t.finished()).count(), 6);
+}
+
+/// On a drift-only trend (buy-and-hold's test Sharpe far above 0) the verdict is `no evidence`, and a best
+/// trial that does not beat buy-and-hold fails the excess gate by name.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "runs 20 searches: scripts/test.sh runs it with --release")]
+fn a_trend_is_not_skill() {
+    let dir = temp_dir("trend");
+    let (stdout, study) = search(&dir, "trend", 2);
+    let line = verdict(&stdout);
+    assert!(line.starts_with("no evidence: "), "{line}");
+    let hold = attr(&study, "buy_and_hold_test_sharpe").as_f64().unwrap();
+    assert!(hold > 2.0, "buy-and-hold's test Sharpe {hold} on a trend");
+    let best = attr(&study, "tradesim_evidence")["baselines"]["best_test_sharpe"].as_f64().unwrap_or(f64::NAN);
+    if best.is_nan() || best <= hold {
+        let excess = attr(&study, "excess_psr_test").as_f64().unwrap_or(0.0);
+        assert!(excess < 0.95, "best {best} <= buy-and-hold {hold}, yet excess PSR {excess}");
+        assert!(line.contains("excess over buy-and-hold PSR"), "{line}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// The study keeps what reproduces every trial's per-bar validation returns: the stored greedy validation
