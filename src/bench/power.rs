@@ -4,7 +4,7 @@
 //! 0.15 and 0.30, and regime switches. Every run is the default search (the study defaults of the day;
 //! `--algo` picks the learner) with 19 placebo searches and a 3-fold walk-forward on a fresh path. Per
 //! family: the share of runs whose verdict says `evidence` with its 95% Wilson interval, under today's
-//! gates and under the gates before issue 53 (both computed from the same runs), and the medians of the best
+//! gates and under the previous rule (issue 41's gates; both from the same runs), and the medians of the best
 //! trial's, buy-and-hold's and the oracle's test Sharpe (after costs: the oracle holds the sign of each
 //! bar's planted drift). On the random walks and trends every `evidence` is a false alarm (size); on the
 //! others it is power. `--quick`: a few small searches on the CPU, a smoke test for CI.
@@ -123,7 +123,7 @@ pub struct Run {
     pub seed: u64,
     /// Today's verdict.
     pub evidence: bool,
-    /// The verdict of the gates before issue 53.
+    /// The verdict of the previous rule (issue 41's gates).
     pub evidence_before: bool,
     /// The verdict's line.
     pub verdict: String,
@@ -218,7 +218,8 @@ fn median(xs: impl Iterator<Item = f64>) -> f64 {
 pub fn table(runs: &[Run], backend: &str, quick: bool) -> String {
     use std::fmt::Write;
     let mut out = String::from(
-        "| family | kind | runs | `evidence` now (95% Wilson) | before issue 53 (95% Wilson) | median best test Sharpe | \
+        "| family | kind | runs | `evidence` now (95% Wilson) | before issue 53 (95% Wilson) | median best test \
+         Sharpe | \
          buy-and-hold | oracle | s a run |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for f in families() {

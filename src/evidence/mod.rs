@@ -254,7 +254,7 @@ pub struct Evidence {
     /// Its test returns as a hold-out: one trial, so SR0 = 0 and the DSR is the PSR against 0.
     pub test: Option<SharpeEvidence>,
     /// Its test DSR deflated as if the test split had been searched (the search's trials and variance): the
-    /// gate before issue 53, kept so that [`verdict_before`] can be computed.
+    /// previous rule's gate (issue 41), kept so that [`verdict_before`] can be computed.
     pub test_dsr_as_searched: Option<f64>,
     /// Buy-and-hold, flat and the best trial on the test split, and the best trial's excess over buy-and-hold.
     pub baselines: Option<Baselines>,
@@ -274,7 +274,7 @@ pub struct Evidence {
     pub barrier_floor_mult: f64,
     /// The verdict.
     pub verdict: Verdict,
-    /// The verdict of the gates before issue 53 (test deflated as searched, no benchmark, no SPA,
+    /// The verdict of the previous rule (issue 41's gates: test deflated as searched, no benchmark, no SPA,
     /// walk-forward mean Sharpe > 0), for measuring both on the same runs (`tradesim bench power`).
     pub verdict_before: Verdict,
 }

@@ -1,4 +1,4 @@
-//! The verdict of docs/EVIDENCE.md built from the evidence, the verdict of the gates before issue 53 (kept
+//! The verdict of docs/EVIDENCE.md built from the evidence, the verdict of the previous rule (issue 41's gates; kept
 //! to measure both on the same runs), and the evidence as the command line prints it.
 
 use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PBO_CAVEAT, PLACEBO_ALPHA, SPA_ALPHA, Verdict};
@@ -112,7 +112,7 @@ pub fn verdict(e: &Evidence) -> Verdict {
     line(e, &held, &failed)
 }
 
-/// The verdict of the gates before issue 53: DSR >= [`DSR_THRESHOLD`] on validation and on test (the test
+/// The verdict of the previous rule (issue 41's gates): DSR >= [`DSR_THRESHOLD`] on validation and on test (the test
 /// deflated by the search's trials), the placebo gate, and a walk-forward mean fold Sharpe > 0. Kept only to
 /// measure both verdicts on the same runs.
 pub fn verdict_before(e: &Evidence) -> Verdict {
