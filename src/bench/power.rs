@@ -53,6 +53,24 @@ pub struct PowerArgs {
     /// W10: the learner of the search (default: the search's default).
     #[arg(long)]
     pub algo: Option<Algo>,
+    /// W10: run nothing; print the table of the runs in these JSON files (written by earlier calls' --json),
+    /// comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "JSON")]
+    pub merge: Vec<std::path::PathBuf>,
+}
+
+/// The runs of W10 JSON files (`--json` of earlier calls), in the order given.
+pub fn read_runs(paths: &[std::path::PathBuf]) -> Result<Vec<Run>, Error> {
+    let mut runs = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
+        let more: Vec<Run> = serde_json::from_value(v["runs"].clone())
+            .map_err(|e| Error::Data(format!("{}: runs: {e}", path.display())))?;
+        runs.extend(more);
+    }
+    Ok(runs)
 }
 
 /// A family of paths.
@@ -114,8 +132,14 @@ pub fn path(family: &Family, bars: usize, seed: u64) -> Result<(Dataset, Vec<f64
     Ok((dataset, drifts))
 }
 
+/// A number written as JSON (`null` for NaN, as serde_json writes it) read back.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// One run's outcome.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Run {
     /// The family.
     pub family: String,
@@ -128,12 +152,16 @@ pub struct Run {
     /// The verdict's line.
     pub verdict: String,
     /// The best trial's test Sharpe (annualized; NaN when it never traded).
+    #[serde(deserialize_with = "nan_if_null")]
     pub best_test_sharpe: f64,
     /// Buy-and-hold's.
+    #[serde(deserialize_with = "nan_if_null")]
     pub buy_and_hold_test_sharpe: f64,
     /// The oracle's, after costs.
+    #[serde(deserialize_with = "nan_if_null")]
     pub oracle_test_sharpe: f64,
     /// Seconds of the whole run (search, placebo searches, walk-forward, report).
+    #[serde(deserialize_with = "nan_if_null")]
     pub seconds: f64,
 }
 
@@ -250,8 +278,14 @@ pub fn table(runs: &[Run], backend: &str, quick: bool) -> String {
     out
 }
 
-/// W10 on `backend`: every run of the chosen families, each printed to stderr as it ends; the runs.
-pub fn power(args: &PowerArgs, quick: bool, backend: &Backend) -> Result<Vec<Run>, Error> {
+/// W10 on `backend`: every run of the chosen families, each printed to stderr as it ends and handed to
+/// `ended` with the runs so far (so a call cut short keeps what it measured); the runs.
+pub fn power(
+    args: &PowerArgs,
+    quick: bool,
+    backend: &Backend,
+    mut ended: impl FnMut(&[Run]) -> Result<(), Error>,
+) -> Result<Vec<Run>, Error> {
     let all = families();
     let names: Vec<String> = if !args.families.is_empty() {
         args.families.clone()
@@ -286,6 +320,7 @@ pub fn power(args: &PowerArgs, quick: bool, backend: &Backend) -> Result<Vec<Run
                 r.seconds
             );
             runs.push(r);
+            ended(&runs)?;
         }
     }
     Ok(runs)
@@ -315,6 +350,29 @@ mod tests {
         assert!((rise - TREND_DRIFT * 4_999.0).abs() < 1e-4, "{rise}");
         assert!(bars.iter().all(|b| b.low <= b.open && b.low <= b.close && b.high >= b.open && b.high >= b.close));
         assert!(drifts.iter().all(|&x| x == TREND_DRIFT));
+    }
+
+    #[test]
+    fn runs_written_as_json_read_back_into_the_same_table() {
+        let run = |family: &str, seed, evidence, best: f64| Run {
+            family: family.to_owned(),
+            seed,
+            evidence,
+            evidence_before: false,
+            verdict: String::new(),
+            best_test_sharpe: best,
+            buy_and_hold_test_sharpe: 1.0,
+            oracle_test_sharpe: f64::NAN,
+            seconds: 2.0,
+        };
+        let runs = vec![run("ar30", 1, true, 3.0), run("ar30", 2, false, f64::NAN), run("random-walk", 1, false, -1.0)];
+        let path = std::env::temp_dir().join(format!("tradesim-w10-json-{}.json", std::process::id()));
+        std::fs::write(&path, serde_json::json!({ "runs": runs }).to_string()).unwrap();
+        let back = read_runs(std::slice::from_ref(&path)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(back[1].best_test_sharpe.is_nan() && back[0].oracle_test_sharpe.is_nan());
+        assert_eq!(table(&back, "cpu", true), table(&runs, "cpu", true));
+        assert!(table(&runs, "cpu", true).contains("| ar30 | power | 2 | 1/2 = 50% [9%, 91%] | 0/2 = 0%"));
     }
 
     #[test]
