@@ -2,7 +2,7 @@
 # The project's test command (README): formatting, lints, docs without warnings and tests of both builds,
 # the CUDA one (PTX built with nightly) and the CPU-only one (stable alone). GPU tests skip without a GPU
 # unless REQUIRE_GPU=1. The Optuna interop test runs the real optuna from a throwaway virtualenv
-# (scripts/setup-optuna.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
+# (scripts/setup-optuna.sh), the SPA/StepM test the real arch from another (scripts/setup-arch.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
 # the report test headless Chromium (scripts/setup-chromium.sh). The Python package's pytest suite runs from a
 # throwaway virtualenv too (scripts/setup-python.sh), its parity test with PyTorch from another
 # (scripts/setup-parity.sh; TRADESIM_SKIP_PARITY=1 skips it).
@@ -12,6 +12,9 @@ bash scripts/setup-toolchain.sh
 # The real optuna (a throwaway virtualenv under target/) for the study interop tests.
 TRADESIM_OPTUNA_PYTHON=$(bash scripts/setup-optuna.sh)
 export TRADESIM_OPTUNA_PYTHON
+# Kevin Sheppard's arch (a throwaway virtualenv under target/): SPA and StepM compared with it.
+TRADESIM_ARCH_PYTHON=$(bash scripts/setup-arch.sh)
+export TRADESIM_ARCH_PYTHON
 # Headless Chromium (Debian) renders the search report in a test.
 TRADESIM_CHROMIUM=$(bash scripts/setup-chromium.sh)
 export TRADESIM_CHROMIUM
@@ -31,6 +34,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace
 # The evidence tests run 100 small searches (placebo searches included): release only.
 cargo test --release --test evidence
+# W10's smoke test: the verdict's size and power on a random walk and an AR(1) path (docs/EVIDENCE.md).
+cargo run --release -q -- bench power --quick --device cpu
 # The Python package: its wheel built by maturin (this checkout, default features), installed in a throwaway
 # virtualenv, tested with pytest against the CLI binary of the same build.
 TRADESIM_PYTHON=$(bash scripts/setup-python.sh)

@@ -1,8 +1,9 @@
 //! Issue 41: a search's answer comes with its evidence. On seeded signal-free bars built from Brownian
 //! sub-steps the search's verdict is `no evidence` and its best test Sharpe unremarkable, for several
-//! seeds; on a planted pattern (AR(1) returns built the same way) the verdict is `evidence`. Each search is
-//! small but runs 19 placebo searches beside it, so these run in release only (`scripts/test.sh` runs
-//! `cargo test --release --test evidence`); the study's attributes and the report carry the same verdict.
+//! seeds; on a drift-only trend it is `no evidence` too; on a planted pattern (AR(1) returns built the same
+//! way) the verdict is `evidence`. Each search is small but runs 19 placebo searches beside it, so these run
+//! in release only (`scripts/test.sh` runs `cargo test --release --test evidence`); the study's attributes
+//! and the report carry the same verdict.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,7 +34,26 @@ fn run(args: &[&str]) -> String {
 fn search(dir: &Path, kind: &str, seed: u64) -> (String, Study) {
     let data = dir.join(format!("{kind}-{seed}.csv"));
     let seed_text = seed.to_string();
-    run(&["data", "synth", "--kind", kind, "--bars", "12000", "--seed", &seed_text, "--out", data.to_str().unwrap()]);
+    if kind == "trend" {
+        // A random walk whose log prices rise 1.5e-4 a bar (W10's trend family).
+        let family = tradesim::bench::power::families().into_iter().find(|f| f.name == "trend").unwrap();
+        let (dataset, _) = tradesim::bench::power::path(&family, 12_000, seed).unwrap();
+        let mut file = std::fs::File::create(&data).unwrap();
+        tradesim::data::synthetic::write_csv(&dataset, &mut file).unwrap();
+    } else {
+        run(&[
+            "data",
+            "synth",
+            "--kind",
+            kind,
+            "--bars",
+            "12000",
+            "--seed",
+            &seed_text,
+            "--out",
+            data.to_str().unwrap(),
+        ]);
+    }
     let cfg = dir.join("search.toml");
     std::fs::write(
         &cfg,
@@ -90,9 +110,27 @@ fn signal_free_bars_give_no_evidence_and_an_unremarkable_best() {
         let annual = test["sharpe_annual"].as_f64().unwrap();
         assert!((annual - best_test_sharpe(&stdout)).abs() < 1e-3, "seed {seed}: the printed and stored Sharpe");
         assert!(z.abs() < 2.5, "seed {seed}: best test Sharpe {annual} ({z:.2} standard errors) on a random walk");
-        // The deflated Sharpe on test fails whatever the placebo searches say.
-        let dsr = attr(&study, "deflated_sharpe_test");
-        assert!(dsr.as_f64().is_none_or(|d| d < 0.95), "seed {seed}: test DSR {dsr}");
+        // The test split is a hold-out: deflated for one trial (SR0 = 0), its DSR is its PSR against 0.
+        assert_eq!(test["trials"].as_u64(), Some(1), "seed {seed}");
+        assert_eq!(attr(&study, "deflated_sharpe_test").as_f64(), test["psr"].as_f64(), "seed {seed}");
+        // Buy-and-hold and flat beside the best trial: in the study, the printed table and leaderboard.json.
+        let hold = attr(&study, "buy_and_hold_test_sharpe").as_f64().unwrap();
+        assert_eq!(attr(&study, "flat_test_sharpe").as_f64(), Some(0.0), "seed {seed}");
+        let row = |name: &str| stdout.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).map(str::to_owned);
+        let printed: f64 =
+            row("buy-and-hold").expect("a buy-and-hold row").split_whitespace().last().unwrap().parse().unwrap();
+        assert!((printed - hold).abs() < 1e-3, "seed {seed}: printed buy-and-hold {printed}, stored {hold}");
+        assert!(row("flat").is_some(), "seed {seed}: a flat row");
+        let board: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("report-random-walk-{seed}/leaderboard.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(board["baselines"]["flat_test_sharpe"].as_f64(), Some(0.0), "seed {seed}");
+        assert!((board["baselines"]["buy_and_hold_test_sharpe"].as_f64().unwrap() - hold).abs() < 1e-12);
+        // SPA over every trial against buy-and-hold: a p-value, and it is named in the printed evidence.
+        let spa = attr(&study, "spa_p_value").as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&spa), "seed {seed}: SPA p {spa}");
+        assert!(stdout.contains("SPA        validation: p "), "seed {seed}");
         assert_eq!(attr(&study, "verdict").as_str(), Some(line), "seed {seed}: the study's verdict");
         let p = attr(&study, "placebo_p_value").as_f64().unwrap();
         assert!((1.0 / 20.0..=1.0).contains(&p), "seed {seed}: p {p}");
@@ -113,6 +151,13 @@ fn a_planted_pattern_gives_evidence() {
     assert_eq!(attr(&study, "placebo_p_value").as_f64(), Some(1.0 / 20.0));
     let evidence = attr(&study, "tradesim_evidence");
     assert_eq!(evidence["walk_forward"].as_array().map(Vec::len), Some(2));
+    // The walk-forward's folds lie after the validation split, and their concatenated returns pass.
+    for f in evidence["walk_forward"].as_array().unwrap() {
+        assert_eq!(f["seen_by_search"].as_bool(), Some(false), "{f}");
+    }
+    assert!(attr(&study, "walk_forward_psr").as_f64().unwrap() >= 0.95, "{line}");
+    assert!(attr(&study, "spa_p_value").as_f64().unwrap() <= 0.05, "{line}");
+    assert!(evidence["baselines"]["excess"]["psr"].as_f64().unwrap() >= 0.95, "{line}");
     assert_eq!(evidence["placebo"]["searches"].as_array().map(Vec::len), Some(19));
     // Every placebo search is a study of its own in the same storage, labelled as such.
     let url = StorageUrl::Sqlite(dir.join("autocorrelated-1.sqlite"));
@@ -120,6 +165,26 @@ fn a_planted_pattern_gives_evidence() {
     assert_eq!(attr(&placebo, "tradesim_placebo_of").as_str(), Some("tradesim"));
     assert_eq!(attr(&placebo, "tradesim_placebo_index").as_u64(), Some(7));
     assert_eq!(placebo.trials().unwrap().iter().filter(|t| t.finished()).count(), 6);
+}
+
+/// On a drift-only trend (buy-and-hold's test Sharpe far above 0) the verdict is `no evidence`, and a best
+/// trial that does not beat buy-and-hold fails the excess gate by name.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "runs 20 searches: scripts/test.sh runs it with --release")]
+fn a_trend_is_not_skill() {
+    let dir = temp_dir("trend");
+    let (stdout, study) = search(&dir, "trend", 2);
+    let line = verdict(&stdout);
+    assert!(line.starts_with("no evidence: "), "{line}");
+    let hold = attr(&study, "buy_and_hold_test_sharpe").as_f64().unwrap();
+    assert!(hold > 2.0, "buy-and-hold's test Sharpe {hold} on a trend");
+    let best = attr(&study, "tradesim_evidence")["baselines"]["best_test_sharpe"].as_f64().unwrap_or(f64::NAN);
+    if best.is_nan() || best <= hold {
+        let excess = attr(&study, "excess_psr_test").as_f64().unwrap_or(0.0);
+        assert!(excess < 0.95, "best {best} <= buy-and-hold {hold}, yet excess PSR {excess}");
+        assert!(line.contains("excess over buy-and-hold PSR"), "{line}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// The study keeps what reproduces every trial's per-bar validation returns: the stored greedy validation

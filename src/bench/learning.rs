@@ -64,7 +64,7 @@ fn patterns() -> [(&'static str, PathKind, Target); 4] {
 
 /// The test Sharpe of a fixed policy: `target(t)` at each decision bar `t` of the test split (decided at
 /// its close, filled at the next open), with the search's costs and no barriers.
-fn policy_sharpe(
+pub(super) fn policy_sharpe(
     env: &EnvSettings,
     data: &crate::train::SplitData,
     bars_per_year: f64,
@@ -230,7 +230,7 @@ fn search(
 /// The oracle's target at decision bar `t` of a split starting at bar `start` of the series: the sign of
 /// the drift of bar `t + lead` (`lead` 1: the bar the position is held over, decided at bar t's close and
 /// filled at the next open); flat when shorts are off and the drift is negative.
-fn oracle(drifts: &[f64], start: usize, env: &EnvSettings, t: usize, lead: usize) -> Action {
+pub(super) fn oracle(drifts: &[f64], start: usize, env: &EnvSettings, t: usize, lead: usize) -> Action {
     match drifts.get(start + t + lead) {
         Some(&d) if d > 0.0 => Action::Long,
         Some(&d) if d < 0.0 && env.allow_short => Action::Short,

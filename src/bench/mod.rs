@@ -15,6 +15,8 @@
 //!   on the CPU.
 //! - W8 sampler: the search's TPE against random search on Hartmann6, Branin and a 10-dimensional mixed
 //!   space, 40 seeds with batches K = 1, 5, 64, and 8 seeds with K = 1,024 (docs/SAMPLER.md).
+//! - W10 power (`tradesim bench power`, not in `all`): the verdict's share of `evidence` on seeded families of
+//!   synthetic bars, null and planted, with 19 placebo searches and a walk-forward each (docs/EVIDENCE.md).
 
 mod report;
 mod search;
@@ -29,6 +31,7 @@ mod learners;
 mod learning;
 mod load;
 mod peers;
+pub mod power;
 mod sampler;
 
 use gpu_kernels::kernel_names::KernelOptions;
@@ -440,6 +443,9 @@ pub enum Workload {
     /// W9: the seed searches on planted patterns, each trial's test Sharpe beside an oracle's and
     /// buy-and-hold's.
     Learning,
+    /// W10: the verdict's size and power over seeded families of synthetic bars (not part of `all`: on the
+    /// GPU it takes tens of minutes; `--families`, `--null-seeds`, `--signal-seeds`, `--bars` size it).
+    Power,
     /// Every workload.
     #[default]
     All,
@@ -497,6 +503,9 @@ pub fn run(
         Workload::Evidence => &["evidence"],
         Workload::Sampler => &["sampler"],
         Workload::Learning => &["learning"],
+        Workload::Power => {
+            return Err(Error::config("workload", "W10 runs through `tradesim bench power` (bench::power)"));
+        }
     };
     let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
     if let Some(k) = trials {

@@ -151,6 +151,11 @@ pub fn run(
             p("hidden")
         );
     }
+    if let Some(b) = &evidence.baselines {
+        for (name, sharpe) in [("buy-and-hold", b.buy_and_hold_test_sharpe), ("flat", b.flat_test_sharpe)] {
+            println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", name, "", "", sharpe);
+        }
+    }
     if let (Some(best), Some(m)) = (summary.leaderboard.first(), &summary.best_test) {
         println!(
             "best trial {}: test total return {:.2}%, Sharpe {:.3}, max drawdown {:.2}%, {} trades",

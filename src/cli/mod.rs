@@ -159,6 +159,8 @@ enum Command {
         /// the fastest (`ratio_to_pytorch` in the JSON).
         #[arg(long, value_name = "PYTHON")]
         torch: Option<PathBuf>,
+        #[command(flatten)]
+        power: crate::bench::power::PowerArgs,
     },
 }
 
@@ -212,7 +214,10 @@ pub fn main() -> ExitCode {
             });
             hyperopt::run(load(&data), data.symbol.as_deref(), &job, backends.map_err(Error::from))
         }
-        Command::Bench { workload, quick, json, device, variant, trials, vectorbt, torch } => {
+        Command::Bench { workload: crate::bench::Workload::Power, quick, json, device, power, .. } => {
+            bench::power(&power, quick, json.as_deref(), device)
+        }
+        Command::Bench { workload, quick, json, device, variant, trials, vectorbt, torch, .. } => {
             let peers = crate::bench::Peers { vectorbt, torch };
             bench::run(workload, quick, json.as_deref(), device, variant, trials, &peers)
         }

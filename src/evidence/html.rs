@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::stats::logit_histogram;
-use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PLACEBO_ALPHA};
+use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PLACEBO_ALPHA, SPA_ALPHA};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
@@ -51,15 +51,46 @@ fn histogram_svg(logits: &[f64]) -> String {
     svg
 }
 
+/// SPA and StepM on each split where they ran, a paragraph each.
+fn spa_paragraphs(e: &Evidence) -> String {
+    let mut html = String::new();
+    for s in [&e.spa_valid, &e.spa_test].into_iter().flatten() {
+        let r = &s.result;
+        let _ = write!(
+            html,
+            "<p>Hansen's SPA on {} ({} trials against buy-and-hold, stationary bootstrap, mean block {} bars, {} \
+             draws{}): p = <b>{}</b> (consistent; lower {}, White's Reality Check {}). Romano and Wolf's StepM \
+             (family-wise 0.05): {}.</p>",
+            s.split,
+            r.models,
+            r.block,
+            r.reps,
+            if r.studentized { ", studentized" } else { "" },
+            fixed(r.consistent, 3),
+            fixed(r.lower, 3),
+            fixed(r.upper, 3),
+            if s.superior_trials.is_empty() {
+                "no trial beats buy-and-hold".to_owned()
+            } else {
+                format!("trials {:?} beat buy-and-hold", s.superior_trials)
+            }
+        );
+    }
+    html
+}
+
 /// The section as HTML.
 pub fn section(e: &Evidence) -> String {
     let colour = if e.verdict.evidence { "#1e8449" } else { "#b03a2e" };
     let mut html = format!(
         "<h2>Can this be trusted?</h2><p style=\"font-size:1.15em;font-weight:bold;color:{colour}\">{}</p>\
          <p>The rule (docs/EVIDENCE.md): <b>evidence</b> needs the best trial's deflated Sharpe ratio &ge; \
-         {DSR_THRESHOLD} on validation and on test, at least {MIN_PLACEBO} placebo searches with p &le; \
-         {PLACEBO_ALPHA}, and, when a walk-forward ran, a positive mean Sharpe over its folds. Otherwise \
-         <b>no evidence</b>, whatever the leaderboard below shows.</p><table>",
+         {DSR_THRESHOLD} on validation; on the test split (a hold-out) a probabilistic Sharpe ratio &ge; \
+         {DSR_THRESHOLD} against 0 and for its per-bar excess over buy-and-hold; Hansen's SPA over every trial \
+         against buy-and-hold on validation with p &le; {SPA_ALPHA}; at least {MIN_PLACEBO} placebo searches with \
+         p &le; {PLACEBO_ALPHA}; and, when a walk-forward ran, a probabilistic Sharpe ratio &ge; {DSR_THRESHOLD} \
+         of its folds' returns on bars the search never saw. Otherwise <b>no evidence</b>, whatever the \
+         leaderboard below shows.</p><table>",
         escape(&e.verdict.line)
     );
     html += "<tr><th>part</th><th>Sharpe a year</th><th>bars</th><th>trials</th><th>SR0 a year</th><th>DSR</th>\
@@ -79,7 +110,26 @@ pub fn section(e: &Evidence) -> String {
             );
         }
     }
-    html += "</table>";
+    if let Some(b) = &e.baselines {
+        let s = &b.excess;
+        let _ = write!(
+            html,
+            "<tr><td>best trial minus buy-and-hold, test</td><td>{}</td><td>{}</td><td>1</td><td>0.00</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr></table><p>Test Sharpe a year: best trial <b>{}</b>, buy-and-hold <b>{}</b>, \
+             flat <b>{}</b>.</p>",
+            fixed(s.sharpe_annual, 2),
+            s.n_obs,
+            fixed(s.dsr, 3),
+            fixed(s.psr, 3),
+            fixed(s.min_track_record, 0),
+            fixed(b.best_test_sharpe, 2),
+            fixed(b.buy_and_hold_test_sharpe, 2),
+            fixed(b.flat_test_sharpe, 2)
+        );
+    } else {
+        html += "</table>";
+    }
+    html += &spa_paragraphs(e);
     match &e.pbo {
         Ok(p) => {
             let _ = write!(
@@ -143,6 +193,15 @@ pub fn section(e: &Evidence) -> String {
             fixed(mean, 2),
             fixed(worst, 2)
         );
+        if let Some(s) = &e.walk_forward_unseen {
+            let _ = write!(
+                html,
+                "<p>Walk-forward on {} bars the search never saw: Sharpe {} a year, PSR <b>{}</b>.</p>",
+                s.n_obs,
+                fixed(s.sharpe_annual, 2),
+                fixed(s.psr, 3)
+            );
+        }
     }
     if e.barrier_floor_mult > 0.0 {
         let _ = write!(

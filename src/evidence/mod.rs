@@ -1,12 +1,18 @@
-//! Evidence that a search's result is skill, not luck or a simulator artifact: the deflated Sharpe ratio of
-//! the best trial on validation and test, the probability of backtest overfitting over every trial's
+//! Evidence that a search's result is skill, not luck, the market's drift or a simulator artifact: the
+//! deflated Sharpe ratio of the best trial on validation, its probabilistic Sharpe ratio on the test split
+//! (a hold-out, never searched) against 0 and in excess of buy-and-hold, Hansen's SPA and Romano and Wolf's
+//! StepM over every trial against buy-and-hold, the probability of backtest overfitting over every trial's
 //! per-bar validation returns, placebo searches on surrogate bars without any predictable direction, an
-//! anchored walk-forward of the best configuration, and one plain verdict built from them
-//! (docs/EVIDENCE.md).
+//! anchored walk-forward of the best configuration on bars after the validation split, and one plain
+//! verdict built from them (docs/EVIDENCE.md).
 
 pub mod html;
+pub mod spa;
 pub mod stats;
+mod verdict;
 pub mod walk;
+
+pub use verdict::{summary_text, verdict, verdict_before};
 
 use serde::Serialize;
 
@@ -17,8 +23,14 @@ use crate::hyperopt::{SearchConfig, Study};
 use crate::train::SplitData;
 use crate::{Backend, BacktestSpec, Error, MarketData, Signals, TrialParams, backtest};
 
-/// The deflated Sharpe ratio an answer needs (on validation and on test) to count as evidence.
+/// The deflated Sharpe ratio an answer needs on validation, and the probabilistic Sharpe ratio it needs on
+/// the test split, in excess of buy-and-hold on the test split and over the walk-forward's folds, to count as
+/// evidence.
 pub const DSR_THRESHOLD: f64 = 0.95;
+/// The SPA p-value (consistent, validation, against buy-and-hold) an answer needs to count as evidence.
+pub const SPA_ALPHA: f64 = 0.05;
+/// Bootstrap replications of SPA and StepM (Monte-Carlo standard error of a p-value near 0.05: 0.007).
+pub const SPA_REPS: usize = 1_000;
 /// The placebo p-value an answer needs to count as evidence.
 pub const PLACEBO_ALPHA: f64 = 0.05;
 /// The smallest number of placebo searches whose p-value can reach [`PLACEBO_ALPHA`]: `1 / (N + 1) <= 0.05`.
@@ -47,8 +59,10 @@ pub fn placebo_p_value(real_test_sharpe: f64, searches: &[PlaceboSearch]) -> f64
 }
 
 /// Writes the evidence into the study as user attributes, where optuna-dashboard shows them: the verdict
-/// line (`verdict`), the headline numbers (`deflated_sharpe_valid`, `deflated_sharpe_test`, `pbo`,
-/// `placebo_p_value`, `walk_forward_mean_sharpe`; null when not computed) and the whole of it as JSON
+/// line (`verdict`), the headline numbers (`deflated_sharpe_valid`, `deflated_sharpe_test` (the test's PSR:
+/// its DSR with one trial), `pbo`, `placebo_p_value`, `walk_forward_mean_sharpe`, `walk_forward_psr`,
+/// `buy_and_hold_test_sharpe`, `flat_test_sharpe`, `excess_psr_test`, `spa_p_value`; null when not
+/// computed) and the whole of it as JSON
 /// ([`EVIDENCE_ATTR`]).
 pub fn record(study: &Study, e: &Evidence) -> Result<(), Error> {
     let num = |x: Option<f64>| crate::json::number(x.unwrap_or(f64::NAN)).to_string();
@@ -60,6 +74,11 @@ pub fn record(study: &Study, e: &Evidence) -> Result<(), Error> {
     study.set_study_attr("pbo", num(e.pbo.as_ref().ok().map(|p| p.pbo)))?;
     study.set_study_attr("placebo_p_value", num(e.placebo.as_ref().map(|p| p.p_value)))?;
     study.set_study_attr("walk_forward_mean_sharpe", num(wf_mean))?;
+    study.set_study_attr("walk_forward_psr", num(e.walk_forward_unseen.as_ref().map(|s| s.psr)))?;
+    study.set_study_attr("buy_and_hold_test_sharpe", num(e.baselines.as_ref().map(|b| b.buy_and_hold_test_sharpe)))?;
+    study.set_study_attr("flat_test_sharpe", num(e.baselines.as_ref().map(|b| b.flat_test_sharpe)))?;
+    study.set_study_attr("excess_psr_test", num(e.baselines.as_ref().map(|b| b.excess.psr)))?;
+    study.set_study_attr("spa_p_value", num(e.spa_valid.as_ref().map(|s| s.result.consistent)))?;
     study.set_study_attr(EVIDENCE_ATTR, crate::json::text(&to_json(e)))
 }
 
@@ -176,7 +195,7 @@ pub struct Fold {
     /// Whether the search's validation split covers some of the tested bars (the configuration was chosen
     /// on them).
     pub seen_by_search: bool,
-    /// Annualized Sharpe of the greedy policy on the fold.
+    /// Annualized Sharpe of the greedy policy on the fold (0 when it never traded).
     pub sharpe: f64,
     /// Total return on the fold.
     pub total_return: f64,
@@ -184,6 +203,9 @@ pub struct Fold {
     pub max_drawdown: f64,
     /// Trades on the fold.
     pub trades: u32,
+    /// The greedy policy's per-bar returns on the fold (for the concatenated PSR; not serialized).
+    #[serde(skip)]
+    pub returns: Vec<f64>,
 }
 
 /// The verdict: whether the search's answer is evidence of skill, and why.
@@ -195,15 +217,53 @@ pub struct Verdict {
     pub line: String,
 }
 
+/// What the market offered on the test split without any skill, beside the best trial.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Baselines {
+    /// Annualized test Sharpe of buy-and-hold: long from the first bar to the last, the search's costs, no
+    /// barriers.
+    pub buy_and_hold_test_sharpe: f64,
+    /// Annualized test Sharpe of staying flat: 0 (no returns; a policy that never trades scores 0).
+    pub flat_test_sharpe: f64,
+    /// The best trial's annualized test Sharpe (NaN when it never traded).
+    pub best_test_sharpe: f64,
+    /// The best trial's per-bar test returns minus buy-and-hold's: their PSR against 0 (one trial).
+    pub excess: SharpeEvidence,
+}
+
+/// SPA and StepM over every finished trial against buy-and-hold on one split.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpaEvidence {
+    /// The split (`validation` or `test`).
+    pub split: String,
+    /// The p-values and StepM's superior models (indices into `trials`).
+    pub result: spa::SpaResult,
+    /// The trials compared, in the order of the models.
+    pub trials: Vec<u64>,
+    /// The trials StepM shows to beat buy-and-hold (family-wise error rate 0.05).
+    pub superior_trials: Vec<u64>,
+}
+
 /// Everything a search's answer comes with.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Evidence {
     /// The best trial (by validation Sharpe, complete trials first).
     pub best_trial: Option<u64>,
-    /// Its validation returns, deflated.
+    /// Its validation returns, deflated for the search's trials.
     pub valid: Option<SharpeEvidence>,
-    /// Its test returns, deflated by the same trials.
+    /// Its test returns as a hold-out: one trial, so SR0 = 0 and the DSR is the PSR against 0.
     pub test: Option<SharpeEvidence>,
+    /// Its test DSR deflated as if the test split had been searched (the search's trials and variance): the
+    /// previous rule's gate (issue 41), kept so that [`verdict_before`] can be computed.
+    pub test_dsr_as_searched: Option<f64>,
+    /// Buy-and-hold, flat and the best trial on the test split, and the best trial's excess over buy-and-hold.
+    pub baselines: Option<Baselines>,
+    /// SPA and StepM over the trials' validation returns against buy-and-hold's.
+    pub spa_valid: Option<SpaEvidence>,
+    /// SPA and StepM over the trials' test returns against buy-and-hold's (reported, not a gate).
+    pub spa_test: Option<SpaEvidence>,
+    /// The PSR of the walk-forward folds' concatenated per-bar returns on bars the search never saw.
+    pub walk_forward_unseen: Option<SharpeEvidence>,
     /// PBO over the trials' validation returns, or why it could not be computed.
     pub pbo: Result<PboEvidence, String>,
     /// The placebo searches (none when `placebo = 0`).
@@ -214,6 +274,9 @@ pub struct Evidence {
     pub barrier_floor_mult: f64,
     /// The verdict.
     pub verdict: Verdict,
+    /// The verdict of the previous rule (issue 41's gates: test deflated as searched, no benchmark, no SPA,
+    /// walk-forward mean Sharpe > 0), for measuring both on the same runs (`tradesim bench power`).
+    pub verdict_before: Verdict,
 }
 
 /// A finished trial's per-bar returns on a split, from its stored greedy actions.
@@ -302,8 +365,39 @@ fn variance(xs: &[f64]) -> f64 {
     v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64
 }
 
+/// Buy-and-hold's per-bar returns on `market`: long at every decision, the search's costs and account, no
+/// barriers.
+pub fn hold_returns(backend: &Backend, market: &MarketData, env: &EnvDecimals) -> Result<Vec<f64>, Error> {
+    let steps = market.n_bars() - 1;
+    let params = env.audit_params().to_params()?;
+    let mut r = returns_of(backend, market, &[params], &vec![crate::Action::Long as u8; steps])?;
+    Ok(r.pop().unwrap_or_default())
+}
+
+/// SPA and StepM of `trials` against `benchmark` (the study's seed, [`SPA_REPS`] replications, the default
+/// block length, studentized); `None` without trials.
+fn spa_of(split: &str, trials: &[TrialReturns], benchmark: &[f64], seed: u64) -> Result<Option<SpaEvidence>, Error> {
+    if trials.is_empty() || benchmark.len() < 3 {
+        return Ok(None);
+    }
+    let cfg = spa::SpaConfig {
+        reps: SPA_REPS,
+        block: spa::default_block(benchmark.len()),
+        seed,
+        studentize: true,
+        size: SPA_ALPHA,
+    };
+    let models: Vec<Vec<f64>> = trials.iter().map(|t| t.returns.clone()).collect();
+    let result = spa::spa(&models, benchmark, &cfg)?;
+    let numbers: Vec<u64> = trials.iter().map(|t| t.number).collect();
+    let superior_trials = result.superior.iter().map(|&i| numbers[i]).collect();
+    Ok(Some(SpaEvidence { split: split.to_owned(), result, trials: numbers, superior_trials }))
+}
+
 /// The search's own evidence (everything but the placebo searches and the walk-forward): the best trial's
-/// deflated Sharpe on validation and test, and PBO over every trial's validation returns.
+/// deflated Sharpe on validation (N = every finished trial, failed ones included), its PSR on the test
+/// split against 0 and in excess of buy-and-hold, SPA and StepM over every trial against buy-and-hold, and
+/// PBO over every trial's validation returns.
 pub fn assess(
     backend: &Backend,
     study: &Study,
@@ -317,31 +411,57 @@ pub fn assess(
     let board = leaderboard(trials.clone());
     let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite()).map(|t| t.number);
     let valid = trial_returns(backend, study, &trials, data, &env, false)?;
+    let test = trial_returns(backend, study, &trials, data, &env, true)?;
     let sharpes: Vec<f64> = valid.iter().map(|t| stats::sharpe(&t.returns)).collect();
     let var_sharpe = variance(&sharpes);
-    let (mut valid_evidence, mut test_evidence) = (None, None);
+    let (hold_valid, hold_test) = (hold_returns(backend, &data.valid, &env)?, hold_returns(backend, &data.test, &env)?);
+    let (mut valid_evidence, mut test_evidence, mut as_searched, mut baselines) = (None, None, None, None);
     if let Some(number) = best {
         if let Some(t) = valid.iter().find(|t| t.number == number) {
             valid_evidence = Some(sharpe_evidence(&t.returns, tried, var_sharpe, bars_per_year));
         }
-        let best_record: Vec<TrialRecord> = trials.iter().filter(|t| t.number == number).cloned().collect();
-        if let Some(t) = trial_returns(backend, study, &best_record, data, &env, true)?.first() {
-            test_evidence = Some(sharpe_evidence(&t.returns, tried, var_sharpe, bars_per_year));
+        if let Some(t) = test.iter().find(|t| t.number == number) {
+            test_evidence = Some(sharpe_evidence(&t.returns, 1, 0.0, bars_per_year));
+            as_searched = Some(sharpe_evidence(&t.returns, tried, var_sharpe, bars_per_year).dsr);
+            let excess: Vec<f64> = t.returns.iter().zip(&hold_test).map(|(a, b)| a - b).collect();
+            baselines = Some(Baselines {
+                buy_and_hold_test_sharpe: stats::sharpe(&hold_test) * bars_per_year.sqrt(),
+                flat_test_sharpe: 0.0,
+                best_test_sharpe: stats::sharpe(&t.returns) * bars_per_year.sqrt(),
+                excess: sharpe_evidence(&excess, 1, 0.0, bars_per_year),
+            });
         }
     }
     let pbo = pbo_of(&valid);
+    let seed = cfg.study.seed;
+    let none = Verdict { evidence: false, line: String::new() };
     let mut evidence = Evidence {
         best_trial: best,
         valid: valid_evidence,
         test: test_evidence,
+        test_dsr_as_searched: as_searched,
+        baselines,
+        spa_valid: spa_of("validation", &valid, &hold_valid, seed)?,
+        spa_test: spa_of("test", &test, &hold_test, seed)?,
+        walk_forward_unseen: None,
         pbo,
         placebo: None,
         walk_forward: Vec::new(),
         barrier_floor_mult: env.barrier_floor_mult,
-        verdict: Verdict { evidence: false, line: String::new() },
+        verdict: none.clone(),
+        verdict_before: none,
     };
     evidence.verdict = verdict(&evidence);
+    evidence.verdict_before = verdict_before(&evidence);
     Ok(evidence)
+}
+
+/// The walk-forward's folds and the PSR of their concatenated per-bar returns over the folds the search
+/// never saw (`None` when there is none).
+pub fn set_walk_forward(e: &mut Evidence, folds: Vec<Fold>, bars_per_year: f64) {
+    let unseen: Vec<f64> = folds.iter().filter(|f| !f.seen_by_search).flat_map(|f| f.returns.iter().copied()).collect();
+    e.walk_forward_unseen = (unseen.len() >= 3).then(|| sharpe_evidence(&unseen, 1, 0.0, bars_per_year));
+    e.walk_forward = folds;
 }
 
 /// PBO by CSCV over the trials' validation returns ([`PBO_BLOCKS`] blocks, fewer when the bars are few).
@@ -365,243 +485,4 @@ fn pbo_of(valid: &[TrialReturns]) -> Result<PboEvidence, String> {
         degradation_slope: r.degradation_slope,
         prob_loss: r.prob_loss,
     })
-}
-
-/// The verdict of docs/EVIDENCE.md: `evidence` when the best trial's deflated Sharpe is at least
-/// [`DSR_THRESHOLD`] on validation and on test, at least [`MIN_PLACEBO`] placebo searches put it at
-/// p <= [`PLACEBO_ALPHA`], and a walk-forward (when run) has a positive mean Sharpe; otherwise `no evidence`
-/// with every reason. PBO above [`PBO_CAVEAT`] is named as a caveat either way.
-pub fn verdict(e: &Evidence) -> Verdict {
-    let mut failed: Vec<String> = Vec::new();
-    let mut held: Vec<String> = Vec::new();
-    if e.best_trial.is_none() {
-        failed.push("no complete trial with a validation Sharpe".to_owned());
-    }
-    for (split, s) in [("validation", &e.valid), ("test", &e.test)] {
-        match s {
-            Some(s) if s.dsr >= DSR_THRESHOLD => held.push(format!("{split} DSR {:.2}", s.dsr)),
-            Some(s) => failed.push(format!(
-                "{split} DSR {:.2} < {DSR_THRESHOLD} (Sharpe {:.2} a year against {:.2} expected from the best of {} \
-                 skill-less trials)",
-                s.dsr, s.sharpe_annual, s.sr0_annual, s.trials
-            )),
-            None if e.best_trial.is_some() => failed.push(format!("no {split} returns for the best trial")),
-            None => {}
-        }
-    }
-    match &e.placebo {
-        None => failed.push(format!("no placebo searches (run --placebo {MIN_PLACEBO} or more)")),
-        Some(p) if p.searches.len() < MIN_PLACEBO => failed.push(format!(
-            "{} placebo searches cannot show p <= {PLACEBO_ALPHA} (the smallest p is 1/(N+1); run --placebo {MIN_PLACEBO} \
-             or more); p = {:.2}",
-            p.searches.len(),
-            p.p_value
-        )),
-        Some(p) if p.p_value <= PLACEBO_ALPHA => held.push(format!("placebo p {:.3}", p.p_value)),
-        Some(p) => failed.push(format!(
-            "placebo p {:.2} > {PLACEBO_ALPHA}: searches on bars without any predictable direction did as well",
-            p.p_value
-        )),
-    }
-    if !e.walk_forward.is_empty() {
-        let mean = e.walk_forward.iter().map(|f| f.sharpe).sum::<f64>() / e.walk_forward.len() as f64;
-        if mean > 0.0 {
-            held.push(format!("walk-forward mean Sharpe {mean:.2}"));
-        } else {
-            failed.push(format!("walk-forward mean Sharpe {mean:.2} <= 0 over {} folds", e.walk_forward.len()));
-        }
-    }
-    let caveat = match &e.pbo {
-        Ok(p) if p.pbo > PBO_CAVEAT => {
-            format!("; caveat: PBO {:.2} (the in-sample best usually ranks below the median out of sample)", p.pbo)
-        }
-        Ok(p) => format!("; PBO {:.2}", p.pbo),
-        Err(why) => format!("; PBO not computed ({why})"),
-    };
-    if failed.is_empty() {
-        Verdict { evidence: true, line: format!("evidence: {}{caveat}", held.join(", ")) }
-    } else {
-        Verdict { evidence: false, line: format!("no evidence: {}{caveat}", failed.join("; ")) }
-    }
-}
-
-/// The evidence as the command line prints it after the leaderboard: one line per part, then the verdict.
-pub fn summary_text(e: &Evidence) -> String {
-    use std::fmt::Write;
-    let mut out = String::from("can this be trusted? (docs/EVIDENCE.md)\n");
-    for (split, s) in [("validation", &e.valid), ("test", &e.test)] {
-        if let Some(s) = s {
-            let _ = writeln!(
-                out,
-                "  {split:<10} Sharpe {:.2} a year over {} bars; deflated for {} trials (SR0 {:.2}): DSR {:.3}, PSR {:.3}, \
-                 minimum track record {} bars",
-                s.sharpe_annual,
-                s.n_obs,
-                s.trials,
-                s.sr0_annual,
-                s.dsr,
-                s.psr,
-                if s.min_track_record.is_finite() { format!("{:.0}", s.min_track_record) } else { "inf".to_owned() }
-            );
-        }
-    }
-    match &e.pbo {
-        Ok(p) => {
-            let _ = writeln!(
-                out,
-                "  PBO        {:.3} over {} trials x {} bars, {} blocks ({} splits); P(loss out of sample) {:.2}",
-                p.pbo,
-                p.trials,
-                p.bars,
-                p.blocks,
-                p.logits.len(),
-                p.prob_loss
-            );
-        }
-        Err(why) => {
-            let _ = writeln!(out, "  PBO        not computed: {why}");
-        }
-    }
-    match &e.placebo {
-        Some(p) => {
-            let bests: Vec<String> = p.searches.iter().map(|s| format!("{:.2}", s.best_test_sharpe)).collect();
-            let _ = writeln!(
-                out,
-                "  placebo    p = {:.3}; their best trials' test Sharpes: {}",
-                p.p_value,
-                bests.join(" ")
-            );
-        }
-        None => out.push_str("  placebo    not run (--placebo N)\n"),
-    }
-    for f in &e.walk_forward {
-        let _ = writeln!(
-            out,
-            "  fold {}     bars {}..{}{}: Sharpe {:.2}, return {:.2}%, max drawdown {:.2}%, {} trades",
-            f.fold,
-            f.test.0,
-            f.test.1,
-            if f.seen_by_search { " (validation)" } else { "" },
-            f.sharpe,
-            100.0 * f.total_return,
-            100.0 * f.max_drawdown,
-            f.trades
-        );
-    }
-    if !e.walk_forward.is_empty() {
-        let n = e.walk_forward.len() as f64;
-        let mean = e.walk_forward.iter().map(|f| f.sharpe).sum::<f64>() / n;
-        let worst = e.walk_forward.iter().map(|f| f.sharpe).fold(f64::INFINITY, f64::min);
-        let _ = writeln!(out, "  walk-forward mean Sharpe {mean:.2}, worst {worst:.2}");
-    }
-    let _ = writeln!(out, "verdict:  {}", e.verdict.line);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sharpe(dsr: f64) -> SharpeEvidence {
-        SharpeEvidence {
-            sharpe_per_bar: 0.05,
-            sharpe_annual: 4.7,
-            n_obs: 6_000,
-            skew: 0.0,
-            kurtosis: 3.0,
-            trials: 20,
-            var_sharpe: 1e-4,
-            sr0_per_bar: 0.02,
-            sr0_annual: 1.9,
-            dsr,
-            psr: 0.99,
-            min_track_record: 100.0,
-        }
-    }
-
-    fn placebo(n: usize, p_value: f64) -> PlaceboEvidence {
-        let search = |i: u64| PlaceboSearch {
-            index: i,
-            study: format!("tradesim.placebo-{i}"),
-            best_trial: Some(0),
-            best_valid_sharpe: 0.0,
-            best_test_sharpe: 0.0,
-        };
-        PlaceboEvidence { searches: (1..=n as u64).map(search).collect(), p_value }
-    }
-
-    fn evidence(valid: f64, test: f64, placebo: Option<PlaceboEvidence>) -> Evidence {
-        let pbo = PboEvidence {
-            pbo: 0.2,
-            trials: 20,
-            bars: 6_000,
-            blocks: 16,
-            logits: vec![1.0],
-            degradation_slope: 0.5,
-            prob_loss: 0.1,
-        };
-        Evidence {
-            best_trial: Some(3),
-            valid: Some(sharpe(valid)),
-            test: Some(sharpe(test)),
-            pbo: Ok(pbo),
-            placebo,
-            walk_forward: Vec::new(),
-            barrier_floor_mult: 1.2,
-            verdict: Verdict { evidence: false, line: String::new() },
-        }
-    }
-
-    #[test]
-    fn evidence_needs_both_deflated_sharpes_and_enough_placebo_searches_below_alpha() {
-        let yes = verdict(&evidence(0.99, 0.97, Some(placebo(19, 0.05))));
-        assert!(yes.evidence && yes.line.starts_with("evidence: "), "{}", yes.line);
-        for (e, why) in [
-            (evidence(0.94, 0.97, Some(placebo(19, 0.05))), "validation DSR 0.94 < 0.95"),
-            (evidence(0.99, 0.5, Some(placebo(19, 0.05))), "test DSR 0.50 < 0.95"),
-            (evidence(0.99, 0.99, Some(placebo(19, 0.1))), "placebo p 0.10 > 0.05"),
-            (evidence(0.99, 0.99, Some(placebo(9, 0.1))), "9 placebo searches cannot show p <= 0.05"),
-            (evidence(0.99, 0.99, None), "no placebo searches"),
-        ] {
-            let v = verdict(&e);
-            assert!(!v.evidence && v.line.starts_with("no evidence: "), "{}", v.line);
-            assert!(v.line.contains(why), "{} lacks {why}", v.line);
-        }
-    }
-
-    #[test]
-    fn a_losing_walk_forward_and_a_high_pbo_are_named() {
-        let mut e = evidence(0.99, 0.99, Some(placebo(19, 0.05)));
-        let fold = |sharpe: f64| Fold {
-            fold: 1,
-            train: (0, 10),
-            test: (10, 20),
-            seen_by_search: false,
-            sharpe,
-            total_return: 0.0,
-            max_drawdown: 0.0,
-            trades: 1,
-        };
-        e.walk_forward = vec![fold(1.0), fold(-3.0)];
-        let v = verdict(&e);
-        assert!(!v.evidence && v.line.contains("walk-forward mean Sharpe -1.00 <= 0 over 2 folds"), "{}", v.line);
-        e.walk_forward = vec![fold(1.0), fold(0.5)];
-        if let Ok(p) = &mut e.pbo {
-            p.pbo = 0.7;
-        }
-        let v = verdict(&e);
-        assert!(v.evidence && v.line.contains("caveat: PBO 0.70"), "{}", v.line);
-    }
-
-    #[test]
-    fn the_placebo_p_value_counts_ties_against_the_real_search() {
-        let mut searches = placebo(4, 0.0).searches;
-        for (s, x) in searches.iter_mut().zip([0.5, 1.0, 2.0, f64::NAN]) {
-            s.best_test_sharpe = x;
-        }
-        // 1 + #{>= 1.0} = 1 + 2 over 5.
-        assert_eq!(placebo_p_value(1.0, &searches), 3.0 / 5.0);
-        assert_eq!(placebo_p_value(3.0, &searches), 1.0 / 5.0);
-        assert_eq!(placebo_p_value(f64::NAN, &searches), 1.0);
-    }
 }

@@ -1,6 +1,7 @@
-//! Anchored walk-forward of one configuration: the bars after the search's training split are cut into K
-//! folds; fold k trains a fresh trial of the configuration on every bar before it (from the first bar after
-//! the feature warm-up, features normalized on those bars) and tests its greedy policy on the fold.
+//! Anchored walk-forward of one configuration on bars the search never saw: the bars after the search's
+//! validation split (its test split) are cut into K folds; fold k trains a fresh trial of the configuration
+//! on every bar before it (from the first bar after the feature warm-up, features normalized on those bars)
+//! and tests its greedy policy on the fold. A fold whose policy never traded scores 0.
 
 use crate::data::Series;
 use crate::data::device::Prepared;
@@ -16,15 +17,15 @@ use super::Fold;
 /// A fold's training and tested bars.
 pub type FoldBars = (std::ops::Range<usize>, std::ops::Range<usize>);
 
-/// The K folds' bar ranges: `[split.valid.start, n)` cut into `k` parts (the last takes the remainder),
+/// The K folds' bar ranges: `[split.valid.end, n)` cut into `k` parts (the last takes the remainder),
 /// each trained on `[split.train.start, fold start)`. Refuses folds of fewer than 2 bars.
 pub fn folds(split: &Split, n: usize, k: usize) -> Result<Vec<FoldBars>, Error> {
-    let from = split.valid.start;
+    let from = split.valid.end;
     let len = n.saturating_sub(from);
     if k == 0 || len / k < 2 {
         return Err(Error::config(
             "--walk-forward",
-            format!("{k} folds over the {len} bars after the training split leave fewer than 2 bars a fold"),
+            format!("{k} folds over the {len} bars after the validation split leave fewer than 2 bars a fold"),
         ));
     }
     let size = len / k;
@@ -70,30 +71,36 @@ pub fn walk_forward(
         tc.bars_per_year = bars_per_year;
         tc.env_params = vec![trial];
         tc.hidden = params.get("hidden").copied().unwrap_or(64.0) as usize;
-        let metrics = if s.algo == Algo::Ppo {
+        let (metrics, actions) = if s.algo == Algo::Ppo {
             tc.rollout_steps = s.rollout_steps;
             let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
             let rollouts = s.epochs * rollouts_per_epoch(&tc, segment);
             let ppo = ppo_params(params, rollouts)?;
             let n = rollout_len(&tc, segment) * tc.envs;
             tc.batch = if ppo.minibatches > 0 { n.div_ceil(ppo.minibatches as usize) } else { ppo.batch as usize };
-            train_ppo(backend, &data, &tc, &[ppo], |_| Ok(()))?.test
+            let t = train_ppo(backend, &data, &tc, &[ppo], |_| Ok(()))?;
+            (t.test, t.test_actions)
         } else {
             let dqn = dqn_params(params, (s.epochs * s.segment_len) as f64)?;
             tc.batch = dqn.batch as usize;
             tc.dqn = vec![dqn];
-            train_dqn(backend, &data, &tc, |_| Ok(()))?.test
+            let t = train_dqn(backend, &data, &tc, |_| Ok(()))?;
+            (t.test, t.test_actions)
         };
         let m = metrics.first().ok_or_else(|| Error::Data("a walk-forward fold trained no trial".to_owned()))?;
+        let returns = super::returns_of(backend, &data.test, &[trial], &actions)?.pop().unwrap_or_default();
+        // An account at zero equity (bankrupt) earns nothing from then on.
+        let returns = returns.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
         out.push(Fold {
             fold: j + 1,
             train: (train.start, train.end),
             test: (test.start, test.end),
             seen_by_search: test.start < split.valid.end,
-            sharpe: m.sharpe,
+            sharpe: if m.sharpe.is_finite() { m.sharpe } else { 0.0 },
             total_return: m.total_return,
             max_drawdown: m.max_drawdown,
             trades: m.trades as u32,
+            returns,
         });
     }
     Ok(out)
@@ -104,17 +111,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn folds_tile_the_bars_after_the_training_split_and_anchor_at_its_start() {
+    fn folds_tile_the_bars_after_the_validation_split_and_anchor_at_the_training_start() {
         let split = Split { train: 100..700, valid: 700..850, test: 850..1_000 };
         let f = folds(&split, 1_000, 4).unwrap();
         assert_eq!(f.len(), 4);
-        assert_eq!(f[0], (100..700, 700..775));
-        assert_eq!(f[3], (100..925, 925..1_000));
+        assert_eq!(f[0], (100..850, 850..887));
+        assert_eq!(f[3], (100..961, 961..1_000));
+        assert!(f.iter().all(|(_, test)| test.start >= split.valid.end));
         for w in f.windows(2) {
             assert_eq!(w[0].1.end, w[1].1.start);
             assert_eq!(w[1].0.end, w[1].1.start);
         }
         assert!(folds(&split, 1_000, 0).is_err());
-        assert!(folds(&split, 1_000, 200).is_err());
+        assert!(folds(&split, 1_000, 100).is_err());
     }
 }

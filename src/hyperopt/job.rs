@@ -374,7 +374,7 @@ impl Job {
         }
         if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, best) {
             progress(&Progress::WalkForward { folds: k })?;
-            evidence.walk_forward = crate::evidence::walk::walk_forward(
+            let folds = crate::evidence::walk::walk_forward(
                 backend,
                 series,
                 &data.split,
@@ -384,8 +384,10 @@ impl Job {
                 k,
                 bars_per_year,
             )?;
+            crate::evidence::set_walk_forward(&mut evidence, folds, bars_per_year);
         }
         evidence.verdict = crate::evidence::verdict(&evidence);
+        evidence.verdict_before = crate::evidence::verdict_before(&evidence);
         crate::evidence::record(&study, &evidence)?;
         let best_test = best_on_test(backend, &study, series, &data, &self.cfg, bars_per_year)?;
         let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);

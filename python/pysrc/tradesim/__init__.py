@@ -542,8 +542,10 @@ class HyperoptRun:
     #: One line that starts with ``evidence`` or ``no evidence`` and says why (docs/EVIDENCE.md).
     verdict: str = ""
     #: The evidence behind it: ``valid`` and ``test`` (the best trial's deflated Sharpe ratio ``dsr``,
-    #: ``psr``, ``min_track_record``...), ``pbo``, ``placebo`` (``p_value`` and each search), and
-    #: ``walk_forward`` (one dict per fold).
+    #: ``psr``, ``min_track_record``...; the test split deflated for one trial), ``baselines``
+    #: (buy-and-hold's and flat's test Sharpe, the excess over buy-and-hold), ``spa_valid`` and
+    #: ``spa_test`` (SPA's p-values, StepM's trials), ``pbo``, ``placebo`` (``p_value`` and each search),
+    #: ``walk_forward`` (one dict per fold) and ``walk_forward_unseen`` (their PSR).
     evidence: Any = None
 
 

@@ -214,6 +214,11 @@ fn leaderboard_files(
         "trials": json_trials,
         "best": best,
         "verdict": input.evidence.verdict.line,
+        "baselines": input.evidence.baselines.as_ref().map(|b| serde_json::json!({
+            "buy_and_hold_test_sharpe": crate::json::number(b.buy_and_hold_test_sharpe),
+            "flat_test_sharpe": crate::json::number(b.flat_test_sharpe),
+            "best_test_sharpe": crate::json::number(b.best_test_sharpe),
+        })),
         "evidence": crate::evidence::to_json(input.evidence),
     });
     (crate::json::text(&json), csv)
