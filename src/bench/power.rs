@@ -12,8 +12,6 @@
 use std::time::Instant;
 
 use clap::Args;
-use rust_decimal::Decimal;
-use rust_decimal::prelude::{FromPrimitive, ToPrimitive};
 
 use super::learning::{oracle, policy_sharpe};
 use crate::data::Dataset;
@@ -80,18 +78,16 @@ pub struct Family {
     pub name: &'static str,
     /// The generator's kind.
     pub kind: PathKind,
-    /// The drift a bar added to the log prices (the trend family).
-    pub drift: f64,
     /// Whether a run's `evidence` is a false alarm.
     pub null: bool,
 }
 
 /// Every family, in the table's order.
 pub fn families() -> Vec<Family> {
-    let ar = |name, phi| Family { name, kind: PathKind::Autocorrelated { phi }, drift: 0.0, null: false };
+    let ar = |name, phi| Family { name, kind: PathKind::Autocorrelated { phi }, null: false };
     vec![
-        Family { name: "random-walk", kind: PathKind::RandomWalk, drift: 0.0, null: true },
-        Family { name: "trend", kind: PathKind::RandomWalk, drift: TREND_DRIFT, null: true },
+        Family { name: "random-walk", kind: PathKind::RandomWalk, null: true },
+        Family { name: "trend", kind: PathKind::Trend { drift: TREND_DRIFT }, null: true },
         ar("ar05", 0.05),
         ar("ar10", 0.10),
         ar("ar15", 0.15),
@@ -102,34 +98,15 @@ pub fn families() -> Vec<Family> {
                 drift: DEFAULT_REGIME_DRIFT,
                 switch_probability: DEFAULT_SWITCH_PROBABILITY,
             },
-            drift: 0.0,
             null: false,
         },
     ]
 }
 
-/// The bars of `family` at `seed`, and each bar's planted drift (what the oracle knows).
+/// The bars of `family` at `seed` (`tradesim data synth` makes the same: the trend is `--kind random-walk
+/// --drift 0.00015`), and each bar's planted drift (what the oracle knows).
 pub fn path(family: &Family, bars: usize, seed: u64) -> Result<(Dataset, Vec<f64>), Error> {
-    let (mut dataset, mut drifts) =
-        generate_path_with_drifts(&PathConfig { kind: family.kind, bars, seed, ..PathConfig::default() })?;
-    if family.drift != 0.0 {
-        // Bar t's open and low scale by exp(drift t), its close and high by exp(drift (t + 1)): a constant
-        // drift a bar, the bar's shape kept, open = previous close kept (a rising drift keeps low <= open,
-        // close <= high).
-        let scale = |x: Decimal, k: f64| {
-            Decimal::from_f64(x.to_f64().unwrap_or(0.0) * k).unwrap_or(x).round_dp(6).max(Decimal::new(1, 6))
-        };
-        for (t, b) in dataset.series[0].bars.iter_mut().enumerate() {
-            let (at_open, at_close) = ((family.drift * t as f64).exp(), (family.drift * (t + 1) as f64).exp());
-            b.open = scale(b.open, at_open);
-            b.low = scale(b.low, at_open);
-            b.close = scale(b.close, at_close);
-            b.high = scale(b.high, at_close);
-        }
-        drifts.iter_mut().for_each(|d| *d += family.drift);
-        dataset.source = format!("{} + drift {}", dataset.source, family.drift);
-    }
-    Ok((dataset, drifts))
+    generate_path_with_drifts(&PathConfig { kind: family.kind, bars, seed, ..PathConfig::default() })
 }
 
 /// A number written as JSON (`null` for NaN, as serde_json writes it) read back.
@@ -329,6 +306,7 @@ pub fn power(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rust_decimal::prelude::ToPrimitive;
 
     #[test]
     fn wilson_intervals_match_the_textbook_values() {

@@ -152,9 +152,14 @@ pub fn run(
         );
     }
     if let Some(b) = &evidence.baselines {
-        for (name, sharpe) in [("buy-and-hold", b.buy_and_hold_test_sharpe), ("flat", b.flat_test_sharpe)] {
-            println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", name, "", "", sharpe);
-        }
+        println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", "buy-and-hold", "", "", b.buy_and_hold_test_sharpe);
+        println!("{:>4} {:>16} {:>12.3} {:>10.2} {:>11.3}", "-", "flat", 0.0, 0.0, b.flat_test_sharpe);
+    }
+    if crate::hyperopt::report::flat_beats_every_trial(&summary.leaderboard) {
+        println!(
+            "flat:     never trading (validation score 0) ranks above every trial: the search found no policy better \
+             than staying out"
+        );
     }
     if let (Some(best), Some(m)) = (summary.leaderboard.first(), &summary.best_test) {
         println!(

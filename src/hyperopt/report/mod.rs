@@ -158,6 +158,13 @@ impl Folder<'_> {
     }
 }
 
+/// Whether staying flat (validation score 0, `hyperopt::search::objective`) ranks above every complete trial
+/// of `board`: the search found no policy better than never trading.
+pub fn flat_beats_every_trial(board: &[TrialRecord]) -> bool {
+    let mut complete = board.iter().filter(|t| t.status == "complete" && t.value.is_finite()).peekable();
+    complete.peek().is_some() && complete.all(|t| t.value < 0.0)
+}
+
 /// `text` as one CSV field: quoted, inner quotes doubled (a reason holds commas).
 fn csv_text(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
@@ -189,7 +196,7 @@ fn leaderboard_files(
             "test_sharpe": crate::json::number(t.test_sharpe),
             "pruned_at": t.pruned_at,
             "fail_reason": t.fail_reason,
-            "valid_sharpe_by_epoch": curve,
+            "valid_score_by_epoch": curve,
             "params": params,
         }));
         let values: Vec<String> =
@@ -210,7 +217,7 @@ fn leaderboard_files(
     }
     let json = serde_json::json!({
         "data": input.data_label,
-        "metric": "validation Sharpe (last epoch)",
+        "metric": "validation score: the validation Sharpe's one-sided 95% lower bound, 0 for no trade (last epoch)",
         "trials": json_trials,
         "best": best,
         "verdict": input.evidence.verdict.line,
@@ -218,6 +225,8 @@ fn leaderboard_files(
             "buy_and_hold_test_sharpe": crate::json::number(b.buy_and_hold_test_sharpe),
             "flat_test_sharpe": crate::json::number(b.flat_test_sharpe),
             "best_test_sharpe": crate::json::number(b.best_test_sharpe),
+            "flat_valid_score": 0.0,
+            "flat_beats_every_trial": flat_beats_every_trial(board),
         })),
         "evidence": crate::evidence::to_json(input.evidence),
     });
@@ -230,4 +239,21 @@ fn trades_csv(best: &BestOnTest, series: &Series) -> String {
         series.bars.get(best.test_bars.start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339())
     };
     super::ledger::ledger_csv(best.trial, &best.trades, &time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flat (score 0) beats every trial only when every complete trial scored below 0; pruned and failed
+    /// trials do not count, and a study without a complete trial says nothing.
+    #[test]
+    fn flat_beats_every_trial_only_when_every_complete_trial_scores_below_zero() {
+        let trial = |number: u64, status: &str, value: f64| TrialRecord { value, ..TrialRecord::ours(number, status) };
+        assert!(flat_beats_every_trial(&[trial(0, "complete", -0.2), trial(1, "pruned", 3.0)]));
+        assert!(!flat_beats_every_trial(&[trial(0, "complete", -0.2), trial(1, "complete", 0.1)]));
+        assert!(!flat_beats_every_trial(&[trial(0, "complete", 0.0)]));
+        assert!(!flat_beats_every_trial(&[trial(0, "fail", f64::NAN)]));
+        assert!(!flat_beats_every_trial(&[]));
+    }
 }
