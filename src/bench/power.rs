@@ -162,6 +162,8 @@ fn run_one(
         parallel: quick.then_some(4),
         epochs: quick.then_some(1),
         seed: Some(seed),
+        // The default search is sized for the device it runs on (docs/CLI.md, "Budgets").
+        gpu: backend.is_cuda(),
         placebo: Some(19),
         walk_forward: Some(3),
         study: Some(dir.join("study.sqlite")),
