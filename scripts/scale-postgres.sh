@@ -31,7 +31,13 @@ case "${1:-}" in
     ;;
 esac
 if [ "$mode" = chaos ]; then
-  TRADESIM_CHAOS_TRIALS=${1:-10000} exec cargo test --release --test chaos -- --ignored --nocapture long_chaos
+  chaos=$(mktemp -d /tmp/tradesim-chaos.XXXXXX)
+  chmod 755 "$chaos"
+  trap 'bash scripts/postgres.sh stop "$chaos"; rm -rf "$chaos"' EXIT
+  TRADESIM_POSTGRES_URL=$(bash scripts/postgres.sh start "$chaos")
+  export TRADESIM_POSTGRES_URL
+  TRADESIM_CHAOS_TRIALS=${1:-10000} cargo test --release --test chaos -- --ignored --nocapture long_chaos
+  exit
 fi
 if [ "$mode" != train ]; then
   exec bash scripts/scale-claims.sh "$mode" "$@"

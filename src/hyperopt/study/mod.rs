@@ -388,6 +388,8 @@ impl Study {
             }
             Err(e) => {
                 self.db.rollback();
+                // A row id learnt in the transaction may be of a row it inserted, now gone.
+                self.ids.borrow_mut().clear();
                 Err(e)
             }
         }
@@ -399,8 +401,9 @@ impl Study {
         self.db.lock_study(self.study_id)
     }
 
-    /// Trial `number`'s row id: as this handle learnt it (a row id never changes), else
-    /// read (a scan of the study's trials: Optuna's schema indexes `trials` by study, not by number).
+    /// Trial `number`'s row id: as this handle learnt it (a row id never changes; what it learnt is dropped
+    /// when one of its transactions rolls back), else read once (a scan of the study's trials: Optuna's
+    /// schema indexes `trials` by study, not by number).
     fn trial_id(&self, number: u64) -> Result<i64, Error> {
         if let Some(&id) = self.ids.borrow().get(&number) {
             return Ok(id);
@@ -409,7 +412,9 @@ impl Study {
             "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
             &[Val::I64(self.study_id), Val::I64(number as i64)],
         )?;
-        rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| Error::Study(format!("no trial {number}")))
+        let id = rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| Error::Study(format!("no trial {number}")))?;
+        self.ids.borrow_mut().insert(number, id);
+        Ok(id)
     }
 
     fn set_attr(&self, table: &str, id: i64, key: &str, json_text: String) -> Result<(), Error> {

@@ -96,6 +96,12 @@ impl Study {
         Ok(self.read(Rows::All, |_| true)?.into_iter().map(|r| r.1).collect())
     }
 
+    /// Every trial, by number, as [`Study::trials`] without their histories (a report of a large study
+    /// needs none, and they would hold billions of numbers).
+    pub fn trials_brief(&self) -> Result<Vec<TrialRecord>, Error> {
+        Ok(self.read(Rows::All, |_| false)?.into_iter().map(|r| r.1).collect())
+    }
+
     /// The trials `rows` takes, by number, with their row ids and worker processes; the history parsed
     /// for those that `history` accepts (the others' left empty).
     fn read(&self, rows: Rows<'_>, history: impl Fn(&str) -> bool) -> Result<Vec<Read>, Error> {
