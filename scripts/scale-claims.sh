@@ -8,8 +8,11 @@ workers=${2:-8}
 trials=${3:-10000}
 case "$mode" in
   claims | sqlite)
-    cargo build --release --example claims >&2
-    run=(target/release/examples/claims - scale "$trials" 5)
+    # TRADESIM_CLAIMS_BIN names a built examples/claims binary (else cargo builds it).
+    if [ -z "${TRADESIM_CLAIMS_BIN:-}" ]; then
+      cargo build --release --example claims >&2
+    fi
+    run=("$(realpath "${TRADESIM_CLAIMS_BIN:-target/release/examples/claims}")" - scale "$trials" 5)
     ;;
   optuna)
     python=$(bash scripts/setup-optuna.sh)

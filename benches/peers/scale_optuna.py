@@ -14,8 +14,11 @@ from optuna.study import MaxTrialsCallback
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 name, trials, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+storage = os.environ["TRADESIM_STORAGE"]
+if storage.startswith("postgresql://"):
+    storage = "postgresql+psycopg2://" + storage[len("postgresql://"):]
 study = optuna.create_study(
-    storage=os.environ["TRADESIM_STORAGE"],
+    storage=storage,
     study_name=name,
     direction="maximize",
     load_if_exists=True,

@@ -79,7 +79,7 @@ pub struct Observed {
 /// fits the below set of every finished trial and the newest `ABOVE_WINDOW` others (at least ten times the
 /// below set, so that the set given splits into the same below set), plus the running trials (constant
 /// liar). A study with no more finished trials than that samples exactly as with all of them.
-pub const ABOVE_WINDOW: usize = 1000;
+pub const ABOVE_WINDOW: usize = 250;
 
 /// Which of `finished` (trial number and [`tpe_loss`], by number) TPE fits ([`ABOVE_WINDOW`]): indices into
 /// `finished`, ascending; every index when they are few enough.
@@ -334,8 +334,8 @@ mod tests {
     fn a_large_study_fits_its_below_set_and_a_window_of_the_rest() {
         let opts = TpeOptions::default();
         let loss = |n: u64| ((n * 7919) % 1013) as f64 / 7.0;
-        let small: Vec<(u64, f64)> = (0..1025).map(|n| (n, loss(n))).collect();
-        assert_eq!(fitted(&small, &opts), (0..1025).collect::<Vec<_>>());
+        let small: Vec<(u64, f64)> = (0..275).map(|n| (n, loss(n))).collect();
+        assert_eq!(fitted(&small, &opts), (0..275).collect::<Vec<_>>());
         let large: Vec<(u64, f64)> = (0..5000).map(|n| (n, loss(n))).collect();
         let kept = fitted(&large, &opts);
         assert_eq!(kept.len(), 25 + ABOVE_WINDOW);

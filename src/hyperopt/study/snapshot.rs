@@ -321,7 +321,7 @@ mod tests {
         let reader = Study::reopen(&StorageUrl::Sqlite(path), "s").unwrap();
         let params: Params = [("lr".to_owned(), 1e-3)].into();
         let check = |step: &str| {
-            reader.refresh(step.len() % 2 == 0).unwrap();
+            reader.refresh(step.len().is_multiple_of(2)).unwrap();
             let mut full = writer.trials().unwrap();
             for t in full.iter_mut().filter(|t| t.finished()) {
                 t.history.clear();
