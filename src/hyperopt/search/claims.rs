@@ -112,24 +112,32 @@ pub(super) fn plan_new(
 }
 
 /// Starts the first `n` trials of `plan` inside the caller's transaction, which holds the study's lock,
-/// each placed by `place(first, i)`; `None` when the plan is stale (another claim took its numbers since
-/// it was sampled). Returns the claims.
+/// each placed by `place(first, i)`. When another claim took the plan's numbers since it was sampled, the
+/// plan is `renumber`ed after it, unless a trial claimed since has parameters equal to one of its draws
+/// (another worker that sampled the same numbers from the same snapshot drew the same points): then, or
+/// without `renumber`, `None`. Returns the claims.
 pub(super) fn start_planned(
     study: &Study,
     plan: &Plan,
     trials: &[TrialRecord],
     claimed: &HashSet<u64>,
     n: usize,
+    renumber: bool,
     place: impl Fn(u64, usize) -> Place,
 ) -> Result<Option<Vec<(Claim, Place)>>, Error> {
-    if next_number(trials, claimed) != plan.first {
-        return Ok(None);
+    let first = next_number(trials, claimed);
+    if first != plan.first {
+        let since = trials.iter().filter(|t| t.number >= plan.first);
+        let drawn_twice = || since.clone().any(|t| plan.draws.iter().take(n).any(|d| *d == t.params));
+        if !renumber || drawn_twice() {
+            return Ok(None);
+        }
     }
     let mut out = Vec::new();
     for (i, params) in plan.draws.iter().take(n).enumerate() {
-        let number = plan.first + i as u64;
+        let number = first + i as u64;
         study.start(number, params, &plan.seen)?;
-        let at = place(plan.first, i);
+        let at = place(first, i);
         study.place(number, at)?;
         out.push(((number, params.clone(), plan.seen.clone()), at));
     }
@@ -147,7 +155,7 @@ pub(super) fn start_new(
     place: impl Fn(u64, usize) -> Place,
 ) -> Result<Vec<(Claim, Place)>, Error> {
     let plan = plan_new(cfg, trials, claimed, n)?;
-    Ok(start_planned(study, &plan, trials, claimed, n, place)?.unwrap_or_default())
+    Ok(start_planned(study, &plan, trials, claimed, n, false, place)?.unwrap_or_default())
 }
 
 /// The batch a resumed search continues when no trial of it is left to restart: the batch of tradesim's
@@ -194,8 +202,9 @@ pub(super) fn continued(
 /// sampled from the finished trials of this handle's snapshot, which become their recorded history. The
 /// sampling happens before the transaction, from the snapshot refreshed then ([`plan_new`]); under the lock
 /// the claim refreshes the snapshot again (the rows added since) and only numbers and inserts the planned
-/// trials, unless another claim took their numbers meanwhile: then it samples again outside the lock, and
-/// after [`PLAN_TRIES`] stale plans inside it. Trials of other Optuna workers are left alone (their numbers
+/// trials; when another claim took their numbers meanwhile they are numbered after it, unless that would
+/// repeat another claim's draws ([`start_planned`]): then it samples again outside the lock, and after
+/// [`PLAN_TRIES`] such plans inside it. Trials of other Optuna workers are left alone (their numbers
 /// are skipped).
 pub(super) fn next_batch(
     study: &Study,
@@ -291,7 +300,7 @@ fn claim_batch(
                 Some((id, _, tick)) => Place { batch: id, slot, tick },
                 None => Place { batch: first, slot, tick: 0 },
             };
-            batch.runs = match start_planned(study, plan, trials, claimed, n, place)? {
+            batch.runs = match start_planned(study, plan, trials, claimed, n, true, place)? {
                 Some(runs) => runs,
                 None if last => start_new(study, cfg, trials, claimed, n, place)?,
                 None => return Ok(None),
@@ -416,11 +425,11 @@ mod tests {
             .in_tx(|| {
                 one.lock()?;
                 one.refresh(true)?;
-                start_planned(&one, &plan, &one.snapshot(), &HashSet::new(), 4, |f, slot| Place {
-                    batch: f,
-                    slot,
-                    tick: 0,
-                })
+                let place = |f, slot| Place { batch: f, slot, tick: 0 };
+                let trials = one.snapshot();
+                // Renumbered, the plan would repeat the other worker's draws (same numbers, same snapshot).
+                assert!(start_planned(&one, &plan, &trials, &HashSet::new(), 4, true, place)?.is_none());
+                start_planned(&one, &plan, &trials, &HashSet::new(), 4, false, place)
             })
             .unwrap();
         assert!(started.is_none(), "the plan's numbers were taken");

@@ -262,7 +262,7 @@ impl<F> SearchSlots<'_, F> {
                 return Ok(Some(Vec::new()));
             }
             let place = |_, _| Place { batch: id, slot, tick: at };
-            let new = match start_planned(study, plan, &trials, claimed, 1, place)? {
+            let new = match start_planned(study, plan, &trials, claimed, 1, true, place)? {
                 Some(new) => new,
                 None if last => start_new(study, self.cfg, &trials, claimed, 1, place)?,
                 None => return Ok(None),
