@@ -1,21 +1,47 @@
 #!/usr/bin/env bash
-# Issue 45 item 5: WORKERS workers x TRIALS short trials on one PostgreSQL study (a throwaway server of
-# scripts/postgres.sh), with a release binary. Prints:
-#   - trials claimed per second: the study's trials over the span from the first trial's claim to the last
-#     one's (Optuna's datetime_start, written in the claim's transaction; one claim takes 1 to `parallel`
-#     trials);
-#   - the longest wait for a claim: the longest time one claim transaction (a batch's, or a freed slot's
-#     refill) waited for its locks (the study's row, the trials table), summed over the waits PostgreSQL
-#     logs (log_lock_waits: each wait longer than deadlock_timeout, set to 5 ms here; a shorter wait is not
-#     logged). Beside it, the longest gap between consecutive claims in the study (a stretch in which no
-#     trial was claimed);
-#   - the database's size per trial (pg_database_size after the search minus before, over the trials);
-#   - the deadlocks and serialization failures that reached a worker (its stderr) and those the server logged,
-#     and the workers that failed.
-# Usage: scripts/scale-postgres.sh [WORKERS] [TRIALS]   (default 8 x 1000; TRADESIM_BIN names the binary,
-# default target/release/tradesim, built by cargo first)
+# Scale of a shared study (issues 45 and 54). Two kinds of run:
+#
+# scripts/scale-postgres.sh [WORKERS] [TRIALS]   (default 8 x 1000): WORKERS `tradesim hyperopt` workers x
+# TRIALS short trials (1 epoch, tiny networks) on one PostgreSQL study (a throwaway server of
+# scripts/postgres.sh), with a release binary (TRADESIM_BIN, default target/release/tradesim, built by cargo
+# first). Prints trials claimed per second, the longest lock wait of a claim, the longest gap between
+# claims, the database's size per trial, deadlocks and failed workers (below, at the analysis).
+#
+# scripts/scale-postgres.sh --claims|--optuna|--sqlite WORKERS TRIALS: the study's side alone, no training.
+#   --claims: WORKERS processes of examples/claims.rs (tradesim's claim loop: claim one trial, finish it at
+#             once, claim the next) on one PostgreSQL study;
+#   --optuna: the peer, WORKERS processes of the real optuna 5.0 (benches/peers/scale_optuna.py:
+#             `study.optimize` with a trivial objective, TPESampler's defaults) on the same kind of server;
+#   --sqlite: as --claims on a SQLite study file.
+# Prints claims per second (trials over the span from the first claim to the last), the median and p99
+# claim latency per tenth of the study (the seconds a worker spends between two trials: finishing the
+# previous one and claiming the next, Optuna's tell and ask), lock waits over 5 ms (PostgreSQL's
+# log_lock_waits), the server's CPU seconds (the postmaster's and its reaped backends'), bytes per trial,
+# and lost, duplicated and deadlocked trials.
+#
+# scripts/scale-postgres.sh --chaos TRIALS: the chaos test's PostgreSQL run at TRIALS trials with kills
+# throughout (tests/chaos.rs, TRADESIM_CHAOS_TRIALS; not in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=train
+case "${1:-}" in
+  --claims | --optuna | --sqlite | --chaos)
+    mode=${1#--}
+    shift
+    ;;
+esac
+if [ "$mode" = chaos ]; then
+  chaos=$(mktemp -d /tmp/tradesim-chaos.XXXXXX)
+  chmod 755 "$chaos"
+  trap 'bash scripts/postgres.sh stop "$chaos"; rm -rf "$chaos"' EXIT
+  TRADESIM_POSTGRES_URL=$(bash scripts/postgres.sh start "$chaos")
+  export TRADESIM_POSTGRES_URL
+  TRADESIM_CHAOS_TRIALS=${1:-10000} cargo test --release --test chaos -- --ignored --nocapture long_chaos
+  exit
+fi
+if [ "$mode" != train ]; then
+  exec bash scripts/scale-claims.sh "$mode" "$@"
+fi
 workers=${1:-8}
 trials=${2:-1000}
 if [ -z "${TRADESIM_BIN:-}" ]; then

@@ -30,5 +30,5 @@ pub fn leaderboard(mut trials: Vec<TrialRecord>) -> Vec<TrialRecord> {
 /// The leaderboard of tradesim's own trials in `study` (another Optuna worker's trials have no test
 /// evaluation or checkpoint; the Optuna tools show them).
 pub fn study_leaderboard(study: &Study) -> Result<Vec<TrialRecord>, Error> {
-    Ok(leaderboard(study.trials()?.into_iter().filter(|t| t.ours).collect()))
+    Ok(leaderboard(study.trials_brief()?.into_iter().filter(|t| t.ours).collect()))
 }

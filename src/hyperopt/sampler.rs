@@ -74,6 +74,35 @@ pub struct Observed {
     pub loss: Option<f64>,
 }
 
+/// The most finished trials outside the below set that TPE fits: a claim's fit (two Parzen mixtures, each
+/// candidate's density under both) costs as many kernels as trials it is given, so in a large study TPE
+/// fits the below set of every finished trial and the newest `ABOVE_WINDOW` others (at least ten times the
+/// below set, so that the set given splits into the same below set), plus the running trials (constant
+/// liar). A study with no more finished trials than that samples exactly as with all of them.
+pub const ABOVE_WINDOW: usize = 250;
+
+/// Which of `finished` (trial number and [`tpe_loss`], by number) TPE fits ([`ABOVE_WINDOW`]): indices into
+/// `finished`, ascending; every index when they are few enough.
+pub fn fitted(finished: &[(u64, f64)], opts: &TpeOptions) -> Vec<usize> {
+    let n = finished.len();
+    let n_below = n.div_ceil(10).min(opts.gamma).min(n);
+    let window = ABOVE_WINDOW.max(10 * n_below);
+    if n <= n_below + window {
+        return (0..n).collect();
+    }
+    // The below set as `split` ranks it (a stable sort by loss keeps the earlier trial on ties).
+    let mut order: Vec<usize> = (0..n).collect();
+    if n_below > 0 {
+        order.select_nth_unstable_by(n_below - 1, |&a, &b| finished[a].1.total_cmp(&finished[b].1).then(a.cmp(&b)));
+    }
+    let mut below: Vec<usize> = order[..n_below].to_vec();
+    below.sort_unstable();
+    let mut out = below.clone();
+    out.extend((0..n).rev().filter(|i| below.binary_search(i).is_err()).take(window));
+    out.sort_unstable();
+    out
+}
+
 fn uniform(seed: u64, number: u64, dim: u64) -> f64 {
     ((draw_u64(seed, 0x7e_0000 + number, dim) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
 }
@@ -297,6 +326,34 @@ mod tests {
         // 7 finished: ceil(0.7) = 1 below.
         let (below, above) = split(&trials[293..300], &TpeOptions::default());
         assert_eq!((below.len(), above.len(), below[0].number), (1, 6, 0));
+    }
+
+    /// In a large study TPE fits the below set of every finished trial and the newest `ABOVE_WINDOW` others:
+    /// the subset splits into the same below set as all of them; a small study is fitted whole.
+    #[test]
+    fn a_large_study_fits_its_below_set_and_a_window_of_the_rest() {
+        let opts = TpeOptions::default();
+        let loss = |n: u64| ((n * 7919) % 1013) as f64 / 7.0;
+        let small: Vec<(u64, f64)> = (0..275).map(|n| (n, loss(n))).collect();
+        assert_eq!(fitted(&small, &opts), (0..275).collect::<Vec<_>>());
+        let large: Vec<(u64, f64)> = (0..5000).map(|n| (n, loss(n))).collect();
+        let kept = fitted(&large, &opts);
+        assert_eq!(kept.len(), 25 + ABOVE_WINDOW);
+        assert!(kept.windows(2).all(|w| w[0] < w[1]), "ascending");
+        let as_observed = |set: &[(u64, f64)]| -> Vec<Observed> {
+            set.iter().map(|&(number, l)| Observed { number, params: Params::new(), loss: Some(l) }).collect()
+        };
+        let subset: Vec<(u64, f64)> = kept.iter().map(|&i| large[i]).collect();
+        let all = as_observed(&large);
+        let some = as_observed(&subset);
+        let below = |t: &[Observed]| split(t, &opts).0.iter().map(|o| o.number).collect::<Vec<_>>();
+        assert_eq!(below(&some), below(&all), "the same below set");
+        let newest: Vec<u64> = (0..5000).rev().filter(|n| !below(&all).contains(n)).take(ABOVE_WINDOW).collect();
+        let above: Vec<u64> = split(&some, &opts).1.iter().map(|o| o.number).collect();
+        assert_eq!(above, newest.into_iter().rev().collect::<Vec<_>>(), "the newest others");
+        // A larger gamma widens the window to ten times the below set.
+        let wide = TpeOptions { gamma: 200, ..opts };
+        assert_eq!(fitted(&large, &wide).len(), 200 + 2000);
     }
 
     #[test]

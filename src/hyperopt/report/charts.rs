@@ -158,7 +158,11 @@ fn ranks(v: &[f64]) -> Vec<f64> {
 /// objective over the complete trials with a finite value, normalized to sum to 1 (0 for a parameter that
 /// never varied). A quick, model-free measure; Optuna's default (fANOVA) fits a random forest instead.
 pub fn importances(trials: &[TrialRecord], names: &[String]) -> Vec<(String, f64)> {
-    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    let mut done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    if done.len() > CHART_TRIALS {
+        done.sort_by(|a, b| b.value.total_cmp(&a.value).then(a.number.cmp(&b.number)));
+        done.truncate(CHART_TRIALS);
+    }
     let value_ranks = ranks(&done.iter().map(|t| t.value).collect::<Vec<_>>());
     let spearman = |xs: &[f64]| -> f64 {
         let rx = ranks(xs);
@@ -213,9 +217,13 @@ fn importance_svg(imp: &[(String, f64)]) -> String {
 }
 
 /// Parallel coordinates (SVG): one axis per parameter (log scale for log ranges) and the value last; one line
-/// per complete trial, colored from blue (worst) to red (best).
+/// per complete trial (the [`CHART_TRIALS`] best), colored from blue (worst) to red (best).
 fn parallel_svg(trials: &[TrialRecord], names: &[String], cfg: &SearchConfig) -> String {
-    let done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    let mut done: Vec<&TrialRecord> = trials.iter().filter(|t| t.status == "complete" && t.value.is_finite()).collect();
+    if done.len() > CHART_TRIALS {
+        done.sort_by(|a, b| b.value.total_cmp(&a.value).then(a.number.cmp(&b.number)));
+        done.truncate(CHART_TRIALS);
+    }
     let mut axes: Vec<String> = names.to_vec();
     axes.push("value".to_owned());
     let (w, h, top, bottom) = (900.0, 360.0, 40.0, 310.0);
@@ -278,6 +286,23 @@ fn parallel_svg(trials: &[TrialRecord], names: &[String], cfg: &SearchConfig) ->
     svg + "</svg>"
 }
 
+/// The most trials whose learning curves the chart draws (the best of the leaderboard) and whose lines the
+/// parallel coordinates draw (the best complete ones): a 100,000-trial study's page stays small and quick to
+/// draw; the leaderboard files keep every trial.
+pub(super) const CHART_TRIALS: usize = 500;
+/// The most trials whose markers the optimization history draws; beyond it every k-th trial by number is
+/// drawn (k the smallest that fits), and every trial that raised the best value so far.
+pub(super) const HISTORY_POINTS: usize = 5000;
+
+/// The epochs of trial `number` in `epochs` (sorted by trial, then epoch, as [`Study::epochs`] gives them).
+///
+/// [`Study::epochs`]: crate::hyperopt::study::Study::epochs
+pub(super) fn epochs_of(epochs: &[EpochRecord], number: u64) -> &[EpochRecord] {
+    let lo = epochs.partition_point(|e| e.trial < number);
+    let hi = epochs.partition_point(|e| e.trial <= number);
+    &epochs[lo..hi]
+}
+
 /// The learning-curves chart and how its y axis was clipped.
 pub(super) struct LearningCurves {
     /// The chart (SVG).
@@ -286,13 +311,14 @@ pub(super) struct LearningCurves {
     pub clip: Option<((f64, f64), usize)>,
 }
 
-/// Intermediate values: each epoch's validation Sharpe of every trial on `board`, pruned trials marked where
-/// they were pruned, the y axis clipped by [`robust_range`].
+/// Intermediate values: each epoch's validation Sharpe of the first [`CHART_TRIALS`] trials of `board` (the
+/// best), pruned trials marked where they were pruned, the y axis clipped by [`robust_range`].
 pub(super) fn learning_curves(board: &[TrialRecord], epochs: &[EpochRecord]) -> Result<LearningCurves, Error> {
+    let board = &board[..board.len().min(CHART_TRIALS)];
     let curves: Vec<(String, Vec<(f64, f64)>)> = board
         .iter()
         .map(|t| {
-            let pts = epochs.iter().filter(|e| e.trial == t.number).map(|e| (e.epoch as f64, e.valid_sharpe)).collect();
+            let pts = epochs_of(epochs, t.number).iter().map(|e| (e.epoch as f64, e.valid_sharpe)).collect();
             (format!("trial {}", t.number), pts)
         })
         .collect();
@@ -300,11 +326,10 @@ pub(super) fn learning_curves(board: &[TrialRecord], epochs: &[EpochRecord]) -> 
         .iter()
         .filter_map(|t| {
             let at = t.pruned_at?;
-            epochs.iter().find(|e| e.trial == t.number && e.epoch == at).map(|e| (at as f64, e.valid_sharpe))
+            epochs_of(epochs, t.number).iter().find(|e| e.epoch == at).map(|e| (at as f64, e.valid_sharpe))
         })
         .collect();
-    let all: Vec<f64> =
-        epochs.iter().filter(|e| board.iter().any(|t| t.number == e.trial)).map(|e| e.valid_sharpe).collect();
+    let all: Vec<f64> = board.iter().flat_map(|t| epochs_of(epochs, t.number)).map(|e| e.valid_sharpe).collect();
     let clip = robust_range(&all);
     let mut chart = Chart::new("Intermediate values: validation Sharpe by epoch", "Sharpe", curves);
     chart.markers = vec![("pruned here".to_owned(), prunes)];
@@ -313,23 +338,44 @@ pub(super) fn learning_curves(board: &[TrialRecord], epochs: &[EpochRecord]) -> 
     Ok(LearningCurves { svg: chart.svg()?, clip: clip.map(|range| (range, outside(range))) })
 }
 
-/// Optimization history: each trial's value by number (complete and pruned apart), and the best complete
-/// value so far.
+/// Optimization history: each trial's value by number (complete and pruned apart; in a study of more than
+/// [`HISTORY_POINTS`] trials every k-th and each that raised the best), and the best complete value so far.
 pub(super) fn history_chart(board: &[TrialRecord]) -> Result<String, Error> {
     let mut best_so_far = Vec::new();
     let mut running = f64::NEG_INFINITY;
     let mut by_number: Vec<&TrialRecord> = board.iter().collect();
     by_number.sort_by_key(|t| t.number);
-    for t in &by_number {
+    for (i, t) in by_number.iter().enumerate() {
+        let before = running;
         if t.status == "complete" && t.value.is_finite() {
             running = running.max(t.value);
         }
-        if running.is_finite() {
+        // The line's corners: where it rises, and the last trial (a flat stretch needs no points between).
+        if running.is_finite() && (running != before || i + 1 == by_number.len() || by_number.len() <= HISTORY_POINTS) {
             best_so_far.push((t.number as f64, running));
         }
     }
+    // Every k-th trial (all of them up to HISTORY_POINTS), and each that raised the best so far.
+    let k = by_number.len().div_ceil(HISTORY_POINTS).max(1);
+    let mut best = f64::NEG_INFINITY;
+    let shown: Vec<bool> = by_number
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let raises = t.status == "complete" && t.value > best;
+            if raises {
+                best = t.value;
+            }
+            i % k == 0 || raises
+        })
+        .collect();
     let values = |status: &str| -> Vec<(f64, f64)> {
-        by_number.iter().filter(|t| t.status == status).map(|t| (t.number as f64, t.value)).collect()
+        by_number
+            .iter()
+            .zip(&shown)
+            .filter(|(t, s)| **s && t.status == status)
+            .map(|(t, _)| (t.number as f64, t.value))
+            .collect()
     };
     let mut history =
         Chart::new("Optimization history", "validation Sharpe", vec![("best so far".to_owned(), best_so_far)]);
@@ -402,6 +448,58 @@ mod tests {
             value,
             ..TrialRecord::ours(number, "complete")
         }
+    }
+
+    /// The charts of a 100,000-trial study draw a bounded number of elements (the best trials' curves and
+    /// lines, a thinned history with every new best), and an epoch lookup finds each trial's epochs; the time
+    /// is printed (`cargo test --release --lib charts_of_a_large_study -- --nocapture`; docs/PERFORMANCE.md).
+    #[test]
+    fn charts_of_a_large_study_stay_bounded() {
+        let started = std::time::Instant::now();
+        let n = 100_000u64;
+        let value = |k: u64| ((k * 7919) % 100_003) as f64 / 1e5 + k as f64 * 1e-7;
+        let board: Vec<TrialRecord> = crate::hyperopt::ranking::leaderboard(
+            (0..n)
+                .map(|k| {
+                    let mut t = trial(k, value(k), (k % 97) as f64, (k % 13) as f64 + 1.0, 0.5);
+                    if k % 3 == 0 {
+                        (t.status, t.pruned_at) = ("pruned".to_owned(), Some(0));
+                    }
+                    t
+                })
+                .collect(),
+        );
+        let epochs: Vec<EpochRecord> = (0..n)
+            .flat_map(|k| {
+                (0..2).map(move |epoch| EpochRecord {
+                    trial: k,
+                    epoch,
+                    loss: 0.0,
+                    valid_sharpe: value(k),
+                    valid_return: 0.0,
+                })
+            })
+            .collect();
+        assert_eq!(
+            epochs_of(&epochs, 777).iter().map(|e| (e.trial, e.epoch)).collect::<Vec<_>>(),
+            [(777, 0), (777, 1)]
+        );
+        assert!(epochs_of(&epochs, n + 5).is_empty());
+        let curves = learning_curves(&board, &epochs).unwrap();
+        let history = history_chart(&board).unwrap();
+        let cfg = SearchConfig::default();
+        let names = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        let (importance, parallel) = parameter_charts(&board, &names, &cfg);
+        let elapsed = started.elapsed().as_secs_f64();
+        eprintln!(
+            "100,000 trials: charts in {elapsed:.2} s; SVG bytes: curves {}, history {}, importances {}, parallel {}",
+            curves.svg.len(),
+            history.len(),
+            importance.len(),
+            parallel.len()
+        );
+        assert_eq!(parallel.matches("<polyline").count(), CHART_TRIALS, "the best complete trials' lines");
+        assert!(curves.svg.len() < 4 << 20 && history.len() < 4 << 20, "{} {}", curves.svg.len(), history.len());
     }
 
     /// `a` orders the values exactly (|rho| 1), `b` against them half the time, `c` never varies (0).

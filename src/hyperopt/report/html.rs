@@ -93,14 +93,18 @@ pub(super) fn page(p: &Page) -> String {
     html
 }
 
-/// The leaderboard as a table: rank, trial, status, validation Sharpe, test return and Sharpe, then `names`.
+/// The most rows of the page's leaderboard table (the best; the files list every trial).
+const TABLE_ROWS: usize = 1000;
+
+/// The leaderboard as a table: rank, trial, status, validation Sharpe, test return and Sharpe, then `names`
+/// (the [`TABLE_ROWS`] best).
 fn leaderboard_table(board: &[TrialRecord], names: &[String]) -> String {
     let mut html = "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>".to_owned();
     for n in names {
         let _ = write!(html, "<th>{}</th>", html_escape(n));
     }
     html += "</tr>";
-    for (rank, t) in board.iter().enumerate() {
+    for (rank, t) in board.iter().take(TABLE_ROWS).enumerate() {
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
@@ -117,6 +121,9 @@ fn leaderboard_table(board: &[TrialRecord], names: &[String]) -> String {
         html += "</tr>";
     }
     html += "</table></div>";
+    if board.len() > TABLE_ROWS {
+        let _ = write!(html, "<p>The {TABLE_ROWS} best of {} trials; leaderboard.csv lists them all.</p>", board.len());
+    }
     html += &failed_list(board);
     html
 }

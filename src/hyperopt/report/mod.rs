@@ -186,7 +186,7 @@ fn leaderboard_files(
         let params: serde_json::Map<String, serde_json::Value> =
             t.params.iter().map(|(k, v)| (k.clone(), crate::json::number(*v))).collect();
         let curve: Vec<serde_json::Value> =
-            epochs.iter().filter(|e| e.trial == t.number).map(|e| crate::json::number(e.valid_sharpe)).collect();
+            charts::epochs_of(epochs, t.number).iter().map(|e| crate::json::number(e.valid_sharpe)).collect();
         json_trials.push(serde_json::json!({
             "rank": rank + 1,
             "number": t.number,

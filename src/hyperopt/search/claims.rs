@@ -7,7 +7,7 @@ use std::path::Path;
 use super::Claim;
 use crate::Error;
 use crate::hyperopt::config::SearchConfig;
-use crate::hyperopt::sampler::{Observed, TpeOptions, sample, tpe_loss};
+use crate::hyperopt::sampler::{Observed, Params, TpeOptions, fitted, sample, tpe_loss};
 use crate::hyperopt::study::{Place, Study, TrialRecord, UNDEFINED_OBJECTIVE, Worker, WorkerProcess};
 
 /// Whether the worker process `of` a trial is known to be gone: it ran on this machine since its last boot
@@ -50,9 +50,102 @@ pub(super) fn end_tick(t: &TrialRecord, start: usize, epochs: usize) -> usize {
     start + t.pruned_at.map_or(epochs, |p| (p as usize + 2).min(epochs))
 }
 
-/// Samples and starts up to `n` new trials of this worker inside the caller's transaction (TPE over every
-/// finished trial, which becomes their history, and with the constant liar every unfinished one), numbered
-/// after every trial and claim; each placed by `place(i)`. Returns the claims and their claim counts (0).
+/// New trials sampled for a claim before it takes the study's lock: the number they were sampled for
+/// (TPE's draws are keyed by it), their parameters, and the finished trials they were sampled from (their
+/// recorded history).
+pub(super) struct Plan {
+    first: u64,
+    draws: Vec<Params>,
+    seen: Vec<u64>,
+}
+
+/// The number the next new trial takes: after every trial and every claim of this process.
+fn next_number(trials: &[TrialRecord], claimed: &HashSet<u64>) -> u64 {
+    trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0)
+}
+
+/// Samples up to `n` new trials from `trials` (TPE over the finished ones, [`fitted`] bounding what it fits,
+/// and with the constant liar every unfinished one and each trial sampled before it here), numbered after
+/// every trial and claim. No database access: a claim samples from its snapshot outside the lock.
+pub(super) fn plan_new(
+    cfg: &SearchConfig,
+    trials: &[TrialRecord],
+    claimed: &HashSet<u64>,
+    n: usize,
+) -> Result<Plan, Error> {
+    let s = &cfg.study;
+    let epochs = s.epochs as u64;
+    let opts = TpeOptions::from(s);
+    let finished: Vec<(&TrialRecord, Option<f64>)> = trials
+        .iter()
+        .filter(|t| t.finished())
+        .map(|t| (t, tpe_loss(&t.status, t.value, t.pruned_at, epochs)))
+        .collect();
+    let told: Vec<(u64, f64)> = finished.iter().filter_map(|(t, loss)| loss.map(|l| (t.number, l))).collect();
+    let fit: HashSet<u64> = fitted(&told, &opts).into_iter().map(|i| told[i].0).collect();
+    // Finished trials TPE fits with what it minimizes; with the constant liar also every unfinished trial
+    // (running here or elsewhere, claimed) and, below, each trial sampled by this call.
+    let mut observed: Vec<Observed> = trials
+        .iter()
+        .filter_map(|t| match t.finished() {
+            true if fit.contains(&t.number) => {
+                let loss = tpe_loss(&t.status, t.value, t.pruned_at, epochs);
+                Some(Observed { number: t.number, params: t.params.clone(), loss })
+            }
+            false if opts.constant_liar => Some(Observed { number: t.number, params: t.params.clone(), loss: None }),
+            _ => None,
+        })
+        .collect();
+    let seen: Vec<u64> = finished.iter().map(|(t, _)| t.number).collect();
+    let ours_total = trials.iter().filter(|t| t.ours).count();
+    let first = next_number(trials, claimed);
+    let mut draws = Vec::new();
+    while draws.len() < n && ours_total + draws.len() < s.trials {
+        let number = first + draws.len() as u64;
+        let params = sample(&cfg.space, &observed, &opts, s.seed, number)?;
+        if opts.constant_liar {
+            observed.push(Observed { number, params: params.clone(), loss: None });
+        }
+        draws.push(params);
+    }
+    Ok(Plan { first, draws, seen })
+}
+
+/// Starts the first `n` trials of `plan` inside the caller's transaction, which holds the study's lock,
+/// each placed by `place(first, i)`. When another claim took the plan's numbers since it was sampled, the
+/// plan is `renumber`ed after it, unless a trial claimed since has parameters equal to one of its draws
+/// (another worker that sampled the same numbers from the same snapshot drew the same points): then, or
+/// without `renumber`, `None`. Returns the claims.
+pub(super) fn start_planned(
+    study: &Study,
+    plan: &Plan,
+    trials: &[TrialRecord],
+    claimed: &HashSet<u64>,
+    n: usize,
+    renumber: bool,
+    place: impl Fn(u64, usize) -> Place,
+) -> Result<Option<Vec<(Claim, Place)>>, Error> {
+    let first = next_number(trials, claimed);
+    if first != plan.first {
+        let since = trials.iter().filter(|t| t.number >= plan.first);
+        let drawn_twice = || since.clone().any(|t| plan.draws.iter().take(n).any(|d| *d == t.params));
+        if !renumber || drawn_twice() {
+            return Ok(None);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, params) in plan.draws.iter().take(n).enumerate() {
+        let number = first + i as u64;
+        study.start(number, params, &plan.seen)?;
+        let at = place(first, i);
+        study.place(number, at)?;
+        out.push(((number, params.clone(), plan.seen.clone()), at));
+    }
+    Ok(Some(out))
+}
+
+/// Samples and starts up to `n` new trials inside the caller's transaction ([`plan_new`] over `trials`,
+/// then [`start_planned`]): the fallback of a claim whose plan went stale.
 pub(super) fn start_new(
     study: &Study,
     cfg: &SearchConfig,
@@ -61,41 +154,8 @@ pub(super) fn start_new(
     n: usize,
     place: impl Fn(u64, usize) -> Place,
 ) -> Result<Vec<(Claim, Place)>, Error> {
-    let s = &cfg.study;
-    let finished: Vec<&TrialRecord> = trials.iter().filter(|t| t.finished()).collect();
-    let epochs = s.epochs as u64;
-    let opts = TpeOptions::from(s);
-    // Finished trials with what TPE minimizes; with the constant liar also every unfinished trial (running
-    // here or elsewhere, claimed) and, below, each trial sampled by this call.
-    let mut observed: Vec<Observed> = trials
-        .iter()
-        .filter_map(|t| match tpe_loss(&t.status, t.value, t.pruned_at, epochs) {
-            Some(loss) if t.finished() => {
-                Some(Observed { number: t.number, params: t.params.clone(), loss: Some(loss) })
-            }
-            None if !t.finished() && opts.constant_liar => {
-                Some(Observed { number: t.number, params: t.params.clone(), loss: None })
-            }
-            _ => None,
-        })
-        .collect();
-    let seen: Vec<u64> = finished.iter().map(|t| t.number).collect();
-    let ours_total = trials.iter().filter(|t| t.ours).count();
-    let mut next = trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0);
-    let first = next;
-    let mut out = Vec::new();
-    while out.len() < n && ours_total + out.len() < s.trials {
-        let params = sample(&cfg.space, &observed, &opts, s.seed, next)?;
-        study.start(next, &params, &seen)?;
-        if opts.constant_liar {
-            observed.push(Observed { number: next, params: params.clone(), loss: None });
-        }
-        let at = place(first, out.len());
-        study.place(next, at)?;
-        out.push(((next, params, seen.clone()), at));
-        next += 1;
-    }
-    Ok(out)
+    let plan = plan_new(cfg, trials, claimed, n)?;
+    Ok(start_planned(study, &plan, trials, claimed, n, false, place)?.unwrap_or_default())
 }
 
 /// The batch a resumed search continues when no trial of it is left to restart: the batch of tradesim's
@@ -139,21 +199,51 @@ pub(super) fn continued(
 /// finished trials holding their slots as long as they did; so with one worker a resumed search starts,
 /// refills and samples where and what the uninterrupted one did. (Trials recorded without a place, by an
 /// older version, restart together at epoch 0 of a new batch.) Otherwise new trials, up to `parallel`,
-/// sampled from every finished trial, which becomes their recorded history. Trials of other Optuna workers
-/// are left alone (their numbers are skipped).
+/// sampled from the finished trials of this handle's snapshot, which become their recorded history. The
+/// sampling happens before the transaction, from the snapshot refreshed then ([`plan_new`]); under the lock
+/// the claim refreshes the snapshot again (the rows added since) and only numbers and inserts the planned
+/// trials; when another claim took their numbers meanwhile they are numbered after it, unless that would
+/// repeat another claim's draws ([`start_planned`]): then it samples again outside the lock, and after
+/// [`PLAN_TRIES`] such plans inside it. Trials of other Optuna workers are left alone (their numbers
+/// are skipped).
 pub(super) fn next_batch(
     study: &Study,
     cfg: &SearchConfig,
     claimed: &mut HashSet<u64>,
     me: &Worker,
 ) -> Result<Claimed, Error> {
+    for attempt in 1.. {
+        study.refresh(false)?;
+        let plan = plan_new(cfg, &study.snapshot(), claimed, cfg.study.parallel)?;
+        if let Some(c) = claim_batch(study, cfg, claimed, me, &plan, attempt >= PLAN_TRIES)? {
+            claimed.extend(c.batch.runs.iter().map(|r| r.0.0));
+            return Ok(c);
+        }
+    }
+    unreachable!("the last try samples under the lock")
+}
+
+/// How many plans a claim samples outside the lock before it samples under it.
+pub(super) const PLAN_TRIES: usize = 3;
+
+/// [`next_batch`]'s transaction: `None` when `plan` went stale and `last` is not set (nothing claimed).
+fn claim_batch(
+    study: &Study,
+    cfg: &SearchConfig,
+    claimed: &HashSet<u64>,
+    me: &Worker,
+    plan: &Plan,
+    last: bool,
+) -> Result<Option<Claimed>, Error> {
     let s = &cfg.study;
-    let claimed_now = study.in_tx(|| {
+    study.in_tx(|| {
         study.lock()?;
         // Heartbeats are written and judged on the database's clock (a worker's clock may be off).
         let cutoff = study.db_time_ago(s.stale_seconds)?;
-        let processes = study.worker_processes()?;
-        let trials = study.trials()?;
+        study.refresh(true)?;
+        let processes = study.snapshot_processes();
+        let trials = study.snapshot();
+        let trials: &[TrialRecord] = &trials;
         let abandoned = |t: &TrialRecord| {
             t.worker.is_none()
                 || gone(processes.get(&t.number), me)
@@ -201,20 +291,31 @@ pub(super) fn next_batch(
                 }
                 batch.runs.push(((t.number, t.params.clone(), t.history.clone()), at));
             }
-        } else if let Some((id, slots, tick)) = continued(&trials, claimed, s, abandoned) {
-            // A batch whose worker stopped at a boundary, after its last trials finished and before their
-            // slots took new ones: its slots refill there, as they would have.
-            (batch.id, batch.tick0, batch.slots) = (id, tick, slots);
-            batch.known = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == id)).map(|t| t.number).collect();
-            batch.runs = start_new(study, cfg, &trials, claimed, slots, |_, slot| Place { batch: id, slot, tick })?;
         } else {
-            batch.runs = start_new(study, cfg, &trials, claimed, s.parallel, |first, slot| Place {
-                batch: first,
-                slot,
-                tick: 0,
-            })?;
-            batch.id = batch.runs.first().map_or(0, |r| r.1.batch);
-            batch.slots = batch.runs.len();
+            let continues = continued(trials, claimed, s, abandoned);
+            let n = continues.map_or(s.parallel, |c| c.1);
+            let place = |first: u64, slot: usize| match continues {
+                // A batch whose worker stopped at a boundary, after its last trials finished and before their
+                // slots took new ones: its slots refill there, as they would have.
+                Some((id, _, tick)) => Place { batch: id, slot, tick },
+                None => Place { batch: first, slot, tick: 0 },
+            };
+            batch.runs = match start_planned(study, plan, trials, claimed, n, true, place)? {
+                Some(runs) => runs,
+                None if last => start_new(study, cfg, trials, claimed, n, place)?,
+                None => return Ok(None),
+            };
+            match continues {
+                Some((id, slots, tick)) => {
+                    (batch.id, batch.tick0, batch.slots) = (id, tick, slots);
+                    batch.known =
+                        trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == id)).map(|t| t.number).collect();
+                }
+                None => {
+                    batch.id = batch.runs.first().map_or(0, |r| r.1.batch);
+                    batch.slots = batch.runs.len();
+                }
+            }
         }
         let runs: Vec<(u64, u64)> = batch
             .runs
@@ -222,8 +323,120 @@ pub(super) fn next_batch(
             .map(|((n, ..), _)| (*n, trials.iter().find(|t| t.number == *n).map_or(0, |t| t.runs)))
             .collect();
         study.claim_for(&runs, me)?;
-        Ok(Claimed { batch, finished, elsewhere: elsewhere.iter().map(|t| t.number).collect() })
-    })?;
-    claimed.extend(claimed_now.batch.runs.iter().map(|r| r.0.0));
-    Ok(claimed_now)
+        Ok(Some(Claimed { batch, finished, elsewhere: elsewhere.iter().map(|t| t.number).collect() }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hyperopt::storage::StorageUrl;
+
+    fn config() -> SearchConfig {
+        let mut cfg = SearchConfig::default();
+        (cfg.study.trials, cfg.study.parallel, cfg.study.seed, cfg.study.startup_trials) = (48, 4, 7, 6);
+        cfg
+    }
+
+    fn study(dir: &Path, name: &str, cfg: &SearchConfig) -> Study {
+        let path = dir.join(format!("{name}.sqlite"));
+        let _ = std::fs::remove_file(&path);
+        Study::open(&StorageUrl::Sqlite(path), "s", false, &serde_json::to_string(cfg).unwrap()).unwrap()
+    }
+
+    /// A trial's value: a smooth function of its parameters, so TPE has something to fit.
+    fn value(p: &Params) -> f64 {
+        -p.values().map(|v| (v.abs() + 1e-9).ln().abs()).sum::<f64>() / 10.0
+    }
+
+    /// What a claim did before sampling moved out of the lock: under the lock, read every trial and sample
+    /// from them (the new-trial path of a claim).
+    fn claim_under_lock(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &Worker) -> Vec<Claim> {
+        let runs = study
+            .in_tx(|| {
+                study.lock()?;
+                let trials = study.trials()?;
+                let runs = start_new(study, cfg, &trials, claimed, cfg.study.parallel, |first, slot| Place {
+                    batch: first,
+                    slot,
+                    tick: 0,
+                })?;
+                study.claim_for(&runs.iter().map(|((n, ..), _)| (*n, 0)).collect::<Vec<_>>(), me)?;
+                Ok(runs)
+            })
+            .unwrap();
+        claimed.extend(runs.iter().map(|r| r.0.0));
+        runs.into_iter().map(|r| r.0).collect()
+    }
+
+    /// One worker with a fixed seed: the claims sampled outside the lock from the worker's snapshot give
+    /// the trials (numbers, parameters, histories) that sampling under the lock from a fresh read of every
+    /// trial gave, through start-up, TPE, pruned trials and trials left running across claims.
+    #[test]
+    fn one_worker_samples_outside_the_lock_what_it_sampled_under_it() {
+        let dir = std::env::temp_dir().join(format!("tradesim-claims-same-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = config();
+        let me = Worker { name: "w".to_owned(), process: None };
+        let (now, before) = (study(&dir, "now", &cfg), study(&dir, "before", &cfg));
+        let (mut claimed_now, mut claimed_before) = (HashSet::new(), HashSet::new());
+        let mut left: Vec<u64> = Vec::new();
+        for round in 0..12 {
+            let a: Vec<Claim> =
+                next_batch(&now, &cfg, &mut claimed_now, &me).unwrap().batch.runs.into_iter().map(|r| r.0).collect();
+            let b = claim_under_lock(&before, &cfg, &mut claimed_before, &me);
+            assert_eq!(a, b, "round {round}");
+            // The trial left running last round finishes now; this round's last one is left running.
+            let finishing: Vec<&Claim> = a.iter().take(a.len().saturating_sub(1)).collect();
+            for study in [&now, &before] {
+                for n in &left {
+                    study.finish(*n, 0.5, 0.0, 0.0, &[], "c").unwrap();
+                }
+                for (i, (n, p, _)) in finishing.iter().enumerate() {
+                    if i == 1 {
+                        study.prune(*n, 0, value(p)).unwrap();
+                    }
+                    study.finish(*n, value(p), 0.0, 0.0, &[], "c").unwrap();
+                }
+            }
+            left = a.last().map(|c| c.0).into_iter().collect();
+        }
+        assert_eq!(now.trials().unwrap().len(), 48, "every trial claimed");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A plan sampled before another worker claimed is stale under the lock (its numbers are taken): it is
+    /// not inserted, and the next claim numbers its trials after the other worker's.
+    #[test]
+    fn a_stale_plan_is_sampled_again() {
+        let dir = std::env::temp_dir().join(format!("tradesim-claims-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = config();
+        let me = Worker { name: "w".to_owned(), process: None };
+        let one = study(&dir, "stale", &cfg);
+        let path = StorageUrl::Sqlite(dir.join("stale.sqlite"));
+        let two = Study::reopen(&path, "s").unwrap();
+        one.refresh(false).unwrap();
+        let plan = plan_new(&cfg, &one.snapshot(), &HashSet::new(), 4).unwrap();
+        assert_eq!((plan.first, plan.draws.len()), (0, 4));
+        let other = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
+        assert_eq!(other.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        let started = one
+            .in_tx(|| {
+                one.lock()?;
+                one.refresh(true)?;
+                let place = |f, slot| Place { batch: f, slot, tick: 0 };
+                let trials = one.snapshot();
+                // Renumbered, the plan would repeat the other worker's draws (same numbers, same snapshot).
+                assert!(start_planned(&one, &plan, &trials, &HashSet::new(), 4, true, place)?.is_none());
+                start_planned(&one, &plan, &trials, &HashSet::new(), 4, false, place)
+            })
+            .unwrap();
+        assert!(started.is_none(), "the plan's numbers were taken");
+        let mine = next_batch(&one, &cfg, &mut HashSet::new(), &me).unwrap();
+        assert_eq!(mine.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [4, 5, 6, 7]);
+        let numbers: Vec<u64> = one.trials().unwrap().iter().map(|t| t.number).collect();
+        assert_eq!(numbers, (0..8).collect::<Vec<_>>(), "no number lost or given twice");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -17,6 +17,7 @@ use crate::{Backend, DqnParams, PpoParams, TrialParams};
 
 mod claims;
 mod params;
+mod scale;
 mod slots;
 
 use claims::{Batch, next_batch};
@@ -24,6 +25,7 @@ pub use params::{
     EnvDecimals, REWARD_SCALE, barrier_floor_mult, dqn_params, env_params, objective, ppo_params, pruning_reference,
     should_prune,
 };
+pub use scale::{ClaimTime, claim_loop};
 use slots::{SearchSlots, Shared, locked, progress_trained};
 
 /// Where a search writes.
@@ -190,7 +192,8 @@ pub fn run_search(
             let result = run_batch(backend, data, cfg, bars_per_year, &env, c.batch, &shared, &study);
             locked(&running)?.retain(|n| !numbers.contains(n));
             result?;
-            let finished = study.trials()?.iter().filter(|t| t.finished()).count();
+            study.refresh(false)?;
+            let finished = study.snapshot().iter().filter(|t| t.finished()).count();
             progress(&Progress::BatchDone { finished })?;
         }
     };
@@ -255,7 +258,8 @@ fn run_batch(
     // The slots' networks and buffers fit every trial they may hold: any of the space while trials are left
     // to claim (a freed slot may take any of them), else the batch's own (padding never changes a trial's
     // bits; it only costs time). The first trial's parameters stand in until each slot's trial is placed.
-    let claims_left = study.trials()?.iter().filter(|t| t.ours).count() < s.trials;
+    study.refresh(false)?;
+    let claims_left = study.snapshot().iter().filter(|t| t.ours).count() < s.trials;
     let batch_params: Vec<Params> = batch.runs.iter().map(|r| r.0.1.clone()).collect();
     let largest = |name: &str, default: f64| {
         if claims_left {

@@ -4,10 +4,9 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::claims::{Batch, start_new};
-use super::{
-    EnvDecimals, Progress, SearchPaths, check_beating, env_params, objective, pruning_reference, should_prune,
-};
+use super::Claim;
+use super::claims::{Batch, PLAN_TRIES, Plan, plan_new, start_new, start_planned};
+use super::{EnvDecimals, Progress, SearchPaths, check_beating, env_params, objective, should_prune};
 use crate::Error;
 use crate::TrialParams;
 use crate::hyperopt::config::{PruneRule, SearchConfig};
@@ -161,22 +160,20 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
             // A slot that still has a trial of its own to come idles until then.
             None if self.batch.runs.iter().any(|(_, q)| q.slot == slot) => None,
             None => {
-                let (study, cfg, shared, id) = (self.study, self.cfg, self.shared, self.batch.id);
-                let mut claimed = locked(shared.claimed)?;
-                let new = study.in_tx(|| {
-                    study.lock()?;
-                    let trials = study.trials()?;
-                    // Another process went on with this batch from here (it judged this worker gone or
-                    // silent at a boundary): its places are its own, so this slot stops.
-                    let taken = |t: &TrialRecord| t.place.is_some_and(|q| q.batch == id && q.tick >= at);
-                    let known = &self.batch.known;
-                    if trials.iter().any(|t| taken(t) && !claimed.contains(&t.number) && !known.contains(&t.number)) {
-                        return Ok(Vec::new());
+                let (study, cfg) = (self.study, self.cfg);
+                let mut claimed = locked(self.shared.claimed)?;
+                // Sampled from the snapshot before the lock; under it only numbered and inserted (the
+                // claim's own doc, `next_batch`, says when it samples again).
+                let mut new = None;
+                for attempt in 1..=PLAN_TRIES {
+                    study.refresh(false)?;
+                    let plan = plan_new(cfg, &study.snapshot(), &claimed, 1)?;
+                    new = self.refill(&plan, &claimed, slot, at, attempt == PLAN_TRIES)?;
+                    if new.is_some() {
+                        break;
                     }
-                    let new = start_new(study, cfg, &trials, &claimed, 1, |_, _| Place { batch: id, slot, tick: at })?;
-                    study.claim_for(&new.iter().map(|((n, ..), _)| (*n, 0)).collect::<Vec<_>>(), shared.me)?;
-                    Ok(new)
-                })?;
+                }
+                let new = new.unwrap_or_default();
                 claimed.extend(new.iter().map(|r| r.0.0));
                 if tick > 0 && !new.is_empty() {
                     crate::failpoint::hit("refill");
@@ -186,10 +183,8 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         };
         let Some((number, params, history)) = claim else { return Ok(None) };
         locked(self.shared.running)?.insert(number);
-        let reference = {
-            let (trials, epochs) = (self.study.trials()?, self.study.epochs()?);
-            pruning_reference(&trials, &epochs, &history)
-        };
+        // The history's trials were finished when the claim refreshed the snapshot.
+        let reference = self.study.snapshot_reference(&history);
         let env = TrialParams { key: number, ..env_params(&params, self.env)? };
         let learner = (self.learner)(&params)?;
         let run = Running { number, env, reference, own: Vec::new(), pruned: false, valid_actions: Vec::new() };
@@ -237,7 +232,43 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         )?;
         crate::failpoint::hit("finish");
         locked(self.shared.running)?.remove(&run.number);
-        let finished = self.study.trials()?.iter().filter(|t| t.finished()).count();
+        self.study.refresh(false)?;
+        let finished = self.study.snapshot().iter().filter(|t| t.finished()).count();
         (self.shared.progress)(&Progress::TrialDone { number: run.number, finished })
+    }
+}
+
+impl<F> SearchSlots<'_, F> {
+    /// A refill's transaction: starts `plan`'s trial in `slot` at the batch's epoch `at` (`None` when the
+    /// plan went stale and `last` is not set; empty when another process took over this batch from here).
+    pub(super) fn refill(
+        &self,
+        plan: &Plan,
+        claimed: &HashSet<u64>,
+        slot: usize,
+        at: usize,
+        last: bool,
+    ) -> Result<Option<Vec<(Claim, Place)>>, Error> {
+        let (study, id) = (self.study, self.batch.id);
+        study.in_tx(|| {
+            study.lock()?;
+            study.refresh(true)?;
+            let trials = study.snapshot();
+            // Another process went on with this batch from here (it judged this worker gone or silent at a
+            // boundary): its places are its own, so this slot stops.
+            let taken = |t: &TrialRecord| t.place.is_some_and(|q| q.batch == id && q.tick >= at);
+            let known = &self.batch.known;
+            if trials.iter().any(|t| taken(t) && !claimed.contains(&t.number) && !known.contains(&t.number)) {
+                return Ok(Some(Vec::new()));
+            }
+            let place = |_, _| Place { batch: id, slot, tick: at };
+            let new = match start_planned(study, plan, &trials, claimed, 1, true, place)? {
+                Some(new) => new,
+                None if last => start_new(study, self.cfg, &trials, claimed, 1, place)?,
+                None => return Ok(None),
+            };
+            study.claim_for(&new.iter().map(|((n, ..), _)| (*n, 0)).collect::<Vec<_>>(), self.shared.me)?;
+            Ok(Some(new))
+        })
     }
 }

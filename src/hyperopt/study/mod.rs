@@ -22,11 +22,12 @@ use crate::Error;
 mod clock;
 mod params;
 mod schema;
+mod snapshot;
 mod workers;
 
 pub use clock::clock_skew;
 use clock::{db_now, now};
-use params::{distribution, from_typed, nan_to_null, param_value, typed};
+use params::{distribution, nan_to_null, typed};
 use schema::{ensure_schema, study_id_of};
 pub use workers::{Worker, WorkerProcess};
 
@@ -193,6 +194,10 @@ pub struct Study {
     /// The trials this handle claimed, with the run count of its claim ([`TrialRecord::runs`]): its writes
     /// to a trial are refused once another claim replaced it ([`Study::claim_for`]).
     claims: RefCell<HashMap<u64, u64>>,
+    /// This handle's copy of the trials ([`Study::refresh`]).
+    snapshot: RefCell<snapshot::Snapshot>,
+    /// Each trial's row id by number, as this handle learnt them (a row id never changes).
+    ids: RefCell<HashMap<u64, i64>>,
 }
 
 fn i64_of(v: &Val) -> i64 {
@@ -313,7 +318,14 @@ impl Study {
     }
 
     fn with(db: Db, study_id: i64) -> Result<Self, Error> {
-        let mut study = Self { db, study_id, space: BTreeMap::new(), claims: RefCell::new(HashMap::new()) };
+        let mut study = Self {
+            db,
+            study_id,
+            space: BTreeMap::new(),
+            claims: RefCell::new(HashMap::new()),
+            snapshot: RefCell::default(),
+            ids: RefCell::default(),
+        };
         let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).map_err(|e| {
             Error::Study(format!("the study's `{CONFIG_ATTR}` attribute is not a tradesim search configuration: {e}"))
         })?;
@@ -376,6 +388,8 @@ impl Study {
             }
             Err(e) => {
                 self.db.rollback();
+                // A row id learnt in the transaction may be of a row it inserted, now gone.
+                self.ids.borrow_mut().clear();
                 Err(e)
             }
         }
@@ -387,12 +401,20 @@ impl Study {
         self.db.lock_study(self.study_id)
     }
 
+    /// Trial `number`'s row id: as this handle learnt it (a row id never changes; what it learnt is dropped
+    /// when one of its transactions rolls back), else read once (a scan of the study's trials: Optuna's
+    /// schema indexes `trials` by study, not by number).
     fn trial_id(&self, number: u64) -> Result<i64, Error> {
+        if let Some(&id) = self.ids.borrow().get(&number) {
+            return Ok(id);
+        }
         let rows = self.db.query(
             "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
             &[Val::I64(self.study_id), Val::I64(number as i64)],
         )?;
-        rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| Error::Study(format!("no trial {number}")))
+        let id = rows.first().map(|r| i64_of(&r[0])).ok_or_else(|| Error::Study(format!("no trial {number}")))?;
+        self.ids.borrow_mut().insert(number, id);
+        Ok(id)
     }
 
     fn set_attr(&self, table: &str, id: i64, key: &str, json_text: String) -> Result<(), Error> {
@@ -415,6 +437,7 @@ impl Study {
                     &[Val::I64(number as i64), Val::I64(self.study_id), "RUNNING".into(), Val::Time(now())],
                 )?[0][0],
             );
+            self.ids.borrow_mut().insert(number, id);
             for (name, &value) in params {
                 let (stored, dist) = distribution(&self.space, name, value);
                 self.db.exec(
@@ -566,111 +589,6 @@ impl Study {
             )?;
             Ok(())
         })
-    }
-
-    /// Attributes of every trial of the study: `(trial_id, key) -> JSON value`.
-    fn attributes(&self, table: &str) -> Result<BTreeMap<(i64, String), Value>, Error> {
-        let rows = self.db.query(
-            &format!(
-                "SELECT a.trial_id, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id
-                 WHERE t.study_id = ?1"
-            ),
-            &[Val::I64(self.study_id)],
-        )?;
-        let mut out = BTreeMap::new();
-        for r in rows {
-            let key = r[1].text().unwrap_or_default().to_owned();
-            let v: Value = serde_json::from_str(r[2].text().unwrap_or("null"))
-                .map_err(|e| Error::Study(format!("attribute {key}: {e}")))?;
-            out.insert((i64_of(&r[0]), key), v);
-        }
-        Ok(out)
-    }
-
-    /// Every trial, by number. A parameter row tradesim cannot read (a corrupt or hand-edited study) is an
-    /// error naming the trial, never an empty parameter set.
-    pub fn trials(&self) -> Result<Vec<TrialRecord>, Error> {
-        let sid = [Val::I64(self.study_id)];
-        let rows = self.db.query(
-            "SELECT t.trial_id, t.number, t.state, v.value, v.value_type FROM trials t
-             LEFT JOIN trial_values v ON v.trial_id = t.trial_id AND v.objective = 0
-             WHERE t.study_id = ?1 ORDER BY t.number",
-            &sid,
-        )?;
-        let mut params_of: BTreeMap<i64, Vec<(String, f64, String)>> = BTreeMap::new();
-        for r in self.db.query(
-            "SELECT p.trial_id, p.param_name, p.param_value, p.distribution_json FROM trial_params p
-             JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1",
-            &sid,
-        )? {
-            params_of.entry(i64_of(&r[0])).or_default().push((
-                r[1].text().unwrap_or_default().to_owned(),
-                r[2].f64().unwrap_or(f64::NAN),
-                r[3].text().unwrap_or_default().to_owned(),
-            ));
-        }
-        let user = self.attributes("trial_user_attributes")?;
-        let system = self.attributes("trial_system_attributes")?;
-        let beats: BTreeMap<i64, String> = self
-            .db
-            .query(
-                "SELECT h.trial_id, h.heartbeat FROM trial_heartbeats h JOIN trials t ON t.trial_id = h.trial_id
-                 WHERE t.study_id = ?1",
-                &sid,
-            )?
-            .iter()
-            .filter_map(|r| Some((i64_of(&r[0]), r[1].text()?.to_owned())))
-            .collect();
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let (id, number) = (i64_of(&r[0]), i64_of(&r[1]));
-            let state = r[2].text().unwrap_or_default().to_owned();
-            let attr = |m: &BTreeMap<(i64, String), Value>, k: &str| m.get(&(id, k.to_owned())).cloned();
-            let float = |k: &str| attr(&user, k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-            let (history, ours) = match attr(&system, "tradesim_history") {
-                Some(Value::String(text)) => (
-                    ranges_to_numbers(&text)
-                        .map_err(|e| Error::Study(format!("trial {number}: stored history: {e}")))?,
-                    true,
-                ),
-                _ => (Vec::new(), false),
-            };
-            let mut params = Params::new();
-            for (name, stored, dist) in params_of.remove(&id).unwrap_or_default() {
-                match param_value(stored, &dist) {
-                    Ok(v) => {
-                        params.insert(name, v);
-                    }
-                    // Another Optuna worker's parameter tradesim cannot use (a text choice, say) is left out.
-                    Err(_) if !ours => {}
-                    Err(e) => return Err(Error::Study(format!("trial {number}: stored parameters: {name}: {e}"))),
-                }
-            }
-            out.push(TrialRecord {
-                number: number as u64,
-                params,
-                status: state.to_lowercase(),
-                value: r[4].text().map_or(f64::NAN, |k| from_typed(r[3].f64(), k)),
-                pruned_at: attr(&system, "tradesim_pruned_at").and_then(|v| v.as_u64()),
-                test_return: float("test_return"),
-                test_sharpe: float("test_sharpe"),
-                checkpoint: attr(&user, "checkpoint").and_then(|v| v.as_str().map(str::to_owned)),
-                fail_reason: attr(&user, FAIL_REASON_ATTR)
-                    .filter(|_| state == "FAIL")
-                    .and_then(|v| v.as_str().map(str::to_owned)),
-                history,
-                ours,
-                worker: attr(&system, "tradesim_worker").and_then(|v| v.as_str().map(str::to_owned)),
-                runs: attr(&system, "tradesim_runs").and_then(|v| v.as_u64()).unwrap_or(0),
-                heartbeat: beats.get(&id).cloned(),
-                place: attr(&system, "tradesim_place").and_then(|v| {
-                    let a = v.as_array()?;
-                    let at = |i: usize| a.get(i).and_then(Value::as_u64);
-                    Some(Place { batch: at(0)?, slot: at(1)? as usize, tick: at(2)? as usize })
-                }),
-            });
-        }
-        Ok(out)
     }
 
     /// Every epoch of every trial.
