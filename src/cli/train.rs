@@ -74,10 +74,13 @@ pub fn run(
     let TrainArgs { algo, trials, epochs, envs, segment_len, seed, sigma_span, activation, ref out } = *args;
     let out = out.as_deref();
     let (dataset, backend) = (dataset?, backend?);
-    // The budget of a trial fits the device unless given: a GPU trains each trial on 1,024 envs x 256
-    // steps an epoch in about the time the CPU takes for 256 x 128.
+    // The budget of a trial fits the device unless given: 1,024 envs x 256 steps an epoch on a GPU (the
+    // search's GPU budget), 256 x 128 on the CPU.
     let gpu = backend.is_cuda();
-    let given = envs.is_some() || segment_len.is_some();
+    let given: Vec<&str> = [("--envs", envs.is_some()), ("--segment-len", segment_len.is_some())]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
     let envs = envs.unwrap_or(if gpu { 1024 } else { 256 });
     let segment_len = segment_len.unwrap_or(if gpu { 256 } else { 128 });
     if trials == 0 || epochs == 0 || envs == 0 || segment_len == 0 {
@@ -133,12 +136,11 @@ pub fn run(
     println!(
         "budget:   {} env steps a trial ({envs} envs x {segment_len} steps x {epochs} epochs; {})",
         envs * segment_len * epochs,
-        if given {
-            "as given"
-        } else if gpu {
-            "the GPU's defaults"
-        } else {
-            "the CPU's defaults"
+        match (gpu, given.is_empty()) {
+            (true, true) => "the GPU's defaults".to_owned(),
+            (false, true) => "the CPU's defaults".to_owned(),
+            (true, false) => format!("the GPU's defaults, {} as given", given.join(", ")),
+            (false, false) => format!("the CPU's defaults, {} as given", given.join(", ")),
         }
     );
     let bar = ProgressBar::new(epochs as u64);

@@ -166,9 +166,9 @@ pub struct PlaceboSearch {
     pub index: u64,
     /// Its study's name (beside the real one in the same storage).
     pub study: String,
-    /// Its best trial (by validation Sharpe).
+    /// Its best trial (by validation score).
     pub best_trial: Option<u64>,
-    /// That trial's validation Sharpe.
+    /// That trial's validation score (its value: the validation Sharpe's one-sided 95% lower bound).
     pub best_valid_sharpe: f64,
     /// That trial's test Sharpe.
     pub best_test_sharpe: f64,

@@ -7,10 +7,11 @@
 //!                       # minibatches = 32, max_grad_norm = 0.5, clip_vloss = 1, anneal_lr = 1,
 //!                       # adam_eps = 1e-5, orthogonal_init = 1, norm_adv = 1 (per-minibatch advantage
 //!                       # normalization), activation = 1 (1 tanh, 0 relu; fixed only) (CleanRL's
-//!                       # defaults; `batch` only with minibatches = 0), and the reward and barrier keys below)
+//!                       # defaults but minibatches, CleanRL's 4, and rollout_steps, CleanRL's 128; `batch`
+//!                       # only with minibatches = 0), and the reward and barrier keys below)
 //! trials = 10           # trials in the study
-//! parallel = 5          # trials trained at once in the same launches (K)
-//! epochs = 4            # epochs per trial
+//! parallel = 5          # trials trained at once in the same launches (K; the budget's)
+//! epochs = 4            # epochs per trial (the budget's)
 //! n_startup_trials = 10 # uniform trials before TPE (Optuna's name; `startup_trials` is accepted too)
 //! n_ei_candidates = 24  # TPE: candidates drawn from the good trials' density per sample
 //! gamma = 25            # TPE: the good set is the min(ceil(0.1 n), gamma) best finished trials
@@ -34,7 +35,7 @@
 //!                       # host is gone) is re-run by another worker under its number and parameters
 //! max_runs = 3          # a trial whose worker stopped (died or went silent) in each of this many runs
 //!                       # becomes FAIL, its reason in the user attribute `fail_reason`, instead of running again
-//! rollout_steps = 64    # PPO: steps per env and rollout (CleanRL's num_steps): ceil(segment_len /
+//! rollout_steps = 64    # PPO: steps per env and rollout (CleanRL's num_steps, 128 there): ceil(segment_len /
 //!                       # rollout_steps) rollouts per epoch, each followed by its updates; 0: one per epoch
 //! grad_steps = 1        # DQN: gradient steps after every env step of the batch (each env of every trial
 //!                       # stepped once; the budget's)
@@ -161,8 +162,8 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Sized for a 2-core CPU: `run.sh`'s job (20 searches of 10 trials and 3 walk-forward folds) in about
-    /// two minutes; 32,768 env steps a trial.
+    /// Sized for a 2-core CPU (`run.sh`'s job of 20 searches of 10 trials and 3 walk-forward folds, on 2
+    /// cores: docs/PERFORMANCE.md); 32,768 env steps a trial.
     pub const CPU: Self = Self { envs: 64, segment_len: 128, epochs: 4, parallel: 5, grad_steps: 1 };
     /// Sized for one data-centre GPU: 1,048,576 env steps a trial (1,024 envs x 256 steps x 4 epochs), the
     /// ten trials of a default study trained in one batch, two DQN gradient steps after every env step of
@@ -438,12 +439,8 @@ impl StudyConfig {
     /// epochs and trials at once replace every value whose `[study]` key is not in `explicit`, `budget`
     /// becomes `cpu` or `gpu`, and `budget_from` says where the values came from.
     pub fn resolve_budget(&mut self, gpu: bool, explicit: &[String]) {
-        let which = match self.budget {
-            BudgetFor::Auto if gpu => BudgetFor::Gpu,
-            BudgetFor::Auto => BudgetFor::Cpu,
-            other => other,
-        };
-        let b = Budget::of(which, gpu);
+        let b = Budget::of(self.budget, gpu);
+        let which = if b == Budget::GPU { BudgetFor::Gpu } else { BudgetFor::Cpu };
         let given = |key: &str| explicit.iter().any(|k| k == key);
         for (key, field, value) in [
             ("envs", &mut self.envs, b.envs),

@@ -586,10 +586,10 @@ def hyperopt(
     ``study`` is a SQLite path (shorthand for ``storage="sqlite:///PATH"``); ``storage`` a URL as Optuna
     spells it (SQLite or PostgreSQL). The GIL is released while the search runs; Ctrl-C stops it at the
     next epoch and raises ``KeyboardInterrupt`` (the study stays resumable with ``resume=True``).
-    ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
     ``budget`` (``'auto'``, the device the search runs on; ``'cpu'``; ``'gpu'``) sizes the defaults of
-    ``envs``, ``segment_len``, ``epochs`` and ``parallel`` (on a GPU 1,048,576 env steps a trial, docs/CLI.md,
-    "Budgets"); those keywords always win over it.
+    ``envs``, ``segment_len``, ``epochs``, ``parallel`` and DQN's gradient steps (on a GPU 1,048,576 env steps
+    a trial, docs/CLI.md, "Budgets"); those keywords always win over it.
+    ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
     ``walk_forward=K`` retrains the best configuration on K anchored folds; the run's ``verdict`` and
     ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md). ``artifacts`` is an Optuna
     artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each

@@ -331,7 +331,7 @@ pub(super) fn learning_curves(board: &[TrialRecord], epochs: &[EpochRecord]) -> 
         .collect();
     let all: Vec<f64> = board.iter().flat_map(|t| epochs_of(epochs, t.number)).map(|e| e.valid_sharpe).collect();
     let clip = robust_range(&all);
-    let mut chart = Chart::new("Intermediate values: validation Sharpe by epoch", "Sharpe", curves);
+    let mut chart = Chart::new("Intermediate values: validation score by epoch", "score", curves);
     chart.markers = vec![("pruned here".to_owned(), prunes)];
     chart.y_range = clip;
     let outside = |(lo, hi): (f64, f64)| all.iter().filter(|v| v.is_finite() && (**v < lo || **v > hi)).count();
@@ -378,7 +378,7 @@ pub(super) fn history_chart(board: &[TrialRecord]) -> Result<String, Error> {
             .collect()
     };
     let mut history =
-        Chart::new("Optimization history", "validation Sharpe", vec![("best so far".to_owned(), best_so_far)]);
+        Chart::new("Optimization history", "validation score", vec![("best so far".to_owned(), best_so_far)]);
     history.markers = vec![("complete".to_owned(), values("complete")), ("pruned".to_owned(), values("pruned"))];
     history.y_range = robust_range(&board.iter().map(|t| t.value).collect::<Vec<_>>());
     history.svg()

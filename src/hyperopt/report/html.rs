@@ -57,7 +57,7 @@ pub(super) fn page(p: &Page) -> String {
          body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}}th{{background:#eee}}</style></head><body>\
          <h1>tradesim hyperopt</h1><p>Data: {}. Symbol {}. {} trials ({} complete, {} pruned, {} failed), {}, {} epochs each, \
-         {} trials at a time. Metric: validation Sharpe of the last epoch.</p>",
+         {} trials at a time. Metric: validation score of the last epoch (the validation Sharpe's one-sided 95% lower bound; 0 for a policy that never traded).</p>",
         html_escape(p.data_label),
         html_escape(p.symbol),
         board.len(),
@@ -99,7 +99,7 @@ const TABLE_ROWS: usize = 1000;
 /// The leaderboard as a table: rank, trial, status, validation Sharpe, test return and Sharpe, then `names`
 /// (the [`TABLE_ROWS`] best).
 fn leaderboard_table(board: &[TrialRecord], names: &[String]) -> String {
-    let mut html = "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid Sharpe</th><th>test return</th><th>test Sharpe</th>".to_owned();
+    let mut html = "<h2>Leaderboard</h2><div style=\"overflow-x:auto\"><table><tr><th>rank</th><th>trial</th><th>status</th><th>valid score</th><th>test return</th><th>test Sharpe</th>".to_owned();
     for n in names {
         let _ = write!(html, "<th>{}</th>", html_escape(n));
     }

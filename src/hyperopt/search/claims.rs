@@ -57,6 +57,8 @@ pub(super) struct Plan {
     first: u64,
     draws: Vec<Params>,
     seen: Vec<u64>,
+    /// The study's `trials`: no start may take tradesim's trials beyond it.
+    total: usize,
 }
 
 /// The number the next new trial takes: after every trial and every claim of this process.
@@ -108,7 +110,7 @@ pub(super) fn plan_new(
         }
         draws.push(params);
     }
-    Ok(Plan { first, draws, seen })
+    Ok(Plan { first, draws, seen, total: s.trials })
 }
 
 /// Starts the first `n` trials of `plan` inside the caller's transaction, which holds the study's lock,
@@ -133,8 +135,11 @@ pub(super) fn start_planned(
             return Ok(None);
         }
     }
+    // The plan was sampled before the lock: trials other workers started since count against the study's
+    // total, so a plan near the end of the study starts only what is left.
+    let left = plan.total.saturating_sub(trials.iter().filter(|t| t.ours).count());
     let mut out = Vec::new();
-    for (i, params) in plan.draws.iter().take(n).enumerate() {
+    for (i, params) in plan.draws.iter().take(n.min(left)).enumerate() {
         let number = first + i as u64;
         study.start(number, params, &plan.seen)?;
         let at = place(first, i);
@@ -437,6 +442,42 @@ mod tests {
         assert_eq!(mine.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [4, 5, 6, 7]);
         let numbers: Vec<u64> = one.trials().unwrap().iter().map(|t| t.number).collect();
         assert_eq!(numbers, (0..8).collect::<Vec<_>>(), "no number lost or given twice");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Near the end of a study a plan sampled before the lock, renumbered after another worker's claim,
+    /// starts only the trials left: two workers planning the last 2 of 6 trials each never make 8.
+    #[test]
+    fn a_renumbered_plan_stops_at_the_studys_trials() {
+        let dir = std::env::temp_dir().join(format!("tradesim-claims-total-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cfg = config();
+        (cfg.study.trials, cfg.study.startup_trials) = (6, 4);
+        let me = Worker { name: "w".to_owned(), process: None };
+        let one = study(&dir, "total", &cfg);
+        let two = Study::reopen(&StorageUrl::Sqlite(dir.join("total.sqlite")), "s").unwrap();
+        let first = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
+        assert_eq!(first.batch.runs.len(), 4);
+        // This worker plans while trials 0-3 run (random draws); the other claims after they finished (TPE's
+        // draws): the plans differ, so this one is renumbered rather than refused as a repeat.
+        one.refresh(false).unwrap();
+        let plan = plan_new(&cfg, &one.snapshot(), &HashSet::new(), 2).unwrap();
+        assert_eq!((plan.first, plan.draws.len()), (4, 2));
+        for (n, p, _) in first.batch.runs.iter().map(|r| &r.0) {
+            two.finish(*n, value(p), 0.0, 0.0, &[], "c").unwrap();
+        }
+        let other = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
+        assert_eq!(other.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [4, 5]);
+        let started = one
+            .in_tx(|| {
+                one.lock()?;
+                one.refresh(true)?;
+                let place = |f, slot| Place { batch: f, slot, tick: 0 };
+                start_planned(&one, &plan, &one.snapshot(), &HashSet::new(), 2, true, place)
+            })
+            .unwrap();
+        assert_eq!(started.map(|s| s.len()), Some(0), "nothing is left to start");
+        assert_eq!(one.trials().unwrap().len(), 6, "the study holds its 6 trials, not 8");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -22,8 +22,8 @@ mod slots;
 
 use claims::{Batch, next_batch};
 pub use params::{
-    EnvDecimals, REWARD_SCALE, barrier_floor_mult, dqn_params, env_params, objective, ppo_params, pruning_reference,
-    should_prune,
+    EnvDecimals, OBJECTIVE_Z, REWARD_SCALE, barrier_floor_mult, dqn_params, env_params, objective, ppo_params,
+    pruning_reference, should_prune,
 };
 pub use scale::{ClaimTime, claim_loop};
 use slots::{SearchSlots, Shared, locked, progress_trained};
