@@ -161,11 +161,11 @@ fn cli_bench_all_quick_writes_json() {
     // W0 CSV and Parquet, W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5,
     // W6 (the seed DQN and PPO searches; the refill search and W3 at 1,024 trials run on a GPU only), W7
     // (PBO by CSCV), W8 (the sampler: one row per function and batch size of the quick grid) and W9 (DQN and
-    // PPO seed searches on two planted patterns).
+    // PPO default searches on four patterns: a trend, a random walk, AR(1) and regimes).
     let rows = parsed["rows"].as_array().unwrap();
     let count = |w: &str| rows.iter().filter(|r| r["workload"] == w).count();
     for (workload, n) in
-        [("W0", 2), ("W1", 4), ("W2", 1), ("W2e", 2), ("W3", 1), ("W4", 1), ("W5", 1), ("W6", 2), ("W7", 1), ("W9", 4)]
+        [("W0", 2), ("W1", 4), ("W2", 1), ("W2e", 2), ("W3", 1), ("W4", 1), ("W5", 1), ("W6", 2), ("W7", 1), ("W9", 8)]
     {
         assert_eq!(count(workload), n, "{workload}: {json}");
     }
@@ -177,12 +177,14 @@ fn cli_bench_all_quick_writes_json() {
         assert!(note.contains("training") && note.contains("best trial"), "W6 {config}: {json}");
     }
     assert!(stdout.contains("W6 search") && stdout.contains("| seed-ppo | cpu | 2 |"), "{stdout}");
-    // W9: each row names the oracle and buy-and-hold; the autocorrelated rows carry the target's outcome.
+    // W9: each row names the oracle, buy-and-hold and flat, and carries its pattern's target's outcome.
     let w9: Vec<&serde_json::Value> = rows.iter().filter(|r| r["workload"] == "W9").collect();
-    assert!(w9.iter().all(|r| r["note"].as_str().is_some_and(|n| n.contains("oracle") && n.contains("buy-and-hold"))));
+    assert!(w9.iter().all(|r| {
+        r["note"].as_str().is_some_and(|n| n.contains("oracle") && n.contains("buy-and-hold") && n.contains("flat"))
+    }));
     let checked =
         w9.iter().filter(|r| r["check"].as_str().is_some_and(|c| c.starts_with("met") || c.starts_with("missed")));
-    assert_eq!(checked.count(), 2, "{json}");
+    assert_eq!(checked.count(), 8, "{json}");
     assert!(stdout.contains("W9 learning"), "{stdout}");
     assert!(stdout.contains("W0 market data in") && stdout.contains("| Parquet |"), "{stdout}");
     assert!(stdout.contains("W2e backtest end to end") && stdout.contains("| tradesim (cpu) |"), "{stdout}");
