@@ -9,23 +9,11 @@ use std::process::Command;
 
 use tradesim::evidence::spa::{SpaConfig, default_block, kernel_variance, spa};
 
-/// A seeded stream of standard normal draws: splitmix64 and Box-Muller.
-struct Normal(u64);
+#[path = "common/normal.rs"]
+mod normal;
+use normal::Normal;
 
 impl Normal {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn draw(&mut self) -> f64 {
-        let (u, v) = (1.0 - self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-
     /// `t` returns: `drift` plus AR(1) noise (coefficient 0.2) of scale 0.01, so blocks matter.
     fn series(&mut self, t: usize, drift: f64) -> Vec<f64> {
         let mut e = 0.0;

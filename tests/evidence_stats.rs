@@ -10,23 +10,11 @@ use tradesim::evidence::stats::{
     pbo_cscv, probabilistic_sharpe, returns_from_equity, sharpe, skewness,
 };
 
-/// A seeded stream of standard normal draws: splitmix64 and Box-Muller.
-struct Normal(u64);
+#[path = "common/normal.rs"]
+mod normal;
+use normal::Normal;
 
 impl Normal {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn draw(&mut self) -> f64 {
-        let (u, v) = (1.0 - self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-
     /// `n_trials x n_obs` returns (trial-major) of `sigma` noise plus `drift[t]` per bar.
     fn matrix(&mut self, n_trials: usize, n_obs: usize, sigma: f64, drift: &[f64]) -> Vec<f64> {
         (0..n_trials * n_obs).map(|i| drift[i / n_obs] + sigma * self.draw()).collect()

@@ -10,6 +10,7 @@ use crate::Backend;
 use crate::PpoParams;
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;
+use crate::hyperopt::config::Budget;
 use crate::json;
 use crate::train::{Algo, Networks, TrainConfig, save_weights, train_dqn, train_ppo};
 
@@ -81,8 +82,8 @@ pub fn run(
         .into_iter()
         .filter_map(|(flag, set)| set.then_some(flag))
         .collect();
-    let envs = envs.unwrap_or(if gpu { 1024 } else { 256 });
-    let segment_len = segment_len.unwrap_or(if gpu { 256 } else { 128 });
+    let envs = envs.unwrap_or(if gpu { Budget::GPU.envs } else { 256 });
+    let segment_len = segment_len.unwrap_or(if gpu { Budget::GPU.segment_len } else { 128 });
     if trials == 0 || epochs == 0 || envs == 0 || segment_len == 0 {
         return Err(Error::config("--trials/--epochs/--envs/--segment-len", "must be at least 1"));
     }
@@ -95,7 +96,7 @@ pub fn run(
         p.eps_decay_steps = 0.5 * (epochs * segment_len) as f32;
     }
     // DQN's gradient steps after every env step of the batch, as the search's budget has them.
-    cfg.grad_steps = if gpu { crate::hyperopt::config::Budget::GPU.grad_steps } else { 1 };
+    cfg.grad_steps = if gpu { Budget::GPU.grad_steps } else { 1 };
     cfg.bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
     let spread = |k: usize| [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
     for (k, p) in cfg.dqn.iter_mut().enumerate() {
@@ -106,7 +107,7 @@ pub fn run(
     // CPU CleanRL's: one rollout an epoch in 4 minibatches (the parity study's setting, docs/PARITY.md).
     let minibatches = if gpu { 32 } else { PpoParams::default().minibatches as usize };
     if algo == Algo::Ppo && gpu {
-        cfg.rollout_steps = 64;
+        cfg.rollout_steps = crate::hyperopt::config::StudyConfig::default().rollout_steps;
         let segment = segment_len.min(series.bars.len()).max(1);
         cfg.batch = cfg.batch.max((crate::train::rollout_len(&cfg, segment) * envs).div_ceil(minibatches));
     }

@@ -147,29 +147,19 @@ impl JobArgs {
         if let Some(n) = self.trials {
             cfg.study.trials = n;
         }
-        if let Some(k) = self.parallel {
-            cfg.study.parallel = k;
-        }
-        if let Some(e) = self.epochs {
-            cfg.study.epochs = e;
-        }
-        if let Some(e) = self.envs {
-            cfg.study.envs = e;
-        }
-        if let Some(l) = self.segment_len {
-            cfg.study.segment_len = l;
-        }
         if let Some(b) = self.budget {
             cfg.study.budget = b;
         }
+        // A budget value given as a flag replaces the file's and counts as given (the budget leaves it).
         let mut explicit = explicit_keys;
-        for (key, given) in [
-            ("envs", self.envs.is_some()),
-            ("segment_len", self.segment_len.is_some()),
-            ("epochs", self.epochs.is_some()),
-            ("parallel", self.parallel.is_some()),
+        for (key, given, field) in [
+            ("parallel", self.parallel, &mut cfg.study.parallel),
+            ("epochs", self.epochs, &mut cfg.study.epochs),
+            ("envs", self.envs, &mut cfg.study.envs),
+            ("segment_len", self.segment_len, &mut cfg.study.segment_len),
         ] {
-            if given {
+            if let Some(v) = given {
+                *field = v;
                 explicit.push(key.to_owned());
             }
         }
