@@ -196,7 +196,7 @@ fn a_trend_is_not_skill() {
 fn the_study_reproduces_every_trials_validation_returns() {
     use tradesim::data::synthetic::{GeneratorConfig, generate};
     use tradesim::evidence::{stats, trial_returns};
-    use tradesim::hyperopt::search::EnvDecimals;
+    use tradesim::hyperopt::plan::TrialPlanner;
     let dir = temp_dir("reproduce");
     let cfg_path = dir.join("search.toml");
     std::fs::write(
@@ -224,9 +224,9 @@ fn the_study_reproduces_every_trials_validation_returns() {
     let times: Vec<_> = series.bars.iter().map(|b| b.time).collect();
     let bars_per_year = tradesim::data::time::infer_bars_per_year(&times);
     let data = tradesim::train::SplitData::new(series, tradesim::train::DEFAULT_SPLIT, cfg.env.sigma_span).unwrap();
-    let env = EnvDecimals::parse(&cfg.env).unwrap().with_floor(&cfg.env, &data.train);
+    let planner = TrialPlanner::for_search(&cfg, 252.0, &data.train).unwrap();
     let trials = study.trials().unwrap();
-    let valid = trial_returns(&tradesim::Backend::Cpu, &study, &trials, &data, &env, false).unwrap();
+    let valid = trial_returns(&tradesim::Backend::Cpu, &study, &trials, &data, &planner, false).unwrap();
     let finished: Vec<_> = trials.iter().filter(|t| t.finished() && t.status != "fail").collect();
     assert_eq!(valid.len(), finished.len());
     for t in &finished {
@@ -244,7 +244,8 @@ fn the_study_reproduces_every_trials_validation_returns() {
         assert!((score - t.value).abs() <= 1e-9 * t.value.abs().max(1.0), "trial {}: {score} vs {}", t.number, t.value);
     }
     let best = tradesim::hyperopt::report::leaderboard(trials.clone()).remove(0);
-    let test = trial_returns(&tradesim::Backend::Cpu, &study, std::slice::from_ref(&best), &data, &env, true).unwrap();
+    let test =
+        trial_returns(&tradesim::Backend::Cpu, &study, std::slice::from_ref(&best), &data, &planner, true).unwrap();
     let sharpe = stats::sharpe(&test[0].returns) * bars_per_year.sqrt();
     assert!((sharpe - best.test_sharpe).abs() <= 1e-9 * sharpe.abs().max(1.0), "{sharpe} vs {}", best.test_sharpe);
 }

@@ -1,6 +1,6 @@
 """The settings of ``tradesim train``'s learners, in one place for the parity scripts.
 
-Read at run time from the Rust sources (``src/train/mod.rs`` ``TrainConfig::default_for``, ``src/cli/train.rs``
+Read at run time from the Rust sources (``src/train/mod.rs`` ``TrainConfig::default_for`` and ``default_dqn``, ``src/cli/train.rs``
 and the ``Default`` impls of ``DqnParams`` in ``gpu-kernels/src/dqn.rs`` and ``PpoParams`` in
 ``gpu-kernels/src/ppo/params.rs``), so that the references follow the learners when their defaults change. A value
 that cannot be read falls back to the one below (the defaults at issue 43) and is listed in ``missing``.
@@ -80,7 +80,7 @@ def load(root: Path | None = None) -> dict[str, Any]:
         out["envs"], out["segment_len"] = int(m.group(1)), int(m.group(2))
     else:
         missing += ["envs", "segment_len"]
-    dqn_over = _fields(_block(train, r"let dqn = DqnParams"))
+    dqn_over = _fields(_block(read("src/train/mod.rs"), r"pub fn default_dqn\("))
     cfg = _fields(_block(train, r"Self\s*"))
     for key in ("hidden", "batch", "warmup_steps", "train_every", "grad_steps"):
         v = _num(cfg.get(key))
@@ -118,11 +118,11 @@ def load(root: Path | None = None) -> dict[str, Any]:
 
     ppo_default = _fields(_block(read("gpu-kernels/src/ppo/params.rs"), r"impl Default for PpoParams"))
     cli = read("src/cli/train.rs")
-    ppo_cli = _fields(_block(cli, r"\.map\(\|k\| PpoParams"))
+    ppo_cli = _fields(_block(cli, r"let ppo = \|k: usize\| PpoParams"))
     m = re.search(r"([0-9.eE+-]+)\s*\*\s*spread", ppo_cli.get("lr", ""))
     if m:
         ppo_default["lr"] = m.group(1)
-    out["ppo"]["anneal"] = 1 if "anneal_rollouts" in ppo_cli and "epochs" in ppo_cli["anneal_rollouts"] else 0
+    out["ppo"]["anneal"] = 1 if "anneal_rollouts" in ppo_cli and "rollouts" in ppo_cli["anneal_rollouts"] else 0
     for key in ("lr", "gamma", "lambda", "clip", "vf_coef", "ent_coef", "adam_eps", "epochs", "minibatches",
                 "max_grad_norm", "clip_vloss", "orthogonal_init"):
         v = _num(ppo_default.get(key))

@@ -31,6 +31,53 @@ pub(crate) fn device_info<'py>(py: Python<'py>, device: &str) -> PyResult<Bound<
     Ok(d)
 }
 
+/// The searchable hyperparameters as declared (`tradesim::hyperopt::hyperparameters::ALL`): one dict each with
+/// `name`, `integer`, `min`, `max`, `dqn` and `ppo` (each learner's default: a dict with `kind` and its
+/// values), `stored` (a stored trial's value without it, or None) and `about`.
+#[pyfunction]
+pub(crate) fn hyperparameters<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    use tradesim::hyperopt::hyperparameters::{ALL, LearnerDefault};
+    let default = |d: LearnerDefault| -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        match d {
+            LearnerDefault::Range(low, high, log) => {
+                out.set_item("kind", "range")?;
+                out.set_item("low", low)?;
+                out.set_item("high", high)?;
+                out.set_item("log", log)?;
+            }
+            LearnerDefault::Choice(c) => {
+                out.set_item("kind", "choice")?;
+                out.set_item("choices", c.to_vec())?;
+            }
+            LearnerDefault::Fixed(x) => {
+                out.set_item("kind", "fixed")?;
+                out.set_item("value", x)?;
+            }
+            LearnerDefault::Unsearched(x) => {
+                out.set_item("kind", "unsearched")?;
+                out.set_item("value", x)?;
+            }
+            LearnerDefault::No => out.set_item("kind", "none")?,
+        }
+        Ok(out)
+    };
+    let list = PyList::empty(py);
+    for p in ALL {
+        let d = PyDict::new(py);
+        d.set_item("name", p.name)?;
+        d.set_item("integer", p.integer)?;
+        d.set_item("min", p.min)?;
+        d.set_item("max", p.max)?;
+        d.set_item("dqn", default(p.dqn)?)?;
+        d.set_item("ppo", default(p.ppo)?)?;
+        d.set_item("stored", p.stored)?;
+        d.set_item("about", p.about.split_whitespace().collect::<Vec<_>>().join(" "))?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
 /// Table columns as a list of (name, numpy array or list of str).
 fn columns_list<'py>(py: Python<'py>, columns: Vec<(String, Column)>) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);

@@ -32,6 +32,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(data::synthetic, m)?)?;
     m.add_function(wrap_pyfunction!(data::bars_from_state, m)?)?;
     m.add_function(wrap_pyfunction!(jobs::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(jobs::hyperparameters, m)?)?;
     m.add_function(wrap_pyfunction!(jobs::backtest, m)?)?;
     m.add_function(wrap_pyfunction!(jobs::hyperopt, m)?)?;
     m.add_function(wrap_pyfunction!(vector::market_feature_names, m)?)?;

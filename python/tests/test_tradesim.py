@@ -349,3 +349,19 @@ def test_ctrl_c_stops_a_search_that_resumes(tmp_path):
     assert states and "COMPLETE" not in states, states
     run = tradesim.hyperopt(synthetic=3000, device="cpu", study=study, resume=True)
     assert len(run.leaderboard) == 2 and set(run.leaderboard["status"]) <= {"complete", "pruned", "fail"}
+
+
+def test_hyperparameters_list_each_parameter_once_with_its_learners_defaults():
+    params = tradesim.hyperparameters()
+    names = [p["name"] for p in params]
+    assert len(names) == len(set(names)) and {"lr", "gamma", "hidden", "eps_decay", "clip", "barriers"} <= set(names)
+    by = {p["name"]: p for p in params}
+    assert by["lr"]["dqn"]["kind"] == "range" and by["lr"]["dqn"]["log"] is True
+    assert by["eps_decay"]["ppo"]["kind"] == "none" and by["clip"]["dqn"]["kind"] == "none"
+    assert by["hidden"]["integer"] and not by["lr"]["integer"]
+    assert by["barriers"]["stored"] == 1.0 and by["lr"]["stored"] is None
+    for p in params:
+        for learner in ("dqn", "ppo"):
+            d = p[learner]
+            for v in d.get("choices", []) + [d[k] for k in ("low", "high", "value") if k in d]:
+                assert p["min"] <= v <= p["max"], (p["name"], learner, v)

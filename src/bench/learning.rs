@@ -22,7 +22,7 @@ use crate::data::synthetic::{
 };
 use crate::hyperopt::config::{BudgetFor, EnvSettings};
 use crate::hyperopt::job::{Job, JobArgs};
-use crate::hyperopt::search::EnvDecimals;
+use crate::hyperopt::plan::EnvDecimals;
 use crate::{Action, Backend, BacktestSpec, Error, Signals, backtest};
 
 /// The algorithms W9 searches with.

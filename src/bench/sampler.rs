@@ -6,6 +6,9 @@
 //! over seeds and its standard error; `benches/peers/sampler_optuna.py` runs the real optuna on the same
 //! functions.
 
+use crate::hyperopt::hyperparameters::{
+    BATCH, GAMMA, HIDDEN, LR, MAX_HOLD_BARS, PPO_EPOCHS, STOP_LOSS_MULT, TAKE_PROFIT_MULT, TARGET_EVERY, W_COST,
+};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -59,15 +62,15 @@ fn branin(p: &Params) -> f64 {
 /// Best at lr = 1e-3 * batch / 64, gamma 0.97, hidden 128, target_every 100, ppo_epochs 4, w_cost 0.5,
 /// stop_loss_mult 1.5, take_profit_mult 3 (twice the stop), max_hold_bars 24: value 0.
 fn mixed10(p: &Params) -> f64 {
-    -((p["lr"].log10() - (1e-3 * p["batch"] / 64.0).log10()).powi(2)
-        + ((p["gamma"] - 0.97) / 0.05).powi(2)
-        + 0.5 * (p["hidden"] / 128.0).log2().abs()
-        + (p["target_every"].log10() - 2.0).powi(2)
-        + ((p["ppo_epochs"] - 4.0) / 3.0).powi(2)
-        + (p["w_cost"] - 0.5).powi(2)
-        + ((p["take_profit_mult"] - 2.0 * p["stop_loss_mult"]) / 2.0).powi(2)
-        + ((p["stop_loss_mult"] - 1.5) / 2.0).powi(2)
-        + if p["max_hold_bars"] == 24.0 { 0.0 } else { 0.5 })
+    -((p[LR.name].log10() - (1e-3 * p[BATCH.name] / 64.0).log10()).powi(2)
+        + ((p[GAMMA.name] - 0.97) / 0.05).powi(2)
+        + 0.5 * (p[HIDDEN.name] / 128.0).log2().abs()
+        + (p[TARGET_EVERY.name].log10() - 2.0).powi(2)
+        + ((p[PPO_EPOCHS.name] - 4.0) / 3.0).powi(2)
+        + (p[W_COST.name] - 0.5).powi(2)
+        + ((p[TAKE_PROFIT_MULT.name] - 2.0 * p[STOP_LOSS_MULT.name]) / 2.0).powi(2)
+        + ((p[STOP_LOSS_MULT.name] - 1.5) / 2.0).powi(2)
+        + if p[MAX_HOLD_BARS.name] == 24.0 { 0.0 } else { 0.5 })
 }
 
 fn range(low: f64, high: f64, log: bool) -> Dimension {
@@ -80,16 +83,16 @@ pub fn functions() -> Vec<Function> {
     let branin_space = [("x1".to_owned(), range(-5.0, 10.0, false)), ("x2".to_owned(), range(0.0, 15.0, false))].into();
     let choice = |c: &[f64]| Dimension::Choice { choices: c.to_vec() };
     let mixed = [
-        ("lr", range(1e-5, 1e-1, true)),
-        ("batch", choice(&[32.0, 64.0, 128.0, 256.0])),
-        ("gamma", range(0.8, 0.999, false)),
-        ("hidden", choice(&[32.0, 64.0, 128.0, 256.0])),
-        ("target_every", range(10.0, 1000.0, true)),
-        ("ppo_epochs", range(1.0, 10.0, false)),
-        ("w_cost", range(0.0, 2.0, false)),
-        ("take_profit_mult", range(1.0, 5.0, false)),
-        ("stop_loss_mult", range(1.0, 5.0, false)),
-        ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
+        (LR.name, range(1e-5, 1e-1, true)),
+        (BATCH.name, choice(&[32.0, 64.0, 128.0, 256.0])),
+        (GAMMA.name, range(0.8, 0.999, false)),
+        (HIDDEN.name, choice(&[32.0, 64.0, 128.0, 256.0])),
+        (TARGET_EVERY.name, range(10.0, 1000.0, true)),
+        (PPO_EPOCHS.name, range(1.0, 10.0, false)),
+        (W_COST.name, range(0.0, 2.0, false)),
+        (TAKE_PROFIT_MULT.name, range(1.0, 5.0, false)),
+        (STOP_LOSS_MULT.name, range(1.0, 5.0, false)),
+        (MAX_HOLD_BARS.name, choice(&[0.0, 24.0, 96.0])),
     ]
     .into_iter()
     .map(|(k, d)| (k.to_owned(), d))

@@ -1,6 +1,7 @@
 //! `tradesim hyperopt`: the main job.
 
 use crate::Error;
+use crate::hyperopt::hyperparameters::{GAMMA, HIDDEN, LR};
 use std::time::Instant;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -134,7 +135,7 @@ pub fn run(
     }
     println!(
         "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
-        "rank", "trial", "status", "valid score", "test ret%", "test Sharpe", "lr", "gamma", "hidden"
+        "rank", "trial", "status", "valid score", "test ret%", "test Sharpe", LR.name, GAMMA.name, HIDDEN.name
     );
     for (rank, t) in summary.leaderboard.iter().take(10).enumerate() {
         let p = |k: &str| t.params.get(k).copied().unwrap_or(f64::NAN);
@@ -146,9 +147,9 @@ pub fn run(
             t.value,
             100.0 * t.test_return,
             t.test_sharpe,
-            p("lr"),
-            p("gamma"),
-            p("hidden")
+            p(LR.name),
+            p(GAMMA.name),
+            p(HIDDEN.name)
         );
     }
     if let Some(b) = &evidence.baselines {

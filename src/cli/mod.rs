@@ -104,6 +104,10 @@ enum Command {
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
+        /// Prints the searchable hyperparameters (name, type, allowed values, each learner's default) as a
+        /// Markdown table and exits.
+        #[arg(long)]
+        list_params: bool,
     },
     /// Backtests a strategy grid over the data and prints the columns ranked by Sharpe.
     Backtest {
@@ -205,7 +209,11 @@ pub fn main() -> ExitCode {
         Command::Train { data, train, device } => {
             train::run(load(&data), data.symbol.as_deref(), &train, select(device))
         }
-        Command::Hyperopt { data, job, device } => {
+        Command::Hyperopt { list_params: true, .. } => {
+            print!("{}", crate::hyperopt::hyperparameters::markdown_table());
+            Ok(())
+        }
+        Command::Hyperopt { data, job, device, .. } => {
             let backends = crate::select_backends(device).map(|(b, reason)| {
                 if let Some(reason) = reason {
                     eprintln!("note: using the CPU backend: {reason}");

@@ -7,12 +7,13 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Backend;
-use crate::PpoParams;
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;
-use crate::hyperopt::config::Budget;
+use crate::hyperopt::config::{Budget, EnvSettings, StudyConfig};
+use crate::hyperopt::plan::{EnvDecimals, LearnerParam, LearnerParams, SlotSizes, TrialPlanner};
 use crate::json;
-use crate::train::{Algo, Networks, TrainConfig, save_weights, train_dqn, train_ppo};
+use crate::train::{Algo, Networks, TrainConfig, default_dqn, save_weights, train_dqn, train_ppo};
+use crate::{DqnParams, PpoParams};
 
 /// PPO's hidden activation (`--activation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -88,44 +89,51 @@ pub fn run(
         return Err(Error::config("--trials/--epochs/--envs/--segment-len", "must be at least 1"));
     }
     let series = dataset.select(symbol)?;
-    let mut cfg = TrainConfig::default_for(trials, epochs, seed);
-    cfg.envs = envs;
-    cfg.segment_len = segment_len;
-    cfg.ring_capacity = envs * 64;
-    for p in &mut cfg.dqn {
-        p.eps_decay_steps = 0.5 * (epochs * segment_len) as f32;
-    }
-    // DQN's gradient steps after every env step of the batch, as the search's budget has them.
-    cfg.grad_steps = if gpu { Budget::GPU.grad_steps } else { 1 };
-    cfg.bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+    let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
+    // DQN's gradient steps after every env step of the batch, as the search's budget has them; PPO on a GPU
+    // as the search runs it there (docs/CLI.md, "PPO specifics"): rollouts of 64 steps, each cut into 32
+    // minibatches, so its 1,024 envs' rollouts give enough updates; on the CPU CleanRL's: one rollout an
+    // epoch in 4 minibatches (the parity study's setting, docs/PARITY.md).
+    let shape = StudyConfig {
+        algo,
+        envs,
+        segment_len,
+        epochs,
+        seed,
+        grad_steps: if gpu { Budget::GPU.grad_steps } else { 1 },
+        rollout_steps: if gpu { StudyConfig::default().rollout_steps } else { 0 },
+        ..StudyConfig::default()
+    };
+    let minibatches = if gpu { 32 } else { PpoParams::default().minibatches };
+    let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, sigma_span)?;
+    let planner =
+        TrialPlanner::new(&shape, EnvDecimals::parse(&EnvSettings::default())?, bars_per_year, data.train.n_bars());
     let spread = |k: usize| [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];
-    for (k, p) in cfg.dqn.iter_mut().enumerate() {
-        p.lr *= spread(k);
-    }
-    // PPO on a GPU as the search runs it there (docs/CLI.md, "PPO specifics"): rollouts of 64 steps, each cut
-    // into 32 minibatches (the buffer sized for one), so its 1,024 envs' rollouts give enough updates; on the
-    // CPU CleanRL's: one rollout an epoch in 4 minibatches (the parity study's setting, docs/PARITY.md).
-    let minibatches = if gpu { 32 } else { PpoParams::default().minibatches as usize };
-    if algo == Algo::Ppo && gpu {
-        cfg.rollout_steps = crate::hyperopt::config::StudyConfig::default().rollout_steps;
-        let segment = segment_len.min(series.bars.len()).max(1);
-        cfg.batch = cfg.batch.max((crate::train::rollout_len(&cfg, segment) * envs).div_ceil(minibatches));
-    }
-    let rollouts_per_epoch = crate::train::rollouts_per_epoch(&cfg, segment_len.max(1));
-    let ppo: Vec<PpoParams> = (0..trials)
-        .map(|k| PpoParams {
-            lr: 3e-4 * spread(k),
-            hidden: cfg.hidden as u32,
-            batch: cfg.batch as u32,
-            minibatches: minibatches as u32,
-            // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts.
-            anneal_rollouts: (epochs * rollouts_per_epoch) as u32,
-            activation: activation.code(),
-            ..PpoParams::default()
-        })
-        .collect();
-    let lrs: Vec<f32> =
-        if algo == Algo::Ppo { ppo.iter().map(|p| p.lr).collect() } else { cfg.dqn.iter().map(|p| p.lr).collect() };
+    let envs_of = TrainConfig::default_for(trials, epochs, seed).env_params;
+    let ppo = |k: usize| PpoParams {
+        lr: 3e-4 * spread(k),
+        hidden: 64,
+        batch: 128,
+        minibatches,
+        // CleanRL's schedule: the learning rate falls linearly to 0 over the run's rollouts.
+        anneal_rollouts: planner.rollouts() as u32,
+        activation: activation.code(),
+        ..PpoParams::default()
+    };
+    let learner = |k: usize| match algo {
+        Algo::Dqn => {
+            let dqn = default_dqn(epochs * segment_len);
+            LearnerParam::Dqn(DqnParams { lr: dqn.lr * spread(k), ..dqn })
+        }
+        Algo::Ppo => LearnerParam::Ppo(ppo(k)),
+    };
+    let sizes = SlotSizes { hidden: 64, batch: 128, fewest_minibatches: Some(minibatches as usize) };
+    let plan = planner.plan(envs_of.into_iter().enumerate().map(|(k, e)| (e, learner(k))).collect(), sizes)?;
+    let cfg = &plan.train;
+    let lrs: Vec<f32> = match &plan.learner {
+        LearnerParams::Dqn(d) => d.iter().map(|p| p.lr).collect(),
+        LearnerParams::Ppo(p) => p.iter().map(|p| p.lr).collect(),
+    };
     println!(
         "train:    {}, {trials} trials x {envs} envs, {epochs} epochs, on {} ({}, {} bars), backend {}",
         algo.to_string().to_uppercase(),
@@ -163,15 +171,15 @@ pub fn run(
         Ok(())
     };
     let label = dataset.label();
-    let data = crate::train::SplitData::new(series, cfg.split, sigma_span)?;
     let finish = |lines: Outcome<'_>| report(lines, &lrs, out, &label, &series.symbol);
-    if algo == Algo::Ppo {
-        let trained = train_ppo(&backend, &data, &cfg, &ppo, progress)?;
+    if let LearnerParams::Ppo(ppo) = &plan.learner {
+        let trained = train_ppo(&backend, &data, cfg, ppo, progress)?;
         bar.finish();
         println!("done in {:.1} s", started.elapsed().as_secs_f64());
         finish(Outcome { epochs: &trained.epochs, test: &trained.test, agent: &trained.agent })
     } else {
-        let trained = train_dqn(&backend, &data, &cfg, progress)?;
+        let LearnerParams::Dqn(dqn) = &plan.learner else { return Err(Error::Data("a plan without a learner".into())) };
+        let trained = train_dqn(&backend, &data, cfg, dqn, progress)?;
         bar.finish();
         println!("done in {:.1} s", started.elapsed().as_secs_f64());
         finish(Outcome { epochs: &trained.epochs, test: &trained.test, agent: &trained.agent })
@@ -191,7 +199,13 @@ fn report(o: Outcome<'_>, lrs: &[f32], out: Option<&Path>, label: &str, symbol: 
     println!("{} gradient steps per trial", last.grad_steps);
     println!(
         "{:>5} {:>9} {:>9} {:>12} {:>12} {:>10} {:>10}",
-        "trial", "lr", "loss", "valid ret%", "valid Sharpe", "test ret%", "test Sharpe"
+        "trial",
+        crate::hyperopt::hyperparameters::LR.name,
+        "loss",
+        "valid ret%",
+        "valid Sharpe",
+        "test ret%",
+        "test Sharpe"
     );
     // A policy that never trades has no Sharpe ratio (a constant equity has no volatility): say so.
     let sharpe = |m: &crate::Metrics| {

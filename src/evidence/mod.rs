@@ -16,8 +16,8 @@ pub use verdict::{summary_text, verdict, verdict_before};
 
 use serde::Serialize;
 
+use crate::hyperopt::plan::{EnvDecimals, TrialPlanner};
 use crate::hyperopt::ranking::leaderboard;
-use crate::hyperopt::search::{EnvDecimals, env_params};
 use crate::hyperopt::study::TrialRecord;
 use crate::hyperopt::{SearchConfig, Study};
 use crate::train::SplitData;
@@ -310,7 +310,7 @@ pub fn trial_returns(
     study: &Study,
     trials: &[TrialRecord],
     data: &SplitData,
-    env: &EnvDecimals,
+    planner: &TrialPlanner,
     test: bool,
 ) -> Result<Vec<TrialReturns>, Error> {
     let market = if test { &data.test } else { &data.valid };
@@ -320,7 +320,7 @@ pub fn trial_returns(
         let stored = if test { study.test_actions(t.number)? } else { study.valid_actions(t.number)? };
         let Some(a) = stored.filter(|a| a.len() == steps) else { continue };
         numbers.push(t.number);
-        params.push(TrialParams { key: t.number, ..env_params(&t.params, env)? });
+        params.push(planner.trial_env(&planner.read(&t.params)?, t.number)?);
         actions.extend_from_slice(&a);
     }
     if numbers.is_empty() {
@@ -405,16 +405,17 @@ pub fn assess(
     cfg: &SearchConfig,
     bars_per_year: f64,
 ) -> Result<Evidence, Error> {
-    let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
+    let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
+    let env = planner.env();
     let trials: Vec<TrialRecord> = study.trials()?.into_iter().filter(|t| t.ours).collect();
     let tried = trials.iter().filter(|t| t.finished()).count();
     let board = leaderboard(trials.clone());
     let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite()).map(|t| t.number);
-    let valid = trial_returns(backend, study, &trials, data, &env, false)?;
-    let test = trial_returns(backend, study, &trials, data, &env, true)?;
+    let valid = trial_returns(backend, study, &trials, data, &planner, false)?;
+    let test = trial_returns(backend, study, &trials, data, &planner, true)?;
     let sharpes: Vec<f64> = valid.iter().map(|t| stats::sharpe(&t.returns)).collect();
     let var_sharpe = variance(&sharpes);
-    let (hold_valid, hold_test) = (hold_returns(backend, &data.valid, &env)?, hold_returns(backend, &data.test, &env)?);
+    let (hold_valid, hold_test) = (hold_returns(backend, &data.valid, env)?, hold_returns(backend, &data.test, env)?);
     let (mut valid_evidence, mut test_evidence, mut as_searched, mut baselines) = (None, None, None, None);
     if let Some(number) = best {
         if let Some(t) = valid.iter().find(|t| t.number == number) {

@@ -6,11 +6,11 @@
 use crate::data::Series;
 use crate::data::device::Prepared;
 use crate::data::splits::Split;
-use crate::hyperopt::config::{Algo, SearchConfig};
+use crate::hyperopt::config::SearchConfig;
+use crate::hyperopt::plan::{LearnerParams, TrialPlanner};
 use crate::hyperopt::sampler::Params;
-use crate::hyperopt::search::{EnvDecimals, dqn_params, env_params, ppo_params};
-use crate::train::{SplitData, TrainConfig, rollout_len, rollouts_per_epoch, train_dqn, train_ppo};
-use crate::{Backend, Error, TrialParams};
+use crate::train::{SplitData, train_dqn, train_ppo};
+use crate::{Backend, Error};
 
 use super::Fold;
 
@@ -51,7 +51,6 @@ pub fn walk_forward(
     k: usize,
     bars_per_year: f64,
 ) -> Result<Vec<Fold>, Error> {
-    let s = &cfg.study;
     let mut out = Vec::new();
     for (j, (train, test)) in folds(split, series.bars.len(), k)?.into_iter().enumerate() {
         let prepared = Prepared::with_sigma_span(series, train.clone(), cfg.env.sigma_span)?;
@@ -62,30 +61,18 @@ pub fn walk_forward(
             valid: fold_market.clone(),
             test: fold_market,
         };
-        let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
-        let trial = TrialParams { key: number, ..env_params(params, &env)? };
-        let mut tc = TrainConfig::default_for(1, s.epochs, s.seed);
-        tc.envs = s.envs;
-        tc.segment_len = s.segment_len;
-        tc.ring_capacity = s.envs * 64;
-        tc.bars_per_year = bars_per_year;
-        tc.env_params = vec![trial];
-        tc.hidden = params.get("hidden").copied().unwrap_or(64.0) as usize;
-        let (metrics, actions) = if s.algo == Algo::Ppo {
-            tc.rollout_steps = s.rollout_steps;
-            let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
-            let rollouts = s.epochs * rollouts_per_epoch(&tc, segment);
-            let ppo = ppo_params(params, rollouts)?;
-            let n = rollout_len(&tc, segment) * tc.envs;
-            tc.batch = if ppo.minibatches > 0 { n.div_ceil(ppo.minibatches as usize) } else { ppo.batch as usize };
-            let t = train_ppo(backend, &data, &tc, &[ppo], |_| Ok(()))?;
-            (t.test, t.test_actions)
-        } else {
-            let dqn = dqn_params(params, (s.epochs * s.segment_len) as f64)?;
-            tc.batch = dqn.batch as usize;
-            tc.dqn = vec![dqn];
-            let t = train_dqn(backend, &data, &tc, |_| Ok(()))?;
-            (t.test, t.test_actions)
+        let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
+        let plan = planner.plan_one(&planner.read(params)?, number)?;
+        let trial = plan.train.env_params[0];
+        let (metrics, actions) = match &plan.learner {
+            LearnerParams::Ppo(ppo) => {
+                let t = train_ppo(backend, &data, &plan.train, ppo, |_| Ok(()))?;
+                (t.test, t.test_actions)
+            }
+            LearnerParams::Dqn(dqn) => {
+                let t = train_dqn(backend, &data, &plan.train, dqn, |_| Ok(()))?;
+                (t.test, t.test_actions)
+            }
         };
         let m = metrics.first().ok_or_else(|| Error::Data("a walk-forward fold trained no trial".to_owned()))?;
         let returns = super::returns_of(backend, &data.test, &[trial], &actions)?.pop().unwrap_or_default();

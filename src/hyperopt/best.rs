@@ -4,8 +4,8 @@
 use std::ops::Range;
 
 use super::config::SearchConfig;
+use super::plan::{TrialPlanner, env_params};
 use super::ranking::study_leaderboard;
-use super::search::{EnvDecimals, env_params};
 use super::study::Study;
 use crate::audit::{AuditReport, audit_column};
 use crate::data::Series;
@@ -50,8 +50,9 @@ pub fn best_on_test(
     let targets = study
         .test_actions(best.number)?
         .ok_or_else(|| Error::Output(format!("trial {} has no test actions", best.number)))?;
-    let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
-    let params = env_params(&best.params, &env)?;
+    let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
+    let env = planner.env();
+    let params = env_params(&planner.read(&best.params)?, env)?;
     let r = super::ledger::replay(backend, test, params, &targets, bars_per_year, true)?;
     let metrics = r.metrics[0];
     let trades = r.column_trades(0).to_vec();

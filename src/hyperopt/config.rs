@@ -77,6 +77,7 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::hyperparameters::{self, ACTIVATION, BATCH, LR, MINIBATCHES};
 use crate::Error;
 pub use crate::train::Algo;
 
@@ -345,51 +346,10 @@ pub fn default_space() -> BTreeMap<String, Dimension> {
     space_for(Algo::Dqn)
 }
 
-/// The searchable parameters of `algo` (dqn or ppo) and their default dimensions.
+/// The searchable parameters of `algo` (dqn or ppo) and their default dimensions
+/// ([`hyperparameters::space_for`]).
 pub fn space_for(algo: Algo) -> BTreeMap<String, Dimension> {
-    let range = |low: f64, high: f64, log: bool| Dimension::Range { low, high, log };
-    let choice = |c: &[f64]| Dimension::Choice { choices: c.to_vec() };
-    let learner: Vec<(&str, Dimension)> = if algo == Algo::Ppo {
-        vec![
-            ("lr", range(1e-4, 3e-3, true)),
-            ("gamma", range(0.8, 0.99, false)),
-            ("lambda", range(0.8, 0.99, false)),
-            ("clip", range(0.1, 0.3, false)),
-            ("ent_coef", range(0.0, 0.02, false)),
-            ("hidden", choice(&[32.0, 64.0, 128.0])),
-            ("ppo_epochs", choice(&[2.0, 4.0])),
-            ("minibatches", Dimension::Fixed(32.0)),
-            ("max_grad_norm", Dimension::Fixed(0.5)),
-            ("clip_vloss", Dimension::Fixed(1.0)),
-            ("anneal_lr", Dimension::Fixed(1.0)),
-            ("adam_eps", Dimension::Fixed(1e-5)),
-            ("orthogonal_init", Dimension::Fixed(1.0)),
-            ("norm_adv", Dimension::Fixed(1.0)),
-            ("activation", Dimension::Fixed(f64::from(gpu_kernels::mlp::ACT_TANH))),
-        ]
-    } else {
-        vec![
-            ("lr", range(1e-4, 3e-3, true)),
-            ("gamma", range(0.8, 0.99, false)),
-            ("hidden", choice(&[32.0, 64.0, 128.0])),
-            ("batch", choice(&[64.0, 128.0])),
-            ("eps_decay", range(0.2, 0.8, false)),
-            ("target_every", choice(&[50.0, 100.0, 200.0])),
-        ]
-    };
-    learner
-        .into_iter()
-        .chain([
-            ("w_cost", range(0.0, 2.0, false)),
-            ("w_drawdown", range(0.0, 1.0, false)),
-            ("w_barrier", Dimension::Fixed(0.0)),
-            ("barriers", choice(&[0.0, 1.0])),
-            ("take_profit_mult", range(1.0, 5.0, false)),
-            ("stop_loss_mult", range(1.0, 5.0, false)),
-            ("max_hold_bars", choice(&[0.0, 24.0, 96.0])),
-        ])
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+    hyperparameters::space_for(algo)
 }
 
 impl Default for SearchConfig {
@@ -400,33 +360,7 @@ impl Default for SearchConfig {
 
 /// Whether parameter `name` takes whole numbers (ranges of it are sampled as integers, both ends included).
 pub fn is_integer(name: &str) -> bool {
-    bounds(name).is_some_and(|b| b.2)
-}
-
-/// Allowed values of each parameter: (min, max, integer).
-fn bounds(name: &str) -> Option<(f64, f64, bool)> {
-    Some(match name {
-        "lr" => (1e-7, 1.0, false),
-        "gamma" => (0.0, 1.0, false),
-        "hidden" => (1.0, 1024.0, true),
-        "batch" => (1.0, 8192.0, true),
-        "eps_decay" => (0.0, 1.0, false),
-        "target_every" => (1.0, 1e6, true),
-        "w_cost" | "w_drawdown" | "w_barrier" => (-1e3, 1e3, false),
-        "barriers" => (0.0, 1.0, true),
-        "take_profit_mult" | "stop_loss_mult" => (0.0, 100.0, false),
-        "max_hold_bars" => (0.0, 1e6, true),
-        "lambda" => (0.0, 1.0, false),
-        "clip" => (0.01, 1.0, false),
-        "ent_coef" => (0.0, 1.0, false),
-        "ppo_epochs" => (1.0, 100.0, true),
-        "minibatches" => (0.0, 65_536.0, true),
-        "max_grad_norm" => (0.0, 1e6, false),
-        "clip_vloss" | "anneal_lr" | "orthogonal_init" | "norm_adv" => (0.0, 1.0, true),
-        "activation" => (0.0, 1.0, true),
-        "adam_eps" => (1e-12, 1.0, false),
-        _ => return None,
-    })
+    hyperparameters::find(name).is_some_and(|p| p.integer)
 }
 
 impl StudyConfig {
@@ -568,55 +502,55 @@ impl SearchConfig {
                 return Err(Error::config(key, format!("{text} must be positive")));
             }
         }
-        let mut known = space_for(s.algo);
         if s.algo == Algo::Ppo {
-            // The minibatch size of the old fixed-batch mode (minibatches = 0).
-            known.insert("batch".to_owned(), Dimension::Fixed(64.0));
-            let split = self.space.get("minibatches") != Some(&Dimension::Fixed(0.0));
-            match (self.space.get("batch"), split) {
+            let split = self.space.get(MINIBATCHES.name) != Some(&Dimension::Fixed(0.0));
+            match (self.space.get(BATCH.name), split) {
                 (Some(_), true) => {
                     return Err(Error::config(
-                        "space.batch",
+                        format!("space.{}", BATCH.name),
                         "PPO splits each rollout into `minibatches` (default 32); a fixed batch needs minibatches = 0",
                     ));
                 }
-                (None, false) => return Err(Error::config("space.minibatches", "0 (a fixed batch) needs space.batch")),
+                (None, false) => {
+                    return Err(Error::config(
+                        format!("space.{}", MINIBATCHES.name),
+                        format!("0 (a fixed batch) needs space.{}", BATCH.name),
+                    ));
+                }
                 _ => {}
             }
-            let zero_among = match self.space.get("minibatches") {
+            let zero_among = match self.space.get(MINIBATCHES.name) {
                 Some(Dimension::Range { low, .. }) => *low < 1.0,
                 Some(Dimension::Choice { choices }) => choices.contains(&0.0),
                 _ => false,
             };
             if zero_among {
                 return Err(Error::config(
-                    "space.minibatches",
+                    format!("space.{}", MINIBATCHES.name),
                     "searched values must be at least 1 (0, a fixed batch, only as a fixed value)",
                 ));
             }
         }
-        if matches!(self.space.get("activation"), Some(Dimension::Range { .. } | Dimension::Choice { .. })) {
+        if matches!(self.space.get(ACTIVATION.name), Some(Dimension::Range { .. } | Dimension::Choice { .. })) {
             return Err(Error::config(
-                "space.activation",
+                format!("space.{}", ACTIVATION.name),
                 "must be a fixed value (1 tanh, 0 relu): the trials trained at once share their layers' launches",
             ));
         }
         for (name, dim) in &self.space {
-            let unknown = || {
-                let names: Vec<&str> = known.keys().map(String::as_str).collect();
-                Error::config(
+            let Some(param) = hyperparameters::find(name).filter(|p| p.known(s.algo)) else {
+                let names: Vec<&str> =
+                    hyperparameters::ALL.iter().filter(|p| p.known(s.algo)).map(|p| p.name).collect();
+                return Err(Error::config(
                     format!("space.{name}"),
                     format!("unknown parameter for {} (known: {})", s.algo, names.join(", ")),
-                )
+                ));
             };
-            if !known.contains_key(name) {
-                return Err(unknown());
-            }
-            let (min, max, integer) = bounds(name).ok_or_else(unknown)?;
+            let (min, max, integer) = (param.min, param.max, param.integer);
             let key = format!("space.{name}");
             let check = |x: f64| -> Result<(), Error> {
                 if !x.is_finite() || x < min || x > max {
-                    let what = if name == "lr" && x <= 0.0 {
+                    let what = if name == LR.name && x <= 0.0 {
                         "the learning rate must be positive".to_owned()
                     } else {
                         format!("must be in [{min}, {max}]")

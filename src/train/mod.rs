@@ -74,8 +74,6 @@ pub struct TrainConfig {
     pub bars_per_year: f64,
     /// Environment parameters per trial.
     pub env_params: Vec<TrialParams>,
-    /// DQN hyperparameters per trial.
-    pub dqn: Vec<DqnParams>,
     /// PPO: steps per env and rollout (CleanRL's `num_steps`); an epoch's segment is collected in
     /// `ceil(segment_len / rollout_steps)` rollouts, each followed by its updates. 0: one rollout per epoch.
     pub rollout_steps: usize,
@@ -83,23 +81,13 @@ pub struct TrainConfig {
 
 impl TrainConfig {
     /// A small, sensible default for `trials` trials: 256 envs, 128-step segments, 2 x 64 hidden units,
-    /// batches of 128, lr 5e-4, gamma 0.9, epsilon 1 -> 0.05 over the first half of the steps.
+    /// batches of 128 (the learners' parameters: [`default_dqn`], `PpoParams::default()`).
     pub fn default_for(trials: usize, epochs: usize, seed: u64) -> Self {
         let (envs, segment_len) = (256, 128);
-        let steps = (epochs * segment_len) as f32;
         use num_traits::ToPrimitive;
         let cost = |text: &str| text.parse::<rust_decimal::Decimal>().ok().and_then(|d| d.to_f64()).unwrap_or(0.0);
         let (spread, commission) = (cost(crate::DEFAULT_SPREAD), cost(crate::DEFAULT_COMMISSION));
         let env = TrialParams { spread, commission, w_cost: 1.0, ..TrialParams::frictionless(100_000.0) };
-        let dqn = DqnParams {
-            lr: 5e-4,
-            gamma: 0.9,
-            eps_decay_steps: 0.5 * steps,
-            hidden: 64,
-            batch: 128,
-            target_every: 100,
-            ..DqnParams::default()
-        };
         Self {
             envs,
             segment_len,
@@ -116,8 +104,21 @@ impl TrainConfig {
             bars_per_year: 252.0,
             // Trial k's random streams are keyed by k.
             env_params: (0..trials as u64).map(|key| TrialParams { key, ..env }).collect(),
-            dqn: vec![dqn; trials],
         }
+    }
+}
+
+/// `tradesim train`'s DQN for `steps` env steps a trial: lr 5e-4, gamma 0.9, 2 x 64 hidden units, batches
+/// of 128, epsilon 1 -> 0.05 over the first half of the steps, the target copied every 100 gradient steps.
+pub fn default_dqn(steps: usize) -> DqnParams {
+    DqnParams {
+        lr: 5e-4,
+        gamma: 0.9,
+        eps_decay_steps: 0.5 * steps as f32,
+        hidden: 64,
+        batch: 128,
+        target_every: 100,
+        ..DqnParams::default()
     }
 }
 
@@ -544,27 +545,29 @@ fn train<A: Learner>(
     })
 }
 
-/// Trains DQN agents (one per trial, `cfg.dqn[k]`) on `series`; `progress` hears about every epoch as it ends
-/// (an error from it stops the training there and is returned).
+/// Trains DQN agents (one per trial, `dqn[k]`) on `series` with `cfg`'s environment, sizes and split;
+/// `progress` hears about every epoch as it ends (an error from it stops the training there and is
+/// returned).
 pub fn train_dqn(
     backend: &Backend,
     data: &SplitData,
     cfg: &TrainConfig,
+    dqn: &[DqnParams],
     progress: impl FnMut(&EpochReport) -> Result<(), Error>,
 ) -> Result<Trained, Error> {
-    if cfg.env_params.len() != cfg.dqn.len() || cfg.dqn.is_empty() {
+    if cfg.env_params.len() != dqn.len() || dqn.is_empty() {
         return Err(Error::Data(format!(
             "{} environment parameter sets for {} DQN parameter sets",
             cfg.env_params.len(),
-            cfg.dqn.len()
+            dqn.len()
         )));
     }
-    let make = |env: &EnvBatch| DqnAgent::new(backend, env, &cfg.dqn, cfg.hidden, cfg.batch, cfg.seed);
+    let make = |env: &EnvBatch| DqnAgent::new(backend, env, dqn, cfg.hidden, cfg.batch, cfg.seed);
     train(backend, data, cfg, |_| cfg.ring_capacity, make, progress)
 }
 
-/// Trains PPO actor-critics (one per trial, `ppo[k]`) on `series` with `cfg`'s environment, sizes and split
-/// (`cfg.dqn` is not used): each epoch is one rollout of `segment_len` steps of every env, GAE, then the
+/// Trains PPO actor-critics (one per trial, `ppo[k]`) on `series` with `cfg`'s environment, sizes and split:
+/// each epoch is one rollout of `segment_len` steps of every env, GAE, then the
 /// minibatch updates; then the greedy policy is scored on the validation split.
 pub fn train_ppo(
     backend: &Backend,

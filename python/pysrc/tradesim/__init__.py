@@ -53,6 +53,7 @@ __all__ = [
     "load",
     "synthetic",
     "device_info",
+    "hyperparameters",
     "greedy_walk",
     "VectorEnv",
     "TradingEnv",
@@ -285,6 +286,15 @@ def device_info(device: str = "auto") -> dict[str, Any]:
     """The backend ``device`` selects: its name and, for CUDA, the device and driver."""
     with pythonic():
         return dict(_native.device_info(_text("device", device)))
+
+
+def hyperparameters() -> list[dict[str, Any]]:
+    """The hyperparameters a search samples, as ``tradesim hyperopt --list-params`` lists them: for each a dict
+    with ``name``, ``integer``, ``min``, ``max``, ``dqn`` and ``ppo`` (that learner's default: ``kind`` one of
+    ``range`` (``low``, ``high``, ``log``), ``choice`` (``choices``), ``fixed`` / ``unsearched`` (``value``) or
+    ``none`` (not a parameter of that learner)), ``stored`` (the value of a stored trial without it, or None)
+    and ``about``. The keys of a configuration's ``space`` table (``hyperopt(config={"space": ...})``)."""
+    return [dict(p) for p in _native.hyperparameters()]
 
 
 def _frame(columns: Optional[Sequence[tuple[str, Any]]]):

@@ -8,12 +8,13 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::config::{Algo, SearchConfig};
+use super::config::SearchConfig;
+use super::plan::{LearnerParams, SlotSizes, TrialPlanner};
 use super::sampler::Params;
 use super::storage::StorageUrl;
 use super::study::{Study, Worker, WorkerProcess};
-use crate::train::{SplitData, TrainConfig, run_slots};
-use crate::{Backend, DqnParams, PpoParams, TrialParams};
+use crate::train::{SplitData, run_slots};
+use crate::{Backend, DqnAgent, EnvBatch, PpoAgent};
 
 mod claims;
 mod params;
@@ -21,10 +22,7 @@ mod scale;
 mod slots;
 
 use claims::{Batch, next_batch};
-pub use params::{
-    EnvDecimals, OBJECTIVE_Z, REWARD_SCALE, barrier_floor_mult, dqn_params, env_params, objective, ppo_params,
-    pruning_reference, should_prune,
-};
+pub use params::{OBJECTIVE_Z, objective, pruning_reference, should_prune};
 pub use scale::{ClaimTime, claim_loop};
 use slots::{SearchSlots, Shared, locked, progress_trained};
 
@@ -149,7 +147,7 @@ pub fn run_search(
     progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
 ) -> Result<(), Error> {
     let s = &cfg.study;
-    let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, &data.train);
+    let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
     let me = worker_id();
     let claimed = Mutex::new(HashSet::new());
     // Trials this process is running (the heartbeat thread's list).
@@ -189,7 +187,7 @@ pub fn run_search(
                 test: &data.test,
                 bars_per_year,
             };
-            let result = run_batch(backend, data, cfg, bars_per_year, &env, c.batch, &shared, &study);
+            let result = run_batch(backend, data, cfg, &planner, c.batch, &shared, &study);
             locked(&running)?.retain(|n| !numbers.contains(n));
             result?;
             study.refresh(false)?;
@@ -232,78 +230,49 @@ pub fn run_search(
     results.into_iter().collect()
 }
 
-#[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
 fn run_batch(
     backend: &Backend,
     data: &SplitData,
     cfg: &SearchConfig,
-    bars_per_year: f64,
-    env: &EnvDecimals,
+    planner: &TrialPlanner,
     batch: Batch,
     shared: &Shared<'_>,
     study: &Study,
 ) -> Result<(), Error> {
-    let s = &cfg.study;
-    let steps_per_trial = (s.epochs * s.segment_len) as f64;
-    // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
-    // on its batch-mates, its slot, when it started or K (the same trial gives the same bits in any batch,
-    // and on resume: tests/refill.rs).
-    let mut tc = TrainConfig::default_for(batch.slots, s.epochs, s.seed);
-    tc.envs = s.envs;
-    tc.segment_len = s.segment_len;
-    tc.ring_capacity = s.envs * 64;
-    tc.grad_steps = s.grad_steps;
-    tc.bars_per_year = bars_per_year;
     let first = batch.runs.first().map(|r| r.0.1.clone()).ok_or_else(|| Error::Study("an empty batch".into()))?;
     // The slots' networks and buffers fit every trial they may hold: any of the space while trials are left
     // to claim (a freed slot may take any of them), else the batch's own (padding never changes a trial's
     // bits; it only costs time). The first trial's parameters stand in until each slot's trial is placed.
     study.refresh(false)?;
-    let claims_left = study.snapshot().iter().filter(|t| t.ours).count() < s.trials;
-    let batch_params: Vec<Params> = batch.runs.iter().map(|r| r.0.1.clone()).collect();
-    let largest = |name: &str, default: f64| {
-        if claims_left {
-            cfg.space_max(name, default)
-        } else {
-            batch_params.iter().map(|p| p.get(name).copied().unwrap_or(default)).fold(default.min(1.0), f64::max)
+    let claims_left = study.snapshot().iter().filter(|t| t.ours).count() < cfg.study.trials;
+    let sizes = if claims_left {
+        SlotSizes::of_space(cfg)
+    } else {
+        let own: Vec<_> = batch.runs.iter().map(|r| planner.read(&r.0.1)).collect::<Result<_, _>>()?;
+        SlotSizes::of_trials(&own)
+    };
+    // The study's seed for every batch and each trial's number as its key: a trial's result does not depend
+    // on its batch-mates, its slot, when it started or K (the same trial gives the same bits in any batch,
+    // and on resume: tests/refill.rs).
+    let plan = planner.plan_batch(batch.slots, &planner.read(&first)?, sizes)?;
+    let slots = SearchSlots::new(cfg, planner, batch, shared, study);
+    let tc = &plan.train;
+    let ring = |segment_len| plan.ring_capacity(segment_len);
+    let run = match &plan.learner {
+        LearnerParams::Ppo(ppo) => {
+            let mut ctl = slots.with(|h: &_| Ok(planner.ppo(h)));
+            let make = |e: &EnvBatch| PpoAgent::new(backend, e, ppo, tc.hidden, tc.batch, tc.seed);
+            let run = run_slots(backend, data, tc, ring, make, &mut ctl)?;
+            (run.setup_seconds, run.test_seconds)
+        }
+        LearnerParams::Dqn(dqn) => {
+            let mut ctl = slots.with(|h: &_| Ok(planner.dqn(h)));
+            let make = |e: &EnvBatch| DqnAgent::new(backend, e, dqn, tc.hidden, tc.batch, tc.seed);
+            let run = run_slots(backend, data, tc, ring, make, &mut ctl)?;
+            (run.setup_seconds, run.test_seconds)
         }
     };
-    let fewest_splits = if claims_left {
-        cfg.space_min_positive("minibatches")
-    } else {
-        batch_params.iter().filter_map(|p| p.get("minibatches").copied().filter(|m| *m > 0.0)).reduce(f64::min)
-    };
-    tc.hidden = largest("hidden", 64.0) as usize;
-    tc.env_params = (0..batch.slots as u64)
-        .map(|k| env_params(&first, env).map(|e| TrialParams { key: k, ..e }))
-        .collect::<Result<_, _>>()?;
-    let slots = SearchSlots::new(cfg, env, batch, shared, study);
-    if s.algo == Algo::Ppo {
-        tc.rollout_steps = s.rollout_steps;
-        let segment = tc.segment_len.min(data.train.n_bars().saturating_sub(1)).max(1);
-        let rollouts = s.epochs * crate::train::rollouts_per_epoch(&tc, segment);
-        tc.batch = largest("batch", 1.0) as usize;
-        let stand_in = ppo_params(&first, rollouts)?;
-        let ppo = vec![PpoParams { hidden: tc.hidden as u32, ..stand_in }; tc.env_params.len()];
-        let n = crate::train::rollout_len(&tc, segment) * tc.envs;
-        // The minibatch buffer also holds the largest split's share (the fewest minibatches).
-        if let Some(fewest) = fewest_splits {
-            tc.batch = tc.batch.max(n.div_ceil(fewest as usize));
-        }
-        let mut ctl = slots.with(move |p: &Params| ppo_params(p, rollouts));
-        let make = |e: &crate::EnvBatch| crate::PpoAgent::new(backend, e, &ppo, tc.hidden, tc.batch, tc.seed);
-        let ring = |segment_len| crate::train::rollout_len(&tc, segment_len) * tc.envs;
-        let run = run_slots(backend, data, &tc, ring, make, &mut ctl)?;
-        progress_trained(shared, &run)
-    } else {
-        tc.batch = largest("batch", 64.0) as usize;
-        let stand_in = dqn_params(&first, steps_per_trial)?;
-        tc.dqn = vec![DqnParams { hidden: tc.hidden as u32, batch: tc.batch as u32, ..stand_in }; tc.env_params.len()];
-        let mut ctl = slots.with(move |p: &Params| dqn_params(p, steps_per_trial));
-        let make = |e: &crate::EnvBatch| crate::DqnAgent::new(backend, e, &tc.dqn, tc.hidden, tc.batch, tc.seed);
-        let run = run_slots(backend, data, &tc, |_| tc.ring_capacity, make, &mut ctl)?;
-        progress_trained(shared, &run)
-    }
+    progress_trained(shared, run)
 }
 
 /// The first retry of a failed heartbeat; each further retry waits twice as long, up to the heartbeat's

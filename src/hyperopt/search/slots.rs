@@ -6,16 +6,18 @@ use std::sync::Mutex;
 
 use super::Claim;
 use super::claims::{Batch, PLAN_TRIES, Plan, plan_new, start_new, start_planned};
-use super::{EnvDecimals, Progress, SearchPaths, check_beating, env_params, objective, should_prune};
+use super::{Progress, SearchPaths, check_beating, objective, should_prune};
 use crate::Error;
 use crate::TrialParams;
 use crate::hyperopt::config::{PruneRule, SearchConfig};
-use crate::hyperopt::sampler::Params;
+use crate::hyperopt::hyperparameters::Hyperparameters;
+use crate::hyperopt::plan::TrialPlanner;
 use crate::hyperopt::study::{EpochRecord, Place, Study, TrialRecord, Worker};
 use crate::train::{EndedTrial, EpochReport, SlotControl, SlotTrial};
 
-pub(super) fn progress_trained<A>(shared: &Shared<'_>, run: &crate::train::SlotRun<A>) -> Result<(), Error> {
-    (shared.progress)(&Progress::Trained { setup_seconds: run.setup_seconds, test_seconds: run.test_seconds })
+/// Reports a batch's setup and test-walk seconds.
+pub(super) fn progress_trained(shared: &Shared<'_>, (setup_seconds, test_seconds): (f64, f64)) -> Result<(), Error> {
+    (shared.progress)(&Progress::Trained { setup_seconds, test_seconds })
 }
 
 /// What the workers of one search share: the claims of this process, the trials it runs (the heartbeat's
@@ -55,7 +57,7 @@ pub(super) struct Running {
 /// over the trials finished by then); saves a trial's checkpoint and finishes it in the study when it ends.
 pub(super) struct SearchSlots<'a, F> {
     pub(super) cfg: &'a SearchConfig,
-    pub(super) env: &'a EnvDecimals,
+    pub(super) planner: &'a TrialPlanner,
     pub(super) batch: Batch,
     pub(super) shared: &'a Shared<'a>,
     pub(super) study: &'a Study,
@@ -69,22 +71,22 @@ pub(super) struct SearchSlots<'a, F> {
 impl<'a> SearchSlots<'a, ()> {
     pub(super) fn new(
         cfg: &'a SearchConfig,
-        env: &'a EnvDecimals,
+        planner: &'a TrialPlanner,
         batch: Batch,
         shared: &'a Shared<'a>,
         study: &'a Study,
     ) -> Self {
         let slots = vec![None; batch.slots];
-        Self { cfg, env, batch, shared, study, slots, trials: std::collections::HashMap::new(), learner: () }
+        Self { cfg, planner, batch, shared, study, slots, trials: std::collections::HashMap::new(), learner: () }
     }
 
     pub(super) fn with<F>(self, learner: F) -> SearchSlots<'a, F> {
-        let Self { cfg, env, batch, shared, study, slots, trials, .. } = self;
-        SearchSlots { cfg, env, batch, shared, study, slots, trials, learner }
+        let Self { cfg, planner, batch, shared, study, slots, trials, .. } = self;
+        SearchSlots { cfg, planner, batch, shared, study, slots, trials, learner }
     }
 }
 
-impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F> {
+impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F> {
     fn preloaded(&self) -> bool {
         false
     }
@@ -185,8 +187,9 @@ impl<P, F: Fn(&Params) -> Result<P, Error>> SlotControl<P> for SearchSlots<'_, F
         locked(self.shared.running)?.insert(number);
         // The history's trials were finished when the claim refreshed the snapshot.
         let reference = self.study.snapshot_reference(&history);
-        let env = TrialParams { key: number, ..env_params(&params, self.env)? };
-        let learner = (self.learner)(&params)?;
+        let h = self.planner.read(&params)?;
+        let env = self.planner.trial_env(&h, number)?;
+        let learner = (self.learner)(&h)?;
         let run = Running { number, env, reference, own: Vec::new(), pruned: false, valid_actions: Vec::new() };
         self.trials.insert(number, run);
         self.slots[slot] = Some(number);
