@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use crate::HostError;
-use crate::data::LoadReport;
+use crate::findings::LoadReport;
 
 /// Everything tradesim can refuse or fail at.
 #[derive(Debug, thiserror::Error)]

@@ -107,7 +107,7 @@ fn finished_trials_upload_their_checkpoint_and_ledger_as_optuna_artifacts() {
 /// without a store has none.
 #[test]
 fn a_joining_worker_uses_the_store_the_study_was_created_with() {
-    use tradesim::hyperopt::job::{Job, JobArgs};
+    use tradesim::job::{Job, JobArgs};
     let dir = temp_dir("artifacts-join");
     let (store, other) = (dir.join("shared-store"), dir.join("own-store"));
     let args = |study: &str, artifacts: Option<&PathBuf>, join: bool| JobArgs {
@@ -135,7 +135,7 @@ fn a_joining_worker_uses_the_store_the_study_was_created_with() {
 /// from and how to name another.
 #[test]
 fn the_stored_store_is_absolute_and_a_joiner_is_told_where_it_came_from() {
-    use tradesim::hyperopt::job::{Job, JobArgs};
+    use tradesim::job::{Job, JobArgs};
     let args = JobArgs { artifacts: Some(PathBuf::from("relative/store")), ..JobArgs::default() };
     let stored = args.configure().unwrap().study.artifacts.unwrap();
     let stored = PathBuf::from(stored);

@@ -1,5 +1,7 @@
-//! The host crate's file layout (issue 11): no file imports from a file that imports it, and the CPU
-//! backend, the CUDA backend and the dispatch layer stay apart. A source-level check: every `crate::` and
+//! The crates' file layout (issues 11 and 57): in the host crate, the library and CLI (`src/`) and the Python
+//! bindings no file imports from a file that imports it and no room (a top folder or root file) imports,
+//! directly or through others, a room that imports it; the CPU backend, the CUDA backend and the dispatch
+//! layer stay apart. A source-level check: every `crate::` and
 //! `super::` path of a file is resolved to the file that defines it (names re-exported by `lib.rs` or a
 //! `mod.rs` to the file they come from).
 
@@ -203,18 +205,110 @@ fn host_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("host/src")
 }
 
-#[test]
-fn no_host_file_imports_from_a_file_that_imports_it() {
-    let edges = imports(&host_src());
+/// The crates whose files and rooms are checked: the host crate, the library and CLI, the Python bindings.
+const CRATES: [&str; 3] = ["host/src", "src", "python/src"];
+
+/// Pairs of files that import each other.
+fn mutual_imports(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<String> {
     let mut mutual = Vec::new();
-    for (a, tos) in &edges {
+    for (a, tos) in edges {
         for b in tos {
             if a < b && edges.get(b).is_some_and(|t| t.contains(a)) {
                 mutual.push(format!("{} <-> {}", a.display(), b.display()));
             }
         }
     }
-    assert!(mutual.is_empty(), "files that import each other:\n{}", mutual.join("\n"));
+    mutual
+}
+
+/// A file's room: its top folder, or the file itself at the crate's root (`hyperopt/search/mod.rs` ->
+/// `hyperopt`, `error.rs` -> `error`).
+fn room(file: &Path) -> String {
+    let first = file.iter().next().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The rooms' imports (a room importing itself left out), and each arrow's example files.
+fn room_imports(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut rooms: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (a, tos) in edges {
+        for b in tos {
+            let (ra, rb) = (room(a), room(b));
+            if ra != rb {
+                rooms.entry(ra).or_default().entry(rb).or_insert_with(|| format!("{} -> {}", a.display(), b.display()));
+            }
+        }
+    }
+    rooms
+}
+
+/// A cycle among the rooms (an arrow back up), as its rooms and one file import per arrow, if any.
+fn room_cycle(rooms: &BTreeMap<String, BTreeMap<String, String>>) -> Option<Vec<String>> {
+    fn visit(
+        at: &str,
+        rooms: &BTreeMap<String, BTreeMap<String, String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|r| r == at) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(at.to_owned());
+            let arrows = cycle.windows(2).map(|w| rooms[&w[0]][&w[1]].clone()).collect();
+            return Some(arrows);
+        }
+        if done.contains(at) {
+            return None;
+        }
+        path.push(at.to_owned());
+        for next in rooms.get(at).map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+            if let Some(c) = visit(&next, rooms, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(at.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    rooms.keys().find_map(|r| visit(r, rooms, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_file_imports_from_a_file_that_imports_it() {
+    for krate in CRATES {
+        let mutual = mutual_imports(&imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join(krate)));
+        assert!(mutual.is_empty(), "{krate}: files that import each other:\n{}", mutual.join("\n"));
+    }
+}
+
+/// The rooms of each crate (its top folders and root files) form floors: no room imports, directly or
+/// through others, one that imports it (issue 57).
+#[test]
+fn no_room_imports_a_room_that_imports_it() {
+    for krate in CRATES {
+        let rooms = room_imports(&imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join(krate)));
+        if let Some(cycle) = room_cycle(&rooms) {
+            panic!("{krate}: rooms that import each other (an arrow back up):\n{}", cycle.join("\n"));
+        }
+    }
+}
+
+/// The checks find what they look for: a planted circle, and the library's real arrows.
+#[test]
+fn the_room_check_sees_a_circle_and_the_library_s_arrows() {
+    let file = |s: &str| PathBuf::from(s);
+    let edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = [
+        (file("a/x.rs"), [file("b/y.rs")].into()),
+        (file("b/y.rs"), [file("c.rs")].into()),
+        (file("c.rs"), [file("a/mod.rs")].into()),
+        (file("a/mod.rs"), BTreeSet::new()),
+    ]
+    .into();
+    let cycle = room_cycle(&room_imports(&edges)).expect("the planted circle");
+    assert_eq!(cycle.len(), 3, "{cycle:?}");
+    let rooms = room_imports(&imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")));
+    assert!(rooms["job"].contains_key("evidence") && rooms["evidence"].contains_key("hyperopt"), "{rooms:?}");
+    assert!(rooms["hyperopt"].contains_key("train"), "{rooms:?}");
 }
 
 #[test]

@@ -243,7 +243,7 @@ fn the_study_reproduces_every_trials_validation_returns() {
         };
         assert!((score - t.value).abs() <= 1e-9 * t.value.abs().max(1.0), "trial {}: {score} vs {}", t.number, t.value);
     }
-    let best = tradesim::hyperopt::report::leaderboard(trials.clone()).remove(0);
+    let best = tradesim::job::report::leaderboard(trials.clone()).remove(0);
     let test =
         trial_returns(&tradesim::Backend::Cpu, &study, std::slice::from_ref(&best), &data, &planner, true).unwrap();
     let sharpe = stats::sharpe(&test[0].returns) * bars_per_year.sqrt();

@@ -314,7 +314,7 @@ fn a_corrupt_stored_configuration_is_an_error() {
 /// is never the best: a study of failed trials has no best trial.
 #[test]
 fn failed_trials_are_never_best() {
-    use tradesim::hyperopt::report::leaderboard;
+    use tradesim::job::report::leaderboard;
     let dir = temp_dir("failed");
     let path = dir.join("study.sqlite");
     let study = Study::open(&StorageUrl::Sqlite(path), "tradesim", false, "{}").unwrap();
@@ -566,7 +566,7 @@ fn optuna_loads_the_study() {
             })
         })
         .collect();
-    let board = tradesim::hyperopt::report::leaderboard(trials.clone());
+    let board = tradesim::job::report::leaderboard(trials.clone());
     let best = board.first().filter(|t| t.status == "complete").map(|t| t.number);
     let path = dir.join("expected.json");
     std::fs::write(&path, serde_json::json!({"best": best, "trials": expected}).to_string()).unwrap();

@@ -10,7 +10,8 @@ use crate::cpu::dqn::{CpuDqn, train_step};
 use crate::env_batch::Inner;
 use crate::init::init_weights;
 use crate::types::SampleBatch;
-pub use crate::types::{BatchStep, NetState, WalkHandle};
+pub use crate::types::{BatchStep, NetState};
+use crate::walk::WalkHandle;
 use crate::{Backend, EnvBatch, HostError};
 
 /// The Q-networks of K trials.

@@ -22,6 +22,7 @@ pub mod prices;
 pub mod init;
 pub mod types;
 pub mod vector;
+pub mod walk;
 
 mod cpu;
 #[cfg(feature = "cuda")]
@@ -30,7 +31,7 @@ mod plan;
 
 pub use backend::{Backend, BackendInfo, CudaAvailability, DeviceRequest, detect, select};
 pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
-pub use dqn::{DqnAgent, NetState, WalkHandle};
+pub use dqn::{DqnAgent, NetState};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
@@ -38,6 +39,7 @@ pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
 pub use types::{DeviceOutputs, VectorOutputs};
 pub use vector::VectorBatch;
+pub use walk::WalkHandle;
 
 #[cfg(feature = "cuda")]
 pub use cuda::CudaRuntime;

@@ -11,7 +11,8 @@ use crate::cpu::ppo::{CpuPpo, Minibatch};
 use crate::env_batch::Inner;
 use crate::init::{init_orthogonal, init_weights};
 pub use crate::types::BatchStep;
-use crate::types::{NetState, WalkHandle};
+use crate::types::NetState;
+use crate::walk::WalkHandle;
 use crate::{Backend, EnvBatch, HostError};
 
 /// The per-trial sizes of `params`.

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 
 use tradesim::Error;
 use tradesim::grid::{GridRequest, SignalRule, run_grid};
-use tradesim::hyperopt::job::{Job, JobArgs};
+use tradesim::job::{Job, JobArgs};
 use tradesim::table::Column;
 
 use crate::convert::{config_error, money, to_py};
@@ -257,7 +257,7 @@ pub(crate) fn hyperopt<'py>(
     let out = PyDict::new(py);
     out.set_item(
         "leaderboard",
-        columns_list(py, tradesim::hyperopt::report::leaderboard_columns(&done.summary.leaderboard))?,
+        columns_list(py, tradesim::job::report::leaderboard_columns(&done.summary.leaderboard))?,
     )?;
     out.set_item("storage", job.storage.to_string())?;
     out.set_item("study_name", &job.name)?;

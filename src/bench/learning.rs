@@ -21,8 +21,8 @@ use crate::data::synthetic::{
     DEFAULT_PHI, DEFAULT_REGIME_DRIFT, DEFAULT_SWITCH_PROBABILITY, PathConfig, PathKind, generate_path_with_drifts,
 };
 use crate::hyperopt::config::{BudgetFor, EnvSettings};
-use crate::hyperopt::job::{Job, JobArgs};
 use crate::hyperopt::plan::EnvDecimals;
+use crate::job::{Job, JobArgs};
 use crate::{Action, Backend, BacktestSpec, Error, Signals, backtest};
 
 /// The algorithms W9 searches with.

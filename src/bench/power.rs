@@ -19,7 +19,7 @@ use crate::data::synthetic::{
     DEFAULT_REGIME_DRIFT, DEFAULT_SWITCH_PROBABILITY, PathConfig, PathKind, generate_path_with_drifts,
 };
 use crate::hyperopt::config::Algo;
-use crate::hyperopt::job::{Job, JobArgs};
+use crate::job::{Job, JobArgs};
 use crate::{Action, Backend, Error};
 
 /// The drift a bar of the trend family (log return): buy-and-hold's test Sharpe about 5.9 a year on hourly

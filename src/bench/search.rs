@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::report::Row;
 use crate::data::synthetic::{GeneratorConfig, generate};
-use crate::hyperopt::job::{Job, JobArgs, SearchClock};
+use crate::job::{Job, JobArgs, SearchClock};
 use crate::{Backend, Error};
 
 /// The TOMLs W6 runs (name, text), GPU-only ones last.

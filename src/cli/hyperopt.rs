@@ -9,7 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use crate::Backend;
 use crate::data::Dataset;
 use crate::hyperopt::Progress;
-use crate::hyperopt::job::{Job, JobArgs, SearchClock};
+use crate::job::{Job, JobArgs, SearchClock};
 
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -156,7 +156,7 @@ pub fn run(
         println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", "buy-and-hold", "", "", b.buy_and_hold_test_sharpe);
         println!("{:>4} {:>16} {:>12.3} {:>10.2} {:>11.3}", "-", "flat", 0.0, 0.0, b.flat_test_sharpe);
     }
-    if crate::hyperopt::report::flat_beats_every_trial(&summary.leaderboard) {
+    if crate::job::report::flat_beats_every_trial(&summary.leaderboard) {
         println!(
             "flat:     never trading (validation score 0) ranks above every trial: the search found no policy better \
              than staying out"

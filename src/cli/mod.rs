@@ -100,7 +100,7 @@ enum Command {
         #[command(flatten)]
         data: DataArgs,
         #[command(flatten)]
-        job: crate::hyperopt::job::JobArgs,
+        job: crate::job::JobArgs,
         /// auto (CUDA when usable, else CPU), cpu or cuda.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,

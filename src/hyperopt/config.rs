@@ -77,32 +77,10 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+pub use super::hyperparameters::Dimension;
 use super::hyperparameters::{self, ACTIVATION, BATCH, LR, MINIBATCHES};
 use crate::Error;
 pub use crate::train::Algo;
-
-/// One searched dimension.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
-pub enum Dimension {
-    /// A fixed value.
-    Fixed(f64),
-    /// A range (log-uniform when `log`).
-    Range {
-        /// Lower bound.
-        low: f64,
-        /// Upper bound.
-        high: f64,
-        /// Search the logarithm.
-        #[serde(default)]
-        log: bool,
-    },
-    /// One of these values.
-    Choice {
-        /// The values.
-        choices: Vec<f64>,
-    },
-}
 
 /// When a trial stops early (`study.prune`, `--prune`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -8,10 +8,36 @@
 
 use std::collections::BTreeMap;
 
-use super::config::Dimension;
-use super::sampler::Params;
+use serde::{Deserialize, Serialize};
+
 use crate::Error;
 use crate::train::Algo;
+
+/// A trial's parameters by name.
+pub type Params = BTreeMap<String, f64>;
+
+/// One searched dimension.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Dimension {
+    /// A fixed value.
+    Fixed(f64),
+    /// A range (log-uniform when `log`).
+    Range {
+        /// Lower bound.
+        low: f64,
+        /// Upper bound.
+        high: f64,
+        /// Search the logarithm.
+        #[serde(default)]
+        log: bool,
+    },
+    /// One of these values.
+    Choice {
+        /// The values.
+        choices: Vec<f64>,
+    },
+}
 
 /// A parameter's default for one learner.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -25,8 +25,7 @@ use gpu_kernels::rng::draw_u64;
 use super::config::{Dimension, StudyConfig, is_integer};
 use parzen::{Axis, ParzenEstimator};
 
-/// A trial's parameters by name.
-pub type Params = BTreeMap<String, f64>;
+pub use super::hyperparameters::Params;
 
 /// The sampler's settings (Optuna's `TPESampler` arguments), from the `[study]` table.
 #[derive(Clone, Copy, Debug, PartialEq)]

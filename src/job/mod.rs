@@ -2,20 +2,22 @@
 //! (defaults, then a TOML file or text, then overrides), the study (created, resumed or joined), the search
 //! and the report.
 
+pub mod report;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::best::best_on_test;
-use super::config::BudgetFor;
-use super::report::{ReportInput, ReportSummary, write_report};
-use super::search::DEFAULT_STUDY_NAME;
-use super::storage::StorageUrl;
-use super::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;
 use crate::evidence::Evidence;
+use crate::hyperopt::best::best_on_test;
+use crate::hyperopt::config::BudgetFor;
+use crate::hyperopt::search::DEFAULT_STUDY_NAME;
+use crate::hyperopt::storage::StorageUrl;
+use crate::hyperopt::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::train::Algo;
 use crate::{Backend, Error};
+use report::{ReportInput, ReportSummary, write_report};
 
 /// What a search is asked for: the `tradesim hyperopt` flags (the CLI takes them whole; the Python package
 /// fills the same struct).
@@ -127,7 +129,7 @@ impl JobArgs {
             (None, Some((label, text))) => Some((label.clone(), text.clone())),
             (None, None) => None,
         };
-        let explicit_keys = text.as_ref().map(|(_, t)| super::config::study_keys(t)).unwrap_or_default();
+        let explicit_keys = text.as_ref().map(|(_, t)| crate::hyperopt::config::study_keys(t)).unwrap_or_default();
         let mut cfg = match text {
             Some((label, text)) => {
                 let cfg = SearchConfig::from_toml(&text).map_err(|e| match e {
@@ -268,7 +270,7 @@ impl Job {
             .or_else(|| fresh.study.artifacts.as_ref().filter(|_| how == Open::Create).map(PathBuf::from));
         let made = early.as_ref().filter(|dir| !dir.exists());
         if let Some(dir) = &early {
-            super::artifacts::ArtifactStore::new(dir)?;
+            crate::hyperopt::artifacts::ArtifactStore::new(dir)?;
         }
         let study = Study::open_with(&storage, &name, how, &fresh_json).inspect_err(|_| {
             // The study cannot be opened: a store folder made for it goes again (only while empty).
@@ -288,7 +290,7 @@ impl Job {
                     stored.study.trials = n;
                     let json = serde_json::to_string(&stored)
                         .map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
-                    study.set_study_attr(super::study::CONFIG_ATTR, json)?;
+                    study.set_study_attr(crate::hyperopt::study::CONFIG_ATTR, json)?;
                 }
                 Some(n) if n < stored.study.trials => notes.push(format!(
                     "--trials {n} is below the {} trials of study `{name}`: it keeps {}",
@@ -308,15 +310,16 @@ impl Job {
             fresh
         };
         let artifacts = args.artifacts.clone().or_else(|| cfg.study.artifacts.as_ref().map(PathBuf::from));
-        let store = artifacts.as_deref().map(super::artifacts::ArtifactStore::new).transpose().map_err(|e| {
-            match e {
-                // A store this worker did not name: say where it came from.
-                Error::Output(m) if args.artifacts.is_none() && how != Open::Create => Error::Output(format!(
-                    "{m} (the store of study `{name}`'s configuration; pass --artifacts DIR to use another)"
-                )),
-                other => other,
-            }
-        })?;
+        let store =
+            artifacts.as_deref().map(crate::hyperopt::artifacts::ArtifactStore::new).transpose().map_err(|e| {
+                match e {
+                    // A store this worker did not name: say where it came from.
+                    Error::Output(m) if args.artifacts.is_none() && how != Open::Create => Error::Output(format!(
+                        "{m} (the store of study `{name}`'s configuration; pass --artifacts DIR to use another)"
+                    )),
+                    other => other,
+                }
+            })?;
         // Named again now that the study file's folder exists (its canonical path is the identity).
         let owner = StudyOwner::of(&storage, &name);
         owner.claim(&folder)?;
@@ -425,7 +428,7 @@ impl Job {
                 artifacts: None,
             };
             run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
-            let board = super::ranking::study_leaderboard(&study)?;
+            let board = crate::hyperopt::ranking::study_leaderboard(&study)?;
             let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
             searches.push(crate::evidence::PlaceboSearch {
                 index,

@@ -6,19 +6,19 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::best::BestOnTest;
-use super::config::SearchConfig;
-use super::study::{EpochRecord, Study, TrialRecord};
 use crate::audit::AuditReport;
 use crate::data::Series;
 use crate::evidence::Evidence;
+use crate::hyperopt::best::BestOnTest;
+use crate::hyperopt::config::SearchConfig;
+use crate::hyperopt::study::{EpochRecord, Study, TrialRecord};
 use crate::{Error, Metrics};
 
 mod charts;
 mod format;
 mod html;
 
-pub use super::ranking::{leaderboard, study_leaderboard};
+pub use crate::hyperopt::ranking::{leaderboard, study_leaderboard};
 pub use charts::{importances, png_of};
 
 /// What the report found.
@@ -238,7 +238,7 @@ fn trades_csv(best: &BestOnTest, series: &Series) -> String {
     let time = |bar: u32| {
         series.bars.get(best.test_bars.start + bar as usize).map_or_else(String::new, |x| x.time.to_rfc3339())
     };
-    super::ledger::ledger_csv(best.trial, &best.trades, &time)
+    crate::hyperopt::ledger::ledger_csv(best.trial, &best.trades, &time)
 }
 
 #[cfg(test)]
