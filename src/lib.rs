@@ -47,6 +47,7 @@ pub mod evidence;
 mod failpoint;
 pub mod findings;
 pub mod grid;
+pub mod html;
 pub mod hyperopt;
 pub mod job;
 pub mod json;

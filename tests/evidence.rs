@@ -192,6 +192,52 @@ fn a_trend_is_not_skill() {
 /// The study keeps what reproduces every trial's per-bar validation returns: the stored greedy validation
 /// actions, backtested with the trial's parameters, give back each finished trial's value (its last
 /// reported validation Sharpe) and the best trial's test Sharpe.
+/// Walk-forward optimisation runs the whole search on each fold's past (its own study, `NAME.wfo-k`, in the
+/// same storage) and tests the winner on the fold: the folds tile the bars after the validation split, each
+/// searched only on bars before it, and the report, the evidence JSON and the verdict name it.
+#[test]
+fn walk_forward_optimisation_searches_each_folds_past_and_tests_on_its_future() {
+    let dir = temp_dir("wfo");
+    let cfg = dir.join("search.toml");
+    std::fs::write(&cfg, "[study]\ntrials = 2\nparallel = 2\nepochs = 1\nenvs = 8\nsegment_len = 64\n").unwrap();
+    let study_file = dir.join("study.sqlite");
+    let stdout = run(&[
+        "hyperopt",
+        "--synthetic",
+        "6000",
+        "--device",
+        "cpu",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--walk-forward-search",
+        "2",
+        "--study",
+        study_file.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("search fold 1 ") && stdout.contains("search fold 2 "), "{stdout}");
+    assert!(stdout.contains("walk-forward optimisation Sharpe"), "{stdout}");
+    assert!(verdict(&stdout).contains("walk-forward optimisation PSR"), "{stdout}");
+    let study = Study::reopen(&StorageUrl::Sqlite(study_file.clone()), "tradesim").unwrap();
+    let e = attr(&study, tradesim::evidence::EVIDENCE_ATTR);
+    let folds = e["walk_forward_search"].as_array().unwrap();
+    assert_eq!(folds.len(), 2);
+    let (valid_end, first_test) = (folds[0]["valid"][1].as_u64().unwrap(), folds[0]["test"][0].as_u64().unwrap());
+    assert_eq!(valid_end, first_test, "fold 1 is searched on the bars just before it");
+    assert_eq!(folds[0]["test"][1], folds[1]["test"][0]);
+    assert_eq!(folds[1]["valid"][1], folds[1]["test"][0]);
+    assert_eq!(folds[1]["test"][1].as_u64().unwrap(), 6000);
+    for (k, f) in folds.iter().enumerate() {
+        assert_eq!(f["study"], format!("tradesim.wfo-{}", k + 1));
+        let fold_study =
+            Study::reopen(&StorageUrl::Sqlite(study_file.clone()), &format!("tradesim.wfo-{}", k + 1)).unwrap();
+        assert_eq!(fold_study.trials().unwrap().iter().filter(|t| t.finished()).count(), 2);
+        assert!(f["params"].as_object().is_some_and(|p| p.contains_key("lr")), "{f}");
+    }
+    assert!(e["walk_forward_search_oos"]["n_obs"].as_u64().unwrap() > 100);
+    let html = std::fs::read_to_string(dir.join("study-tradesim").join("report").join("index.html")).unwrap();
+    assert!(html.contains("walk-forward optimisation fold"), "the report shows the folds");
+}
+
 #[test]
 fn the_study_reproduces_every_trials_validation_returns() {
     use tradesim::data::synthetic::{GeneratorConfig, generate};

@@ -212,6 +212,7 @@ pub(crate) fn hyperopt<'py>(
         seed: get("seed")?.map(|v| v.extract()).transpose()?,
         placebo: get("placebo")?.map(|v| v.extract()).transpose()?,
         walk_forward: get("walk_forward")?.map(|v| v.extract()).transpose()?,
+        walk_forward_search: get("walk_forward_search")?.map(|v| v.extract()).transpose()?,
         study,
         storage,
         study_name,

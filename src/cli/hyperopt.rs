@@ -109,6 +109,10 @@ pub fn run(
             Progress::WalkForward { folds } => {
                 trials_bar.set_message(format!("walk-forward of the best configuration over {folds} folds"))
             }
+            Progress::WalkForwardSearch { fold, of } => {
+                trials_bar.reset();
+                trials_bar.set_message(format!("walk-forward optimisation: the search on fold {fold} of {of}"));
+            }
             Progress::Waiting { numbers } => trials_bar.set_message(format!(
                 "waiting: other workers run {numbers:?} (taken over if their worker goes silent for {} s)",
                 cfg.study.stale_seconds

@@ -203,6 +203,42 @@ pub fn section(e: &Evidence) -> String {
             );
         }
     }
+    if !e.walk_forward_search.is_empty() {
+        html += "<table><tr><th>walk-forward optimisation fold</th><th>searched on bars (train / validation)</th>\
+                 <th>tested on bars</th><th>winner</th><th>validation score</th><th>Sharpe</th><th>return</th>\
+                 <th>chosen parameters</th></tr>";
+        for f in &e.walk_forward_search {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}..{} / {}..{}</td><td>{}..{}</td><td>{} ({})</td><td>{}</td><td>{}</td>\
+                 <td>{}%</td><td><code>{}</code></td></tr>",
+                f.fold,
+                f.train.0,
+                f.train.1,
+                f.valid.0,
+                f.valid.1,
+                f.test.0,
+                f.test.1,
+                f.trial.map_or("none".to_owned(), |t| format!("trial {t}")),
+                crate::html::html_escape(&f.study),
+                fixed(f.valid_score, 3),
+                fixed(f.sharpe, 2),
+                fixed(100.0 * f.total_return, 2),
+                crate::html::html_escape(&super::params_line(&f.params))
+            );
+        }
+        html += "</table>";
+        if let Some(s) = &e.walk_forward_search_oos {
+            let _ = write!(
+                html,
+                "<p>Walk-forward optimisation: each fold's winner chosen on bars before it; their {} \
+                 out-of-sample bars together: Sharpe {} a year, PSR <b>{}</b>.</p>",
+                s.n_obs,
+                fixed(s.sharpe_annual, 2),
+                fixed(s.psr, 3)
+            );
+        }
+    }
     if e.barrier_floor_mult > 0.0 {
         let _ = write!(
             html,

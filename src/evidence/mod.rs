@@ -61,6 +61,7 @@ pub fn placebo_p_value(real_test_sharpe: f64, searches: &[PlaceboSearch]) -> f64
 /// Writes the evidence into the study as user attributes, where optuna-dashboard shows them: the verdict
 /// line (`verdict`), the headline numbers (`deflated_sharpe_valid`, `deflated_sharpe_test` (the test's PSR:
 /// its DSR with one trial), `pbo`, `placebo_p_value`, `walk_forward_mean_sharpe`, `walk_forward_psr`,
+/// `walk_forward_search_psr` (walk-forward optimisation's out-of-sample PSR),
 /// `buy_and_hold_test_sharpe`, `flat_test_sharpe`, `excess_psr_test`, `spa_p_value`; null when not
 /// computed) and the whole of it as JSON
 /// ([`EVIDENCE_ATTR`]).
@@ -75,6 +76,7 @@ pub fn record(study: &Study, e: &Evidence) -> Result<(), Error> {
     study.set_study_attr("placebo_p_value", num(e.placebo.as_ref().map(|p| p.p_value)))?;
     study.set_study_attr("walk_forward_mean_sharpe", num(wf_mean))?;
     study.set_study_attr("walk_forward_psr", num(e.walk_forward_unseen.as_ref().map(|s| s.psr)))?;
+    study.set_study_attr("walk_forward_search_psr", num(e.walk_forward_search_oos.as_ref().map(|s| s.psr)))?;
     study.set_study_attr("buy_and_hold_test_sharpe", num(e.baselines.as_ref().map(|b| b.buy_and_hold_test_sharpe)))?;
     study.set_study_attr("flat_test_sharpe", num(e.baselines.as_ref().map(|b| b.flat_test_sharpe)))?;
     study.set_study_attr("excess_psr_test", num(e.baselines.as_ref().map(|b| b.excess.psr)))?;
@@ -208,6 +210,35 @@ pub struct Fold {
     pub returns: Vec<f64>,
 }
 
+/// One fold of walk-forward optimisation: the whole search run again on the fold's past, its winner
+/// (chosen on the past's validation part) tested on the fold's bars.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SearchFold {
+    /// Fold number (from 1).
+    pub fold: usize,
+    /// The fold search's training bars (series indices).
+    pub train: (usize, usize),
+    /// The fold search's validation bars (the end of the fold's past).
+    pub valid: (usize, usize),
+    /// The tested bars (the fold's future).
+    pub test: (usize, usize),
+    /// The fold's study.
+    pub study: String,
+    /// Its winning trial (none when no trial completed).
+    pub trial: Option<u64>,
+    /// The winner's parameters.
+    pub params: crate::hyperopt::sampler::Params,
+    /// The winner's validation score (the search's objective).
+    pub valid_score: f64,
+    /// Annualized Sharpe of the winner's greedy policy on the fold (0 when it never traded or nothing won).
+    pub sharpe: f64,
+    /// Total return on the fold.
+    pub total_return: f64,
+    /// The winner's per-bar returns on the fold (for the concatenated PSR; not serialized).
+    #[serde(skip)]
+    pub returns: Vec<f64>,
+}
+
 /// The verdict: whether the search's answer is evidence of skill, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
@@ -270,6 +301,11 @@ pub struct Evidence {
     pub placebo: Option<PlaceboEvidence>,
     /// The walk-forward folds (none when `walk_forward = 0`).
     pub walk_forward: Vec<Fold>,
+    /// Walk-forward optimisation's folds (none when `walk_forward_search = 0`).
+    pub walk_forward_search: Vec<SearchFold>,
+    /// PSR against 0 of the folds' winners' concatenated out-of-sample returns (each winner chosen on bars
+    /// before its fold: no selection on these bars), when there are at least 3.
+    pub walk_forward_search_oos: Option<SharpeEvidence>,
     /// The barrier floor applied to the trials, in multiples of sigma.
     pub barrier_floor_mult: f64,
     /// The verdict.
@@ -448,6 +484,8 @@ pub fn assess(
         pbo,
         placebo: None,
         walk_forward: Vec::new(),
+        walk_forward_search: Vec::new(),
+        walk_forward_search_oos: None,
         barrier_floor_mult: env.barrier_floor_mult,
         verdict: none.clone(),
         verdict_before: none,
@@ -463,6 +501,28 @@ pub fn set_walk_forward(e: &mut Evidence, folds: Vec<Fold>, bars_per_year: f64) 
     let unseen: Vec<f64> = folds.iter().filter(|f| !f.seen_by_search).flat_map(|f| f.returns.iter().copied()).collect();
     e.walk_forward_unseen = (unseen.len() >= 3).then(|| sharpe_evidence(&unseen, 1, 0.0, bars_per_year));
     e.walk_forward = folds;
+}
+
+/// A fold winner's parameters as a line: `name=value`, whole numbers for integer parameters, four
+/// significant digits otherwise.
+pub fn params_line(params: &crate::hyperopt::sampler::Params) -> String {
+    let value = |k: &str, v: f64| {
+        if crate::hyperopt::config::is_integer(k) {
+            format!("{v:.0}")
+        } else if v != 0.0 && v.abs() < 0.01 {
+            format!("{v:.3e}")
+        } else {
+            format!("{v:.4}")
+        }
+    };
+    params.iter().map(|(k, v)| format!("{k}={}", value(k, *v))).collect::<Vec<_>>().join(" ")
+}
+
+/// Records walk-forward optimisation's folds and the PSR of their concatenated out-of-sample returns.
+pub fn set_walk_forward_search(e: &mut Evidence, folds: Vec<SearchFold>, bars_per_year: f64) {
+    let oos: Vec<f64> = folds.iter().flat_map(|f| f.returns.iter().copied()).collect();
+    e.walk_forward_search_oos = (oos.len() >= 3).then(|| sharpe_evidence(&oos, 1, 0.0, bars_per_year));
+    e.walk_forward_search = folds;
 }
 
 /// PBO by CSCV over the trials' validation returns ([`PBO_BLOCKS`] blocks, fewer when the bars are few).

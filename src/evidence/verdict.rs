@@ -109,6 +109,16 @@ pub fn verdict(e: &Evidence) -> Verdict {
             None => failed.push("walk-forward has no fold after the validation split".to_owned()),
         }
     }
+    if !e.walk_forward_search.is_empty() {
+        match &e.walk_forward_search_oos {
+            Some(s) if s.psr >= DSR_THRESHOLD => held.push(format!("walk-forward optimisation PSR {:.2}", s.psr)),
+            Some(s) => failed.push(format!(
+                "walk-forward optimisation PSR {:.2} < {DSR_THRESHOLD} (Sharpe {:.2} a year over {} out-of-sample bars)",
+                s.psr, s.sharpe_annual, s.n_obs
+            )),
+            None => failed.push("walk-forward optimisation has too few out-of-sample bars".to_owned()),
+        }
+    }
     line(e, &held, &failed)
 }
 
@@ -247,6 +257,29 @@ pub fn summary_text(e: &Evidence) -> String {
             s.sharpe_annual, s.n_obs, s.psr
         );
     }
+    for f in &e.walk_forward_search {
+        let _ = writeln!(
+            out,
+            "  search fold {} bars {}..{} (searched on {}..{}, {}): trial {}, Sharpe {:.2}, return {:.2}%; {}",
+            f.fold,
+            f.test.0,
+            f.test.1,
+            f.train.0,
+            f.valid.1,
+            f.study,
+            f.trial.map_or("none".to_owned(), |t| t.to_string()),
+            f.sharpe,
+            100.0 * f.total_return,
+            super::params_line(&f.params)
+        );
+    }
+    if let Some(s) = &e.walk_forward_search_oos {
+        let _ = writeln!(
+            out,
+            "  walk-forward optimisation Sharpe {:.2} a year over {} out-of-sample bars: PSR {:.3}",
+            s.sharpe_annual, s.n_obs, s.psr
+        );
+    }
     let _ = writeln!(out, "verdict:  {}", e.verdict.line);
     out
 }
@@ -328,6 +361,8 @@ mod tests {
             pbo: Ok(pbo),
             placebo,
             walk_forward: Vec::new(),
+            walk_forward_search: Vec::new(),
+            walk_forward_search_oos: None,
             barrier_floor_mult: 1.2,
             verdict: none.clone(),
             verdict_before: none,
@@ -404,6 +439,35 @@ mod tests {
         e.walk_forward = vec![fold(1.0, false), fold(-3.0, false)];
         let before = verdict_before(&e);
         assert!(!before.evidence && before.line.contains("walk-forward mean Sharpe -1.00 <= 0"), "{}", before.line);
+    }
+
+    /// Walk-forward optimisation's out-of-sample PSR is a gate of its own when it ran.
+    #[test]
+    fn walk_forward_optimisation_gates_on_its_out_of_sample_psr() {
+        let mut e = evidence(0.99, 0.99, Some(placebo(19, 0.05)));
+        assert!(verdict(&e).evidence);
+        let fold = |returns: Vec<f64>| super::super::SearchFold {
+            fold: 1,
+            train: (0, 8),
+            valid: (8, 10),
+            test: (10, 10 + returns.len()),
+            study: "s.wfo-1".to_owned(),
+            trial: Some(3),
+            params: Default::default(),
+            valid_score: 1.0,
+            sharpe: 0.0,
+            total_return: 0.0,
+            returns,
+        };
+        let noise: Vec<f64> = (0..300).map(|i| if i % 2 == 0 { 0.01 } else { -0.0101 }).collect();
+        super::super::set_walk_forward_search(&mut e, vec![fold(noise.clone()), fold(noise)], 252.0);
+        assert_eq!(e.walk_forward_search_oos.as_ref().unwrap().n_obs, 600);
+        let v = verdict(&e);
+        assert!(!v.evidence && v.line.contains("walk-forward optimisation PSR"), "{}", v.line);
+        let skill: Vec<f64> = (0..300).map(|i| if i % 3 == 0 { -0.002 } else { 0.004 }).collect();
+        super::super::set_walk_forward_search(&mut e, vec![fold(skill)], 252.0);
+        let v = verdict(&e);
+        assert!(v.evidence && v.line.contains("walk-forward optimisation PSR 1.00"), "{}", v.line);
     }
 
     #[test]

@@ -93,6 +93,75 @@ pub fn walk_forward(
     Ok(out)
 }
 
+/// The data of walk-forward optimisation's search on one fold: the fold's `past` cut as the study's split
+/// cuts its bars (the last `valid / (train + valid)` share the validation part), features normalized on the
+/// training part, the fold's `test` bars as the test split.
+pub fn fold_search_data(
+    series: &Series,
+    past: std::ops::Range<usize>,
+    test: std::ops::Range<usize>,
+    sigma_span: usize,
+) -> Result<SplitData, Error> {
+    let (train_share, valid_share) = crate::train::DEFAULT_SPLIT;
+    let valid_len = ((past.len() as f64) * valid_share / (train_share + valid_share)).round() as usize;
+    let cut = past.end - valid_len.min(past.len());
+    if cut - past.start < 2 || past.end - cut < 2 {
+        return Err(Error::config(
+            "--walk-forward-search",
+            format!("a fold's past of {} bars leaves too few bars to train and validate on", past.len()),
+        ));
+    }
+    let split = Split { train: past.start..cut, valid: cut..past.end, test };
+    let prepared = Prepared::with_sigma_span(series, split.train.clone(), sigma_span)?;
+    Ok(SplitData {
+        train: prepared.market_data(split.train.clone())?,
+        valid: prepared.market_data(split.valid.clone())?,
+        test: prepared.market_data(split.test.clone())?,
+        split,
+    })
+}
+
+/// Fold `fold` of walk-forward optimisation after its search in `study` on `data`: the winner (the best
+/// complete trial by validation score) and its greedy policy's returns on the fold (its stored test
+/// actions, a policy trained on the fold's past only). A fold without a winner, or whose winner never
+/// traded, scores 0.
+pub fn search_fold(
+    backend: &Backend,
+    (study, name): (&crate::hyperopt::Study, &str),
+    data: &SplitData,
+    cfg: &SearchConfig,
+    fold: usize,
+    bars_per_year: f64,
+) -> Result<super::SearchFold, Error> {
+    let board = crate::hyperopt::ranking::study_leaderboard(study)?;
+    let best = board.into_iter().find(|t| t.status == "complete" && t.value.is_finite());
+    let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
+    let returns = match &best {
+        Some(t) => super::trial_returns(backend, study, std::slice::from_ref(t), data, &planner, true)?
+            .pop()
+            .map(|r| r.returns)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let bars = data.test.n_bars().saturating_sub(1);
+    let returns = if returns.len() == bars { returns } else { vec![0.0; bars] };
+    let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+    let range = |r: &std::ops::Range<usize>| (r.start, r.end);
+    Ok(super::SearchFold {
+        fold,
+        train: range(&data.split.train),
+        valid: range(&data.split.valid),
+        test: range(&data.split.test),
+        study: name.to_owned(),
+        trial: best.as_ref().map(|t| t.number),
+        params: best.as_ref().map(|t| t.params.clone()).unwrap_or_default(),
+        valid_score: best.as_ref().map_or(f64::NAN, |t| t.value),
+        sharpe: best.as_ref().map_or(0.0, |t| finite(t.test_sharpe)),
+        total_return: best.as_ref().map_or(0.0, |t| finite(t.test_return)),
+        returns,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,8 @@
 //!                       # stepped once; the budget's)
 //! placebo = 0           # placebo searches on surrogate bars (docs/EVIDENCE.md); >= 19 can show p <= 0.05
 //! walk_forward = 0      # anchored walk-forward folds of the best configuration (0: none)
+//! walk_forward_search = 0 # walk-forward optimisation: the whole search again on each of K anchored folds'
+//!                       # past, its winner tested on the fold (0: none)
 //! # artifacts = "DIR"   # an Optuna artifact store (FileSystemArtifactStore's layout) for every finished
 //! #                     # trial's checkpoint and test ledger; a relative path is each worker's own
 //!
@@ -222,6 +224,9 @@ pub struct StudyConfig {
     pub placebo: usize,
     /// Anchored walk-forward folds of the best configuration after the search (0: none).
     pub walk_forward: usize,
+    /// Walk-forward optimisation: anchored folds on each of which the whole search runs again on the fold's
+    /// past and its winner is tested on the fold (0: none).
+    pub walk_forward_search: usize,
     /// An Optuna artifact store (a folder, `FileSystemArtifactStore`'s layout) each finished trial's
     /// checkpoint and test ledger are uploaded to (`--artifacts` overrides it and, for a new study, is stored
     /// here as an absolute path).
@@ -256,6 +261,7 @@ impl Default for StudyConfig {
             max_runs: 3,
             placebo: 0,
             walk_forward: 0,
+            walk_forward_search: 0,
             artifacts: None,
         }
     }

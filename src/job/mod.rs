@@ -79,6 +79,10 @@ pub struct JobArgs {
     /// Retrain the best configuration on K anchored walk-forward folds and test it on each.
     #[arg(long)]
     pub walk_forward: Option<usize>,
+    /// Walk-forward optimisation: on K anchored folds of the bars after the validation split, run the whole
+    /// search again on each fold's past (study `NAME.wfo-K`) and test its winner on the fold.
+    #[arg(long, value_name = "K")]
+    pub walk_forward_search: Option<usize>,
     /// Report folder (default: `report/` in the study's folder, `STEM-NAME/` beside a SQLite study file).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -108,6 +112,7 @@ impl Default for JobArgs {
             seed: None,
             placebo: None,
             walk_forward: None,
+            walk_forward_search: None,
             study: None,
             storage: None,
             study_name: DEFAULT_STUDY_NAME.to_owned(),
@@ -175,6 +180,9 @@ impl JobArgs {
         if let Some(k) = self.walk_forward {
             cfg.study.walk_forward = k;
         }
+        if let Some(k) = self.walk_forward_search {
+            cfg.study.walk_forward_search = k;
+        }
         if let Some(dir) = &self.artifacts {
             // Stored as an absolute path, so a worker that joins from another folder (or host, with the
             // store on a shared mount) uploads to the same store without the flag.
@@ -196,6 +204,7 @@ impl JobArgs {
             || self.budget.is_some()
             || self.placebo.is_some()
             || self.walk_forward.is_some()
+            || self.walk_forward_search.is_some()
     }
 }
 
@@ -379,6 +388,10 @@ impl Job {
             )?;
             crate::evidence::set_walk_forward(&mut evidence, folds, bars_per_year);
         }
+        if self.cfg.study.walk_forward_search > 0 {
+            let folds = self.search_folds(backends, series, &data.split, bars_per_year, progress)?;
+            crate::evidence::set_walk_forward_search(&mut evidence, folds, bars_per_year);
+        }
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
         crate::evidence::record(&study, &evidence)?;
@@ -440,6 +453,50 @@ impl Job {
         }
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
         Ok(crate::evidence::PlaceboEvidence { p_value, searches })
+    }
+}
+
+impl Job {
+    /// Walk-forward optimisation: the K anchored folds of the bars after the validation split
+    /// ([`crate::evidence::walk::folds`]); on each, study `NAME.wfo-k` runs the whole search on the fold's
+    /// past (its last share, as the study's split has it, the validation part; features normalized on the
+    /// rest) with the fold's bars as its test split, created or continued; its winner (the best validation
+    /// score, chosen on the past only) is tested on the fold by its stored test actions.
+    fn search_folds(
+        &self,
+        backends: &[Backend],
+        series: &crate::data::Series,
+        split: &crate::data::splits::Split,
+        bars_per_year: f64,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
+        let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
+        let k = self.cfg.study.walk_forward_search;
+        let config_json =
+            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
+        let mut out = Vec::with_capacity(k);
+        for (j, (past, test)) in crate::evidence::walk::folds(split, series.bars.len(), k)?.into_iter().enumerate() {
+            progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
+            let data = crate::evidence::walk::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
+            let name = format!("{}.wfo-{}", self.name, j + 1);
+            let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
+            let paths = SearchPaths {
+                storage: self.storage.clone(),
+                study_name: name.clone(),
+                checkpoints: self.folder.join(format!("wfo-{}", j + 1)).join("checkpoints"),
+                artifacts: None,
+            };
+            run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
+            out.push(crate::evidence::walk::search_fold(
+                backend,
+                (&study, &name),
+                &data,
+                &self.cfg,
+                j + 1,
+                bars_per_year,
+            )?);
+        }
+        Ok(out)
     }
 }
 

@@ -555,7 +555,9 @@ class HyperoptRun:
     #: ``psr``, ``min_track_record``...; the test split deflated for one trial), ``baselines``
     #: (buy-and-hold's and flat's test Sharpe, the excess over buy-and-hold), ``spa_valid`` and
     #: ``spa_test`` (SPA's p-values, StepM's trials), ``pbo``, ``placebo`` (``p_value`` and each search),
-    #: ``walk_forward`` (one dict per fold) and ``walk_forward_unseen`` (their PSR).
+    #: ``walk_forward`` (one dict per fold) and ``walk_forward_unseen`` (their PSR), ``walk_forward_search``
+    #: (walk-forward optimisation's folds: winner, chosen parameters, out-of-sample result) and
+    #: ``walk_forward_search_oos`` (their concatenated PSR).
     evidence: Any = None
 
 
@@ -575,6 +577,7 @@ def hyperopt(
     seed: Optional[int] = None,
     placebo: Optional[int] = None,
     walk_forward: Optional[int] = None,
+    walk_forward_search: Optional[int] = None,
     study: Union[None, str, os.PathLike] = None,
     storage: Optional[str] = None,
     study_name: str = "tradesim",
@@ -600,7 +603,9 @@ def hyperopt(
     ``envs``, ``segment_len``, ``epochs``, ``parallel`` and DQN's gradient steps (on a GPU 1,048,576 env steps
     a trial, docs/CLI.md, "Budgets"); those keywords always win over it.
     ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
-    ``walk_forward=K`` retrains the best configuration on K anchored folds; the run's ``verdict`` and
+    ``walk_forward=K`` retrains the best configuration on K anchored folds, ``walk_forward_search=K`` runs the
+    whole search again on each of K anchored folds' past and tests its winner on the fold (walk-forward
+    optimisation: studies ``NAME.wfo-k`` in the same storage); the run's ``verdict`` and
     ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md). ``artifacts`` is an Optuna
     artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each
     finished trial's checkpoint and test ledger are uploaded there and linked to the trial, so
@@ -636,9 +641,10 @@ def hyperopt(
     if study is not None and storage is not None:
         raise ConfigError("study, storage: pass study (a SQLite path) or storage (a URL), not both")
     counts = {"trials": 1, "parallel": 1, "epochs": 1, "envs": 1, "segment_len": 1, "seed": 0, "placebo": 0,
-              "walk_forward": 0}
+              "walk_forward": 0, "walk_forward_search": 0}
     given = {"trials": trials, "parallel": parallel, "epochs": epochs, "envs": envs, "segment_len": segment_len,
-             "seed": seed, "placebo": placebo, "walk_forward": walk_forward}
+             "seed": seed, "placebo": placebo, "walk_forward": walk_forward,
+             "walk_forward_search": walk_forward_search}
     overrides: dict[str, Any] = {k: _whole(k, v, minimum=counts[k]) for k, v in given.items() if v is not None}
     if budget is not None:
         budget = _text("budget", budget)

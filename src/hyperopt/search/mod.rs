@@ -111,6 +111,13 @@ pub enum Progress {
         /// Folds.
         folds: usize,
     },
+    /// Walk-forward optimisation's search on fold `fold` (from 1) of `of` starts.
+    WalkForwardSearch {
+        /// The fold.
+        fold: usize,
+        /// Folds.
+        of: usize,
+    },
 }
 
 /// A claimed trial: number, parameters, and the trials finished when its number was issued.

@@ -38,10 +38,7 @@ pub(super) fn param(x: f64) -> String {
     }
 }
 
-/// Text made safe inside HTML elements.
-pub(super) fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
+pub(super) use crate::html::html_escape;
 
 #[cfg(test)]
 mod tests {
