@@ -19,16 +19,18 @@ fn points() -> &'static HashMap<String, u64> {
 const POINTS: [&str; 4] = ["prune", "finish", "refill", "report"];
 
 /// `NAME:N[,NAME:N]` (a point of [`POINTS`] once, N >= 1; empty: no point) as each point's aborting pass, or
-/// what is wrong with an entry.
-fn parse(text: &str) -> Result<HashMap<String, u64>, String> {
+/// a configuration error naming `TRADESIM_FAILPOINT` and the entry.
+fn parse(text: &str) -> Result<HashMap<String, u64>, crate::Error> {
     let mut points = HashMap::new();
+    let refuse = |why: String| crate::Error::config("TRADESIM_FAILPOINT", why);
     for entry in text.split(',').filter(|entry| !entry.trim().is_empty()) {
-        let expected = || format!("`{entry}`: expected NAME:N with NAME one of {} and N >= 1", POINTS.join(", "));
+        let expected =
+            || refuse(format!("`{entry}`: expected NAME:N with NAME one of {} and N >= 1", POINTS.join(", ")));
         let (name, n) = entry.split_once(':').ok_or_else(expected)?;
         let name = name.trim();
         let n = n.trim().parse::<u64>().ok().filter(|&n| n >= 1 && POINTS.contains(&name)).ok_or_else(expected)?;
         if points.insert(name.to_owned(), n).is_some() {
-            return Err(format!("`{entry}`: point {name} named twice"));
+            return Err(refuse(format!("`{entry}`: point {name} named twice")));
         }
     }
     Ok(points)
@@ -37,7 +39,7 @@ fn parse(text: &str) -> Result<HashMap<String, u64>, String> {
 /// Refuses a malformed `TRADESIM_FAILPOINT` (a test that sets one wrongly would otherwise run without it).
 pub fn check() -> Result<(), crate::Error> {
     match std::env::var("TRADESIM_FAILPOINT") {
-        Ok(text) => parse(&text).map(|_| ()).map_err(|why| crate::Error::config("TRADESIM_FAILPOINT", why)),
+        Ok(text) => parse(&text).map(|_| ()),
         Err(_) => Ok(()),
     }
 }
@@ -71,9 +73,9 @@ mod tests {
         assert_eq!((points["prune"], points["finish"], points.len()), (2, 1, 2));
         assert!(parse("").unwrap().is_empty());
         for bad in ["prune", "prune:x", "prune:0", ":3", "prune:2,finish", "finsh:1"] {
-            let why = parse(bad).unwrap_err();
+            let why = parse(bad).unwrap_err().to_string();
             assert!(why.contains("NAME:N"), "{bad}: {why}");
         }
-        assert!(parse("finish:1,finish:2").unwrap_err().contains("twice"));
+        assert!(parse("finish:1,finish:2").unwrap_err().to_string().contains("twice"));
     }
 }

@@ -58,33 +58,35 @@ pub fn placebo(series: &Series, seed: u64, index: u64) -> Result<Series, Error> 
     bars.push(first.clone());
     for t in 1..series.bars.len() {
         let mirror = mirrored(seed, index, t as u64);
-        let bar = surrogate_bar(&series.bars[t - 1], &series.bars[t], &bars[t - 1], mirror, scale)
-            .map_err(|what| refuse(t, what))?;
+        let bar =
+            surrogate_bar(&series.bars[t - 1], &series.bars[t], &bars[t - 1], mirror, scale, |what| refuse(t, what))?;
         bars.push(bar);
     }
     Ok(Series { symbol: series.symbol.clone(), bars })
 }
 
 /// Bar `bar` of the surrogate after its surrogate predecessor `prev_out` (whose original is `prev`), mirrored
-/// or kept, rounded to `scale` places; the error says which price overflowed or rounded to zero.
+/// or kept, rounded to `scale` places; the error (`refuse`'s, from what went wrong) says which price
+/// overflowed or rounded to zero.
 fn surrogate_bar(
     prev: &MarketBar,
     bar: &MarketBar,
     prev_out: &MarketBar,
     mirror: bool,
     scale: u32,
-) -> Result<MarketBar, String> {
+    refuse: impl Fn(String) -> Error,
+) -> Result<MarketBar, Error> {
     // `ratio(a, b)` is a / b for a kept bar and b / a for a mirrored one: the move's log changes sign.
     let ratio = |name: &str, a: Decimal, b: Decimal| {
         let (num, den) = if mirror { (b, a) } else { (a, b) };
-        num.checked_div(den).ok_or_else(|| format!("{name}: {num} / {den} overflows"))
+        num.checked_div(den).ok_or_else(|| refuse(format!("{name}: {num} / {den} overflows")))
     };
     let scaled = |name: &str, base: Decimal, r: Decimal| {
-        let v = base.checked_mul(r).ok_or_else(|| format!("{name}: {base} * {r} overflows"))?.round_dp(scale);
+        let v = base.checked_mul(r).ok_or_else(|| refuse(format!("{name}: {base} * {r} overflows")))?.round_dp(scale);
         if v > Decimal::ZERO {
             Ok(v)
         } else {
-            Err(format!("the surrogate's {name} rounds to {v} at {scale} decimal places"))
+            Err(refuse(format!("the surrogate's {name} rounds to {v} at {scale} decimal places")))
         }
     };
     let open = scaled("open", prev_out.close, ratio("open", bar.open, prev.close)?)?;

@@ -5,10 +5,7 @@ use std::fmt::Write;
 
 use super::stats::logit_histogram;
 use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PLACEBO_ALPHA, SPA_ALPHA};
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
+use crate::html::html_escape as escape;
 
 fn fixed(x: f64, places: usize) -> String {
     if x.is_finite() { format!("{x:.places$}") } else { "NaN".to_owned() }
@@ -148,7 +145,8 @@ pub fn section(e: &Evidence) -> String {
             );
         }
         Err(why) => {
-            let _ = write!(html, "<p>Probability of backtest overfitting not computed: {}.</p>", escape(why));
+            let _ =
+                write!(html, "<p>Probability of backtest overfitting not computed: {}.</p>", escape(&why.to_string()));
         }
     }
     match &e.placebo {
@@ -220,11 +218,11 @@ pub fn section(e: &Evidence) -> String {
                 f.test.0,
                 f.test.1,
                 f.trial.map_or("none".to_owned(), |t| format!("trial {t}")),
-                crate::html::html_escape(&f.study),
+                escape(&f.study),
                 fixed(f.valid_score, 3),
                 fixed(f.sharpe, 2),
                 fixed(100.0 * f.total_return, 2),
-                crate::html::html_escape(&super::params_line(&f.params))
+                escape(&super::params_line(&f.params))
             );
         }
         html += "</table>";

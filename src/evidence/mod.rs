@@ -89,7 +89,7 @@ pub fn record(study: &Study, e: &Evidence) -> Result<(), Error> {
 pub fn to_json(e: &Evidence) -> serde_json::Value {
     let mut v = serde_json::to_value(e).unwrap_or(serde_json::Value::Null);
     if let (Some(obj), Err(why)) = (v.as_object_mut(), &e.pbo) {
-        obj.insert("pbo".to_owned(), serde_json::json!({ "error": why }));
+        obj.insert("pbo".to_owned(), serde_json::json!({ "error": why.to_string() }));
     }
     if let (Some(obj), Ok(p)) = (v.as_object_mut(), &e.pbo) {
         let hist: Vec<serde_json::Value> = stats::logit_histogram(&p.logits, 20)
@@ -210,6 +210,17 @@ pub struct Fold {
     pub returns: Vec<f64>,
 }
 
+/// Why PBO was not computed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PboUnavailable {
+    /// Fewer than two trials have validation returns.
+    #[error("{0} trial(s) with validation returns: CSCV needs at least 2")]
+    TooFewTrials(usize),
+    /// CSCV refused the matrix (its message).
+    #[error("{0}")]
+    Cscv(String),
+}
+
 /// One fold of walk-forward optimisation: the whole search run again on the fold's past, its winner
 /// (chosen on the past's validation part) tested on the fold's bars.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -296,7 +307,8 @@ pub struct Evidence {
     /// The PSR of the walk-forward folds' concatenated per-bar returns on bars the search never saw.
     pub walk_forward_unseen: Option<SharpeEvidence>,
     /// PBO over the trials' validation returns, or why it could not be computed.
-    pub pbo: Result<PboEvidence, String>,
+    #[serde(skip)]
+    pub pbo: Result<PboEvidence, PboUnavailable>,
     /// The placebo searches (none when `placebo = 0`).
     pub placebo: Option<PlaceboEvidence>,
     /// The walk-forward folds (none when `walk_forward = 0`).
@@ -526,9 +538,9 @@ pub fn set_walk_forward_search(e: &mut Evidence, folds: Vec<SearchFold>, bars_pe
 }
 
 /// PBO by CSCV over the trials' validation returns ([`PBO_BLOCKS`] blocks, fewer when the bars are few).
-fn pbo_of(valid: &[TrialReturns]) -> Result<PboEvidence, String> {
+fn pbo_of(valid: &[TrialReturns]) -> Result<PboEvidence, PboUnavailable> {
     if valid.len() < 2 {
-        return Err(format!("{} trial(s) with validation returns: CSCV needs at least 2", valid.len()));
+        return Err(PboUnavailable::TooFewTrials(valid.len()));
     }
     let bars = valid[0].returns.len();
     let mut blocks = PBO_BLOCKS;
@@ -536,7 +548,7 @@ fn pbo_of(valid: &[TrialReturns]) -> Result<PboEvidence, String> {
         blocks -= 2;
     }
     let matrix: Vec<f64> = valid.iter().flat_map(|t| t.returns.iter().copied()).collect();
-    let r = stats::pbo_cscv(&matrix, valid.len(), bars, blocks).map_err(|e| e.to_string())?;
+    let r = stats::pbo_cscv(&matrix, valid.len(), bars, blocks).map_err(|e| PboUnavailable::Cscv(e.to_string()))?;
     Ok(PboEvidence {
         pbo: r.pbo,
         trials: valid.len(),

@@ -266,7 +266,12 @@ impl Db {
                         }
                     }
                 }
-                let tls = tls.with_environment().resolve().map_err(|e| Error::Study(format!("{storage}: {e}")))?;
+                // The options are the storage URL's (or PGSSLMODE's): refused as configuration, naming the
+                // storage (its password masked).
+                let tls = tls.with_environment().resolve().map_err(|e| match e {
+                    Error::Config { message, .. } => Error::config(storage.to_string(), message),
+                    e => e,
+                })?;
                 config.ssl_mode(tls.negotiate);
                 let client = config.connect(tls.connector.clone()).map_err(|e| {
                     let why = tls.explain(&e, host).unwrap_or_else(|| pg_err(e).to_string());

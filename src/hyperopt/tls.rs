@@ -24,6 +24,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::Error;
+
 /// libpq's `sslmode` values tradesim supports (`allow`, plain first and TLS on refusal, is not one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
@@ -41,17 +43,20 @@ pub enum SslMode {
 
 impl SslMode {
     /// Parses a `sslmode` value.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub fn parse(value: &str) -> Result<Self, Error> {
         Ok(match value {
             "disable" => Self::Disable,
             "prefer" => Self::Prefer,
             "require" => Self::Require,
             "verify-ca" => Self::VerifyCa,
             "verify-full" => Self::VerifyFull,
-            "allow" => return Err("sslmode `allow` is not supported: use prefer, or disable".to_owned()),
+            "allow" => {
+                return Err(Error::config("sslmode", "sslmode `allow` is not supported: use prefer, or disable"));
+            }
             _ => {
-                return Err(format!(
-                    "sslmode `{value}` is not one of disable, prefer, require, verify-ca, verify-full"
+                return Err(Error::config(
+                    "sslmode",
+                    format!("sslmode `{value}` is not one of disable, prefer, require, verify-ca, verify-full"),
                 ));
             }
         })
@@ -100,14 +105,14 @@ impl TlsOptions {
     }
 
     /// The TLS these options mean (libpq's rules; errors say why, naming the option).
-    pub fn resolve(&self) -> Result<Tls, String> {
+    pub fn resolve(&self) -> Result<Tls, Error> {
         let asked = self.mode.as_deref().map(SslMode::parse).transpose()?;
         let system = self.rootcert.as_deref() == Some("system");
         let mode = match asked {
             Some(m) if system && m != SslMode::VerifyFull => {
-                return Err(format!(
-                    "sslmode `{}` may not be used with sslrootcert=system (use verify-full)",
-                    m.name()
+                return Err(Error::config(
+                    "sslmode",
+                    format!("sslmode `{}` may not be used with sslrootcert=system (use verify-full)", m.name()),
                 ));
             }
             Some(m) => m,
@@ -130,12 +135,15 @@ impl TlsOptions {
                 Some(f) => Some((format!("`{}`", f.display()), file_roots(&f)?)),
                 None => {
                     let f = default_file().unwrap_or_else(|| PathBuf::from("~/.postgresql/root.crt"));
-                    return Err(format!(
-                        "sslmode `{}` needs root certificates: root certificate file `{}` does not exist; give \
-                         sslrootcert=FILE, use the system's trusted roots with sslrootcert=system, or choose \
-                         sslmode=require to connect without verifying the server",
-                        mode.name(),
-                        f.display()
+                    return Err(Error::config(
+                        "sslrootcert",
+                        format!(
+                            "sslmode `{}` needs root certificates: root certificate file `{}` does not exist; give \
+                             sslrootcert=FILE, use the system's trusted roots with sslrootcert=system, or choose \
+                             sslmode=require to connect without verifying the server",
+                            mode.name(),
+                            f.display()
+                        ),
                     ));
                 }
             },
@@ -145,7 +153,7 @@ impl TlsOptions {
             Some((_, store)) => {
                 let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store.clone()), provider.clone())
                     .build()
-                    .map_err(|e| format!("root certificates: {e}"))?;
+                    .map_err(|e| Error::config("sslrootcert", format!("root certificates: {e}")))?;
                 if mode == SslMode::VerifyFull {
                     webpki
                 } else {
@@ -155,7 +163,7 @@ impl TlsOptions {
         };
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
+            .map_err(|e| Error::config("sslmode", format!("TLS: {e}")))?
             .dangerous()
             .with_custom_certificate_verifier(verifier)
             .with_no_client_auth();
@@ -221,30 +229,34 @@ fn rustls_cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a 
 }
 
 /// The certificates of a PEM file as roots.
-fn file_roots(file: &Path) -> Result<RootCertStore, String> {
+fn file_roots(file: &Path) -> Result<RootCertStore, Error> {
     let name = file.display();
-    let bytes = std::fs::read(file).map_err(|e| format!("sslrootcert `{name}`: {e}"))?;
+    let refuse = |why: String| Error::config("sslrootcert", format!("sslrootcert `{name}`: {why}"));
+    let bytes = std::fs::read(file).map_err(|e| refuse(e.to_string()))?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("sslrootcert `{name}`: not PEM certificates: {e}"))?;
+        .map_err(|e| refuse(format!("not PEM certificates: {e}")))?;
     if certs.is_empty() {
-        return Err(format!("sslrootcert `{name}`: no certificate in the file"));
+        return Err(refuse("no certificate in the file".to_owned()));
     }
     let mut store = RootCertStore::empty();
     for (i, cert) in certs.into_iter().enumerate() {
-        store.add(cert).map_err(|e| format!("sslrootcert `{name}`: certificate {}: {e}", i + 1))?;
+        store.add(cert).map_err(|e| refuse(format!("certificate {}: {e}", i + 1)))?;
     }
     Ok(store)
 }
 
 /// The operating system's trusted roots.
-fn system_roots() -> Result<RootCertStore, String> {
+fn system_roots() -> Result<RootCertStore, Error> {
     let found = rustls_native_certs::load_native_certs();
     let mut store = RootCertStore::empty();
     store.add_parsable_certificates(found.certs);
     if store.is_empty() {
         let why: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-        return Err(format!("sslrootcert=system: no trusted root certificates found ({})", why.join("; ")));
+        return Err(Error::config(
+            "sslrootcert",
+            format!("sslrootcert=system: no trusted root certificates found ({})", why.join("; ")),
+        ));
     }
     Ok(store)
 }
@@ -317,23 +329,23 @@ mod tests {
         assert_eq!(require.negotiate, postgres::config::SslMode::Require);
         let e = options(Some("verify-full"), Some("system")).resolve().err();
         // The system's roots either load (verify-full) or the error says there are none.
-        assert!(e.as_ref().is_none_or(|e| e.contains("sslrootcert=system")), "{e:?}");
-        let weak = options(Some("require"), Some("system")).resolve().err().unwrap();
+        assert!(e.as_ref().is_none_or(|e| e.to_string().contains("sslrootcert=system")), "{e:?}");
+        let weak = options(Some("require"), Some("system")).resolve().err().unwrap().to_string();
         assert!(weak.contains("may not be used with sslrootcert=system"), "{weak}");
-        let bad = options(Some("verify"), None).resolve().err().unwrap();
+        let bad = options(Some("verify"), None).resolve().err().unwrap().to_string();
         assert!(bad.contains("sslmode `verify` is not one of"), "{bad}");
-        assert!(options(Some("allow"), None).resolve().err().unwrap().contains("not supported"));
+        assert!(options(Some("allow"), None).resolve().err().unwrap().to_string().contains("not supported"));
     }
 
     #[test]
     fn a_missing_or_empty_root_file_is_named() {
-        let missing = options(Some("verify-ca"), Some("/nonexistent/ca.pem")).resolve().err().unwrap();
+        let missing = options(Some("verify-ca"), Some("/nonexistent/ca.pem")).resolve().err().unwrap().to_string();
         assert!(missing.contains("sslrootcert `/nonexistent/ca.pem`"), "{missing}");
         let dir = std::env::temp_dir().join(format!("tradesim-tls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let empty = dir.join("empty.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
-        let e = options(Some("verify-full"), empty.to_str()).resolve().err().unwrap();
+        let e = options(Some("verify-full"), empty.to_str()).resolve().err().unwrap().to_string();
         assert!(e.contains("no certificate in the file"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::Error;
 use crate::hyperopt::config::{Dimension, is_integer};
 
 pub(super) fn nan_to_null(x: f64) -> Option<f64> {
@@ -62,17 +63,20 @@ pub(super) fn distribution(space: &BTreeMap<String, Dimension>, name: &str, valu
     }
 }
 
-/// The parameter value stored under a distribution (the choice at the index for a categorical).
-pub(super) fn param_value(stored: f64, distribution: &str) -> Result<f64, String> {
-    let d: Value = serde_json::from_str(distribution).map_err(|e| format!("distribution JSON: {e}"))?;
+/// The parameter value stored under a distribution (the choice at the index for a categorical); the error
+/// says what tradesim cannot read (the caller names the trial and the parameter).
+pub(super) fn param_value(stored: f64, distribution: &str) -> Result<f64, Error> {
+    let bad = |why: String| Error::Study(why);
+    let d: Value = serde_json::from_str(distribution).map_err(|e| bad(format!("distribution JSON: {e}")))?;
     match d["name"].as_str() {
         Some("CategoricalDistribution") => {
             let choices =
-                d["attributes"]["choices"].as_array().ok_or_else(|| "categorical without choices".to_owned())?;
-            let choice = choices.get(stored as usize).ok_or_else(|| format!("choice index {stored} out of range"))?;
-            choice.as_f64().ok_or_else(|| format!("choice {choice} is not a number"))
+                d["attributes"]["choices"].as_array().ok_or_else(|| bad("categorical without choices".to_owned()))?;
+            let choice =
+                choices.get(stored as usize).ok_or_else(|| bad(format!("choice index {stored} out of range")))?;
+            choice.as_f64().ok_or_else(|| bad(format!("choice {choice} is not a number")))
         }
         Some("FloatDistribution" | "IntDistribution") => Ok(stored),
-        _ => Err(format!("unknown distribution {distribution}")),
+        _ => Err(bad(format!("unknown distribution {distribution}"))),
     }
 }

@@ -166,7 +166,10 @@ impl Study {
                     }
                     // Another Optuna worker's parameter tradesim cannot use (a text choice, say) is left out.
                     Err(_) if !ours => {}
-                    Err(e) => return Err(Error::Study(format!("trial {number}: stored parameters: {name}: {e}"))),
+                    Err(Error::Study(e)) => {
+                        return Err(Error::Study(format!("trial {number}: stored parameters: {name}: {e}")));
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             let process = attr(&system, "tradesim_worker_process").and_then(|v| serde_json::from_value(v).ok());
