@@ -10,7 +10,7 @@ pub mod html;
 pub mod spa;
 pub mod stats;
 mod verdict;
-pub mod walk;
+pub mod walk_forward;
 
 pub use verdict::{summary_text, verdict, verdict_before};
 

@@ -376,7 +376,7 @@ impl Job {
         }
         if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, best) {
             progress(&Progress::WalkForward { folds: k })?;
-            let folds = crate::evidence::walk::walk_forward(
+            let folds = crate::evidence::walk_forward::walk_forward(
                 backend,
                 series,
                 &data.split,
@@ -458,7 +458,7 @@ impl Job {
 
 impl Job {
     /// Walk-forward optimisation: the K anchored folds of the bars after the validation split
-    /// ([`crate::evidence::walk::folds`]); on each, study `NAME.wfo-k` runs the whole search on the fold's
+    /// ([`crate::evidence::walk_forward::folds`]); on each, study `NAME.wfo-k` runs the whole search on the fold's
     /// past (its last share, as the study's split has it, the validation part; features normalized on the
     /// rest) with the fold's bars as its test split, created or continued; its winner (the best validation
     /// score, chosen on the past only) is tested on the fold by its stored test actions.
@@ -475,9 +475,11 @@ impl Job {
         let config_json =
             serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
         let mut out = Vec::with_capacity(k);
-        for (j, (past, test)) in crate::evidence::walk::folds(split, series.bars.len(), k)?.into_iter().enumerate() {
+        for (j, (past, test)) in
+            crate::evidence::walk_forward::folds(split, series.bars.len(), k)?.into_iter().enumerate()
+        {
             progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
-            let data = crate::evidence::walk::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
+            let data = crate::evidence::walk_forward::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
             let name = format!("{}.wfo-{}", self.name, j + 1);
             let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
             let paths = SearchPaths {
@@ -487,7 +489,7 @@ impl Job {
                 artifacts: None,
             };
             run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
-            out.push(crate::evidence::walk::search_fold(
+            out.push(crate::evidence::walk_forward::search_fold(
                 backend,
                 (&study, &name),
                 &data,

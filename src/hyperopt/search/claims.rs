@@ -53,7 +53,7 @@ pub(super) fn end_tick(t: &TrialRecord, start: usize, epochs: usize) -> usize {
 /// New trials sampled for a claim before it takes the study's lock: the number they were sampled for
 /// (TPE's draws are keyed by it), their parameters, and the finished trials they were sampled from (their
 /// recorded history).
-pub(super) struct Plan {
+pub(super) struct Sampled {
     first: u64,
     draws: Vec<Params>,
     seen: Vec<u64>,
@@ -69,12 +69,12 @@ fn next_number(trials: &[TrialRecord], claimed: &HashSet<u64>) -> u64 {
 /// Samples up to `n` new trials from `trials` (TPE over the finished ones, [`fitted`] bounding what it fits,
 /// and with the constant liar every unfinished one and each trial sampled before it here), numbered after
 /// every trial and claim. No database access: a claim samples from its snapshot outside the lock.
-pub(super) fn plan_new(
+pub(super) fn sample_new(
     cfg: &SearchConfig,
     trials: &[TrialRecord],
     claimed: &HashSet<u64>,
     n: usize,
-) -> Result<Plan, Error> {
+) -> Result<Sampled, Error> {
     let s = &cfg.study;
     let epochs = s.epochs as u64;
     let opts = TpeOptions::from(s);
@@ -110,17 +110,17 @@ pub(super) fn plan_new(
         }
         draws.push(params);
     }
-    Ok(Plan { first, draws, seen, total: s.trials })
+    Ok(Sampled { first, draws, seen, total: s.trials })
 }
 
-/// Starts the first `n` trials of `plan` inside the caller's transaction, which holds the study's lock,
-/// each placed by `place(first, i)`. When another claim took the plan's numbers since it was sampled, the
-/// plan is `renumber`ed after it, unless a trial claimed since has parameters equal to one of its draws
+/// Starts the first `n` trials of `sampled` inside the caller's transaction, which holds the study's lock,
+/// each placed by `place(first, i)`. When another claim took the sampled's numbers since it was sampled, the
+/// sampled is `renumber`ed after it, unless a trial claimed since has parameters equal to one of its draws
 /// (another worker that sampled the same numbers from the same snapshot drew the same points): then, or
 /// without `renumber`, `None`. Returns the claims.
-pub(super) fn start_planned(
+pub(super) fn start_sampled(
     study: &Study,
-    plan: &Plan,
+    sampled: &Sampled,
     trials: &[TrialRecord],
     claimed: &HashSet<u64>,
     n: usize,
@@ -128,29 +128,29 @@ pub(super) fn start_planned(
     place: impl Fn(u64, usize) -> Place,
 ) -> Result<Option<Vec<(Claim, Place)>>, Error> {
     let first = next_number(trials, claimed);
-    if first != plan.first {
-        let since = trials.iter().filter(|t| t.number >= plan.first);
-        let drawn_twice = || since.clone().any(|t| plan.draws.iter().take(n).any(|d| *d == t.params));
+    if first != sampled.first {
+        let since = trials.iter().filter(|t| t.number >= sampled.first);
+        let drawn_twice = || since.clone().any(|t| sampled.draws.iter().take(n).any(|d| *d == t.params));
         if !renumber || drawn_twice() {
             return Ok(None);
         }
     }
-    // The plan was sampled before the lock: trials other workers started since count against the study's
-    // total, so a plan near the end of the study starts only what is left.
-    let left = plan.total.saturating_sub(trials.iter().filter(|t| t.ours).count());
+    // The sampled was sampled before the lock: trials other workers started since count against the study's
+    // total, so a sampled near the end of the study starts only what is left.
+    let left = sampled.total.saturating_sub(trials.iter().filter(|t| t.ours).count());
     let mut out = Vec::new();
-    for (i, params) in plan.draws.iter().take(n.min(left)).enumerate() {
+    for (i, params) in sampled.draws.iter().take(n.min(left)).enumerate() {
         let number = first + i as u64;
-        study.start(number, params, &plan.seen)?;
+        study.start(number, params, &sampled.seen)?;
         let at = place(first, i);
         study.place(number, at)?;
-        out.push(((number, params.clone(), plan.seen.clone()), at));
+        out.push(((number, params.clone(), sampled.seen.clone()), at));
     }
     Ok(Some(out))
 }
 
-/// Samples and starts up to `n` new trials inside the caller's transaction ([`plan_new`] over `trials`,
-/// then [`start_planned`]): the fallback of a claim whose plan went stale.
+/// Samples and starts up to `n` new trials inside the caller's transaction ([`sample_new`] over `trials`,
+/// then [`start_sampled`]): the fallback of a claim whose sampled went stale.
 pub(super) fn start_new(
     study: &Study,
     cfg: &SearchConfig,
@@ -159,8 +159,8 @@ pub(super) fn start_new(
     n: usize,
     place: impl Fn(u64, usize) -> Place,
 ) -> Result<Vec<(Claim, Place)>, Error> {
-    let plan = plan_new(cfg, trials, claimed, n)?;
-    Ok(start_planned(study, &plan, trials, claimed, n, false, place)?.unwrap_or_default())
+    let sampled = sample_new(cfg, trials, claimed, n)?;
+    Ok(start_sampled(study, &sampled, trials, claimed, n, false, place)?.unwrap_or_default())
 }
 
 /// The batch a resumed search continues when no trial of it is left to restart: the batch of tradesim's
@@ -205,11 +205,11 @@ pub(super) fn continued(
 /// refills and samples where and what the uninterrupted one did. (Trials recorded without a place, by an
 /// older version, restart together at epoch 0 of a new batch.) Otherwise new trials, up to `parallel`,
 /// sampled from the finished trials of this handle's snapshot, which become their recorded history. The
-/// sampling happens before the transaction, from the snapshot refreshed then ([`plan_new`]); under the lock
-/// the claim refreshes the snapshot again (the rows added since) and only numbers and inserts the planned
+/// sampling happens before the transaction, from the snapshot refreshed then ([`sample_new`]); under the lock
+/// the claim refreshes the snapshot again (the rows added since) and only numbers and inserts the sampled
 /// trials; when another claim took their numbers meanwhile they are numbered after it, unless that would
-/// repeat another claim's draws ([`start_planned`]): then it samples again outside the lock, and after
-/// [`PLAN_TRIES`] such plans inside it. Trials of other Optuna workers are left alone (their numbers
+/// repeat another claim's draws ([`start_sampled`]): then it samples again outside the lock, and after
+/// [`SAMPLE_TRIES`] such samples inside it. Trials of other Optuna workers are left alone (their numbers
 /// are skipped).
 pub(super) fn next_batch(
     study: &Study,
@@ -219,8 +219,8 @@ pub(super) fn next_batch(
 ) -> Result<Claimed, Error> {
     for attempt in 1.. {
         study.refresh(false)?;
-        let plan = plan_new(cfg, &study.snapshot(), claimed, cfg.study.parallel)?;
-        if let Some(c) = claim_batch(study, cfg, claimed, me, &plan, attempt >= PLAN_TRIES)? {
+        let sampled = sample_new(cfg, &study.snapshot(), claimed, cfg.study.parallel)?;
+        if let Some(c) = claim_batch(study, cfg, claimed, me, &sampled, attempt >= SAMPLE_TRIES)? {
             claimed.extend(c.batch.runs.iter().map(|r| r.0.0));
             return Ok(c);
         }
@@ -228,16 +228,16 @@ pub(super) fn next_batch(
     unreachable!("the last try samples under the lock")
 }
 
-/// How many plans a claim samples outside the lock before it samples under it.
-pub(super) const PLAN_TRIES: usize = 3;
+/// How many samples a claim samples outside the lock before it samples under it.
+pub(super) const SAMPLE_TRIES: usize = 3;
 
-/// [`next_batch`]'s transaction: `None` when `plan` went stale and `last` is not set (nothing claimed).
+/// [`next_batch`]'s transaction: `None` when `sampled` went stale and `last` is not set (nothing claimed).
 fn claim_batch(
     study: &Study,
     cfg: &SearchConfig,
     claimed: &HashSet<u64>,
     me: &Worker,
-    plan: &Plan,
+    sampled: &Sampled,
     last: bool,
 ) -> Result<Option<Claimed>, Error> {
     let s = &cfg.study;
@@ -305,7 +305,7 @@ fn claim_batch(
                 Some((id, _, tick)) => Place { batch: id, slot, tick },
                 None => Place { batch: first, slot, tick: 0 },
             };
-            batch.runs = match start_planned(study, plan, trials, claimed, n, true, place)? {
+            batch.runs = match start_sampled(study, sampled, trials, claimed, n, true, place)? {
                 Some(runs) => runs,
                 None if last => start_new(study, cfg, trials, claimed, n, place)?,
                 None => return Ok(None),
@@ -410,7 +410,7 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A plan sampled before another worker claimed is stale under the lock (its numbers are taken): it is
+    /// A sampled sampled before another worker claimed is stale under the lock (its numbers are taken): it is
     /// not inserted, and the next claim numbers its trials after the other worker's.
     #[test]
     fn a_stale_plan_is_sampled_again() {
@@ -422,8 +422,8 @@ mod tests {
         let path = StorageUrl::Sqlite(dir.join("stale.sqlite"));
         let two = Study::reopen(&path, "s").unwrap();
         one.refresh(false).unwrap();
-        let plan = plan_new(&cfg, &one.snapshot(), &HashSet::new(), 4).unwrap();
-        assert_eq!((plan.first, plan.draws.len()), (0, 4));
+        let sampled = sample_new(&cfg, &one.snapshot(), &HashSet::new(), 4).unwrap();
+        assert_eq!((sampled.first, sampled.draws.len()), (0, 4));
         let other = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
         assert_eq!(other.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
         let started = one
@@ -432,12 +432,12 @@ mod tests {
                 one.refresh(true)?;
                 let place = |f, slot| Place { batch: f, slot, tick: 0 };
                 let trials = one.snapshot();
-                // Renumbered, the plan would repeat the other worker's draws (same numbers, same snapshot).
-                assert!(start_planned(&one, &plan, &trials, &HashSet::new(), 4, true, place)?.is_none());
-                start_planned(&one, &plan, &trials, &HashSet::new(), 4, false, place)
+                // Renumbered, the sampled would repeat the other worker's draws (same numbers, same snapshot).
+                assert!(start_sampled(&one, &sampled, &trials, &HashSet::new(), 4, true, place)?.is_none());
+                start_sampled(&one, &sampled, &trials, &HashSet::new(), 4, false, place)
             })
             .unwrap();
-        assert!(started.is_none(), "the plan's numbers were taken");
+        assert!(started.is_none(), "the sampled's numbers were taken");
         let mine = next_batch(&one, &cfg, &mut HashSet::new(), &me).unwrap();
         assert_eq!(mine.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [4, 5, 6, 7]);
         let numbers: Vec<u64> = one.trials().unwrap().iter().map(|t| t.number).collect();
@@ -445,7 +445,7 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// Near the end of a study a plan sampled before the lock, renumbered after another worker's claim,
+    /// Near the end of a study a sampled sampled before the lock, renumbered after another worker's claim,
     /// starts only the trials left: two workers planning the last 2 of 6 trials each never make 8.
     #[test]
     fn a_renumbered_plan_stops_at_the_studys_trials() {
@@ -458,11 +458,11 @@ mod tests {
         let two = Study::reopen(&StorageUrl::Sqlite(dir.join("total.sqlite")), "s").unwrap();
         let first = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
         assert_eq!(first.batch.runs.len(), 4);
-        // This worker plans while trials 0-3 run (random draws); the other claims after they finished (TPE's
-        // draws): the plans differ, so this one is renumbered rather than refused as a repeat.
+        // This worker samples while trials 0-3 run (random draws); the other claims after they finished (TPE's
+        // draws): the samples differ, so this one is renumbered rather than refused as a repeat.
         one.refresh(false).unwrap();
-        let plan = plan_new(&cfg, &one.snapshot(), &HashSet::new(), 2).unwrap();
-        assert_eq!((plan.first, plan.draws.len()), (4, 2));
+        let sampled = sample_new(&cfg, &one.snapshot(), &HashSet::new(), 2).unwrap();
+        assert_eq!((sampled.first, sampled.draws.len()), (4, 2));
         for (n, p, _) in first.batch.runs.iter().map(|r| &r.0) {
             two.finish(*n, value(p), 0.0, 0.0, &[], "c").unwrap();
         }
@@ -473,7 +473,7 @@ mod tests {
                 one.lock()?;
                 one.refresh(true)?;
                 let place = |f, slot| Place { batch: f, slot, tick: 0 };
-                start_planned(&one, &plan, &one.snapshot(), &HashSet::new(), 2, true, place)
+                start_sampled(&one, &sampled, &one.snapshot(), &HashSet::new(), 2, true, place)
             })
             .unwrap();
         assert_eq!(started.map(|s| s.len()), Some(0), "nothing is left to start");

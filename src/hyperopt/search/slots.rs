@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::Claim;
-use super::claims::{Batch, PLAN_TRIES, Plan, plan_new, start_new, start_planned};
+use super::claims::{Batch, SAMPLE_TRIES, Sampled, sample_new, start_new, start_sampled};
 use super::{Progress, SearchPaths, check_beating, objective, should_prune};
 use crate::Error;
 use crate::TrialParams;
@@ -167,10 +167,10 @@ impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSl
                 // Sampled from the snapshot before the lock; under it only numbered and inserted (the
                 // claim's own doc, `next_batch`, says when it samples again).
                 let mut new = None;
-                for attempt in 1..=PLAN_TRIES {
+                for attempt in 1..=SAMPLE_TRIES {
                     study.refresh(false)?;
-                    let plan = plan_new(cfg, &study.snapshot(), &claimed, 1)?;
-                    new = self.refill(&plan, &claimed, slot, at, attempt == PLAN_TRIES)?;
+                    let sampled = sample_new(cfg, &study.snapshot(), &claimed, 1)?;
+                    new = self.refill(&sampled, &claimed, slot, at, attempt == SAMPLE_TRIES)?;
                     if new.is_some() {
                         break;
                     }
@@ -242,11 +242,11 @@ impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSl
 }
 
 impl<F> SearchSlots<'_, F> {
-    /// A refill's transaction: starts `plan`'s trial in `slot` at the batch's epoch `at` (`None` when the
-    /// plan went stale and `last` is not set; empty when another process took over this batch from here).
+    /// A refill's transaction: starts `sampled`'s trial in `slot` at the batch's epoch `at` (`None` when the
+    /// sampled went stale and `last` is not set; empty when another process took over this batch from here).
     pub(super) fn refill(
         &self,
-        plan: &Plan,
+        sampled: &Sampled,
         claimed: &HashSet<u64>,
         slot: usize,
         at: usize,
@@ -265,7 +265,7 @@ impl<F> SearchSlots<'_, F> {
                 return Ok(Some(Vec::new()));
             }
             let place = |_, _| Place { batch: id, slot, tick: at };
-            let new = match start_planned(study, plan, &trials, claimed, 1, true, place)? {
+            let new = match start_sampled(study, sampled, &trials, claimed, 1, true, place)? {
                 Some(new) => new,
                 None if last => start_new(study, self.cfg, &trials, claimed, 1, place)?,
                 None => return Ok(None),
