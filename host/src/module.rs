@@ -57,6 +57,16 @@ impl<'a> Modules<'a> {
         let ptx = *self.ptx.iter().find(|p| ptx_sm(p).is_some_and(|sm| sm <= device_sm)).or(self.ptx.last())?;
         Some(Choice { cubin: self.cubins.iter().find(|c| c.runs_on(cc)).copied(), ptx })
     }
+
+    /// Why a device of compute capability `cc` gets none of the cubins (none runs on it); `None` where there
+    /// are none or one runs.
+    pub fn no_cubin_reason(&self, (major, minor): (i32, i32)) -> Option<String> {
+        if self.cubins.is_empty() || self.cubins.iter().any(|c| c.runs_on((major, minor))) {
+            return None;
+        }
+        let built: Vec<&str> = self.cubins.iter().map(|c| c.arch).collect();
+        Some(format!("no cubin for compute capability {major}.{minor}: built for {}", built.join(", ")))
+    }
 }
 
 /// The number of a PTX module's `sm_NN` target (80 for `sm_80`, 90 for `sm_90a`).
@@ -123,14 +133,6 @@ impl fmt::Display for ModuleLoad {
     }
 }
 
-/// Why a device with compute capability `cc` gets no cubin from `cubins` (none of them runs on it).
-pub(crate) fn no_cubin_for(cubins: &[Cubin<'_>], (major, minor): (i32, i32)) -> Option<String> {
-    (!cubins.is_empty()).then(|| {
-        let built: Vec<&str> = cubins.iter().map(|c| c.arch).collect();
-        format!("no cubin for compute capability {major}.{minor}: built for {}", built.join(", "))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,9 +188,9 @@ mod tests {
 
     #[test]
     fn the_load_says_how_the_module_was_obtained_and_how_long_it_took() {
-        let cubin =
+        let loaded =
             ModuleLoad { source: ModuleSource::Cubin { arch: "sm_90".into() }, seconds: 0.0412, no_cubin: None };
-        assert_eq!(cubin.to_string(), "cubin for sm_90, built at build time; loaded in 0.041 s");
+        assert_eq!(loaded.to_string(), "cubin for sm_90, built at build time; loaded in 0.041 s");
         let refused = ModuleLoad {
             source: ModuleSource::Ptx { target: "sm_90".into() },
             seconds: 6.2,
@@ -199,10 +201,13 @@ mod tests {
             "PTX for sm_90, JIT-compiled by the driver (or taken from its cache); loaded in 6.200 s \
              (the sm_90 cubin did not load: bad image)"
         );
+        let cubins = [cubin("sm_90")];
+        let built = Modules { ptx: &[PTX_90], cubins: &cubins };
         assert_eq!(
-            no_cubin_for(&[super::Cubin { arch: "sm_90", image: IMAGE }], (10, 0)).as_deref(),
+            built.no_cubin_reason((10, 0)).as_deref(),
             Some("no cubin for compute capability 10.0: built for sm_90")
         );
-        assert_eq!(no_cubin_for(&[], (10, 0)), None);
+        assert_eq!(built.no_cubin_reason((9, 0)), None);
+        assert_eq!(Modules::ptx(&[PTX_90]).no_cubin_reason((10, 0)), None);
     }
 }

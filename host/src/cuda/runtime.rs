@@ -10,7 +10,7 @@ use cudarc::nvrtc::Ptx;
 use gpu_kernels::kernel_names::{self, KernelOptions};
 
 use crate::HostError;
-use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, no_cubin_for, ptx_target};
+use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
 
 /// A kernel of the module: its function and its name (launch errors and profiles name it).
 #[derive(Debug)]
@@ -279,11 +279,7 @@ fn load_kernels(
             )
             .map_err(HostError::driver(format!("allowing {} its shared memory", kernel.name)))?;
     }
-    let no_cubin = match (choice.cubin, refused) {
-        (_, Some(reason)) => Some(reason),
-        (None, None) => no_cubin_for(modules.cubins, cc),
-        (Some(_), None) => None,
-    };
+    let no_cubin = refused.or_else(|| modules.no_cubin_reason(cc));
     Ok((module, kernels, ModuleLoad { source, seconds: started.elapsed().as_secs_f64(), no_cubin }))
 }
 
