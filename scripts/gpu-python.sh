@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 stage=.gpu-stage/py
 rm -rf "$stage" .gpu-stage/python
 mkdir -p "$stage/wheels"
+# The wheel carries the sm_90 cubin as the staged binaries do (scripts/gpu-suite.sh, docs/BUILD.md).
+TRADESIM_PTXAS=${TRADESIM_PTXAS:-$(bash scripts/setup-ptxas.sh --optional)}
+export TRADESIM_PTXAS
 bash scripts/setup-python.sh --release >/dev/null
 cp target/wheels/tradesim-*.whl "$stage/wheels/"
 python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.12 \
@@ -38,6 +41,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/results}
 mkdir -p "$out"
+# The CLI the tests run (TRADESIM_BIN), unpacked here where ../run.sh has not unpacked the binaries yet.
+if [ -f "$here/../binaries.tar.xz" ] && [ ! -x "$here/../bin/tradesim" ]; then
+  tar -C "$here/.." -xJf "$here/../binaries.tar.xz" bin
+fi
 # The staged wheels go to a scratch folder on PYTHONPATH, beside the host's packages (numpy, pandas,
 # pytest, torch); no virtualenv: the host's python3 may itself be one, whose packages a venv would not see.
 site=$(mktemp -d)/site

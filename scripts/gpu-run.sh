@@ -30,7 +30,7 @@ for t in "$here"/tests/*; do
     echo "FAILED" >>"$summary"
   fi
   cat "$one" >>"$log"
-  grep -a -E "^(skipped|no .*, skipping)" "$one" | sort | uniq -c | sed 's/^ */  skip x/' >>"$summary"
+  grep -a -o -E "(skipped( [A-Za-z]+)*: |no [^,]*, skipping).*" "$one" | sort | uniq -c | sed 's/^ */  skip x/' >>"$summary"
   grep -a "test result" "$one" | tail -n 1 >>"$summary"
 done
 rm -f "$one"

@@ -15,14 +15,8 @@ bash scripts/setup-toolchain.sh
 # The commit the bench JSON records (`-dirty` when the tree has uncommitted changes).
 TRADESIM_COMMIT=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 export TRADESIM_COMMIT
-if [ -z "${TRADESIM_PTXAS:-}" ]; then
-  if TRADESIM_PTXAS=$(bash scripts/setup-ptxas.sh); then
-    export TRADESIM_PTXAS
-  else
-    echo "warning: no ptxas could be set up (scripts/setup-ptxas.sh): the binaries carry the PTX alone" >&2
-    unset TRADESIM_PTXAS
-  fi
-fi
+TRADESIM_PTXAS=${TRADESIM_PTXAS:-$(bash scripts/setup-ptxas.sh --optional)}
+export TRADESIM_PTXAS
 rm -rf "$stage"
 mkdir -p "$stage/tests" "$stage/benches" "$stage/bin"
 # The test (or bench) executables among cargo's JSON messages.

@@ -5,8 +5,13 @@
 # Pinned to CUDA 12.9 (nvidia-cuda-nvcc-cu12 12.9.86, whose nvidia/cuda_nvcc/bin/ptxas compiles for sm_90):
 # its cubins load on every CUDA 12.x and 13.x driver, where a newer ptxas than the driver's CUDA would make
 # cubins the driver refuses. TRADESIM_PTXAS_WHEEL names another requirement (e.g. nvidia-cuda-nvcc==13.0.88).
+# `--optional`: where it cannot be set up, a warning and no output (exit 0): the build embeds the PTX alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--optional" ]; then
+  bash scripts/setup-ptxas.sh || echo "warning: no ptxas could be set up (scripts/setup-ptxas.sh): the build embeds the PTX alone" >&2
+  exit 0
+fi
 venv=target/ptxas-venv
 wheel=${TRADESIM_PTXAS_WHEEL:-nvidia-cuda-nvcc-cu12==12.9.86}
 bash scripts/need-venv.sh
