@@ -1,9 +1,14 @@
-//! Builds `gpu-kernels` to PTX (feature `cuda`) and generates `ptx.rs` with the module and its kernel names.
+//! Builds `gpu-kernels` to PTX (feature `cuda`), and to cubins where a ptxas is at hand, and generates `ptx.rs`
+//! with the modules and their kernel names.
+#[path = "build/cubin.rs"]
+mod cubin;
 #[path = "build/ptx.rs"]
 mod ptx;
 
 fn main() {
-    for path in ["build.rs", "build/ptx.rs", "build/NIGHTLY", "gpu-kernels/src", "gpu-kernels/Cargo.toml"] {
+    for path in
+        ["build.rs", "build/ptx.rs", "build/cubin.rs", "build/NIGHTLY", "gpu-kernels/src", "gpu-kernels/Cargo.toml"]
+    {
         println!("cargo::rerun-if-changed={path}");
     }
     println!("cargo::rerun-if-env-changed=GPU_ARCH");
@@ -12,6 +17,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=TRADESIM_COMMIT");
     println!("cargo::rustc-env=TRADESIM_COMMIT={}", std::env::var("TRADESIM_COMMIT").unwrap_or_default());
     println!("cargo::rerun-if-env-changed=TRADESIM_NIGHTLY");
+    println!("cargo::rerun-if-env-changed=TRADESIM_PTXAS");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }

@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use gpu_kernels::kernel_names::{DEPENDENT_LAUNCH_ARCH, sm_number};
 
+use crate::cubin::{self, CubinError, Ptxas};
+
 const DEFAULT_ARCH: &str = "sm_80";
 /// The nightly the PTX build uses, named in one place (`build/NIGHTLY`; `scripts/setup-toolchain.sh` installs
 /// exactly it): `nightly-2026-05-20`, rustc 1.97.0-nightly (e50aa6fba 2026-05-19).
@@ -26,6 +28,7 @@ pub enum PtxError {
     MissingEntries(Vec<String>),
     ExternSymbols(Vec<String>),
     Write(PathBuf, std::io::Error),
+    Cubin(CubinError),
 }
 
 impl fmt::Display for PtxError {
@@ -50,26 +53,75 @@ impl fmt::Display for PtxError {
                 lines.join("\n  ")
             ),
             Self::Write(p, e) => write!(f, "could not write {}: {e}", p.display()),
+            Self::Cubin(e) => write!(f, "TRADESIM_PTXAS: {e}"),
         }
     }
 }
 
 /// Compiles the PTX into `$OUT_DIR/kernels.ptx` (for `GPU_ARCH`, default sm_80) and, where that target is
 /// older than sm_90, the same kernels for sm_90 into `$OUT_DIR/kernels-sm_90.ptx` (the host loads it on
-/// GPUs that can run it: programmatic dependent launch); checks both and writes `$OUT_DIR/ptx.rs`.
+/// GPUs that can run it: programmatic dependent launch); checks both, compiles the cubins of
+/// [`cubin::ARCHS`] where a ptxas is at hand ([`build_cubins`]) and writes `$OUT_DIR/ptx.rs`.
 pub fn build_and_generate(expected: &[&str]) -> Result<(), PtxError> {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let arch = std::env::var("GPU_ARCH").unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
     let entries = build_module(&root, &out_dir, &arch, "kernels.ptx", expected)?;
+    let mut modules = vec![(arch.clone(), "kernels.ptx".to_owned())];
     let newer_arch = DEPENDENT_LAUNCH_ARCH;
     let newer = sm_number(&arch).is_some_and(|n| sm_number(newer_arch).is_some_and(|newer| n < newer));
     if newer {
-        build_module(&root, &out_dir, newer_arch, &format!("kernels-{newer_arch}.ptx"), expected)?;
+        let file = format!("kernels-{newer_arch}.ptx");
+        build_module(&root, &out_dir, newer_arch, &file, expected)?;
+        modules.push((newer_arch.to_owned(), file));
     }
+    let cubins = build_cubins(&out_dir, &modules)?;
     let generated = out_dir.join("ptx.rs");
-    std::fs::write(&generated, generate(&arch, &entries, newer.then_some(newer_arch)))
+    std::fs::write(&generated, generate(&arch, &entries, newer.then_some(newer_arch), &cubins))
         .map_err(|e| PtxError::Write(generated, e))
+}
+
+/// The cubins built: (target, file in `$OUT_DIR`) and the ptxas release that built them.
+#[derive(Default)]
+pub struct Cubins {
+    files: Vec<(String, String)>,
+    release: Option<String>,
+}
+
+/// Compiles each of `modules` (target, PTX file in `out_dir`) whose target is in [`cubin::ARCHS`] into
+/// `kernels-{target}.cubin` with the ptxas named by `TRADESIM_PTXAS` (`off`: none) or found on `PATH`; none
+/// without a ptxas. A named ptxas that fails fails the build; one found on `PATH` that fails is a warning,
+/// and the build embeds the PTX alone.
+fn build_cubins(out_dir: &Path, modules: &[(String, String)]) -> Result<Cubins, PtxError> {
+    let ptxas = Ptxas::resolve(std::env::var_os("TRADESIM_PTXAS").as_deref(), std::env::var_os("PATH").as_deref());
+    let Some(path) = ptxas.path() else { return Ok(Cubins::default()) };
+    println!("cargo::rerun-if-changed={}", path.display());
+    let built = (|| -> Result<Cubins, CubinError> {
+        let release = cubin::version(path)?;
+        let mut files = Vec::new();
+        for (arch, ptx) in modules.iter().filter(|(arch, _)| cubin::ARCHS.contains(&arch.as_str())) {
+            let file = format!("kernels-{arch}.cubin");
+            let started = Instant::now();
+            cubin::compile(path, arch, &out_dir.join(ptx), &out_dir.join(&file))?;
+            let bytes = std::fs::metadata(out_dir.join(&file)).map_or(0, |m| m.len());
+            println!(
+                "cargo::warning=built cubin for {arch} with ptxas {release} ({}): {bytes} bytes, {:.1} s",
+                path.display(),
+                started.elapsed().as_secs_f64()
+            );
+            files.push((arch.clone(), file));
+        }
+        Ok(Cubins { files, release: Some(release) })
+    })();
+    match (built, &ptxas) {
+        (Ok(cubins), _) => Ok(cubins),
+        (Err(e), Ptxas::Found(_)) => {
+            let reason = e.to_string().replace('\n', " ");
+            println!("cargo::warning=no cubin (the PTX alone is embedded): the ptxas on PATH failed: {reason}");
+            Ok(Cubins::default())
+        }
+        (Err(e), _) => Err(PtxError::Cubin(e)),
+    }
 }
 
 /// Compiles the kernels for `arch` into `$OUT_DIR/{file}` with launch bounds; returns the module's entries.
@@ -194,7 +246,7 @@ fn check(ptx: &str, expected: &[&str]) -> Result<Vec<String>, PtxError> {
     Ok(entries)
 }
 
-fn generate(arch: &str, entries: &[String], newer: Option<&str>) -> String {
+fn generate(arch: &str, entries: &[String], newer: Option<&str>, cubins: &Cubins) -> String {
     let mut src = String::from(
         "/// The PTX module built from gpu-kernels at `cargo build`.\n\
          pub const PTX: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/kernels.ptx\"));\n",
@@ -211,6 +263,16 @@ fn generate(arch: &str, entries: &[String], newer: Option<&str>) -> String {
         ),
         None => "pub const NEWER: Option<(&str, &str)> = None;\n".to_owned(),
     };
+    src += "/// Machine code compiled by ptxas at `cargo build` from the module of the same target (docs/BUILD.md): \
+            (target, cubin). Empty where the build had no ptxas.\npub const CUBINS: &[(&str, &[u8])] = &[";
+    for (arch, file) in &cubins.files {
+        src += &format!("({arch:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\"))), ");
+    }
+    src += "];\n";
+    src += &format!(
+        "/// The ptxas release that compiled [`CUBINS`] (`ptxas --version`), if any.\npub const PTXAS: Option<&str> = {:?};\n",
+        cubins.release.as_deref().filter(|_| !cubins.files.is_empty())
+    );
     src
 }
 

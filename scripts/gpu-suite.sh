@@ -3,7 +3,10 @@
 # tradesim binary and a runner, in .gpu-stage/ (git-ignored, checked to stay under 64 MiB).
 # `--no-bench` leaves the criterion benches out (room for carrying data beside the binaries).
 # On a GPU host: `bash .gpu-stage/run.sh [--bench]` runs them all with REQUIRE_GPU=1 (a skipped GPU test
-# fails) and writes gpu-suite.log and summary.txt to $OUT (or .gpu-stage/results).
+# fails) and writes gpu-suite.log and summary.txt to $OUT (or .gpu-stage/results), and
+# `bash .gpu-stage/coldstart.sh` times the module's load with the driver's cache emptied (cubin against PTX).
+# The binaries carry the sm_90 cubin beside the PTX where a ptxas can be set up (TRADESIM_PTXAS, else
+# scripts/setup-ptxas.sh's; TRADESIM_PTXAS=off: the PTX alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=.gpu-stage
@@ -12,6 +15,8 @@ bash scripts/setup-toolchain.sh
 # The commit the bench JSON records (`-dirty` when the tree has uncommitted changes).
 TRADESIM_COMMIT=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 export TRADESIM_COMMIT
+TRADESIM_PTXAS=${TRADESIM_PTXAS:-$(bash scripts/setup-ptxas.sh --optional)}
+export TRADESIM_PTXAS
 rm -rf "$stage"
 mkdir -p "$stage/tests" "$stage/benches" "$stage/bin"
 # The test (or bench) executables among cargo's JSON messages.
@@ -38,9 +43,11 @@ strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
 tar -C "$stage" -cJf "$stage/binaries.tar.xz" bin tests benches
 rm -rf "$stage/bin" "$stage/tests" "$stage/benches"
 cp scripts/gpu-run.sh "$stage/run.sh"
+cp scripts/coldstart.sh "$stage/coldstart.sh"
 # The seed search configurations docs/PERFORMANCE.md's figures run (`--config configs/seed-dqn.toml`).
 cp -r benches/configs "$stage/configs"
 size_kib=$(du -sk "$stage" | cut -f1)
+target/release/tradesim info --device cpu | grep '^cubin:'
 echo "staged $(tar -tJf "$stage/binaries.tar.xz" | grep -c '^tests/.') test binaries, $(tar -tJf "$stage/binaries.tar.xz" | grep -c '^benches/.') bench binaries: $((size_kib / 1024)) MiB in $stage"
 if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
   echo "error: $stage is over ${limit_mib} MiB" >&2

@@ -32,9 +32,9 @@ pub use gpu_kernels::{
     Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
 };
 pub use tradesim_host::{
-    Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
-    DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, NetState, PpoAgent, PriceSeries, SampleBatch,
-    Signals, SimLayout, VectorBatch, VectorOutputs, WalkHandle, backtest, detect,
+    Backend, BackendInfo, BacktestResult, BacktestSpec, Cubin, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
+    DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, ModuleLoad, ModuleSource, Modules, NetState,
+    PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout, VectorBatch, VectorOutputs, WalkHandle, backtest, detect,
 };
 
 pub mod audit;
@@ -70,23 +70,41 @@ pub const DEFAULT_COMMISSION: &str = "0.0001";
 pub mod ptx {
     include!(concat!(env!("OUT_DIR"), "/ptx.rs"));
 
-    /// The modules the CUDA backend may load, newest target first: [`NEWER`]'s (where built) and [`PTX`]; the
-    /// runtime loads the first the device can run. For kernel development, the file named by
+    /// The modules the CUDA backend may load: the PTX, newest target first ([`NEWER`]'s where built, then
+    /// [`PTX`]; the runtime loads the first the device can run), and the [`CUBINS`] built from them, which
+    /// the runtime loads instead on a device of their architecture. `TRADESIM_MODULE=ptx` leaves the cubins
+    /// out (the driver compiles the PTX, as in a build without ptxas: the cold start measured against the
+    /// cubin's); unset or `auto`, they are used. For kernel development, the file named by
     /// `TRADESIM_DEV_PTX` alone (a variant of the same kernels, e.g. other launch bounds, measured without
     /// rebuilding the binary; build.rs's entry checks have not run on it, so a missing kernel is reported at
     /// load). Read once per process.
-    pub fn sources() -> Result<&'static [&'static str], tradesim_host::HostError> {
-        static SOURCES: std::sync::OnceLock<Result<Vec<&'static str>, String>> = std::sync::OnceLock::new();
+    pub fn sources() -> Result<tradesim_host::Modules<'static>, tradesim_host::HostError> {
+        static SOURCES: std::sync::OnceLock<Result<tradesim_host::Modules<'static>, String>> =
+            std::sync::OnceLock::new();
         SOURCES
-            .get_or_init(|| match std::env::var_os("TRADESIM_DEV_PTX") {
-                None => Ok(NEWER.map(|(_, ptx)| ptx).into_iter().chain([PTX]).collect()),
-                Some(path) => std::fs::read_to_string(&path)
-                    .map(|text| vec![&*Box::leak(text.into_boxed_str())])
-                    .map_err(|e| format!("TRADESIM_DEV_PTX={}: {e}", path.to_string_lossy())),
+            .get_or_init(|| {
+                let Some(path) = std::env::var_os("TRADESIM_DEV_PTX") else {
+                    let ptx = NEWER.map(|(_, ptx)| ptx).into_iter().chain([PTX]).collect::<Box<[_]>>();
+                    return Ok(tradesim_host::Modules { ptx: Box::leak(ptx), cubins: cubins()? });
+                };
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("TRADESIM_DEV_PTX={}: {e}", path.to_string_lossy()))?;
+                Ok(tradesim_host::Modules::ptx(Box::leak(Box::new([&*Box::leak(text.into_boxed_str())]))))
             })
-            .as_ref()
-            .map(Vec::as_slice)
-            .map_err(|e| tradesim_host::HostError::Config(e.clone()))
+            .clone()
+            .map_err(tradesim_host::HostError::Config)
+    }
+
+    /// [`CUBINS`], or none under `TRADESIM_MODULE=ptx`.
+    fn cubins() -> Result<&'static [tradesim_host::Cubin<'static>], String> {
+        match std::env::var("TRADESIM_MODULE").as_deref() {
+            Err(std::env::VarError::NotPresent) | Ok("auto") => Ok(Box::leak(
+                CUBINS.iter().map(|&(arch, image)| tradesim_host::Cubin { arch, image }).collect::<Box<[_]>>(),
+            )),
+            Ok("ptx") => Ok(&[]),
+            Ok(other) => Err(format!("TRADESIM_MODULE={other}: expected `auto` or `ptx`")),
+            Err(e) => Err(format!("TRADESIM_MODULE: {e}")),
+        }
     }
 }
 
@@ -116,8 +134,8 @@ pub fn select_backends(request: DeviceRequest) -> Result<(Vec<Backend>, Option<S
 /// [`select_backend`], also returning why `auto` chose the CPU (if it did).
 pub fn select_backend_with_reason(request: DeviceRequest) -> Result<(Backend, Option<String>), HostError> {
     #[cfg(feature = "cuda")]
-    let ptx = Some(ptx::sources()?);
+    let modules = Some(ptx::sources()?);
     #[cfg(not(feature = "cuda"))]
-    let ptx = None;
-    tradesim_host::backend::select_with_reason(request, ptx)
+    let modules = None;
+    tradesim_host::backend::select_with_reason(request, modules)
 }

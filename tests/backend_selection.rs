@@ -8,9 +8,14 @@ use std::process::Command;
 use tradesim::{CudaAvailability, DeviceRequest, HostError};
 
 fn tradesim(args: &[&str]) -> (bool, String, String) {
+    tradesim_with(args, &[])
+}
+
+/// [`tradesim`] with `envs` set.
+fn tradesim_with(args: &[&str], envs: &[(&str, &str)]) -> (bool, String, String) {
     // TRADESIM_BIN: the staged binary when the suite runs on a GPU host (scripts/gpu-run.sh).
     let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
-    let out = Command::new(bin).args(args).output().expect("run tradesim");
+    let out = Command::new(bin).args(args).envs(envs.iter().copied()).output().expect("run tradesim");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -88,6 +93,62 @@ fn a_gpu_that_runs_the_newer_module_loads_it_and_launches_dependently() {
         assert_eq!(target, tradesim::ptx::ARCH);
         assert!(!info.dependent_launch, "dependent launch with the {target} module");
     }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn info_names_the_cubins_the_build_embedded_or_why_there_are_none() {
+    let (ok, stdout, stderr) = tradesim(&["info", "--device", "cpu"]);
+    assert!(ok, "{stderr}");
+    let line = stdout.lines().find(|l| l.starts_with("cubin:")).unwrap_or_else(|| panic!("no cubin line:\n{stdout}"));
+    match tradesim::ptx::CUBINS {
+        [] => assert_eq!(
+            line,
+            "cubin:       none (the build had no ptxas: the driver compiles the PTX at its first load; docs/BUILD.md)"
+        ),
+        cubins => {
+            for (arch, image) in cubins {
+                assert!(line.contains(&format!("{arch}: {} bytes", image.len())), "{line}");
+            }
+            let ptxas = tradesim::ptx::PTXAS.expect("cubins name their ptxas");
+            assert!(line.contains(&format!("(ptxas {ptxas}, built at cargo build")), "{line}");
+            let (_, stdout, _) = tradesim_with(&["info", "--device", "cpu"], &[("TRADESIM_MODULE", "ptx")]);
+            assert!(stdout.contains("not used: TRADESIM_MODULE=ptx"), "{stdout}");
+        }
+    }
+    // The CPU loads no module.
+    assert!(!stdout.contains("module:"), "{stdout}");
+    let (ok, _, stderr) = tradesim_with(&["info", "--device", "cpu"], &[("TRADESIM_MODULE", "sass")]);
+    assert!(!ok && stderr.contains("TRADESIM_MODULE=sass: expected `auto` or `ptx`"), "{stderr}");
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_gpu_of_a_cubins_architecture_loads_the_cubin_and_says_so() {
+    let Some(backend) = common::gpu_backend() else { return };
+    let info = backend.info();
+    let load = info.module_load.expect("a CUDA backend loaded a module");
+    let cc = info.compute_capability.expect("a CUDA backend has a compute capability");
+    let forced_ptx = std::env::var("TRADESIM_MODULE").is_ok_and(|v| v == "ptx");
+    let cubin =
+        tradesim::ptx::CUBINS.iter().find(|(arch, image)| !forced_ptx && tradesim::Cubin { arch, image }.runs_on(cc));
+    match cubin {
+        Some((arch, _)) => {
+            assert_eq!(load.source, tradesim::ModuleSource::Cubin { arch: (*arch).to_owned() }, "{load}");
+            assert_eq!(load.no_cubin, None);
+        }
+        None => assert!(matches!(load.source, tradesim::ModuleSource::Ptx { .. }), "{load}"),
+    }
+    assert_eq!(Some(load.source.arch()), info.ptx_target.as_deref());
+    assert!(load.seconds > 0.0 && load.seconds < 600.0, "{load}");
+    // The CLI says the same, and TRADESIM_MODULE=ptx makes the driver compile the PTX instead.
+    let (ok, stdout, stderr) = tradesim(&["info", "--device", "cuda"]);
+    assert!(ok, "{stderr}");
+    let expected = if cubin.is_some() { "module:      cubin for " } else { "module:      PTX for " };
+    assert!(stdout.contains(expected) && stdout.contains(" s"), "{stdout}");
+    let (ok, stdout, stderr) = tradesim_with(&["info", "--device", "cuda"], &[("TRADESIM_MODULE", "ptx")]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("module:      PTX for ") && stdout.contains("JIT-compiled by the driver"), "{stdout}");
 }
 
 #[test]

@@ -275,6 +275,9 @@ fn room_cycle(rooms: &BTreeMap<String, BTreeMap<String, String>>) -> Option<Vec<
 
 #[test]
 fn no_file_imports_from_a_file_that_imports_it() {
+    if source_tree_missing() {
+        return;
+    }
     for krate in CRATES {
         let mutual = mutual_imports(&imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join(krate)));
         assert!(mutual.is_empty(), "{krate}: files that import each other:\n{}", mutual.join("\n"));
@@ -285,6 +288,9 @@ fn no_file_imports_from_a_file_that_imports_it() {
 /// through others, one that imports it (issue 57).
 #[test]
 fn no_room_imports_a_room_that_imports_it() {
+    if source_tree_missing() {
+        return;
+    }
     for krate in CRATES {
         let rooms = room_imports(&imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join(krate)));
         if let Some(cycle) = room_cycle(&rooms) {
@@ -296,6 +302,9 @@ fn no_room_imports_a_room_that_imports_it() {
 /// The checks find what they look for: a planted circle, and the library's real arrows.
 #[test]
 fn the_room_check_sees_a_circle_and_the_library_s_arrows() {
+    if source_tree_missing() {
+        return;
+    }
     let file = |s: &str| PathBuf::from(s);
     let edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = [
         (file("a/x.rs"), [file("b/y.rs")].into()),
@@ -313,6 +322,9 @@ fn the_room_check_sees_a_circle_and_the_library_s_arrows() {
 
 #[test]
 fn the_backends_do_not_import_each_other_or_the_dispatch_layer() {
+    if source_tree_missing() {
+        return;
+    }
     let edges = imports(&host_src());
     let dispatch = ["env_batch.rs", "backtest.rs", "dqn.rs", "ppo.rs"].map(PathBuf::from);
     let mut wrong = Vec::new();
@@ -331,6 +343,9 @@ fn the_backends_do_not_import_each_other_or_the_dispatch_layer() {
 
 #[test]
 fn the_checker_sees_an_import() {
+    if source_tree_missing() {
+        return;
+    }
     // The check above must not pass because it resolves nothing: the CPU env is imported by the dispatch
     // layer, and the dispatch layer's DQN agent by nobody in the backends.
     let edges = imports(&host_src());
@@ -421,6 +436,9 @@ fn function_lengths(text: &str) -> Vec<(String, usize)> {
 /// function over 150 (tests/ and benches/ are not sources).
 #[test]
 fn no_source_file_over_800_lines_or_function_over_150() {
+    if source_tree_missing() {
+        return;
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     for dir in ["src", "host/src", "gpu-kernels/src", "python/src"] {
@@ -448,4 +466,16 @@ fn no_source_file_over_800_lines_or_function_over_150() {
 fn the_function_measure_counts_bodies() {
     let text = "pub(crate) fn a(x: u8) -> u8 {\n    let s = \"}}\";\n    let c = '{';\n    if x > 0 {\n        1\n    } else {\n        0\n    }\n}\nfn b<'a>(s: &'a str) -> &'a str { s }\nfn c();\n";
     assert_eq!(function_lengths(text), vec![("a".to_owned(), 9), ("b".to_owned(), 1)]);
+}
+
+/// Whether the source tree the tests read is absent: a staged run on a GPU host has the test binaries alone
+/// (scripts/gpu-suite.sh), and each check that reads the sources skips there, saying why. CI has the tree.
+fn source_tree_missing() -> bool {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if root.join("host/src").is_dir() {
+        return false;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI must have the source tree at {}", root.display());
+    eprintln!("skipped: no source tree at {} (a staged run carries the binaries alone)", root.display());
+    true
 }

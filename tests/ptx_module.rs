@@ -176,3 +176,51 @@ fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_t
     all.sort_unstable();
     assert_eq!(checked, all, "the newer module's entries");
 }
+
+/// The SM of a cubin's ELF header (`EM_CUDA` images only): `e_flags` holds it in its low byte up to ELF ABI
+/// version 7 (ptxas of CUDA 12), in its second byte from version 8 (CUDA 13).
+fn cubin_sm(image: &[u8]) -> Option<u32> {
+    const EM_CUDA: u16 = 190;
+    let machine = u16::from_le_bytes(image.get(18..20)?.try_into().ok()?);
+    if image.get(..4)? != b"\x7fELF" || image.get(4) != Some(&2) || machine != EM_CUDA {
+        return None;
+    }
+    let flags = u32::from_le_bytes(image.get(48..52)?.try_into().ok()?);
+    Some(if image[8] >= 8 { (flags >> 8) & 0xff } else { flags & 0xff })
+}
+
+#[test]
+fn each_cubin_is_machine_code_for_its_target_compiled_from_a_module_of_that_target() {
+    // Without a ptxas at build time there are none, and nothing names a ptxas.
+    assert_eq!(tradesim::ptx::CUBINS.is_empty(), tradesim::ptx::PTXAS.is_none(), "PTXAS {:?}", tradesim::ptx::PTXAS);
+    let targets: Vec<&str> =
+        [tradesim::ptx::ARCH].into_iter().chain(tradesim::ptx::NEWER.map(|(arch, _)| arch)).collect();
+    for (arch, image) in tradesim::ptx::CUBINS {
+        assert_eq!(cubin_sm(image), kernel_names::sm_number(arch), "the {arch} cubin's ELF header");
+        // Its PTX is embedded too: the runtime falls back to it where the driver refuses the cubin.
+        assert!(targets.contains(arch), "a {arch} cubin, but PTX only for {targets:?}");
+        // Every kernel, by its symbol (a NUL-terminated name in the string table).
+        for name in kernel_names::ALL {
+            let symbol = [&[0u8][..], name.as_bytes(), &[0]].concat();
+            assert!(image.windows(symbol.len()).any(|w| w == symbol), "the {arch} cubin lacks `{name}`");
+        }
+    }
+}
+
+#[test]
+fn a_cubins_architecture_is_read_from_its_elf_header() {
+    // The first 52 bytes of ptxas 12.9's sm_90 cubin: ELF64, ABI version 7, EM_CUDA, e_flags 0x005a055a.
+    let mut header = [0u8; 52];
+    header[..9].copy_from_slice(b"\x7fELF\x02\x01\x01\x33\x07");
+    header[18..20].copy_from_slice(&190u16.to_le_bytes());
+    header[48..52].copy_from_slice(&0x005a_055au32.to_le_bytes());
+    assert_eq!(cubin_sm(&header), Some(90));
+    // ptxas 13.0's: ABI version 8, the SM in the second byte of e_flags 0x06005a04.
+    header[7..9].copy_from_slice(&[0x41, 8]);
+    header[48..52].copy_from_slice(&0x0600_5a04u32.to_le_bytes());
+    assert_eq!(cubin_sm(&header), Some(90));
+    // Not a CUDA image: x86-64's e_machine.
+    header[18..20].copy_from_slice(&62u16.to_le_bytes());
+    assert_eq!(cubin_sm(&header), None);
+    assert_eq!(cubin_sm(b"\x7fELF"), None);
+}

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::HostError;
+use crate::{HostError, ModuleLoad, Modules};
 #[cfg(feature = "cuda")]
 use std::sync::Arc;
 
@@ -110,6 +110,8 @@ pub struct BackendInfo {
     /// Whether kernels are launched with programmatic dependent launch (CUDA,
     /// [`crate::CudaRuntime::dependent_launch`]).
     pub dependent_launch: bool,
+    /// How the module was obtained and how long loading it took (CUDA, [`crate::CudaRuntime::module_load`]).
+    pub module_load: Option<ModuleLoad>,
 }
 
 impl Backend {
@@ -125,6 +127,7 @@ impl Backend {
                 parallelism: rayon::current_num_threads(),
                 ptx_target: None,
                 dependent_launch: false,
+                module_load: None,
             },
             #[cfg(feature = "cuda")]
             Self::Cuda(rt) => BackendInfo {
@@ -136,6 +139,7 @@ impl Backend {
                 parallelism: rt.multiprocessors(),
                 ptx_target: Some(rt.ptx_target().to_owned()),
                 dependent_launch: rt.dependent_launch(),
+                module_load: Some(rt.module_load().clone()),
             },
         }
     }
@@ -146,24 +150,24 @@ impl Backend {
     }
 }
 
-/// Picks the backend for `request`. `ptx` holds the modules CUDA may load, newest target first
-/// ([`crate::CudaRuntime::new`]; `None` in CPU-only builds).
+/// Picks the backend for `request`. `modules` holds the modules CUDA may load ([`crate::CudaRuntime::new`];
+/// `None` in CPU-only builds).
 ///
 /// `auto` falls back to the CPU when CUDA is absent or unusable (the reason is kept for [`select_with_reason`]);
 /// `cuda` returns [`HostError::CudaUnavailable`] or the load error instead.
-pub fn select(request: DeviceRequest, ptx: Option<&[&str]>) -> Result<Backend, HostError> {
-    select_with_reason(request, ptx).map(|(backend, _)| backend)
+pub fn select(request: DeviceRequest, modules: Option<Modules<'_>>) -> Result<Backend, HostError> {
+    select_with_reason(request, modules).map(|(backend, _)| backend)
 }
 
 /// [`select`], also returning why `auto` chose the CPU (if it did).
 pub fn select_with_reason(
     request: DeviceRequest,
-    ptx: Option<&[&str]>,
+    modules: Option<Modules<'_>>,
 ) -> Result<(Backend, Option<String>), HostError> {
     match request {
         DeviceRequest::Cpu => Ok((Backend::Cpu, None)),
-        DeviceRequest::Cuda => open_cuda(ptx).map(|b| (b, None)),
-        DeviceRequest::Auto => match open_cuda(ptx) {
+        DeviceRequest::Cuda => open_cuda(modules).map(|b| (b, None)),
+        DeviceRequest::Auto => match open_cuda(modules) {
             Ok(b) => Ok((b, None)),
             // `auto` requested nothing: the reason alone, not "the CUDA backend was requested but ...".
             Err(HostError::CudaUnavailable { reason }) => Ok((Backend::Cpu, Some(reason))),
@@ -172,17 +176,17 @@ pub fn select_with_reason(
     }
 }
 
-fn open_cuda(ptx: Option<&[&str]>) -> Result<Backend, HostError> {
+fn open_cuda(modules: Option<Modules<'_>>) -> Result<Backend, HostError> {
     match detect() {
         #[cfg(feature = "cuda")]
         CudaAvailability::Available { .. } => {
-            let ptx = ptx.filter(|modules| !modules.is_empty()).ok_or_else(|| HostError::CudaUnavailable {
+            let modules = modules.filter(|m| !m.ptx.is_empty()).ok_or_else(|| HostError::CudaUnavailable {
                 reason: "no PTX module was given to the CUDA backend".to_owned(),
             })?;
-            crate::CudaRuntime::new(0, ptx).map(|rt| Backend::Cuda(Arc::new(rt)))
+            crate::CudaRuntime::new(0, modules).map(|rt| Backend::Cuda(Arc::new(rt)))
         }
         other => {
-            let _ = ptx;
+            let _ = modules;
             Err(HostError::CudaUnavailable { reason: other.to_string() })
         }
     }

@@ -16,6 +16,7 @@ pub mod dqn;
 pub mod env_batch;
 pub mod error;
 pub mod market;
+pub mod module;
 pub mod ppo;
 pub mod prices;
 
@@ -35,6 +36,7 @@ pub use dqn::{DqnAgent, NetState};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
 pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
+pub use module::{Cubin, ModuleLoad, ModuleSource, Modules};
 pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
 pub use types::{DeviceOutputs, VectorOutputs};

@@ -137,35 +137,7 @@ pub fn run(
             100.0 * times.live as f64 / times.slots as f64
         );
     }
-    println!(
-        "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
-        "rank", "trial", "status", "valid score", "test ret%", "test Sharpe", LR.name, GAMMA.name, HIDDEN.name
-    );
-    for (rank, t) in summary.leaderboard.iter().take(10).enumerate() {
-        let p = |k: &str| t.params.get(k).copied().unwrap_or(f64::NAN);
-        println!(
-            "{:>4} {:>6} {:>9} {:>12.3} {:>10.2} {:>11.3} {:>9.2e} {:>7.3} {:>6}",
-            rank + 1,
-            t.number,
-            t.status,
-            t.value,
-            100.0 * t.test_return,
-            t.test_sharpe,
-            p(LR.name),
-            p(GAMMA.name),
-            p(HIDDEN.name)
-        );
-    }
-    if let Some(b) = &evidence.baselines {
-        println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", "buy-and-hold", "", "", b.buy_and_hold_test_sharpe);
-        println!("{:>4} {:>16} {:>12.3} {:>10.2} {:>11.3}", "-", "flat", 0.0, 0.0, b.flat_test_sharpe);
-    }
-    if crate::job::report::flat_beats_every_trial(&summary.leaderboard) {
-        println!(
-            "flat:     never trading (validation score 0) ranks above every trial: the search found no policy better \
-             than staying out"
-        );
-    }
+    print_leaderboard(&summary.leaderboard, &evidence);
     if let (Some(best), Some(m)) = (summary.leaderboard.first(), &summary.best_test) {
         println!(
             "best trial {}: test total return {:.2}%, Sharpe {:.3}, max drawdown {:.2}%, {} trades",
@@ -187,4 +159,37 @@ pub fn run(
         println!("          {}", f.display());
     }
     Ok(())
+}
+
+/// The first ten trials of the leaderboard, buy-and-hold's and flat's rows, and whether flat ranks first.
+fn print_leaderboard(leaderboard: &[crate::hyperopt::study::TrialRecord], evidence: &crate::evidence::Evidence) {
+    println!(
+        "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6}",
+        "rank", "trial", "status", "valid score", "test ret%", "test Sharpe", LR.name, GAMMA.name, HIDDEN.name
+    );
+    for (rank, t) in leaderboard.iter().take(10).enumerate() {
+        let p = |k: &str| t.params.get(k).copied().unwrap_or(f64::NAN);
+        println!(
+            "{:>4} {:>6} {:>9} {:>12.3} {:>10.2} {:>11.3} {:>9.2e} {:>7.3} {:>6}",
+            rank + 1,
+            t.number,
+            t.status,
+            t.value,
+            100.0 * t.test_return,
+            t.test_sharpe,
+            p(LR.name),
+            p(GAMMA.name),
+            p(HIDDEN.name)
+        );
+    }
+    if let Some(b) = &evidence.baselines {
+        println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", "buy-and-hold", "", "", b.buy_and_hold_test_sharpe);
+        println!("{:>4} {:>16} {:>12.3} {:>10.2} {:>11.3}", "-", "flat", 0.0, 0.0, b.flat_test_sharpe);
+    }
+    if crate::job::report::flat_beats_every_trial(&leaderboard) {
+        println!(
+            "flat:     never trading (validation score 0) ranks above every trial: the search found no policy better \
+             than staying out"
+        );
+    }
 }

@@ -163,6 +163,21 @@ pub fn section(e: &Evidence) -> String {
         }
         None => html += "<p>Placebo searches: not run (<code>--placebo 19</code>).</p>",
     }
+    html += &walk_forward_tables(e);
+    if e.barrier_floor_mult > 0.0 {
+        let _ = write!(
+            html,
+            "<p>Barriers narrower than {} sigma (one typical bar range times <code>barrier_floor</code>) were widened to it; \
+             stops touched inside a bar filled beyond their level (docs/ENVIRONMENT.md).</p>",
+            fixed(e.barrier_floor_mult, 2)
+        );
+    }
+    html
+}
+
+/// The walk-forward and walk-forward optimisation tables, with their PSR lines (empty when neither ran).
+fn walk_forward_tables(e: &Evidence) -> String {
+    let mut html = String::new();
     if !e.walk_forward.is_empty() {
         html += "<table><tr><th>walk-forward fold</th><th>trained on bars</th><th>tested on bars</th><th>Sharpe</th>\
                  <th>return</th><th>max drawdown</th><th>trades</th></tr>";
@@ -236,14 +251,6 @@ pub fn section(e: &Evidence) -> String {
                 fixed(s.psr, 3)
             );
         }
-    }
-    if e.barrier_floor_mult > 0.0 {
-        let _ = write!(
-            html,
-            "<p>Barriers narrower than {} sigma (one typical bar range times <code>barrier_floor</code>) were widened to it; \
-             stops touched inside a bar filled beyond their level (docs/ENVIRONMENT.md).</p>",
-            fixed(e.barrier_floor_mult, 2)
-        );
     }
     html
 }

@@ -3,12 +3,14 @@
 use std::sync::Arc;
 
 use std::sync::Mutex;
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 use gpu_kernels::kernel_names::{self, KernelOptions};
 
 use crate::HostError;
+use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
 
 /// A kernel of the module: its function and its name (launch errors and profiles name it).
 #[derive(Debug)]
@@ -98,21 +100,24 @@ pub struct CudaRuntime {
     dependent_launch: bool,
     /// [`Self::ptx_target`].
     ptx_target: String,
+    /// [`Self::module_load`].
+    module_load: ModuleLoad,
 }
 
 impl CudaRuntime {
     /// [`Self::with_options`] with the default kernels ([`KernelOptions::default`]).
-    pub fn new(ordinal: usize, modules: &[&str]) -> Result<Self, HostError> {
+    pub fn new(ordinal: usize, modules: Modules<'_>) -> Result<Self, HostError> {
         Self::with_options(ordinal, modules, KernelOptions::default())
     }
 
-    /// Opens device `ordinal`, loads the first of `modules` (PTX, newest target first) whose target the
-    /// device can run (else the last: its load error names the target) and resolves every kernel the host
-    /// launches (build.rs has already checked that the PTX has an entry for each name in
+    /// Opens device `ordinal`, loads the module [`Modules::choose`] picks for it (the cubin for its
+    /// architecture where `modules` has one, else, or where the driver refuses the cubin, the first PTX
+    /// whose target the device can run, or the last: its load error names the target) and resolves every
+    /// kernel the host launches (build.rs has already checked that the PTX has an entry for each name in
     /// `kernel_names::ALL`); `options` chooses among kernels that give the same bits and how they are
     /// launched. Kernels of a module built for sm_90 or later are launched with programmatic stream
     /// serialization unless `options` says otherwise ([`Self::dependent_launch`]).
-    pub fn with_options(ordinal: usize, modules: &[&str], options: KernelOptions) -> Result<Self, HostError> {
+    pub fn with_options(ordinal: usize, modules: Modules<'_>, options: KernelOptions) -> Result<Self, HostError> {
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver(format!("opening device {ordinal}")))?;
         if !options.event_tracking {
             // SAFETY: every buffer is created before any use on another stream is queued (each upload or
@@ -127,47 +132,18 @@ impl CudaRuntime {
         let compute_capability =
             ctx.compute_capability().map_err(HostError::driver("reading the compute capability"))?;
         let total_memory = ctx.total_mem().map_err(HostError::driver("reading the device memory size"))?;
-        let device_sm = u32::try_from(compute_capability.0 * 10 + compute_capability.1).unwrap_or(0);
-        let runs = |ptx: &&&str| ptx_sm(ptx).is_some_and(|sm| sm <= device_sm);
-        let ptx = *modules
-            .iter()
-            .find(runs)
-            .or(modules.last())
-            .ok_or_else(|| HostError::Load { arch: "none".to_owned(), reason: "no PTX module was given".to_owned() })?;
-        let dependent = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH);
-        let dependent_launch =
-            ptx_sm(ptx).is_some_and(|sm| dependent.is_some_and(|d| sm >= d)) && options.dependent_launch;
-        let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|e| HostError::Load {
-            arch: ptx_target(ptx).unwrap_or("unknown").to_owned(),
-            reason: e.to_string(),
-        })?;
-        let kernels = Kernels::load(&module)?;
-        let multiprocessors = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(HostError::driver("reading the multiprocessor count"))?;
         let shared_per_block = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(HostError::driver("reading the shared memory per block"))?;
-        for kernel in [
-            &kernels.greedy_walk,
-            &kernels.greedy_walk_regs,
-            &kernels.mlp_chain,
-            &kernels.mlp_chain_wide,
-            &kernels.dqn_act,
-            &kernels.ppo_act,
-            &kernels.mlp_rows,
-            &kernels.mlp_rows_wide,
-            &kernels.mlp_backward,
-            &kernels.mlp_gradients,
-        ] {
-            kernel
-                .function
-                .set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared_per_block,
-                )
-                .map_err(HostError::driver(format!("allowing {} its shared memory", kernel.name)))?;
-        }
+        let (module, kernels, module_load) = load_kernels(&ctx, modules, compute_capability, shared_per_block)?;
+        // A cubin is compiled from the PTX module of its own target: the same kernels, the same launches.
+        let dependent = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH);
+        let dependent_launch = kernel_names::sm_number(module_load.source.arch())
+            .is_some_and(|sm| dependent.is_some_and(|d| sm >= d))
+            && options.dependent_launch;
+        let multiprocessors = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(HostError::driver("reading the multiprocessor count"))?;
         Ok(Self {
             ctx,
             _module: module,
@@ -181,7 +157,8 @@ impl CudaRuntime {
             total_memory,
             options,
             dependent_launch,
-            ptx_target: ptx_target(ptx).unwrap_or("unknown").to_owned(),
+            ptx_target: module_load.source.arch().to_owned(),
+            module_load,
         })
     }
 
@@ -234,9 +211,15 @@ impl CudaRuntime {
         if self.options.multiwave_fused { MultiwaveBackward::Fused } else { MultiwaveBackward::Split }
     }
 
-    /// The `.target` of the PTX module loaded (e.g. `sm_90`).
+    /// The `.target` of the PTX module loaded, or of the PTX the loaded cubin was compiled from (e.g. `sm_90`).
     pub fn ptx_target(&self) -> &str {
         &self.ptx_target
+    }
+
+    /// How the module was obtained (a cubin built at build time, or PTX the driver compiled) and how long
+    /// loading it took.
+    pub fn module_load(&self) -> &ModuleLoad {
+        &self.module_load
     }
 
     /// Whether kernels are launched with programmatic stream serialization (programmatic dependent launch):
@@ -260,14 +243,64 @@ impl CudaRuntime {
     }
 }
 
-/// The number of a PTX module's `sm_NN` target (80 for `sm_80`, 90 for `sm_90a`).
-fn ptx_sm(ptx: &str) -> Option<u32> {
-    ptx_target(ptx).and_then(kernel_names::sm_number)
+/// The module [`Modules::choose`] picks for compute capability `cc` and its kernels, those that size their
+/// shared memory at launch allowed `shared_per_block` bytes; with how the module was obtained and how long
+/// loading it, resolving its kernels and setting their attributes took (the driver may defer work to the
+/// first use of a kernel: the attributes are the first).
+fn load_kernels(
+    ctx: &Arc<CudaContext>,
+    modules: Modules<'_>,
+    cc: (i32, i32),
+    shared_per_block: i32,
+) -> Result<(Arc<CudaModule>, Kernels, ModuleLoad), HostError> {
+    let choice = modules
+        .choose(cc)
+        .ok_or_else(|| HostError::Load { arch: "none".to_owned(), reason: "no PTX module was given".to_owned() })?;
+    let started = Instant::now();
+    let (module, source, refused) = load_module(ctx, choice)?;
+    let kernels = Kernels::load(&module)?;
+    for kernel in [
+        &kernels.greedy_walk,
+        &kernels.greedy_walk_regs,
+        &kernels.mlp_chain,
+        &kernels.mlp_chain_wide,
+        &kernels.dqn_act,
+        &kernels.ppo_act,
+        &kernels.mlp_rows,
+        &kernels.mlp_rows_wide,
+        &kernels.mlp_backward,
+        &kernels.mlp_gradients,
+    ] {
+        kernel
+            .function
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared_per_block,
+            )
+            .map_err(HostError::driver(format!("allowing {} its shared memory", kernel.name)))?;
+    }
+    let no_cubin = refused.or_else(|| modules.no_cubin_reason(cc));
+    Ok((module, kernels, ModuleLoad { source, seconds: started.elapsed().as_secs_f64(), no_cubin }))
 }
 
-/// The `.target` line of a PTX module (e.g. `sm_80`).
-fn ptx_target(ptx: &str) -> Option<&str> {
-    ptx.lines().find_map(|l| l.trim().strip_prefix(".target ")).map(str::trim)
+/// Loads `choice`'s cubin, or its PTX where it has none or the driver refuses the cubin: the module, how it
+/// was obtained and why a cubin given was not used.
+fn load_module(
+    ctx: &Arc<CudaContext>,
+    choice: Choice<'_>,
+) -> Result<(Arc<CudaModule>, ModuleSource, Option<String>), HostError> {
+    let mut refused = None;
+    if let Some(cubin) = choice.cubin {
+        match ctx.load_module(Ptx::from_binary(cubin.image.to_vec())) {
+            Ok(module) => return Ok((module, ModuleSource::Cubin { arch: cubin.arch.to_owned() }, None)),
+            Err(e) => refused = Some(format!("the {} cubin did not load: {e}", cubin.arch)),
+        }
+    }
+    let target = ptx_target(choice.ptx).unwrap_or("unknown").to_owned();
+    let module = ctx
+        .load_module(Ptx::from_src(choice.ptx))
+        .map_err(|e| HostError::Load { arch: target.clone(), reason: e.to_string() })?;
+    Ok((module, ModuleSource::Ptx { target }, refused))
 }
 
 impl CudaRuntime {
@@ -371,18 +404,4 @@ pub(crate) enum MultiwaveBackward {
     Split,
     /// `mlp_backward` in as many waves as it takes (every layer-1 block reads its chunk's `D2` rows).
     Fused,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ptx_sm;
-
-    #[test]
-    fn a_modules_target_number_is_read_from_its_target_line() {
-        assert_eq!(ptx_sm(".version 7.8\n.target sm_90\n.address_size 64\n"), Some(90));
-        assert_eq!(ptx_sm(".target sm_80\n"), Some(80));
-        assert_eq!(ptx_sm(".target sm_90a\n"), Some(90));
-        assert_eq!(ptx_sm(".target compute_90\n"), None);
-        assert_eq!(ptx_sm("no target"), None);
-    }
 }
