@@ -186,7 +186,7 @@ fn print_leaderboard(leaderboard: &[crate::hyperopt::study::TrialRecord], eviden
         println!("{:>4} {:>16} {:>12} {:>10} {:>11.3}", "-", "buy-and-hold", "", "", b.buy_and_hold_test_sharpe);
         println!("{:>4} {:>16} {:>12.3} {:>10.2} {:>11.3}", "-", "flat", 0.0, 0.0, b.flat_test_sharpe);
     }
-    if crate::job::report::flat_beats_every_trial(&leaderboard) {
+    if crate::job::report::flat_beats_every_trial(leaderboard) {
         println!(
             "flat:     never trading (validation score 0) ranks above every trial: the search found no policy better \
              than staying out"
