@@ -16,6 +16,7 @@ pub mod dqn;
 pub mod env_batch;
 pub mod error;
 pub mod market;
+pub mod portfolio;
 pub mod ppo;
 pub mod prices;
 
@@ -33,10 +34,11 @@ pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
 pub use dqn::{DqnAgent, NetState, WalkHandle};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
-pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
+pub use market::{DEFAULT_SIGMA_SPAN, MarketData, UniverseMarket, ewma_sigma};
+pub use portfolio::backtest_portfolios;
 pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
-pub use types::{DeviceOutputs, VectorOutputs};
+pub use types::{DeviceOutputs, PortfolioResult, VectorOutputs};
 pub use vector::VectorBatch;
 
 #[cfg(feature = "cuda")]
