@@ -31,10 +31,12 @@ pub use gpu_kernels::ppo::PpoParams;
 pub use gpu_kernels::{
     Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
 };
+pub use gpu_kernels::account::AccountFill;
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
-    DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, NetState, PpoAgent, PriceSeries, SampleBatch,
-    Signals, SimLayout, VectorBatch, VectorOutputs, WalkHandle, backtest, detect,
+    DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, NetState, PortfolioResult, PpoAgent,
+    PriceSeries, SampleBatch, Signals, SimLayout, UniverseMarket, VectorBatch, VectorOutputs, WalkHandle, backtest,
+    backtest_portfolios, detect, ewma_sigma,
 };
 
 pub mod audit;
@@ -49,6 +51,7 @@ pub mod grid;
 pub mod hyperopt;
 pub mod json;
 pub mod normal;
+pub mod portfolio;
 pub mod table;
 pub mod train;
 pub mod vector;

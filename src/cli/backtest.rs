@@ -71,9 +71,15 @@ pub struct BacktestArgs {
     #[arg(long)]
     pub equity: Option<PathBuf>,
     /// Write the trades of the selected columns (.csv or .parquet: times and bars of entry and exit, side,
-    /// units, fill prices, costs, PnL, return on the equity at entry, exit reason).
+    /// units, fill prices, costs, PnL, return on the equity at entry, exit reason); with --weights, the
+    /// fills of the selected portfolios (time, bar, symbol, side, units, price, commission, costs, reason).
     #[arg(long)]
     pub trades: Option<PathBuf>,
+    /// Backtest portfolios instead of the SMA grid: a CSV or Parquet file of target weights (time, symbol,
+    /// then one column per portfolio; a row sets each portfolio's weight of that symbol at that close, an
+    /// empty cell is no order) over the universe of the data (--symbols, or every symbol).
+    #[arg(long, conflicts_with_all = ["fast", "slow", "signal"])]
+    pub weights: Option<PathBuf>,
 }
 
 /// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
@@ -107,23 +113,26 @@ pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, Error> {
     Ok((a..=b).step_by(step as usize).collect())
 }
 
-/// Runs the command on `dataset` (or why it could not be loaded), its symbol `symbol`, with `backend` (or why
-/// none).
-pub fn run(
+/// Runs the command on `dataset` (or why it could not be loaded) as the data flags `data` chose it, with
+/// `backend` (or why none): the SMA grid over one symbol, or with `--weights` the portfolios over a universe.
+pub(super) fn run(
     dataset: Result<Dataset, Error>,
-    symbol: Option<&str>,
+    data: &super::DataArgs,
     req: &BacktestArgs,
     backend: Result<Backend, Error>,
 ) -> Result<(), Error> {
     let Strategy::SmaCross = req.strategy;
     let dataset = dataset?;
-    let series = dataset.select(symbol)?;
-    let backend = backend?;
     for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
         if let Some(p) = path {
             table_path(flag, p)?;
         }
     }
+    if let Some(weights) = &req.weights {
+        return super::portfolio::run(dataset, data, weights, req, backend?);
+    }
+    let series = dataset.select(data.symbol.as_deref())?;
+    let backend = backend?;
     let request = GridRequest {
         fast: parse_windows("fast", &req.fast)?,
         slow: parse_windows("slow", &req.slow)?,

@@ -1,4 +1,4 @@
-//! Validation of loaded rows: every problem becomes a [`Finding`] naming file, row and column; a file with
+//! Validation of loaded rows: every problem becomes a [`Finding`] naming file, row, column and symbol; a file
 //! an unhandled error is refused with the full list. [`CleanPolicy`] may drop or repair named classes.
 
 use std::collections::BTreeSet;
@@ -122,6 +122,8 @@ pub struct Finding {
     pub row: Option<usize>,
     /// Column name as the file's header writes it.
     pub column: Option<String>,
+    /// The row's symbol, in a file with a symbol column (`None` in a file of one series, named by the file).
+    pub symbol: Option<String>,
     /// Kind of problem.
     pub class: IssueClass,
     /// Error or warning.
@@ -140,7 +142,11 @@ impl fmt::Display for Finding {
             write!(f, ":{col}")?;
         }
         let level = if self.severity == Severity::Error { "error" } else { "warning" };
-        write!(f, ": {level}[{}]: {}", self.class.name(), self.message)
+        write!(f, ": {level}[{}]: ", self.class.name())?;
+        if let Some(symbol) = &self.symbol {
+            write!(f, "symbol {symbol}: ")?;
+        }
+        f.write_str(&self.message)
     }
 }
 

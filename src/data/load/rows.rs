@@ -127,6 +127,12 @@ impl RowRules<'_> {
             }
             _ => None,
         };
+        // A file with a symbol column names every row's symbol: a row without one belongs to no series.
+        if let (Some(col), None) = (map.symbol, symbol) {
+            let message = "no symbol: the row belongs to no series".to_owned();
+            findings.push(row_finding(name, row, Some(header(col)), IssueClass::BadRow, message));
+            bar = None;
+        }
         let mut keep = bar.is_some();
         let mut repaired = false;
         if let Some(b) = bar.as_mut().filter(|b| !plainly_valid(b)) {
@@ -162,6 +168,9 @@ impl RowRules<'_> {
             f.message += " (row dropped)";
         }
         let dropped = !keep;
+        if let Some(symbol) = symbol {
+            findings.iter_mut().for_each(|f| f.symbol = Some(symbol.to_owned()));
+        }
         let note = (!findings.is_empty() || dropped || repaired || symbol.is_some())
             .then(|| Box::new(RowNote { findings, dropped, repaired, symbol, skipped: false }));
         (bar.filter(|_| keep).unwrap_or_else(no_bar), note)
