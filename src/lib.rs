@@ -24,6 +24,7 @@
 //! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
+pub use gpu_kernels::account::AccountFill;
 pub use gpu_kernels::backtest::{Metrics, RULE_CROSS, RULE_STATE, SmaCross, Trade};
 pub use gpu_kernels::dqn::DqnParams;
 pub use gpu_kernels::portfolio::ExitReason;
@@ -31,7 +32,6 @@ pub use gpu_kernels::ppo::PpoParams;
 pub use gpu_kernels::{
     Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
 };
-pub use gpu_kernels::account::AccountFill;
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
     DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, NetState, PortfolioResult, PpoAgent,

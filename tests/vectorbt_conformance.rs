@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use num_traits::ToPrimitive;
 use rust_decimal::Decimal;
+use tradesim::data::CleanPolicy;
 use tradesim::data::universe::Universe;
 use tradesim::data::weights::{TargetWeights, weights_from_bytes};
 use tradesim::portfolio::{PortfolioRequest, PortfolioRun, run_portfolios};
-use tradesim::data::CleanPolicy;
 use tradesim::{Backend, ExitReason};
 
 /// The shared folder of real data (CI has it beside the clone; elsewhere TRADESIM_SHARED_DATA, or skip).
@@ -36,8 +36,13 @@ fn vectorbt_python() -> Option<String> {
     match std::env::var("TRADESIM_VECTORBT_PYTHON") {
         Ok(python) => Some(python),
         Err(_) => {
-            assert!(std::env::var_os("CI").is_none(), "CI must run the vectorbt check: TRADESIM_VECTORBT_PYTHON is unset");
-            eprintln!("skipped: TRADESIM_VECTORBT_PYTHON is unset (scripts/test.sh sets it from scripts/setup-vectorbt.sh)");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the vectorbt check: TRADESIM_VECTORBT_PYTHON is unset"
+            );
+            eprintln!(
+                "skipped: TRADESIM_VECTORBT_PYTHON is unset (scripts/test.sh sets it from scripts/setup-vectorbt.sh)"
+            );
             None
         }
     }
@@ -157,7 +162,10 @@ fn compare(run: &PortfolioRun, c: usize, n_times: usize, theirs: &serde_json::Va
             && near(f.price, o[3], 1e-12, 0.0)
             && near(f.commission, o[4], 1e-9, 1e-9);
         if !same {
-            return Err(format!("fill {k}: tradesim (row {row}, symbol {}, units {}, price {}, commission {}), vectorbt {o:?}", f.symbol, f.units, f.price, f.commission));
+            return Err(format!(
+                "fill {k}: tradesim (row {row}, symbol {}, units {}, price {}, commission {}), vectorbt {o:?}",
+                f.symbol, f.units, f.price, f.commission
+            ));
         }
     }
     let value: Vec<f64> = theirs["value"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
@@ -246,7 +254,8 @@ fn long_short_whole_unit_portfolios_match_vectorbt() {
         allow_short: true,
         bars_per_year: Some(252.0),
     };
-    let run = conforms(&python, &u, &req, &[("weekly_long_short", &weekly_long_short), ("monthly_equal", &monthly_equal)]);
+    let run =
+        conforms(&python, &u, &req, &[("weekly_long_short", &weekly_long_short), ("monthly_equal", &monthly_equal)]);
     let fills = run.result.column_fills(0);
     assert!(fills.iter().all(|f| f.units == f.units.trunc()), "whole units");
     let mut held = vec![0.0; u.n_symbols()];

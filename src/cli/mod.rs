@@ -171,10 +171,14 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum DataCommand {
-    /// Validates a file and prints every finding; exits with 2 when the file is unusable.
+    /// Validates files and prints every finding; several files (or a file with several symbols) are also
+    /// checked as a universe; exits with 2 when the data is unusable.
     Check {
-        /// The file (default: the embedded dataset).
-        file: Option<PathBuf>,
+        /// The files (default: the embedded dataset).
+        files: Vec<PathBuf>,
+        /// Symbols to check, comma-separated (default: every symbol); only their rows are read and checked.
+        #[arg(long, value_delimiter = ',')]
+        symbols: Vec<String>,
         #[command(flatten)]
         rows: RowArgs,
     },
@@ -199,9 +203,7 @@ pub fn main() -> ExitCode {
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
-        Command::Data { command: DataCommand::Check { file, rows } } => {
-            data::check(file.as_deref(), &rows.drop, &rows.repair, rows.time_unit)
-        }
+        Command::Data { command: DataCommand::Check { files, symbols, rows } } => data::check(&files, &symbols, &rows),
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
         Command::Backtest { data, backtest, device } => backtest::run(load(&data), &data, &backtest, select(device)),

@@ -71,7 +71,14 @@ fn print_summary(universe: &Universe, weights: &TargetWeights, run: &PortfolioRu
             .unfilled
             .iter()
             .take(5)
-            .map(|o| format!("row {} ({} at {})", o.row, universe.series[o.symbol].symbol, universe.times[o.time].to_rfc3339()))
+            .map(|o| {
+                format!(
+                    "row {} ({} at {})",
+                    o.row,
+                    universe.series[o.symbol].symbol,
+                    universe.times[o.time].to_rfc3339()
+                )
+            })
             .collect();
         println!(
             "note:     {} orders cannot fill (no bar of their symbol at the next time, or decided at the last \
@@ -115,7 +122,12 @@ fn print_table(universe: &Universe, weights: &TargetWeights, run: &PortfolioRun,
 }
 
 /// `--json`, `--csv`, `--equity` and `--trades`.
-fn write_outputs(universe: &Universe, weights: &TargetWeights, run: &PortfolioRun, req: &BacktestArgs) -> Result<(), Error> {
+fn write_outputs(
+    universe: &Universe,
+    weights: &TargetWeights,
+    run: &PortfolioRun,
+    req: &BacktestArgs,
+) -> Result<(), Error> {
     if let Some(path) = &req.json {
         let portfolios: Vec<serde_json::Value> = run
             .result

@@ -17,7 +17,8 @@ use crate::Error;
 pub const N_CROSS_FEATURES: usize = 4;
 
 /// Their names, in column order after the 51 ([`super::features::NAMES`]).
-pub const CROSS_NAMES: [&str; N_CROSS_FEATURES] = ["xs_rank_ret_1", "xs_rank_ret_20", "xs_market_ret_1", "xs_excess_ret_1"];
+pub const CROSS_NAMES: [&str; N_CROSS_FEATURES] =
+    ["xs_rank_ret_1", "xs_rank_ret_20", "xs_market_ret_1", "xs_excess_ret_1"];
 
 /// Features per symbol and time in a universe: the 51 and the cross-sectional ones.
 pub const N_UNIVERSE_FEATURES: usize = N_FEATURES + N_CROSS_FEATURES;
@@ -81,14 +82,19 @@ impl UniverseFeatures {
         let mut values = vec![0.0; n_times * n * width];
         let mut tradable = vec![0u8; n_times * n];
         let mut warm = vec![0u8; n_times * n];
-        values.par_chunks_mut(n * width).zip(tradable.par_chunks_mut(n)).zip(warm.par_chunks_mut(n)).enumerate().for_each(
-            |(t, ((row, flags), warm))| {
+        values
+            .par_chunks_mut(n * width)
+            .zip(tradable.par_chunks_mut(n))
+            .zip(warm.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(t, ((row, flags), warm))| {
                 let mut r1 = Vec::with_capacity(n);
                 let mut r20 = Vec::with_capacity(n);
                 for s in 0..n {
                     let cell = &mut row[s * width..(s + 1) * width];
                     if let Some(k) = last[t * n + s] {
-                        cell[..N_FEATURES].copy_from_slice(&per_symbol[s].1.values[k * N_FEATURES..(k + 1) * N_FEATURES]);
+                        cell[..N_FEATURES]
+                            .copy_from_slice(&per_symbol[s].1.values[k * N_FEATURES..(k + 1) * N_FEATURES]);
                     }
                     let Some(i) = u.bar_index(t, s) else { continue };
                     flags[s] = 1;
@@ -122,8 +128,7 @@ impl UniverseFeatures {
                         *x = 0.0;
                     }
                 }
-            },
-        );
+            });
         Ok(Self { values, n_times, n_symbols: n, tradable, warm })
     }
 
@@ -158,7 +163,11 @@ impl UniverseFeatures {
         let (a, b) = (range.start * self.n_symbols, range.end * self.n_symbols);
         self.values[a * N_UNIVERSE_FEATURES..b * N_UNIVERSE_FEATURES]
             .chunks(N_UNIVERSE_FEATURES)
-            .flat_map(|cell| cell.iter().zip(norm.mean.iter().zip(&norm.std)).map(|(x, (m, s))| ((x - m) / s).clamp(-CLIP, CLIP) as f32))
+            .flat_map(|cell| {
+                cell.iter()
+                    .zip(norm.mean.iter().zip(&norm.std))
+                    .map(|(x, (m, s))| ((x - m) / s).clamp(-CLIP, CLIP) as f32)
+            })
             .collect()
     }
 }

@@ -9,9 +9,9 @@ use rayon::prelude::*;
 use rust_decimal::Decimal;
 
 use super::Series;
+use super::features::{Columns, FeatureMatrix, N_FEATURES, Normalizer};
 use super::universe::Universe;
 use super::weights::TargetWeights;
-use super::features::{Columns, FeatureMatrix, N_FEATURES, Normalizer};
 use crate::{DEFAULT_SIGMA_SPAN, Error, MarketData, PriceSeries, UniverseMarket};
 
 fn to_f64(x: Decimal, what: &str, t: usize) -> Result<f64, Error> {
@@ -71,7 +71,13 @@ pub fn universe_market(u: &Universe) -> Result<UniverseMarket, Error> {
             let c = columns(series).map_err(|e| Error::Data(format!("symbol `{}`: {e}", series.symbol)))?;
             let sigma = crate::ewma_sigma(&c.close, DEFAULT_SIGMA_SPAN);
             Ok((0..c.len())
-                .map(|i| crate::Bar { open: c.open[i], high: c.high[i], low: c.low[i], close: c.close[i], sigma: sigma[i] })
+                .map(|i| crate::Bar {
+                    open: c.open[i],
+                    high: c.high[i],
+                    low: c.low[i],
+                    close: c.close[i],
+                    sigma: sigma[i],
+                })
                 .collect())
         })
         .collect::<Result<_, Error>>()?;
@@ -104,7 +110,10 @@ pub fn target_weights(w: &TargetWeights, n_times: usize, n_symbols: usize) -> Re
         for (c, weight) in o.weights.iter().enumerate() {
             if let Some(x) = weight {
                 let value = x.to_f64().ok_or_else(|| {
-                    Error::Data(format!("{}: row {}: weight {x} of `{}` has no f64 value", w.file, o.row, w.portfolios[c]))
+                    Error::Data(format!(
+                        "{}: row {}: weight {x} of `{}` has no f64 value",
+                        w.file, o.row, w.portfolios[c]
+                    ))
                 })?;
                 out[(c * steps + o.time) * n_symbols + o.symbol] = value;
             }

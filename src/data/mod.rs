@@ -18,7 +18,10 @@ pub mod weights;
 use chrono::{DateTime, FixedOffset};
 use rust_decimal::Decimal;
 
-pub use load::{ColumnData, ReadOptions, SymbolChoice, float_decimal, load_bytes, load_columns, load_file, load_files};
+pub use load::{
+    ColumnData, ReadOptions, SymbolChoice, float_decimal, load_bytes, load_columns, load_file, load_files,
+    merge_datasets,
+};
 pub use validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
 
 /// One OHLCV bar, prices exactly as the file wrote them.

@@ -56,7 +56,10 @@ impl Universe {
             series.iter().find_map(|s| s.bars.windows(2).find(|w| w[0].time >= w[1].time).map(|w| (s, w)))
         {
             let (a, b) = (w[0].time.to_rfc3339(), w[1].time.to_rfc3339());
-            return Err(Error::Data(format!("{source}: symbol `{}`: bar at {b} after {a} (times must increase)", s.symbol)));
+            return Err(Error::Data(format!(
+                "{source}: symbol `{}`: bar at {b} after {a} (times must increase)",
+                s.symbol
+            )));
         }
         if series.is_empty() {
             return Err(Error::Data(format!("{source}: no symbols")));

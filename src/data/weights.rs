@@ -70,8 +70,11 @@ impl TargetWeights {
                 continue;
             };
             if !allow_short
-                && let Some((c, w)) =
-                    r.weights.iter().enumerate().find_map(|(c, w)| w.filter(|w| w.is_sign_negative() && !w.is_zero()).map(|w| (c, w)))
+                && let Some((c, w)) = r
+                    .weights
+                    .iter()
+                    .enumerate()
+                    .find_map(|(c, w)| w.filter(|w| w.is_sign_negative() && !w.is_zero()).map(|w| (c, w)))
             {
                 let message = format!("weight {w} is a short: pass --allow-short to allow negative weights");
                 findings.push(finding(&table.portfolios[c], IssueClass::BadNumber, message));

@@ -115,9 +115,9 @@ pub fn audit_portfolio(
         let side = if f.units > 0.0 { Decimal::ONE + half } else { Decimal::ONE - half };
         let fill = x.mul(reference, side, "the fill price")?;
         let weight = if reason == ExitReason::Signal {
-            weights.weight(column, t.wrapping_sub(1), s).ok_or_else(|| {
-                Error::Data(format!("Decimal audit: fill {k} of symbol {s} at time {t} has no order"))
-            })?
+            weights
+                .weight(column, t.wrapping_sub(1), s)
+                .ok_or_else(|| Error::Data(format!("Decimal audit: fill {k} of symbol {s} at time {t} has no order")))?
         } else {
             Decimal::ZERO
         };

@@ -70,8 +70,7 @@ pub fn run_portfolios(
     let params = decimals.to_params()?;
     let market = crate::data::device::universe_market(universe)?;
     let device_weights = crate::data::device::target_weights(weights, universe.n_times(), universe.n_symbols())?;
-    let bars_per_year =
-        req.bars_per_year.unwrap_or_else(|| crate::data::time::infer_bars_per_year(&universe.times));
+    let bars_per_year = req.bars_per_year.unwrap_or_else(|| crate::data::time::infer_bars_per_year(&universe.times));
     let spec = BacktestSpec {
         start: 0,
         end: universe.n_times() - 1,
@@ -109,7 +108,8 @@ impl PortfolioRun {
     /// rank order for `best`/`top`, as written otherwise.
     pub fn select(&self, spec: &str) -> Result<Vec<usize>, Error> {
         let spec = spec.trim();
-        let bad = |why: String| Error::config("--columns", format!("`{spec}`: {why} (best, top:N, all or NAME[,NAME...])"));
+        let bad =
+            |why: String| Error::config("--columns", format!("`{spec}`: {why} (best, top:N, all or NAME[,NAME...])"));
         match spec {
             "best" => Ok(self.order.iter().take(1).copied().collect()),
             "all" => Ok((0..self.names.len()).collect()),
@@ -117,16 +117,16 @@ impl PortfolioRun {
                 Ok(n) if n > 0 => Ok(self.order.iter().take(n).copied().collect()),
                 _ => Err(bad("N is not a whole number >= 1".to_owned())),
             },
-            _ => spec
-                .split(',')
-                .map(|name| {
-                    let name = name.trim();
-                    self.names
-                        .iter()
-                        .position(|n| n.eq_ignore_ascii_case(name))
-                        .ok_or_else(|| bad(format!("no portfolio `{name}` (portfolios: {})", self.names.join(", "))))
-                })
-                .collect(),
+            _ => {
+                spec.split(',')
+                    .map(|name| {
+                        let name = name.trim();
+                        self.names.iter().position(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
+                            bad(format!("no portfolio `{name}` (portfolios: {})", self.names.join(", ")))
+                        })
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -173,7 +173,19 @@ impl PortfolioRun {
     }
 
     /// The Decimal audit of portfolio `c` ([`audit::audit_portfolio`]).
-    pub fn audit(&self, universe: &Universe, weights: &TargetWeights, c: usize) -> Result<audit::PortfolioAudit, Error> {
-        audit::audit_portfolio(universe, weights, c, &self.decimals, self.result.column_fills(c), &self.result.metrics[c])
+    pub fn audit(
+        &self,
+        universe: &Universe,
+        weights: &TargetWeights,
+        c: usize,
+    ) -> Result<audit::PortfolioAudit, Error> {
+        audit::audit_portfolio(
+            universe,
+            weights,
+            c,
+            &self.decimals,
+            self.result.column_fills(c),
+            &self.result.metrics[c],
+        )
     }
 }

@@ -211,26 +211,38 @@ pub fn load_file<'p>(path: &Path, options: impl Into<ReadOptions<'p>>) -> Result
     load_bytes(&name, &bytes, &stem, ReadOptions { policy, time_unit, symbols })
 }
 
-/// Loads one or more files ([`load_file`] each, with the same `options`) into one dataset: the series of
-/// each file in file order, its source the files' names joined by ` + `, and each file's report. A symbol
-/// comes from one file only. With a list of symbols every file must hold one of them (a file without a
-/// symbol column holds the series its name gives) and every one must be found.
+/// Loads one or more files ([`load_file`] each, with the same `options`) into one dataset
+/// ([`merge_datasets`]), with each file's report; the first file refused is the error.
 pub fn load_files<'p>(
     paths: &[std::path::PathBuf],
     options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, Vec<LoadReport>), crate::Error> {
     let options = options.into();
-    let mut series: Vec<super::Series> = Vec::new();
-    let (mut reports, mut names, mut origin): (Vec<LoadReport>, Vec<String>, Vec<usize>) = Default::default();
-    for (f, path) in paths.iter().enumerate() {
+    let mut datasets = Vec::with_capacity(paths.len());
+    let mut reports = Vec::with_capacity(paths.len());
+    for path in paths {
         let (dataset, report) = load_file(path, options)?;
+        datasets.push(dataset);
+        reports.push(report);
+    }
+    Ok((merge_datasets(datasets, options.symbols)?, reports))
+}
+
+/// The datasets of several files as one: the series of each in file order, the source their sources joined
+/// by ` + `. A symbol comes from one file only. With a list of symbols every file must hold one of them (a
+/// file without a symbol column holds the series its name gives) and every one must be found.
+pub fn merge_datasets(datasets: Vec<Dataset>, symbols: SymbolChoice<'_>) -> Result<Dataset, crate::Error> {
+    let mut series: Vec<super::Series> = Vec::new();
+    let (mut names, mut origin): (Vec<String>, Vec<usize>) = Default::default();
+    let synthetic = datasets.iter().any(|d| d.synthetic);
+    for (f, dataset) in datasets.into_iter().enumerate() {
         for s in dataset.series {
-            if !options.symbols.contains(&s.symbol) {
+            if !symbols.contains(&s.symbol) {
                 return Err(crate::Error::Data(format!(
                     "{}: its series `{}` is not among the chosen symbols ({})",
                     dataset.source,
                     s.symbol,
-                    options.symbols.names().join(", ")
+                    symbols.names().join(", ")
                 )));
             }
             if let Some(k) = series.iter().position(|x| x.symbol.eq_ignore_ascii_case(&s.symbol)) {
@@ -243,21 +255,16 @@ pub fn load_files<'p>(
             origin.push(f);
         }
         names.push(dataset.source);
-        reports.push(report);
     }
     if names.is_empty() {
         return Err(crate::Error::Data("no data file given".to_owned()));
     }
-    let missing: Vec<&str> = options
-        .symbols
-        .names()
-        .into_iter()
-        .filter(|n| !series.iter().any(|s| s.symbol.eq_ignore_ascii_case(n)))
-        .collect();
+    let missing: Vec<&str> =
+        symbols.names().into_iter().filter(|n| !series.iter().any(|s| s.symbol.eq_ignore_ascii_case(n))).collect();
     if !missing.is_empty() {
         return Err(crate::Error::Data(format!("{}: no rows of symbol(s) {}", names.join(" + "), missing.join(", "))));
     }
-    Ok((Dataset { source: names.join(" + "), synthetic: false, series }, reports))
+    Ok(Dataset { source: names.join(" + "), synthetic, series })
 }
 
 /// The first bytes of a Parquet file.

@@ -59,7 +59,8 @@ pub fn weights_from_bytes(name: &str, bytes: &[u8], time_unit: Option<TimeUnit>)
     } else {
         super::csv::read_csv(name, bytes)?
     };
-    let refuse = |finding: Finding| LoadReport { file: name.to_owned(), findings: vec![finding], ..LoadReport::default() };
+    let refuse =
+        |finding: Finding| LoadReport { file: name.to_owned(), findings: vec![finding], ..LoadReport::default() };
     let (map, pair) = ColumnMap::from_headers(&table.headers);
     let (Some(t_col), Some(s_col)) = (map.time, map.symbol) else {
         let message = format!(
@@ -78,9 +79,13 @@ pub fn weights_from_bytes(name: &str, bytes: &[u8], time_unit: Option<TimeUnit>)
         return Err(refuse(row_finding(name, 1, Some(table.headers[c].trim()), IssueClass::BadRow, message)));
     }
     let second = pair.map(|(_, t)| t);
-    let weight_cols: Vec<usize> = (0..table.headers.len()).filter(|&c| c != t_col && c != s_col && Some(c) != second).collect();
+    let weight_cols: Vec<usize> =
+        (0..table.headers.len()).filter(|&c| c != t_col && c != s_col && Some(c) != second).collect();
     if weight_cols.is_empty() {
-        let message = format!("no portfolio column: after time and symbol, one column per portfolio (header: {})", table.headers.join(","));
+        let message = format!(
+            "no portfolio column: after time and symbol, one column per portfolio (header: {})",
+            table.headers.join(",")
+        );
         return Err(refuse(file_finding(name, Some(1), IssueClass::MissingColumn, message)));
     }
     let header = |c: usize| table.headers[c].trim().to_owned();
