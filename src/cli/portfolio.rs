@@ -29,8 +29,11 @@ pub(super) fn run(
         backend
     };
     let universe = Universe::new(dataset, Some(&data.symbols))?;
-    let table = load_weights(path, data.rows.time_unit)?;
-    let weights = TargetWeights::new(table, &universe, req.allow_short)?;
+    let refused = |report: crate::data::LoadReport| {
+        Error::Data(format!("the weights file is refused ({} finding(s)):\n{report}", report.blocking().count()))
+    };
+    let table = load_weights(path, data.rows.time_unit).map_err(refused)?;
+    let weights = TargetWeights::new(table, &universe, req.allow_short).map_err(refused)?;
     let request = PortfolioRequest {
         capital: parse_decimal("capital", &req.capital)?,
         spread: parse_decimal("spread", &req.spread)?,
