@@ -127,12 +127,14 @@ impl RowRules<'_> {
             }
             _ => None,
         };
-        // A file with a symbol column names every row's symbol: a row without one belongs to no series.
-        if let (Some(col), None) = (map.symbol, symbol) {
+        // A file with a symbol column names every row's symbol: a row without one belongs to no series (a
+        // warning only when the policy drops the row for another finding).
+        let no_symbol = map.symbol.filter(|_| symbol.is_none()).map(|col| {
             let message = "no symbol: the row belongs to no series".to_owned();
             findings.push(row_finding(name, row, Some(header(col)), IssueClass::BadRow, message));
             bar = None;
-        }
+            findings.len() - 1
+        });
         let mut keep = bar.is_some();
         let mut repaired = false;
         if let Some(b) = bar.as_mut().filter(|b| !plainly_valid(b)) {
@@ -166,6 +168,13 @@ impl RowRules<'_> {
         for f in findings.iter_mut().filter(|f| bar.is_none() && handled(f.class) && f.severity == Severity::Error) {
             f.severity = Severity::Warning;
             f.message += " (row dropped)";
+        }
+        if let Some(i) = no_symbol
+            && findings[i].severity == Severity::Error
+            && findings.iter().any(|f| policy.drop.contains(&f.class) && f.severity == Severity::Warning)
+        {
+            findings[i].severity = Severity::Warning;
+            findings[i].message += " (row dropped)";
         }
         let dropped = !keep;
         if let Some(symbol) = symbol {
