@@ -134,7 +134,8 @@ fn the_command_backtests_portfolios() {
     let mut data = String::from("ticker,date,open,high,low,close,volume\n");
     for (s, base) in [("AAA", 10.0), ("BBB", 50.0)] {
         for d in 1..=20 {
-            let (o, c) = (base + d as f64 * 0.5, base + d as f64 * 0.5 + if d % 3 == 0 { -0.25 } else { 0.75 });
+            let o = base + f64::from(d) * 0.5;
+            let c = o + if d % 3 == 0 { -0.25 } else { 0.75 };
             data += &format!("{s},2021-03-{d:02},{o},{},{},{c},1000\n", o.max(c) + 0.1, o.min(c) - 0.1);
         }
     }

@@ -217,7 +217,7 @@ fn weights_files_are_refused_row_by_row() {
     );
     let table = weights_from_bytes("w.csv", bad.replace(",x,", ",0.1,").as_bytes(), None).unwrap();
     let report = TargetWeights::new(table, &u, false).unwrap_err();
-    let located: Vec<(Option<usize>, Option<&str>, Option<&str>, IssueClass)> =
+    let located: Vec<_> =
         report.findings.iter().map(|f| (f.row, f.column.as_deref(), f.symbol.as_deref(), f.class)).collect();
     assert_eq!(
         located,

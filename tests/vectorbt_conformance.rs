@@ -72,7 +72,7 @@ fn daily_fixed(u: &Universe, _t: usize, s: usize) -> Option<&'static str> {
 /// Every fifth time, among the symbols with 21 bars of their own: the best 20-bar return long 0.5, the worst
 /// short 0.3, the others 0.1.
 fn weekly_long_short(u: &Universe, t: usize, s: usize) -> Option<&'static str> {
-    if t % 5 != 0 {
+    if !t.is_multiple_of(5) {
         return None;
     }
     let ret = |j: usize| -> Option<Decimal> {
