@@ -52,11 +52,12 @@ pub(super) fn run(
 fn print_summary(universe: &Universe, weights: &TargetWeights, run: &PortfolioRun, backend: &Backend) {
     let (first, last) = (universe.times.first(), universe.times.last());
     let span = first.zip(last).map(|(a, b)| format!("{} .. {}", a.to_rfc3339(), b.to_rfc3339())).unwrap_or_default();
+    let symbols = universe.symbols();
+    let listed = if symbols.len() > 10 { format!("{}, ...", symbols[..10].join(", ")) } else { symbols.join(", ") };
     println!(
-        "data:     {}: {} symbols ({}) on {} times, {span}; {} bars/year",
+        "data:     {}: {} symbols ({listed}) on {} times, {span}; {} bars/year",
         universe.label(),
         universe.n_symbols(),
-        universe.symbols().join(", "),
         universe.n_times(),
         run.bars_per_year
     );

@@ -30,7 +30,8 @@ pub struct PortfolioAudit {
     pub equity_abs_diff: f64,
     /// The same relative to the Decimal final equity.
     pub equity_rel_diff: f64,
-    /// The largest |float - decimal| of a fill's units, relative to the Decimal units.
+    /// The largest |float - decimal| of a fill's units, relative to the larger of the Decimal fill and the
+    /// position it leaves.
     pub units_rel_diff: f64,
 }
 
@@ -39,7 +40,7 @@ impl fmt::Display for PortfolioAudit {
         write!(
             f,
             "Decimal audit: {} fills; final equity f64 {:.6} vs Decimal {} (abs {:.3e}, rel {:.3e}); units of every \
-             fill within {:.3e} (relative)",
+             fill within {:.3e} (relative to the fill or the position it leaves)",
             self.fills,
             self.float_final_equity,
             self.decimal_final_equity.round_dp(6),
@@ -134,8 +135,11 @@ pub fn audit_portfolio(
         let commission = x.mul(p.commission, traded.abs(), "the commission")?;
         cash = x.sub(x.sub(cash, traded, "the cash")?, commission, "the cash")?;
         units[s] = x.add(units[s], delta, "the units")?;
-        let exact = delta.to_f64().unwrap_or(f64::NAN);
-        units_rel_diff = units_rel_diff.max((f.units - exact).abs() / exact.abs().max(f64::MIN_POSITIVE));
+        // Relative to the larger of the fill and the position it leaves: a small rebalance of a large
+        // position is the difference of two near numbers, exact only to the position's precision.
+        let (exact, held) = (delta.to_f64().unwrap_or(f64::NAN), units[s].to_f64().unwrap_or(f64::NAN));
+        let scale = exact.abs().max(held.abs()).max(f64::MIN_POSITIVE);
+        units_rel_diff = units_rel_diff.max((f.units - exact).abs() / scale);
     }
     let end = universe.n_times() - 1;
     let x = Exact { fill: fills.len() };

@@ -12,7 +12,7 @@
 
 pub mod backtest;
 
-use crate::portfolio::{ExitReason, WHOLE_UNITS_SLACK, buy_fill_price, sell_fill_price};
+use crate::portfolio::{BANKRUPTCY_SLACK, ExitReason, WHOLE_UNITS_SLACK, buy_fill_price, sell_fill_price};
 use crate::types::{EnvStatus, TrialParams};
 
 /// The account after the close of bar `bar`; the units of each symbol live beside it in a slice of N.
@@ -179,7 +179,9 @@ impl<P: Fn(usize) -> Option<f64>, V: Fn(usize) -> f64> core::fmt::Debug for Mark
 /// Executes an order of `delta` units of `symbol` around `price` (the reference: an open or a close): a sale
 /// always fills at `price x (1 - s/2)`; a purchase at `price x (1 + s/2)` fills whole when its cost with
 /// commission is at most the cash, else buys `cash / (1 + c) / fill` units (floored to whole units when the
-/// trial says so; nothing when the cash is not positive). Commission `c x |units| x fill` is paid in cash.
+/// trial says so), nothing when the cash is zero up to rounding: at most [`BANKRUPTCY_SLACK`] of the
+/// initial capital (a residue of the sums, which would otherwise buy dust the Decimal rules do not).
+/// Commission `c x |units| x fill` is paid in cash; a fractional purchase the cash limits leaves exactly 0.
 #[inline]
 pub fn execute_order(
     params: &TrialParams,
@@ -200,7 +202,7 @@ pub fn execute_order(
     if traded > 0.0 {
         let cost = traded * fill;
         if cost + c * cost > *cash {
-            if *cash <= 0.0 {
+            if *cash <= BANKRUPTCY_SLACK * params.initial_capital {
                 return None;
             }
             traded = *cash / (1.0 + c) / fill;
@@ -214,8 +216,16 @@ pub fn execute_order(
         }
     }
     let notional = libm::fabs(traded) * fill;
-    let commission = c * notional;
-    *cash = *cash - traded * fill - commission;
+    let mut commission = c * notional;
+    if limited != 0 && params.whole_units == 0 {
+        // The purchase spends the cash: what the cash paid beyond the units is the commission (equal to
+        // `c x notional` in exact arithmetic), and the cash is exactly 0.
+        commission = *cash - notional;
+        *cash = 0.0;
+    } else {
+        // The trade's cash flow as one amount (notional and commission together), then the cash.
+        *cash -= traded * fill + commission;
+    }
     *units += traded;
     let spread = libm::fabs(traded) * price * (0.5 * params.spread);
     Some(AccountFill {
@@ -297,7 +307,7 @@ pub fn mark_account(
     if state.equity > state.peak_equity {
         state.peak_equity = state.equity;
     }
-    let next = if state.equity <= crate::portfolio::BANKRUPTCY_SLACK * params.initial_capital {
+    let next = if state.equity <= BANKRUPTCY_SLACK * params.initial_capital {
         EnvStatus::Bankrupt
     } else if before == EnvStatus::HaltPending {
         EnvStatus::Halted
@@ -408,12 +418,22 @@ mod tests {
         assert!((price - 10.01).abs() < 1e-12);
         assert_eq!((fill.limited, fill.price, fill.symbol), (1, price, 3));
         assert!((fill.units - 1_000.0 / 1.001 / 10.01).abs() < 1e-9);
-        assert!(cash.abs() < 1e-9, "{cash}");
+        assert_eq!(cash, 0.0);
         let whole = TrialParams { whole_units: 1, ..p };
         let (mut cash, mut units) = (1_000.0, 0.0);
         let fill = execute_order(&whole, &mut cash, &mut units, 100.0, 10.0, 3).unwrap();
         assert_eq!((fill.units, units), (99.0, 99.0));
         assert!((cash - (1_000.0 - 99.0 * 10.01 * 1.001)).abs() < 1e-9, "{cash}");
+    }
+
+    /// Cash that is zero up to rounding (1e-13 of a capital of 1,000) buys nothing, where a cent buys.
+    #[test]
+    fn a_rounding_residue_of_cash_buys_nothing() {
+        let p = params(1_000.0, 0.0, 0.0);
+        let (mut cash, mut units) = (1e-10, 0.0);
+        assert_eq!(execute_order(&p, &mut cash, &mut units, 5.0, 10.0, 0), None);
+        let (mut cash, mut units) = (0.01, 0.0);
+        assert_eq!(execute_order(&p, &mut cash, &mut units, 5.0, 10.0, 0).map(|f| f.units), Some(0.001));
     }
 
     /// Two symbols at 50/50 from 1,000 of cash, no costs, then a move to 100/0 at new opens: the sale of the
