@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway virtualenv with vectorbt 1.2.0 from PyPI (target/vbt-venv, never a project dependency), the tool
-# the backtest benchmarks compare against; extra arguments are more packages to install in it. Prints the
+# the backtest benchmarks compare against and the portfolio backtest's conformance test runs
+# (tests/vectorbt_conformance.rs; scripts/test.sh sets TRADESIM_VECTORBT_PYTHON from it; vectorbt 1.2.0 with
+# numba's wheels installs on CPython 3.11); extra arguments are more packages to install in it. Prints the
 # venv's python. Needs python3 with venv (Debian: python3-venv); installs it with apt when missing and allowed.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,8 @@
 # The project's test command (README): formatting, lints, docs without warnings and tests of both builds,
 # the CUDA one (PTX built with nightly) and the CPU-only one (stable alone). GPU tests skip without a GPU
 # unless REQUIRE_GPU=1. The Optuna interop test runs the real optuna from a throwaway virtualenv
-# (scripts/setup-optuna.sh), the SPA/StepM test the real arch from another (scripts/setup-arch.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
+# (scripts/setup-optuna.sh), the SPA/StepM test the real arch from another (scripts/setup-arch.sh), the
+# portfolio conformance test vectorbt from a third (scripts/setup-vectorbt.sh); the PostgreSQL tests a throwaway server (scripts/postgres.sh, Debian's package);
 # the report test headless Chromium (scripts/setup-chromium.sh). The Python package's pytest suite runs from a
 # throwaway virtualenv too (scripts/setup-python.sh), its parity test with PyTorch from another
 # (scripts/setup-parity.sh; TRADESIM_SKIP_PARITY=1 skips it).
@@ -15,6 +16,9 @@ export TRADESIM_OPTUNA_PYTHON
 # Kevin Sheppard's arch (a throwaway virtualenv under target/): SPA and StepM compared with it.
 TRADESIM_ARCH_PYTHON=$(bash scripts/setup-arch.sh)
 export TRADESIM_ARCH_PYTHON
+# vectorbt (a throwaway virtualenv under target/): the portfolio backtest compared with Portfolio.from_orders.
+TRADESIM_VECTORBT_PYTHON=$(bash scripts/setup-vectorbt.sh)
+export TRADESIM_VECTORBT_PYTHON
 # Headless Chromium (Debian) renders the search report in a test.
 TRADESIM_CHROMIUM=$(bash scripts/setup-chromium.sh)
 export TRADESIM_CHROMIUM

@@ -1,4 +1,4 @@
-//! What loading market data found: every problem a [`Finding`] naming file, row and column, of an
+//! What loading market data found: every problem a [`Finding`] naming file, row, column and symbol, of an
 //! [`IssueClass`] and a [`Severity`], gathered in a [`LoadReport`] (`crate::data` validates and re-exports
 //! them; [`crate::Error::DataRefused`] carries a refused file's report).
 
@@ -118,6 +118,8 @@ pub struct Finding {
     pub row: Option<usize>,
     /// Column name as the file's header writes it.
     pub column: Option<String>,
+    /// The row's symbol, in a file with a symbol column (`None` in a file of one series, named by the file).
+    pub symbol: Option<String>,
     /// Kind of problem.
     pub class: IssueClass,
     /// Error or warning.
@@ -136,7 +138,11 @@ impl fmt::Display for Finding {
             write!(f, ":{col}")?;
         }
         let level = if self.severity == Severity::Error { "error" } else { "warning" };
-        write!(f, ": {level}[{}]: {}", self.class.name(), self.message)
+        write!(f, ": {level}[{}]: ", self.class.name())?;
+        if let Some(symbol) = &self.symbol {
+            write!(f, "symbol {symbol}: ")?;
+        }
+        f.write_str(&self.message)
     }
 }
 

@@ -24,6 +24,7 @@
 //! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
+pub use gpu_kernels::account::AccountFill;
 pub use gpu_kernels::backtest::{Metrics, RULE_CROSS, RULE_STATE, SmaCross, Trade};
 pub use gpu_kernels::dqn::DqnParams;
 pub use gpu_kernels::portfolio::ExitReason;
@@ -34,7 +35,8 @@ pub use gpu_kernels::{
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, Cubin, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
     DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, ModuleLoad, ModuleSource, Modules, NetState,
-    PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout, VectorBatch, VectorOutputs, WalkHandle, backtest, detect,
+    PortfolioResult, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout, UniverseMarket, VectorBatch,
+    VectorOutputs, WalkHandle, backtest, backtest_portfolios, detect, ewma_sigma,
 };
 
 pub mod audit;
@@ -52,6 +54,7 @@ pub mod hyperopt;
 pub mod job;
 pub mod json;
 pub mod normal;
+pub mod portfolio;
 pub mod table;
 pub mod train;
 pub mod vector;

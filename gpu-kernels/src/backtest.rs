@@ -4,6 +4,7 @@
 //! `bars_per_year`; undefined values (a zero denominator) are NaN.
 
 use crate::env::account_step;
+use crate::equity::{EquityStats, ratio};
 use crate::portfolio::{ExitReason, Fill, TradeLog, close_position};
 use crate::types::{Action, Bar, EnvState, TrialParams};
 
@@ -315,70 +316,6 @@ impl<F: FnMut(Trade)> TradeLog for Ledger<F> {
     }
 }
 
-/// Bars per block of [`ReturnMoments`].
-const MOMENT_BLOCK: u32 = 64;
-
-/// Mean and sum of squared deviations of the per-bar excess returns, without a division per bar: each
-/// block of [`MOMENT_BLOCK`] returns sums its deviations from its first return (`d = x - c`: sums of `d`
-/// and `d^2`, so a constant run adds exact zeros), and the block joins the running moments by Chan's
-/// pairwise update (one division per block). Welford's update divided every bar, on the loop's longest
-/// dependency chain; this takes 3 flops a bar and gives the two-pass moments to a few ulps.
-#[derive(Clone, Copy, Debug, Default)]
-struct ReturnMoments {
-    n: f64,
-    mean: f64,
-    m2: f64,
-    shift: f64,
-    block: u32,
-    sum: f64,
-    squares: f64,
-}
-
-impl ReturnMoments {
-    #[inline]
-    fn push(&mut self, x: f64) {
-        if self.block == 0 {
-            self.shift = x;
-        }
-        let d = x - self.shift;
-        self.sum += d;
-        self.squares += d * d;
-        self.block += 1;
-        if self.block == MOMENT_BLOCK {
-            self.join_block();
-        }
-    }
-
-    /// Joins the open block (if any) to the running moments.
-    #[inline]
-    fn join_block(&mut self) {
-        if self.block == 0 {
-            return;
-        }
-        let nb = f64::from(self.block);
-        let mean_d = self.sum / nb;
-        // Rounding can leave a tiny negative where the deviations cancel; NaN passes through.
-        let m2b = self.squares - self.sum * mean_d;
-        let m2b = if m2b < 0.0 { 0.0 } else { m2b };
-        if self.n == 0.0 {
-            (self.mean, self.m2) = (self.shift + mean_d, m2b);
-        } else {
-            let n = self.n + nb;
-            // The block mean less the running mean, without rounding the block mean first (the shift and
-            // the running mean are near each other, so their difference is exact).
-            let delta = (self.shift - self.mean) + mean_d;
-            self.mean += delta * (nb / n);
-            self.m2 += m2b + delta * delta * (self.n * nb / n);
-        }
-        self.n += nb;
-        (self.block, self.sum, self.squares) = (0, 0.0, 0.0);
-    }
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b != 0.0 { a / b } else { f64::NAN }
-}
-
 /// Runs one column over bars `[args.start, args.end]`: decisions from `target(t)` at the close of each bar
 /// t < end, fills from the next open; a position still open after the last step is closed at the last close
 /// (reason EndOfData). Equity after each bar goes to `equity(i, value)` (i = 0 is the start), each closed
@@ -407,13 +344,7 @@ pub fn backtest_column(
     };
     let initial = state.equity;
     equity(0, initial);
-    let (mut moments, mut downside) = (ReturnMoments::default(), 0.0f64);
-    let (mut peak, mut peak_bar, mut underwater) = (initial, start, false);
-    // The lowest equity since the peak: under one peak, `equity / peak - 1` falls with equity (division by
-    // a positive constant rounds monotonically), so only a new trough can deepen the drawdown.
-    let mut trough = initial;
-    // Bars in a position: an integer count (an f64 add a bar sat on the f64 pipe), exact as a double.
-    let (mut max_dd, mut max_dd_bars, mut in_position) = (0.0f64, 0usize, 0u32);
+    let mut stats = EquityStats::new(initial, start, args.risk_free);
     // Bars `start..=end` only: the loop's indices are then provably in bounds (no check a bar).
     let bars = &bars[..=end];
     for t in start..end {
@@ -422,70 +353,18 @@ pub fn backtest_column(
         // its signal is not computed (what `account_step` does for it, it does without one).
         let action = if state.status().is_done() { Action::Flat as u8 } else { target(t) };
         account_step(params, &mut state, action, &bars[t], &bars[t + 1], &mut ledger);
-        if state.position != 0 {
-            in_position += 1;
-        }
+        let in_position = state.position != 0;
         if t + 1 == end && state.position != 0 && state.status() != crate::EnvStatus::Bankrupt {
             let fill = close_position(params, &mut state, bars[end].close);
             ledger.closed(end as u32, &fill, ExitReason::EndOfData, state.cash);
             state.equity = state.cash;
             state.step_costs += fill.costs;
         }
-        // An unchanged finite equity returns exactly 0 (what `e / e - 1` gives), without the division.
-        let r = if prev == 0.0 || (state.equity == prev && prev.is_finite()) { 0.0 } else { state.equity / prev - 1.0 };
-        let x = r - args.risk_free;
-        moments.push(x);
-        if x < 0.0 {
-            downside += x * x;
-        }
-        // Drawdown duration: bars from the peak to the bar that regains it (or to the end).
-        if state.equity >= peak {
-            if underwater && t + 1 - peak_bar > max_dd_bars {
-                max_dd_bars = t + 1 - peak_bar;
-            }
-            underwater = false;
-            peak = state.equity;
-            trough = state.equity;
-            peak_bar = t + 1;
-        } else {
-            underwater = true;
-            if state.equity < trough {
-                trough = state.equity;
-                let dd = state.equity / peak - 1.0;
-                if dd < max_dd {
-                    max_dd = dd;
-                }
-            }
-        }
+        stats.push(t + 1, prev, state.equity, in_position);
         equity(t + 1 - start, state.equity);
     }
-    if underwater && end - peak_bar > max_dd_bars {
-        max_dd_bars = end - peak_bar;
-    }
-    moments.join_block();
-    let ReturnMoments { n, mean, m2, .. } = moments;
-    let ann = args.bars_per_year;
-    let total = state.equity / initial - 1.0;
-    let std = if n > 1.0 { crate::sqrt(m2 / (n - 1.0)) } else { f64::NAN };
-    let annual = if n > 0.0 && 1.0 + total > 0.0 { libm::pow(1.0 + total, ann / n) - 1.0 } else { -1.0 };
-    let downside_dev = if n > 0.0 { crate::sqrt(downside / n) } else { 0.0 };
     let trades = f64::from(ledger.count);
     let metrics = Metrics {
-        total_return: total,
-        annual_return: annual,
-        annual_volatility: std * crate::sqrt(ann),
-        sharpe: ratio(mean, std) * crate::sqrt(ann),
-        // empyrical's edge: no return below the target and a positive mean is +inf (a zero mean is NaN).
-        sortino: if downside_dev > 0.0 {
-            ratio(mean * ann, downside_dev * crate::sqrt(ann))
-        } else if mean > 0.0 {
-            f64::INFINITY
-        } else {
-            f64::NAN
-        },
-        max_drawdown: max_dd,
-        max_drawdown_bars: max_dd_bars as f64,
-        calmar: ratio(annual, libm::fabs(max_dd)),
         trades,
         win_rate: ratio(f64::from(ledger.wins), trades),
         profit_factor: if ledger.gross_loss > 0.0 {
@@ -496,10 +375,8 @@ pub fn backtest_column(
             f64::NAN
         },
         avg_trade_return: ratio(ledger.sum_returns, trades),
-        exposure: ratio(f64::from(in_position), n),
         total_costs: ledger.costs,
-        final_equity: state.equity,
-        bars: n,
+        ..stats.finish(end, state.equity, args.bars_per_year)
     };
     (metrics, ledger.count)
 }
@@ -540,9 +417,7 @@ pub fn run_column(
 
 #[cfg(test)]
 mod tests {
-    extern crate std;
     use super::*;
-    use std::vec::Vec;
 
     /// Prefix sums of `ticks`.
     fn prefix<const N: usize, const M: usize>(ticks: &[i64; N]) -> [i64; M] {
@@ -551,44 +426,6 @@ mod tests {
             p[i + 1] = p[i] + t;
         }
         p
-    }
-
-    /// The block moments are the two-pass moments (mean, then squared deviations from it) to 1e-13
-    /// relative over series of every length around the block size and of many blocks, for returns whose
-    /// mean is up to 10 spreads from zero; a constant series has exactly zero spread; NaN passes through.
-    #[test]
-    fn block_moments_are_two_pass_moments() {
-        let mut counter = 0;
-        let mut uniform = move || {
-            counter += 1;
-            (crate::rng::draw_u64(3, 0, counter) >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-        };
-        let lengths = [1usize, 2, 63, 64, 65, 127, 128, 129, 1_000, 20_000];
-        for (case, &len) in lengths.iter().cycle().take(60).enumerate() {
-            // Returns whose mean is up to 10 spreads from zero (a steady riser), and far beyond it.
-            let (offset, spread) =
-                [(0.0, 0.02), (1e-4, 0.01), (1e-3, 1e-4), (-2e-3, 2e-4), (0.5, 1e-3), (-3.0, 1e-5)][case % 6];
-            let xs: Vec<f64> = (0..len).map(|_| offset + spread * uniform()).collect();
-            let mut m = ReturnMoments::default();
-            xs.iter().for_each(|&x| m.push(x));
-            m.join_block();
-            let mean = xs.iter().sum::<f64>() / len as f64;
-            let m2: f64 = xs.iter().map(|x| (x - mean) * (x - mean)).sum();
-            assert_eq!(m.n, len as f64);
-            // Far beyond (a mean 500 and 300,000 spreads from zero) both the two-pass and Welford's moments
-            // lose digits to the mean's rounding (Welford's differed from the two-pass by up to 6e-10 here).
-            let tolerance = if case % 6 < 4 { 1e-13 } else { 1e-10 };
-            assert!((m.mean - mean).abs() <= 1e-14 * mean.abs().max(spread), "case {case}: {} vs {mean}", m.mean);
-            assert!((m.m2 - m2).abs() <= tolerance * m2.max(f64::MIN_POSITIVE), "case {case}: {} vs {m2}", m.m2);
-        }
-        let mut constant = ReturnMoments::default();
-        (0..1_000).for_each(|_| constant.push(-1.7e-5));
-        constant.join_block();
-        assert_eq!((constant.mean, constant.m2), (-1.7e-5, 0.0));
-        let mut nan = ReturnMoments::default();
-        [0.1, f64::NAN, 0.2].iter().for_each(|&x| nan.push(x));
-        nan.join_block();
-        assert!(nan.mean.is_nan() && nan.m2.is_nan());
     }
 
     /// Where the host's proof holds, the 64-bit comparison gives the 128-bit one at every bar, ties

@@ -16,6 +16,7 @@
     )
 )]
 
+pub mod account;
 pub mod backtest;
 pub mod backward;
 pub mod barrier;
@@ -23,6 +24,7 @@ pub mod batch;
 pub mod chain;
 pub mod dqn;
 pub mod env;
+pub mod equity;
 pub mod kernel_names;
 pub mod layout;
 pub mod mlp;

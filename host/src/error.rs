@@ -86,6 +86,19 @@ pub enum HostError {
         /// The value.
         value: f64,
     },
+    /// A universe's cell that cannot be used: a price of a bar that is not finite and positive, a carried
+    /// close that is not finite and >= 0 (0 only before the symbol's first bar), a flag other than 0 or 1.
+    #[error("time {time}, symbol {symbol}: {field} = {value} is invalid")]
+    InvalidUniversePrice {
+        /// Time index.
+        time: usize,
+        /// Symbol index.
+        symbol: usize,
+        /// The field.
+        field: &'static str,
+        /// The value.
+        value: f64,
+    },
     /// A feature value that is NaN or infinite.
     #[error("feature {feature} of bar {bar} is not finite")]
     InvalidFeature {

@@ -17,6 +17,7 @@ pub mod env_batch;
 pub mod error;
 pub mod market;
 pub mod module;
+pub mod portfolio;
 pub mod ppo;
 pub mod prices;
 
@@ -35,11 +36,12 @@ pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
 pub use dqn::{DqnAgent, NetState};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
-pub use market::{DEFAULT_SIGMA_SPAN, MarketData, ewma_sigma};
+pub use market::{DEFAULT_SIGMA_SPAN, MarketData, UniverseMarket, ewma_sigma};
 pub use module::{Cubin, ModuleLoad, ModuleSource, Modules};
+pub use portfolio::backtest_portfolios;
 pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
-pub use types::{DeviceOutputs, VectorOutputs};
+pub use types::{DeviceOutputs, PortfolioResult, VectorOutputs};
 pub use vector::VectorBatch;
 pub use walk::WalkHandle;
 

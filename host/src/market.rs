@@ -120,6 +120,82 @@ impl MarketData {
     }
 }
 
+/// The price block of a universe: N symbols on one calendar of T times, time-major (`bars[t x N + s]`),
+/// with a flag per cell: 1 where the symbol has a bar at that time. A cell without a bar holds the symbol's
+/// last close in every price field (0 before its first bar) and is only ever a valuation price, never a
+/// fill's (ENVIRONMENT.md, "Portfolios").
+#[derive(Clone, Debug, PartialEq)]
+pub struct UniverseMarket {
+    bars: Vec<Bar>,
+    tradable: Vec<u8>,
+    n_symbols: usize,
+}
+
+impl UniverseMarket {
+    /// The block of `n_symbols` symbols from its cells and flags: at least 2 times; a cell with a bar has
+    /// finite positive prices and a finite sigma >= 0; a cell without one a finite close >= 0, 0 only
+    /// before the symbol's first bar.
+    pub fn new(bars: Vec<Bar>, tradable: Vec<u8>, n_symbols: usize) -> Result<Self, HostError> {
+        let n_times = bars.len().checked_div(n_symbols).unwrap_or(0);
+        if n_symbols == 0 || n_times < 2 || bars.len() != n_times * n_symbols {
+            return Err(HostError::Shape {
+                what: format!("universe bars (at least 2 times x {n_symbols} symbols, time-major)"),
+                expected: n_times.max(2) * n_symbols.max(1),
+                got: bars.len(),
+            });
+        }
+        if tradable.len() != bars.len() {
+            return Err(HostError::Shape {
+                what: format!("universe bar flags ({n_times} times x {n_symbols} symbols)"),
+                expected: bars.len(),
+                got: tradable.len(),
+            });
+        }
+        let mut seen = vec![false; n_symbols];
+        for (i, (b, &flag)) in bars.iter().zip(&tradable).enumerate() {
+            let (time, symbol) = (i / n_symbols, i % n_symbols);
+            let bad = |field: &'static str, value: f64| HostError::InvalidUniversePrice { time, symbol, field, value };
+            if flag > 1 {
+                return Err(bad("flag", f64::from(flag)));
+            }
+            if flag == 1 {
+                for (field, value) in [("open", b.open), ("high", b.high), ("low", b.low), ("close", b.close)] {
+                    if !(value.is_finite() && value > 0.0) {
+                        return Err(bad(field, value));
+                    }
+                }
+                if !(b.sigma.is_finite() && b.sigma >= 0.0) {
+                    return Err(bad("sigma", b.sigma));
+                }
+                seen[symbol] = true;
+            } else if !(b.close.is_finite() && (b.close > 0.0 || (b.close == 0.0 && !seen[symbol]))) {
+                return Err(bad("carried close", b.close));
+            }
+        }
+        Ok(Self { bars, tradable, n_symbols })
+    }
+
+    /// The cells, time-major.
+    pub fn bars(&self) -> &[Bar] {
+        &self.bars
+    }
+
+    /// 1 where the symbol has a bar, time-major.
+    pub fn tradable(&self) -> &[u8] {
+        &self.tradable
+    }
+
+    /// Symbols (N).
+    pub fn n_symbols(&self) -> usize {
+        self.n_symbols
+    }
+
+    /// Times (T).
+    pub fn n_times(&self) -> usize {
+        self.bars.len() / self.n_symbols
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +213,19 @@ mod tests {
         let mut later = close;
         later[3] = 500.0;
         assert_eq!(ewma_sigma(&later, 3)[..3], s[..3]);
+    }
+
+    /// A universe's block: a cell without a bar carries the last close (0 only before the first bar).
+    #[test]
+    fn universe_cells_without_a_bar_carry_a_close() {
+        let bar = |p: f64| Bar { open: p, high: p, low: p, close: p, sigma: 0.0 };
+        let bars = vec![bar(0.0), bar(10.0), bar(5.0), bar(10.0), bar(5.0), bar(11.0)];
+        let block = UniverseMarket::new(bars.clone(), vec![0, 1, 1, 0, 1, 1], 2).unwrap();
+        assert_eq!((block.n_times(), block.n_symbols()), (3, 2));
+        let mut after = bars.clone();
+        after[4] = bar(0.0);
+        let err = UniverseMarket::new(after, vec![0, 1, 1, 0, 0, 1], 2).unwrap_err();
+        assert!(matches!(err, HostError::InvalidUniversePrice { time: 2, symbol: 0, .. }), "{err}");
+        assert!(UniverseMarket::new(bars, vec![1, 1, 1, 0, 1, 1], 2).is_err(), "a bar at price 0");
     }
 }

@@ -3,6 +3,7 @@
 //! dispatch files nor a backend, so the backends can use these types without importing the files that
 //! import them.
 
+use gpu_kernels::account::AccountFill;
 use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
 
 use crate::HostError;
@@ -168,17 +169,47 @@ impl BacktestResult {
 
     /// Columns ordered by `key` descending (NaN last), ties by column index: a fixed order.
     pub fn ranking(&self, key: impl Fn(&Metrics) -> f64) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.metrics.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (x, y) = (key(&self.metrics[a]), key(&self.metrics[b]));
-            match (x.is_nan(), y.is_nan()) {
-                (true, true) => a.cmp(&b),
-                (true, false) => std::cmp::Ordering::Greater,
-                (false, true) => std::cmp::Ordering::Less,
-                (false, false) => y.total_cmp(&x).then(a.cmp(&b)),
-            }
-        });
-        order
+        rank_columns(&self.metrics, key)
+    }
+}
+
+/// Columns ordered by `key` of their metrics descending (NaN last), ties by column index.
+fn rank_columns(metrics: &[Metrics], key: impl Fn(&Metrics) -> f64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..metrics.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (key(&metrics[a]), key(&metrics[b]));
+        match (x.is_nan(), y.is_nan()) {
+            (true, true) => a.cmp(&b),
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            (false, false) => y.total_cmp(&x).then(a.cmp(&b)),
+        }
+    });
+    order
+}
+
+/// Results of a portfolio backtest, per column (portfolio).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PortfolioResult {
+    /// Per-column metrics (`trades` counts fills; the round-trip statistics are NaN).
+    pub metrics: Vec<Metrics>,
+    /// Every column's fills in execution order, column after column (empty unless the ledger was asked for).
+    pub fills: Vec<AccountFill>,
+    /// Column c's fills are `fills[offsets[c]..offsets[c + 1]]`.
+    pub offsets: Vec<usize>,
+    /// Equity curves, `columns x (end - start + 1)` (empty unless asked for).
+    pub equity: Vec<f64>,
+}
+
+impl PortfolioResult {
+    /// Column `c`'s fills.
+    pub fn column_fills(&self, c: usize) -> &[AccountFill] {
+        if self.fills.is_empty() { &[] } else { &self.fills[self.offsets[c]..self.offsets[c + 1]] }
+    }
+
+    /// Columns ordered by `key` descending (NaN last), ties by column index.
+    pub fn ranking(&self, key: impl Fn(&Metrics) -> f64) -> Vec<usize> {
+        rank_columns(&self.metrics, key)
     }
 }
 

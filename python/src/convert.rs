@@ -34,6 +34,7 @@ pub(crate) fn findings_list<'py>(py: Python<'py>, findings: &[Finding]) -> PyRes
         d.set_item("row", if whole_table { None } else { f.row })?;
         d.set_item("index", py.None())?;
         d.set_item("column", &f.column)?;
+        d.set_item("symbol", &f.symbol)?;
         d.set_item("class", f.class.name())?;
         d.set_item("severity", format!("{:?}", f.severity).to_lowercase())?;
         d.set_item("message", &f.message)?;

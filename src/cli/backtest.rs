@@ -71,12 +71,28 @@ pub struct BacktestArgs {
     #[arg(long)]
     pub equity: Option<PathBuf>,
     /// Write the trades of the selected columns (.csv or .parquet: times and bars of entry and exit, side,
-    /// units, fill prices, costs, PnL, return on the equity at entry, exit reason).
+    /// units, fill prices, costs, PnL, return on the equity at entry, exit reason); with --weights, the
+    /// fills of the selected portfolios (time, bar, symbol, side, units, price, commission, costs, reason).
     #[arg(long)]
     pub trades: Option<PathBuf>,
+    /// Backtest portfolios instead of the SMA grid: a CSV or Parquet file of target weights (time, symbol,
+    /// then one column per portfolio; a row sets each portfolio's weight of that symbol at that close, an
+    /// empty cell is no order) over the universe of the data (--symbols, or every symbol).
+    #[arg(long, conflicts_with_all = ["fast", "slow", "signal"])]
+    pub weights: Option<PathBuf>,
 }
 
 /// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
+/// Refuses `--equity` and `--trades` paths whose format is not known, before anything runs.
+pub(super) fn check_exports(req: &BacktestArgs) -> Result<(), Error> {
+    for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
+        if let Some(p) = path {
+            table_path(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
 fn table_path(flag: &str, path: &std::path::Path) -> Result<(), Error> {
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
         Some("csv" | "parquet") => Ok(()),
@@ -107,23 +123,20 @@ pub fn parse_windows(name: &str, text: &str) -> Result<Vec<u32>, Error> {
     Ok((a..=b).step_by(step as usize).collect())
 }
 
-/// Runs the command on `dataset` (or why it could not be loaded), its symbol `symbol`, with `backend` (or why
-/// none).
-pub fn run(
+/// Runs the command on `dataset` (or why it could not be loaded) as the data flags `data` chose it, with
+/// `backend` (or why none): the SMA grid over one symbol (`--weights`, the portfolios over a universe, is
+/// [`super::portfolio::run_command`]'s).
+pub(super) fn run(
     dataset: Result<Dataset, Error>,
-    symbol: Option<&str>,
+    data: &super::DataArgs,
     req: &BacktestArgs,
     backend: Result<Backend, Error>,
 ) -> Result<(), Error> {
     let Strategy::SmaCross = req.strategy;
     let dataset = dataset?;
-    let series = dataset.select(symbol)?;
+    check_exports(req)?;
+    let series = dataset.select(data.symbol.as_deref())?;
     let backend = backend?;
-    for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
-        if let Some(p) = path {
-            table_path(flag, p)?;
-        }
-    }
     let request = GridRequest {
         fast: parse_windows("fast", &req.fast)?,
         slow: parse_windows("slow", &req.slow)?,

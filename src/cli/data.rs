@@ -2,47 +2,93 @@
 
 use crate::Error;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 
-use super::{DataArgs, load};
+use super::{DataArgs, RowArgs, load};
 use crate::data::synthetic::{self, PathConfig, PathKind};
-use crate::data::time::TimeUnit;
-use crate::data::{CleanPolicy, LoadReport};
+use crate::data::universe::Universe;
+use crate::data::{CleanPolicy, Dataset, SymbolChoice};
 
-pub(super) fn check(
-    file: Option<&Path>,
-    drop: &[String],
-    repair: &[String],
-    time_unit: Option<TimeUnit>,
-) -> Result<(), Error> {
-    let policy = CleanPolicy::parse(drop, repair)?;
+/// `tradesim data check`: each file's report (every finding with its file, row, column and symbol), its
+/// series, and for more than one symbol the universe they make.
+pub(super) fn check(files: &[PathBuf], symbols: &[String], rows: &RowArgs) -> Result<(), Error> {
+    let policy = CleanPolicy::parse(&rows.drop, &rows.repair)?;
     let started = Instant::now();
-    let result = match file {
-        Some(path) => crate::data::load_file(path, (&policy, time_unit)),
-        None => crate::data::embedded().map(|d| (d, LoadReport { usable: true, ..LoadReport::default() })),
+    if files.is_empty() {
+        let dataset = crate::data::embedded()?;
+        print_series(&dataset, started.elapsed().as_secs_f64());
+        return Ok(());
+    }
+    let (mut datasets, mut refused) = (Vec::new(), Vec::new());
+    for path in files {
+        match crate::data::load_file(path, (&policy, rows.time_unit, symbols)) {
+            Ok((dataset, report)) => {
+                print!("{report}");
+                datasets.push(dataset);
+            }
+            Err(report) => {
+                print!("{report}");
+                refused.push(format!("{} is unusable: {} blocking finding(s)", report.file, report.blocking().count()));
+            }
+        }
+    }
+    if !refused.is_empty() {
+        return Err(Error::Data(refused.join("; ")));
+    }
+    let choice = if symbols.is_empty() { SymbolChoice::All } else { SymbolChoice::List(symbols) };
+    let dataset = crate::data::merge_datasets(datasets, choice)?;
+    print_series(&dataset, started.elapsed().as_secs_f64());
+    if dataset.series.len() > 1 {
+        print_universe(&Universe::new(dataset, None)?);
+    }
+    Ok(())
+}
+
+/// The loaded series: symbol, bars and span (the first 20).
+fn print_series(dataset: &Dataset, seconds: f64) {
+    println!("loaded in {seconds:.3} s: {} symbol(s), {} bars", dataset.series.len(), dataset.n_bars());
+    for s in dataset.series.iter().take(20) {
+        let (first, last) = (s.bars.first(), s.bars.last());
+        let span = first.zip(last).map(|(a, b)| format!("{} .. {}", a.time.to_rfc3339(), b.time.to_rfc3339()));
+        println!("  {:<10} {:>8} bars  {}", s.symbol, s.bars.len(), span.unwrap_or_default());
+    }
+    if dataset.series.len() > 20 {
+        println!("  ... {} more symbols", dataset.series.len() - 20);
+    }
+}
+
+/// The universe of the loaded symbols: its calendar, the symbols that start late (not tradable before their
+/// first bar) and those with times missing inside their span (no trade there, valued at the last close).
+fn print_universe(u: &Universe) {
+    let first: Vec<usize> = (0..u.n_symbols()).map(|s| u.first_time(s)).collect();
+    let missing: Vec<usize> = (0..u.n_symbols()).map(|s| u.missing_inside(s)).collect();
+    let span = match (u.times.first(), u.times.last()) {
+        (Some(a), Some(b)) => format!("{} .. {}", a.to_rfc3339(), b.to_rfc3339()),
+        _ => String::new(),
     };
-    let seconds = started.elapsed().as_secs_f64();
-    match result {
-        Ok((dataset, report)) => {
-            print!("{report}");
-            println!("loaded in {seconds:.3} s: {} symbol(s), {} bars", dataset.series.len(), dataset.n_bars());
-            for s in dataset.series.iter().take(20) {
-                let (first, last) = (s.bars.first(), s.bars.last());
-                let span = first.zip(last).map(|(a, b)| format!("{} .. {}", a.time.to_rfc3339(), b.time.to_rfc3339()));
-                println!("  {:<10} {:>8} bars  {}", s.symbol, s.bars.len(), span.unwrap_or_default());
-            }
-            if dataset.series.len() > 20 {
-                println!("  ... {} more symbols", dataset.series.len() - 20);
-            }
-            Ok(())
-        }
-        Err(report) => {
-            print!("{report}");
-            Err(Error::Data(format!("{} is unusable: {} blocking finding(s)", report.file, report.blocking().count())))
-        }
+    println!("universe: {} symbols on {} times ({span}), the union of their times", u.n_symbols(), u.n_times());
+    let late: Vec<usize> = (0..u.n_symbols()).filter(|&s| first[s] > 0).collect();
+    println!("  {} symbol(s) start after the first time (not tradable before their first bar)", late.len());
+    for &s in late.iter().take(10) {
+        println!("    {:<10} from {} ({} times before)", u.series[s].symbol, u.times[first[s]].to_rfc3339(), first[s]);
+    }
+    let last: Vec<usize> = (0..u.n_symbols()).filter(|&s| u.bar(u.n_times() - 1, s).is_none()).collect();
+    println!(
+        "  {} symbol(s) end before the last time (what they hold at the end stays valued at their last close)",
+        last.len()
+    );
+    let mut gaps: Vec<usize> = (0..u.n_symbols()).filter(|&s| missing[s] > 0).collect();
+    gaps.sort_by_key(|&s| std::cmp::Reverse(missing[s]));
+    println!(
+        "  {} symbol(s) miss times inside their span ({} cells: no trade there, worth the last close)",
+        gaps.len(),
+        missing.iter().sum::<usize>()
+    );
+    for &s in gaps.iter().take(10) {
+        println!("    {:<10} {} missing of {} times", u.series[s].symbol, missing[s], u.n_times() - first[s]);
     }
 }
 
@@ -57,6 +103,14 @@ pub(super) fn features(args: &DataArgs) -> Result<(), Error> {
         rows += prepared.features.rows;
     }
     let featurized = started.elapsed().as_secs_f64();
+    let universe = (dataset.series.len() > 1)
+        .then(|| {
+            let started = Instant::now();
+            let universe = Universe::new(dataset.clone(), None)?;
+            let features = crate::data::cross_section::UniverseFeatures::compute(&universe)?;
+            Ok::<_, Error>((universe.n_times(), features.n_symbols, started.elapsed().as_secs_f64()))
+        })
+        .transpose()?;
     println!("data:     {}: {} symbol(s), {} bars", dataset.label(), dataset.series.len(), dataset.n_bars());
     println!("load:     {loaded:.3} s");
     println!(
@@ -64,6 +118,14 @@ pub(super) fn features(args: &DataArgs) -> Result<(), Error> {
         crate::data::features::N_FEATURES,
         rows as f64 / featurized.max(1e-9) / 1e6
     );
+    if let Some((times, symbols, seconds)) = universe {
+        println!(
+            "universe: {seconds:.3} s for {times} times x {symbols} symbols x {} features (the 51 carried to the \
+             calendar, {} cross-sectional)",
+            crate::data::cross_section::N_UNIVERSE_FEATURES,
+            crate::data::cross_section::N_CROSS_FEATURES
+        );
+    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@ mod bench;
 mod data;
 mod hyperopt;
 mod info;
+mod portfolio;
 mod simulate;
 mod train;
 
@@ -30,12 +31,16 @@ struct Cli {
 /// Where the bars come from: `--data FILE`, `--synthetic BARS`, or the embedded default dataset.
 #[derive(Debug, Args)]
 struct DataArgs {
-    /// CSV or Parquet file of OHLCV bars (default: the embedded EURUSD 1h 2017 data).
+    /// CSV or Parquet file of OHLCV bars (default: the embedded EURUSD 1h 2017 data); repeat it for a
+    /// universe of several files (each a symbol column, or one series named by the file).
     #[arg(long)]
-    data: Option<PathBuf>,
+    data: Vec<PathBuf>,
     /// Symbol to use from a multi-symbol file (only its rows are read and checked).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "symbols")]
     symbol: Option<String>,
+    /// Symbols of a universe, comma-separated (default: every symbol); only their rows are read and checked.
+    #[arg(long, value_delimiter = ',')]
+    symbols: Vec<String>,
     /// Use this many seeded synthetic bars instead of a file.
     #[arg(long, conflicts_with = "data")]
     synthetic: Option<usize>,
@@ -170,10 +175,14 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum DataCommand {
-    /// Validates a file and prints every finding; exits with 2 when the file is unusable.
+    /// Validates files and prints every finding; several files (or a file with several symbols) are also
+    /// checked as a universe; exits with 2 when the data is unusable.
     Check {
-        /// The file (default: the embedded dataset).
-        file: Option<PathBuf>,
+        /// The files (default: the embedded dataset).
+        files: Vec<PathBuf>,
+        /// Symbols to check, comma-separated (default: every symbol); only their rows are read and checked.
+        #[arg(long, value_delimiter = ',')]
+        symbols: Vec<String>,
         #[command(flatten)]
         rows: RowArgs,
     },
@@ -198,14 +207,13 @@ pub fn main() -> ExitCode {
         Command::Simulate { data, device, trials, envs, steps, seed } => {
             simulate(&data, device, DemoConfig { trials, envs, steps, seed })
         }
-        Command::Data { command: DataCommand::Check { file, rows } } => {
-            data::check(file.as_deref(), &rows.drop, &rows.repair, rows.time_unit)
-        }
+        Command::Data { command: DataCommand::Check { files, symbols, rows } } => data::check(&files, &symbols, &rows),
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
-        Command::Backtest { data, backtest, device } => {
-            backtest::run(load(&data), data.symbol.as_deref(), &backtest, select(device))
-        }
+        Command::Backtest { data, backtest, device } => match &backtest.weights {
+            Some(weights) => portfolio::run_command(load(&data), &data, weights, &backtest, select(device)),
+            None => backtest::run(load(&data), &data, &backtest, select(device)),
+        },
         Command::Train { data, train, device } => {
             train::run(load(&data), data.symbol.as_deref(), &train, select(device))
         }
@@ -246,18 +254,19 @@ fn load(args: &DataArgs) -> Result<Dataset, Error> {
         return Ok(generate(&cfg));
     }
     let policy = CleanPolicy::parse(&args.rows.drop, &args.rows.repair)?;
-    let loaded = match &args.data {
-        Some(path) => {
-            crate::data::load_file(path, (&policy, args.rows.time_unit, args.symbol.as_deref())).map(|(d, report)| {
-                if report.dropped + report.repaired > 0 {
-                    eprintln!("note: {} rows dropped, {} repaired by --drop/--repair", report.dropped, report.repaired);
-                }
-                d
-            })
-        }
-        None => crate::data::embedded(),
+    if args.data.is_empty() {
+        return crate::data::embedded().map_err(Error::from);
+    }
+    let unit = args.rows.time_unit;
+    let (dataset, reports) = match &args.symbol {
+        Some(symbol) => crate::data::load_files(&args.data, (&policy, unit, Some(symbol.as_str())))?,
+        None => crate::data::load_files(&args.data, (&policy, unit, args.symbols.as_slice()))?,
     };
-    loaded.map_err(Error::from)
+    let (dropped, repaired) = reports.iter().fold((0, 0), |(d, r), x| (d + x.dropped, r + x.repaired));
+    if dropped + repaired > 0 {
+        eprintln!("note: {dropped} rows dropped, {repaired} repaired by --drop/--repair");
+    }
+    Ok(dataset)
 }
 
 fn select(device: DeviceRequest) -> Result<Backend, Error> {

@@ -1,5 +1,6 @@
 //! The device boundary: Decimal prices become f64 exactly once, here, through `num_traits::ToPrimitive`
-//! (never through strings); features are computed from those f64 columns and handed over as f32.
+//! (never through strings), for one series or a universe; features are computed from those f64 columns
+//! and handed over as f32.
 
 use std::ops::Range;
 
@@ -9,7 +10,9 @@ use rust_decimal::Decimal;
 
 use super::Series;
 use super::features::{Columns, FeatureMatrix, N_FEATURES, Normalizer};
-use crate::{DEFAULT_SIGMA_SPAN, Error, MarketData, PriceSeries};
+use super::universe::Universe;
+use super::weights::TargetWeights;
+use crate::{DEFAULT_SIGMA_SPAN, Error, MarketData, PriceSeries, UniverseMarket};
 
 fn to_f64(x: Decimal, what: &str, t: usize) -> Result<f64, Error> {
     x.to_f64().ok_or_else(|| Error::Data(format!("bar {t}: {what} = {x} has no f64 value")))
@@ -54,6 +57,69 @@ pub fn price_market(series: &Series) -> Result<MarketData, Error> {
     let c = columns(series)?;
     let prices = PriceSeries::new(c.open, c.high, c.low, c.close)?;
     Ok(MarketData::new(&prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)?)
+}
+
+/// The price block of a universe: each symbol's bars as f64 (through `ToPrimitive`, as every price) with
+/// its own sigma (the EWMA of its own closes, span [`DEFAULT_SIGMA_SPAN`]), placed on the calendar; at a
+/// time without its bar a symbol's cell carries its last close (and sigma) in every price field and a 0 flag,
+/// and before its first bar zeros ([`UniverseMarket`]).
+pub fn universe_market(u: &Universe) -> Result<UniverseMarket, Error> {
+    let per_symbol: Vec<Vec<crate::Bar>> = u
+        .series
+        .par_iter()
+        .map(|series| {
+            let c = columns(series).map_err(|e| Error::Data(format!("symbol `{}`: {e}", series.symbol)))?;
+            let sigma = crate::ewma_sigma(&c.close, DEFAULT_SIGMA_SPAN);
+            Ok((0..c.len())
+                .map(|i| crate::Bar {
+                    open: c.open[i],
+                    high: c.high[i],
+                    low: c.low[i],
+                    close: c.close[i],
+                    sigma: sigma[i],
+                })
+                .collect())
+        })
+        .collect::<Result<_, Error>>()?;
+    let n = u.n_symbols();
+    let last = u.last_bar_indices();
+    let none = crate::Bar { open: 0.0, high: 0.0, low: 0.0, close: 0.0, sigma: 0.0 };
+    let mut bars = Vec::with_capacity(u.n_times() * n);
+    let mut tradable = Vec::with_capacity(u.n_times() * n);
+    for t in 0..u.n_times() {
+        for (s, own) in per_symbol.iter().enumerate() {
+            let present = u.bar_index(t, s).is_some();
+            let bar = match last[t * n + s] {
+                Some(i) if present => own[i],
+                Some(i) => crate::Bar { open: own[i].close, high: own[i].close, low: own[i].close, ..own[i] },
+                None => none,
+            };
+            bars.push(bar);
+            tradable.push(u8::from(present));
+        }
+    }
+    Ok(UniverseMarket::new(bars, tradable, n)?)
+}
+
+/// The target weights of every portfolio as the device takes them: `portfolios x (times - 1) x symbols`
+/// f64 (through `ToPrimitive`), NaN where there is no order; an order that cannot fill is not there.
+pub fn target_weights(w: &TargetWeights, n_times: usize, n_symbols: usize) -> Result<Vec<f64>, Error> {
+    let steps = n_times.saturating_sub(1);
+    let mut out = vec![f64::NAN; w.portfolios.len() * steps * n_symbols];
+    for o in &w.orders {
+        for (c, weight) in o.weights.iter().enumerate() {
+            if let Some(x) = weight {
+                let value = x.to_f64().ok_or_else(|| {
+                    Error::Data(format!(
+                        "{}: row {}: weight {x} of `{}` has no f64 value",
+                        w.file, o.row, w.portfolios[c]
+                    ))
+                })?;
+                out[(c * steps + o.time) * n_symbols + o.symbol] = value;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A series prepared for the device: its columns, raw features and the normalizer fitted on `train`.

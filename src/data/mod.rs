@@ -3,6 +3,7 @@
 //! the device layout (the only place prices become floats, through `num_traits::ToPrimitive`).
 
 mod columns;
+pub mod cross_section;
 pub mod device;
 pub mod features;
 mod load;
@@ -10,12 +11,17 @@ pub mod splits;
 pub mod surrogate;
 pub mod synthetic;
 pub mod time;
+pub mod universe;
 mod validate;
+pub mod weights;
 
 use chrono::{DateTime, FixedOffset};
 use rust_decimal::Decimal;
 
-pub use load::{ColumnData, ReadOptions, float_decimal, load_bytes, load_columns, load_file};
+pub use load::{
+    ColumnData, ReadOptions, SymbolChoice, float_decimal, load_bytes, load_columns, load_file, load_files,
+    merge_datasets,
+};
 pub use validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
 
 /// One OHLCV bar, prices exactly as the file wrote them.

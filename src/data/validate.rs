@@ -1,5 +1,5 @@
-//! Validation of loaded rows: every problem becomes a [`Finding`] naming file, row and column; a file with
-//! an unhandled error is refused with the full list. [`CleanPolicy`] may drop or repair named classes.
+//! Validation of loaded rows: every problem becomes a [`Finding`] naming file, row, column and symbol; a file
+//! with an unhandled error is refused with the full list. [`CleanPolicy`] may drop or repair named classes.
 
 use std::collections::BTreeSet;
 

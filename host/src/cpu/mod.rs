@@ -4,11 +4,12 @@
 //! - [`env`]: the envs of a batch, their replay ring and reward statistics, the sampler.
 //! - [`tile`]: the products of a plan ([`gpu_kernels::tile::Gemm`]s) and the greedy walk.
 //! - [`dqn`], [`ppo`]: the learners' buffers and steps.
-//! - [`backtest`]: the backtest of many columns.
+//! - [`backtest`]: the backtest of many columns; [`portfolio`]: the backtest of many portfolios.
 
 pub(crate) mod backtest;
 pub(crate) mod dqn;
 pub(crate) mod env;
+pub(crate) mod portfolio;
 pub(crate) mod ppo;
 pub(crate) mod tile;
 pub(crate) mod vector;

@@ -32,7 +32,8 @@ class ConfigError(TradesimError, ValueError):
 class DataError(TradesimError, ValueError):
     """Market data tradesim refuses. ``findings``: one dict per finding with ``file``, ``row`` (the
     DataFrame position, 0-based; the line number for a CSV file; None for a finding about the whole
-    table, such as a missing column), ``index`` (the DataFrame's index label), ``column``, ``class``
+    table, such as a missing column), ``index`` (the DataFrame's index label), ``column``, ``symbol`` (the
+    row's symbol in a table with a symbol column, else None), ``class``
     (``non-finite``, ``high-below-low``, ...), ``severity`` and ``message``."""
 
     __module__ = "tradesim"

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::rows::{Notes, RowRules, integer_text, kept, parse_plain, time};
-use super::{Cell, Storage, Table, file_finding, row_finding};
+use super::{Cell, Storage, SymbolChoice, Table, file_finding, row_finding};
 use crate::data::columns::ColumnMap;
 use crate::data::time::{TimeUnit, integer_time_refusal};
 use crate::data::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
@@ -22,18 +22,18 @@ pub(super) fn build(
     policy: &CleanPolicy,
     time_unit: Option<TimeUnit>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    build_symbol(name, table, default_symbol, policy, time_unit, None)
+    build_symbol(name, table, default_symbol, policy, time_unit, SymbolChoice::All)
 }
 
-/// The dataset of `table`, or of `symbol`'s rows alone when the table has a symbol column (any case, as
-/// [`Dataset::select`] matches): the other symbols' rows are then neither checked nor kept.
+/// The dataset of `table`, or of the chosen `symbols`' rows alone when the table has a symbol column (any
+/// case, as [`Dataset::select`] matches): the other symbols' rows are then neither checked nor kept.
 pub(super) fn build_symbol(
     name: &str,
     mut table: Table<'_>,
     default_symbol: &str,
     policy: &CleanPolicy,
     time_unit: Option<TimeUnit>,
-    symbol: Option<&str>,
+    symbols: SymbolChoice<'_>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
     let mut report = LoadReport {
         file: name.to_owned(),
@@ -77,8 +77,8 @@ pub(super) fn build_symbol(
     }
     let rules = RowRules { name, headers: &table.headers, map: &map, date_time_pair, policy, time_unit, columns };
     let (bars, mut notes) = parse_rows(&table, &rules, &mut report);
-    if let (Some(chosen), Some(_)) = (symbol, map.symbol) {
-        only_symbol(name, chosen, &mut notes, &mut report)?;
+    if symbols != SymbolChoice::All && map.symbol.is_some() {
+        only_symbols(name, symbols, &mut notes, &mut report)?;
     }
     if report.rows == 0 {
         report.findings.push(file_finding(name, None, IssueClass::EmptyFile, "no data rows".to_owned()));
@@ -126,14 +126,19 @@ pub(super) fn build_symbol(
     }
 }
 
-/// Sets aside every row of another symbol than `chosen` (its findings and its bar), or refuses a table
-/// with no row of `chosen`.
-fn only_symbol(name: &str, chosen: &str, notes: &mut Notes<'_>, report: &mut LoadReport) -> Result<(), LoadReport> {
+/// Sets aside every row of a symbol not `chosen` (its findings and its bar), or refuses a table with no
+/// row of any chosen symbol.
+fn only_symbols(
+    name: &str,
+    chosen: SymbolChoice<'_>,
+    notes: &mut Notes<'_>,
+    report: &mut LoadReport,
+) -> Result<(), LoadReport> {
     let mut any = false;
     let mut others: Vec<&str> = Vec::new();
     for note in notes.iter_mut().flatten() {
         match note.symbol {
-            Some(s) if !s.eq_ignore_ascii_case(chosen) => {
+            Some(s) if !chosen.contains(s) => {
                 if others.len() < 10 && !others.contains(&s) {
                     others.push(s);
                 }
@@ -148,7 +153,9 @@ fn only_symbol(name: &str, chosen: &str, notes: &mut Notes<'_>, report: &mut Loa
     if any {
         return Ok(());
     }
-    let message = format!("no rows of symbol `{chosen}` (symbols: {})", others.join(", "));
+    let names = chosen.names().iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ");
+    let what = if chosen.names().len() == 1 { "symbol" } else { "symbols" };
+    let message = format!("no rows of {what} {names} (symbols: {})", others.join(", "));
     let mut refused = std::mem::take(report);
     refused.findings = vec![file_finding(name, None, IssueClass::EmptyFile, message)];
     Err(refused)
@@ -267,8 +274,9 @@ fn by_symbol(
             continue;
         };
         let prev = bars.last().map(|b| b.time.to_rfc3339()).unwrap_or_default();
-        let message = format!("{}: {} after {prev}", series[g].symbol, bar.time.to_rfc3339());
+        let message = format!("{} after {prev}", bar.time.to_rfc3339());
         let mut f = row_finding(name, row_of(i), Some(&table.headers[t_col]), class, message);
+        f.symbol = Some(series[g].symbol.clone());
         if policy.drop.contains(&class) {
             f.severity = Severity::Warning;
             f.message += " (row dropped)";

@@ -1,13 +1,15 @@
 //! Reading CSV and Parquet into [`Dataset`]s: cells are typed once, then every row goes through the same
 //! parsing and validation, whatever the format. The entry points and the table every reader fills are
 //! here; one file per job: [`csv`] and [`parquet`] read files into tables, [`decimal`] reads prices and
-//! volumes, [`rows`] holds one row's rules, and [`dataset`] turns a table into the dataset and its report.
+//! volumes, [`rows`] holds one row's rules, [`dataset`] turns a table into the dataset and its report, and
+//! [`weights`] reads a file of target weights through the same cells.
 
 mod csv;
 mod dataset;
 mod decimal;
 mod parquet;
 mod rows;
+mod weights;
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -21,6 +23,7 @@ use self::dataset::build;
 use self::dataset::build_symbol;
 pub use self::decimal::float_decimal;
 use self::parquet::{ParquetColumn, read_parquet};
+pub use self::weights::{WeightRow, WeightTable, load_weights, weights_from_bytes};
 use super::Dataset;
 use super::time::TimeUnit;
 use super::validate::{CleanPolicy, Finding, IssueClass, LoadReport, Severity};
@@ -116,35 +119,75 @@ impl<'a> Table<'a> {
     }
 }
 
+/// Which symbols of a table with a symbol column a load reads (any case): only their rows are checked
+/// and kept. A table without a symbol column is one series whatever the choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SymbolChoice<'p> {
+    /// Every symbol.
+    #[default]
+    All,
+    /// One symbol (`--symbol`).
+    One(&'p str),
+    /// These symbols (`--symbols A,B,...`).
+    List(&'p [String]),
+}
+
+impl SymbolChoice<'_> {
+    /// Whether rows of `symbol` are read.
+    pub fn contains(&self, symbol: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::One(s) => s.eq_ignore_ascii_case(symbol),
+            Self::List(list) => list.iter().any(|s| s.eq_ignore_ascii_case(symbol)),
+        }
+    }
+
+    /// The chosen names (none for [`SymbolChoice::All`]).
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Self::All => Vec::new(),
+            Self::One(s) => vec![s],
+            Self::List(list) => list.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
 /// How a file is read: the cleaning policy, and what the integers of an integer time column count
 /// (`None`: such a column is refused, since `20090102` could be a date or an epoch count in any unit).
-/// The loaders take `&policy` (no time unit) or `(&policy, time_unit)`.
+/// The loaders take `&policy` (no time unit), `(&policy, time_unit)`, or with the symbols to read
+/// `(&policy, time_unit, Some("AAPL"))` or `(&policy, time_unit, &symbols[..])` (an empty list: all).
 #[derive(Clone, Copy, Debug)]
 pub struct ReadOptions<'p> {
     /// Which findings drop or repair their rows.
     pub policy: &'p CleanPolicy,
     /// What an integer time counts.
     pub time_unit: Option<TimeUnit>,
-    /// The one symbol to read from a table with a symbol column (any case): only its rows are checked and
-    /// kept (`None`: every symbol).
-    pub symbol: Option<&'p str>,
+    /// The symbols to read from a table with a symbol column.
+    pub symbols: SymbolChoice<'p>,
 }
 
 impl<'p> From<&'p CleanPolicy> for ReadOptions<'p> {
     fn from(policy: &'p CleanPolicy) -> Self {
-        Self { policy, time_unit: None, symbol: None }
+        Self { policy, time_unit: None, symbols: SymbolChoice::All }
     }
 }
 
 impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>)> for ReadOptions<'p> {
     fn from((policy, time_unit): (&'p CleanPolicy, Option<TimeUnit>)) -> Self {
-        Self { policy, time_unit, symbol: None }
+        Self { policy, time_unit, symbols: SymbolChoice::All }
     }
 }
 
 impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>, Option<&'p str>)> for ReadOptions<'p> {
     fn from((policy, time_unit, symbol): (&'p CleanPolicy, Option<TimeUnit>, Option<&'p str>)) -> Self {
-        Self { policy, time_unit, symbol }
+        Self { policy, time_unit, symbols: symbol.map_or(SymbolChoice::All, SymbolChoice::One) }
+    }
+}
+
+impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>, &'p [String])> for ReadOptions<'p> {
+    fn from((policy, time_unit, symbols): (&'p CleanPolicy, Option<TimeUnit>, &'p [String])) -> Self {
+        let symbols = if symbols.is_empty() { SymbolChoice::All } else { SymbolChoice::List(symbols) };
+        Self { policy, time_unit, symbols }
     }
 }
 
@@ -152,7 +195,7 @@ impl<'p> From<(&'p CleanPolicy, Option<TimeUnit>, Option<&'p str>)> for ReadOpti
 /// policy, or the policy and the unit of an integer time column (`(&policy, Some(TimeUnit::YearMonthDay))`;
 /// without one, integer times are refused). Single-symbol files take the file stem as their symbol.
 pub fn load_file<'p>(path: &Path, options: impl Into<ReadOptions<'p>>) -> Result<(Dataset, LoadReport), LoadReport> {
-    let ReadOptions { policy, time_unit, symbol } = options.into();
+    let ReadOptions { policy, time_unit, symbols } = options.into();
     let name = path.display().to_string();
     let bytes = file_bytes(path).map_err(|e| file_error(&name, IssueClass::BadRow, format!("cannot read: {e}")))?;
     let stem = path.file_stem().map_or_else(|| "DATA".to_owned(), |s| s.to_string_lossy().to_uppercase());
@@ -163,9 +206,65 @@ pub fn load_file<'p>(path: &Path, options: impl Into<ReadOptions<'p>>) -> Result
             FileBytes::Read(v) => bytes::Bytes::from(v),
         };
         let table = read_parquet(&name, data)?;
-        return build_symbol(&name, table, &stem, policy, time_unit, symbol);
+        return build_symbol(&name, table, &stem, policy, time_unit, symbols);
     }
-    load_bytes(&name, &bytes, &stem, (policy, time_unit, symbol))
+    load_bytes(&name, &bytes, &stem, ReadOptions { policy, time_unit, symbols })
+}
+
+/// Loads one or more files ([`load_file`] each, with the same `options`) into one dataset
+/// ([`merge_datasets`]), with each file's report; the first file refused is the error.
+pub fn load_files<'p>(
+    paths: &[std::path::PathBuf],
+    options: impl Into<ReadOptions<'p>>,
+) -> Result<(Dataset, Vec<LoadReport>), crate::Error> {
+    let options = options.into();
+    let mut datasets = Vec::with_capacity(paths.len());
+    let mut reports = Vec::with_capacity(paths.len());
+    for path in paths {
+        let (dataset, report) = load_file(path, options)?;
+        datasets.push(dataset);
+        reports.push(report);
+    }
+    Ok((merge_datasets(datasets, options.symbols)?, reports))
+}
+
+/// The datasets of several files as one: the series of each in file order, the source their sources joined
+/// by ` + `. A symbol comes from one file only. With a list of symbols every file must hold one of them (a
+/// file without a symbol column holds the series its name gives) and every one must be found.
+pub fn merge_datasets(datasets: Vec<Dataset>, symbols: SymbolChoice<'_>) -> Result<Dataset, crate::Error> {
+    let mut series: Vec<super::Series> = Vec::new();
+    let (mut names, mut origin): (Vec<String>, Vec<usize>) = Default::default();
+    let synthetic = datasets.iter().any(|d| d.synthetic);
+    for (f, dataset) in datasets.into_iter().enumerate() {
+        for s in dataset.series {
+            if !symbols.contains(&s.symbol) {
+                return Err(crate::Error::Data(format!(
+                    "{}: its series `{}` is not among the chosen symbols ({})",
+                    dataset.source,
+                    s.symbol,
+                    symbols.names().join(", ")
+                )));
+            }
+            if let Some(k) = series.iter().position(|x| x.symbol.eq_ignore_ascii_case(&s.symbol)) {
+                return Err(crate::Error::Data(format!(
+                    "symbol `{}` is in both {} and {}: a symbol comes from one file",
+                    s.symbol, names[origin[k]], dataset.source
+                )));
+            }
+            series.push(s);
+            origin.push(f);
+        }
+        names.push(dataset.source);
+    }
+    if names.is_empty() {
+        return Err(crate::Error::Data("no data file given".to_owned()));
+    }
+    let missing: Vec<&str> =
+        symbols.names().into_iter().filter(|n| !series.iter().any(|s| s.symbol.eq_ignore_ascii_case(n))).collect();
+    if !missing.is_empty() {
+        return Err(crate::Error::Data(format!("{}: no rows of symbol(s) {}", names.join(" + "), missing.join(", "))));
+    }
+    Ok(Dataset { source: names.join(" + "), synthetic, series })
 }
 
 /// The first bytes of a Parquet file.
@@ -211,13 +310,13 @@ pub fn load_bytes<'p>(
     default_symbol: &str,
     options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    let ReadOptions { policy, time_unit, symbol } = options.into();
+    let ReadOptions { policy, time_unit, symbols } = options.into();
     let table = if bytes.starts_with(PARQUET_MAGIC) {
         read_parquet(name, bytes::Bytes::copy_from_slice(bytes))?
     } else {
         read_csv(name, bytes)?
     };
-    build_symbol(name, table, default_symbol, policy, time_unit, symbol)
+    build_symbol(name, table, default_symbol, policy, time_unit, symbols)
 }
 
 /// One column of an in-memory table (a DataFrame's column, a numpy array) for [`load_columns`].
@@ -265,7 +364,7 @@ pub fn load_columns<'p>(
     default_symbol: &str,
     options: impl Into<ReadOptions<'p>>,
 ) -> Result<(Dataset, LoadReport), LoadReport> {
-    let ReadOptions { policy, time_unit, symbol } = options.into();
+    let ReadOptions { policy, time_unit, symbols } = options.into();
     if headers.len() != columns.len() {
         let message = format!("{} headers for {} columns", headers.len(), columns.len());
         return Err(file_error(name, IssueClass::BadRow, message));
@@ -281,12 +380,12 @@ pub fn load_columns<'p>(
     for i in 0..rows {
         table.push(i, columns.iter().map(|c| c.cell(i)));
     }
-    build_symbol(name, table, default_symbol, policy, time_unit, symbol)
+    build_symbol(name, table, default_symbol, policy, time_unit, symbols)
 }
 
 /// An error about the whole file (`row` 1 for the header).
 fn file_finding(file: &str, row: Option<usize>, class: IssueClass, message: String) -> Finding {
-    Finding { file: file.to_owned(), row, column: None, class, severity: Severity::Error, message }
+    Finding { file: file.to_owned(), row, column: None, symbol: None, class, severity: Severity::Error, message }
 }
 
 fn file_error(file: &str, class: IssueClass, message: String) -> LoadReport {
@@ -300,5 +399,6 @@ fn file_error(file: &str, class: IssueClass, message: String) -> LoadReport {
 /// A finding about one row (a zero volume is a warning, anything else an error).
 fn row_finding(file: &str, row: usize, column: Option<&str>, class: IssueClass, message: String) -> Finding {
     let severity = if class == IssueClass::ZeroVolume { Severity::Warning } else { Severity::Error };
-    Finding { file: file.to_owned(), row: Some(row), column: column.map(str::to_owned), class, severity, message }
+    let column = column.map(str::to_owned);
+    Finding { file: file.to_owned(), row: Some(row), column, symbol: None, class, severity, message }
 }

@@ -127,6 +127,14 @@ impl RowRules<'_> {
             }
             _ => None,
         };
+        // A file with a symbol column names every row's symbol: a row without one belongs to no series (a
+        // warning only when the policy drops the row for another finding).
+        let no_symbol = map.symbol.filter(|_| symbol.is_none()).map(|col| {
+            let message = "no symbol: the row belongs to no series".to_owned();
+            findings.push(row_finding(name, row, Some(header(col)), IssueClass::BadRow, message));
+            bar = None;
+            findings.len() - 1
+        });
         let mut keep = bar.is_some();
         let mut repaired = false;
         if let Some(b) = bar.as_mut().filter(|b| !plainly_valid(b)) {
@@ -161,7 +169,17 @@ impl RowRules<'_> {
             f.severity = Severity::Warning;
             f.message += " (row dropped)";
         }
+        if let Some(i) = no_symbol
+            && findings[i].severity == Severity::Error
+            && findings.iter().any(|f| policy.drop.contains(&f.class) && f.severity == Severity::Warning)
+        {
+            findings[i].severity = Severity::Warning;
+            findings[i].message += " (row dropped)";
+        }
         let dropped = !keep;
+        if let Some(symbol) = symbol {
+            findings.iter_mut().for_each(|f| f.symbol = Some(symbol.to_owned()));
+        }
         let note = (!findings.is_empty() || dropped || repaired || symbol.is_some())
             .then(|| Box::new(RowNote { findings, dropped, repaired, symbol, skipped: false }));
         (bar.filter(|_| keep).unwrap_or_else(no_bar), note)
