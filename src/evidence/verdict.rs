@@ -1,7 +1,7 @@
 //! The verdict of docs/EVIDENCE.md built from the evidence, the verdict of the previous rule (issue 41's gates; kept
 //! to measure both on the same runs), and the evidence as the command line prints it.
 
-use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PBO_CAVEAT, PLACEBO_ALPHA, SPA_ALPHA, Verdict};
+use super::{DSR_THRESHOLD, Evidence, MIN_PLACEBO, PBO_CAVEAT, PLACEBO_ALPHA, SPA_ALPHA, SharpeEvidence, Verdict};
 
 /// `inf` or the number of bars, rounded.
 fn bars(x: f64) -> String {
@@ -100,26 +100,30 @@ pub fn verdict(e: &Evidence) -> Verdict {
     }
     placebo_gate(e, &mut held, &mut failed);
     if !e.walk_forward.is_empty() {
-        match &e.walk_forward_unseen {
-            Some(s) if s.psr >= DSR_THRESHOLD => held.push(format!("walk-forward PSR {:.2}", s.psr)),
-            Some(s) => failed.push(format!(
-                "walk-forward PSR {:.2} < {DSR_THRESHOLD} (Sharpe {:.2} a year over {} unseen bars)",
-                s.psr, s.sharpe_annual, s.n_obs
-            )),
-            None => failed.push("walk-forward has no fold after the validation split".to_owned()),
-        }
+        let gate = psr_gate("walk-forward", "unseen", e.walk_forward_unseen.as_ref());
+        gate.unwrap_or_else(|| Err("walk-forward has no fold after the validation split".to_owned()))
+            .map_or_else(|why| failed.push(why), |ok| held.push(ok));
     }
     if !e.walk_forward_search.is_empty() {
-        match &e.walk_forward_search_oos {
-            Some(s) if s.psr >= DSR_THRESHOLD => held.push(format!("walk-forward optimisation PSR {:.2}", s.psr)),
-            Some(s) => failed.push(format!(
-                "walk-forward optimisation PSR {:.2} < {DSR_THRESHOLD} (Sharpe {:.2} a year over {} out-of-sample bars)",
-                s.psr, s.sharpe_annual, s.n_obs
-            )),
-            None => failed.push("walk-forward optimisation has too few out-of-sample bars".to_owned()),
-        }
+        let gate = psr_gate("walk-forward optimisation", "out-of-sample", e.walk_forward_search_oos.as_ref());
+        gate.unwrap_or_else(|| Err("walk-forward optimisation has too few out-of-sample bars".to_owned()))
+            .map_or_else(|why| failed.push(why), |ok| held.push(ok));
     }
     line(e, &held, &failed)
+}
+
+/// A PSR gate over the concatenated returns of `what` (its bars called `bars`): `Ok` with the held part,
+/// `Err` with the failed one, `None` when there was no such PSR.
+fn psr_gate(what: &str, bars: &str, s: Option<&SharpeEvidence>) -> Option<Result<String, String>> {
+    let s = s?;
+    Some(if s.psr >= DSR_THRESHOLD {
+        Ok(format!("{what} PSR {:.2}", s.psr))
+    } else {
+        Err(format!(
+            "{what} PSR {:.2} < {DSR_THRESHOLD} (Sharpe {:.2} a year over {} {bars} bars)",
+            s.psr, s.sharpe_annual, s.n_obs
+        ))
+    })
 }
 
 /// The verdict of the previous rule (issue 41's gates): DSR >= [`DSR_THRESHOLD`] on validation and on test (the test
