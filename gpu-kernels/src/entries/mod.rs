@@ -1,6 +1,6 @@
 //! PTX entry points. Each shim computes its thread's element, bounds-checks it, turns raw pointers into
 //! slices (shared inputs) or single-element references (its own outputs) and calls the body in
-//! [`crate::batch`] that the CPU backend calls too. Names must match [`crate::kernel_names`].
+//! [`crate::batch`] that the CPU backend calls too. Names must match [`crate::registry`].
 //! One file per family. The greedy walks are kernels of their own in [`crate::walk`] (a block's whole
 //! program, not a thread's element); the acting kernels' bodies are in [`crate::act`].
 

@@ -83,7 +83,7 @@ const MAX_ARGS: usize = 16;
 /// addresses, values by reference), launched with programmatic stream serialization where the runtime allows
 /// it ([`CudaRuntime::dependent_launch`]): the kernel's launch and block dispatch may then overlap the end of
 /// the kernel before it on the stream, whose completion every kernel waits for before it reads what that one
-/// wrote (`griddepcontrol.wait`, `gpu_kernels::kernel_names::EARLY_READS`).
+/// wrote (`griddepcontrol.wait`, `gpu_kernels::registry::EARLY_READS`).
 pub(crate) struct Launch<'a> {
     stream: &'a CudaStream,
     function: &'a CudaFunction,

@@ -1,11 +1,11 @@
-//! The PTX entry points, each declared once ([`crate::for_each_kernel`]), and the facts the build and the host
-//! need about them: launch bounds, early reads, the dependent-launch target.
+//! The kernel registry: every PTX entry point declared once ([`crate::for_each_kernel`]), and the facts the
+//! build and the host need about them: launch bounds, early reads, the dependent-launch target.
 //!
 //! [`crate::for_each_kernel`] lists every kernel as `shim_name CONSTANT;`. This module makes the name constants
 //! and [`ALL`] from it; the host makes its struct of loaded kernels from it (one field per kernel, each
-//! resolved by its constant when the module loads); the shims in `entries` (nvptx only) are checked
-//! against it at compile time, and `build.rs` fails the build when the PTX lacks an `.entry` for any
-//! name in [`ALL`]. So a kernel is added in one list, and a renamed shim is caught at build time.
+//! resolved by its constant when the module loads); the shims in `entries` (nvptx only) carry these names,
+//! and `build.rs` fails the build when the PTX lacks an `.entry` for any name in [`ALL`]. So a kernel is
+//! added in one list, and a renamed shim is caught at build time.
 
 /// Invokes the macro `$m` with the list of every kernel: for each, its doc comment, the name of its
 /// `extern "ptx-kernel"` shim (the PTX entry) and the name of its constant here, as
