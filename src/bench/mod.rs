@@ -34,7 +34,7 @@ mod peers;
 pub mod power;
 mod sampler;
 
-use gpu_kernels::registry::KernelOptions;
+use tradesim_host::KernelOptions;
 use gpu_kernels::rng::draw_below;
 
 pub use learners::{dqn, ppo};

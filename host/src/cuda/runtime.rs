@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
-use gpu_kernels::registry::{self, KernelOptions};
+use gpu_kernels::registry;
 
 use crate::HostError;
+use crate::options::KernelOptions;
 use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
 
 /// A kernel of the module: its function and its name (launch errors and profiles name it).
