@@ -7,10 +7,13 @@
 //! The files: the hyperparameters, kernel arguments and update schedule (`params`); acting (`act`); GAE
 //! (`gae`); the minibatches' shuffles and rollout slots (`minibatch`) and observation rows (`gather`); the
 //! minibatch's advantage moments (`adv`); a sample's training inputs and loss (`loss`); the gradient-norm
-//! lanes, clipping and Adam (`update`).
+//! lanes, clipping and Adam (`update`); the kernels whose blocks work as one, `ppo_gather`, `ppo_adv`,
+//! `ppo_loss` and `ppo_norm` (`blocks`, nvptx only).
 
 mod act;
 mod adv;
+#[cfg(target_arch = "nvptx64")]
+mod blocks;
 mod gae;
 mod gather;
 mod loss;

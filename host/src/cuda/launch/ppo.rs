@@ -172,7 +172,7 @@ pub(crate) fn ppo_gather(
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gather);
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_gather` with its launch; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_gather` with its launch; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_gather.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -197,7 +197,7 @@ pub(crate) fn ppo_adv(
         shared_mem_bytes: 8 * lanes as u32,
         ..per_trial_grid_of(kernel, lanes, lanes as u32, args.n_trials as usize)?
     };
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_adv`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_adv`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_adv.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -230,7 +230,7 @@ pub(crate) fn ppo_loss(
         .arg(&dev_args)
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::PPO_LOSS_ROWS, args.n_trials as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_loss`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_loss`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_loss.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -261,7 +261,7 @@ pub(crate) fn ppo_adam(
         shared_mem_bytes: 4 * gpu_kernels::ppo::NORM_WINDOW as u32,
         ..per_trial_grid_of(rt.kernels.ppo_norm.name, threads as usize, threads, trials)?
     };
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_norm`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_norm`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_norm.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adam);
     launch
