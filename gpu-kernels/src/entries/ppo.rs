@@ -14,7 +14,7 @@ use core::slice;
 /// log-probability and value ([`act_env`]): the `observe`, `mlp_chain` and `ppo_select` launches in one.
 ///
 /// # Safety
-/// As [`dqn_act`] (the env step included), with `ppo`, `actions`, `logps`, `values`, `slot` and `args` as
+/// As [`dqn_act`] (the env step included), with `ppo`, `actions`, `logps`, `values`, `rollout_step` and `args` as
 /// [`ppo_select`].
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
@@ -34,20 +34,20 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     ppo: *const PpoParams,
     logps: *mut f32,
     values: *mut f32,
-    slot: u32,
+    rollout_step: u32,
     args: PpoArgs,
 ) {
     let envs = Observe { params, states, bars, features, env, trial: 0 };
     let step = EnvStep { ring, actions, on: step != 0 };
-    let choice = PpoChoice { ppo, actions, logps, values, slot, args };
+    let choice = PpoChoice { ppo, actions, logps, values, rollout_step, args };
     // SAFETY: the caller's contract.
     unsafe { act_block(chains, buffers, &net, envs, choice, step, early) }
 }
 
 /// PPO acting (one thread per env) from the acting outputs `out` (3 logits and a value per env): the sampled
-/// (or greedy) action into `actions`, its log-probability and the state's value at rollout step `slot`
-/// (`trial x steps x E + slot x E + e`); with `slot >= steps`, the value goes to `values[env]` (the
-/// bootstrap after the last step) and no log-probability is written.
+/// (or greedy) action into `actions`, its log-probability and the state's value at rollout step
+/// `rollout_step` (`trial x steps x E + rollout_step x E + e`); with `rollout_step >= steps`, the value goes
+/// to `values[env]` (the bootstrap after the last step) and no log-probability is written.
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `out`: `n_envs x 4`; `actions`: `n_envs`; `logps`, `values`: `n_trials x steps x E`
@@ -59,7 +59,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     actions: *mut u8,
     logps: *mut f32,
     values: *mut f32,
-    slot: u32,
+    rollout_step: u32,
     args: PpoArgs,
 ) {
     crate::nvptx_ops::follow_previous();
@@ -71,7 +71,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
         let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
-        write_act(act_env(env, &args, &*ppo.add(env / ept), out, slot), env, actions, logps, values);
+        write_act(act_env(env, &args, &*ppo.add(env / ept), out, rollout_step), env, actions, logps, values);
     }
 }
 
@@ -145,7 +145,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gae(
     }
     let (trial, e) = (env / ept, env % ept);
     let n = args.steps as usize * ept;
-    // SAFETY: lengths as documented; this thread alone writes its env's slots.
+    // SAFETY: lengths as documented; this thread alone writes its env's steps of the rollout.
     unsafe {
         let p = &*ppo.add(trial);
         let ring = slice::from_raw_parts(ring.add(trial * n), n);

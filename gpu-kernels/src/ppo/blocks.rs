@@ -6,7 +6,7 @@
 
 use super::{
     ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout,
-    adv_lane, adv_mean, adv_pair, adv_std, gather_column, minibatch_slot, norm_window, sample_loss,
+    adv_lane, adv_mean, adv_pair, adv_std, gather_column, norm_window, rollout_index, sample_loss,
 };
 use crate::mlp::ACTOR_CRITIC;
 use crate::net::{PPO_LOSS_ROWS, Work, gpu_loss_rows, hidden_gradient};
@@ -17,7 +17,7 @@ use core::arch::nvptx;
 use core::slice;
 
 /// The minibatch observations of update `args.counter`, [`GATHER_ROWS`] samples per block ([`gather_rows`]):
-/// each sample's rollout slot ([`minibatch_slot`], a shuffle), then its columns ([`gather_column`]); zeros
+/// each sample's rollout index ([`rollout_index`], a shuffle), then its columns ([`gather_column`]); zeros
 /// for a trial that sits the update out.
 ///
 /// # Safety
@@ -43,25 +43,25 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
             d,
             |i| {
                 let ring = ring_of(i);
-                minibatch_slot(&args, &*ppo.add(i / b), i % b, ring).map(|s| (s, ring[s].bar))
+                rollout_index(&args, &*ppo.add(i / b), i % b, ring).map(|s| (s, ring[s].bar))
             },
-            |i, slot, bar, c| gather_column(features, d - 3, bar, |k| ring_of(i)[slot].state[k], c),
+            |i, index, bar, c| gather_column(features, d - 3, bar, |k| ring_of(i)[index].state[k], c),
             |e, v| *obs.add(e) = v,
         );
     }
 }
 
 /// The body of a row-gathering kernel, [`GATHER_ROWS`] rows per block of 256 threads with `2 x GATHER_ROWS`
-/// u32 of dynamic shared memory. The block's first threads find their row's ring slot and its bar
+/// u32 of dynamic shared memory. The block's first threads find their row's rollout index and its bar
 /// (`find(row)`, once per row: a random draw or a shuffle, which one thread per element would repeat `width`
 /// times); then each thread computes the values of up to [`GATHER_AHEAD`] elements `(row, column)` of the
-/// block's rows, 256 apart (`value(row, slot, bar, column)`, whose loads depend only on shared memory, so
+/// block's rows, 256 apart (`value(row, index, bar, column)`, whose loads depend only on shared memory, so
 /// they are in flight together), before it stores them (`put(row x width + column, value)`); a row without
-/// a slot gets zeros.
+/// an index gets zeros.
 ///
 /// # Safety
 /// Blocks of 256 threads and `8 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
-/// calls it (it holds a barrier); slots below `u32::MAX`.
+/// calls it (it holds a barrier); indices below `u32::MAX`.
 #[inline(always)]
 unsafe fn gather_rows<T: Copy + Default>(
     rows: usize,
@@ -70,16 +70,16 @@ unsafe fn gather_rows<T: Copy + Default>(
     value: impl Fn(usize, usize, u32, usize) -> T,
     put: impl Fn(usize, T),
 ) {
-    let slots = dyn_smem() as *mut u32;
+    let indices = dyn_smem() as *mut u32;
     // SAFETY: reading the special registers has no side effects.
     let (block, thread) = unsafe { (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize) };
     let first = block * GATHER_ROWS;
-    // SAFETY: thread `r < GATHER_ROWS` alone writes slot and bar `r` before the barrier; all read them after.
+    // SAFETY: thread `r < GATHER_ROWS` alone writes index and bar `r` before the barrier; all read them after.
     unsafe {
-        let bars = slots.add(GATHER_ROWS);
+        let bars = indices.add(GATHER_ROWS);
         if thread < GATHER_ROWS && first + thread < rows {
-            let (slot, bar) = find(first + thread).map_or((u32::MAX, 0), |(s, b)| (s as u32, b));
-            *slots.add(thread) = slot;
+            let (index, bar) = find(first + thread).map_or((u32::MAX, 0), |(s, b)| (s as u32, b));
+            *indices.add(thread) = index;
             *bars.add(thread) = bar;
         }
         barrier_sync_count(0, 256);
@@ -92,9 +92,9 @@ unsafe fn gather_rows<T: Copy + Default>(
             unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
                 let e = e0 + 256 * j as u32;
                 let (r, c) = ((e / w) as usize, (e % w) as usize);
-                let slot = if e < n { *slots.add(r) } else { u32::MAX };
-                if slot != u32::MAX {
-                    vals[j] = value(first + r, slot as usize, *bars.add(r), c);
+                let index = if e < n { *indices.add(r) } else { u32::MAX };
+                if index != u32::MAX {
+                    vals[j] = value(first + r, index as usize, *bars.add(r), c);
                 }
             });
             unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
@@ -131,9 +131,9 @@ pub unsafe extern "ptx-kernel" fn ppo_adv(
         return; // uniform over the block
     }
     let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; at each level thread `i < half` alone writes slot `i`, reading slots `i`
+    // SAFETY: lengths as documented; at each level thread `i < half` alone writes entry `i`, reading entries `i`
     // and `i + half`, which no thread writes at that level; the barriers order the levels, and the total
-    // (slot 0) before every thread reads it; the first thread alone writes trial `t`'s moments.
+    // (entry 0) before every thread reads it; the first thread alone writes trial `t`'s moments.
     unsafe {
         let p = &*ppo.add(t);
         let r = Rollout {

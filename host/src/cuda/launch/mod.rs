@@ -62,7 +62,7 @@ pub(crate) fn per_trial_grid_of(
 }
 
 /// The launch of a row-gathering kernel (`gpu_kernels::ppo::blocks::gather_rows`) over `rows` rows: blocks of
-/// [`BLOCK`] threads, `GATHER_ROWS` rows and two u32 of shared memory for each (its slot and bar).
+/// [`BLOCK`] threads, `GATHER_ROWS` rows and two u32 of shared memory for each (its rollout index and bar).
 pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, HostError> {
     use gpu_kernels::ppo::GATHER_ROWS;
     let cfg = grid(kernel, rows.div_ceil(GATHER_ROWS) * BLOCK as usize)?;
