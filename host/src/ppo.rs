@@ -250,7 +250,9 @@ impl PpoAgent {
                 false
             }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, &env_args, rollout_step, step)?,
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
+                g.act(&mut cuda.policy_view()?, &args, &env_args, rollout_step, step)?
+            }
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::BackendMismatch),
         };

@@ -72,7 +72,7 @@ pub struct ActOutput {
 pub fn act_env(env: usize, args: &PpoArgs, p: &PpoParams, out: &[f32], rollout_step: u32) -> ActOutput {
     let (action, logp, value) = choose(env, args, p, out);
     let ept = args.envs_per_trial as usize;
-    let rollout =
-        (rollout_step < args.steps).then(|| ((env / ept) * args.steps as usize + rollout_step as usize) * ept + env % ept);
+    let rollout = (rollout_step < args.steps)
+        .then(|| ((env / ept) * args.steps as usize + rollout_step as usize) * ept + env % ept);
     ActOutput { action, logp, value, rollout }
 }

@@ -153,10 +153,7 @@ mod tests {
         }
         // A trial that sits the update out has an empty minibatch: moments 0.
         let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
-        assert_eq!(
-            adv_moments_of(p.batch as usize, |j| rollout_index(&args, &p, j, r.ring), r.advantages),
-            [0.0, 0.0]
-        );
+        assert_eq!(adv_moments_of(p.batch as usize, |j| rollout_index(&args, &p, j, r.ring), r.advantages), [0.0, 0.0]);
         // One sample: no deviation (torch.std would give NaN), its normalized advantage 0.
         assert_eq!(adv_std(1, 0.0), 0.0);
         assert_eq!(normalized_advantage(&p, 2.0, [2.0, 0.0]), 0.0);

@@ -5,8 +5,8 @@
 //! kernels' shims are in `entries::ppo`.
 
 use super::{
-    ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout,
-    adv_lane, adv_mean, adv_pair, adv_std, gather_column, norm_window, rollout_index, sample_loss,
+    ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout, adv_lane,
+    adv_mean, adv_pair, adv_std, gather_column, norm_window, rollout_index, sample_loss,
 };
 use crate::mlp::ACTOR_CRITIC;
 use crate::net::{PPO_LOSS_ROWS, Work, gpu_loss_rows, hidden_gradient};

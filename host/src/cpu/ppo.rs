@@ -6,8 +6,8 @@ use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::ACTOR_CRITIC;
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{
-    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments_of, gae_env, gather_row, rollout_index,
-    norm_lane, sample_loss_at, update_weight,
+    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments_of, gae_env, gather_row, norm_lane,
+    rollout_index, sample_loss_at, update_weight,
 };
 use rayon::prelude::*;
 

@@ -110,7 +110,18 @@ impl CudaPpo {
             self.point()?;
         }
         if let Some((chains, pointers)) = self.core.plans.act_chains(&net, &self.core.trials)? {
-            launch::ppo::ppo_act(&self.core.rt, view, chains, pointers, &net, env_args, &mut self.b, args, rollout_step, step)?;
+            launch::ppo::ppo_act(
+                &self.core.rt,
+                view,
+                chains,
+                pointers,
+                &net,
+                env_args,
+                &mut self.b,
+                args,
+                rollout_step,
+                step,
+            )?;
             return Ok(step);
         }
         let stream = view.stream.clone();

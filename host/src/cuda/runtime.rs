@@ -10,8 +10,8 @@ use cudarc::nvrtc::Ptx;
 use gpu_kernels::registry;
 
 use crate::HostError;
-use crate::options::KernelOptions;
 use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
+use crate::options::KernelOptions;
 
 /// A kernel of the module: its function and its name (launch errors and profiles name it).
 #[derive(Debug)]
