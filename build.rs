@@ -21,7 +21,7 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
-    if let Err(err) = ptx::build_and_generate(gpu_kernels::kernel_names::ALL) {
+    if let Err(err) = ptx::build_and_generate(gpu_kernels::registry::ALL) {
         eprintln!("error: tradesim could not build its PTX kernels.\n{err}");
         std::process::exit(1);
     }

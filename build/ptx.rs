@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use gpu_kernels::kernel_names::{DEPENDENT_LAUNCH_ARCH, sm_number};
+use gpu_kernels::registry::{DEPENDENT_LAUNCH_ARCH, sm_number};
 
 use crate::cubin::{self, CubinError, Ptxas};
 
@@ -42,7 +42,7 @@ impl fmt::Display for PtxError {
             Self::MissingEntries(names) => write!(
                 f,
                 "the PTX lacks `.entry` points the host expects: {}. Each name in \
-                 gpu_kernels::kernel_names::ALL needs a #[unsafe(no_mangle)] extern \"ptx-kernel\" fn \
+                 gpu_kernels::registry::ALL needs a #[unsafe(no_mangle)] extern \"ptx-kernel\" fn \
                  of that name in gpu-kernels/src/entries.rs.",
                 names.join(", ")
             ),
@@ -140,7 +140,7 @@ fn build_module(
     compile(root, arch, &raw_path)?;
     let ptx = std::fs::read_to_string(&raw_path).map_err(|e| PtxError::Read(raw_path.clone(), e))?;
     let entries = check(&ptx, expected)?;
-    let ptx = with_launch_bounds(&ptx, gpu_kernels::kernel_names::LAUNCH_BOUNDS)?;
+    let ptx = with_launch_bounds(&ptx, gpu_kernels::registry::LAUNCH_BOUNDS)?;
     std::fs::write(&ptx_path, &ptx).map_err(|e| PtxError::Write(ptx_path.clone(), e))?;
     println!(
         "cargo::warning=built PTX for {arch}: {} bytes, {} kernels, {:.1} s",

@@ -58,7 +58,7 @@ fn info_reports_the_backend_and_kernels() {
     let (ok, stdout, stderr) = tradesim(&["info"]);
     assert!(ok, "tradesim info failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    for kernel in gpu_kernels::kernel_names::ALL {
+    for kernel in gpu_kernels::registry::ALL {
         assert!(stdout.contains(kernel), "kernel {kernel} missing from:\n{stdout}");
     }
     match tradesim::detect() {
@@ -84,10 +84,10 @@ fn a_gpu_that_runs_the_newer_module_loads_it_and_launches_dependently() {
     let info = backend.info();
     let (major, minor) = info.compute_capability.expect("a CUDA backend has a compute capability");
     let target = info.ptx_target.expect("a CUDA backend has a module");
-    let dependent = gpu_kernels::kernel_names::sm_number(gpu_kernels::kernel_names::DEPENDENT_LAUNCH_ARCH);
+    let dependent = gpu_kernels::registry::sm_number(gpu_kernels::registry::DEPENDENT_LAUNCH_ARCH);
     let runs_newer = tradesim::ptx::NEWER.is_some() && dependent.is_some_and(|d| (major * 10 + minor) as u32 >= d);
     if runs_newer {
-        assert_eq!(target, gpu_kernels::kernel_names::DEPENDENT_LAUNCH_ARCH, "cc {major}.{minor}: the newer module");
+        assert_eq!(target, gpu_kernels::registry::DEPENDENT_LAUNCH_ARCH, "cc {major}.{minor}: the newer module");
         assert!(info.dependent_launch, "dependent launch on cc {major}.{minor}");
     } else {
         assert_eq!(target, tradesim::ptx::ARCH);

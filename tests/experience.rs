@@ -186,7 +186,7 @@ fn replay_and_minibatch_draws_are_uniform_over_valid_slots() {
     let valid: Vec<usize> = (0..n).filter(|&i| ring[i].valid != 0).collect();
     let draws = 300_000u64;
     let replay = |d: u64| gpu_kernels::batch::sample_slot(&ring, n as u32, 11, 2, d);
-    let minibatch = |d: u64| gpu_kernels::ppo::minibatch_index(&ring, n, 11, 2, d / 1000, d % 1000);
+    let minibatch = |d: u64| gpu_kernels::ppo::draw_rollout_index(&ring, n, 11, 2, d / 1000, d % 1000);
     type Draw<'a> = &'a dyn Fn(u64) -> Option<usize>;
     let samplers: [(&str, Draw); 2] = [("replay", &replay), ("minibatch", &minibatch)];
     for (name, draw) in samplers {

@@ -3,16 +3,16 @@
 //! FMAs of the product tiles, which the CPU matches with `f32::mul_add`).
 #![cfg(feature = "cuda")]
 
-use gpu_kernels::kernel_names;
+use gpu_kernels::registry;
 
 #[test]
 fn every_expected_kernel_is_an_entry() {
-    for name in kernel_names::ALL {
+    for name in registry::ALL {
         let entry = format!(".visible .entry {name}(");
         assert!(tradesim::ptx::PTX.contains(&entry), "PTX lacks `{entry}`");
         assert!(tradesim::ptx::ENTRIES.contains(name), "generated ENTRIES lacks {name}");
     }
-    assert_eq!(tradesim::ptx::ENTRIES.len(), kernel_names::ALL.len(), "entries: {:?}", tradesim::ptx::ENTRIES);
+    assert_eq!(tradesim::ptx::ENTRIES.len(), registry::ALL.len(), "entries: {:?}", tradesim::ptx::ENTRIES);
 }
 
 #[test]
@@ -80,22 +80,22 @@ fn float_arithmetic_is_not_contracted() {
     // the loss kernels, PPO's gradient-norm and advantage lanes), which the CPU backend runs as `f32::mul_add`: a*b+c is
     // never contracted behind the code's back.
     let allowed = [
-        kernel_names::GEMM_TILES,
-        kernel_names::MLP_CHAIN,
-        kernel_names::MLP_CHAIN_WIDE,
-        kernel_names::DQN_ACT,
-        kernel_names::PPO_ACT,
-        kernel_names::MLP_ROWS,
-        kernel_names::MLP_ROWS_WIDE,
-        kernel_names::MLP_BACKWARD,
-        kernel_names::MLP_GRADIENTS,
-        kernel_names::DQN_TD,
-        kernel_names::PPO_LOSS,
-        kernel_names::GREEDY_WALK,
-        kernel_names::GREEDY_WALK_REGS,
-        kernel_names::FMA_PEAK,
-        kernel_names::PPO_NORM,
-        kernel_names::PPO_ADV,
+        registry::GEMM_TILES,
+        registry::MLP_CHAIN,
+        registry::MLP_CHAIN_WIDE,
+        registry::DQN_ACT,
+        registry::PPO_ACT,
+        registry::MLP_ROWS,
+        registry::MLP_ROWS_WIDE,
+        registry::MLP_BACKWARD,
+        registry::MLP_GRADIENTS,
+        registry::DQN_TD,
+        registry::PPO_LOSS,
+        registry::GREEDY_WALK,
+        registry::GREEDY_WALK_REGS,
+        registry::FMA_PEAK,
+        registry::PPO_NORM,
+        registry::PPO_ADV,
     ];
     let fused: Vec<_> =
         modules().into_iter().flat_map(by_entry).filter(|(_, l)| l.trim_start().starts_with("fma.")).collect();
@@ -110,7 +110,7 @@ fn float_arithmetic_is_not_contracted() {
 #[test]
 fn launch_bounds_are_written_into_their_entries() {
     for lines in modules().into_iter().map(by_entry) {
-        for &(kernel, threads, blocks) in kernel_names::LAUNCH_BOUNDS {
+        for &(kernel, threads, blocks) in registry::LAUNCH_BOUNDS {
             let body: Vec<&str> = lines.iter().filter(|(e, _)| *e == Some(kernel)).map(|(_, l)| l.trim()).collect();
             // The directives sit between the parameter list and the body's opening brace.
             let brace = body.iter().position(|l| *l == "{").unwrap_or_else(|| panic!("{kernel} has no body"));
@@ -126,13 +126,13 @@ fn launch_bounds_are_written_into_their_entries() {
 fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_touching_memory() {
     // Kernels of the sm_90 module are launched with programmatic stream serialization: one may start while
     // the kernel before it runs, so it must not read or write memory before `griddepcontrol.wait`.
-    let newest = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH).expect("an sm_NN target");
-    let older = kernel_names::sm_number(tradesim::ptx::ARCH).is_some_and(|n| n < newest);
+    let newest = registry::sm_number(registry::DEPENDENT_LAUNCH_ARCH).expect("an sm_NN target");
+    let older = registry::sm_number(tradesim::ptx::ARCH).is_some_and(|n| n < newest);
     let Some((arch, ptx)) = tradesim::ptx::NEWER else {
         assert!(!older, "ARCH {} is older than sm_90, but no sm_90 module was built", tradesim::ptx::ARCH);
         return;
     };
-    assert_eq!(arch, kernel_names::DEPENDENT_LAUNCH_ARCH);
+    assert_eq!(arch, registry::DEPENDENT_LAUNCH_ARCH);
     assert!(ptx.contains(".target sm_90"), "the newer module is not built for sm_90");
     assert!(!ptx.contains(".extern .func"), "the newer module calls external functions");
     // The older module has no such instruction: its kernels are launched the classic way.
@@ -158,7 +158,7 @@ fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_t
             triggered = true;
         }
         // The kernels of EARLY_READS may read (the weights) before the wait, never write global memory.
-        let early = entry.is_some_and(|e| kernel_names::EARLY_READS.contains(&e));
+        let early = entry.is_some_and(|e| registry::EARLY_READS.contains(&e));
         let memory: &[&str] = if early {
             &["st.global", "st.u", "st.f", "st.v", "st.b", "atom.", "red."]
         } else {
@@ -172,7 +172,7 @@ fn the_newer_module_has_every_kernel_and_each_waits_for_its_predecessor_before_t
         checked.push(name);
     }
     checked.sort_unstable();
-    let mut all = kernel_names::ALL.to_vec();
+    let mut all = registry::ALL.to_vec();
     all.sort_unstable();
     assert_eq!(checked, all, "the newer module's entries");
 }
@@ -196,11 +196,11 @@ fn each_cubin_is_machine_code_for_its_target_compiled_from_a_module_of_that_targ
     let targets: Vec<&str> =
         [tradesim::ptx::ARCH].into_iter().chain(tradesim::ptx::NEWER.map(|(arch, _)| arch)).collect();
     for (arch, image) in tradesim::ptx::CUBINS {
-        assert_eq!(cubin_sm(image), kernel_names::sm_number(arch), "the {arch} cubin's ELF header");
+        assert_eq!(cubin_sm(image), registry::sm_number(arch), "the {arch} cubin's ELF header");
         // Its PTX is embedded too: the runtime falls back to it where the driver refuses the cubin.
         assert!(targets.contains(arch), "a {arch} cubin, but PTX only for {targets:?}");
         // Every kernel, by its symbol (a NUL-terminated name in the string table).
-        for name in kernel_names::ALL {
+        for name in registry::ALL {
             let symbol = [&[0u8][..], name.as_bytes(), &[0]].concat();
             assert!(image.windows(symbol.len()).any(|w| w == symbol), "the {arch} cubin lacks `{name}`");
         }

@@ -216,7 +216,7 @@ pub(crate) struct PpoChoice {
     pub(crate) actions: *mut u8,
     pub(crate) logps: *mut f32,
     pub(crate) values: *mut f32,
-    pub(crate) slot: u32,
+    pub(crate) rollout_step: u32,
     pub(crate) args: PpoArgs,
 }
 
@@ -224,7 +224,7 @@ impl Choice for PpoChoice {
     unsafe fn choose(&self, env: usize, trial: usize, out: &[f32]) {
         // SAFETY: `ppo_act`'s contract; this thread alone writes its env's outputs.
         unsafe {
-            let a = act_env(env, &self.args, &*self.ppo.add(trial), out, self.slot);
+            let a = act_env(env, &self.args, &*self.ppo.add(trial), out, self.rollout_step);
             write_act(a, env, self.actions, self.logps, self.values);
         }
     }

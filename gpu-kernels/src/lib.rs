@@ -25,12 +25,12 @@ pub mod chain;
 pub mod dqn;
 pub mod env;
 pub mod equity;
-pub mod kernel_names;
 pub mod layout;
 pub mod mlp;
 pub mod net;
 pub mod portfolio;
 pub mod ppo;
+pub mod registry;
 pub mod reward;
 pub mod rng;
 pub mod tile;
@@ -53,7 +53,7 @@ pub(crate) mod nvptx_ops {
     }
 
     /// Programmatic dependent launch: the first statement of every kernel, or in the kernels of
-    /// [`crate::kernel_names::EARLY_READS`] the first after their early reads. In a module built for sm_90 or
+    /// [`crate::registry::EARLY_READS`] the first after their early reads. In a module built for sm_90 or
     /// later (`griddepcontrol`), waits until the grid launched before this one on the stream has completed
     /// and its writes are visible, then lets the grid after this one be launched (its blocks wait here in
     /// turn). The host launches kernels with programmatic stream serialization on such a module, so a

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use gpu_kernels::kernel_names::sm_number;
+use gpu_kernels::registry::sm_number;
 
 /// Machine code for one architecture, compiled by ptxas from the PTX module of the same target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -224,9 +224,16 @@ impl PpoAgent {
         Ok(())
     }
 
-    /// One action per env at rollout step `slot` (values only, into the bootstrap, when `slot >= steps`); with
-    /// `step`, then one env step on the actions (on the GPU in the acting kernel where it is fused).
-    fn act(&mut self, env: &mut EnvBatch, counter: u64, slot: u32, greedy: bool, step: bool) -> Result<(), HostError> {
+    /// One action per env at rollout step `rollout_step` (values only, into the bootstrap, when `rollout_step >=
+    /// steps`); with `step`, then one env step on the actions (on the GPU in the acting kernel where it is fused).
+    fn act(
+        &mut self,
+        env: &mut EnvBatch,
+        counter: u64,
+        rollout_step: u32,
+        greedy: bool,
+        step: bool,
+    ) -> Result<(), HostError> {
         self.check_env(env)?;
         let args = PpoArgs {
             counter,
@@ -239,11 +246,13 @@ impl PpoAgent {
         let env_args = env.args(1);
         let stepped = match (&mut self.inner, env.inner_mut()) {
             (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
-                c.act(&args, &self.params, cpu, slot)?;
+                c.act(&args, &self.params, cpu, rollout_step)?;
                 false
             }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.act(&mut cuda.policy_view()?, &args, &env_args, slot, step)?,
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
+                g.act(&mut cuda.policy_view()?, &args, &env_args, rollout_step, step)?
+            }
             #[cfg(feature = "cuda")]
             _ => return Err(HostError::BackendMismatch),
         };

@@ -1,7 +1,7 @@
 """The settings of ``tradesim train``'s learners, in one place for the parity scripts.
 
 Read at run time from the Rust sources (``src/train/mod.rs`` ``TrainConfig::default_for`` and ``default_dqn``, ``src/cli/train.rs``
-and the ``Default`` impls of ``DqnParams`` in ``gpu-kernels/src/dqn.rs`` and ``PpoParams`` in
+and the ``Default`` impls of ``DqnParams`` in ``gpu-kernels/src/dqn/mod.rs`` and ``PpoParams`` in
 ``gpu-kernels/src/ppo/params.rs``), so that the references follow the learners when their defaults change. A value
 that cannot be read falls back to the one below (the defaults at issue 43) and is listed in ``missing``.
 
@@ -99,7 +99,7 @@ def load(root: Path | None = None) -> dict[str, Any]:
     else:
         missing.append("w_cost")
 
-    dqn_default = _fields(_block(read("gpu-kernels/src/dqn.rs"), r"impl Default for DqnParams"))
+    dqn_default = _fields(_block(read("gpu-kernels/src/dqn/mod.rs"), r"impl Default for DqnParams"))
     dqn_default.update(dqn_over)
     for key in ("lr", "gamma", "eps_start", "eps_end", "tau", "huber_delta", "adam_eps", "target_every", "double_dqn"):
         v = _num(dqn_default.get(key))

@@ -78,7 +78,7 @@ pub fn dqn(
                 Ok(crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())?)
             })?;
             if let Some(p) = profile {
-                use gpu_kernels::kernel_names::{GREEDY_WALK, GREEDY_WALK_REGS};
+                use gpu_kernels::registry::{GREEDY_WALK, GREEDY_WALK_REGS};
                 let walk = |k: &&(String, usize, f64)| k.0 == GREEDY_WALK || k.0 == GREEDY_WALK_REGS;
                 let ms: f64 = p.kernels.iter().filter(walk).map(|k| k.2).sum();
                 let bars = actions.len() / sizes.trials.max(1);

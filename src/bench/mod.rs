@@ -34,8 +34,8 @@ mod peers;
 pub mod power;
 mod sampler;
 
-use gpu_kernels::kernel_names::KernelOptions;
 use gpu_kernels::rng::draw_below;
+use tradesim_host::KernelOptions;
 
 pub use learners::{dqn, ppo};
 use learners::{profiled, wide};

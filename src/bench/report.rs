@@ -331,7 +331,7 @@ pub struct BenchReport {
     /// Whether the sizes were the CI smoke test's.
     pub quick: bool,
     /// The GPU kernels the run chose (`--variant`; the default unless a comparison asked otherwise).
-    pub variant: gpu_kernels::kernel_names::KernelOptions,
+    pub variant: tradesim_host::KernelOptions,
     /// Bars of the synthetic series.
     pub bars: usize,
     /// Every row.

@@ -9,7 +9,7 @@ pub(super) fn run(
     quick: bool,
     json: Option<&Path>,
     device: DeviceRequest,
-    variant: gpu_kernels::kernel_names::KernelOptions,
+    variant: tradesim_host::KernelOptions,
     trials: Option<usize>,
     peers: &crate::bench::Peers,
 ) -> Result<(), Error> {

@@ -41,7 +41,7 @@ pub(super) fn run(device: DeviceRequest) -> Result<(), Error> {
     #[cfg(not(feature = "cuda"))]
     {
         println!("PTX arch:    none (built with --no-default-features: CPU path only)");
-        println!("kernels:     {} (CPU)", gpu_kernels::kernel_names::ALL.join(", "));
+        println!("kernels:     {} (CPU)", gpu_kernels::registry::ALL.join(", "));
     }
     Ok(())
 }

@@ -154,7 +154,7 @@ enum Command {
         /// classic-launch (no programmatic dependent launch), event-tracking (cudarc's per-buffer events).
         /// The same bits every way; recorded in the JSON as `variant`.
         #[arg(long, default_value = "default")]
-        variant: gpu_kernels::kernel_names::KernelOptions,
+        variant: tradesim_host::KernelOptions,
         /// Trials of the learner workloads (W3, W4; default 5), e.g. 1024 for the wide-batch figure.
         #[arg(long)]
         trials: Option<usize>,

@@ -1,28 +1,20 @@
-//! PPO's kernels: fused acting, selection, minibatch gathers, advantage moments, the loss, gradient norms,
-//! Adam, GAE.
+//! PPO's thread-per-element kernels: fused acting, selection, gradients, Adam, GAE. The block kernels
+//! (minibatch gathers, advantage moments, the loss, gradient norms) are in `crate::ppo::blocks`.
 
-use super::short_rows;
 use super::thread_index;
 use crate::act::{EnvStep, Observe, PpoChoice, act_block, write_act};
 use crate::batch::BatchArgs;
 use crate::mlp::ACTOR_CRITIC;
-use crate::net::{NetArgs, PPO_LOSS_ROWS, Work, gradient, hidden_gradient};
-use crate::nvptx_ops::{barrier_sync_count, dyn_smem};
-use crate::ppo::{
-    ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout, act_env,
-    adv_lane, adv_mean, adv_pair, adv_std, gae_env, gather_column, minibatch_slot, norm_window, sample_loss,
-    update_weight,
-};
-use crate::tile::unrolled;
+use crate::net::{NetArgs, gradient};
+use crate::ppo::{NORM_LANES, PpoArgs, PpoParams, act_env, gae_env, update_weight};
 use crate::types::{Bar, EnvState, Transition, TrialParams};
-use core::arch::nvptx;
 use core::slice;
 
 /// PPO acting in one launch ([`dqn_act`]'s shape): observations, the three layers, then each env's action,
 /// log-probability and value ([`act_env`]): the `observe`, `mlp_chain` and `ppo_select` launches in one.
 ///
 /// # Safety
-/// As [`dqn_act`] (the env step included), with `ppo`, `actions`, `logps`, `values`, `slot` and `args` as
+/// As [`dqn_act`] (the env step included), with `ppo`, `actions`, `logps`, `values`, `rollout_step` and `args` as
 /// [`ppo_select`].
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, reason = "the chains', the envs' and the selection's buffers")]
@@ -42,20 +34,20 @@ pub unsafe extern "ptx-kernel" fn ppo_act(
     ppo: *const PpoParams,
     logps: *mut f32,
     values: *mut f32,
-    slot: u32,
+    rollout_step: u32,
     args: PpoArgs,
 ) {
     let envs = Observe { params, states, bars, features, env, trial: 0 };
     let step = EnvStep { ring, actions, on: step != 0 };
-    let choice = PpoChoice { ppo, actions, logps, values, slot, args };
+    let choice = PpoChoice { ppo, actions, logps, values, rollout_step, args };
     // SAFETY: the caller's contract.
     unsafe { act_block(chains, buffers, &net, envs, choice, step, early) }
 }
 
 /// PPO acting (one thread per env) from the acting outputs `out` (3 logits and a value per env): the sampled
-/// (or greedy) action into `actions`, its log-probability and the state's value at rollout step `slot`
-/// (`trial x steps x E + slot x E + e`); with `slot >= steps`, the value goes to `values[env]` (the
-/// bootstrap after the last step) and no log-probability is written.
+/// (or greedy) action into `actions`, its log-probability and the state's value at rollout step
+/// `rollout_step` (`trial x steps x E + rollout_step x E + e`); with `rollout_step >= steps`, the value goes
+/// to `values[env]` (the bootstrap after the last step) and no log-probability is written.
 ///
 /// # Safety
 /// `ppo`: `n_trials`; `out`: `n_envs x 4`; `actions`: `n_envs`; `logps`, `values`: `n_trials x steps x E`
@@ -67,7 +59,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     actions: *mut u8,
     logps: *mut f32,
     values: *mut f32,
-    slot: u32,
+    rollout_step: u32,
     args: PpoArgs,
 ) {
     crate::nvptx_ops::follow_previous();
@@ -79,233 +71,7 @@ pub unsafe extern "ptx-kernel" fn ppo_select(
     // SAFETY: lengths as documented; this thread alone writes its outputs.
     unsafe {
         let out = slice::from_raw_parts(out.add(env * ACTOR_CRITIC), ACTOR_CRITIC);
-        write_act(act_env(env, &args, &*ppo.add(env / ept), out, slot), env, actions, logps, values);
-    }
-}
-
-/// The minibatch observations of update `args.counter`, [`GATHER_ROWS`] samples per block ([`gather_rows`]):
-/// each sample's rollout slot ([`minibatch_slot`], a shuffle), then its columns ([`gather_column`]); zeros
-/// for a trial that sits the update out.
-///
-/// # Safety
-/// `ppo`: `n_trials`; `ring`: `n_trials x steps x E` transitions (fewer than `u32::MAX` per trial);
-/// `features`: `n_bars x (input - 3)`; `obs`: `n_trials x batch x input`; [`gather_rows`]'s launch.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn ppo_gather(
-    ppo: *const PpoParams,
-    ring: *const Transition,
-    features: *const f32,
-    obs: *mut f32,
-    args: PpoArgs,
-) {
-    crate::nvptx_ops::follow_previous();
-    let (b, d) = (args.batch as usize, args.input as usize);
-    let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; each element is written by one thread of one block.
-    unsafe {
-        let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * n), n);
-        let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
-        gather_rows(
-            args.n_trials as usize * b,
-            d,
-            |i| {
-                let ring = ring_of(i);
-                minibatch_slot(&args, &*ppo.add(i / b), i % b, ring).map(|s| (s, ring[s].bar))
-            },
-            |i, slot, bar, c| gather_column(features, d - 3, bar, |k| ring_of(i)[slot].state[k], c),
-            |e, v| *obs.add(e) = v,
-        );
-    }
-}
-
-/// The body of a row-gathering kernel, [`GATHER_ROWS`] rows per block of 256 threads with `2 x GATHER_ROWS`
-/// u32 of dynamic shared memory. The block's first threads find their row's ring slot and its bar
-/// (`find(row)`, once per row: a random draw or a shuffle, which one thread per element would repeat `width`
-/// times); then each thread computes the values of up to [`GATHER_AHEAD`] elements `(row, column)` of the
-/// block's rows, 256 apart (`value(row, slot, bar, column)`, whose loads depend only on shared memory, so
-/// they are in flight together), before it stores them (`put(row x width + column, value)`); a row without
-/// a slot gets zeros.
-///
-/// # Safety
-/// Blocks of 256 threads and `8 x GATHER_ROWS` bytes of dynamic shared memory; every thread of the block
-/// calls it (it holds a barrier); slots below `u32::MAX`.
-#[inline(always)]
-unsafe fn gather_rows<T: Copy + Default>(
-    rows: usize,
-    width: usize,
-    find: impl Fn(usize) -> Option<(usize, u32)>,
-    value: impl Fn(usize, usize, u32, usize) -> T,
-    put: impl Fn(usize, T),
-) {
-    let slots = dyn_smem() as *mut u32;
-    // SAFETY: reading the special registers has no side effects.
-    let (block, thread) = unsafe { (nvptx::_block_idx_x() as usize, nvptx::_thread_idx_x() as usize) };
-    let first = block * GATHER_ROWS;
-    // SAFETY: thread `r < GATHER_ROWS` alone writes slot and bar `r` before the barrier; all read them after.
-    unsafe {
-        let bars = slots.add(GATHER_ROWS);
-        if thread < GATHER_ROWS && first + thread < rows {
-            let (slot, bar) = find(first + thread).map_or((u32::MAX, 0), |(s, b)| (s as u32, b));
-            *slots.add(thread) = slot;
-            *bars.add(thread) = bar;
-        }
-        barrier_sync_count(0, 256);
-        // Elements of the block's rows (fewer than 2^32: GATHER_ROWS rows of a u32 width).
-        let (n, w) = ((rows.min(first + GATHER_ROWS).saturating_sub(first) * width) as u32, width as u32);
-        let mut e0 = thread as u32;
-        while e0 < n {
-            const _: () = assert!(GATHER_AHEAD == 8, "the unrolled loops below are written for 8 elements");
-            let mut vals = [T::default(); GATHER_AHEAD];
-            unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let e = e0 + 256 * j as u32;
-                let (r, c) = ((e / w) as usize, (e % w) as usize);
-                let slot = if e < n { *slots.add(r) } else { u32::MAX };
-                if slot != u32::MAX {
-                    vals[j] = value(first + r, slot as usize, *bars.add(r), c);
-                }
-            });
-            unrolled!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let e = e0 + 256 * j as u32;
-                if e < n {
-                    put(first * width + e as usize, vals[j]);
-                }
-            });
-            e0 += 256 * GATHER_AHEAD as u32;
-        }
-    }
-}
-
-/// The advantage moments (mean, standard deviation) of every trial's minibatch at update `args.counter`
-/// ([`crate::ppo::adv_moments_of`]'s bits): a block of [`ADV_LANES`] threads per trial (block `(0, t)`), thread
-/// `l` lane `l` ([`adv_lane`]), the lanes added in [`crate::ppo::adv_tree`]'s pairs level by level, twice (the
-/// mean, then the squared deviations from it). Launched only when a trial normalizes its advantages.
-///
-/// # Safety
-/// `ppo`: `n_trials`; `ring`, `advantages`: `n_trials x steps x E`; `moments`: `2 x n_trials`; blocks of
-/// `ADV_LANES` threads with `8 x ADV_LANES` bytes of dynamic shared memory.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn ppo_adv(
-    ppo: *const PpoParams,
-    ring: *const Transition,
-    advantages: *const f32,
-    moments: *mut f32,
-    args: PpoArgs,
-) {
-    crate::nvptx_ops::follow_previous();
-    // SAFETY: reads of special registers.
-    let (t, lane) = unsafe { (nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
-    if t >= args.n_trials as usize {
-        return; // uniform over the block
-    }
-    let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; at each level thread `i < half` alone writes slot `i`, reading slots `i`
-    // and `i + half`, which no thread writes at that level; the barriers order the levels, and the total
-    // (slot 0) before every thread reads it; the first thread alone writes trial `t`'s moments.
-    unsafe {
-        let p = &*ppo.add(t);
-        let r = Rollout {
-            ring: slice::from_raw_parts(ring.add(t * n), n),
-            logps: &[],
-            values: &[],
-            advantages: slice::from_raw_parts(advantages.add(t * n), n),
-            returns: &[],
-        };
-        let (counts, sums) = (dyn_smem() as *mut u32, dyn_smem().add(ADV_LANES));
-        let tree = |(c, s): (u32, f32)| {
-            (*counts.add(lane), *sums.add(lane)) = (c, s);
-            let mut half = ADV_LANES / 2;
-            while half > 0 {
-                nvptx::_syncthreads();
-                if lane < half {
-                    let (c, s) = adv_pair(
-                        (*counts.add(lane), *sums.add(lane)),
-                        (*counts.add(lane + half), *sums.add(lane + half)),
-                    );
-                    (*counts.add(lane), *sums.add(lane)) = (c, s);
-                }
-                half /= 2;
-            }
-            nvptx::_syncthreads();
-            let total = (*counts, *sums);
-            nvptx::_syncthreads();
-            total
-        };
-        let (count, sum) = tree(adv_lane(&args, p, lane, &r, None));
-        let mean = adv_mean(count, sum);
-        let (_, squares) = tree(adv_lane(&args, p, lane, &r, Some(mean)));
-        if lane == 0 {
-            *moments.add(2 * t) = mean;
-            *moments.add(2 * t + 1) = adv_std(count, squares);
-        }
-    }
-}
-
-/// Loss and output gradient of every minibatch sample, from the forward outputs in `work`'s region `Q` into
-/// its region `DOUT`, then (with `hidden != 0`) the hidden gradient of layer 2 of the same samples: blocks as
-/// in [`dqn_td`], of [`PPO_LOSS_ROWS`] samples. Without it the products after the loss compute `D2` from the
-/// output gradient (`mlp_rows`' `from_out`, which stores it for `mlp_gradients`).
-///
-/// # Safety
-/// `ppo`: `n_trials`; `ring`, `logps`, `values`, `advantages`, `returns`: `n_trials x steps x E`; `moments`:
-/// `2 x n_trials` ([`ppo_adv`]'s, read only for trials that normalize); `work`: `n_trials x Work::per_trial`;
-/// `weights`: `n_trials x params`; `losses`: `n_trials x batch`.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments, reason = "the rollout's buffers")]
-pub unsafe extern "ptx-kernel" fn ppo_loss(
-    ppo: *const PpoParams,
-    ring: *const Transition,
-    logps: *const f32,
-    values: *const f32,
-    advantages: *const f32,
-    returns: *const f32,
-    moments: *const f32,
-    work: *mut f32,
-    weights: *const f32,
-    losses: *mut f32,
-    args: PpoArgs,
-    hidden: u32,
-) {
-    crate::nvptx_ops::follow_previous();
-    // SAFETY: reads of special registers.
-    let (tile, t, tid) =
-        unsafe { (nvptx::_block_idx_x() as usize, nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
-    let (b, j0) = (args.batch as usize, tile * PPO_LOSS_ROWS);
-    if t >= args.n_trials as usize || j0 >= b {
-        return; // uniform over the block
-    }
-    let n = args.steps as usize * args.envs_per_trial as usize;
-    let net = args.net();
-    let w = Work::of(&net);
-    // SAFETY: lengths as documented; thread `tid < PPO_LOSS_ROWS` alone writes sample `j0 + tid`'s output gradient
-    // and loss; the barrier orders them before the product reads them.
-    unsafe {
-        let p = &*ppo.add(t);
-        let j = j0 + tid;
-        if tid < PPO_LOSS_ROWS && j < b {
-            let row = |r: usize| w.at(r, t) + j * ACTOR_CRITIC;
-            let at = |p: *const f32| slice::from_raw_parts(p.add(t * n), n);
-            let ring = slice::from_raw_parts(ring.add(t * n), n);
-            let out = slice::from_raw_parts(work.add(row(Work::Q)), ACTOR_CRITIC);
-            let dout = slice::from_raw_parts_mut(work.add(row(Work::DOUT)), ACTOR_CRITIC);
-            let r = Rollout {
-                ring,
-                logps: at(logps),
-                values: at(values),
-                advantages: at(advantages),
-                returns: at(returns),
-            };
-            let m = if p.norm_adv != 0 { [*moments.add(2 * t), *moments.add(2 * t + 1)] } else { [0.0; 2] };
-            // A trial that sits the update out keeps the losses of its last one.
-            if let Some(loss) = sample_loss(&args, p, j, &r, m, out, dout) {
-                *losses.add(t * b + j) = loss;
-            }
-        }
-        if hidden == 0 {
-            return; // uniform: the products after the loss compute D2 where they read it
-        }
-        nvptx::_syncthreads();
-        let g = hidden_gradient(&net, t, &p.net(), true);
-        short_rows(&g, [work, weights, work, work], work, j0, PPO_LOSS_ROWS, tid);
+        write_act(act_env(env, &args, &*ppo.add(env / ept), out, rollout_step), env, actions, logps, values);
     }
 }
 
@@ -325,62 +91,6 @@ pub unsafe extern "ptx-kernel" fn ppo_grad(partial: *const f32, grads: *mut f32,
     unsafe {
         let partial = slice::from_raw_parts(partial, args.net().partial_len());
         *grads.add(i) = gradient(&args.net(), i / n_params, i % n_params, partial);
-    }
-}
-
-/// The lanes of every trial's gradient-norm sum ([`norm_lane`]'s bits): a block of [`NORM_THREADS`] per
-/// trial stages the trial's active gradients [`NORM_WINDOW`] at a time in shared memory (16 loads a thread
-/// in flight at once), and its first [`NORM_LANES`] threads fold their lanes over each window in turn
-/// ([`norm_window`]): a thread per lane loading its own terms would wait a global round trip per 8 terms.
-///
-/// # Safety
-/// `ppo`: `n_trials`; `grads`: `n_trials x params`; `lanes`: `n_trials x NORM_LANES`; blocks of
-/// `NORM_THREADS` threads, block `(0, t)` for trial `t`, with `4 x NORM_WINDOW` bytes of dynamic shared memory.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn ppo_norm(ppo: *const PpoParams, grads: *const f32, lanes: *mut f32, args: PpoArgs) {
-    crate::nvptx_ops::follow_previous();
-    const PER_THREAD: usize = NORM_WINDOW / NORM_THREADS as usize;
-    // SAFETY: reads of special registers.
-    let (t, thread) = unsafe { (nvptx::_block_idx_y() as usize, nvptx::_thread_idx_x() as usize) };
-    if t >= args.n_trials as usize {
-        return; // uniform over the block
-    }
-    let l = args.layout();
-    // SAFETY: lengths as documented; thread `j` alone writes window elements `j + NORM_THREADS i`, the
-    // barriers order them before the lanes' reads and those before the next window's writes; thread `lane`
-    // alone writes lane `lane` of trial `t`.
-    unsafe {
-        let h = (*ppo.add(t)).hidden as usize;
-        let n = crate::ppo::active_params(&l, h);
-        let g = grads.add(t * l.params());
-        let window = dyn_smem();
-        let mut acc = 0.0f32;
-        let mut w0 = 0;
-        while w0 < n {
-            let len = (n - w0).min(NORM_WINDOW);
-            let at = |i: usize| thread + NORM_THREADS as usize * i;
-            const _: () = assert!(PER_THREAD == 16, "the unrolled loops below are written for 16 loads");
-            let mut vals = [0.0f32; PER_THREAD];
-            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-                if at(i) < len {
-                    vals[i] = *g.add(crate::ppo::active_param(&l, h, w0 + at(i)));
-                }
-            });
-            unrolled!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-                if at(i) < len {
-                    *window.add(at(i)) = vals[i];
-                }
-            });
-            nvptx::_syncthreads();
-            if thread < NORM_LANES {
-                acc = norm_window(thread, slice::from_raw_parts(window, len), acc);
-            }
-            nvptx::_syncthreads();
-            w0 += NORM_WINDOW;
-        }
-        if thread < NORM_LANES {
-            *lanes.add(t * NORM_LANES + thread) = acc;
-        }
     }
 }
 
@@ -435,7 +145,7 @@ pub unsafe extern "ptx-kernel" fn ppo_gae(
     }
     let (trial, e) = (env / ept, env % ept);
     let n = args.steps as usize * ept;
-    // SAFETY: lengths as documented; this thread alone writes its env's slots.
+    // SAFETY: lengths as documented; this thread alone writes its env's steps of the rollout.
     unsafe {
         let p = &*ppo.add(trial);
         let ring = slice::from_raw_parts(ring.add(trial * n), n);

@@ -17,6 +17,8 @@ mod work;
 
 pub use dot::{LayerView, dense_unit, dot_aligned, dot_strided, dots_aligned};
 pub use grad::{FOLD_AHEAD, GRAD_CHUNK, MAX_GRAD_CHUNK, fold_ahead, grad_chunk, grad_chunks, gradient};
+#[cfg(target_arch = "nvptx64")]
+pub use products::gpu_loss_rows;
 pub use products::{
     ACTING, AFTER_LOSS, BACKWARD, FORWARD, LOSS_THREADS, PASSES, PPO_LOSS_ROWS, Stage, TD_ROWS, dense, hidden_gradient,
     plan,

@@ -185,6 +185,23 @@ const _: () = assert!(TD_ROWS.is_multiple_of(crate::tile::SHORT_ROWS));
 const _: () = assert!(PPO_LOSS_ROWS.is_multiple_of(crate::tile::SHORT_ROWS));
 const _: () = assert!(crate::mlp::ACTIONS <= crate::tile::SHORT_K && crate::mlp::ACTOR_CRITIC <= crate::tile::SHORT_K);
 
+/// Rows `j0 .. j0 + rows` of `g` (a loss block's [`Stage::Backward2`] product, [`hidden_gradient`]) by the
+/// block's [`LOSS_THREADS`] threads, `crate::tile::SHORT_ROWS` at a time (`crate::tile::gpu_short_rows`;
+/// nvptx only).
+///
+/// # Safety
+/// `gpu_short_rows`' contract, for each group of rows; `tid < LOSS_THREADS`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub unsafe fn gpu_loss_rows(g: &Gemm, inputs: [*const f32; 4], c: *mut f32, j0: usize, rows: usize, tid: usize) {
+    let mut r0 = j0;
+    while r0 < (j0 + rows).min(g.m_pad as usize) {
+        // SAFETY: the caller's contract.
+        unsafe { crate::tile::gpu_short_rows(g, inputs, c, r0, tid, LOSS_THREADS as usize) };
+        r0 += crate::tile::SHORT_ROWS;
+    }
+}
+
 /// The stages the device runs as products after the per-sample loss kernels (`dqn_td`, `ppo_loss`), which
 /// compute [`Stage::Backward2`] themselves; the CPU backend runs all of [`BACKWARD`].
 pub const AFTER_LOSS: [Stage; 2] = [Stage::Backward1, Stage::Gradients];

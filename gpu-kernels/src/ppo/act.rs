@@ -59,19 +59,20 @@ pub struct ActOutput {
     pub logp: f32,
     /// The state's value.
     pub value: f32,
-    /// The rollout index (`(trial x steps + slot) x E + e`) of the log-probability and value; `None` after
-    /// the last step (`slot >= steps`): then the value is the env's bootstrap (index `env`) and no
-    /// log-probability is kept.
+    /// Where the log-probability and value go in the rollout buffers, `(trial x steps + rollout_step) x E + e`
+    /// (the trial's offset plus the rollout index); `None` after the last step (`rollout_step >= steps`): then
+    /// the value is the env's bootstrap (index `env`) and no log-probability is kept.
     pub rollout: Option<usize>,
 }
 
-/// Acting for env `env` at rollout step `slot` from its trial's outputs `out` (3 logits and the value): the
-/// action ([`choose`]) and the routing of its log-probability and value. The PTX shim and the CPU backend
-/// both call this.
+/// Acting for env `env` at rollout step `rollout_step` from its trial's outputs `out` (3 logits and the
+/// value): the action ([`choose`]) and the routing of its log-probability and value. The PTX shim and the CPU
+/// backend both call this.
 #[inline]
-pub fn act_env(env: usize, args: &PpoArgs, p: &PpoParams, out: &[f32], slot: u32) -> ActOutput {
+pub fn act_env(env: usize, args: &PpoArgs, p: &PpoParams, out: &[f32], rollout_step: u32) -> ActOutput {
     let (action, logp, value) = choose(env, args, p, out);
     let ept = args.envs_per_trial as usize;
-    let rollout = (slot < args.steps).then(|| ((env / ept) * args.steps as usize + slot as usize) * ept + env % ept);
+    let rollout = (rollout_step < args.steps)
+        .then(|| ((env / ept) * args.steps as usize + rollout_step as usize) * ept + env % ept);
     ActOutput { action, logp, value, rollout }
 }

@@ -1,7 +1,7 @@
 //! A minibatch's advantage moments in a fixed order of lanes ([`adv_moments_of`]) and the normalized advantage
 //! ([`normalized_advantage`]).
 
-use super::minibatch::{Rollout, minibatch_slot};
+use super::minibatch::{Rollout, rollout_index};
 use super::params::{PpoArgs, PpoParams};
 
 /// Lanes of a minibatch's advantage moments: lane `l` of a trial folds the samples `j = l, l + ADV_LANES,
@@ -11,37 +11,37 @@ use super::params::{PpoArgs, PpoParams};
 /// samples a lane.
 pub const ADV_LANES: usize = 1024;
 
-/// Samples of a lane whose slots are found before their advantages are loaded (their loads overlap).
+/// Samples of a lane whose rollout indices are found before their advantages are loaded (their loads overlap).
 const ADV_AHEAD: usize = 4;
 
-/// Lane `lane` of trial `p`'s minibatch at update `args.counter` ([`minibatch_slot`]'s samples; none when the
+/// Lane `lane` of trial `p`'s minibatch at update `args.counter` ([`rollout_index`]'s samples; none when the
 /// trial sits the update out): [`adv_lane_of`].
 #[inline]
 pub fn adv_lane(args: &PpoArgs, p: &PpoParams, lane: usize, r: &Rollout, mean: Option<f32>) -> (u32, f32) {
-    adv_lane_of(p.batch as usize, lane, |j| minibatch_slot(args, p, j, r.ring), r.advantages, mean)
+    adv_lane_of(p.batch as usize, lane, |j| rollout_index(args, p, j, r.ring), r.advantages, mean)
 }
 
-/// Lane `lane` of a minibatch of `batch` samples whose rollout slots `slot(j)` gives (`None`: the sample is
+/// Lane `lane` of a minibatch of `batch` samples whose rollout indices `index(j)` gives (`None`: the sample is
 /// not used): the number of samples and the sum of their `advantages`, or with `mean` the sum of their
 /// squared deviations from it (`fma(d, d, acc)`), in ascending sample order.
 #[inline]
 pub fn adv_lane_of(
     batch: usize,
     lane: usize,
-    slot: impl Fn(usize) -> Option<usize>,
+    index: impl Fn(usize) -> Option<usize>,
     advantages: &[f32],
     mean: Option<f32>,
 ) -> (u32, f32) {
     let (mut count, mut acc) = (0u32, 0.0f32);
     let mut j = lane;
     while j < batch {
-        let slots: [Option<usize>; ADV_AHEAD] = core::array::from_fn(|u| {
+        let indices: [Option<usize>; ADV_AHEAD] = core::array::from_fn(|u| {
             let ju = j + u * ADV_LANES;
-            if ju < batch { slot(ju) } else { None }
+            if ju < batch { index(ju) } else { None }
         });
-        let values: [f32; ADV_AHEAD] = core::array::from_fn(|u| slots[u].map_or(0.0, |s| advantages[s]));
-        for (slot, a) in slots.iter().zip(values) {
-            if slot.is_some() {
+        let values: [f32; ADV_AHEAD] = core::array::from_fn(|u| indices[u].map_or(0.0, |s| advantages[s]));
+        for (index, a) in indices.iter().zip(values) {
+            if index.is_some() {
                 count += 1;
                 acc = match mean {
                     None => acc + a,
@@ -86,18 +86,18 @@ pub fn adv_std(count: u32, squares: f32) -> f32 {
     if count < 2 { 0.0 } else { crate::sqrtf(squares / (count - 1) as f32) }
 }
 
-/// The moments (mean, standard deviation) of a minibatch of `batch` samples whose rollout slots `slot(j)`
+/// The moments (mean, standard deviation) of a minibatch of `batch` samples whose rollout indices `index(j)`
 /// gives ([`adv_lane_of`]'s lanes, then [`adv_tree`], twice): the CPU's form of the `ppo_adv` kernel (the same
-/// bits; the kernel's slots are [`minibatch_slot`]'s, which the CPU finds once per update).
-pub fn adv_moments_of(batch: usize, slot: impl Fn(usize) -> Option<usize>, advantages: &[f32]) -> [f32; 2] {
+/// bits; the kernel's indices are [`rollout_index`]'s, which the CPU finds once per update).
+pub fn adv_moments_of(batch: usize, index: impl Fn(usize) -> Option<usize>, advantages: &[f32]) -> [f32; 2] {
     let mut lanes = [(0u32, 0.0f32); ADV_LANES];
     for (l, x) in lanes.iter_mut().enumerate() {
-        *x = adv_lane_of(batch, l, &slot, advantages, None);
+        *x = adv_lane_of(batch, l, &index, advantages, None);
     }
     let (count, sum) = adv_tree(&mut lanes);
     let mean = adv_mean(count, sum);
     for (l, x) in lanes.iter_mut().enumerate() {
-        *x = adv_lane_of(batch, l, &slot, advantages, Some(mean));
+        *x = adv_lane_of(batch, l, &index, advantages, Some(mean));
     }
     let (_, squares) = adv_tree(&mut lanes);
     [mean, adv_std(count, squares)]
@@ -119,7 +119,7 @@ mod tests {
     use std::vec::Vec;
 
     /// A minibatch's advantage moments are the mean and the unbiased standard deviation of exactly the
-    /// samples the minibatch uses (invalid slots and a trial that sits the update out excluded); normalized
+    /// samples the minibatch uses (invalid transitions and a trial that sits the update out excluded); normalized
     /// advantages then have mean 0 and standard deviation 1; with `norm_adv = 0` they are left alone.
     #[test]
     fn minibatch_advantages_are_normalized_over_the_minibatch() {
@@ -132,13 +132,13 @@ mod tests {
         for counter in 0..8u64 {
             let args = PpoArgs { steps, envs_per_trial: envs, seed: 9, counter, ..PpoArgs::default() };
             let used: Vec<f64> = (0..p.batch as usize)
-                .filter_map(|j| minibatch_slot(&args, &p, j, &ring))
+                .filter_map(|j| rollout_index(&args, &p, j, &ring))
                 .map(|s| f64::from(advantages[s]))
                 .collect();
             let k = used.len() as f64;
             let mean = used.iter().sum::<f64>() / k;
             let std = (used.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
-            let [m, sd] = adv_moments_of(p.batch as usize, |j| minibatch_slot(&args, &p, j, r.ring), r.advantages);
+            let [m, sd] = adv_moments_of(p.batch as usize, |j| rollout_index(&args, &p, j, r.ring), r.advantages);
             assert!(
                 (f64::from(m) - mean).abs() < 1e-5 && (f64::from(sd) - std).abs() < 1e-5,
                 "{m} {sd} vs {mean} {std}"
@@ -153,10 +153,7 @@ mod tests {
         }
         // A trial that sits the update out has an empty minibatch: moments 0.
         let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
-        assert_eq!(
-            adv_moments_of(p.batch as usize, |j| minibatch_slot(&args, &p, j, r.ring), r.advantages),
-            [0.0, 0.0]
-        );
+        assert_eq!(adv_moments_of(p.batch as usize, |j| rollout_index(&args, &p, j, r.ring), r.advantages), [0.0, 0.0]);
         // One sample: no deviation (torch.std would give NaN), its normalized advantage 0.
         assert_eq!(adv_std(1, 0.0), 0.0);
         assert_eq!(normalized_advantage(&p, 2.0, [2.0, 0.0]), 0.0);

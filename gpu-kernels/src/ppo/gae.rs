@@ -4,7 +4,7 @@ use crate::types::Transition;
 
 /// GAE for env `e` of a trial over its rollout of `steps`: `ring`, `values` hold the trial's `steps x E`
 /// transitions and values (step-major), `bootstrap` the value of the env's state after the rollout. Writes
-/// advantages and returns (`advantage + value`). A slot of an env that was already done is not a transition:
+/// advantages and returns (`advantage + value`). A step of an env that was already done is not a transition:
 /// advantage and return 0, and it cuts the recursion. A terminated transition does not bootstrap; a truncated
 /// one (the segment's end) bootstraps from `bootstrap`, which is the value of its next state (a done env does
 /// not move), and starts a new recursion.

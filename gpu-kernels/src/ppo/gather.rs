@@ -10,16 +10,16 @@ pub fn gather_column(features: &[f32], n_features: usize, bar: u32, state: impl 
     if c < n_features { features[bar as usize * n_features + c] } else { state(c - n_features) }
 }
 
-/// The observation of the transition in rollout slot `slot` ([`minibatch_slot`](super::minibatch_slot)'s for a
-/// minibatch sample): the values [`gather_column`] gives for every column of `row`, copied as two slices (the
-/// `n_features` features of its bar, then its portfolio floats); zeros without a slot.
+/// The observation of the transition at rollout index `index` ([`rollout_index`](super::rollout_index)'s for
+/// a minibatch sample): the values [`gather_column`] gives for every column of `row`, copied as two slices
+/// (the `n_features` features of its bar, then its portfolio floats); zeros without an index.
 #[inline]
-pub fn gather_row(ring: &[Transition], features: &[f32], n_features: usize, slot: Option<usize>, row: &mut [f32]) {
-    let Some(slot) = slot else {
+pub fn gather_row(ring: &[Transition], features: &[f32], n_features: usize, index: Option<usize>, row: &mut [f32]) {
+    let Some(index) = index else {
         row.fill(0.0);
         return;
     };
-    let t = &ring[slot];
+    let t = &ring[index];
     let at = t.bar as usize * n_features;
     let (market, portfolio) = row.split_at_mut(n_features);
     market.copy_from_slice(&features[at..at + n_features]);
@@ -27,7 +27,7 @@ pub fn gather_row(ring: &[Transition], features: &[f32], n_features: usize, slot
 }
 
 /// Minibatch samples per block of the GPU's gather: the block's first threads find the samples' rollout
-/// slots (a shuffle each, once per sample), then all its threads copy the rows' columns (the values of
+/// indices (a shuffle each, once per sample), then all its threads copy the rows' columns (the values of
 /// [`gather_row`]).
 pub const GATHER_ROWS: usize = 32;
 /// Elements a thread of a row-gathering kernel loads before it stores them.
@@ -39,7 +39,7 @@ mod tests {
     use super::*;
     use std::vec::Vec;
 
-    /// A gathered row is [`gather_column`]'s value in every column (the GPU gather's), and zeros without a slot.
+    /// A gathered row is [`gather_column`]'s value in every column (the GPU gather's), and zeros without an index.
     #[test]
     fn gather_row_is_gather_column_of_every_column() {
         let n_features = 5;
@@ -47,13 +47,13 @@ mod tests {
         let ring: Vec<Transition> = (0..4u32)
             .map(|i| Transition { bar: 2 * i + 1, state: [i as f32, -0.5, 0.125 * i as f32], ..Transition::default() })
             .collect();
-        for slot in [None, Some(0), Some(3)] {
+        for index in [None, Some(0), Some(3)] {
             let mut row = [f32::NAN; 8];
-            gather_row(&ring, &features, n_features, slot, &mut row);
+            gather_row(&ring, &features, n_features, index, &mut row);
             for (c, x) in row.iter().enumerate() {
                 let want =
-                    slot.map_or(0.0, |s| gather_column(&features, n_features, ring[s].bar, |k| ring[s].state[k], c));
-                assert_eq!(x.to_bits(), want.to_bits(), "{slot:?} {c}");
+                    index.map_or(0.0, |s| gather_column(&features, n_features, ring[s].bar, |k| ring[s].state[k], c));
+                assert_eq!(x.to_bits(), want.to_bits(), "{index:?} {c}");
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use super::act::log_softmax;
 use super::adv::normalized_advantage;
-use super::minibatch::{Rollout, minibatch_slot};
+use super::minibatch::{Rollout, rollout_index};
 use super::params::{PpoArgs, PpoParams, trial_update};
 use crate::mlp::{ACTIONS, ACTOR_CRITIC};
 
@@ -82,7 +82,7 @@ pub fn loss_sample(j: usize, ppo: &PpoParams, out: &[f32], sample: Option<PpoSam
     loss
 }
 
-/// The training inputs of the sample in rollout slot `s`, the advantage normalized with the minibatch's
+/// The training inputs of the sample at rollout index `s`, the advantage normalized with the minibatch's
 /// moments `moments` ([`adv_moments_of`](super::adv_moments_of)) when the trial asks ([`PpoParams::norm_adv`]).
 #[inline]
 pub fn sample_at(p: &PpoParams, s: usize, r: &Rollout, moments: [f32; 2]) -> PpoSample {
@@ -96,9 +96,9 @@ pub fn sample_at(p: &PpoParams, s: usize, r: &Rollout, moments: [f32; 2]) -> Ppo
 }
 
 /// Loss and output gradient (`dout`) of minibatch sample `j` of trial `p` from its forward outputs `out`
-/// (its slot from [`minibatch_slot`], [`sample_at`] with the minibatch's advantage `moments`, [`loss_sample`]). `None` when the trial
-/// sits this update out ([`trial_update`]): its losses stay those of its last update (`dout` is still
-/// written: zeros).
+/// (its rollout index from [`rollout_index`], [`sample_at`] with the minibatch's advantage `moments`,
+/// [`loss_sample`]). `None` when the trial sits this update out ([`trial_update`]): its losses stay those of
+/// its last update (`dout` is still written: zeros).
 #[inline]
 pub fn sample_loss(
     args: &PpoArgs,
@@ -109,20 +109,20 @@ pub fn sample_loss(
     out: &[f32],
     dout: &mut [f32],
 ) -> Option<f32> {
-    sample_loss_at(args, p, (j, minibatch_slot(args, p, j, r.ring)), r, moments, (out, dout))
+    sample_loss_at(args, p, (j, rollout_index(args, p, j, r.ring)), r, moments, (out, dout))
 }
 
-/// [`sample_loss`] of sample `j` whose rollout slot ([`minibatch_slot`]'s) the caller found: `slot`.
+/// [`sample_loss`] of sample `j` whose rollout index ([`rollout_index`]'s) the caller found: `index`.
 #[inline]
 pub fn sample_loss_at(
     args: &PpoArgs,
     p: &PpoParams,
-    (j, slot): (usize, Option<usize>),
+    (j, index): (usize, Option<usize>),
     r: &Rollout,
     moments: [f32; 2],
     (out, dout): (&[f32], &mut [f32]),
 ) -> Option<f32> {
-    let sample = slot.map(|s| sample_at(p, s, r, moments));
+    let sample = index.map(|s| sample_at(p, s, r, moments));
     let loss = loss_sample(j, p, out, sample, dout);
     trial_update(p, args).map(|_| loss)
 }

@@ -1,6 +1,7 @@
-//! Which rollout slot each minibatch sample reads ([`minibatch_slot`]): a keyed shuffle per update epoch with a
-//! split ([`shuffled`]), draws with replacement without ([`minibatch_index`]); the rollout buffers a sample
-//! reads ([`Rollout`]).
+//! Which rollout index each minibatch sample reads ([`rollout_index`]): a keyed shuffle per update epoch with a
+//! split ([`shuffled`]), draws with replacement without ([`draw_rollout_index`]); the rollout buffers a sample
+//! reads ([`Rollout`]). A sample's rollout index is its transition's position in its trial's rollout
+//! (`step x E + env`), the index of the rollout buffers.
 
 use super::params::{PpoArgs, PpoParams, trial_update, updates_per_rollout};
 use crate::rng::draw_u64;
@@ -34,7 +35,7 @@ pub fn permute(q: u64, n: u64, keys: &[u64; 4]) -> u64 {
     }
 }
 
-/// The rollout slot of position `q` of the trial's shuffle for update epoch `epoch` of rollout `rollout`
+/// The rollout index at position `q` of the trial's shuffle for update epoch `epoch` of rollout `rollout`
 /// (the trial keyed `key`).
 #[inline]
 pub fn shuffled(q: u64, n: u64, seed: u64, key: u64, rollout: u64, epoch: u64) -> u64 {
@@ -44,28 +45,28 @@ pub fn shuffled(q: u64, n: u64, seed: u64, key: u64, rollout: u64, epoch: u64) -
     permute(q, n, &keys)
 }
 
-/// The index (within the trial's `n` rollout slots) of minibatch sample `j` of the trial's update `update`
+/// The rollout index (of the trial's `n`) of minibatch sample `j` of the trial's update `update`
 /// (the trial keyed `key`): uniform over the valid transitions ([`crate::batch::draw_valid`]); `None` (a
 /// zero-weight sample) when none was found.
 #[inline]
-pub fn minibatch_index(ring: &[Transition], n: usize, seed: u64, key: u64, update: u64, j: u64) -> Option<usize> {
+pub fn draw_rollout_index(ring: &[Transition], n: usize, seed: u64, key: u64, update: u64, j: u64) -> Option<usize> {
     let stream = crate::rng::keyed(MINIBATCH_STREAM, key);
     crate::batch::draw_valid(ring, n, seed, stream, update.wrapping_mul(1 << 20).wrapping_add(j))
 }
 
-/// The rollout slot of minibatch sample `j` of trial `p` at update `args.counter` (`ring`: the trial's `n`
-/// slots): with a split, position `m x batch + j` of the update epoch's shuffle (`m` the minibatch), else a
-/// draw with replacement ([`minibatch_index`]); `None` (a zero-weight sample) past the rollout or the batch,
-/// without a valid transition, or when the trial sits this update out ([`trial_update`]).
+/// The rollout index of minibatch sample `j` of trial `p` at update `args.counter` (`ring`: the trial's `n`
+/// transitions): with a split, position `m x batch + j` of the update epoch's shuffle (`m` the minibatch),
+/// else a draw with replacement ([`draw_rollout_index`]); `None` (a zero-weight sample) past the rollout or
+/// the batch, without a valid transition, or when the trial sits this update out ([`trial_update`]).
 #[inline]
-pub fn minibatch_slot(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition]) -> Option<usize> {
+pub fn rollout_index(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transition]) -> Option<usize> {
     let n = ring.len();
     let update = trial_update(p, args)?;
     if j >= p.batch as usize {
         return None;
     }
     if p.minibatches == 0 {
-        return minibatch_index(ring, n, args.seed, p.key, update, j as u64);
+        return draw_rollout_index(ring, n, args.seed, p.key, update, j as u64);
     }
     let per = updates_per_rollout(p, n);
     let (rollout, c) = (update / per, update % per);
@@ -78,7 +79,7 @@ pub fn minibatch_slot(args: &PpoArgs, p: &PpoParams, j: usize, ring: &[Transitio
     (ring[s].valid != 0).then_some(s)
 }
 
-/// The rollout buffers of one trial that a minibatch sample reads (each `n` long, slot-indexed).
+/// The rollout buffers of one trial that a minibatch sample reads (each `n` long, by rollout index).
 #[derive(Clone, Copy, Debug)]
 pub struct Rollout<'a> {
     /// The transitions.
@@ -121,8 +122,8 @@ mod tests {
     }
 
     /// With a split, each update epoch uses every valid transition exactly once over its minibatches; the
-    /// last minibatch is short when the split does not divide the rollout; positions of invalid slots are
-    /// zero-weight samples.
+    /// last minibatch is short when the split does not divide the rollout; positions of invalid transitions
+    /// are zero-weight samples.
     #[test]
     fn a_split_epoch_uses_every_transition_once() {
         let (steps, envs) = (10u32, 7u32);
@@ -144,7 +145,7 @@ mod tests {
                         ..PpoArgs::default()
                     };
                     for j in 0..p.batch as usize + 3 {
-                        match minibatch_slot(&args, &p, j, &ring) {
+                        match rollout_index(&args, &p, j, &ring) {
                             Some(s) => count[s] += 1,
                             None => empty += 1,
                         }
@@ -152,12 +153,12 @@ mod tests {
                 }
                 let want: Vec<u32> = (0..n).map(|i| u32::from(i != 3 && i != 40)).collect();
                 assert_eq!(count, want, "rollout {rollout} epoch {epoch}");
-                // 4 x 18 = 72 positions for 70 slots, 2 of them invalid, and 3 past the batch per minibatch.
+                // 4 x 18 = 72 positions for 70 transitions, 2 of them invalid, and 3 past the batch per minibatch.
                 assert_eq!(empty, 2 + 2 + 4 * 3);
             }
         }
         // After its 8 updates the trial sits out.
         let args = PpoArgs { steps, envs_per_trial: envs, counter: 8, ..PpoArgs::default() };
-        assert_eq!(minibatch_slot(&args, &p, 0, &ring), None);
+        assert_eq!(rollout_index(&args, &p, 0, &ring), None);
     }
 }

@@ -5,12 +5,15 @@
 //! [`gather_column`], [`loss_sample`]) are shared by the PTX entries and the CPU backend.
 //!
 //! The files: the hyperparameters, kernel arguments and update schedule (`params`); acting (`act`); GAE
-//! (`gae`); the minibatches' shuffles and rollout slots (`minibatch`) and observation rows (`gather`); the
+//! (`gae`); the minibatches' shuffles and rollout indices (`minibatch`) and observation rows (`gather`); the
 //! minibatch's advantage moments (`adv`); a sample's training inputs and loss (`loss`); the gradient-norm
-//! lanes, clipping and Adam (`update`).
+//! lanes, clipping and Adam (`update`); the kernels whose blocks work as one, `ppo_gather`, `ppo_adv`,
+//! `ppo_loss` and `ppo_norm` (`blocks`, nvptx only).
 
 mod act;
 mod adv;
+#[cfg(target_arch = "nvptx64")]
+mod blocks;
 mod gae;
 mod gather;
 mod loss;
@@ -25,7 +28,7 @@ pub use adv::{
 pub use gae::{GAE_AHEAD, gae_env};
 pub use gather::{GATHER_AHEAD, GATHER_ROWS, gather_column, gather_row};
 pub use loss::{PpoSample, loss_sample, sample_at, sample_loss, sample_loss_at};
-pub use minibatch::{Rollout, minibatch_index, minibatch_slot, permute, shuffled};
+pub use minibatch::{Rollout, draw_rollout_index, permute, rollout_index, shuffled};
 pub use params::{PpoArgs, PpoParams, learning_rate, split_batch, trial_rollout, trial_update, updates_per_rollout};
 pub use update::{
     NORM_LANES, NORM_THREADS, NORM_WINDOW, active_param, active_params, adam_step, clip_scale, norm_lane, norm_window,
@@ -54,7 +57,7 @@ mod tests {
         assert!(activate(ACT_TANH, 30.0) <= 1.0 && activate(ACT_TANH, -30.0) >= -1.0);
     }
 
-    /// A rollout of `n` slots, those in `invalid` without a transition (the minibatch and advantage tests).
+    /// A rollout of `n` transitions, those in `invalid` not valid (the minibatch and advantage tests).
     pub(super) fn ring(n: usize, invalid: &[usize]) -> Vec<Transition> {
         (0..n).map(|i| Transition { valid: u8::from(!invalid.contains(&i)), ..Transition::default() }).collect()
     }

@@ -6,8 +6,8 @@ use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::ACTOR_CRITIC;
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{
-    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments_of, gae_env, gather_row, minibatch_slot,
-    norm_lane, sample_loss_at, update_weight,
+    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments_of, gae_env, gather_row, norm_lane,
+    rollout_index, sample_loss_at, update_weight,
 };
 use rayon::prelude::*;
 
@@ -61,14 +61,14 @@ impl CpuPpo {
             act: Vec::new(),
         }
     }
-    /// One action per env at rollout step `slot` ([`act_env`]; values only, into the bootstrap, when
-    /// `slot >= steps`).
+    /// One action per env at rollout step `rollout_step` ([`act_env`]; values only, into the bootstrap, when
+    /// `rollout_step >= steps`).
     pub(crate) fn act(
         &mut self,
         args: &PpoArgs,
         params: &[PpoParams],
         env: &mut CpuEnv,
-        slot: u32,
+        rollout_step: u32,
     ) -> Result<(), HostError> {
         let view = env.policy_view();
         let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
@@ -89,7 +89,7 @@ impl CpuPpo {
         let out = &self.act[aw.q()..];
         let outs: Vec<ActOutput> = (0..view.states.len())
             .into_par_iter()
-            .map(|i| act_env(i, args, &params[i / ept], &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC], slot))
+            .map(|i| act_env(i, args, &params[i / ept], &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC], rollout_step))
             .collect();
         for (i, a) in outs.into_iter().enumerate() {
             view.actions[i] = a.action;
@@ -151,28 +151,28 @@ impl CpuPpo {
                 returns: &returns[tr],
             }
         };
-        // Each sample's rollout slot, found once for the gather, the moments and the loss (a keyed shuffle
+        // Each sample's rollout index, found once for the gather, the moments and the loss (a keyed shuffle
         // each: the GPU's kernels find it where they need it).
-        let slots: Vec<Option<usize>> = (0..params.len() * b)
+        let indices: Vec<Option<usize>> = (0..params.len() * b)
             .into_par_iter()
-            .map(|i| minibatch_slot(args, &params[i / b], i % b, rollout(i / b).ring))
+            .map(|i| rollout_index(args, &params[i / b], i % b, rollout(i / b).ring))
             .collect();
         obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
-            gather_row(rollout(i / b).ring, features, d - 3, slots[i], row);
+            gather_row(rollout(i / b).ring, features, d - 3, indices[i], row);
         });
         // The `ppo_adv` launch: each normalizing trial's minibatch advantage moments.
         let moments: Vec<[f32; 2]> = (0..params.len())
             .into_par_iter()
             .map(|t| {
                 let p = &params[t];
-                let slot = |j: usize| slots[t * b + j];
-                if p.norm_adv != 0 { adv_moments_of(p.batch as usize, slot, rollout(t).advantages) } else { [0.0; 2] }
+                let index = |j: usize| indices[t * b + j];
+                if p.norm_adv != 0 { adv_moments_of(p.batch as usize, index, rollout(t).advantages) } else { [0.0; 2] }
             })
             .collect();
         let step = Minibatch { args, params, obs, work, partial, losses };
         step.run(nets, |i, out, dout| {
             let (t, j) = (i / b, i % b);
-            sample_loss_at(args, &params[t], (j, slots[i]), &rollout(t), moments[t], (out, dout))
+            sample_loss_at(args, &params[t], (j, indices[i]), &rollout(t), moments[t], (out, dout))
         })?;
         Ok(())
     }

@@ -131,7 +131,7 @@ impl DevicePlans {
         gpu_kernels::chain::chain_plan(net, trials, act, train_rows, |c| host.push(c));
         let l = net.layout();
         let products: Vec<_> = host.iter().flat_map(|c| c.layers(&l)).collect();
-        crate::plan::check(gpu_kernels::kernel_names::MLP_CHAIN, &products, &self.lens)?;
+        crate::plan::check(gpu_kernels::registry::MLP_CHAIN, &products, &self.lens)?;
         if let Some(c) = host.iter().find(|c| !c.row_major()) {
             return Err(HostError::Config(format!("mlp_chain: operands not row-major: {c:?}")));
         }
@@ -245,7 +245,7 @@ impl DevicePlans {
             Some(i) => i,
             None => {
                 let host = crate::plan::stage_plan(net, trials, stage);
-                crate::plan::check(gpu_kernels::kernel_names::GEMM_TILES, &host, &self.lens)?;
+                crate::plan::check(gpu_kernels::registry::GEMM_TILES, &host, &self.lens)?;
                 self.stages.push((key, GemmPlan::upload(&self.stream, host)?));
                 self.stages.len() - 1
             }

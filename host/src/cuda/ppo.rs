@@ -86,14 +86,14 @@ impl CudaPpo {
         ])
     }
 
-    /// Every env's action at rollout step `slot`; with `step`, where the fused acting kernel runs, also every
+    /// Every env's action at rollout step `rollout_step`; with `step`, where the fused acting kernel runs, also every
     /// env's step on it. Whether the envs were stepped (else the caller steps them).
     pub(crate) fn act(
         &mut self,
         view: &mut PolicyView<'_>,
         args: &PpoArgs,
         env_args: &gpu_kernels::batch::BatchArgs,
-        slot: u32,
+        rollout_step: u32,
         step: bool,
     ) -> Result<bool, HostError> {
         let net = args.net();
@@ -110,13 +110,24 @@ impl CudaPpo {
             self.point()?;
         }
         if let Some((chains, pointers)) = self.core.plans.act_chains(&net, &self.core.trials)? {
-            launch::ppo::ppo_act(&self.core.rt, view, chains, pointers, &net, env_args, &mut self.b, args, slot, step)?;
+            launch::ppo::ppo_act(
+                &self.core.rt,
+                view,
+                chains,
+                pointers,
+                &net,
+                env_args,
+                &mut self.b,
+                args,
+                rollout_step,
+                step,
+            )?;
             return Ok(step);
         }
         let stream = view.stream.clone();
         launch::net::observe_view(&self.core.rt, view, &mut self.b.act, env_args)?;
         self.core.plans.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
-        launch::ppo::ppo_select(&self.core.rt, &stream, &mut self.b, view.actions, args, slot)?;
+        launch::ppo::ppo_select(&self.core.rt, &stream, &mut self.b, view.actions, args, rollout_step)?;
         Ok(false)
     }
 

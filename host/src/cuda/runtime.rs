@@ -7,10 +7,11 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
-use gpu_kernels::kernel_names::{self, KernelOptions};
+use gpu_kernels::registry;
 
 use crate::HostError;
 use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
+use crate::options::KernelOptions;
 
 /// A kernel of the module: its function and its name (launch errors and profiles name it).
 #[derive(Debug)]
@@ -60,7 +61,7 @@ macro_rules! kernels_struct {
         #[derive(Debug)]
         pub(crate) struct Kernels {
             $(
-                #[doc = concat!("`", stringify!($shim), "` (`gpu_kernels::kernel_names::", stringify!($name), "`).")]
+                #[doc = concat!("`", stringify!($shim), "` (`gpu_kernels::registry::", stringify!($name), "`).")]
                 pub(crate) $shim: Kernel,
             )*
         }
@@ -68,7 +69,7 @@ macro_rules! kernels_struct {
         impl Kernels {
             /// Resolves every kernel in `module`.
             fn load(module: &Arc<CudaModule>) -> Result<Self, HostError> {
-                Ok(Self { $($shim: Kernel::load(module, kernel_names::$name)?,)* })
+                Ok(Self { $($shim: Kernel::load(module, registry::$name)?,)* })
             }
         }
     };
@@ -114,7 +115,7 @@ impl CudaRuntime {
     /// architecture where `modules` has one, else, or where the driver refuses the cubin, the first PTX
     /// whose target the device can run, or the last: its load error names the target) and resolves every
     /// kernel the host launches (build.rs has already checked that the PTX has an entry for each name in
-    /// `kernel_names::ALL`); `options` chooses among kernels that give the same bits and how they are
+    /// `registry::ALL`); `options` chooses among kernels that give the same bits and how they are
     /// launched. Kernels of a module built for sm_90 or later are launched with programmatic stream
     /// serialization unless `options` says otherwise ([`Self::dependent_launch`]).
     pub fn with_options(ordinal: usize, modules: Modules<'_>, options: KernelOptions) -> Result<Self, HostError> {
@@ -137,8 +138,8 @@ impl CudaRuntime {
             .map_err(HostError::driver("reading the shared memory per block"))?;
         let (module, kernels, module_load) = load_kernels(&ctx, modules, compute_capability, shared_per_block)?;
         // A cubin is compiled from the PTX module of its own target: the same kernels, the same launches.
-        let dependent = kernel_names::sm_number(kernel_names::DEPENDENT_LAUNCH_ARCH);
-        let dependent_launch = kernel_names::sm_number(module_load.source.arch())
+        let dependent = registry::sm_number(registry::DEPENDENT_LAUNCH_ARCH);
+        let dependent_launch = registry::sm_number(module_load.source.arch())
             .is_some_and(|sm| dependent.is_some_and(|d| sm >= d))
             && options.dependent_launch;
         let multiprocessors = ctx
@@ -226,7 +227,7 @@ impl CudaRuntime {
     /// where the loaded module was built for sm_90 or later (on such GPUs, `build.rs` builds one beside the
     /// sm_80 module), unless the options turn it off ([`KernelOptions::dependent_launch`]).
     /// Every kernel waits for the kernel before it to complete before it reads anything that one may write
-    /// (`gpu_kernels::kernel_names::EARLY_READS`), so the bits are the same either way; what overlaps is a
+    /// (`gpu_kernels::registry::EARLY_READS`), so the bits are the same either way; what overlaps is a
     /// launch, its blocks' dispatch and their early reads with the end of the kernel before.
     pub fn dependent_launch(&self) -> bool {
         self.dependent_launch

@@ -2,7 +2,7 @@
 
 use cudarc::driver::{CudaStream, PushKernelArg};
 use gpu_kernels::backtest::{BacktestArgs, SIGNAL_SMA_CROSS, WRITE_EQUITY, WRITE_LEDGER};
-use gpu_kernels::kernel_names::BACKTEST_BLOCK;
+use gpu_kernels::registry::BACKTEST_BLOCK;
 
 use super::{Launch, at_least, grid_of, timed};
 use crate::HostError;

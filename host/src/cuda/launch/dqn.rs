@@ -101,7 +101,7 @@ pub(crate) fn dqn_td(
         .arg(&dev_args)
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::TD_ROWS, args.n_trials as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::dqn::dqn_td`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::dqn::blocks::dqn_td`; lengths checked above.
     timed(rt, stream, rt.kernels.dqn_td.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -134,7 +134,7 @@ pub(crate) fn dqn_adam(
         .arg(&dev_args);
     let step = std::mem::size_of::<Option<gpu_kernels::dqn::TrialStep>>() as u32;
     let cfg = LaunchConfig { shared_mem_bytes: step, ..per_trial_grid(kernel, n_params, trials)? };
-    // SAFETY: arguments match `gpu_kernels::entries::dqn::dqn_adam`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::dqn::blocks::dqn_adam`; lengths checked above.
     timed(rt, stream, rt.kernels.dqn_adam.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }

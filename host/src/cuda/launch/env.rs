@@ -98,7 +98,7 @@ pub(crate) fn observe(
 fn check_update_rewards(args: &BatchArgs, lens: [usize; 5]) -> Result<(), HostError> {
     let (trials, steps) = (args.n_trials as usize, args.steps as usize);
     let n_chunk_values = trials * steps * args.n_chunks();
-    use gpu_kernels::kernel_names::{REWARD_CHUNK_MOMENTS, REWARD_MERGE};
+    use gpu_kernels::registry::{REWARD_CHUNK_MOMENTS, REWARD_MERGE};
     at_least(
         REWARD_CHUNK_MOMENTS,
         "ring capacity per trial (steps x envs per trial)",

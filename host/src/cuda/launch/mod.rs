@@ -61,8 +61,8 @@ pub(crate) fn per_trial_grid_of(
     }
 }
 
-/// The launch of a row-gathering kernel (`gpu_kernels::entries::ppo::gather_rows`) over `rows` rows: blocks of
-/// [`BLOCK`] threads, `GATHER_ROWS` rows and two u32 of shared memory for each (its slot and bar).
+/// The launch of a row-gathering kernel (`gpu_kernels::ppo::blocks::gather_rows`) over `rows` rows: blocks of
+/// [`BLOCK`] threads, `GATHER_ROWS` rows and two u32 of shared memory for each (its rollout index and bar).
 pub(crate) fn gather_grid(kernel: &str, rows: usize) -> Result<LaunchConfig, HostError> {
     use gpu_kernels::ppo::GATHER_ROWS;
     let cfg = grid(kernel, rows.div_ceil(GATHER_ROWS) * BLOCK as usize)?;
@@ -83,7 +83,7 @@ const MAX_ARGS: usize = 16;
 /// addresses, values by reference), launched with programmatic stream serialization where the runtime allows
 /// it ([`CudaRuntime::dependent_launch`]): the kernel's launch and block dispatch may then overlap the end of
 /// the kernel before it on the stream, whose completion every kernel waits for before it reads what that one
-/// wrote (`griddepcontrol.wait`, `gpu_kernels::kernel_names::EARLY_READS`).
+/// wrote (`griddepcontrol.wait`, `gpu_kernels::registry::EARLY_READS`).
 pub(crate) struct Launch<'a> {
     stream: &'a CudaStream,
     function: &'a CudaFunction,

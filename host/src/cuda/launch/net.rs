@@ -124,7 +124,7 @@ pub(crate) fn chain(
 /// kernel then starts after it, and the kernel before, have completed.)
 pub(crate) fn act_early(rt: &CudaRuntime, stream: &CudaStream) -> u32 {
     use gpu_kernels::chain::{EARLY_INPUT, EARLY_WEIGHTS};
-    use gpu_kernels::kernel_names::{DQN_ACT, DQN_ADAM, PPO_ACT, PPO_ADAM};
+    use gpu_kernels::registry::{DQN_ACT, DQN_ADAM, PPO_ACT, PPO_ADAM};
     match rt.last_kernel(stream) {
         Some(k) if k == DQN_ACT || k == PPO_ACT => EARLY_WEIGHTS,
         Some(k) if k == DQN_ADAM || k == PPO_ADAM => EARLY_INPUT,

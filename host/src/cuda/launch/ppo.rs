@@ -37,7 +37,7 @@ fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostErr
     Ok(())
 }
 
-/// [`check_ppo`] and the rollout ring of `args` (`K x T x E` slots).
+/// [`check_ppo`] and the rollout ring of `args` (`K x T x E` transitions).
 fn check_rollout(
     kernel: &str,
     b: &PpoBuffers,
@@ -45,26 +45,26 @@ fn check_rollout(
     ring: &CudaSlice<Dev<Transition>>,
 ) -> Result<(), HostError> {
     check_ppo(kernel, b, args)?;
-    let slots = args.n_trials as usize * args.envs_per_trial as usize * args.steps as usize;
-    at_least(kernel, "ring slots", slots, ring.len())
+    let transitions = args.n_trials as usize * args.envs_per_trial as usize * args.steps as usize;
+    at_least(kernel, "rollout transitions", transitions, ring.len())
 }
 
-/// `ppo_select`: actions (and log-probabilities and values at rollout step `slot`, or bootstrap values) from
-/// the acting outputs.
+/// `ppo_select`: actions (and log-probabilities and values at rollout step `rollout_step`, or bootstrap values)
+/// from the acting outputs.
 pub(crate) fn ppo_select(
     rt: &CudaRuntime,
     stream: &CudaStream,
     b: &mut PpoBuffers,
     actions: &mut CudaSlice<u8>,
     args: &PpoArgs,
-    slot: u32,
+    rollout_step: u32,
 ) -> Result<(), HostError> {
     let kernel = rt.kernels.ppo_select.name;
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
     let aw = gpu_kernels::net::ActWork::of(&args.net());
     at_least(kernel, "acting buffer", aw.len(), b.act.len())?;
     at_least(kernel, "actions", n_envs, actions.len())?;
-    let bootstrap = check_select(kernel, b, args, slot)?;
+    let bootstrap = check_select(kernel, b, args, rollout_step)?;
     let out = b.act.slice(aw.q()..);
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_select);
@@ -74,10 +74,10 @@ pub(crate) fn ppo_select(
     } else {
         launch.arg(&mut b.logps).arg(&mut b.values);
     }
-    launch.arg(&slot).arg(&dev_args);
+    launch.arg(&rollout_step).arg(&dev_args);
     let cfg = grid(kernel, n_envs)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_select`; lengths checked above (with `slot >= steps`
-    // the kernel writes only `n_envs` values, into the bootstrap buffer).
+    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_select`; lengths checked above (with
+    // `rollout_step >= steps` the kernel writes only `n_envs` values, into the bootstrap buffer).
     timed(rt, stream, rt.kernels.ppo_select.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -94,11 +94,11 @@ pub(crate) fn ppo_act(
     env: &BatchArgs,
     b: &mut PpoBuffers,
     args: &PpoArgs,
-    slot: u32,
+    rollout_step: u32,
     step: bool,
 ) -> Result<(), HostError> {
     let kernel = rt.kernels.ppo_act.name;
-    let bootstrap = check_select(kernel, b, args, slot)?;
+    let bootstrap = check_select(kernel, b, args, rollout_step)?;
     let (stream, dev_args) = (view.stream.clone(), Dev(*args));
     let select = (args.n_trials, args.envs_per_trial);
     let sizes = (&Dev(*net), &Dev(*env));
@@ -106,19 +106,19 @@ pub(crate) fn ppo_act(
         super::net::act_launch(rt, &rt.kernels.ppo_act, view, (chains, pointers), sizes, select, step)?;
     launch.arg(&b.params).arg(&mut b.logps);
     launch.arg(if bootstrap { &mut b.bootstrap } else { &mut b.values });
-    launch.arg(&slot).arg(&dev_args);
+    launch.arg(&rollout_step).arg(&dev_args);
     // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_act`; the chains were checked against the buffers'
     // lengths when built, the envs' buffers and actions by `act_launch`, the selection's by `check_select`.
     timed(rt, &stream, rt.kernels.ppo_act.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
-/// Checks `ppo_select`'s (and `ppo_act`'s) PPO buffers; whether `slot` is the bootstrap step (the values go
+/// Checks `ppo_select`'s (and `ppo_act`'s) PPO buffers; whether `rollout_step` is the bootstrap step (the values go
 /// to the bootstrap buffer).
-fn check_select(kernel: &str, b: &PpoBuffers, args: &PpoArgs, slot: u32) -> Result<bool, HostError> {
+fn check_select(kernel: &str, b: &PpoBuffers, args: &PpoArgs, rollout_step: u32) -> Result<bool, HostError> {
     let n_envs = args.n_trials as usize * args.envs_per_trial as usize;
     at_least(kernel, "PPO parameter sets", args.n_trials as usize, b.params.len())?;
-    let bootstrap = slot >= args.steps;
+    let bootstrap = rollout_step >= args.steps;
     if bootstrap {
         at_least(kernel, "bootstrap values", n_envs, b.bootstrap.len())?;
     } else {
@@ -172,7 +172,7 @@ pub(crate) fn ppo_gather(
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gather);
     launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_gather` with its launch; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_gather` with its launch; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_gather.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -197,7 +197,7 @@ pub(crate) fn ppo_adv(
         shared_mem_bytes: 8 * lanes as u32,
         ..per_trial_grid_of(kernel, lanes, lanes as u32, args.n_trials as usize)?
     };
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_adv`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_adv`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_adv.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -230,7 +230,7 @@ pub(crate) fn ppo_loss(
         .arg(&dev_args)
         .scalar(u32::from(hidden));
     let cfg = loss_grid(kernel, args.batch as usize, gpu_kernels::net::PPO_LOSS_ROWS, args.n_trials as usize)?;
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_loss`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_loss`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_loss.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
@@ -261,7 +261,7 @@ pub(crate) fn ppo_adam(
         shared_mem_bytes: 4 * gpu_kernels::ppo::NORM_WINDOW as u32,
         ..per_trial_grid_of(rt.kernels.ppo_norm.name, threads as usize, threads, trials)?
     };
-    // SAFETY: arguments match `gpu_kernels::entries::ppo::ppo_norm`; lengths checked above.
+    // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_norm`; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_norm.label(), || unsafe { launch.launch(cfg) })?;
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adam);
     launch

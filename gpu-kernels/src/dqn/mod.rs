@@ -2,7 +2,11 @@
 //! at once (TD targets from the target network, optional Double DQN, Huber loss, backward, Adam, target
 //! update). The layers, the backward pass and the weight gradients are the products of the stages' plans
 //! ([`crate::net::plan`]); the per-element rules between them ([`choose`], [`td_sample`],
-//! [`update_param`]) are shared by the PTX entries and the CPU backend.
+//! [`update_param`]) are shared by the PTX entries and the CPU backend. The kernels whose blocks work as one,
+//! `dqn_td` and `dqn_adam`, are in `blocks` (nvptx only).
+
+#[cfg(target_arch = "nvptx64")]
+mod blocks;
 
 use crate::mlp::{ACTIONS, BiasCorrection, Layout, adam_corrected, argmax, huber, huber_grad};
 use crate::net::{NetArgs, NetTrial};

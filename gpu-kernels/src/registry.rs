@@ -1,11 +1,11 @@
-//! The PTX entry points, each declared once ([`crate::for_each_kernel`]), and the facts the build and the host
-//! need about them: launch bounds, early reads, the dependent-launch target.
+//! The kernel registry: every PTX entry point declared once ([`crate::for_each_kernel`]), and the facts the
+//! build and the host need about them: launch bounds, early reads, the dependent-launch target.
 //!
 //! [`crate::for_each_kernel`] lists every kernel as `shim_name CONSTANT;`. This module makes the name constants
 //! and [`ALL`] from it; the host makes its struct of loaded kernels from it (one field per kernel, each
-//! resolved by its constant when the module loads); the shims in `entries` (nvptx only) are checked
-//! against it at compile time, and `build.rs` fails the build when the PTX lacks an `.entry` for any
-//! name in [`ALL`]. So a kernel is added in one list, and a renamed shim is caught at build time.
+//! resolved by its constant when the module loads); the shims in `entries` (nvptx only) carry these names,
+//! and `build.rs` fails the build when the PTX lacks an `.entry` for any name in [`ALL`]. So a kernel is
+//! added in one list, and a renamed shim is caught at build time.
 
 /// Invokes the macro `$m` with the list of every kernel: for each, its doc comment, the name of its
 /// `extern "ptx-kernel"` shim (the PTX entry) and the name of its constant here, as
@@ -151,119 +151,4 @@ pub const DEPENDENT_LAUNCH_ARCH: &str = "sm_90";
 /// The number of an `sm_NN` target (90 for `sm_90` and `sm_90a`; `None` for anything else).
 pub fn sm_number(arch: &str) -> Option<u32> {
     arch.strip_prefix("sm_")?.trim_end_matches(char::is_alphabetic).parse().ok()
-}
-
-/// Which of the kernels that give the same bits the CUDA backend runs, and how it launches them: one value
-/// given to the runtime when it starts (`tradesim bench --variant` names the alternatives to compare).
-/// [`Default`] is the production choice.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelOptions {
-    /// A network's layers fused ([`MLP_CHAIN`], the acting kernels, [`MLP_BACKWARD`], [`GREEDY_WALK_REGS`]);
-    /// `false` (`unfused`): one [`GEMM_TILES`] launch per layer and the plain [`GREEDY_WALK`].
-    pub fused: bool,
-    /// Training chains and staged products in tiles of 32 rows ([`MLP_CHAIN`], [`MLP_ROWS`], `narrow-chains`)
-    /// even where tiles of 128 ([`MLP_CHAIN_WIDE`], [`MLP_ROWS_WIDE`]) fit a block's shared memory.
-    pub narrow_chains: bool,
-    /// A backward pass whose fused blocks take more than one wave runs [`MLP_BACKWARD`] in as many waves
-    /// (`multiwave-fused`), not [`MLP_ROWS`] then [`MLP_GRADIENTS`].
-    pub multiwave_fused: bool,
-    /// Programmatic dependent launch on modules built for [`DEPENDENT_LAUNCH_ARCH`] or later; `false`
-    /// (`classic-launch`): every launch waits for the one before it to end.
-    pub dependent_launch: bool,
-    /// cudarc's per-buffer event tracking (`event-tracking`): an event recorded and waited on per buffer
-    /// argument of every launch, which the backend's own stream ordering makes unnecessary.
-    pub event_tracking: bool,
-}
-
-impl Default for KernelOptions {
-    fn default() -> Self {
-        Self {
-            fused: true,
-            narrow_chains: false,
-            multiwave_fused: false,
-            dependent_launch: true,
-            event_tracking: false,
-        }
-    }
-}
-
-impl KernelOptions {
-    /// The names of the variants, each a departure from [`Default`], in the order [`core::fmt::Display`]
-    /// writes them.
-    pub const VARIANTS: [&str; 5] = ["unfused", "narrow-chains", "multiwave-fused", "classic-launch", "event-tracking"];
-
-    /// Whether variant `VARIANTS[i]` is chosen.
-    fn has(&self, i: usize) -> bool {
-        [!self.fused, self.narrow_chains, self.multiwave_fused, !self.dependent_launch, self.event_tracking][i]
-    }
-}
-
-impl core::str::FromStr for KernelOptions {
-    type Err = &'static str;
-
-    /// `default`, or a comma-separated list of [`Self::VARIANTS`] (each at most once).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        const EXPECTED: &str = "expected `default` or a comma-separated list of unfused, narrow-chains, \
-                                multiwave-fused, classic-launch, event-tracking (each at most once)";
-        let mut o = Self::default();
-        if s == "default" {
-            return Ok(o);
-        }
-        for word in s.split(',') {
-            let i = Self::VARIANTS.iter().position(|v| *v == word).ok_or(EXPECTED)?;
-            if o.has(i) {
-                return Err(EXPECTED);
-            }
-            match i {
-                0 => o.fused = false,
-                1 => o.narrow_chains = true,
-                2 => o.multiwave_fused = true,
-                3 => o.dependent_launch = false,
-                _ => o.event_tracking = true,
-            }
-        }
-        Ok(o)
-    }
-}
-
-impl core::fmt::Display for KernelOptions {
-    /// The form [`core::str::FromStr`] reads: `default`, or the variants chosen joined by commas.
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut any = false;
-        for (i, name) in Self::VARIANTS.iter().enumerate() {
-            if self.has(i) {
-                if any {
-                    f.write_str(",")?;
-                }
-                f.write_str(name)?;
-                any = true;
-            }
-        }
-        if !any {
-            f.write_str("default")?;
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    extern crate std;
-    use super::KernelOptions;
-    use std::string::ToString;
-
-    #[test]
-    fn kernel_options_read_what_they_write_and_refuse_the_rest() {
-        let o: KernelOptions = "classic-launch,unfused".parse().unwrap();
-        assert!(!o.fused && !o.dependent_launch && !o.narrow_chains && !o.multiwave_fused && !o.event_tracking);
-        assert_eq!(o.to_string(), "unfused,classic-launch");
-        assert_eq!(o.to_string().parse::<KernelOptions>(), Ok(o));
-        assert_eq!("default".parse::<KernelOptions>(), Ok(KernelOptions::default()));
-        assert_eq!(KernelOptions::default().to_string(), "default");
-        let all: KernelOptions = KernelOptions::VARIANTS.join(",").parse().unwrap();
-        assert!(!all.fused && all.narrow_chains && all.multiwave_fused && !all.dependent_launch && all.event_tracking);
-        for bad in ["", "1", "unfused,", "Unfused", "unfused,unfused", "default,unfused", "split-stored", "products"] {
-            assert!(bad.parse::<KernelOptions>().is_err(), "{bad:?} was accepted");
-        }
-    }
 }
