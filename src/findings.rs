@@ -1,6 +1,6 @@
 //! What loading market data found: every problem a [`Finding`] naming file, row, column and symbol, of an
-//! [`IssueClass`] and a [`Severity`], gathered in a [`LoadReport`] (`crate::data` validates and re-exports
-//! them; [`crate::Error::DataRefused`] carries a refused file's report).
+//! [`IssueClass`] and a [`Severity`], gathered in a [`LoadReport`] (the data module validates and re-exports
+//! them; the crate's error for refused data carries a refused file's report).
 
 use std::fmt;
 use std::str::FromStr;
@@ -114,7 +114,7 @@ pub struct Finding {
     /// File (or source) name.
     pub file: String,
     /// Row: the CSV line number (header = line 1), the 1-based Parquet data row, or the 0-based position
-    /// of an in-memory table ([`crate::data::load_columns`], a DataFrame's `iloc`).
+    /// of an in-memory table (`data::load_columns`, a DataFrame's `iloc`).
     pub row: Option<usize>,
     /// Column name as the file's header writes it.
     pub column: Option<String>,

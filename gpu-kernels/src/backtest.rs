@@ -4,6 +4,7 @@
 //! `bars_per_year`; undefined values (a zero denominator) are NaN.
 
 use crate::env::account_step;
+pub use crate::equity::Metrics;
 use crate::equity::{EquityStats, ratio};
 use crate::portfolio::{ExitReason, Fill, TradeLog, close_position};
 use crate::types::{Action, Bar, EnvState, TrialParams};
@@ -35,45 +36,6 @@ pub struct Trade {
 }
 
 const _: () = assert!(core::mem::size_of::<Trade>() == 64);
-
-/// Per-column results.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct Metrics {
-    /// `final / initial - 1`.
-    pub total_return: f64,
-    /// `(1 + total)^(bars_per_year / n) - 1`.
-    pub annual_return: f64,
-    /// `std(r, ddof = 1) x sqrt(bars_per_year)`.
-    pub annual_volatility: f64,
-    /// `mean(r - rf) / std(r - rf) x sqrt(bars_per_year)`.
-    pub sharpe: f64,
-    /// `mean(r - rf) x ann / (sqrt(mean(min(r - rf, 0)^2)) x sqrt(ann))`.
-    pub sortino: f64,
-    /// Largest peak-to-trough fall of equity, as a negative fraction (empyrical's sign).
-    pub max_drawdown: f64,
-    /// Longest time under a previous equity peak, in bars (to recovery, or to the end).
-    pub max_drawdown_bars: f64,
-    /// `annual_return / |max_drawdown|`.
-    pub calmar: f64,
-    /// Closed trades (including the one closed at the end).
-    pub trades: f64,
-    /// Share of trades with pnl > 0.
-    pub win_rate: f64,
-    /// Gross profit / gross loss of trade pnl.
-    pub profit_factor: f64,
-    /// Mean trade return (each trade's PnL over the equity at its entry).
-    pub avg_trade_return: f64,
-    /// Share of the per-bar returns whose bar closed in a position (before an end-of-data close): the
-    /// denominator is the number of returns, n - 1 for n bars.
-    pub exposure: f64,
-    /// Spread plus commission paid.
-    pub total_costs: f64,
-    /// Equity after the last bar.
-    pub final_equity: f64,
-    /// Number of per-bar returns (n - 1 for a column over n bars; the CLI's top-level `bars` counts bars).
-    pub bars: f64,
-}
 
 const _: () = assert!(core::mem::size_of::<Metrics>() == 128);
 
