@@ -259,6 +259,22 @@ def test_hyperopt_uploads_artifacts(tmp_path):
     assert len(list(store.iterdir())) == 4
 
 
+def test_walk_forward_search_runs_the_search_on_each_folds_past(tmp_path):
+    config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
+    study = tmp_path / "study.sqlite"
+    run = tradesim.hyperopt(config, synthetic=6000, seed=3, device="cpu", study=study, walk_forward_search=2)
+    folds = run.evidence["walk_forward_search"]
+    assert [f["fold"] for f in folds] == [1, 2]
+    # Each fold is searched on the bars just before it and tested on its own.
+    assert all(f["valid"][1] == f["test"][0] for f in folds) and folds[0]["test"][1] == folds[1]["test"][0]
+    assert all("lr" in f["params"] for f in folds)
+    assert run.evidence["walk_forward_search_oos"]["n_obs"] > 100
+    assert "walk-forward optimisation PSR" in run.verdict
+    with sqlite3.connect(study) as db:
+        names = {r[0] for r in db.execute("SELECT study_name FROM studies")}
+    assert names == {"tradesim", "tradesim.wfo-1", "tradesim.wfo-2"}
+
+
 def test_hyperopt_returns_its_evidence_and_verdict(tmp_path):
     config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
     study = tmp_path / "study.sqlite"
