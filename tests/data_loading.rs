@@ -6,6 +6,10 @@ use rust_decimal::Decimal;
 use tradesim::data::time::TimeUnit;
 use tradesim::data::{CleanPolicy, Dataset, IssueClass, LoadReport, Severity, load_bytes, load_file};
 
+#[path = "common/shared_data.rs"]
+mod shared_data;
+use shared_data::shared_data;
+
 fn load(csv: &str) -> Result<(Dataset, LoadReport), LoadReport> {
     load_bytes("t.csv", csv.as_bytes(), "X", &CleanPolicy::default())
 }
@@ -160,14 +164,7 @@ fn drop_and_repair_touch_only_named_classes_and_count_rows() {
 /// TRADESIM_SHARED_DATA or the test is skipped).
 #[test]
 fn real_files_load_with_the_expected_findings() {
-    let dir = std::env::var("TRADESIM_SHARED_DATA")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
-    if !dir.is_dir() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have the shared data at {}", dir.display());
-        eprintln!("no shared data at {}, skipping", dir.display());
-        return;
-    }
+    let Some(dir) = shared_data() else { return };
     let policy = CleanPolicy::default();
     let expect = [
         ("stocks-daily-5-tickers.csv", 5, 12_154),

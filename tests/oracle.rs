@@ -16,6 +16,10 @@ use rust_decimal::Decimal;
 use rust_decimal::prelude::*;
 use tradesim::{Backend, BacktestResult, BacktestSpec, Bar, MarketData, Signals, SmaCross, backtest};
 
+#[path = "common/shared_data.rs"]
+mod shared_data;
+use shared_data::shared_data;
+
 /// One random case.
 #[derive(Clone, Debug)]
 struct Case {
@@ -292,19 +296,6 @@ fn exact_zero_equity_is_bankrupt(backend: &Backend) {
     }
 }
 test_device!(exact_zero_equity_is_bankrupt);
-
-/// The shared folder of real data (CI has it beside the clone; elsewhere TRADESIM_SHARED_DATA, or skip).
-fn shared_data() -> Option<std::path::PathBuf> {
-    let dir = std::env::var("TRADESIM_SHARED_DATA")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI must have the shared data at {}", dir.display());
-    eprintln!("no shared data at {}, skipping", dir.display());
-    None
-}
 
 /// AAPL daily 2000-2013 (unadjusted, Quandl WIKI via bokeh_sampledata): backtesting.py's SmaCross rules
 /// (SMA 10 / 30 crossovers, close and reverse at the next open, all in, whole units, no costs) with the

@@ -3,7 +3,7 @@
 //! close; the cross-sectional features use no later bar; a weights file is refused row by row, never
 //! silently.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use num_traits::ToPrimitive;
 use rust_decimal::Decimal;
@@ -14,18 +14,9 @@ use tradesim::data::universe::Universe;
 use tradesim::data::weights::{TargetWeights, weights_from_bytes};
 use tradesim::data::{CleanPolicy, Dataset, IssueClass, MarketBar, Series, load_bytes, load_file, load_files};
 
-/// The shared folder of real data (CI has it beside the clone; elsewhere TRADESIM_SHARED_DATA, or skip).
-fn shared_data() -> Option<PathBuf> {
-    let dir = std::env::var("TRADESIM_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI must have the shared data at {}", dir.display());
-    eprintln!("skipped: no shared data at {}", dir.display());
-    None
-}
+#[path = "common/shared_data.rs"]
+mod shared_data;
+use shared_data::shared_data;
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tradesim-universe-{name}-{}", std::process::id()));

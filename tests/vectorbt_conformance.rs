@@ -8,7 +8,7 @@
 //! 1e-9 relative, for long-only fractional portfolios with costs and long/short whole-unit ones. The conventions mapped are in the script's docstring and docs/CLI.md.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use num_traits::ToPrimitive;
 use rust_decimal::Decimal;
@@ -18,18 +18,9 @@ use tradesim::data::weights::{TargetWeights, weights_from_bytes};
 use tradesim::portfolio::{PortfolioRequest, PortfolioRun, run_portfolios};
 use tradesim::{Backend, ExitReason};
 
-/// The shared folder of real data (CI has it beside the clone; elsewhere TRADESIM_SHARED_DATA, or skip).
-fn shared_data() -> Option<PathBuf> {
-    let dir = std::env::var("TRADESIM_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI must have the shared data at {}", dir.display());
-    eprintln!("skipped: no shared data at {}", dir.display());
-    None
-}
+#[path = "common/shared_data.rs"]
+mod shared_data;
+use shared_data::shared_data;
 
 /// The python of the vectorbt virtualenv, or `None` (skip) outside CI.
 fn vectorbt_python() -> Option<String> {
@@ -217,21 +208,26 @@ fn conforms(python: &str, u: &Universe, req: &PortfolioRequest, rules: &[(&str, 
     run
 }
 
+/// A daily account of 100,000 with these costs and rules.
+fn request(spread: &str, commission: &str, whole_units: bool, allow_short: bool) -> PortfolioRequest {
+    let d = |s: &str| s.parse::<Decimal>().unwrap();
+    PortfolioRequest {
+        capital: d("100000"),
+        spread: d(spread),
+        commission: d(commission),
+        whole_units,
+        allow_short,
+        bars_per_year: Some(252.0),
+    }
+}
+
 /// Long only, fractional units, the CLI's default costs: equal weights monthly (purchases the cash limits
 /// once the weights sum to 1) and three stocks rebalanced daily.
 #[test]
 fn long_only_portfolios_match_vectorbt() {
     let (Some(dir), Some(python)) = (shared_data(), vectorbt_python()) else { return };
     let u = universe(&dir);
-    let d = |s: &str| s.parse::<Decimal>().unwrap();
-    let req = PortfolioRequest {
-        capital: d("100000"),
-        spread: d("0.0002"),
-        commission: d("0.0001"),
-        whole_units: false,
-        allow_short: false,
-        bars_per_year: Some(252.0),
-    };
+    let req = request("0.0002", "0.0001", false, false);
     let run = conforms(&python, &u, &req, &[("monthly_equal", &monthly_equal), ("daily_fixed", &daily_fixed)]);
     let fills = run.result.column_fills(0);
     // Each of the 9 rebalances with all five symbols at 0.2 (June 2012 to February 2013) ends with a purchase
@@ -250,15 +246,7 @@ fn long_only_portfolios_match_vectorbt() {
 fn long_short_whole_unit_portfolios_match_vectorbt() {
     let (Some(dir), Some(python)) = (shared_data(), vectorbt_python()) else { return };
     let u = universe(&dir);
-    let d = |s: &str| s.parse::<Decimal>().unwrap();
-    let req = PortfolioRequest {
-        capital: d("100000"),
-        spread: d("0.001"),
-        commission: d("0.0005"),
-        whole_units: true,
-        allow_short: true,
-        bars_per_year: Some(252.0),
-    };
+    let req = request("0.001", "0.0005", true, true);
     let run =
         conforms(&python, &u, &req, &[("weekly_long_short", &weekly_long_short), ("monthly_equal", &monthly_equal)]);
     let fills = run.result.column_fills(0);
@@ -284,15 +272,7 @@ fn a_universe_with_gaps_matches_vectorbt() {
     let (data, _) = tradesim::data::load_file(&dir.join("sp500-members-daily-2009-2010.csv"), (&policy, unit))
         .unwrap_or_else(|r| panic!("{r}"));
     let u = Universe::new(data, None).unwrap();
-    let d = |s: &str| s.parse::<Decimal>().unwrap();
-    let req = PortfolioRequest {
-        capital: d("100000"),
-        spread: d("0.0002"),
-        commission: d("0.0001"),
-        whole_units: false,
-        allow_short: false,
-        bars_per_year: Some(252.0),
-    };
+    let req = request("0.0002", "0.0001", false, false);
     let monthly = |u: &Universe, t: usize, s: usize| month_start(u, t, s).then_some("0.0019");
     let run = conforms(&python, &u, &req, &[("sp500_monthly", &monthly)]);
     // Some symbols hold a position at the end without a bar at the last day: no end-of-data fill for them.

@@ -83,6 +83,21 @@ pub struct BacktestArgs {
 }
 
 /// Refuses an export path whose extension is neither `.csv` nor `.parquet`.
+/// One column's row of the JSON export: the keys that name the column, its rank, then every metric.
+pub(super) fn metrics_row<const N: usize>(
+    names: [(&str, serde_json::Value); N],
+    rank: serde_json::Value,
+    m: &Metrics,
+) -> serde_json::Value {
+    let mut row: serde_json::Map<String, serde_json::Value> =
+        names.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    row.insert("rank".to_owned(), rank);
+    for (k, v) in Metrics::NAMES.iter().zip(m.values()) {
+        row.insert((*k).to_owned(), crate::json::number(v));
+    }
+    serde_json::Value::Object(row)
+}
+
 /// Refuses `--equity` and `--trades` paths whose format is not known, before anything runs.
 pub(super) fn check_exports(req: &BacktestArgs) -> Result<(), Error> {
     for (flag, path) in [("equity", &req.equity), ("trades", &req.trades)] {
@@ -192,14 +207,7 @@ pub(super) fn run(
             .iter()
             .enumerate()
             .map(|(c, m)| {
-                let mut row = serde_json::Map::new();
-                row.insert("fast".to_owned(), grid[c].fast.into());
-                row.insert("slow".to_owned(), grid[c].slow.into());
-                row.insert("rank".to_owned(), run.rank_of(c).into());
-                for (k, v) in Metrics::NAMES.iter().zip(m.values()) {
-                    row.insert((*k).to_owned(), crate::json::number(v));
-                }
-                serde_json::Value::Object(row)
+                metrics_row([("fast", grid[c].fast.into()), ("slow", grid[c].slow.into())], run.rank_of(c).into(), m)
             })
             .collect();
         crate::json::write(

@@ -11,7 +11,7 @@ use crate::data::Dataset;
 use crate::data::universe::Universe;
 use crate::data::weights::{TargetWeights, load_weights};
 use crate::portfolio::{PortfolioRequest, PortfolioRun, run_portfolios};
-use crate::{Backend, Error, Metrics};
+use crate::{Backend, Error};
 
 /// `tradesim backtest --weights FILE`: the exports' paths checked, then [`run`] on `dataset` (or why it
 /// could not be loaded) with `backend` (or why none).
@@ -147,13 +147,7 @@ fn write_outputs(
             .iter()
             .enumerate()
             .map(|(c, m)| {
-                let mut row = serde_json::Map::new();
-                row.insert("portfolio".to_owned(), run.names[c].clone().into());
-                row.insert("rank".to_owned(), run.rank_of(c).into());
-                for (k, v) in Metrics::NAMES.iter().zip(m.values()) {
-                    row.insert((*k).to_owned(), crate::json::number(v));
-                }
-                serde_json::Value::Object(row)
+                super::backtest::metrics_row([("portfolio", run.names[c].clone().into())], run.rank_of(c).into(), m)
             })
             .collect();
         crate::json::write(
