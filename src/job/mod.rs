@@ -422,25 +422,17 @@ impl Job {
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
         let n = self.cfg.study.placebo;
-        let config_json =
-            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
         let mut searches = Vec::with_capacity(n);
         for index in 1..=n as u64 {
             progress(&Progress::Placebo { index: index as usize, of: n })?;
             let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
             let data = crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
-            let name = format!("{}.placebo-{index}", self.name);
-            let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
-            study.set_study_attr(crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string())?;
-            study.set_study_attr(crate::evidence::PLACEBO_INDEX_ATTR, index.to_string())?;
-            // A placebo search's trials are evidence, not answers: no artifacts.
-            let paths = SearchPaths {
-                storage: self.storage.clone(),
-                study_name: name.clone(),
-                checkpoints: self.folder.join(format!("placebo-{index}")).join("checkpoints"),
-                artifacts: None,
-            };
-            run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
+            let attrs = [
+                (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
+                (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
+            ];
+            let (name, study) =
+                self.side_search(backends, &data, &format!("placebo-{index}"), &attrs, bars_per_year, progress)?;
             let board = crate::hyperopt::ranking::study_leaderboard(&study)?;
             let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
             searches.push(crate::evidence::PlaceboSearch {
@@ -454,9 +446,37 @@ impl Job {
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
         Ok(crate::evidence::PlaceboEvidence { p_value, searches })
     }
-}
 
-impl Job {
+    /// A search beside the study's own, on `data`: study `NAME.SUFFIX` in the same storage with the study's
+    /// configuration (created or continued, so a resumed job resumes it), `attrs` set on it before it runs,
+    /// its checkpoints in `SUFFIX/checkpoints` of the study's folder, and no artifacts (its trials are
+    /// evidence, not answers). Returns its name and study.
+    fn side_search(
+        &self,
+        backends: &[Backend],
+        data: &crate::train::SplitData,
+        suffix: &str,
+        attrs: &[(&str, String)],
+        bars_per_year: f64,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<(String, Study), Error> {
+        let config_json =
+            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
+        let name = format!("{}.{suffix}", self.name);
+        let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
+        for (key, value) in attrs {
+            study.set_study_attr(key, value.clone())?;
+        }
+        let paths = SearchPaths {
+            storage: self.storage.clone(),
+            study_name: name.clone(),
+            checkpoints: self.folder.join(suffix).join("checkpoints"),
+            artifacts: None,
+        };
+        run_search(backends, data, &self.cfg, bars_per_year, &paths, progress)?;
+        Ok((name, study))
+    }
+
     /// Walk-forward optimisation: the K anchored folds of the bars after the validation split
     /// ([`crate::evidence::walk_forward::folds`]); on each, study `NAME.wfo-k` runs the whole search on the fold's
     /// past (its last share, as the study's split has it, the validation part; features normalized on the
@@ -472,23 +492,14 @@ impl Job {
     ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
         let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
         let k = self.cfg.study.walk_forward_search;
-        let config_json =
-            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
         let mut out = Vec::with_capacity(k);
         for (j, (past, test)) in
             crate::evidence::walk_forward::folds(split, series.bars.len(), k)?.into_iter().enumerate()
         {
             progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
             let data = crate::evidence::walk_forward::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
-            let name = format!("{}.wfo-{}", self.name, j + 1);
-            let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
-            let paths = SearchPaths {
-                storage: self.storage.clone(),
-                study_name: name.clone(),
-                checkpoints: self.folder.join(format!("wfo-{}", j + 1)).join("checkpoints"),
-                artifacts: None,
-            };
-            run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
+            let (name, study) =
+                self.side_search(backends, &data, &format!("wfo-{}", j + 1), &[], bars_per_year, progress)?;
             out.push(crate::evidence::walk_forward::search_fold(
                 backend,
                 (&study, &name),
