@@ -204,7 +204,22 @@ pub enum Db {
     /// A SQLite file.
     Sqlite(rusqlite::Connection),
     /// A PostgreSQL database (whether a transaction is open).
-    Postgres(RefCell<postgres::Client>, Cell<bool>),
+    Postgres(RefCell<postgres::Client>, Cell<bool>, RefCell<Prepared>),
+}
+
+/// The statements a PostgreSQL connection has prepared, by their text: a statement is parsed and planned by
+/// the server once per connection, then each run is one round trip (bind and execute) instead of two.
+#[derive(Default)]
+pub struct Prepared(std::collections::HashMap<String, postgres::Statement>);
+
+/// How many statements a connection keeps prepared; past it the cache starts again (tradesim's statements
+/// are a few dozen fixed texts, so this is only a bound against a caller that writes values into them).
+const PREPARED_MAX: usize = 256;
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Prepared({} statements)", self.0.len())
+    }
 }
 
 impl std::fmt::Debug for Db {
@@ -226,12 +241,35 @@ fn pg_err(e: postgres::Error) -> Error {
     Error::Study(format!("(PostgreSQL) {detail}"))
 }
 
+impl Prepared {
+    /// Statement `sql` (`?N` placeholders) prepared on `client`: as prepared before, or now.
+    fn get(&mut self, client: &mut postgres::Client, sql: &str) -> Result<postgres::Statement, Error> {
+        if let Some(stmt) = self.0.get(sql) {
+            return Ok(stmt.clone());
+        }
+        let stmt = client.prepare(&dollar(sql)).map_err(pg_err)?;
+        if self.0.len() >= PREPARED_MAX {
+            self.0.clear();
+        }
+        self.0.insert(sql.to_owned(), stmt.clone());
+        Ok(stmt)
+    }
+
+    /// A run of `sql` failed with `e`: it is prepared again at its next run (a schema changed by another
+    /// program since, say, invalidates its plan), and `e` is the error.
+    fn failed(&mut self, sql: &str, e: postgres::Error) -> Error {
+        self.0.remove(sql);
+        pg_err(e)
+    }
+}
+
 impl Db {
     /// Connects to `storage` (the URL's password is used here and never shown).
     pub fn connect(storage: &StorageUrl) -> Result<Self, Error> {
         match storage {
             StorageUrl::Sqlite(path) => {
                 let conn = rusqlite::Connection::open(path).map_err(sqlite_err)?;
+                conn.set_prepared_statement_cache_capacity(PREPARED_MAX);
                 conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(sqlite_err)?;
                 Ok(Self::Sqlite(conn))
             }
@@ -277,7 +315,7 @@ impl Db {
                     let why = tls.explain(&e, host).unwrap_or_else(|| pg_err(e).to_string());
                     Error::Study(format!("connecting to {storage}: {why}"))
                 })?;
-                Ok(Self::Postgres(RefCell::new(client), Cell::new(false)))
+                Ok(Self::Postgres(RefCell::new(client), Cell::new(false), RefCell::default()))
             }
         }
     }
@@ -290,13 +328,17 @@ impl Db {
     /// Runs a statement; the number of rows it changed.
     pub fn exec(&self, sql: &str, params: &[Val]) -> Result<u64, Error> {
         match self {
-            Self::Sqlite(c) => c.execute(sql, rusqlite::params_from_iter(params)).map(|n| n as u64).map_err(sqlite_err),
-            Self::Postgres(c, _) => {
+            Self::Sqlite(c) => c
+                .prepare_cached(sql)
+                .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(params)))
+                .map(|n| n as u64)
+                .map_err(sqlite_err),
+            Self::Postgres(c, _, prepared) => {
                 let mut c = c.borrow_mut();
-                let stmt = c.prepare(&dollar(sql)).map_err(pg_err)?;
+                let stmt = prepared.borrow_mut().get(&mut c, sql)?;
                 let ps: Vec<PgParam<'_>> = params.iter().map(PgParam).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = ps.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                c.execute(&stmt, &refs).map_err(pg_err)
+                c.execute(&stmt, &refs).map_err(|e| prepared.borrow_mut().failed(sql, e))
             }
         }
     }
@@ -305,7 +347,7 @@ impl Db {
     pub fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, Error> {
         match self {
             Self::Sqlite(c) => {
-                let mut stmt = c.prepare(sql).map_err(sqlite_err)?;
+                let mut stmt = c.prepare_cached(sql).map_err(sqlite_err)?;
                 let n = stmt.column_count();
                 let rows = stmt
                     .query_map(rusqlite::params_from_iter(params), |r| {
@@ -324,12 +366,12 @@ impl Db {
                     .map_err(sqlite_err)?;
                 rows.collect::<rusqlite::Result<_>>().map_err(sqlite_err)
             }
-            Self::Postgres(c, _) => {
+            Self::Postgres(c, _, prepared) => {
                 let mut c = c.borrow_mut();
-                let stmt = c.prepare(&dollar(sql)).map_err(pg_err)?;
+                let stmt = prepared.borrow_mut().get(&mut c, sql)?;
                 let ps: Vec<PgParam<'_>> = params.iter().map(PgParam).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = ps.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                let rows = c.query(&stmt, &refs).map_err(pg_err)?;
+                let rows = c.query(&stmt, &refs).map_err(|e| prepared.borrow_mut().failed(sql, e))?;
                 rows.iter()
                     .map(|r| (0..r.len()).map(|i| r.try_get::<_, PgColumn>(i).map(|v| v.0).map_err(pg_err)).collect())
                     .collect()
@@ -341,7 +383,7 @@ impl Db {
     pub fn batch(&self, sql: &str) -> Result<(), Error> {
         match self {
             Self::Sqlite(c) => c.execute_batch(sql).map_err(sqlite_err),
-            Self::Postgres(c, _) => c.borrow_mut().batch_execute(sql).map_err(pg_err),
+            Self::Postgres(c, ..) => c.borrow_mut().batch_execute(sql).map_err(pg_err),
         }
     }
 
@@ -375,25 +417,34 @@ impl Db {
     pub fn in_transaction(&self) -> bool {
         match self {
             Self::Sqlite(c) => !c.is_autocommit(),
-            Self::Postgres(_, open) => open.get(),
+            Self::Postgres(_, open, _) => open.get(),
         }
     }
 
     /// Opens a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait).
     pub fn begin(&self) -> Result<(), Error> {
+        self.begin_with("")
+    }
+
+    /// Opens a write transaction and runs `then` (statements without parameters; PostgreSQL's locks, from
+    /// [`Db::claim_locks`] or [`Db::write_locks`]) in the same round trip. Rolled back when `then` fails.
+    pub fn begin_with(&self, then: &str) -> Result<(), Error> {
         match self {
-            Self::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
-            Self::Postgres(_, open) => {
-                self.batch("BEGIN")?;
+            Self::Sqlite(_) => {
+                self.batch("BEGIN IMMEDIATE")?;
+                if then.is_empty() { Ok(()) } else { self.batch(then).inspect_err(|_| self.rollback()) }
+            }
+            Self::Postgres(_, open, _) => {
                 open.set(true);
-                Ok(())
+                let sql = if then.is_empty() { "BEGIN".to_owned() } else { format!("BEGIN; {then}") };
+                self.batch(&sql).inspect_err(|_| self.rollback())
             }
         }
     }
 
     /// Commits the open transaction.
     pub fn commit(&self) -> Result<(), Error> {
-        if let Self::Postgres(_, open) = self {
+        if let Self::Postgres(_, open, _) = self {
             open.set(false);
         }
         self.batch("COMMIT")
@@ -401,23 +452,32 @@ impl Db {
 
     /// Rolls the open transaction back.
     pub fn rollback(&self) {
-        if let Self::Postgres(_, open) = self {
+        if let Self::Postgres(_, open, _) = self {
             open.set(false);
         }
         let _ = self.batch("ROLLBACK");
     }
 
-    /// Serializes claims on study `study_id` until the transaction ends (PostgreSQL: its row locked and trial
-    /// inserts held back; SQLite's `BEGIN IMMEDIATE` already serializes every writer).
-    pub fn lock_study(&self, study_id: i64) -> Result<(), Error> {
-        if self.is_postgres() {
-            self.query("SELECT study_id FROM studies WHERE study_id = ?1 FOR UPDATE", &[Val::I64(study_id)])?;
-            // Optuna's workers insert trials without that lock and number them by counting the trials before
-            // them: blocking inserts until the claim commits (and waiting for theirs in flight) keeps every
-            // trial number unique.
-            self.batch("LOCK TABLE trials IN SHARE ROW EXCLUSIVE MODE")?;
+    /// The statements that serialize claims on study `study_id` until the transaction ends (PostgreSQL: its
+    /// row locked and trial inserts held back; SQLite's `BEGIN IMMEDIATE` already serializes every writer,
+    /// so none).
+    pub fn claim_locks(&self, study_id: i64) -> String {
+        if !self.is_postgres() {
+            return String::new();
         }
-        Ok(())
+        // Optuna's workers insert trials without that lock and number them by counting the trials before
+        // them: blocking inserts until the claim commits (and waiting for theirs in flight) keeps every trial
+        // number unique.
+        format!(
+            "SELECT study_id FROM studies WHERE study_id = {study_id} FOR UPDATE; \
+             LOCK TABLE trials IN SHARE ROW EXCLUSIVE MODE"
+        )
+    }
+
+    /// The statement a write to a claimed trial takes first (PostgreSQL: the table lock that a claim
+    /// conflicts with; SQLite: none).
+    pub fn write_locks(&self) -> String {
+        if self.is_postgres() { "LOCK TABLE trials IN ROW EXCLUSIVE MODE".to_owned() } else { String::new() }
     }
 }
 

@@ -7,8 +7,8 @@ use std::path::Path;
 use super::Claim;
 use crate::Error;
 use crate::hyperopt::config::SearchConfig;
-use crate::hyperopt::sampler::{Observed, Params, TpeOptions, fitted, sample, tpe_loss};
-use crate::hyperopt::study::{Place, Study, TrialRecord, UNDEFINED_OBJECTIVE, Worker, WorkerProcess};
+use crate::hyperopt::sampler::{Observed, Params, TpeOptions, sample};
+use crate::hyperopt::study::{Place, Study, TrialRecord, TrialSet, UNDEFINED_OBJECTIVE, Worker, WorkerProcess};
 
 /// Whether the worker process `of` a trial is known to be gone: it ran on this machine since its last boot
 /// and in this PID namespace (so its PID means here what it meant there), it is not this process, and that
@@ -62,49 +62,54 @@ pub(super) struct Sampled {
 }
 
 /// The number the next new trial takes: after every trial and every claim of this process.
-fn next_number(trials: &[TrialRecord], claimed: &HashSet<u64>) -> u64 {
-    trials.iter().map(|t| t.number + 1).chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0)
+fn next_number(trials: &TrialSet, claimed: &HashSet<u64>) -> u64 {
+    trials.last().map(|t| t.number + 1).into_iter().chain(claimed.iter().map(|n| n + 1)).max().unwrap_or(0)
 }
 
-/// Samples up to `n` new trials from `trials` (TPE over the finished ones, [`fitted`] bounding what it fits,
-/// and with the constant liar every unfinished one and each trial sampled before it here), numbered after
-/// every trial and claim. No database access: a claim samples from its snapshot outside the lock.
+/// Samples up to `n` new trials from `trials` (TPE over the finished ones, [`TrialSet::fitted`] bounding what
+/// it fits, and with the constant liar every unfinished one and each trial sampled before it here),
+/// numbered after every trial and claim, with the study's seed XORed with `salt` ([`Study::sample_salt`]).
+/// No database access: a claim samples from its snapshot outside the lock. Its cost does not grow with the
+/// study beyond copying the finished trials' numbers (the history).
 pub(super) fn sample_new(
     cfg: &SearchConfig,
-    trials: &[TrialRecord],
+    trials: &TrialSet,
     claimed: &HashSet<u64>,
     n: usize,
+    salt: u64,
 ) -> Result<Sampled, Error> {
     let s = &cfg.study;
     let epochs = s.epochs as u64;
+    // A set whose losses count other epochs (a study opened with another configuration) is rebuilt.
+    let rebuilt;
+    let trials = if trials.epochs() == epochs {
+        trials
+    } else {
+        rebuilt = TrialSet::of(trials.iter().cloned(), epochs);
+        &rebuilt
+    };
     let opts = TpeOptions::from(s);
-    let finished: Vec<(&TrialRecord, Option<f64>)> = trials
-        .iter()
-        .filter(|t| t.finished())
-        .map(|t| (t, tpe_loss(&t.status, t.value, t.pruned_at, epochs)))
-        .collect();
-    let told: Vec<(u64, f64)> = finished.iter().filter_map(|(t, loss)| loss.map(|l| (t.number, l))).collect();
-    let fit: HashSet<u64> = fitted(&told, &opts).into_iter().map(|i| told[i].0).collect();
     // Finished trials TPE fits with what it minimizes; with the constant liar also every unfinished trial
-    // (running here or elsewhere, claimed) and, below, each trial sampled by this call.
-    let mut observed: Vec<Observed> = trials
+    // (running here or elsewhere, claimed) and, below, each trial sampled by this call; by number.
+    let fit = trials.fitted(&opts);
+    let liars: Vec<u64> = if opts.constant_liar { trials.unfinished().map(|t| t.number).collect() } else { Vec::new() };
+    let mut numbers = fit.clone();
+    numbers.extend_from_slice(&liars);
+    numbers.sort_unstable();
+    let mut observed: Vec<Observed> = numbers
         .iter()
-        .filter_map(|t| match t.finished() {
-            true if fit.contains(&t.number) => {
-                let loss = tpe_loss(&t.status, t.value, t.pruned_at, epochs);
-                Some(Observed { number: t.number, params: t.params.clone(), loss })
-            }
-            false if opts.constant_liar => Some(Observed { number: t.number, params: t.params.clone(), loss: None }),
-            _ => None,
+        .filter_map(|&number| {
+            let t = trials.get(number)?;
+            let loss = if t.finished() { trials.loss(number) } else { None };
+            Some(Observed { number, params: t.params.clone(), loss })
         })
         .collect();
-    let seen: Vec<u64> = finished.iter().map(|(t, _)| t.number).collect();
-    let ours_total = trials.iter().filter(|t| t.ours).count();
+    let seen = trials.finished().to_vec();
     let first = next_number(trials, claimed);
     let mut draws = Vec::new();
-    while draws.len() < n && ours_total + draws.len() < s.trials {
+    while draws.len() < n && trials.ours() + draws.len() < s.trials {
         let number = first + draws.len() as u64;
-        let params = sample(&cfg.space, &observed, &opts, s.seed, number)?;
+        let params = sample(&cfg.space, &observed, &opts, s.seed ^ salt, number)?;
         if opts.constant_liar {
             observed.push(Observed { number, params: params.clone(), loss: None });
         }
@@ -121,7 +126,7 @@ pub(super) fn sample_new(
 pub(super) fn start_sampled(
     study: &Study,
     sampled: &Sampled,
-    trials: &[TrialRecord],
+    trials: &TrialSet,
     claimed: &HashSet<u64>,
     n: usize,
     renumber: bool,
@@ -129,21 +134,21 @@ pub(super) fn start_sampled(
 ) -> Result<Option<Vec<(Claim, Place)>>, Error> {
     let first = next_number(trials, claimed);
     if first != sampled.first {
-        let since = trials.iter().filter(|t| t.number >= sampled.first);
-        let drawn_twice = || since.clone().any(|t| sampled.draws.iter().take(n).any(|d| *d == t.params));
+        study.overtaken();
+        let since = trials.from_number(sampled.first);
+        let drawn_twice = || since.iter().any(|t| sampled.draws.iter().take(n).any(|d| *d == t.params));
         if !renumber || drawn_twice() {
             return Ok(None);
         }
     }
     // The sampled was sampled before the lock: trials other workers started since count against the study's
     // total, so a sampled near the end of the study starts only what is left.
-    let left = sampled.total.saturating_sub(trials.iter().filter(|t| t.ours).count());
+    let left = sampled.total.saturating_sub(trials.ours());
     let mut out = Vec::new();
     for (i, params) in sampled.draws.iter().take(n.min(left)).enumerate() {
         let number = first + i as u64;
-        study.start(number, params, &sampled.seen)?;
         let at = place(first, i);
-        study.place(number, at)?;
+        study.start_at(number, params, &sampled.seen, Some(at))?;
         out.push(((number, params.clone(), sampled.seen.clone()), at));
     }
     Ok(Some(out))
@@ -154,12 +159,12 @@ pub(super) fn start_sampled(
 pub(super) fn start_new(
     study: &Study,
     cfg: &SearchConfig,
-    trials: &[TrialRecord],
+    trials: &TrialSet,
     claimed: &HashSet<u64>,
     n: usize,
     place: impl Fn(u64, usize) -> Place,
 ) -> Result<Vec<(Claim, Place)>, Error> {
-    let sampled = sample_new(cfg, trials, claimed, n)?;
+    let sampled = sample_new(cfg, trials, claimed, n, study.sample_salt())?;
     Ok(start_sampled(study, &sampled, trials, claimed, n, false, place)?.unwrap_or_default())
 }
 
@@ -174,9 +179,13 @@ pub(super) fn continued(
     s: &crate::hyperopt::config::StudyConfig,
     abandoned: impl Fn(&TrialRecord) -> bool,
 ) -> Option<(u64, usize, usize)> {
-    let batch = trials.iter().filter(|t| t.ours).filter_map(|t| t.place.map(|q| (t.number, q.batch))).max()?;
-    let members: Vec<(&TrialRecord, Place)> =
-        trials.iter().filter_map(|t| t.place.filter(|q| t.ours && q.batch == batch.1).map(|q| (t, q))).collect();
+    // `trials` are by number and a batch's trials are numbered from the batch's number on: the latest placed
+    // trial is found from the end, and the batch's trials from its number.
+    let batch = trials.iter().rev().filter(|t| t.ours).find_map(|t| t.place.map(|q| (t.number, q.batch)))?;
+    let members: Vec<(&TrialRecord, Place)> = trials[trials.partition_point(|t| t.number < batch.1)..]
+        .iter()
+        .filter_map(|t| t.place.filter(|q| t.ours && q.batch == batch.1).map(|q| (t, q)))
+        .collect();
     // A trial failed for its worker's repeated deaths did not end at a boundary.
     let failed_interrupted =
         |t: &TrialRecord| t.status == "fail" && t.fail_reason.as_deref() != Some(UNDEFINED_OBJECTIVE);
@@ -219,7 +228,7 @@ pub(super) fn next_batch(
 ) -> Result<Claimed, Error> {
     for attempt in 1.. {
         study.refresh(false)?;
-        let sampled = sample_new(cfg, &study.snapshot(), claimed, cfg.study.parallel)?;
+        let sampled = sample_new(cfg, &study.snapshot(), claimed, cfg.study.parallel, study.sample_salt())?;
         if let Some(c) = claim_batch(study, cfg, claimed, me, &sampled, attempt >= SAMPLE_TRIES)? {
             claimed.extend(c.batch.runs.iter().map(|r| r.0.0));
             return Ok(c);
@@ -241,30 +250,29 @@ fn claim_batch(
     last: bool,
 ) -> Result<Option<Claimed>, Error> {
     let s = &cfg.study;
-    study.in_tx(|| {
-        study.lock()?;
-        // Heartbeats are written and judged on the database's clock (a worker's clock may be off).
-        let cutoff = study.db_time_ago(s.stale_seconds)?;
+    // Heartbeats are written and judged on the database's clock (a worker's clock may be off). The cutoff is
+    // read before the lock, so that the lock is not held for it: a heartbeat is judged against a time at
+    // most the lock's wait earlier, which can only judge a trial stale later, never sooner.
+    let cutoff = study.db_time_ago(s.stale_seconds)?;
+    study.in_locked_tx(|| {
         study.refresh(true)?;
         let processes = study.snapshot_processes();
         let trials = study.snapshot();
-        let trials: &[TrialRecord] = &trials;
+        let trials: &TrialSet = &trials;
         let abandoned = |t: &TrialRecord| {
             t.worker.is_none()
                 || gone(processes.get(&t.number), me)
                 || t.heartbeat.as_deref().is_none_or(|h| h < cutoff.as_str())
         };
-        let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) = trials
-            .iter()
-            .filter(|t| t.ours && !t.finished() && !claimed.contains(&t.number))
-            .partition(|t| abandoned(t));
+        let (interrupted, elsewhere): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
+            trials.unfinished().filter(|t| t.ours && !claimed.contains(&t.number)).partition(|t| abandoned(t));
         // A trial whose worker stopped in each of its `max_runs` runs fails rather than stop another.
         let (spent, interrupted): (Vec<&TrialRecord>, Vec<&TrialRecord>) =
             interrupted.into_iter().partition(|t| t.runs >= s.max_runs);
         for t in &spent {
             study.fail_interrupted(t.number, t.runs)?;
         }
-        let finished = trials.iter().filter(|t| t.finished()).count() + spent.len();
+        let finished = trials.finished().len() + spent.len();
         let mut batch = Batch::default();
         if let Some(first) = interrupted.first() {
             let again: Vec<(&TrialRecord, Place)> = match first.place {
@@ -281,7 +289,7 @@ fn claim_batch(
             };
             batch.id = again[0].1.batch;
             batch.tick0 = again.iter().map(|(_, q)| q.tick).min().unwrap_or(0);
-            let members = trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == batch.id));
+            let members = trials.from_number(batch.id).iter().filter(|t| t.place.is_some_and(|q| q.batch == batch.id));
             batch.known = members.clone().map(|t| t.number).collect();
             batch.slots = members.clone().map(|t| t.place.map_or(0, |q| q.slot + 1)).max().unwrap_or(0);
             batch.slots = batch.slots.max(again.iter().map(|(_, q)| q.slot + 1).max().unwrap_or(0));
@@ -297,7 +305,7 @@ fn claim_batch(
                 batch.runs.push(((t.number, t.params.clone(), t.history.clone()), at));
             }
         } else {
-            let continues = continued(trials, claimed, s, abandoned);
+            let continues = continued(&trials[..], claimed, s, abandoned);
             let n = continues.map_or(s.parallel, |c| c.1);
             let place = |first: u64, slot: usize| match continues {
                 // A batch whose worker stopped at a boundary, after its last trials finished and before their
@@ -313,8 +321,12 @@ fn claim_batch(
             match continues {
                 Some((id, slots, tick)) => {
                     (batch.id, batch.tick0, batch.slots) = (id, tick, slots);
-                    batch.known =
-                        trials.iter().filter(|t| t.place.is_some_and(|q| q.batch == id)).map(|t| t.number).collect();
+                    batch.known = trials
+                        .from_number(id)
+                        .iter()
+                        .filter(|t| t.place.is_some_and(|q| q.batch == id))
+                        .map(|t| t.number)
+                        .collect();
                 }
                 None => {
                     batch.id = batch.runs.first().map_or(0, |r| r.1.batch);
@@ -322,11 +334,8 @@ fn claim_batch(
                 }
             }
         }
-        let runs: Vec<(u64, u64)> = batch
-            .runs
-            .iter()
-            .map(|((n, ..), _)| (*n, trials.iter().find(|t| t.number == *n).map_or(0, |t| t.runs)))
-            .collect();
+        let runs: Vec<(u64, u64)> =
+            batch.runs.iter().map(|((n, ..), _)| (*n, trials.get(*n).map_or(0, |t| t.runs))).collect();
         study.claim_for(&runs, me)?;
         Ok(Some(Claimed { batch, finished, elsewhere: elsewhere.iter().map(|t| t.number).collect() }))
     })
@@ -358,9 +367,8 @@ mod tests {
     /// from them (the new-trial path of a claim).
     fn claim_under_lock(study: &Study, cfg: &SearchConfig, claimed: &mut HashSet<u64>, me: &Worker) -> Vec<Claim> {
         let runs = study
-            .in_tx(|| {
-                study.lock()?;
-                let trials = study.trials()?;
+            .in_locked_tx(|| {
+                let trials = TrialSet::of(study.trials()?, cfg.study.epochs as u64);
                 let runs = start_new(study, cfg, &trials, claimed, cfg.study.parallel, |first, slot| Place {
                     batch: first,
                     slot,
@@ -422,13 +430,12 @@ mod tests {
         let path = StorageUrl::Sqlite(dir.join("stale.sqlite"));
         let two = Study::reopen(&path, "s").unwrap();
         one.refresh(false).unwrap();
-        let sampled = sample_new(&cfg, &one.snapshot(), &HashSet::new(), 4).unwrap();
+        let sampled = sample_new(&cfg, &one.snapshot(), &HashSet::new(), 4, 0).unwrap();
         assert_eq!((sampled.first, sampled.draws.len()), (0, 4));
         let other = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
         assert_eq!(other.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
         let started = one
-            .in_tx(|| {
-                one.lock()?;
+            .in_locked_tx(|| {
                 one.refresh(true)?;
                 let place = |f, slot| Place { batch: f, slot, tick: 0 };
                 let trials = one.snapshot();
@@ -461,7 +468,7 @@ mod tests {
         // This worker samples while trials 0-3 run (random draws); the other claims after they finished (TPE's
         // draws): the samples differ, so this one is renumbered rather than refused as a repeat.
         one.refresh(false).unwrap();
-        let sampled = sample_new(&cfg, &one.snapshot(), &HashSet::new(), 2).unwrap();
+        let sampled = sample_new(&cfg, &one.snapshot(), &HashSet::new(), 2, 0).unwrap();
         assert_eq!((sampled.first, sampled.draws.len()), (4, 2));
         for (n, p, _) in first.batch.runs.iter().map(|r| &r.0) {
             two.finish(*n, value(p), 0.0, 0.0, &[], "c").unwrap();
@@ -469,8 +476,7 @@ mod tests {
         let other = next_batch(&two, &cfg, &mut HashSet::new(), &me).unwrap();
         assert_eq!(other.batch.runs.iter().map(|r| r.0.0).collect::<Vec<_>>(), [4, 5]);
         let started = one
-            .in_tx(|| {
-                one.lock()?;
+            .in_locked_tx(|| {
                 one.refresh(true)?;
                 let place = |f, slot| Place { batch: f, slot, tick: 0 };
                 start_sampled(&one, &sampled, &one.snapshot(), &HashSet::new(), 2, true, place)

@@ -198,7 +198,7 @@ pub fn run_search(
             locked(&running)?.retain(|n| !numbers.contains(n));
             result?;
             study.refresh(false)?;
-            let finished = study.snapshot().iter().filter(|t| t.finished()).count();
+            let finished = study.snapshot().finished().len();
             progress(&Progress::BatchDone { finished })?;
         }
     };
@@ -251,7 +251,7 @@ fn run_batch(
     // to claim (a freed slot may take any of them), else the batch's own (padding never changes a trial's
     // bits; it only costs time). The first trial's parameters stand in until each slot's trial is placed.
     study.refresh(false)?;
-    let claims_left = study.snapshot().iter().filter(|t| t.ours).count() < cfg.study.trials;
+    let claims_left = study.snapshot().ours() < cfg.study.trials;
     let sizes = if claims_left {
         SlotSizes::of_space(cfg)
     } else {

@@ -169,7 +169,7 @@ impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSl
                 let mut new = None;
                 for attempt in 1..=SAMPLE_TRIES {
                     study.refresh(false)?;
-                    let sampled = sample_new(cfg, &study.snapshot(), &claimed, 1)?;
+                    let sampled = sample_new(cfg, &study.snapshot(), &claimed, 1, study.sample_salt())?;
                     new = self.refill(&sampled, &claimed, slot, at, attempt == SAMPLE_TRIES)?;
                     if new.is_some() {
                         break;
@@ -236,7 +236,7 @@ impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSl
         crate::failpoint::hit("finish");
         locked(self.shared.running)?.remove(&run.number);
         self.study.refresh(false)?;
-        let finished = self.study.snapshot().iter().filter(|t| t.finished()).count();
+        let finished = self.study.snapshot().finished().len();
         (self.shared.progress)(&Progress::TrialDone { number: run.number, finished })
     }
 }
@@ -253,15 +253,19 @@ impl<F> SearchSlots<'_, F> {
         last: bool,
     ) -> Result<Option<Vec<(Claim, Place)>>, Error> {
         let (study, id) = (self.study, self.batch.id);
-        study.in_tx(|| {
-            study.lock()?;
+        study.in_locked_tx(|| {
             study.refresh(true)?;
             let trials = study.snapshot();
             // Another process went on with this batch from here (it judged this worker gone or silent at a
             // boundary): its places are its own, so this slot stops.
             let taken = |t: &TrialRecord| t.place.is_some_and(|q| q.batch == id && q.tick >= at);
             let known = &self.batch.known;
-            if trials.iter().any(|t| taken(t) && !claimed.contains(&t.number) && !known.contains(&t.number)) {
+            // (A batch's trials are numbered from the batch's number on.)
+            if trials
+                .from_number(id)
+                .iter()
+                .any(|t| taken(t) && !claimed.contains(&t.number) && !known.contains(&t.number))
+            {
                 return Ok(Some(Vec::new()));
             }
             let place = |_, _| Place { batch: id, slot, tick: at };

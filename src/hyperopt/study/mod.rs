@@ -8,7 +8,7 @@
 //! Each change is committed when it happens, so a killed search loses at most the trials it was running,
 //! which `--resume` runs again under the same numbers and parameters.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
@@ -23,12 +23,14 @@ mod clock;
 mod params;
 mod schema;
 mod snapshot;
+mod trial_set;
 mod workers;
 
 pub use clock::clock_skew;
 use clock::{db_now, now};
 use params::{distribution, nan_to_null, typed};
 use schema::{ensure_schema, study_id_of};
+pub use trial_set::TrialSet;
 pub use workers::{Worker, WorkerProcess};
 
 /// The Optuna schema version written (Optuna refuses a storage of another version).
@@ -198,6 +200,18 @@ pub struct Study {
     snapshot: RefCell<snapshot::Snapshot>,
     /// Each trial's row id by number, as this handle learnt them (a row id never changes).
     ids: RefCell<HashMap<u64, i64>>,
+    /// What this handle's TPE draws are salted with ([`Study::sample_salt`]): 0 until another worker's claim
+    /// overtook one of its samples.
+    salt: Cell<u64>,
+}
+
+/// How [`Study::transaction`] opens its transaction: plainly, with the study's claim lock, or with the
+/// lock a write to a claimed trial takes.
+#[derive(Clone, Copy)]
+enum Begin {
+    Plain,
+    Claim,
+    Write,
 }
 
 fn i64_of(v: &Val) -> i64 {
@@ -325,12 +339,40 @@ impl Study {
             claims: RefCell::new(HashMap::new()),
             snapshot: RefCell::default(),
             ids: RefCell::default(),
+            salt: Cell::new(0),
         };
         let cfg: SearchConfig = serde_json::from_str(&study.config_json()?).map_err(|e| {
             Error::Study(format!("the study's `{CONFIG_ATTR}` attribute is not a tradesim search configuration: {e}"))
         })?;
         study.space = cfg.space;
+        study.snapshot.borrow_mut().trials = TrialSet::new(cfg.study.epochs as u64);
         Ok(study)
+    }
+
+    /// The salt of this handle's TPE draws (XORed into the study's seed): 0, so that one worker draws what
+    /// the seed says, until another worker's claim overtook a sample of this handle
+    /// ([`Study::overtaken`]); from then on a value of this handle's own. Two workers that sample the same
+    /// trial number from the same snapshot would otherwise draw the same point, and the later one would
+    /// have to sample again.
+    pub fn sample_salt(&self) -> u64 {
+        self.salt.get()
+    }
+
+    /// Records that another worker's claim took the trial numbers a sample of this handle was drawn for:
+    /// its later draws are salted ([`Study::sample_salt`]) with a value unique to this handle (its process,
+    /// a counter of the process's handles and the time).
+    pub fn overtaken(&self) {
+        static HANDLES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if self.salt.get() == 0 {
+            let handle = HANDLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            let mut x = (u64::from(std::process::id()) << 32) ^ handle ^ nanos.rotate_left(17);
+            // SplitMix64's finalizer: nearby inputs give unrelated salts.
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            self.salt.set((x ^ (x >> 31)).max(1));
+        }
     }
 
     /// Another connection to study `name` (one per search worker).
@@ -373,14 +415,39 @@ impl Study {
         Ok(rows.first().and_then(|r| r[0].text().map(str::to_owned)))
     }
 
-    /// Runs `f` in a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait; PostgreSQL: claims
-    /// also lock the study's row, [`Study::lock`]), or inside the caller's transaction when one is open.
-    /// Rolled back when `f` fails.
+    /// Runs `f` in a write transaction (SQLite: `BEGIN IMMEDIATE`, other writers wait), or inside the
+    /// caller's transaction when one is open. Rolled back when `f` fails.
     pub fn in_tx<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-        if self.db.in_transaction() {
+        self.transaction(Begin::Plain, f)
+    }
+
+    /// [`Study::in_tx`] holding the study's claim lock ([`Study::lock`]) from its start: a claim reads the
+    /// trials, decides and writes while no other worker can claim. A new transaction opens and locks in one
+    /// round trip to the server.
+    pub fn in_locked_tx<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        self.transaction(Begin::Claim, f)
+    }
+
+    /// [`Study::in_tx`] for a write to a trial this handle claimed: the write lock a claim conflicts with
+    /// is taken first ([`Study::check_owner`] says why), in the round trip that opens the transaction.
+    fn in_write_tx<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        self.transaction(Begin::Write, f)
+    }
+
+    fn transaction<T>(&self, how: Begin, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        let nested = self.db.in_transaction();
+        let locks = match how {
+            Begin::Plain => String::new(),
+            Begin::Claim => self.db.claim_locks(self.study_id),
+            Begin::Write => self.db.write_locks(),
+        };
+        if nested {
+            if !locks.is_empty() {
+                self.db.batch(&locks)?;
+            }
             return f();
         }
-        self.db.begin()?;
+        self.db.begin_with(&locks)?;
         match f() {
             Ok(v) => {
                 self.db.commit()?;
@@ -396,9 +463,11 @@ impl Study {
     }
 
     /// Serializes claims on this study until the open transaction ends (a worker reads the trials, decides
-    /// and writes its claim while no other worker can claim).
+    /// and writes its claim while no other worker can claim); [`Study::in_locked_tx`] opens a transaction
+    /// with it.
     pub fn lock(&self) -> Result<(), Error> {
-        self.db.lock_study(self.study_id)
+        let locks = self.db.claim_locks(self.study_id);
+        if locks.is_empty() { Ok(()) } else { self.db.batch(&locks) }
     }
 
     /// Trial `number`'s row id: as this handle learnt it (a row id never changes; what it learnt is dropped
@@ -418,18 +487,36 @@ impl Study {
     }
 
     fn set_attr(&self, table: &str, id: i64, key: &str, json_text: String) -> Result<(), Error> {
+        self.set_attrs(table, &[(id, key, json_text)])
+    }
+
+    /// Sets attributes `(trial row id, key, JSON text)` of `table` in one statement.
+    fn set_attrs(&self, table: &str, attrs: &[(i64, &str, String)]) -> Result<(), Error> {
+        if attrs.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<String> =
+            (0..attrs.len()).map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 1, 3 * i + 2, 3 * i + 3)).collect();
+        let values: Vec<Val> =
+            attrs.iter().flat_map(|(id, key, v)| [Val::I64(*id), (*key).into(), v.as_str().into()]).collect();
         self.db.exec(
             &format!(
-                "INSERT INTO {table} (trial_id, key, value_json) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json"
+                "INSERT INTO {table} (trial_id, key, value_json) VALUES {}
+                 ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
+                rows.join(", ")
             ),
-            &[Val::I64(id), key.into(), json_text.into()],
+            &values,
         )?;
         Ok(())
     }
 
     /// Starts trial `number` with its parameters and the finished trials they were drawn from (`history`).
     pub fn start(&self, number: u64, params: &Params, history: &[u64]) -> Result<(), Error> {
+        self.start_at(number, params, history, None)
+    }
+
+    /// [`Study::start`], and where the trial runs ([`Study::place`]) when `place` says.
+    pub fn start_at(&self, number: u64, params: &Params, history: &[u64], place: Option<Place>) -> Result<(), Error> {
         self.in_tx(|| {
             let id = i64_of(
                 &self.db.query(
@@ -438,14 +525,28 @@ impl Study {
                 )?[0][0],
             );
             self.ids.borrow_mut().insert(number, id);
-            for (name, &value) in params {
-                let (stored, dist) = distribution(&self.space, name, value);
+            if !params.is_empty() {
+                let rows: Vec<String> = (0..params.len())
+                    .map(|i| format!("(?{}, ?{}, ?{}, ?{})", 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4))
+                    .collect();
+                let mut values = Vec::with_capacity(4 * params.len());
+                for (name, &value) in params {
+                    let (stored, dist) = distribution(&self.space, name, value);
+                    values.extend([Val::I64(id), name.as_str().into(), Val::F64(stored), dist.to_string().into()]);
+                }
                 self.db.exec(
-                    "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES (?1, ?2, ?3, ?4)",
-                    &[Val::I64(id), name.as_str().into(), Val::F64(stored), dist.to_string().into()],
+                    &format!(
+                        "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES {}",
+                        rows.join(", ")
+                    ),
+                    &values,
                 )?;
             }
-            self.set_attr("trial_system_attributes", id, "tradesim_history", json!(numbers_to_ranges(history)).to_string())
+            let mut attrs = vec![(id, "tradesim_history", json!(numbers_to_ranges(history)).to_string())];
+            if let Some(at) = place {
+                attrs.push((id, "tradesim_place", place_json(at)));
+            }
+            self.set_attrs("trial_system_attributes", &attrs)
         })
     }
 
@@ -453,15 +554,14 @@ impl Study {
     pub fn place(&self, number: u64, place: Place) -> Result<(), Error> {
         self.in_tx(|| {
             let id = self.trial_id(number)?;
-            let value = json!([place.batch, place.slot, place.tick]).to_string();
-            self.set_attr("trial_system_attributes", id, "tradesim_place", value)
+            self.set_attr("trial_system_attributes", id, "tradesim_place", place_json(place))
         })
     }
 
     /// Links an artifact to trial `number` as `optuna.artifacts.upload_artifact` does (the trial system
     /// attribute `artifacts:ID`, a JSON string holding the meta's JSON); refused unless this handle holds the trial's claim.
     pub fn link_artifact(&self, number: u64, meta: &super::artifacts::ArtifactMeta) -> Result<(), Error> {
-        self.in_tx(|| {
+        self.in_write_tx(|| {
             let id = self.trial_id(number)?;
             self.check_owner(id, number)?;
             let key = format!("{}{}", super::artifacts::ARTIFACTS_ATTR_PREFIX, meta.artifact_id);
@@ -489,7 +589,7 @@ impl Study {
     /// `tradesim_epochs`.
     pub fn record_epoch(&self, e: &EpochRecord) -> Result<(), Error> {
         let (value, kind) = typed(e.valid_sharpe);
-        self.in_tx(|| {
+        self.in_write_tx(|| {
             let id = self.trial_id(e.trial)?;
             self.check_owner(id, e.trial)?;
             self.db.exec(
@@ -531,7 +631,7 @@ impl Study {
     /// evaluation and checkpoint and makes it PRUNED in one transaction: Optuna's readers cache a finished
     /// trial and never read it again, so it must leave RUNNING with everything it will ever have.
     pub fn prune(&self, number: u64, epoch: u64, value: f64) -> Result<(), Error> {
-        self.in_tx(|| {
+        self.in_write_tx(|| {
             let id = self.trial_id(number)?;
             self.check_owner(id, number)?;
             self.set_value(id, value)?;
@@ -552,21 +652,14 @@ impl Study {
         test_actions: &[u8],
         checkpoint: &str,
     ) -> Result<(), Error> {
-        self.in_tx(|| {
+        self.in_write_tx(|| {
             let id = self.trial_id(number)?;
-            self.check_owner(id, number)?;
-            let pruned = self.db.query(
-                "SELECT COUNT(*) FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_pruned_at'",
-                &[Val::I64(id)],
-            )?;
-            let pruned = pruned.first().and_then(|r| r[0].i64()).unwrap_or(0) > 0;
-            for (key, v) in [
-                ("test_return", json!(nan_to_null(test_return))),
-                ("test_sharpe", json!(nan_to_null(test_sharpe))),
-                ("checkpoint", json!(checkpoint)),
-            ] {
-                self.set_attr("trial_user_attributes", id, key, v.to_string())?;
-            }
+            let pruned = self.check_owner(id, number)?;
+            let mut attrs = vec![
+                (id, "test_return", json!(nan_to_null(test_return)).to_string()),
+                (id, "test_sharpe", json!(nan_to_null(test_sharpe)).to_string()),
+                (id, "checkpoint", json!(checkpoint).to_string()),
+            ];
             self.db.exec(
                 "INSERT INTO tradesim_test_actions (trial_id, actions) VALUES (?1, ?2)
                  ON CONFLICT (trial_id) DO UPDATE SET actions = excluded.actions",
@@ -581,8 +674,9 @@ impl Study {
                 self.set_value(id, value)?;
             }
             if state == "FAIL" {
-                self.set_attr("trial_user_attributes", id, FAIL_REASON_ATTR, json!(UNDEFINED_OBJECTIVE).to_string())?;
+                attrs.push((id, FAIL_REASON_ATTR, json!(UNDEFINED_OBJECTIVE).to_string()));
             }
+            self.set_attrs("trial_user_attributes", &attrs)?;
             self.db.exec(
                 "UPDATE trials SET state = ?2, datetime_complete = ?3 WHERE trial_id = ?1",
                 &[Val::I64(id), state.into(), Val::Time(now())],
@@ -624,7 +718,7 @@ impl Study {
     /// Records a trial's greedy validation actions ([`Self::valid_actions`]); called before the trial
     /// finishes, so a reader that sees it finished finds them.
     pub fn set_valid_actions(&self, number: u64, actions: &[u8]) -> Result<(), Error> {
-        self.in_tx(|| {
+        self.in_write_tx(|| {
             let id = self.trial_id(number)?;
             self.check_owner(id, number)?;
             self.db.exec(
@@ -641,6 +735,11 @@ impl Study {
         let rows = self.db.query(&format!("SELECT actions FROM {table} WHERE trial_id = ?1"), &[Val::I64(id)])?;
         Ok(rows.first().and_then(|r| r[0].blob().map(<[u8]>::to_vec)))
     }
+}
+
+/// A [`Place`] as its system attribute's JSON, `[batch, slot, tick]`.
+fn place_json(place: Place) -> String {
+    json!([place.batch, place.slot, place.tick]).to_string()
 }
 
 /// The text a JSON string literal holds (`None` when `json` is not one).

@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 use super::params::{from_typed, param_value};
-use super::{EpochRecord, FAIL_REASON_ATTR, Place, Study, TrialRecord, WorkerProcess, i64_of, ranges_to_numbers};
+use super::{
+    EpochRecord, FAIL_REASON_ATTR, Place, Study, TrialRecord, TrialSet, WorkerProcess, i64_of, ranges_to_numbers,
+};
 use crate::Error;
 use crate::hyperopt::db::Val;
 use crate::hyperopt::sampler::Params;
@@ -32,17 +34,45 @@ enum Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// The condition on `t.trial_id` (integers written into the statement, never text).
-    fn sql(self) -> String {
-        match self {
-            Rows::All => String::new(),
-            Rows::Since { after, ids: [] } => format!(" AND t.trial_id > {after}"),
-            Rows::Since { after, ids } => {
-                let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
-                format!(" AND (t.trial_id > {after} OR t.trial_id IN ({}))", ids.join(","))
+    /// The condition on the trials `t` read: of the study (`?1`), and for [`Rows::Since`] with a row id
+    /// above `?2` or in the list `?3`. The statement's text is the same for every read, so that the server
+    /// prepares it once; a read since a cursor finds its rows by their row ids, never by scanning the
+    /// study's trials: the study's condition is written `t.study_id + 0`, which no index serves (a planner
+    /// whose statistics predate the study's growth would otherwise take the study's index and filter every
+    /// trial of it), and the row id's range has both ends, which a plan made for any cursor estimates as
+    /// narrow.
+    fn sql(self, db: &crate::hyperopt::db::Db) -> &'static str {
+        match (self, db.is_postgres()) {
+            (Rows::All, _) => "t.study_id = ?1",
+            (Rows::Since { .. }, true) => {
+                "t.study_id + 0 = ?1 AND ((t.trial_id > ?2 AND t.trial_id <= 2147483647)
+                 OR t.trial_id = ANY(string_to_array(?3, ',')::int[]))"
+            }
+            (Rows::Since { .. }, false) => {
+                "t.study_id + 0 = ?1 AND ((t.trial_id > ?2 AND t.trial_id <= 9223372036854775807)
+                 OR t.trial_id IN (SELECT value FROM json_each('[' || ?3 || ']')))"
             }
         }
     }
+
+    /// The values of [`Rows::sql`]'s placeholders, after the study's `?1`.
+    fn values(self, study_id: i64) -> Vec<Val> {
+        match self {
+            Rows::All => vec![Val::I64(study_id)],
+            Rows::Since { after, ids } => vec![Val::I64(study_id), Val::I64(after), ids_text(ids).into()],
+        }
+    }
+}
+
+/// Row ids as the comma-separated text of [`Rows::sql`]'s list placeholder.
+fn ids_text(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// An attribute's JSON value (`json`), an error naming its `key` when it is not JSON.
+fn parse_attr(key: &Val, json: &Val) -> Result<Value, Error> {
+    serde_json::from_str(json.text().unwrap_or("null"))
+        .map_err(|e| Error::Study(format!("attribute {}: {e}", key.text().unwrap_or_default())))
 }
 
 /// A trial as read: its row id, its record, and its worker's process where recorded.
@@ -52,7 +82,7 @@ type Read = (i64, TrialRecord, Option<WorkerProcess>);
 #[derive(Debug, Default)]
 pub(super) struct Snapshot {
     /// Trials by number, ascending; finished ones without their history.
-    trials: Vec<TrialRecord>,
+    pub(super) trials: TrialSet,
     /// Row ids of the unfinished trials held (read again at each refresh).
     unfinished: HashSet<i64>,
     /// Every trial row with an id at or below it has been read.
@@ -64,30 +94,21 @@ pub(super) struct Snapshot {
 }
 
 impl Study {
-    /// Attributes of the trials of the study that `rows` takes: `(trial_id, key) -> JSON value`.
-    fn attributes_of(&self, table: &str, rows: Rows<'_>) -> Result<BTreeMap<(i64, String), Value>, Error> {
-        let found = self.db.query(
-            &format!(
-                "SELECT a.trial_id, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id
-                 WHERE t.study_id = ?1{}",
-                rows.sql()
-            ),
-            &[Val::I64(self.study_id)],
-        )?;
-        let mut out = BTreeMap::new();
-        for r in found {
-            let key = r[1].text().unwrap_or_default().to_owned();
-            let v: Value = serde_json::from_str(r[2].text().unwrap_or("null"))
-                .map_err(|e| Error::Study(format!("attribute {key}: {e}")))?;
-            out.insert((i64_of(&r[0]), key), v);
-        }
-        Ok(out)
-    }
-
     /// Attributes of every trial of the study: `(trial_id, key) -> JSON value`.
     #[cfg(test)]
     pub(super) fn attributes(&self, table: &str) -> Result<BTreeMap<(i64, String), Value>, Error> {
-        self.attributes_of(table, Rows::All)
+        let mut out = BTreeMap::new();
+        for r in self.db.query(
+            &format!(
+                "SELECT a.trial_id, a.key, a.value_json FROM {table} a JOIN trials t ON t.trial_id = a.trial_id
+                 WHERE t.study_id = ?1"
+            ),
+            &[Val::I64(self.study_id)],
+        )? {
+            let key = r[1].text().unwrap_or_default().to_owned();
+            out.insert((i64_of(&r[0]), key), parse_attr(&r[1], &r[2])?);
+        }
+        Ok(out)
     }
 
     /// Every trial, by number. A parameter row tradesim cannot read (a corrupt or hand-edited study) is an
@@ -105,44 +126,59 @@ impl Study {
     /// The trials `rows` takes, by number, with their row ids and worker processes; the history parsed
     /// for those that `history` accepts (the others' left empty).
     fn read(&self, rows: Rows<'_>, history: impl Fn(&str) -> bool) -> Result<Vec<Read>, Error> {
-        let sid = [Val::I64(self.study_id)];
-        let scope = rows.sql();
+        let values = rows.values(self.study_id);
+        let scope = rows.sql(&self.db);
         let found = self.db.query(
             &format!(
                 "SELECT t.trial_id, t.number, t.state, v.value, v.value_type FROM trials t
                  LEFT JOIN trial_values v ON v.trial_id = t.trial_id AND v.objective = 0
-                 WHERE t.study_id = ?1{scope} ORDER BY t.number"
+                 WHERE {scope} ORDER BY t.number"
             ),
-            &sid,
+            &values,
+        )?;
+        // The trials' parameters, attributes and heartbeats in one statement (one round trip): rows of
+        // (kind, trial_id, name or key, parameter value, distribution, attribute JSON or heartbeat).
+        let heartbeat = if self.db.is_postgres() {
+            "to_char(h.heartbeat, 'YYYY-MM-DD HH24:MI:SS.US')"
+        } else {
+            "CAST(h.heartbeat AS TEXT)"
+        };
+        let details = self.db.query(
+            &format!(
+                "SELECT 0, p.trial_id, p.param_name, p.param_value, p.distribution_json FROM trial_params p
+                 JOIN trials t ON t.trial_id = p.trial_id WHERE {scope}
+                 UNION ALL SELECT 1, a.trial_id, a.key, NULL, a.value_json FROM trial_user_attributes a
+                 JOIN trials t ON t.trial_id = a.trial_id WHERE {scope}
+                 UNION ALL SELECT 2, a.trial_id, a.key, NULL, a.value_json FROM trial_system_attributes a
+                 JOIN trials t ON t.trial_id = a.trial_id WHERE {scope}
+                 UNION ALL SELECT 3, h.trial_id, NULL, NULL, {heartbeat} FROM trial_heartbeats h
+                 JOIN trials t ON t.trial_id = h.trial_id WHERE {scope}"
+            ),
+            &values,
         )?;
         let mut params_of: BTreeMap<i64, Vec<(String, f64, String)>> = BTreeMap::new();
-        for r in self.db.query(
-            &format!(
-                "SELECT p.trial_id, p.param_name, p.param_value, p.distribution_json FROM trial_params p
-                 JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1{scope}"
-            ),
-            &sid,
-        )? {
-            params_of.entry(i64_of(&r[0])).or_default().push((
-                r[1].text().unwrap_or_default().to_owned(),
-                r[2].f64().unwrap_or(f64::NAN),
-                r[3].text().unwrap_or_default().to_owned(),
-            ));
+        let (mut user, mut system) = (BTreeMap::new(), BTreeMap::new());
+        let mut beats: BTreeMap<i64, String> = BTreeMap::new();
+        for r in details {
+            let id = i64_of(&r[1]);
+            match r[0].i64() {
+                Some(0) => params_of.entry(id).or_default().push((
+                    r[2].text().unwrap_or_default().to_owned(),
+                    r[3].f64().unwrap_or(f64::NAN),
+                    r[4].text().unwrap_or_default().to_owned(),
+                )),
+                Some(k @ (1 | 2)) => {
+                    let key = r[2].text().unwrap_or_default().to_owned();
+                    let v = parse_attr(&r[2], &r[4])?;
+                    if k == 1 { &mut user } else { &mut system }.insert((id, key), v);
+                }
+                _ => {
+                    if let Some(h) = r[4].text() {
+                        beats.insert(id, h.to_owned());
+                    }
+                }
+            }
         }
-        let user = self.attributes_of("trial_user_attributes", rows)?;
-        let system = self.attributes_of("trial_system_attributes", rows)?;
-        let beats: BTreeMap<i64, String> = self
-            .db
-            .query(
-                &format!(
-                    "SELECT h.trial_id, h.heartbeat FROM trial_heartbeats h JOIN trials t ON t.trial_id = h.trial_id
-                     WHERE t.study_id = ?1{scope}"
-                ),
-                &sid,
-            )?
-            .iter()
-            .filter_map(|r| Some((i64_of(&r[0]), r[1].text()?.to_owned())))
-            .collect();
         let mut out = Vec::with_capacity(found.len());
         for r in found {
             let (id, number) = (i64_of(&r[0]), i64_of(&r[1]));
@@ -235,10 +271,7 @@ impl Study {
                 } else {
                     s.unfinished.insert(id);
                 }
-                match s.trials.binary_search_by_key(&record.number, |t| t.number) {
-                    Ok(i) => s.trials[i] = record,
-                    Err(i) => s.trials.insert(i, record),
-                }
+                s.trials.upsert(record);
             }
         }
         if !complete.is_empty() {
@@ -249,14 +282,18 @@ impl Study {
 
     /// Reads the epochs of newly complete trials `(row id, number)` into the snapshot.
     fn read_complete_epochs(&self, complete: &[(i64, u64)]) -> Result<(), Error> {
-        let ids: Vec<String> = complete.iter().map(|c| c.0.to_string()).collect();
+        let ids: Vec<i64> = complete.iter().map(|c| c.0).collect();
+        let within = if self.db.is_postgres() {
+            "e.trial_id = ANY(string_to_array(?1, ',')::int[])"
+        } else {
+            "e.trial_id IN (SELECT value FROM json_each('[' || ?1 || ']'))"
+        };
         let rows = self.db.query(
             &format!(
                 "SELECT e.trial_id, e.epoch, e.loss, e.valid_sharpe, e.valid_return FROM tradesim_epochs e
-                 WHERE e.trial_id IN ({}) ORDER BY e.trial_id, e.epoch",
-                ids.join(",")
+                 WHERE {within} ORDER BY e.trial_id, e.epoch"
             ),
-            &[],
+            &[ids_text(&ids).into()],
         )?;
         let number_of: HashMap<i64, u64> = complete.iter().copied().collect();
         let mut s = self.snapshot.borrow_mut();
@@ -278,14 +315,15 @@ impl Study {
 
     /// The trials as of this handle's last [`Study::refresh`], by number (finished ones without their
     /// history). Held only while nothing refreshes the snapshot.
-    pub fn snapshot(&self) -> Ref<'_, [TrialRecord]> {
-        Ref::map(self.snapshot.borrow(), |s| s.trials.as_slice())
+    pub fn snapshot(&self) -> Ref<'_, TrialSet> {
+        Ref::map(self.snapshot.borrow(), |s| &s.trials)
     }
 
     /// The process of the worker that last claimed each trial of the snapshot, where recorded
     /// ([`Study::worker_processes`] as of the last refresh).
-    pub fn snapshot_processes(&self) -> BTreeMap<u64, WorkerProcess> {
-        self.snapshot.borrow().processes.clone()
+    /// Held only while nothing refreshes the snapshot.
+    pub fn snapshot_processes(&self) -> Ref<'_, BTreeMap<u64, WorkerProcess>> {
+        Ref::map(self.snapshot.borrow(), |s| &s.processes)
     }
 
     /// The median rule's reference for a trial with `history`, from the snapshot: the epochs of the complete
@@ -330,7 +368,7 @@ mod tests {
                 t.history.clear();
             }
             // Compared as text: a trial without a value holds NaN, which equals nothing.
-            assert_eq!(format!("{:?}", &*reader.snapshot()), format!("{full:?}"), "after {step}");
+            assert_eq!(format!("{:?}", &**reader.snapshot()), format!("{full:?}"), "after {step}");
             let (trials, epochs) = (writer.trials().unwrap(), writer.epochs().unwrap());
             let history: Vec<u64> = (0..12).collect();
             assert_eq!(reader.snapshot_reference(&history), pruning_reference(&trials, &epochs, &history), "{step}");

@@ -107,33 +107,36 @@ impl Study {
     /// Refuses a write to trial `number` (row `id`) from this handle unless it holds the trial's current
     /// claim: the run count it claimed is the trial's ([`TrialRecord::runs`](super::TrialRecord::runs); every claim counts it up, in the
     /// claim's transaction) and the trial is RUNNING. A trial never claimed may be written by a handle that
-    /// never claimed it (a study written directly, as the tests do). Called in the write's transaction, with
-    /// the trial's row locked on PostgreSQL, so that no claim commits between the check and the write.
-    pub(super) fn check_owner(&self, id: i64, number: u64) -> Result<(), Error> {
-        if self.db.is_postgres() {
-            // The table lock a claim conflicts with first (it waits for a claim in flight, and a claim for
-            // it), then the row: taking the row first could deadlock with a takeover of this trial.
-            self.db.batch("LOCK TABLE trials IN ROW EXCLUSIVE MODE")?;
-        }
-        let lock = if self.db.is_postgres() { " FOR UPDATE" } else { "" };
-        let state = self.db.query(&format!("SELECT state FROM trials WHERE trial_id = ?1{lock}"), &[Val::I64(id)])?;
-        let state = state.first().and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
-        let attrs = self.db.query(
-            "SELECT key, value_json FROM trial_system_attributes WHERE trial_id = ?1 AND key IN ('tradesim_worker', 'tradesim_runs')",
+    /// never claimed it (a study written directly, as the tests do). Called in a transaction of
+    /// [`Study::in_write_tx`], which took the table lock a claim conflicts with first (it waits for a claim in
+    /// flight, and a claim for it); the check then locks the trial's row on PostgreSQL, so that no claim
+    /// commits between the check and the write (taking the row before the table could deadlock with a
+    /// takeover of this trial). Returns whether the trial was pruned ([`Study::prune`]). One query.
+    pub(super) fn check_owner(&self, id: i64, number: u64) -> Result<bool, Error> {
+        let lock = if self.db.is_postgres() { " FOR UPDATE OF t" } else { "" };
+        let found = self.db.query(
+            &format!(
+                "SELECT t.state,
+                   (SELECT a.value_json FROM trial_system_attributes a WHERE a.trial_id = t.trial_id AND a.key = 'tradesim_worker'),
+                   (SELECT a.value_json FROM trial_system_attributes a WHERE a.trial_id = t.trial_id AND a.key = 'tradesim_runs'),
+                   (SELECT COUNT(*) FROM trial_system_attributes a WHERE a.trial_id = t.trial_id AND a.key = 'tradesim_pruned_at')
+                 FROM trials t WHERE t.trial_id = ?1{lock}"
+            ),
             &[Val::I64(id)],
         )?;
-        let attr = |k: &str| {
-            attrs.iter().find(|r| r[0].text() == Some(k)).and_then(|r| serde_json::from_str::<Value>(r[1].text()?).ok())
-        };
-        let worker = attr("tradesim_worker").and_then(|v| v.as_str().map(str::to_owned));
-        let runs = attr("tradesim_runs").and_then(|v| v.as_u64());
+        let row = found.first();
+        let state = row.and_then(|r| r[0].text().map(str::to_owned)).unwrap_or_default();
+        let attr = |i: usize| row.and_then(|r| serde_json::from_str::<Value>(r[i].text()?).ok());
+        let worker = attr(1).and_then(|v| v.as_str().map(str::to_owned));
+        let runs = attr(2).and_then(|v| v.as_u64());
+        let pruned = row.and_then(|r| r[3].i64()).unwrap_or(0) > 0;
         let mine = self.claims.borrow().get(&number).copied();
         if state != "RUNNING" {
             return Err(Error::Study(format!("trial {number} is {state}: a write to a finished trial is refused")));
         }
         match (mine, runs) {
-            (Some(m), Some(r)) if m == r => Ok(()),
-            (None, None) => Ok(()),
+            (Some(m), Some(r)) if m == r => Ok(pruned),
+            (None, None) => Ok(pruned),
             (Some(m), _) => Err(Error::Study(format!(
                 "trial {number}: this worker's claim (run {m}) was taken over by {} (run {}) after this worker's \
                  heartbeats went stale; its write is refused and the trial is left to its new worker",
@@ -152,13 +155,17 @@ impl Study {
     /// and writes their heartbeats (in the caller's transaction, or one of its own). This handle's writes to
     /// them are accepted until another claim replaces this one.
     pub fn claim_for(&self, claims: &[(u64, u64)], worker: &Worker) -> Result<(), Error> {
+        let name = json!(worker.name).to_string();
+        let process = worker.process.as_ref().map(|p| json!(p).to_string());
         self.in_tx(|| {
+            let mut attrs = Vec::with_capacity(3 * claims.len());
+            let mut ids = Vec::with_capacity(claims.len());
             for &(n, runs) in claims {
                 let id = self.trial_id(n)?;
-                self.set_attr("trial_system_attributes", id, "tradesim_worker", json!(worker.name).to_string())?;
-                self.set_attr("trial_system_attributes", id, "tradesim_runs", (runs + 1).to_string())?;
-                match &worker.process {
-                    Some(p) => self.set_attr("trial_system_attributes", id, "tradesim_worker_process", json!(p).to_string())?,
+                attrs.push((id, "tradesim_worker", name.clone()));
+                attrs.push((id, "tradesim_runs", (runs + 1).to_string()));
+                match &process {
+                    Some(p) => attrs.push((id, "tradesim_worker_process", p.clone())),
                     None => {
                         self.db.exec(
                             "DELETE FROM trial_system_attributes WHERE trial_id = ?1 AND key = 'tradesim_worker_process'",
@@ -166,9 +173,16 @@ impl Study {
                         )?;
                     }
                 }
+                ids.push(id);
+            }
+            self.set_attrs("trial_system_attributes", &attrs)?;
+            // The trials are this worker's now (written above): their heartbeats without the holder check of
+            // `beat`.
+            self.write_beats(&ids)?;
+            for &(n, runs) in claims {
                 self.claims.borrow_mut().insert(n, runs + 1);
             }
-            self.beat(&claims.iter().map(|c| c.0).collect::<Vec<_>>(), worker)
+            Ok(())
         })
     }
 
@@ -178,12 +192,8 @@ impl Study {
     pub fn beat(&self, numbers: &[u64], worker: &Worker) -> Result<(), Error> {
         let name = json!(worker.name).to_string();
         let process = worker.process.as_ref().map(|p| json!(p).to_string());
-        let sql = format!(
-            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, {})
-             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-            db_now(&self.db)
-        );
         self.in_tx(|| {
+            let mut held = Vec::with_capacity(numbers.len());
             for &n in numbers {
                 let id = self.trial_id(n)?;
                 let holder = self.db.query(
@@ -195,11 +205,28 @@ impl Study {
                 if attr("tradesim_worker") == Some(name.as_str())
                     && attr("tradesim_worker_process") == process.as_deref()
                 {
-                    self.db.exec(&sql, &[Val::I64(id)])?;
+                    held.push(id);
                 }
             }
-            Ok(())
+            self.write_beats(&held)
         })
+    }
+
+    /// Writes the heartbeats of trial rows `ids` at the database's time, in one statement.
+    fn write_beats(&self, ids: &[i64]) -> Result<(), Error> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<String> = (1..=ids.len()).map(|i| format!("(?{i}, {})", db_now(&self.db))).collect();
+        self.db.exec(
+            &format!(
+                "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES {}
+                 ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+                rows.join(", ")
+            ),
+            &ids.iter().map(|&id| Val::I64(id)).collect::<Vec<_>>(),
+        )?;
+        Ok(())
     }
 
     /// The database's time `seconds` ago, in the format of [`TrialRecord::heartbeat`](super::TrialRecord::heartbeat): the cutoff before
