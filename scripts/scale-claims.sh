@@ -13,6 +13,12 @@ case "$mode" in
       cargo build --release --example claims >&2
     fi
     run=("$(realpath "${TRADESIM_CLAIMS_BIN:-target/release/examples/claims}")" - scale "$trials" 5)
+    # TRADESIM_REPORT_BIN names a built examples/report_scale binary (else cargo builds it): the study's
+    # report is written and timed once the claims are done.
+    if [ -z "${TRADESIM_REPORT_BIN:-}" ]; then
+      cargo build --release --example report_scale >&2
+    fi
+    report_bin=$(realpath "${TRADESIM_REPORT_BIN:-target/release/examples/report_scale}")
     ;;
   optuna)
     python=$(bash scripts/setup-optuna.sh)
@@ -79,6 +85,12 @@ if [ "$mode" != sqlite ]; then
   longest=$(grep -oE "acquired .* after [0-9.]+ ms" "$pg/data/log" | grep -oE "[0-9.]+ ms" | sort -n | tail -1 || true)
   waits="$waits (longest ${longest:-none})"
 fi
+report_line=""
+if [ -n "${report_bin:-}" ]; then
+  seconds_report=$(TRADESIM_STORAGE=$url "$report_bin" - scale "$work/report")
+  report_line="report of the study (examples/report_scale: write_report, the study read included): ${seconds_report} s; \
+leaderboard.json $(stat -c %s "$work/report/leaderboard.json") bytes, index.html $(stat -c %s "$work/report/index.html") bytes"
+fi
 cat "$work"/worker-*.out >"$work/claims"
 python3 - "$work/claims" "$mode" "$workers" "$trials" "$seconds" "$before" "$after" "${cpu_before:-}" "${cpu_after:-}" \
   "$states" "$numbers" "$errors" "$logged" "$waits" "$failed" <<'PY'
@@ -112,3 +124,6 @@ print(f"trial states: {states.rstrip(',')}; trial numbers: {numbers}")
 print(f"deadlock, serialization or lock errors in the workers' stderr: {errors}, in the server's log: {logged}; "
       f"workers that failed: {failed}")
 PY
+if [ -n "$report_line" ]; then
+  echo "$report_line"
+fi

@@ -311,10 +311,14 @@ impl Db {
                     e => e,
                 })?;
                 config.ssl_mode(tls.negotiate);
-                let client = config.connect(tls.connector.clone()).map_err(|e| {
+                let mut client = config.connect(tls.connector.clone()).map_err(|e| {
                     let why = tls.explain(&e, host).unwrap_or_else(|| pg_err(e).to_string());
                     Error::Study(format!("connecting to {storage}: {why}"))
                 })?;
+                // tradesim's statements read and write a few rows each: a parallel plan's workers (which a
+                // planner may pick for a union once its statistics count a large study) cost more to start
+                // than they save, on every run of the statement.
+                client.batch_execute("SET max_parallel_workers_per_gather = 0").map_err(pg_err)?;
                 Ok(Self::Postgres(RefCell::new(client), Cell::new(false), RefCell::default()))
             }
         }
