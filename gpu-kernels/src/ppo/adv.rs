@@ -37,7 +37,7 @@ fn adv_fold(acc: f32, a: f32, mean: Option<f32>) -> f32 {
 }
 
 /// Lane `lane` of a minibatch of `batch` samples whose rollout indices `index(j)` gives (`None`: the sample is
-/// not used): the number of samples and their folded sum ([`adv_fold`]), in ascending sample order `j = lane,
+/// not used): the number of samples and their folded sum (`adv_fold`), in ascending sample order `j = lane,
 /// lane + ADV_LANES, ..`.
 #[inline]
 pub fn adv_lane_of(
@@ -61,7 +61,7 @@ pub fn adv_lane_of(
 
 /// [`adv_lane_of`] from the minibatch's gathered advantages ([`minibatch_advantage`]'s, in minibatch order;
 /// [`NO_ADVANTAGE`]: no sample): the same samples in the same order, so the same bits, with the loads of
-/// [`ADV_AHEAD`] samples issued before they are folded (consecutive lanes load consecutive samples).
+/// `ADV_AHEAD` samples issued before they are folded (consecutive lanes load consecutive samples).
 #[inline]
 pub fn gathered_lane(batch: usize, lane: usize, gathered: &[f32], mean: Option<f32>) -> (u32, f32) {
     let gathered = &gathered[..batch];
@@ -202,7 +202,7 @@ mod tests {
     /// The moments from the gathered advantages are the moments from the rollout indices, bit for bit, at every
     /// update of two rollouts (every minibatch of every epoch, then the updates the trial sits out): a rollout
     /// of 37 x 700 = 25,900 transitions with invalid ones, split into 3 minibatches of 8,634 (lanes of 8 and 9
-    /// samples, so more than one round of [`ADV_AHEAD`] loads) in a buffer of 8,700 rows, and advantages of
+    /// samples, so more than one round of `ADV_AHEAD` loads) in a buffer of 8,700 rows, and advantages of
     /// mixed magnitudes and signs, -0.0 and subnormals among them.
     #[test]
     fn gathered_moments_are_the_rollout_indices_moments() {
