@@ -124,8 +124,9 @@ unsafe fn gather_rows<T: Copy + Default>(
 /// it). Launched only when a trial normalizes its advantages; a trial that does not keeps its moments.
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `gathered`: `n_trials x batch` ([`ppo_gather`]'s of this update); `moments`: `2 x
-/// n_trials`; blocks of `ADV_LANES` threads with `8 x ADV_LANES` bytes of dynamic shared memory.
+/// `ppo`: `n_trials`, each trial's `batch` at most `args.batch`; `gathered`: `n_trials x batch` ([`ppo_gather`]'s
+/// of this update); `moments`: `2 x n_trials`; blocks of `ADV_LANES` threads with `8 x ADV_LANES` bytes of
+/// dynamic shared memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_adv(
     ppo: *const PpoParams,
