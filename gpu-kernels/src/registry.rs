@@ -74,9 +74,11 @@ macro_rules! for_each_kernel {
             ppo_act PPO_ACT;
             /// GAE ([`crate::ppo::gae_env`]).
             ppo_gae PPO_GAE;
-            /// The minibatch observations ([`crate::ppo::gather_column`]).
+            /// The minibatch observations ([`crate::ppo::gather_column`]) and advantages
+            /// ([`crate::ppo::minibatch_advantage`]).
             ppo_gather PPO_GATHER;
-            /// The advantage moments of every trial's minibatch ([`crate::ppo::adv_moments_of`]).
+            /// The advantage moments of every normalizing trial's minibatch from its gathered advantages
+            /// ([`crate::ppo::gathered_moments`], [`crate::ppo::adv_moments_of`]'s bits).
             ppo_adv PPO_ADV;
             /// PPO loss and output gradient per sample ([`crate::ppo::loss_sample`]), then the layer-2 hidden gradients
             /// ([`crate::net::hidden_gradient`]).

@@ -1,12 +1,12 @@
 //! PPO's block kernels (nvptx only), whose blocks work as one (shared memory, barriers) rather than a thread
-//! per element: the minibatch's observation rows ([`ppo_gather`]), its advantage moments ([`ppo_adv`]), the
-//! loss and layer-2 hidden gradient of a tile of samples ([`ppo_loss`]) and the gradient-norm lanes
-//! ([`ppo_norm`]). They are kernels themselves, as the greedy walks are (`crate::walk`); the thread-per-element
-//! kernels' shims are in `entries::ppo`.
+//! per element: the minibatch's observation rows and advantages ([`ppo_gather`]), its advantage moments
+//! ([`ppo_adv`]), the loss and layer-2 hidden gradient of a tile of samples ([`ppo_loss`]) and the gradient-norm
+//! lanes ([`ppo_norm`]). They are kernels themselves, as the greedy walks are (`crate::walk`); the
+//! thread-per-element kernels' shims are in `entries::ppo`.
 
 use super::{
-    ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout, adv_lane,
-    adv_mean, adv_pair, adv_std, gather_column, norm_window, rollout_index, sample_loss,
+    ADV_LANES, GATHER_AHEAD, GATHER_ROWS, NORM_LANES, NORM_THREADS, NORM_WINDOW, PpoArgs, PpoParams, Rollout, adv_mean,
+    adv_pair, adv_std, gather_column, gathered_lane, minibatch_advantage, norm_window, rollout_index, sample_loss,
 };
 use crate::mlp::ACTOR_CRITIC;
 use crate::net::{PPO_LOSS_ROWS, Work, gpu_loss_rows, hidden_gradient};
@@ -18,23 +18,29 @@ use core::slice;
 
 /// The minibatch observations of update `args.counter`, [`GATHER_ROWS`] samples per block ([`gather_rows`]):
 /// each sample's rollout index ([`rollout_index`], a shuffle), then its columns ([`gather_column`]); zeros
-/// for a trial that sits the update out.
+/// for a trial that sits the update out. The thread that finds a sample's index also copies its advantage
+/// into `gathered` ([`minibatch_advantage`]), so [`ppo_adv`] reads the minibatch's advantages in order
+/// instead of finding every index again.
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `ring`: `n_trials x steps x E` transitions (fewer than `u32::MAX` per trial);
-/// `features`: `n_bars x (input - 3)`; `obs`: `n_trials x batch x input`; [`gather_rows`]'s launch.
+/// `ppo`: `n_trials`; `ring`, `advantages`: `n_trials x steps x E` (fewer than `u32::MAX` transitions per
+/// trial); `features`: `n_bars x (input - 3)`; `obs`: `n_trials x batch x input`; `gathered`: `n_trials x
+/// batch`; [`gather_rows`]'s launch.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_gather(
     ppo: *const PpoParams,
     ring: *const Transition,
+    advantages: *const f32,
     features: *const f32,
     obs: *mut f32,
+    gathered: *mut f32,
     args: PpoArgs,
 ) {
     crate::nvptx_ops::follow_previous();
     let (b, d) = (args.batch as usize, args.input as usize);
     let n = args.steps as usize * args.envs_per_trial as usize;
-    // SAFETY: lengths as documented; each element is written by one thread of one block.
+    // SAFETY: lengths as documented; each element of `obs` is written by one thread of one block, each of
+    // `gathered` by the thread that finds its sample's index.
     unsafe {
         let ring_of = |i: usize| slice::from_raw_parts(ring.add(i / b * n), n);
         let features = slice::from_raw_parts(features, args.n_bars as usize * (d - 3));
@@ -43,7 +49,9 @@ pub unsafe extern "ptx-kernel" fn ppo_gather(
             d,
             |i| {
                 let ring = ring_of(i);
-                rollout_index(&args, &*ppo.add(i / b), i % b, ring).map(|s| (s, ring[s].bar))
+                let index = rollout_index(&args, &*ppo.add(i / b), i % b, ring);
+                *gathered.add(i) = minibatch_advantage(index, slice::from_raw_parts(advantages.add(i / b * n), n));
+                index.map(|s| (s, ring[s].bar))
             },
             |i, index, bar, c| gather_column(features, d - 3, bar, |k| ring_of(i)[index].state[k], c),
             |e, v| *obs.add(e) = v,
@@ -108,19 +116,21 @@ unsafe fn gather_rows<T: Copy + Default>(
     }
 }
 
-/// The advantage moments (mean, standard deviation) of every trial's minibatch at update `args.counter`
-/// ([`crate::ppo::adv_moments_of`]'s bits): a block of [`ADV_LANES`] threads per trial (block `(0, t)`), thread
-/// `l` lane `l` ([`adv_lane`]), the lanes added in [`crate::ppo::adv_tree`]'s pairs level by level, twice (the
-/// mean, then the squared deviations from it). Launched only when a trial normalizes its advantages.
+/// The advantage moments (mean, standard deviation) of every normalizing trial's minibatch at update
+/// `args.counter` ([`crate::ppo::gathered_moments`]'s bits, which are [`crate::ppo::adv_moments_of`]'s) from
+/// the advantages [`ppo_gather`] copied in minibatch order: a block of [`ADV_LANES`] threads per trial (block
+/// `(0, t)`), thread `l` lane `l` ([`gathered_lane`]: consecutive lanes load consecutive samples), the lanes
+/// added in [`crate::ppo::adv_tree`]'s pairs level by level, twice (the mean, then the squared deviations from
+/// it). Launched only when a trial normalizes its advantages; a trial that does not keeps its moments.
 ///
 /// # Safety
-/// `ppo`: `n_trials`; `ring`, `advantages`: `n_trials x steps x E`; `moments`: `2 x n_trials`; blocks of
-/// `ADV_LANES` threads with `8 x ADV_LANES` bytes of dynamic shared memory.
+/// `ppo`: `n_trials`, each trial's `batch` at most `args.batch`; `gathered`: `n_trials x batch` ([`ppo_gather`]'s
+/// of this update); `moments`: `2 x n_trials`; blocks of `ADV_LANES` threads with `8 x ADV_LANES` bytes of
+/// dynamic shared memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ppo_adv(
     ppo: *const PpoParams,
-    ring: *const Transition,
-    advantages: *const f32,
+    gathered: *const f32,
     moments: *mut f32,
     args: PpoArgs,
 ) {
@@ -130,19 +140,17 @@ pub unsafe extern "ptx-kernel" fn ppo_adv(
     if t >= args.n_trials as usize {
         return; // uniform over the block
     }
-    let n = args.steps as usize * args.envs_per_trial as usize;
+    let b = args.batch as usize;
     // SAFETY: lengths as documented; at each level thread `i < half` alone writes entry `i`, reading entries `i`
     // and `i + half`, which no thread writes at that level; the barriers order the levels, and the total
     // (entry 0) before every thread reads it; the first thread alone writes trial `t`'s moments.
     unsafe {
         let p = &*ppo.add(t);
-        let r = Rollout {
-            ring: slice::from_raw_parts(ring.add(t * n), n),
-            logps: &[],
-            values: &[],
-            advantages: slice::from_raw_parts(advantages.add(t * n), n),
-            returns: &[],
-        };
+        if p.norm_adv == 0 {
+            return; // uniform over the block: the loss reads no moments of this trial
+        }
+        let batch = p.batch as usize;
+        let gathered = slice::from_raw_parts(gathered.add(t * b), b);
         let (counts, sums) = (dyn_smem() as *mut u32, dyn_smem().add(ADV_LANES));
         let tree = |(c, s): (u32, f32)| {
             (*counts.add(lane), *sums.add(lane)) = (c, s);
@@ -163,9 +171,9 @@ pub unsafe extern "ptx-kernel" fn ppo_adv(
             nvptx::_syncthreads();
             total
         };
-        let (count, sum) = tree(adv_lane(&args, p, lane, &r, None));
+        let (count, sum) = tree(gathered_lane(batch, lane, gathered, None));
         let mean = adv_mean(count, sum);
-        let (_, squares) = tree(adv_lane(&args, p, lane, &r, Some(mean)));
+        let (_, squares) = tree(gathered_lane(batch, lane, gathered, Some(mean)));
         if lane == 0 {
             *moments.add(2 * t) = mean;
             *moments.add(2 * t + 1) = adv_std(count, squares);

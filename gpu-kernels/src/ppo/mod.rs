@@ -6,9 +6,9 @@
 //!
 //! The files: the hyperparameters, kernel arguments and update schedule (`params`); acting (`act`); GAE
 //! (`gae`); the minibatches' shuffles and rollout indices (`minibatch`) and observation rows (`gather`); the
-//! minibatch's advantage moments (`adv`); a sample's training inputs and loss (`loss`); the gradient-norm
-//! lanes, clipping and Adam (`update`); the kernels whose blocks work as one, `ppo_gather`, `ppo_adv`,
-//! `ppo_loss` and `ppo_norm` (`blocks`, nvptx only).
+//! minibatch's advantage moments, from its advantages gathered in minibatch order (`adv`); a sample's training
+//! inputs and loss (`loss`); the gradient-norm lanes, clipping and Adam (`update`); the kernels whose blocks
+//! work as one, `ppo_gather`, `ppo_adv`, `ppo_loss` and `ppo_norm` (`blocks`, nvptx only).
 
 mod act;
 mod adv;
@@ -23,7 +23,8 @@ mod update;
 
 pub use act::{ActOutput, act_env, choose, log_softmax};
 pub use adv::{
-    ADV_LANES, adv_lane, adv_lane_of, adv_mean, adv_moments_of, adv_pair, adv_std, adv_tree, normalized_advantage,
+    ADV_LANES, NO_ADVANTAGE, adv_lane_of, adv_mean, adv_moments_of, adv_pair, adv_std, adv_tree, gathered_lane,
+    gathered_moments, minibatch_advantage, normalized_advantage,
 };
 pub use gae::{GAE_AHEAD, gae_env};
 pub use gather::{GATHER_AHEAD, GATHER_ROWS, gather_column, gather_row};

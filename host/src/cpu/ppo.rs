@@ -6,8 +6,8 @@ use gpu_kernels::batch::observe_env;
 use gpu_kernels::mlp::ACTOR_CRITIC;
 use gpu_kernels::net::{ActWork, BACKWARD, FORWARD, MAX_GRAD_CHUNK, NetArgs, NetTrial, Stage, Work, buffers};
 use gpu_kernels::ppo::{
-    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, adv_moments_of, gae_env, gather_row, norm_lane,
-    rollout_index, sample_loss_at, update_weight,
+    ActOutput, NORM_LANES, PpoArgs, PpoParams, Rollout, act_env, gae_env, gather_row, gathered_moments,
+    minibatch_advantage, norm_lane, rollout_index, sample_loss_at, update_weight,
 };
 use rayon::prelude::*;
 
@@ -160,13 +160,16 @@ impl CpuPpo {
         obs.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
             gather_row(rollout(i / b).ring, features, d - 3, indices[i], row);
         });
-        // The `ppo_adv` launch: each normalizing trial's minibatch advantage moments.
+        // The `ppo_gather` launch's advantages in minibatch order, then the `ppo_adv` launch: each normalizing
+        // trial's minibatch advantage moments from them.
+        let gathered: Vec<f32> =
+            indices.par_iter().enumerate().map(|(i, &s)| minibatch_advantage(s, rollout(i / b).advantages)).collect();
         let moments: Vec<[f32; 2]> = (0..params.len())
             .into_par_iter()
             .map(|t| {
                 let p = &params[t];
-                let index = |j: usize| indices[t * b + j];
-                if p.norm_adv != 0 { adv_moments_of(p.batch as usize, index, rollout(t).advantages) } else { [0.0; 2] }
+                let gathered = &gathered[t * b..(t + 1) * b];
+                if p.norm_adv != 0 { gathered_moments(p.batch as usize, gathered) } else { [0.0; 2] }
             })
             .collect();
         let step = Minibatch { args, params, obs, work, partial, losses };

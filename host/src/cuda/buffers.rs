@@ -151,6 +151,8 @@ pub(crate) struct PpoBuffers {
     pub(crate) grads: CudaSlice<f32>,
     /// The lanes of the gradient-norm sums, `K x NORM_LANES`.
     pub(crate) norm_lanes: CudaSlice<f32>,
+    /// Each minibatch sample's advantage in minibatch order (`ppo_gather`, read by `ppo_adv`), `K x B`.
+    pub(crate) gathered_advantages: CudaSlice<f32>,
     /// Each trial's minibatch advantage mean and standard deviation (`ppo_adv`), `2 x K`.
     pub(crate) adv_moments: CudaSlice<f32>,
     /// `MAX_GRAD_CHUNK` ones (the input of the bias gradients).

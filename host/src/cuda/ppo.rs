@@ -38,7 +38,7 @@ impl CudaPpo {
             + ActWork::of(&net).len()
             + 4 * rollout
             + n_envs
-            + samples * (l.input + 1)
+            + samples * (l.input + 2)
             + k * Work::of(&net).per_trial()
             + net.partial_len()
             + k * (l.params() + gpu_kernels::ppo::NORM_LANES);
@@ -63,6 +63,7 @@ impl CudaPpo {
             partial: zeros(net.partial_len())?,
             grads: zeros(k * l.params())?,
             norm_lanes: zeros(k * gpu_kernels::ppo::NORM_LANES)?,
+            gathered_advantages: zeros(samples)?,
             adv_moments: zeros(2 * k)?,
             ones: stream.clone_htod(&[1.0f32; MAX_GRAD_CHUNK]).map_err(HostError::driver("uploading PPO buffers"))?,
             losses: zeros(samples)?,
@@ -137,8 +138,8 @@ impl CudaPpo {
         launch::ppo::ppo_gae(&self.core.rt, stream, ring, &mut self.b, args)
     }
 
-    /// One minibatch update: gather, the advantage moments (`normalizes`: a trial normalizes its advantages),
-    /// forward, loss, backward, gradients, Adam.
+    /// One minibatch update: gather (observations and advantages), the advantage moments from the gathered
+    /// advantages (`normalizes`: a trial normalizes its advantages), forward, loss, backward, gradients, Adam.
     pub(crate) fn update(&mut self, env: &CudaEnv, args: &PpoArgs, normalizes: bool) -> Result<(), HostError> {
         let (stream, ring, features) = env.rollout_view()?;
         self.core.last.switch_to(stream)?;
@@ -147,7 +148,7 @@ impl CudaPpo {
         let kernels = self.core.plans.backward_kernels(&net, &self.core.trials)?;
         launch::ppo::ppo_gather(&self.core.rt, stream, ring, features, &mut self.b, args)?;
         if normalizes {
-            launch::ppo::ppo_adv(&self.core.rt, stream, ring, &mut self.b, args)?;
+            launch::ppo::ppo_adv(&self.core.rt, stream, &mut self.b, args)?;
         }
         self.core.plans.launch_layers(stream, &net, &self.core.trials)?;
         launch::ppo::ppo_loss(&self.core.rt, stream, ring, &mut self.b, args, kernels.loss_stores_hidden())?;

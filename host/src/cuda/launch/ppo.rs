@@ -27,6 +27,7 @@ fn check_ppo(kernel: &str, b: &PpoBuffers, args: &PpoArgs) -> Result<(), HostErr
         ("advantages", rollout, b.advantages.len()),
         ("returns", rollout, b.returns.len()),
         ("minibatch observations", samples * l.input, b.obs.len()),
+        ("gathered advantages", samples, b.gathered_advantages.len()),
         ("training buffer", trials * gpu_kernels::net::Work::of(&args.net()).per_trial(), b.work.len()),
         ("losses", samples, b.losses.len()),
         ("gradients", trials * l.params(), b.grads.len()),
@@ -153,7 +154,7 @@ pub(crate) fn ppo_gae(
     Ok(())
 }
 
-/// `ppo_gather`: the minibatch observations of update `args.counter`.
+/// `ppo_gather`: the minibatch observations and advantages of update `args.counter`.
 pub(crate) fn ppo_gather(
     rt: &CudaRuntime,
     stream: &CudaStream,
@@ -170,27 +171,34 @@ pub(crate) fn ppo_gather(
     }
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_gather);
-    launch.arg(&b.params).arg(ring).arg(features).arg(&mut b.obs).arg(&dev_args);
+    launch
+        .arg(&b.params)
+        .arg(ring)
+        .arg(&b.advantages)
+        .arg(features)
+        .arg(&mut b.obs)
+        .arg(&mut b.gathered_advantages)
+        .arg(&dev_args);
     let cfg = gather_grid(kernel, args.n_trials as usize * args.batch as usize)?;
     // SAFETY: arguments match `gpu_kernels::ppo::blocks::ppo_gather` with its launch; lengths checked above.
     timed(rt, stream, rt.kernels.ppo_gather.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
 }
 
-/// `ppo_adv`: the advantage moments of every trial's minibatch at update `args.counter`.
+/// `ppo_adv`: the advantage moments of every normalizing trial's minibatch at update `args.counter`, from the
+/// advantages [`ppo_gather`] copied for this update.
 pub(crate) fn ppo_adv(
     rt: &CudaRuntime,
     stream: &CudaStream,
-    ring: &CudaSlice<Dev<Transition>>,
     b: &mut PpoBuffers,
     args: &PpoArgs,
 ) -> Result<(), HostError> {
     let kernel = rt.kernels.ppo_adv.name;
-    check_rollout(kernel, b, args, ring)?;
+    check_ppo(kernel, b, args)?;
     at_least(kernel, "advantage moments", 2 * args.n_trials as usize, b.adv_moments.len())?;
     let dev_args = Dev(*args);
     let mut launch = Launch::new(rt, stream, &rt.kernels.ppo_adv);
-    launch.arg(&b.params).arg(ring).arg(&b.advantages).arg(&mut b.adv_moments).arg(&dev_args);
+    launch.arg(&b.params).arg(&b.gathered_advantages).arg(&mut b.adv_moments).arg(&dev_args);
     // A block of a thread per lane for each trial (`block_idx_y`), the lanes' sums in shared memory.
     let lanes = gpu_kernels::ppo::ADV_LANES;
     let cfg = LaunchConfig {
