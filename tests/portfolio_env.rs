@@ -2,7 +2,10 @@
 //! hand-checkable numbers (fills at the next open with the half spread and commission, the equal-weight
 //! sizing, a hold that sends no order, the reward); the breaker and bankruptcy ending an env; a symbol
 //! without a bar not trading; the same bits from the same inputs, in one scan or step by step; the fills of
-//! the portfolio backtest when the actions map to the same target weights; the host's refusals.
+//! the portfolio backtest when the actions map to the same target weights; the host's refusals; and the
+//! CUDA backend against the CPU, bit for bit (skipped without a GPU, failed under `REQUIRE_GPU=1`).
+
+mod common;
 
 use gpu_kernels::rng::draw_below;
 use tradesim::data::synthetic::normal;
@@ -324,4 +327,18 @@ fn the_host_refuses_what_the_env_cannot_use() {
         let err = PortfolioEnvBatch::new(&Backend::Cpu, &market, &[bad], 1).unwrap_err();
         assert!(matches!(err, HostError::InvalidParam { field: f, .. } if f == field), "{err}");
     }
+}
+
+/// The CUDA backend gives the CPU's bits: every output after a 40-step scan and after each of 10 one-step
+/// scans, on envs that rebalance, hold, hit the breaker, with and without shorts and whole units.
+#[test]
+fn gpu_matches_cpu_bit_for_bit() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let cpu = simulate(&Backend::Cpu, true);
+    let device = simulate(&gpu, true);
+    for (call, (a, b)) in cpu.iter().zip(&device).enumerate() {
+        let first = a.iter().zip(b).position(|(x, y)| x != y);
+        assert!(first.is_none() && a.len() == b.len(), "call {call}: first differing word {first:?} of {}", a.len());
+    }
+    assert_eq!(device, simulate(&gpu, false), "the GPU, step by step");
 }

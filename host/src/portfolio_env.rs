@@ -21,6 +21,8 @@ pub struct PortfolioEnvBatch {
 #[derive(Debug)]
 enum Inner {
     Cpu(Box<CpuPortfolioEnv>),
+    #[cfg(feature = "cuda")]
+    Cuda(Box<crate::cuda::CudaPortfolioEnv>),
 }
 
 /// Refuses what the portfolio env does not model: barriers (per-position barriers are not part of its
@@ -77,11 +79,7 @@ impl PortfolioEnvBatch {
         let inner = match backend {
             Backend::Cpu => Inner::Cpu(Box::new(CpuPortfolioEnv::new(market, params, &args))),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => {
-                return Err(HostError::Config(
-                    "the portfolio env has no CUDA kernel yet: run it on the CPU backend (--device cpu)".to_owned(),
-                ));
-            }
+            Backend::Cuda(rt) => Inner::Cuda(Box::new(crate::cuda::CudaPortfolioEnv::new(rt, market, params, &args)?)),
         };
         let mut batch = Self { args, inner };
         batch.reset(&vec![(0, 0); n_envs])?;
@@ -121,6 +119,8 @@ impl PortfolioEnvBatch {
                 c.reset(&segments);
                 Ok(())
             }
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => c.reset(&segments),
         }
     }
 
@@ -144,6 +144,8 @@ impl PortfolioEnvBatch {
         let args = PortfolioEnvArgs { steps: steps as u32, ..self.args };
         match &mut self.inner {
             Inner::Cpu(c) => Ok(c.scan(&args, actions)),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => c.scan(&args, actions),
         }
     }
 
@@ -151,6 +153,8 @@ impl PortfolioEnvBatch {
     pub fn accounts(&self) -> Result<Vec<AccountState>, HostError> {
         match &self.inner {
             Inner::Cpu(c) => Ok(c.accounts.clone()),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => c.accounts(),
         }
     }
 
@@ -158,6 +162,8 @@ impl PortfolioEnvBatch {
     pub fn units(&self) -> Result<Vec<f64>, HostError> {
         match &self.inner {
             Inner::Cpu(c) => Ok(c.units.clone()),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => c.units(),
         }
     }
 }
