@@ -61,7 +61,7 @@ pub struct PortfolioStep {
     pub done: u8,
     /// 0 for a step of an env that was already done (padding).
     pub valid: u8,
-    /// 1 when the step's sides differed from the held ones and the account rebalanced.
+    /// 1 when the account sent its orders at the open: a side changed (a rebalance), or the breaker closed.
     pub rebalanced: u8,
     /// Padding (zero).
     pub _pad: u8,
