@@ -1,6 +1,7 @@
 //! The portfolio env (issue 55, item 2): N symbols in one cash account, an action per symbol, on
 //! hand-checkable numbers (fills at the next open with the half spread and commission, the equal-weight
-//! sizing, a hold that sends no order, the reward); the breaker and bankruptcy ending an env; a symbol
+//! sizing, a hold that sends no order, the reward); the breaker (waiting for a symbol without a bar) and
+//! bankruptcy ending an env; a symbol
 //! without a bar not trading; the same bits from the same inputs, in one scan or step by step; the fills of
 //! the portfolio backtest when the actions map to the same target weights; the host's refusals; and the
 //! CUDA backend against the CPU, bit for bit (skipped without a GPU, failed under `REQUIRE_GPU=1`).
@@ -96,6 +97,22 @@ fn the_breaker_and_bankruptcy_end_the_env() {
     let long_only = TrialParams { allow_short: 0, ..TrialParams::frictionless(1_000.0) };
     let (scan, _) = run_one(&market, long_only, 3, &[2, 2, 2]);
     assert!(scan.steps.iter().all(|x| x.equity == 1_000.0 && x.rebalanced == 0), "{:?}", scan.steps);
+}
+
+/// The breaker with a symbol that has no bar at its open: A and B half each at 10, both close at 8 (20%
+/// below the peak, the limit 10%); at time 2 A is sold at its open (9) but B has no bar, so it keeps its 50
+/// units and the breaker stays pending (the env goes on, whatever the actions); at time 3 B is sold at its
+/// open (6), the account is flat and the env ends.
+#[test]
+fn the_breaker_waits_for_a_symbol_without_a_bar() {
+    let bars = vec![bar(10.0, 10.0), bar(10.0, 10.0), bar(10.0, 8.0), bar(10.0, 8.0), bar(9.0, 9.0), carried(8.0)];
+    let bars = [bars, vec![bar(9.0, 9.0), bar(6.0, 6.0)]].concat();
+    let market = UniverseMarket::new(bars, vec![1, 1, 1, 1, 1, 0, 1, 1], 2).unwrap();
+    let p = TrialParams { max_drawdown: 0.1, ..TrialParams::frictionless(1_000.0) };
+    let (scan, units) = run_one(&market, p, 3, &[1, 1, 1, 1, 1, 1]);
+    let got: Vec<(f64, u8, u8)> = scan.steps.iter().map(|x| (x.equity, x.done, x.rebalanced)).collect();
+    assert_eq!(got, [(800.0, 0, 1), (450.0 + 400.0, 0, 1), (750.0, TERMINATED, 1)]);
+    assert_eq!((scan.sides, units), (vec![1, 1, 0, 1, 0, 0], vec![0.0, 0.0]));
 }
 
 /// B has no bar at time 1: step 0 (both long) buys A's half alone and B keeps nothing (its side reads

@@ -291,8 +291,10 @@ pub fn rebalance<P: Fn(usize) -> Option<f64>, V: Fn(usize) -> f64>(
 
 /// Marks the account at the closes `close(s)` (a symbol without a bar: its last close) after a step from
 /// status `before` that paid `costs`: equity, peak, and the status, as a single position's
-/// ([`crate::portfolio::mark_at_close`]): bankrupt at or below the slack, halted after the breaker's close,
-/// breaker pending beyond the drawdown limit, segment end at `end_bar`.
+/// ([`crate::portfolio::mark_at_close`]): bankrupt at or below the slack, halted after the breaker's close
+/// once the account holds nothing (a symbol without a bar at the breaker's open keeps its position, so the
+/// breaker stays pending and closes it at that symbol's next bar), breaker pending beyond the drawdown limit,
+/// segment end at `end_bar`.
 #[inline]
 pub fn mark_account(
     params: &TrialParams,
@@ -311,7 +313,7 @@ pub fn mark_account(
     let next = if state.equity <= BANKRUPTCY_SLACK * params.initial_capital {
         EnvStatus::Bankrupt
     } else if before == EnvStatus::HaltPending {
-        EnvStatus::Halted
+        if units.iter().all(|&u| u == 0.0) { EnvStatus::Halted } else { EnvStatus::HaltPending }
     } else if params.max_drawdown > 0.0 && state.drawdown() > params.max_drawdown {
         EnvStatus::HaltPending
     } else {
