@@ -312,28 +312,6 @@ pub(crate) unsafe fn vector_step(
     timed(rt, stream, rt.kernels.vector_step.label(), || unsafe { launch.launch(cfg) })
 }
 
-#[cfg(test)]
-mod tests {
-    use gpu_kernels::batch::BatchArgs;
-
-    use super::check_update_rewards;
-    use crate::HostError;
-
-    /// More steps than the ring holds per trial are refused by the launch itself, whatever its caller did.
-    #[test]
-    fn reward_statistics_refuse_steps_beyond_the_ring() {
-        let args = BatchArgs { n_trials: 2, envs_per_trial: 4, steps: 3, capacity: 12, ..BatchArgs::default() };
-        let lens = |a: &BatchArgs| {
-            let (k, s) = (a.n_trials as usize, a.steps as usize);
-            [k, k * a.capacity as usize, k, k * s * a.n_chunks(), k * s]
-        };
-        assert!(check_update_rewards(&args, lens(&args)).is_ok());
-        let over = BatchArgs { steps: 4, ..args };
-        let err = check_update_rewards(&over, lens(&over)).unwrap_err();
-        assert!(matches!(err, HostError::Shape { expected: 16, got: 12, .. }), "{err}");
-    }
-}
-
 /// `portfolio_env_scan`: every portfolio env walks `args.steps` bars with `actions` (`steps x n_envs x
 /// n_symbols`), writing each step's outcome to `steps_out` (`steps x n_envs`) and the sides held to `sides`
 /// (`steps x n_envs x n_symbols`).
@@ -380,4 +358,26 @@ pub(crate) fn portfolio_env_scan(
     // safety contract names was checked above (the parameters cover every env's trial: n_envs / envs_per_trial).
     timed(rt, stream, rt.kernels.portfolio_env_scan.label(), || unsafe { launch.launch(cfg) })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use gpu_kernels::batch::BatchArgs;
+
+    use super::check_update_rewards;
+    use crate::HostError;
+
+    /// More steps than the ring holds per trial are refused by the launch itself, whatever its caller did.
+    #[test]
+    fn reward_statistics_refuse_steps_beyond_the_ring() {
+        let args = BatchArgs { n_trials: 2, envs_per_trial: 4, steps: 3, capacity: 12, ..BatchArgs::default() };
+        let lens = |a: &BatchArgs| {
+            let (k, s) = (a.n_trials as usize, a.steps as usize);
+            [k, k * a.capacity as usize, k, k * s * a.n_chunks(), k * s]
+        };
+        assert!(check_update_rewards(&args, lens(&args)).is_ok());
+        let over = BatchArgs { steps: 4, ..args };
+        let err = check_update_rewards(&over, lens(&over)).unwrap_err();
+        assert!(matches!(err, HostError::Shape { expected: 16, got: 12, .. }), "{err}");
+    }
 }
