@@ -129,11 +129,17 @@ impl PortfolioEnvBatch {
     /// 1 long or 2 short). An invalid code fails the call before any env moves.
     pub fn scan(&mut self, actions: &[u8], steps: usize) -> Result<PortfolioScan, HostError> {
         let per_step = self.n_envs() * self.n_symbols();
-        let expected = steps.checked_mul(per_step).filter(|_| u32::try_from(steps).is_ok());
-        if expected != Some(actions.len()) || steps == 0 {
+        if steps == 0 || u32::try_from(steps).is_err() {
+            return Err(HostError::Config(format!("a portfolio env scan takes 1 to 2^32 - 1 steps, not {steps}")));
+        }
+        if steps.checked_mul(per_step) != Some(actions.len()) {
             return Err(HostError::Shape {
-                what: "portfolio actions (steps x envs x symbols, at least one step)".into(),
-                expected: expected.unwrap_or(usize::MAX).max(per_step),
+                what: format!(
+                    "portfolio actions ({steps} steps x {} envs x {} symbols)",
+                    self.n_envs(),
+                    self.n_symbols()
+                ),
+                expected: steps.saturating_mul(per_step),
                 got: actions.len(),
             });
         }
