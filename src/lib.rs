@@ -24,7 +24,8 @@
 //! assert_eq!(ring[0].reward, (1.05f64).ln() as f32); // reward = ln(equity_1 / equity_0)
 //! ```
 
-pub use gpu_kernels::account::AccountFill;
+pub use gpu_kernels::account::env::PortfolioStep;
+pub use gpu_kernels::account::{AccountFill, AccountState};
 pub use gpu_kernels::backtest::{Metrics, RULE_CROSS, RULE_STATE, SmaCross, Trade};
 pub use gpu_kernels::dqn::DqnParams;
 pub use gpu_kernels::portfolio::ExitReason;
@@ -35,8 +36,8 @@ pub use gpu_kernels::{
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, Cubin, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
     DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, ModuleLoad, ModuleSource, Modules, NetState,
-    PortfolioResult, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout, UniverseMarket, VectorBatch,
-    VectorOutputs, WalkHandle, backtest, backtest_portfolios, detect, ewma_sigma,
+    PortfolioEnvBatch, PortfolioResult, PortfolioScan, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout,
+    UniverseMarket, VectorBatch, VectorOutputs, WalkHandle, backtest, backtest_portfolios, detect, ewma_sigma,
 };
 
 pub mod audit;

@@ -85,6 +85,24 @@ fn the_breaker_closes_everything_at_the_next_open() {
     assert_eq!(r.equity, [1_000.0, 800.0, 900.0, 900.0]);
 }
 
+/// The breaker waits for a symbol without a bar: A and B half each at 10, closes at 8; A is sold at the next
+/// open (9), B (no bar there) at its next bar's open (6), both for `Breaker`; nothing is left for the end.
+#[test]
+fn the_breaker_closes_a_symbol_without_a_bar_at_its_next_bar() {
+    let bars = vec![bar(10.0, 10.0), bar(10.0, 10.0), bar(10.0, 8.0), bar(10.0, 8.0), bar(9.0, 9.0), carried(8.0)];
+    let bars = [bars, vec![bar(9.0, 9.0), bar(6.0, 6.0), bar(9.0, 9.0), bar(7.0, 7.0)]].concat();
+    let market = UniverseMarket::new(bars, vec![1, 1, 1, 1, 1, 0, 1, 1, 1, 1], 2).unwrap();
+    let params = TrialParams { max_drawdown: 0.1, ..TrialParams::frictionless(1_000.0) };
+    let r = tradesim::backtest_portfolios(&Backend::Cpu, &market, &[params], &[0.5; 8], &spec(4)).unwrap();
+    let fills = r.column_fills(0);
+    let breaker = ExitReason::Breaker;
+    assert_eq!(
+        shape(fills),
+        [(1, 0, ExitReason::Signal, 0), (1, 1, ExitReason::Signal, 0), (2, 0, breaker, 0), (3, 1, breaker, 0)]
+    );
+    assert_eq!(r.equity, [1_000.0, 800.0, 850.0, 750.0, 750.0]);
+}
+
 /// Bankruptcy: all in short at 10 (100 units sold, 2,000 of cash) and a close at 20: the account is worth 0,
 /// the short is bought back at that close, and nothing happens after.
 #[test]

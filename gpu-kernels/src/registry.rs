@@ -32,6 +32,9 @@ macro_rules! for_each_kernel {
             vector_check VECTOR_CHECK;
             /// One step of every env of the vector env, with autoreset ([`crate::vector::step_env`]).
             vector_step VECTOR_STEP;
+            /// Walks every portfolio env over S bars, one thread per env
+            /// ([`crate::account::env::scan_portfolio_env`]).
+            portfolio_env_scan PORTFOLIO_ENV_SCAN;
             /// Backtest of every column: metrics, trade counts, equity curves or the ledger
             /// ([`crate::backtest::run_column`]).
             backtest BACKTEST;

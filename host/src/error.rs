@@ -137,6 +137,18 @@ pub enum HostError {
         /// The code given (any integer type's value).
         code: i128,
     },
+    /// A portfolio env's action code outside FLAT/LONG/SHORT.
+    #[error("step {step}, env {env}, symbol {symbol}: action code {code} is not 0 (FLAT), 1 (LONG) or 2 (SHORT)")]
+    InvalidSymbolAction {
+        /// Step within the call.
+        step: usize,
+        /// Env index.
+        env: usize,
+        /// Symbol index in the universe.
+        symbol: usize,
+        /// The code given.
+        code: u8,
+    },
 }
 
 #[cfg(feature = "cuda")]

@@ -19,6 +19,7 @@ pub mod market;
 pub mod module;
 pub mod options;
 pub mod portfolio;
+pub mod portfolio_env;
 pub mod ppo;
 pub mod prices;
 
@@ -41,9 +42,10 @@ pub use market::{DEFAULT_SIGMA_SPAN, MarketData, UniverseMarket, ewma_sigma};
 pub use module::{Cubin, ModuleLoad, ModuleSource, Modules};
 pub use options::KernelOptions;
 pub use portfolio::backtest_portfolios;
+pub use portfolio_env::PortfolioEnvBatch;
 pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
-pub use types::{DeviceOutputs, PortfolioResult, VectorOutputs};
+pub use types::{DeviceOutputs, PortfolioResult, PortfolioScan, VectorOutputs};
 pub use vector::VectorBatch;
 pub use walk::WalkHandle;
 

@@ -4,6 +4,7 @@
 //! import them.
 
 use gpu_kernels::account::AccountFill;
+use gpu_kernels::account::env::PortfolioStep;
 use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
 
 use crate::HostError;
@@ -211,6 +212,16 @@ impl PortfolioResult {
     pub fn ranking(&self, key: impl Fn(&Metrics) -> f64) -> Vec<usize> {
         rank_columns(&self.metrics, key)
     }
+}
+
+/// What a scan of portfolio envs produced ([`crate::PortfolioEnvBatch::scan`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PortfolioScan {
+    /// Each step's outcome per env, `steps x n_envs` (step-major).
+    pub steps: Vec<PortfolioStep>,
+    /// The action code each symbol held after each step (FLAT for a step that did not happen), `steps x
+    /// n_envs x n_symbols`.
+    pub sides: Vec<u8>,
 }
 
 /// Exclusive prefix sums of per-column trade counts (`columns + 1` entries).

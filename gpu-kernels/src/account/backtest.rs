@@ -89,7 +89,7 @@ pub fn portfolio_column(
         let (next, flags) = (&bars[row..row + n], &tradable[row..row + n]);
         let targets = &column[(t - start) * n..(t - start + 1) * n];
         let (close, trades) = (|s: usize| next[s].close, |s: usize| flags[s] != 0);
-        account_step(p, &mut state, units, targets, |s| next[s].open, close, trades, orders, &mut ledger);
+        account_step(p, &mut state, units, |s| targets[s], |s| next[s].open, close, trades, orders, &mut ledger);
         let in_position = units.iter().any(|&u| u != 0.0);
         if t + 1 == end && state.status() != EnvStatus::Bankrupt {
             let reason = (end as u32, ExitReason::EndOfData);

@@ -11,6 +11,7 @@
 //! the cash buys what the cash pays instead. A symbol without a bar never trades.
 
 pub mod backtest;
+pub mod env;
 
 use crate::portfolio::{BANKRUPTCY_SLACK, ExitReason, WHOLE_UNITS_SLACK, buy_fill_price, sell_fill_price};
 use crate::types::{EnvStatus, TrialParams};
@@ -290,8 +291,10 @@ pub fn rebalance<P: Fn(usize) -> Option<f64>, V: Fn(usize) -> f64>(
 
 /// Marks the account at the closes `close(s)` (a symbol without a bar: its last close) after a step from
 /// status `before` that paid `costs`: equity, peak, and the status, as a single position's
-/// ([`crate::portfolio::mark_at_close`]): bankrupt at or below the slack, halted after the breaker's close,
-/// breaker pending beyond the drawdown limit, segment end at `end_bar`.
+/// ([`crate::portfolio::mark_at_close`]): bankrupt at or below the slack, halted after the breaker's close
+/// once the account holds nothing (a symbol without a bar at the breaker's open keeps its position, so the
+/// breaker stays pending and closes it at that symbol's next bar), breaker pending beyond the drawdown limit,
+/// segment end at `end_bar`.
 #[inline]
 pub fn mark_account(
     params: &TrialParams,
@@ -310,7 +313,7 @@ pub fn mark_account(
     let next = if state.equity <= BANKRUPTCY_SLACK * params.initial_capital {
         EnvStatus::Bankrupt
     } else if before == EnvStatus::HaltPending {
-        EnvStatus::Halted
+        if units.iter().all(|&u| u == 0.0) { EnvStatus::Halted } else { EnvStatus::HaltPending }
     } else if params.max_drawdown > 0.0 && state.drawdown() > params.max_drawdown {
         EnvStatus::HaltPending
     } else {
@@ -328,7 +331,7 @@ fn quote(open: f64, close: f64, tradable: bool) -> (Option<f64>, f64) {
 }
 
 /// One step of the account from the close of bar t to the close of bar t + 1, with the targets decided at
-/// t (`targets[s]`, NaN: no order) and bar t + 1's `open`, `close` and `tradable` flags per symbol: the
+/// t (`target(s)`, NaN: no order) and bar t + 1's `open`, `close` and `tradable` flags per symbol: the
 /// rebalance at the open (to weight 0 for the breaker's close while it is pending), the mark at the close,
 /// and at bankruptcy the close of every position that can trade there. A done account does not change.
 #[allow(clippy::too_many_arguments, reason = "the inputs of one step, as a kernel passes them")]
@@ -337,7 +340,7 @@ pub fn account_step(
     params: &TrialParams,
     state: &mut AccountState,
     units: &mut [f64],
-    targets: &[f64],
+    target: impl Fn(usize) -> f64,
     open: impl Fn(usize) -> f64,
     close: impl Fn(usize) -> f64 + Copy,
     tradable: impl Fn(usize) -> bool + Copy,
@@ -359,7 +362,7 @@ pub fn account_step(
     let costs = if before == EnvStatus::HaltPending {
         rebalance(params, state, units, |_| 0.0, &at_open, orders, log)
     } else {
-        rebalance(params, state, units, |s| targets[s], &at_open, orders, log)
+        rebalance(params, state, units, target, &at_open, orders, log)
     };
     mark_account(params, state, units, close, before, costs);
     if state.status() == EnvStatus::Bankrupt {

@@ -1,6 +1,8 @@
-//! The env kernels: scans, observations, reward normalization, replay sampling.
+//! The env kernels: scans, observations, reward normalization, replay sampling; the portfolio env's scan.
 
 use super::thread_index;
+use crate::account::env::{PortfolioEnvArgs, PortfolioStep, ScanInputs, scan_portfolio_env};
+use crate::account::{AccountState, Orders};
 use crate::batch::{
     BatchArgs, SampleArgs, chunk_index, chunk_moments, merge_trial_moments, normalize_transition, observe_entry,
     sample_entry, sample_of, sample_row, scan_env,
@@ -189,5 +191,61 @@ pub unsafe extern "ptx-kernel" fn sample_transitions(
             *dones.add(i) = row.done;
             *weights.add(i) = row.weight;
         }
+    }
+}
+
+/// Walks every portfolio env over `args.steps` bars (one thread per env: [`scan_portfolio_env`]).
+///
+/// # Safety
+/// `params`: `n_envs / envs_per_trial`; `accounts`: `n_envs`; `units`, `order_value`, `order_units`,
+/// `order_symbol`: `n_envs x n_symbols`; `actions`: `steps x n_envs x n_symbols`; `bars`, `tradable`:
+/// `n_times x n_symbols`; `steps_out`: `steps x n_envs`; `sides`: `steps x n_envs x n_symbols`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn portfolio_env_scan(
+    params: *const TrialParams,
+    accounts: *mut AccountState,
+    units: *mut f64,
+    order_value: *mut f64,
+    order_units: *mut f64,
+    order_symbol: *mut u32,
+    actions: *const u8,
+    bars: *const Bar,
+    tradable: *const u8,
+    steps_out: *mut PortfolioStep,
+    sides: *mut u8,
+    args: PortfolioEnvArgs,
+) {
+    crate::nvptx_ops::follow_previous();
+    let env = thread_index();
+    if env >= args.n_envs() {
+        return;
+    }
+    let (n, steps, n_envs) = (args.n_symbols as usize, args.steps as usize, args.n_envs());
+    // SAFETY: lengths as documented; this thread alone touches env `env`'s account, units, scratch rows and
+    // outputs.
+    unsafe {
+        let params = &*params.add(env / args.envs_per_trial as usize);
+        let mut orders = Orders {
+            value: slice::from_raw_parts_mut(order_value.add(env * n), n),
+            units: slice::from_raw_parts_mut(order_units.add(env * n), n),
+            symbol: slice::from_raw_parts_mut(order_symbol.add(env * n), n),
+        };
+        let block = args.n_times as usize * n;
+        let input = ScanInputs {
+            bars: slice::from_raw_parts(bars, block),
+            tradable: slice::from_raw_parts(tradable, block),
+            actions: slice::from_raw_parts(actions, steps * n_envs * n),
+        };
+        scan_portfolio_env(
+            env,
+            &args,
+            params,
+            &mut *accounts.add(env),
+            slice::from_raw_parts_mut(units.add(env * n), n),
+            &mut orders,
+            input,
+            |step, outcome| *steps_out.add(step * n_envs + env) = outcome,
+            |step, s, code| *sides.add((step * n_envs + env) * n + s) = code,
+        );
     }
 }

@@ -5,11 +5,13 @@
 //! - [`tile`]: the products of a plan ([`gpu_kernels::tile::Gemm`]s) and the greedy walk.
 //! - [`dqn`], [`ppo`]: the learners' buffers and steps.
 //! - [`backtest`]: the backtest of many columns; [`portfolio`]: the backtest of many portfolios.
+//! - [`portfolio_env`]: the portfolio envs (one cash account over N symbols each).
 
 pub(crate) mod backtest;
 pub(crate) mod dqn;
 pub(crate) mod env;
 pub(crate) mod portfolio;
+pub(crate) mod portfolio_env;
 pub(crate) mod ppo;
 pub(crate) mod tile;
 pub(crate) mod vector;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use gpu_kernels::account::AccountState;
 use gpu_kernels::backtest::{Metrics, SmaCross, Trade};
 use gpu_kernels::dqn::DqnParams;
 use gpu_kernels::ppo::PpoParams;
@@ -24,6 +25,19 @@ pub(crate) struct Dev<T>(pub(crate) T);
 unsafe impl<T: bytemuck::Pod> DeviceRepr for Dev<T> {}
 // SAFETY: `Pod` implies `Zeroable`: all-zero bits are a valid value.
 unsafe impl<T: bytemuck::Pod> ValidAsZeroBits for Dev<T> {}
+
+/// The portfolio env's buffers: parameters, accounts, units and the orders' scratch (`n_envs x n_symbols`
+/// each), the universe's block and flags.
+pub(crate) struct PortfolioEnvBuffers<'a> {
+    pub(crate) params: &'a CudaSlice<Dev<TrialParams>>,
+    pub(crate) accounts: &'a mut CudaSlice<Dev<AccountState>>,
+    pub(crate) units: &'a mut CudaSlice<f64>,
+    pub(crate) order_value: &'a mut CudaSlice<f64>,
+    pub(crate) order_units: &'a mut CudaSlice<f64>,
+    pub(crate) order_symbol: &'a mut CudaSlice<u32>,
+    pub(crate) bars: &'a CudaSlice<Dev<Bar>>,
+    pub(crate) tradable: &'a CudaSlice<u8>,
+}
 
 /// Buffers of one trial group's envs.
 pub(crate) struct EnvBuffers<'a> {

@@ -1,13 +1,14 @@
 //! Launches of the env kernels: stepping, observations, reward statistics, the sampler.
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, PushKernelArg};
+use gpu_kernels::account::env::{PortfolioEnvArgs, PortfolioStep};
 use gpu_kernels::batch::{BatchArgs, SampleArgs};
 use gpu_kernels::vector::{ActionKind, VectorArgs};
 use gpu_kernels::{Moments, Transition, TrialParams};
 
 use super::{Launch, at_least, grid, grid_of, timed};
 use crate::HostError;
-use crate::cuda::buffers::{Dev, EnvBuffers, SampleBuffers, VectorBuffers};
+use crate::cuda::buffers::{Dev, EnvBuffers, PortfolioEnvBuffers, SampleBuffers, VectorBuffers};
 use crate::cuda::runtime::CudaRuntime;
 
 fn ring_len(args: &BatchArgs) -> usize {
@@ -309,6 +310,54 @@ pub(crate) unsafe fn vector_step(
     // SAFETY: arguments match `gpu_kernels::entries::vector::vector_step` in order and type; lengths checked above;
     // the caller vouches for raw actions.
     timed(rt, stream, rt.kernels.vector_step.label(), || unsafe { launch.launch(cfg) })
+}
+
+/// `portfolio_env_scan`: every portfolio env walks `args.steps` bars with `actions` (`steps x n_envs x
+/// n_symbols`), writing each step's outcome to `steps_out` (`steps x n_envs`) and the sides held to `sides`
+/// (`steps x n_envs x n_symbols`).
+pub(crate) fn portfolio_env_scan(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: PortfolioEnvBuffers<'_>,
+    actions: &CudaSlice<u8>,
+    steps_out: &mut CudaSlice<Dev<PortfolioStep>>,
+    sides: &mut CudaSlice<u8>,
+    args: &PortfolioEnvArgs,
+) -> Result<(), HostError> {
+    let kernel = rt.kernels.portfolio_env_scan.name;
+    let (n_envs, n, steps) = (args.n_envs(), args.n_symbols as usize, args.steps as usize);
+    let trials = n_envs / (args.envs_per_trial.max(1) as usize);
+    at_least(kernel, "trial parameters", trials, buf.params.len())?;
+    at_least(kernel, "accounts", n_envs, buf.accounts.len())?;
+    at_least(kernel, "units", n_envs * n, buf.units.len())?;
+    at_least(kernel, "order values", n_envs * n, buf.order_value.len())?;
+    at_least(kernel, "order units", n_envs * n, buf.order_units.len())?;
+    at_least(kernel, "order symbols", n_envs * n, buf.order_symbol.len())?;
+    at_least(kernel, "universe cells (times x symbols)", args.n_times as usize * n, buf.bars.len())?;
+    at_least(kernel, "universe flags (times x symbols)", args.n_times as usize * n, buf.tradable.len())?;
+    at_least(kernel, "actions (steps x envs x symbols)", steps * n_envs * n, actions.len())?;
+    at_least(kernel, "step outcomes (steps x envs)", steps * n_envs, steps_out.len())?;
+    at_least(kernel, "sides (steps x envs x symbols)", steps * n_envs * n, sides.len())?;
+    let cfg = grid_of(kernel, n_envs, ENV_SCAN_BLOCK)?;
+    let dev_args = Dev(*args);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.portfolio_env_scan);
+    launch
+        .arg(buf.params)
+        .arg(buf.accounts)
+        .arg(buf.units)
+        .arg(buf.order_value)
+        .arg(buf.order_units)
+        .arg(buf.order_symbol)
+        .arg(actions)
+        .arg(buf.bars)
+        .arg(buf.tradable)
+        .arg(steps_out)
+        .arg(sides)
+        .arg(&dev_args);
+    // SAFETY: arguments match `gpu_kernels::entries::env::portfolio_env_scan` in order and type; every length its
+    // safety contract names was checked above (the parameters cover every env's trial: n_envs / envs_per_trial).
+    timed(rt, stream, rt.kernels.portfolio_env_scan.label(), || unsafe { launch.launch(cfg) })?;
+    Ok(())
 }
 
 #[cfg(test)]
