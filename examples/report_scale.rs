@@ -47,8 +47,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         verdict_before: none,
     };
     let dashboard = format!("optuna-dashboard {storage}");
-    let input =
-        ReportInput { study: &study, series, data_label: "embedded", cfg: &cfg, evidence: &evidence, dashboard: &dashboard };
+    let input = ReportInput {
+        study: &study,
+        series,
+        data_label: "embedded",
+        cfg: &cfg,
+        evidence: &evidence,
+        dashboard: &dashboard,
+    };
     write_report(&input, None, std::path::Path::new(&args[3]))?;
     println!("{:.3}", started.elapsed().as_secs_f64());
     Ok(())

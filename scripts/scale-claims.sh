@@ -91,6 +91,10 @@ if [ -n "${report_bin:-}" ]; then
   report_line="report of the study (examples/report_scale: write_report, the study read included): ${seconds_report} s; \
 leaderboard.json $(stat -c %s "$work/report/leaderboard.json") bytes, index.html $(stat -c %s "$work/report/index.html") bytes"
 fi
+# TRADESIM_SCALE_KEEP=FILE keeps a SQLite study (the report's work on a large study can be timed again).
+if [ "$mode" = sqlite ] && [ -n "${TRADESIM_SCALE_KEEP:-}" ]; then
+  cp "$work/study.sqlite" "$TRADESIM_SCALE_KEEP"
+fi
 cat "$work"/worker-*.out >"$work/claims"
 python3 - "$work/claims" "$mode" "$workers" "$trials" "$seconds" "$before" "$after" "${cpu_before:-}" "${cpu_after:-}" \
   "$states" "$numbers" "$errors" "$logged" "$waits" "$failed" <<'PY'

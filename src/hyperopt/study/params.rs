@@ -63,11 +63,11 @@ pub(super) fn distribution(space: &BTreeMap<String, Dimension>, name: &str, valu
     }
 }
 
-/// The parameter value stored under a distribution (the choice at the index for a categorical); the error
+/// The parameter value stored under a distribution `d` (parsed from `distribution`: the choice at the index
+/// for a categorical); the error
 /// says what tradesim cannot read (the caller names the trial and the parameter).
-pub(super) fn param_value(stored: f64, distribution: &str) -> Result<f64, Error> {
+pub(super) fn param_value(stored: f64, d: &Value, distribution: &str) -> Result<f64, Error> {
     let bad = |why: String| Error::Study(why);
-    let d: Value = serde_json::from_str(distribution).map_err(|e| bad(format!("distribution JSON: {e}")))?;
     match d["name"].as_str() {
         Some("CategoricalDistribution") => {
             let choices =
@@ -79,4 +79,9 @@ pub(super) fn param_value(stored: f64, distribution: &str) -> Result<f64, Error>
         Some("FloatDistribution" | "IntDistribution") => Ok(stored),
         _ => Err(bad(format!("unknown distribution {distribution}"))),
     }
+}
+
+/// A parameter's distribution JSON (Optuna's `distribution_json`), parsed for [`param_value`].
+pub(super) fn parse_distribution(distribution: &str) -> Result<Value, Error> {
+    serde_json::from_str(distribution).map_err(|e| Error::Study(format!("distribution JSON: {e}")))
 }

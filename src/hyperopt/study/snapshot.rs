@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::params::{from_typed, param_value};
+use super::params::{from_typed, param_value, parse_distribution};
 use super::{
     EpochRecord, FAIL_REASON_ATTR, Place, Study, TrialRecord, TrialSet, WorkerProcess, i64_of, ranges_to_numbers,
 };
@@ -67,6 +67,16 @@ impl Rows<'_> {
 /// Row ids as the comma-separated text of [`Rows::sql`]'s list placeholder.
 fn ids_text(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// A trial's parameters `(name, stored value, distribution JSON)`, attributes `(key, value)` and heartbeat,
+/// as read.
+#[derive(Default)]
+struct Details {
+    params: Vec<(String, f64, String)>,
+    user: Vec<(String, Value)>,
+    system: Vec<(String, Value)>,
+    beat: Option<String>,
 }
 
 /// An attribute's JSON value (`json`), an error naming its `key` when it is not JSON.
@@ -156,36 +166,41 @@ impl Study {
             ),
             &values,
         )?;
-        let mut params_of: BTreeMap<i64, Vec<(String, f64, String)>> = BTreeMap::new();
-        let (mut user, mut system) = (BTreeMap::new(), BTreeMap::new());
-        let mut beats: BTreeMap<i64, String> = BTreeMap::new();
+        // Each trial's details by row id; each distribution's JSON parsed once (a study's trials share a few).
+        let mut details_of: HashMap<i64, Details> = HashMap::new();
+        let mut distributions: HashMap<String, Result<Value, Error>> = HashMap::new();
         for r in details {
             let id = i64_of(&r[1]);
+            let d = details_of.entry(id).or_default();
             match r[0].i64() {
-                Some(0) => params_of.entry(id).or_default().push((
-                    r[2].text().unwrap_or_default().to_owned(),
-                    r[3].f64().unwrap_or(f64::NAN),
-                    r[4].text().unwrap_or_default().to_owned(),
-                )),
+                Some(0) => {
+                    let dist = r[4].text().unwrap_or_default();
+                    if !distributions.contains_key(dist) {
+                        distributions.insert(dist.to_owned(), parse_distribution(dist));
+                    }
+                    d.params.push((
+                        r[2].text().unwrap_or_default().to_owned(),
+                        r[3].f64().unwrap_or(f64::NAN),
+                        dist.to_owned(),
+                    ));
+                }
                 Some(k @ (1 | 2)) => {
                     let key = r[2].text().unwrap_or_default().to_owned();
                     let v = parse_attr(&r[2], &r[4])?;
-                    if k == 1 { &mut user } else { &mut system }.insert((id, key), v);
+                    if k == 1 { &mut d.user } else { &mut d.system }.push((key, v));
                 }
-                _ => {
-                    if let Some(h) = r[4].text() {
-                        beats.insert(id, h.to_owned());
-                    }
-                }
+                _ => d.beat = r[4].text().map(str::to_owned),
             }
         }
         let mut out = Vec::with_capacity(found.len());
         for r in found {
             let (id, number) = (i64_of(&r[0]), i64_of(&r[1]));
             let state = r[2].text().unwrap_or_default().to_owned();
-            let attr = |m: &BTreeMap<(i64, String), Value>, k: &str| m.get(&(id, k.to_owned())).cloned();
-            let float = |k: &str| attr(&user, k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-            let (history, ours) = match attr(&system, "tradesim_history") {
+            let d = details_of.remove(&id).unwrap_or_default();
+            let attr = |m: &[(String, Value)], k: &str| m.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+            let (user, system) = (&d.user[..], &d.system[..]);
+            let float = |k: &str| attr(user, k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+            let (history, ours) = match attr(system, "tradesim_history") {
                 Some(Value::String(text)) if history(&state) => (
                     ranges_to_numbers(&text)
                         .map_err(|e| Error::Study(format!("trial {number}: stored history: {e}")))?,
@@ -195,8 +210,13 @@ impl Study {
                 _ => (Vec::new(), false),
             };
             let mut params = Params::new();
-            for (name, stored, dist) in params_of.remove(&id).unwrap_or_default() {
-                match param_value(stored, &dist) {
+            for (name, stored, dist) in d.params {
+                let value = match &distributions[&dist] {
+                    Ok(parsed) => param_value(stored, parsed, &dist),
+                    Err(Error::Study(e)) => Err(Error::Study(e.clone())),
+                    Err(e) => Err(Error::Study(e.to_string())),
+                };
+                match value {
                     Ok(v) => {
                         params.insert(name, v);
                     }
@@ -208,25 +228,25 @@ impl Study {
                     Err(e) => return Err(e),
                 }
             }
-            let process = attr(&system, "tradesim_worker_process").and_then(|v| serde_json::from_value(v).ok());
+            let process = attr(system, "tradesim_worker_process").and_then(|v| serde_json::from_value(v).ok());
             let record = TrialRecord {
                 number: number as u64,
                 params,
                 status: state.to_lowercase(),
                 value: r[4].text().map_or(f64::NAN, |k| from_typed(r[3].f64(), k)),
-                pruned_at: attr(&system, "tradesim_pruned_at").and_then(|v| v.as_u64()),
+                pruned_at: attr(system, "tradesim_pruned_at").and_then(|v| v.as_u64()),
                 test_return: float("test_return"),
                 test_sharpe: float("test_sharpe"),
-                checkpoint: attr(&user, "checkpoint").and_then(|v| v.as_str().map(str::to_owned)),
-                fail_reason: attr(&user, FAIL_REASON_ATTR)
+                checkpoint: attr(user, "checkpoint").and_then(|v| v.as_str().map(str::to_owned)),
+                fail_reason: attr(user, FAIL_REASON_ATTR)
                     .filter(|_| state == "FAIL")
                     .and_then(|v| v.as_str().map(str::to_owned)),
                 history,
                 ours,
-                worker: attr(&system, "tradesim_worker").and_then(|v| v.as_str().map(str::to_owned)),
-                runs: attr(&system, "tradesim_runs").and_then(|v| v.as_u64()).unwrap_or(0),
-                heartbeat: beats.get(&id).cloned(),
-                place: attr(&system, "tradesim_place").and_then(|v| {
+                worker: attr(system, "tradesim_worker").and_then(|v| v.as_str().map(str::to_owned)),
+                runs: attr(system, "tradesim_runs").and_then(|v| v.as_u64()).unwrap_or(0),
+                heartbeat: d.beat,
+                place: attr(system, "tradesim_place").and_then(|v| {
                     let a = v.as_array()?;
                     let at = |i: usize| a.get(i).and_then(Value::as_u64);
                     Some(Place { batch: at(0)?, slot: at(1)? as usize, tick: at(2)? as usize })

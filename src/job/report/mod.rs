@@ -90,15 +90,22 @@ pub fn write_report(input: &ReportInput, best: Option<BestOnTest>, dir: &Path) -
     let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
     let mut folder = Folder { dir, files: Vec::new(), charts: Vec::new() };
     let best_number = board.first().filter(|t| t.status == "complete").map(|b| b.number);
-    let (json, csv) = leaderboard_files(&board, &epochs, &names, best_number, input);
+    let cfg = input.cfg;
+    // The leaderboard files and the study's charts are built at once (each is a pass over every trial).
+    let ((json, csv), study_charts) = rayon::join(
+        || leaderboard_files(&board, &epochs, &names, best_number, (input.data_label, input.evidence)),
+        || -> Result<_, Error> {
+            let learning = charts::learning_curves(&board, &epochs)?;
+            let history = charts::history_chart(&board)?;
+            Ok((learning, history, charts::parameter_charts(&board, &names, cfg)))
+        },
+    );
     folder.write("leaderboard.json", &json)?;
     folder.write("leaderboard.csv", &csv)?;
     crate::failpoint::hit("report");
-    let learning = charts::learning_curves(&board, &epochs)?;
+    let (learning, history, (importance, parallel)) = study_charts?;
     folder.write("learning-curves.svg", &learning.svg)?;
-    let history = charts::history_chart(&board)?;
     folder.write("history.svg", &history)?;
-    let (importance, parallel) = charts::parameter_charts(&board, &names, input.cfg);
     folder.write("importances.svg", &importance)?;
     folder.write("parallel-coordinates.svg", &parallel)?;
     let (mut equity, mut drawdown) = (String::new(), String::new());
@@ -177,7 +184,7 @@ fn leaderboard_files(
     epochs: &[EpochRecord],
     names: &[String],
     best: Option<u64>,
-    input: &ReportInput,
+    (data_label, evidence): (&str, &crate::evidence::Evidence),
 ) -> (String, String) {
     let mut json_trials = Vec::with_capacity(board.len());
     let mut csv =
@@ -216,19 +223,19 @@ fn leaderboard_files(
         );
     }
     let json = serde_json::json!({
-        "data": input.data_label,
+        "data": data_label,
         "metric": "validation score: the validation Sharpe's one-sided 95% lower bound, 0 for no trade (last epoch)",
         "trials": json_trials,
         "best": best,
-        "verdict": input.evidence.verdict.line,
-        "baselines": input.evidence.baselines.as_ref().map(|b| serde_json::json!({
+        "verdict": evidence.verdict.line,
+        "baselines": evidence.baselines.as_ref().map(|b| serde_json::json!({
             "buy_and_hold_test_sharpe": crate::json::number(b.buy_and_hold_test_sharpe),
             "flat_test_sharpe": crate::json::number(b.flat_test_sharpe),
             "best_test_sharpe": crate::json::number(b.best_test_sharpe),
             "flat_valid_score": 0.0,
             "flat_beats_every_trial": flat_beats_every_trial(board),
         })),
-        "evidence": crate::evidence::to_json(input.evidence),
+        "evidence": crate::evidence::to_json(evidence),
     });
     (crate::json::text(&json), csv)
 }
