@@ -30,6 +30,8 @@ use crate::hyperopt::sampler::Params;
 #[derive(Clone, Copy)]
 enum Rows<'a> {
     All,
+    /// All, without the system attributes and heartbeats [`Study::trials_brief`] leaves out.
+    Brief,
     Since { after: i64, ids: &'a [i64] },
 }
 
@@ -43,7 +45,7 @@ impl Rows<'_> {
     /// narrow.
     fn sql(self, db: &crate::hyperopt::db::Db) -> &'static str {
         match (self, db.is_postgres()) {
-            (Rows::All, _) => "t.study_id = ?1",
+            (Rows::All | Rows::Brief, _) => "t.study_id = ?1",
             (Rows::Since { .. }, true) => {
                 "t.study_id + 0 = ?1 AND ((t.trial_id > ?2 AND t.trial_id <= 2147483647)
                  OR t.trial_id = ANY(string_to_array(?3, ',')::int[]))"
@@ -58,7 +60,7 @@ impl Rows<'_> {
     /// The values of [`Rows::sql`]'s placeholders, after the study's `?1`.
     fn values(self, study_id: i64) -> Vec<Val> {
         match self {
-            Rows::All => vec![Val::I64(study_id)],
+            Rows::All | Rows::Brief => vec![Val::I64(study_id)],
             Rows::Since { after, ids } => vec![Val::I64(study_id), Val::I64(after), ids_text(ids).into()],
         }
     }
@@ -127,10 +129,11 @@ impl Study {
         Ok(self.read(Rows::All, |_| true)?.into_iter().map(|r| r.1).collect())
     }
 
-    /// Every trial, by number, as [`Study::trials`] without their histories (a report of a large study
-    /// needs none, and they would hold billions of numbers).
+    /// Every trial, by number, as [`Study::trials`] without what a report and a ranking never read: their
+    /// histories (a study of 100,000 trials would hold billions of numbers), workers, runs, places and
+    /// heartbeats (left `None` and 0).
     pub fn trials_brief(&self) -> Result<Vec<TrialRecord>, Error> {
-        Ok(self.read(Rows::All, |_| false)?.into_iter().map(|r| r.1).collect())
+        Ok(self.read(Rows::Brief, |_| false)?.into_iter().map(|r| r.1).collect())
     }
 
     /// The trials `rows` takes, by number, with their row ids and worker processes; the history parsed
@@ -153,6 +156,16 @@ impl Study {
         } else {
             "CAST(h.heartbeat AS TEXT)"
         };
+        let (system_keys, heartbeats) = match rows {
+            Rows::Brief => (" AND a.key IN ('tradesim_history', 'tradesim_pruned_at')", String::new()),
+            _ => (
+                "",
+                format!(
+                    " UNION ALL SELECT 3, h.trial_id, NULL, NULL, {heartbeat} FROM trial_heartbeats h
+                     JOIN trials t ON t.trial_id = h.trial_id WHERE {scope}"
+                ),
+            ),
+        };
         let details = self.db.query(
             &format!(
                 "SELECT 0, p.trial_id, p.param_name, p.param_value, p.distribution_json FROM trial_params p
@@ -160,9 +173,7 @@ impl Study {
                  UNION ALL SELECT 1, a.trial_id, a.key, NULL, a.value_json FROM trial_user_attributes a
                  JOIN trials t ON t.trial_id = a.trial_id WHERE {scope}
                  UNION ALL SELECT 2, a.trial_id, a.key, NULL, a.value_json FROM trial_system_attributes a
-                 JOIN trials t ON t.trial_id = a.trial_id WHERE {scope}
-                 UNION ALL SELECT 3, h.trial_id, NULL, NULL, {heartbeat} FROM trial_heartbeats h
-                 JOIN trials t ON t.trial_id = h.trial_id WHERE {scope}"
+                 JOIN trials t ON t.trial_id = a.trial_id WHERE {scope}{system_keys}{heartbeats}"
             ),
             &values,
         )?;
