@@ -17,13 +17,22 @@ name, trials, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 storage = os.environ["TRADESIM_STORAGE"]
 if storage.startswith("postgresql://"):
     storage = "postgresql+psycopg2://" + storage[len("postgresql://"):]
-study = optuna.create_study(
-    storage=storage,
-    study_name=name,
-    direction="maximize",
-    load_if_exists=True,
-    sampler=optuna.samplers.TPESampler(seed=seed),
-)
+# Workers started at once race to create Optuna's schema on a fresh database (one wins, the others fail
+# with a duplicate type or table); a worker that lost tries again, as a user's launcher would.
+for attempt in range(20):
+    try:
+        study = optuna.create_study(
+            storage=storage,
+            study_name=name,
+            direction="maximize",
+            load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=seed),
+        )
+        break
+    except Exception:  # noqa: BLE001 - sqlalchemy's IntegrityError or ProgrammingError, by server and version
+        if attempt == 19:
+            raise
+        time.sleep(0.25 * (attempt + 1))
 last = [time.perf_counter()]
 out = sys.stdout
 
