@@ -181,11 +181,13 @@ fn chaos(storage: &str, workers: usize, scheduled: usize, name: &str, seed: u64)
         .collect();
     let mut armed: Vec<bool> = (0..workers).map(|i| i < 2).collect();
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(300);
+    // 300 s for the CI sizes; a long run (TRADESIM_CHAOS_TRIALS) a tenth of a second a trial.
+    let limit = (study_trials() as u64 / 10).max(300);
+    let deadline = started + Duration::from_secs(limit);
     let (mut kills, mut aborts, mut next) = (0, 0, 0);
     let mut kill_at: Option<Instant> = None;
     while pool.iter().any(Option::is_some) {
-        assert!(Instant::now() < deadline, "seed {seed}: the study did not finish in 300 s; {log:?}");
+        assert!(Instant::now() < deadline, "seed {seed}: the study did not finish in {limit} s; {log:?}");
         let trials = match c.trials() {
             Ok(trials) => trials,
             Err(_) if c.reader.borrow().is_none() => Vec::new(), // no worker has created the study yet

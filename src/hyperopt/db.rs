@@ -204,7 +204,7 @@ pub enum Db {
     /// A SQLite file.
     Sqlite(rusqlite::Connection),
     /// A PostgreSQL database (whether a transaction is open).
-    Postgres(RefCell<postgres::Client>, Cell<bool>, RefCell<Prepared>),
+    Postgres(RefCell<Box<postgres::Client>>, Cell<bool>, RefCell<Prepared>),
 }
 
 /// The statements a PostgreSQL connection has prepared, by their text: a statement is parsed and planned by
@@ -319,7 +319,7 @@ impl Db {
                 // planner may pick for a union once its statistics count a large study) cost more to start
                 // than they save, on every run of the statement.
                 client.batch_execute("SET max_parallel_workers_per_gather = 0").map_err(pg_err)?;
-                Ok(Self::Postgres(RefCell::new(client), Cell::new(false), RefCell::default()))
+                Ok(Self::Postgres(RefCell::new(Box::new(client)), Cell::new(false), RefCell::default()))
             }
         }
     }

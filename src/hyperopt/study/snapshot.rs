@@ -32,7 +32,10 @@ enum Rows<'a> {
     All,
     /// All, without the system attributes and heartbeats [`Study::trials_brief`] leaves out.
     Brief,
-    Since { after: i64, ids: &'a [i64] },
+    Since {
+        after: i64,
+        ids: &'a [i64],
+    },
 }
 
 impl Rows<'_> {
