@@ -15,6 +15,9 @@
 //!   on the CPU.
 //! - W8 sampler: the search's TPE against random search on Hartmann6, Branin and a 10-dimensional mixed
 //!   space, 40 seeds with batches K = 1, 5, 64, and 8 seeds with K = 1,024 (docs/SAMPLER.md).
+//! - W11 portfolio (`tradesim bench portfolio`): the portfolio env at N = 10 and 100 symbols x 4,096 envs, one
+//!   scan of 256 steps of random action codes, CPU vs GPU (each GPU row checked bit for bit on a sample of
+//!   envs), beside FinRL's `PortfolioOptimizationEnv` on the same bars with `--finrl PYTHON`.
 //! - W10 power (`tradesim bench power`, not in `all`): the verdict's share of `evidence` on seeded families of
 //!   synthetic bars, null and planted, with 19 placebo searches and a walk-forward each (docs/EVIDENCE.md).
 
@@ -31,6 +34,7 @@ mod learners;
 mod learning;
 mod load;
 mod peers;
+mod portfolio;
 pub mod power;
 mod sampler;
 
@@ -39,6 +43,7 @@ use tradesim_host::KernelOptions;
 
 pub use learners::{dqn, ppo};
 use learners::{profiled, wide};
+pub use portfolio::{PortfolioSizes, portfolio, portfolio_sized};
 pub use report::{BenchReport, GpuFacts, Machine, Row};
 pub use seed::{Conversion, seed_experience};
 
@@ -446,6 +451,10 @@ pub enum Workload {
     /// W10: the verdict's size and power over seeded families of synthetic bars (not part of `all`: on the
     /// GPU it takes tens of minutes; `--families`, `--null-seeds`, `--signal-seeds`, `--bars` size it).
     Power,
+    /// W11: the portfolio env at N = 10 and 100 symbols x 4,096 envs (one scan of 256 steps), CPU vs GPU, each
+    /// GPU row checked against the CPU on a sample of envs; FinRL's `PortfolioOptimizationEnv` beside it with
+    /// `--finrl PYTHON`.
+    Portfolio,
     /// Every workload.
     #[default]
     All,
@@ -459,6 +468,9 @@ pub struct Peers {
     /// PyTorch, for W3 and W4 (`benches/peers/torch_learners.py`): on the GPU beside a GPU row, on the CPU
     /// (eager, the run's threads) beside a CPU row; with `--quick`, its small shapes.
     pub torch: Option<std::path::PathBuf>,
+    /// FinRL, for W11 (`benches/peers/finrl_portfolio.py`; the throwaway virtualenv of
+    /// scripts/setup-finrl.sh): its `PortfolioOptimizationEnv` on the same bars, on one CPU core.
+    pub finrl: Option<std::path::PathBuf>,
 }
 
 impl Peers {
@@ -490,9 +502,19 @@ pub fn run(
     peers: &Peers,
 ) -> Result<BenchReport, Error> {
     let names: &[&str] = match workload {
-        Workload::All => {
-            &["load", "experience", "backtest", "dqn", "ppo", "wide", "search", "evidence", "sampler", "learning"]
-        }
+        Workload::All => &[
+            "load",
+            "experience",
+            "backtest",
+            "dqn",
+            "ppo",
+            "wide",
+            "search",
+            "evidence",
+            "sampler",
+            "learning",
+            "portfolio",
+        ],
         Workload::Load => &["load"],
         Workload::Experience => &["experience"],
         Workload::Backtest => &["backtest"],
@@ -503,6 +525,7 @@ pub fn run(
         Workload::Evidence => &["evidence"],
         Workload::Sampler => &["sampler"],
         Workload::Learning => &["learning"],
+        Workload::Portfolio => &["portfolio"],
         Workload::Power => {
             return Err(Error::config("workload", "W10 runs through `tradesim bench power` (bench::power)"));
         }
@@ -535,6 +558,7 @@ pub fn run(
             "evidence" => evidence::cscv(sizes.cscv)?,
             "sampler" => sampler::sampler(quick)?,
             "learning" => learning::learning(&backends, quick)?,
+            "portfolio" => portfolio::portfolio(&backends, quick, peers.finrl.as_deref())?,
             "wide" => wide(&backends, &sizes, quick, || monitor.sample())?,
             _ => {
                 let mut rows = dqn(&backends, &sizes, || monitor.sample())?;

@@ -37,6 +37,10 @@ pub struct Row {
     pub note: String,
     /// W3, W4 on a GPU: what was compared bit for bit with the CPU in the same run (empty: nothing).
     pub check: String,
+    /// W11: symbols of the universe (symbol-steps are env steps x this).
+    pub symbols: Option<usize>,
+    /// W11 on a CPU: the cores the row used (the per-core figures divide by it).
+    pub cores: Option<usize>,
 }
 
 /// Kernel times of one event-bracketed epoch: per kernel name, launches and summed milliseconds; and the
@@ -105,7 +109,40 @@ impl Row {
             fma_peak: None,
             note: String::new(),
             check: String::new(),
+            symbols: None,
+            cores: None,
         }
+    }
+
+    /// A W11 row: `envs` portfolio envs of `symbols` symbols stepped `env_steps` times in all in `seconds`
+    /// (`kernel_ms` on a GPU; `cores`: the CPU threads, 0 on a GPU). `backend` "finrl" is the peer.
+    pub fn portfolio(
+        backend: &'static str,
+        symbols: usize,
+        envs: usize,
+        env_steps: usize,
+        seconds: f64,
+        kernel_ms: Option<f64>,
+        cores: usize,
+    ) -> Self {
+        Self {
+            workload: "W11",
+            variant: format!("N={symbols}"),
+            label: format!("portfolio env: {envs} envs x {symbols} symbols, one scan"),
+            symbols: Some(symbols),
+            cores: (cores > 0).then_some(cores),
+            ..Self::experience("", "", backend, envs, env_steps, seconds, kernel_ms)
+        }
+    }
+
+    /// W11: symbol-steps per second (env steps x symbols).
+    pub fn symbol_steps_per_s(&self) -> Option<f64> {
+        self.symbols.map(|n| self.throughput * n as f64)
+    }
+
+    /// W11 on a CPU: env steps per second per core.
+    pub fn per_core(&self) -> Option<f64> {
+        self.cores.map(|c| self.throughput / c as f64)
     }
 
     /// A W2e row: a backtest end to end (file to metrics) by `tool` ("cpu": tradesim; or "vectorbt").
@@ -383,6 +420,15 @@ impl BenchReport {
         Some((best.seconds / r.seconds, best.variant.as_str()))
     }
 
+    /// W11: a CPU row's env steps per second per core over the FinRL peer's at the same N.
+    pub fn finrl_ratio(&self, r: &Row) -> Option<f64> {
+        if r.workload != "W11" || r.backend != "cpu" {
+            return None;
+        }
+        let peer = self.rows.iter().find(|p| p.workload == "W11" && p.backend == "finrl" && p.symbols == r.symbols)?;
+        Some(r.per_core()? / peer.per_core()?)
+    }
+
     /// The markdown tables.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
@@ -402,6 +448,7 @@ impl BenchReport {
         self.data_tables(&mut out);
         self.learner_tables(&mut out);
         self.search_tables(&mut out);
+        self.portfolio_table(&mut out);
         if let Some(g) = &self.gpu {
             let peak =
                 g.peak_used_memory.map_or("-".to_owned(), |p| format!("{:.2} GiB", p as f64 / f64::from(1u32 << 30)));
@@ -573,6 +620,37 @@ impl BenchReport {
         }
     }
 
+    /// W11: the portfolio env and the FinRL peer.
+    fn portfolio_table(&self, out: &mut String) {
+        if !self.rows.iter().any(|r| r.workload == "W11") {
+            return;
+        }
+        *out += "\nW11 portfolio env (synthetic universe, random action codes, one scan; wall time with the actions' upload and the outputs' download)\n\n| backend | N | envs | env steps | seconds | env-steps/s | symbol-steps/s | cores | env-steps/s per core | x FinRL per core | kernel ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W11") {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {:.4} | {:.3e} | {:.3e} | {} | {} | {} | {} |",
+                r.backend,
+                r.symbols.unwrap_or(0),
+                r.width,
+                r.work,
+                r.seconds,
+                r.throughput,
+                r.symbol_steps_per_s().unwrap_or(f64::NAN),
+                r.cores.map_or("-".to_owned(), |c| c.to_string()),
+                r.per_core().map_or("-".to_owned(), |p| format!("{p:.3e}")),
+                opt(self.finrl_ratio(r), 1),
+                opt(r.kernel_ms, 3),
+            );
+        }
+        for r in self.rows.iter().filter(|r| r.workload == "W11" && !r.check.is_empty()) {
+            let _ = writeln!(out, "\n{} W11 {} checked: {}", r.backend, r.variant, r.check);
+        }
+        for r in self.rows.iter().filter(|r| r.workload == "W11" && !r.note.is_empty()) {
+            let _ = writeln!(out, "\n{} W11 {}: {}", r.backend, r.variant, r.note);
+        }
+    }
+
     /// The JSON document (every figure, the machine, the sizes).
     pub fn json(&self) -> String {
         use serde_json::json;
@@ -608,6 +686,11 @@ impl BenchReport {
                     "fma_peak_flops": crate::json::opt(r.fma_peak),
                     "ratio_to_vectorbt": crate::json::opt(self.vectorbt_ratio(r)),
                     "ratio_to_pytorch": crate::json::opt(self.pytorch_ratio(r).map(|p| p.0)),
+                    "symbols": r.symbols,
+                    "symbol_steps_per_s": crate::json::opt(r.symbol_steps_per_s()),
+                    "cores": r.cores,
+                    "env_steps_per_s_per_core": crate::json::opt(r.per_core()),
+                    "ratio_to_finrl_per_core": crate::json::opt(self.finrl_ratio(r)),
                     "note": r.note,
                     "check": r.check,
                 })

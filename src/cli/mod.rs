@@ -168,6 +168,11 @@ enum Command {
         /// the fastest (`ratio_to_pytorch` in the JSON).
         #[arg(long, value_name = "PYTHON")]
         torch: Option<PathBuf>,
+        /// A Python with FinRL's portfolio env importable (the throwaway virtualenv of scripts/setup-finrl.sh):
+        /// W11 then steps FinRL's `PortfolioOptimizationEnv` on the same bars on one CPU core
+        /// (benches/peers/finrl_portfolio.py) and gives tradesim's CPU ratio per core.
+        #[arg(long, value_name = "PYTHON")]
+        finrl: Option<PathBuf>,
         #[command(flatten)]
         power: crate::bench::power::PowerArgs,
     },
@@ -233,8 +238,8 @@ pub fn main() -> ExitCode {
         Command::Bench { workload: crate::bench::Workload::Power, quick, json, device, power, .. } => {
             bench::power(&power, quick, json.as_deref(), device)
         }
-        Command::Bench { workload, quick, json, device, variant, trials, vectorbt, torch, .. } => {
-            let peers = crate::bench::Peers { vectorbt, torch };
+        Command::Bench { workload, quick, json, device, variant, trials, vectorbt, torch, finrl, .. } => {
+            let peers = crate::bench::Peers { vectorbt, torch, finrl };
             bench::run(workload, quick, json.as_deref(), device, variant, trials, &peers)
         }
     });
