@@ -80,15 +80,19 @@ pub struct Observed {
 /// liar). A study with no more finished trials than that samples exactly as with all of them.
 pub const ABOVE_WINDOW: usize = 250;
 
+/// Of `n` finished trials with a loss, the size of TPE's below set and how many of the newest others it fits
+/// beside it ([`ABOVE_WINDOW`]); `None` when it fits all of them.
+pub fn fit_window(n: usize, opts: &TpeOptions) -> Option<(usize, usize)> {
+    let n_below = n.div_ceil(10).min(opts.gamma).min(n);
+    let window = ABOVE_WINDOW.max(10 * n_below);
+    (n > n_below + window).then_some((n_below, window))
+}
+
 /// Which of `finished` (trial number and [`tpe_loss`], by number) TPE fits ([`ABOVE_WINDOW`]): indices into
 /// `finished`, ascending; every index when they are few enough.
 pub fn fitted(finished: &[(u64, f64)], opts: &TpeOptions) -> Vec<usize> {
     let n = finished.len();
-    let n_below = n.div_ceil(10).min(opts.gamma).min(n);
-    let window = ABOVE_WINDOW.max(10 * n_below);
-    if n <= n_below + window {
-        return (0..n).collect();
-    }
+    let Some((n_below, window)) = fit_window(n, opts) else { return (0..n).collect() };
     // The below set as `split` ranks it (a stable sort by loss keeps the earlier trial on ties).
     let mut order: Vec<usize> = (0..n).collect();
     if n_below > 0 {

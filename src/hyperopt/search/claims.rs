@@ -91,17 +91,16 @@ pub(super) fn sample_new(
     let opts = TpeOptions::from(s);
     // Finished trials TPE fits with what it minimizes; with the constant liar also every unfinished trial
     // (running here or elsewhere, claimed) and, below, each trial sampled by this call; by number.
-    let fit = trials.fitted(&opts);
-    let liars: Vec<u64> = if opts.constant_liar { trials.unfinished().map(|t| t.number).collect() } else { Vec::new() };
-    let mut numbers = fit.clone();
-    numbers.extend_from_slice(&liars);
+    let mut numbers = trials.fitted(&opts);
+    if opts.constant_liar {
+        numbers.extend(trials.unfinished().map(|t| t.number));
+    }
     numbers.sort_unstable();
+    // An unfinished trial has no loss ([`TrialSet::loss`] is a finished trial's).
     let mut observed: Vec<Observed> = numbers
         .iter()
         .filter_map(|&number| {
-            let t = trials.get(number)?;
-            let loss = if t.finished() { trials.loss(number) } else { None };
-            Some(Observed { number, params: t.params.clone(), loss })
+            Some(Observed { number, params: trials.get(number)?.params.clone(), loss: trials.loss(number) })
         })
         .collect();
     let seen = trials.finished().to_vec();

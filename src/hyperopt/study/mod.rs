@@ -421,9 +421,9 @@ impl Study {
         self.transaction(Begin::Plain, f)
     }
 
-    /// [`Study::in_tx`] holding the study's claim lock ([`Study::lock`]) from its start: a claim reads the
-    /// trials, decides and writes while no other worker can claim. A new transaction opens and locks in one
-    /// round trip to the server.
+    /// [`Study::in_tx`] holding the study's claim lock ([`Db::claim_locks`]) from its start: a claim reads
+    /// the trials, decides and writes while no other worker can claim. A new transaction opens and locks in
+    /// one round trip to the server; inside the caller's transaction the lock is taken there.
     pub fn in_locked_tx<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         self.transaction(Begin::Claim, f)
     }
@@ -462,14 +462,6 @@ impl Study {
         }
     }
 
-    /// Serializes claims on this study until the open transaction ends (a worker reads the trials, decides
-    /// and writes its claim while no other worker can claim); [`Study::in_locked_tx`] opens a transaction
-    /// with it.
-    pub fn lock(&self) -> Result<(), Error> {
-        let locks = self.db.claim_locks(self.study_id);
-        if locks.is_empty() { Ok(()) } else { self.db.batch(&locks) }
-    }
-
     /// Trial `number`'s row id: as this handle learnt it (a row id never changes; what it learnt is dropped
     /// when one of its transactions rolls back), else read once (a scan of the study's trials: Optuna's
     /// schema indexes `trials` by study, not by number).
@@ -495,15 +487,13 @@ impl Study {
         if attrs.is_empty() {
             return Ok(());
         }
-        let rows: Vec<String> =
-            (0..attrs.len()).map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 1, 3 * i + 2, 3 * i + 3)).collect();
         let values: Vec<Val> =
             attrs.iter().flat_map(|(id, key, v)| [Val::I64(*id), (*key).into(), v.as_str().into()]).collect();
         self.db.exec(
             &format!(
                 "INSERT INTO {table} (trial_id, key, value_json) VALUES {}
                  ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json",
-                rows.join(", ")
+                value_rows(attrs.len(), 3, "")
             ),
             &values,
         )?;
@@ -526,9 +516,6 @@ impl Study {
             );
             self.ids.borrow_mut().insert(number, id);
             if !params.is_empty() {
-                let rows: Vec<String> = (0..params.len())
-                    .map(|i| format!("(?{}, ?{}, ?{}, ?{})", 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4))
-                    .collect();
                 let mut values = Vec::with_capacity(4 * params.len());
                 for (name, &value) in params {
                     let (stored, dist) = distribution(&self.space, name, value);
@@ -537,7 +524,7 @@ impl Study {
                 self.db.exec(
                     &format!(
                         "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES {}",
-                        rows.join(", ")
+                        value_rows(params.len(), 4, "")
                     ),
                     &values,
                 )?;
@@ -742,6 +729,16 @@ fn place_json(place: Place) -> String {
     json!([place.batch, place.slot, place.tick]).to_string()
 }
 
+/// `rows` rows of `columns` placeholders each, numbered on from `?1` (`(?1, ?2), (?3, ?4)`), each row ended
+/// by `tail` (a further column's SQL, or nothing): a multi-row `VALUES` list.
+fn value_rows(rows: usize, columns: usize, tail: &str) -> String {
+    let row = |r: usize| {
+        let cells: Vec<String> = (1..=columns).map(|c| format!("?{}", r * columns + c)).collect();
+        format!("({}{tail})", cells.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
 /// The text a JSON string literal holds (`None` when `json` is not one).
 fn parse_json_text(json: &str) -> Option<String> {
     serde_json::from_str::<String>(json).ok()
@@ -750,6 +747,13 @@ fn parse_json_text(json: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn value_rows_number_placeholders_row_by_row() {
+        assert_eq!(value_rows(2, 3, ""), "(?1, ?2, ?3), (?4, ?5, ?6)");
+        assert_eq!(value_rows(2, 1, ", now()"), "(?1, now()), (?2, now())");
+        assert_eq!(value_rows(0, 4, ""), "");
+    }
 
     #[test]
     fn histories_round_trip_as_ranges() {

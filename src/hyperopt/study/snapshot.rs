@@ -8,7 +8,7 @@
 //! finished trial never changes (Optuna never moves a trial out of COMPLETE, PRUNED or FAIL, and tradesim
 //! refuses writes to it), so it is read once. The cursor only moves where no insert can be in flight below
 //! it: on SQLite (one writer at a time, row ids in commit order) always, on PostgreSQL only under the
-//! study's lock ([`Study::lock`] blocks inserts into `trials`), since a transaction that commits later may
+//! study's lock ([`Study::in_locked_tx`] blocks inserts into `trials`), since a transaction that commits later may
 //! hold a smaller row id. The snapshot drops a finished trial's history (the claim that sampled it is
 //! done with it; a study of 100,000 trials would hold billions of numbers) and keeps the epochs of complete
 //! trials for the median pruner's reference.
@@ -46,16 +46,15 @@ impl Rows<'_> {
     /// whose statistics predate the study's growth would otherwise take the study's index and filter every
     /// trial of it), and the row id's range has both ends, which a plan made for any cursor estimates as
     /// narrow.
-    fn sql(self, db: &crate::hyperopt::db::Db) -> &'static str {
-        match (self, db.is_postgres()) {
-            (Rows::All | Rows::Brief, _) => "t.study_id = ?1",
-            (Rows::Since { .. }, true) => {
-                "t.study_id + 0 = ?1 AND ((t.trial_id > ?2 AND t.trial_id <= 2147483647)
-                 OR t.trial_id = ANY(string_to_array(?3, ',')::int[]))"
-            }
-            (Rows::Since { .. }, false) => {
-                "t.study_id + 0 = ?1 AND ((t.trial_id > ?2 AND t.trial_id <= 9223372036854775807)
-                 OR t.trial_id IN (SELECT value FROM json_each('[' || ?3 || ']')))"
+    fn sql(self, db: &crate::hyperopt::db::Db) -> String {
+        match self {
+            Rows::All | Rows::Brief => "t.study_id = ?1".to_owned(),
+            Rows::Since { .. } => {
+                let top = if db.is_postgres() { i64::from(i32::MAX) } else { i64::MAX };
+                format!(
+                    "t.study_id + 0 = ?1 AND ((t.trial_id > ?2 AND t.trial_id <= {top}) OR {})",
+                    in_ids(db, "t.trial_id", 3)
+                )
             }
         }
     }
@@ -69,7 +68,16 @@ impl Rows<'_> {
     }
 }
 
-/// Row ids as the comma-separated text of [`Rows::sql`]'s list placeholder.
+/// `column` is one of the row ids of placeholder `?N` (`n`), which holds them as [`ids_text`] writes them.
+fn in_ids(db: &crate::hyperopt::db::Db, column: &str, n: usize) -> String {
+    if db.is_postgres() {
+        format!("{column} = ANY(string_to_array(?{n}, ',')::int[])")
+    } else {
+        format!("{column} IN (SELECT value FROM json_each('[' || ?{n} || ']'))")
+    }
+}
+
+/// Row ids as the comma-separated text of a list placeholder ([`in_ids`]).
 fn ids_text(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
 }
@@ -273,7 +281,7 @@ impl Study {
 
     /// Brings this handle's snapshot of the trials up to date: the trials added since its last refresh and
     /// its unfinished ones are read again (the module's doc says why that is all that changes). `locked`:
-    /// the caller holds the study's lock in the open transaction ([`Study::lock`]), so that the cursor may
+    /// the caller holds the study's lock in the open transaction ([`Study::in_locked_tx`]), so that the cursor may
     /// move on PostgreSQL.
     pub fn refresh(&self, locked: bool) -> Result<(), Error> {
         let (after, ids) = {
@@ -317,11 +325,7 @@ impl Study {
     /// Reads the epochs of newly complete trials `(row id, number)` into the snapshot.
     fn read_complete_epochs(&self, complete: &[(i64, u64)]) -> Result<(), Error> {
         let ids: Vec<i64> = complete.iter().map(|c| c.0).collect();
-        let within = if self.db.is_postgres() {
-            "e.trial_id = ANY(string_to_array(?1, ',')::int[])"
-        } else {
-            "e.trial_id IN (SELECT value FROM json_each('[' || ?1 || ']'))"
-        };
+        let within = in_ids(&self.db, "e.trial_id", 1);
         let rows = self.db.query(
             &format!(
                 "SELECT e.trial_id, e.epoch, e.loss, e.valid_sharpe, e.valid_return FROM tradesim_epochs e

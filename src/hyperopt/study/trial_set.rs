@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::ops::Deref;
 
 use super::TrialRecord;
-use crate::hyperopt::sampler::{ABOVE_WINDOW, TpeOptions, tpe_loss};
+use crate::hyperopt::sampler::{TpeOptions, fit_window, tpe_loss};
 
 /// Trials by number, with their aggregates ([`TrialSet::upsert`] keeps them).
 #[derive(Clone, Debug, Default)]
@@ -133,14 +133,11 @@ impl TrialSet {
 
     /// The numbers of the finished trials TPE fits, ascending: those [`crate::hyperopt::sampler::fitted`]
     /// picks from the finished trials with a loss (the below set of all of them and the newest
-    /// [`ABOVE_WINDOW`] others), found without passing over them all.
+    /// [`crate::hyperopt::sampler::ABOVE_WINDOW`] others), found without passing over them all.
     pub fn fitted(&self, opts: &TpeOptions) -> Vec<u64> {
-        let n = self.told.len();
-        let n_below = n.div_ceil(10).min(opts.gamma).min(n);
-        let window = ABOVE_WINDOW.max(10 * n_below);
-        if n <= n_below + window {
+        let Some((n_below, window)) = fit_window(self.told.len(), opts) else {
             return self.told.iter().map(|&(number, _)| number).collect();
-        }
+        };
         // The below set: the lowest losses, the lower number first on ties (`fitted`'s stable ranking).
         let mut below: Vec<u64> = self.ranked.iter().take(n_below).map(|&(_, number)| number).collect();
         below.sort_unstable();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{FAIL_REASON_ATTR, Study, db_now, i64_of, now};
+use super::{FAIL_REASON_ATTR, Study, db_now, i64_of, now, value_rows};
 use crate::Error;
 use crate::hyperopt::db::Val;
 
@@ -217,12 +217,11 @@ impl Study {
         if ids.is_empty() {
             return Ok(());
         }
-        let rows: Vec<String> = (1..=ids.len()).map(|i| format!("(?{i}, {})", db_now(&self.db))).collect();
         self.db.exec(
             &format!(
                 "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES {}
                  ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-                rows.join(", ")
+                value_rows(ids.len(), 1, &format!(", {}", db_now(&self.db)))
             ),
             &ids.iter().map(|&id| Val::I64(id)).collect::<Vec<_>>(),
         )?;
