@@ -214,7 +214,9 @@ fn chaos(storage: &str, workers: usize, scheduled: usize, name: &str, seed: u64)
         }
         let finished = trials.iter().filter(|t| t.finished()).count();
         if kill_at.is_none() && schedule.get(next).is_some_and(|&n| finished >= n) {
-            kill_at = Some(Instant::now() + Duration::from_millis(rng.below(400)));
+            // Within about the time a few trials take (a study of 100 tiny trials runs in seconds), so that
+            // each kill lands before the next one is due and the schedule is spent before the study ends.
+            kill_at = Some(Instant::now() + Duration::from_millis(rng.below(100)));
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {
             (kill_at, next) = (None, next + 1);
@@ -229,7 +231,7 @@ fn chaos(storage: &str, workers: usize, scheduled: usize, name: &str, seed: u64)
                 pool[i] = Some(c.spawn(format!("chaos-w{i}-g{generation}"), None, None));
             }
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
     let summary = format!("seed {seed} (replay: TRADESIM_CHAOS_SEED={seed}), {kills} kills, {aborts} aborts: {log:?}");
     check_report(&c, &summary);
