@@ -9,6 +9,13 @@
 # (scripts/setup-parity.sh; TRADESIM_SKIP_PARITY=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The throwaway virtualenvs take ~8 GB (PyTorch's PyPI wheel brings CUDA's libraries); pip's download cache
+# would keep a second copy of every wheel, so it is off for the setup scripts this runs.
+export PIP_NO_CACHE_DIR=1
+avail_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ "${avail_kb:-0}" -lt $((25 * 1024 * 1024)) ]; then
+  echo "scripts/test.sh: $((avail_kb / 1024 / 1024)) GiB free under $PWD; a first run needs about 25 GiB (target/: builds and virtualenvs)" >&2
+fi
 bash scripts/setup-toolchain.sh
 # The real optuna (a throwaway virtualenv under target/) for the study interop tests.
 TRADESIM_OPTUNA_PYTHON=$(bash scripts/setup-optuna.sh)
