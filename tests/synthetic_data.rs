@@ -10,9 +10,10 @@ use chrono::{DateTime, Duration};
 use num_traits::ToPrimitive;
 use rust_decimal::Decimal;
 use tradesim::Error;
-use tradesim::data::surrogate::{mirrored, placebo};
+use tradesim::data::surrogate::{mirrored, placebo, placebo_universe};
 use tradesim::data::synthetic::{PathConfig, PathKind, generate_path};
-use tradesim::data::{CleanPolicy, MarketBar, Series, load_file};
+use tradesim::data::universe::Universe;
+use tradesim::data::{CleanPolicy, Dataset, MarketBar, Series, load_file};
 
 fn bars(kind: PathKind, n: usize, seed: u64) -> Series {
     let cfg = PathConfig { kind, bars: n, seed, ..PathConfig::default() };
@@ -273,4 +274,77 @@ fn placebo_refuses_what_it_cannot_price() {
             }
         }
     }
+}
+
+/// A universe of `n` seeded random walks, symbol `k` named `S{k}`, with symbol 0's bars at the odd hours
+/// removed when `gaps` (it then has no bar at half the calendar's times).
+fn universe(n: usize, bars: usize, gaps: bool) -> Universe {
+    let mut series: Vec<Series> = (0..n)
+        .map(|k| {
+            let cfg = PathConfig { kind: PathKind::RandomWalk, bars, seed: 40 + k as u64, ..PathConfig::default() };
+            let mut s = generate_path(&cfg).expect("a valid configuration").series.remove(0);
+            s.symbol = format!("S{k}");
+            s
+        })
+        .collect();
+    if gaps {
+        let kept: Vec<MarketBar> = series[0].bars.iter().step_by(2).cloned().collect();
+        series[0].bars = kept;
+    }
+    Universe::new(Dataset { source: "test".to_owned(), synthetic: true, series }, None).expect("a universe")
+}
+
+/// Whether a surrogate's log move `b` keeps the original's `a` (rather than reversing it), judged by which
+/// is nearer: rounding to the tick moves either by far less than the move itself.
+fn kept(a: f64, b: f64) -> bool {
+    (a - b).abs() < (a + b).abs()
+}
+
+#[test]
+fn universe_placebo_uses_one_coin_per_calendar_time_for_every_symbol() {
+    let u = universe(3, 300, false);
+    let p = placebo_universe(&u, 9, 2).expect("positive prices");
+    assert_eq!(p.symbols(), u.symbols());
+    assert_eq!(p.times, u.times, "the calendar is kept");
+    assert!(p.source.contains("placebo 2 of test"), "{}", p.source);
+    // On a full calendar a symbol's bar index is its time's index: each series is the single-series surrogate.
+    for (k, one) in u.series.iter().enumerate() {
+        assert_eq!(p.series[k], placebo(one, 9, 2).expect("positive prices"), "symbol {k}");
+    }
+    // The shared coin: at every time all symbols' bar moves (close over open) are kept or all reversed.
+    let mut mirrored_times = 0;
+    for t in 1..u.n_times() {
+        let coin = mirrored(9, 2, t as u64);
+        mirrored_times += usize::from(coin);
+        for k in 0..3 {
+            let (a, b) = (&u.series[k].bars[t], &p.series[k].bars[t]);
+            let (la, lb) = ((f(a.close) / f(a.open)).ln(), (f(b.close) / f(b.open)).ln());
+            if la.abs() > 1e-3 {
+                assert_eq!(kept(la, lb), !coin, "time {t}, symbol {k}: {la} -> {lb}");
+            }
+        }
+    }
+    assert!((100..200).contains(&mirrored_times), "{mirrored_times} of 299 times mirrored");
+    assert_ne!(p, placebo_universe(&u, 9, 3).expect("positive prices"), "another index");
+}
+
+#[test]
+fn universe_placebo_takes_the_coin_of_each_bars_time_across_gaps() {
+    let u = universe(2, 200, true);
+    let p = placebo_universe(&u, 5, 1).expect("positive prices");
+    assert_eq!(p.series[0].bars.len(), 100, "symbol 0 keeps its own bars, no more");
+    assert_eq!(p.series[1].bars.len(), 200);
+    // Symbol 0's bar i sits at calendar time 2i: its coin is that time's, not its own index's.
+    let (a, b) = (&u.series[0].bars, &p.series[0].bars);
+    let mut checked = 0;
+    for i in 1..a.len() {
+        let (la, lb) = ((f(a[i].close) / f(a[i].open)).ln(), (f(b[i].close) / f(b[i].open)).ln());
+        if la.abs() > 1e-3 {
+            assert_eq!(kept(la, lb), !mirrored(5, 1, 2 * i as u64), "bar {i}: {la} -> {lb}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "{checked} bars checked");
+    assert_consistent(&p.series[0]);
+    assert_consistent(&p.series[1]);
 }

@@ -9,6 +9,13 @@
 //! (falls followed by larger moves) are gone. A strategy that earns on a surrogate earns on the simulator, not
 //! on the market (docs/SYNTHETIC.md).
 //!
+//! [`placebo_universe`] does the same to every symbol of a universe with one coin per calendar time, shared by
+//! all symbols: at a time whose coin says "mirror", every symbol's bar there is mirrored. The cross-section at
+//! each time keeps its shape (correlations, dispersion, which symbols moved together; the ranks of the moves
+//! all reversed or all kept), and what one time's cross-section says about the next time's signs is gone: a
+//! rule such as "tomorrow's best symbol is today's worst" holds under half the coins and reverses under the
+//! other half.
+//!
 //! The arithmetic is Decimal: a mirrored ratio is the inverse ratio (`open'_t = close'_(t-1) * close_(t-1) /
 //! open_t`, `high'_t = open'_t * open_t / low_t`, `low'_t = open'_t * open_t / high_t`, `close'_t = open'_t *
 //! open_t / close_t`; a kept bar multiplies by the original ratios), and every price is rounded to the
@@ -18,7 +25,8 @@
 
 use rust_decimal::Decimal;
 
-use super::{MarketBar, Series};
+use super::universe::Universe;
+use super::{Dataset, MarketBar, Series};
 use crate::Error;
 
 /// The stream base of the placebo coins; [`gpu_kernels::rng::keyed`] puts the surrogate's index above it.
@@ -34,6 +42,28 @@ pub fn mirrored(seed: u64, index: u64, bar: u64) -> bool {
 /// price <= 0 or an open or close outside [low, high], or whose surrogate would round a price to zero at the
 /// input's scale, with an error naming the symbol, the bar and its time.
 pub fn placebo(series: &Series, seed: u64, index: u64) -> Result<Series, Error> {
+    placebo_by(series, |t| mirrored(seed, index, t as u64))
+}
+
+/// The `index`-th placebo surrogate of universe `u` under `seed`: each symbol's series mirrored at the
+/// calendar times whose coin ([`mirrored`] of the time's index on the calendar) says so, the same coin for
+/// every symbol (see the module docs). A symbol's first bar is kept; its later bars are rebuilt from its own
+/// previous bar, also across times where it has none. Errors as [`placebo`]'s, naming the symbol.
+pub fn placebo_universe(u: &Universe, seed: u64, index: u64) -> Result<Universe, Error> {
+    let mut series = Vec::with_capacity(u.n_symbols());
+    for one in &u.series {
+        // Every bar's time is on the calendar (the calendar is the union of the bar times).
+        let times: Vec<u64> = one.bars.iter().map(|b| u.time_index(&b.time).map_or(u64::MAX, |t| t as u64)).collect();
+        series.push(placebo_by(one, |t| mirrored(seed, index, times[t]))?);
+    }
+    let source = format!("placebo {index} of {}", u.source);
+    Universe::new(Dataset { source, synthetic: u.synthetic, series }, None)
+}
+
+/// The surrogate of `series` whose bar `t` (`t >= 1`) is mirrored where `mirror(t)` says so; the first bar is
+/// kept. Refuses prices <= 0, an open or close outside [low, high], and a price that overflows or rounds to
+/// zero, naming the symbol, the bar and its time.
+fn placebo_by(series: &Series, mirror: impl Fn(usize) -> bool) -> Result<Series, Error> {
     let refuse = |t: usize, what: String| {
         let time = series.bars[t].time.to_rfc3339();
         Error::Data(format!("placebo of {}: bar {t} ({time}): {what}", series.symbol))
@@ -57,7 +87,7 @@ pub fn placebo(series: &Series, seed: u64, index: u64) -> Result<Series, Error> 
     let mut bars = Vec::with_capacity(series.bars.len());
     bars.push(first.clone());
     for t in 1..series.bars.len() {
-        let mirror = mirrored(seed, index, t as u64);
+        let mirror = mirror(t);
         let bar =
             surrogate_bar(&series.bars[t - 1], &series.bars[t], &bars[t - 1], mirror, scale, |what| refuse(t, what))?;
         bars.push(bar);
