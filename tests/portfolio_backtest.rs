@@ -137,6 +137,61 @@ fn the_host_refuses_what_a_portfolio_cannot_use() {
     assert!(matches!(err, HostError::Shape { .. }), "{err}");
 }
 
+/// The equal-weight buy-and-hold benchmark without costs: each symbol bought to 1/N of the equity at its
+/// first fill and held, so the final equity is the capital's N parts each grown by its symbol's move from
+/// that open to the last close; a symbol listed later is bought at its first bar's open.
+#[test]
+fn the_equal_weight_hold_buys_each_symbol_once_and_holds_it() {
+    use rust_decimal::Decimal;
+    use tradesim::data::universe::Universe;
+    use tradesim::data::{Dataset, MarketBar, Series};
+    use tradesim::portfolio::{PortfolioRequest, equal_weight_hold, run_portfolios};
+    let time = |d: i64| chrono::DateTime::from_timestamp(1_600_000_000 + d * 86_400, 0).unwrap().fixed_offset();
+    let series = |symbol: &str, first: i64, prices: &[(i64, i64)]| Series {
+        symbol: symbol.to_owned(),
+        bars: prices
+            .iter()
+            .enumerate()
+            .map(|(k, &(o, c))| {
+                let (o, c) = (Decimal::from(o), Decimal::from(c));
+                MarketBar {
+                    time: time(first + k as i64),
+                    open: o,
+                    high: o.max(c),
+                    low: o.min(c),
+                    close: c,
+                    volume: Decimal::ONE,
+                }
+            })
+            .collect(),
+    };
+    // A from day 0, B from day 2 (its first bar's open 40), C from day 0 falling.
+    let a = series("A", 0, &[(10, 10), (10, 12), (12, 14), (14, 15), (15, 16), (16, 20)]);
+    let b = series("B", 2, &[(40, 42), (42, 44), (44, 46), (46, 50)]);
+    let c = series("C", 0, &[(30, 30), (30, 27), (27, 25), (25, 24), (24, 21), (21, 15)]);
+    let universe =
+        Universe::new(Dataset { source: "three".to_owned(), synthetic: true, series: vec![a, b, c] }, None).unwrap();
+    let weights = equal_weight_hold(&universe).unwrap();
+    assert_eq!(weights.orders.len(), 3, "one order a symbol");
+    assert_eq!(weights.orders.iter().map(|o| (o.time, o.symbol)).collect::<Vec<_>>(), [(0, 0), (0, 2), (1, 1)]);
+    let req = PortfolioRequest {
+        capital: Decimal::from(3_000),
+        spread: Decimal::ZERO,
+        commission: Decimal::ZERO,
+        whole_units: false,
+        allow_short: false,
+        bars_per_year: Some(252.0),
+    };
+    let run = run_portfolios(&Backend::Cpu, &universe, &weights, &req).unwrap();
+    // A and C are bought at time 1's opens (10 and 30) with 1,000 each; 1,000 stays in cash. B's order is
+    // decided at time 1's close (equity 1,200 + 900 + 1,000 = 3,100, target 1,033.33) and fills at 40 on
+    // time 2, limited by the 1,000 of cash: 25 units. The end values A's 100 units at 20, C's 33.33 at 15
+    // and B's 25 at 50.
+    let expected = 100.0 * 20.0 + (1_000.0 / 30.0) * 15.0 + (1_000.0 / 40.0) * 50.0;
+    close_to("final equity", run.result.metrics[0].final_equity, expected);
+    assert_eq!(run.result.metrics[0].trades, 6.0, "three buys and three closes at the end");
+}
+
 fn tradesim(args: &[&str]) -> std::process::Output {
     let bin = std::env::var("TRADESIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tradesim").to_owned());
     Command::new(bin).args(args).output().expect("run tradesim")
@@ -189,7 +244,14 @@ fn the_command_backtests_portfolios() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("2 symbols (AAA, BBB) on 20 times") && stdout.contains("Decimal audit"), "{stdout}");
+    assert!(stdout.contains("benchmark: equal-weight buy-and-hold of the 2 symbols: total "), "{stdout}");
     let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // Both symbols rise over the 20 days: the benchmark ends above its capital, after its two buys and two
+    // end-of-data closes.
+    let benchmark = &m["benchmark"];
+    assert_eq!(benchmark["portfolio"], "equal-weight buy-and-hold", "{benchmark}");
+    assert!(benchmark["final_equity"].as_f64().unwrap() > 10_000.0, "{benchmark}");
+    assert_eq!(benchmark["trades"].as_f64(), Some(4.0), "{benchmark}");
     let portfolios = m["portfolios"].as_array().unwrap();
     assert_eq!((portfolios.len(), m["orders"].as_u64(), m["unfilled_orders"].as_u64()), (2, Some(8), Some(0)));
     let fills_text = std::fs::read_to_string(&fills).unwrap();

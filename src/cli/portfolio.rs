@@ -51,9 +51,19 @@ fn run(dataset: Dataset, data: &DataArgs, path: &Path, req: &BacktestArgs, backe
         bars_per_year: req.bars_per_year,
     };
     let run = run_portfolios(&backend, &universe, &weights, &request)?;
+    let benchmark = run_portfolios(&backend, &universe, &crate::portfolio::equal_weight_hold(&universe)?, &request)?;
+    let benchmark = &benchmark.result.metrics[0];
     print_summary(&universe, &weights, &run, &backend);
     print_table(&universe, &weights, &run, req.top)?;
-    write_outputs(&universe, &weights, &run, req)
+    println!(
+        "benchmark: {} of the {} symbols: total {:.2}%, Sharpe {:.3}, max drawdown {:.2}% (flat: 0%)",
+        crate::portfolio::EQUAL_WEIGHT_HOLD,
+        universe.n_symbols(),
+        100.0 * benchmark.total_return,
+        benchmark.sharpe,
+        100.0 * benchmark.max_drawdown
+    );
+    write_outputs(&universe, &weights, &run, benchmark, req)
 }
 
 /// The data, the universe and the weights in a few lines; the orders that cannot fill, with examples.
@@ -138,6 +148,7 @@ fn write_outputs(
     universe: &Universe,
     weights: &TargetWeights,
     run: &PortfolioRun,
+    benchmark: &crate::Metrics,
     req: &BacktestArgs,
 ) -> Result<(), Error> {
     if let Some(path) = &req.json {
@@ -161,6 +172,11 @@ fn write_outputs(
                 "orders": weights.orders.len(),
                 "unfilled_orders": weights.unfilled.len(),
                 "portfolios": portfolios,
+                "benchmark": super::backtest::metrics_row(
+                    [("portfolio", crate::portfolio::EQUAL_WEIGHT_HOLD.into())],
+                    serde_json::Value::Null,
+                    benchmark
+                ),
             }),
         )?;
         println!("JSON: {}", path.display());

@@ -86,6 +86,41 @@ pub fn run_portfolios(
     Ok(PortfolioRun { names: weights.portfolios.clone(), result, order, bars_per_year, seconds, decimals })
 }
 
+/// The name of [`equal_weight_hold`]'s portfolio.
+pub const EQUAL_WEIGHT_HOLD: &str = "equal-weight buy-and-hold";
+
+/// The universe's equal-weight buy-and-hold, as target weights: each symbol bought once to `1/N` of the
+/// account's equity at its first fill (the close of the last time before the symbol's first bar after
+/// calendar time 0, filled at that bar's open; a symbol listed from the start is bought at time 1's open)
+/// and never traded again (closed with the account at the end of the data). The benchmark a portfolio of
+/// the universe is judged against, beside flat (cash).
+pub fn equal_weight_hold(universe: &Universe) -> Result<TargetWeights, Error> {
+    let n = universe.n_symbols();
+    let weight = Decimal::ONE / Decimal::from(n as u64);
+    let mut rows = Vec::with_capacity(n);
+    for (s, series) in universe.series.iter().enumerate() {
+        // The first time whose next time has a bar of this symbol: its order can fill there.
+        let Some(t) = (0..universe.n_times().saturating_sub(1)).find(|&t| universe.bar(t + 1, s).is_some()) else {
+            continue;
+        };
+        rows.push(crate::data::weights::WeightRow {
+            row: rows.len() + 2,
+            time: universe.times[t],
+            symbol: series.symbol.clone(),
+            weights: vec![Some(weight)],
+        });
+    }
+    let table = crate::data::weights::WeightTable {
+        file: EQUAL_WEIGHT_HOLD.to_owned(),
+        portfolios: vec![EQUAL_WEIGHT_HOLD.to_owned()],
+        time_column: "time".to_owned(),
+        symbol_column: "symbol".to_owned(),
+        rows,
+    };
+    TargetWeights::new(table, universe, false)
+        .map_err(|report| Error::Data(format!("{EQUAL_WEIGHT_HOLD} of {}: {report}", universe.label())))
+}
+
 impl PortfolioRun {
     /// The rank (1 = best) of portfolio `c`.
     pub fn rank_of(&self, c: usize) -> usize {
