@@ -270,6 +270,11 @@ fn the_command_backtests_portfolios() {
         let final_equity = row["final_equity"].as_f64().unwrap();
         assert!((cash - final_equity).abs() < 1e-6, "{name}: fills give {cash}, final equity {final_equity}");
         assert_eq!(last_equity[c], final_equity, "{name}");
+        // Each symbol's contribution is its own fills' cash; together they are the profit.
+        let by_symbol = &row["contributions"];
+        let (a, b) = (by_symbol["AAA"].as_f64().unwrap(), by_symbol["BBB"].as_f64().unwrap());
+        assert!((a + b - (final_equity - 10_000.0)).abs() < 1e-6, "{name}: {a} + {b} vs {final_equity}");
+        assert!(a != 0.0 && b != 0.0, "{name}: both symbols traded");
     }
     std::fs::write(&weights_path, "date,symbol,half\n2021-03-01,AAA,0.5\n2021-03-01,ZZZ,0.5\n").unwrap();
     let out = tradesim(&["backtest", "--data", &p(&data_path), "--weights", &p(&weights_path), "--device", "cpu"]);

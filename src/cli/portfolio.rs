@@ -158,7 +158,19 @@ fn write_outputs(
             .iter()
             .enumerate()
             .map(|(c, m)| {
-                super::backtest::metrics_row([("portfolio", run.names[c].clone().into())], run.rank_of(c).into(), m)
+                let mut row = super::backtest::metrics_row(
+                    [("portfolio", run.names[c].clone().into())],
+                    run.rank_of(c).into(),
+                    m,
+                );
+                let by_symbol: serde_json::Map<String, serde_json::Value> = universe
+                    .symbols()
+                    .iter()
+                    .zip(run.contributions(c, universe.n_symbols()))
+                    .map(|(s, v)| ((*s).to_owned(), crate::json::number(v)))
+                    .collect();
+                row["contributions"] = by_symbol.into();
+                row
             })
             .collect();
         crate::json::write(

@@ -122,6 +122,21 @@ pub fn equal_weight_hold(universe: &Universe) -> Result<TargetWeights, Error> {
 }
 
 impl PortfolioRun {
+    /// Portfolio `c`'s profit or loss by symbol (`n_symbols` of them): the cash each symbol's fills paid and
+    /// received, commissions included (`-sum(units x price + commission)`). Every position is closed at the
+    /// end of the data (or at bankruptcy), so the contributions add up to the final equity minus the capital.
+    /// Empty when the run kept no ledger.
+    pub fn contributions(&self, c: usize, n_symbols: usize) -> Vec<f64> {
+        if self.result.fills.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![0.0; n_symbols];
+        for f in self.result.column_fills(c) {
+            out[f.symbol as usize] -= f.units * f.price + f.commission;
+        }
+        out
+    }
+
     /// The rank (1 = best) of portfolio `c`.
     pub fn rank_of(&self, c: usize) -> usize {
         self.order.iter().position(|&x| x == c).map_or(0, |r| r + 1)
