@@ -2,7 +2,10 @@
 //! hand-checkable numbers (a buy with the whole account, a long/short rebalance to half each, a hold, the
 //! truncation that keeps the ended episode's equity, units and time and restarts the env flat); the
 //! observation's account columns; the same bits from the same seed; a restart of one env leaving the others
-//! as they are; the refusals.
+//! as they are (CPU and GPU); the refusals; the CUDA backend against the CPU, bit for bit (skipped without a
+//! GPU, failed under `REQUIRE_GPU=1`).
+
+mod common;
 
 use tradesim::data::synthetic::{GeneratorConfig, generate};
 use tradesim::data::universe::Universe;
@@ -72,44 +75,57 @@ fn a_buy_a_rebalance_and_a_hold_by_hand() {
     assert_eq!(account_columns(env.observations(), 0), [0.0, 0.0, 0.0]);
 }
 
-/// Five synthetic symbols, 2 trials x 3 envs: random actions from a fixed stream give the same bits in two
-/// envs of the same seed, and `reset(seed)` replays them; another seed draws other start times.
-#[test]
-fn the_same_seed_gives_the_same_bits() {
+/// 120 steps of 2 trials x 3 envs over five synthetic symbols with actions from a fixed stream, every
+/// output as bits, and how many episodes ended.
+fn trace(backend: &Backend, seed: u64) -> (Vec<u64>, usize) {
     let cfg = GeneratorConfig { bars: 300, symbols: 5, seed: 11, ..GeneratorConfig::default() };
     let u = Universe::new(generate(&cfg), None).unwrap();
     let params = [TrialParams::frictionless(10_000.0), TrialParams { spread: 0.001, ..TrialParams::frictionless(5e4) }];
-    let run = |env: &mut PortfolioVectorEnv| {
-        let mut trace = Vec::new();
-        for i in 0..120u64 {
-            let actions: Vec<u8> = (0..6 * 5).map(|k| ((i * 31 + k * 7) % 3) as u8).collect();
-            env.step(&actions).unwrap();
-            trace.extend(env.observations().iter().map(|x| f64::from(x.to_bits())));
-            trace.extend(env.equity().iter().map(|x| x.to_bits() as f64));
-            trace.extend(env.rewards().iter().map(|x| f64::from(x.to_bits())));
-            trace.extend(env.final_mask().iter().map(|&m| f64::from(u8::from(m))));
-        }
-        trace
-    };
-    let mut a = PortfolioVectorEnv::new(&Backend::Cpu, &u, &params, 3, 50, 5).unwrap();
-    let mut b = PortfolioVectorEnv::new(&Backend::Cpu, &u, &params, 3, 50, 5).unwrap();
-    let first = run(&mut a);
-    assert_eq!(first, run(&mut b));
-    assert!(a.final_mask().len() == 6 && first.iter().any(|&x| x != 0.0));
-    a.reset(Some(5)).unwrap();
-    assert_eq!(run(&mut a), first);
-    let c = PortfolioVectorEnv::new(&Backend::Cpu, &u, &params, 3, 50, 6).unwrap();
-    assert_ne!(c.time(), PortfolioVectorEnv::new(&Backend::Cpu, &u, &params, 3, 50, 5).unwrap().time());
+    let mut env = PortfolioVectorEnv::new(backend, &u, &params, 3, 50, seed).unwrap();
+    let (mut trace, mut ends) = (Vec::new(), 0);
+    for i in 0..120u64 {
+        let actions: Vec<u8> = (0..6 * 5).map(|k| ((i * 31 + k * 7) % 3) as u8).collect();
+        env.step(&actions).unwrap();
+        trace.extend(env.observations().iter().map(|x| u64::from(x.to_bits())));
+        trace.extend(env.equity().iter().chain(env.units()).map(|x| x.to_bits()));
+        trace.extend(env.rewards().iter().map(|x| u64::from(x.to_bits())));
+        trace.extend(env.final_mask().iter().chain(env.truncated()).map(|&m| u64::from(m)));
+        trace.extend(env.time().iter().map(|&t| u64::from(t)));
+        ends += env.final_mask().iter().filter(|&&m| m).count();
+    }
+    if seed == 5 {
+        // reset(seed) replays the run from its start.
+        env.reset(Some(5)).unwrap();
+        let first = env.observations().to_vec();
+        let fresh = PortfolioVectorEnv::new(backend, &u, &params, 3, 50, 5).unwrap();
+        assert_eq!(first, fresh.observations());
+    }
+    (trace, ends)
+}
+
+/// The same seed gives the same bits; another seed draws other start times; episodes end within the run.
+#[test]
+fn the_same_seed_gives_the_same_bits() {
+    let first = trace(&Backend::Cpu, 5);
+    assert_eq!(first, trace(&Backend::Cpu, 5));
+    assert_ne!(first.0, trace(&Backend::Cpu, 6).0);
+    assert!(first.1 >= 6, "every env ended an episode of 50 steps within 120: {}", first.1);
+}
+
+/// The CUDA backend steps the same bits as the CPU (its restart included).
+#[test]
+fn gpu_matches_cpu_bit_for_bit() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    assert_eq!(trace(&gpu, 5), trace(&Backend::Cpu, 5));
 }
 
 /// `restart` starts over the envs it names and leaves the others' accounts and units as they were.
-#[test]
-fn a_restart_leaves_the_other_envs_alone() {
+fn a_restart_leaves_the_other_envs_alone(backend: &Backend) {
     let bar =
         |open: f64, close: f64| tradesim::Bar { open, high: close.max(open), low: close.min(open), close, sigma: 0.0 };
     let bars = vec![bar(10.0, 10.0), bar(10.0, 12.0), bar(12.0, 13.0), bar(13.0, 13.0)];
     let market = UniverseMarket::new(bars, vec![1; 4], 1).unwrap();
-    let mut batch = PortfolioEnvBatch::new(&Backend::Cpu, &market, &[TrialParams::frictionless(1_000.0)], 2).unwrap();
+    let mut batch = PortfolioEnvBatch::new(backend, &market, &[TrialParams::frictionless(1_000.0)], 2).unwrap();
     batch.reset(&[(0, 3), (0, 3)]).unwrap();
     batch.scan(&[1, 1], 1).unwrap();
     batch.restart(&[(1, (1, 3))]).unwrap();
@@ -118,6 +134,7 @@ fn a_restart_leaves_the_other_envs_alone() {
     assert_eq!((units[1], accounts[1].equity, accounts[1].bar), (0.0, 1_000.0, 1));
     assert!(batch.restart(&[(2, (0, 3))]).is_err() && batch.restart(&[(0, (2, 4))]).is_err());
 }
+test_device!(a_restart_leaves_the_other_envs_alone);
 
 /// Episodes that do not fit, an action code of 3 and a wrong number of actions are refused, naming what is
 /// wrong; a refused step moves no env.
