@@ -133,6 +133,15 @@ class VectorEnv(gym.vector.VectorEnv):
     ``split`` the episodes cover all the bars, features normalized over all of them.
     :func:`tradesim.greedy_walk` scores a policy on a split as the trainer does.
 
+    **Universes.** Data of several symbols (a long frame with a ``symbol`` column, a path or ``Bars``)
+    without ``symbol=``, a dict ``{symbol: frame}``, or ``symbols=[...]`` (which chooses and orders them)
+    make each env one cash account over the universe's N symbols (the portfolio env): actions are one code
+    per symbol (``single_action_space`` is ``MultiDiscrete([3] * N)``, ``step`` takes ``(num_envs, N)``
+    integers), observations ``N`` rows of ``feature_names`` (the universe features, then ``position``,
+    ``weight``, ``equity_return``), ``symbols`` and ``times`` (the calendar) name them, and
+    :meth:`positions` gives every env's positions as a DataFrame indexed by ``(env, symbol)``. Numpy arrays
+    only; ``split`` is for one series. docs/PYTHON.md, "Universes", has the rules.
+
     ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``. ``data`` is
     anything :func:`tradesim.load` takes, with ``time_unit``, ``symbol``, ``drop`` and ``repair`` as there;
     ``allow_short``, ``whole_units`` and ``copy`` are ``bool``.
