@@ -257,3 +257,21 @@ def test_the_gpu_steps_the_same_bits_as_the_cpu():
         return out
 
     assert all(a.tobytes() == b.tobytes() for a, b in zip(run("cpu"), run("cuda")))
+
+
+def test_gymnasium_s_wrappers_and_make_take_a_universe():
+    """The default next_step mode with Gymnasium's vector wrappers: FlattenObservation flattens the rows,
+    RecordEpisodeStatistics sums the episode's rewards (both long: 50 A at 10 and 25 B at 20, held to the
+    closes 13 and 17: 1,075); gymnasium.make and make_vec pass the universe through."""
+    env = gym.wrappers.vector.RecordEpisodeStatistics(
+        gym.wrappers.vector.FlattenObservation(tradesim.VectorEnv(long_frame(), envs=2, **FREE)))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2, 2 * 58) and env.single_observation_space.shape == (2 * 58,)
+    for _ in range(3):
+        obs, reward, terminated, truncated, info = env.step(np.ones((2, 2), dtype=np.int64))
+    assert truncated.all() and info["episode"]["l"].tolist() == [3, 3]
+    assert info["episode"]["r"] == pytest.approx([math.log(1075 / 1000)] * 2, rel=1e-6)
+    one = gym.make("tradesim/Trading-v0", data={"A": frame("A"), "B": frame("B")}, **FREE)
+    assert one.action_space == gym.spaces.MultiDiscrete([3, 3])
+    vec = gym.make_vec("tradesim/Trading-v0", num_envs=3, data=long_frame(), **FREE)
+    assert vec.unwrapped.symbols == ("A", "B") and vec.action_space.shape == (3, 2)

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import gymnasium as gym
 import numpy as np
 
-from . import Number, _decimal, _flag, _load, _native, _pandas, _select, _text, _whole, embedded, load
+from . import Number, _decimal, _flag, _load, _native, _pandas, _select, _text, _whole, embedded
 from . import _universe
 from ._errors import ConfigError, TradesimError, pythonic
 
