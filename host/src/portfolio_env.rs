@@ -42,6 +42,16 @@ fn check_portfolio_params(trial: usize, p: &TrialParams) -> Result<(), HostError
     Ok(())
 }
 
+/// Refuses env `env`'s segment unless `start <= end < times`.
+fn check_segment(env: usize, (start, end): (usize, usize), times: usize) -> Result<(), HostError> {
+    if start > end || end >= times {
+        return Err(HostError::Config(format!(
+            "env {env}: segment [{start}, {end}] must have start <= end < times ({times})"
+        )));
+    }
+    Ok(())
+}
+
 impl PortfolioEnvBatch {
     /// `params.len()` trials of `envs_per_trial` envs each on `market`, every env flat with its trial's capital
     /// and done (a segment of no steps) until [`Self::reset`] gives it a segment.
@@ -108,10 +118,8 @@ impl PortfolioEnvBatch {
                 got: segments.len(),
             });
         }
-        if let Some((env, &(start, end))) = segments.iter().enumerate().find(|(_, (s, e))| s > e || *e >= times) {
-            return Err(HostError::Config(format!(
-                "env {env}: segment [{start}, {end}] must have start <= end < times ({times})"
-            )));
+        for (env, &segment) in segments.iter().enumerate() {
+            check_segment(env, segment, times)?;
         }
         let segments: Vec<(u32, u32)> = segments.iter().map(|&(s, e)| (s as u32, e as u32)).collect();
         match &mut self.inner {
@@ -121,6 +129,29 @@ impl PortfolioEnvBatch {
             }
             #[cfg(feature = "cuda")]
             Inner::Cuda(c) => c.reset(&segments),
+        }
+    }
+
+    /// The envs of `restarts` (`(env, (start, end))`) start over flat with their trial's capital on their
+    /// segments, as [`Self::reset`] starts every env; the other envs keep their accounts and positions. A
+    /// vector env's autoreset: the envs whose episode ended take their next one.
+    pub fn restart(&mut self, restarts: &[(usize, (usize, usize))]) -> Result<(), HostError> {
+        let (n_envs, times) = (self.n_envs(), self.args.n_times as usize);
+        for &(env, segment) in restarts {
+            if env >= n_envs {
+                return Err(HostError::Config(format!("restart of env {env}: the batch has {n_envs} envs")));
+            }
+            check_segment(env, segment, times)?;
+        }
+        let restarts: Vec<(usize, (u32, u32))> =
+            restarts.iter().map(|&(e, (s, t))| (e, (s as u32, t as u32))).collect();
+        match &mut self.inner {
+            Inner::Cpu(c) => {
+                c.restart(&restarts);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(c) => c.restart(&restarts),
         }
     }
 

@@ -5,12 +5,13 @@
 //! This file registers the module. `convert` holds what its parts share: the exceptions and the conversion
 //! of library errors to them, and the parsing of device and money parameters; `data` holds `Bars` and its
 //! loaders, `jobs` the backtest, the search and the device query, `vector` the vector env and the split
-//! walk, `dlpack` the DLPack exchange of the env's buffers and actions.
+//! walk, `universe` the portfolio env over a universe, `dlpack` the DLPack exchange of the env's buffers and actions.
 
 mod convert;
 mod data;
 mod dlpack;
 mod jobs;
+mod universe;
 mod vector;
 
 use pyo3::prelude::*;
@@ -25,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<data::Bars>()?;
     m.add_class::<vector::NativeVectorEnv>()?;
     m.add_class::<vector::NativeSplitWalk>()?;
+    m.add_class::<universe::NativePortfolioEnv>()?;
     m.add_class::<dlpack::DlpackArray>()?;
     m.add_function(wrap_pyfunction!(data::load_columns, m)?)?;
     m.add_function(wrap_pyfunction!(data::load_file, m)?)?;
@@ -36,5 +38,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(jobs::backtest, m)?)?;
     m.add_function(wrap_pyfunction!(jobs::hyperopt, m)?)?;
     m.add_function(wrap_pyfunction!(vector::market_feature_names, m)?)?;
+    m.add_function(wrap_pyfunction!(universe::universe_feature_names, m)?)?;
     Ok(())
 }

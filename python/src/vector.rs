@@ -16,6 +16,53 @@ use crate::convert::{config_error, money, to_py};
 use crate::data::Bars;
 use crate::dlpack;
 
+/// Each trial's capital, spread and commission: one value for every trial, or one per trial.
+pub(crate) struct TrialMoney {
+    capital: Vec<Decimal>,
+    spread: Vec<Decimal>,
+    commission: Vec<Decimal>,
+}
+
+impl TrialMoney {
+    /// Reads the three parameters for `trials` trials, naming the one refused.
+    pub(crate) fn new(
+        trials: usize,
+        capital: &[Bound<'_, PyAny>],
+        spread: &[Bound<'_, PyAny>],
+        commission: &[Bound<'_, PyAny>],
+    ) -> PyResult<Self> {
+        let per_trial = |name: &str, values: &[Bound<'_, PyAny>]| -> PyResult<Vec<Decimal>> {
+            match values.len() {
+                1 => Ok(vec![money(name, &values[0])?; trials]),
+                n if n == trials => values.iter().map(|v| money(name, v)).collect(),
+                n => Err(config_error(format!("{name}: {n} values for {trials} trials (give 1 or {trials})"))),
+            }
+        };
+        Ok(Self {
+            capital: per_trial("capital", capital)?,
+            spread: per_trial("spread", spread)?,
+            commission: per_trial("commission", commission)?,
+        })
+    }
+
+    /// Each trial's parameters (its key the trial's index, `w_cost` the reward's cost weight).
+    pub(crate) fn params(
+        &self,
+        allow_short: bool,
+        whole_units: bool,
+        w_cost: f64,
+    ) -> Result<Vec<tradesim::TrialParams>, Error> {
+        (0..self.capital.len())
+            .map(|t| {
+                let (capital, spread, commission) = (self.capital[t], self.spread[t], self.commission[t]);
+                let decimals =
+                    tradesim::audit::DecimalParams::account(capital, spread, commission, whole_units, allow_short);
+                Ok(tradesim::TrialParams { key: t as u64, w_cost, ..decimals.to_params()? })
+            })
+            .collect()
+    }
+}
+
 /// K trials x E envs of the fused environment ([`tradesim::vector::VectorEnv`]). The arrays of
 /// `buffers()` are numpy views of the env's own buffers (no copies): every `step` and
 /// `reset` overwrites them in place.
@@ -31,7 +78,7 @@ pub struct NativeVectorEnv {
 /// # Safety
 /// `data` must stay allocated, unmoved and unresized for as long as `owner` lives (the env's buffers are
 /// sized once in `VectorEnv::new` and only overwritten in place).
-unsafe fn view<'py, T: numpy::Element>(
+pub(crate) unsafe fn view<'py, T: numpy::Element>(
     owner: &Bound<'py, PyAny>,
     data: &[T],
     shape: &[usize],
@@ -72,31 +119,11 @@ impl NativeVectorEnv {
         if !w_cost.is_finite() {
             return Err(config_error(format!("w_cost={w_cost}: a finite number")));
         }
-        // One value for every trial, or one per trial.
-        let per_trial = |name: &str, values: &[Bound<'_, PyAny>]| -> PyResult<Vec<Decimal>> {
-            match values.len() {
-                1 => Ok(vec![money(name, &values[0])?; trials]),
-                n if n == trials => values.iter().map(|v| money(name, v)).collect(),
-                n => Err(config_error(format!("{name}: {n} values for {trials} trials (give 1 or {trials})"))),
-            }
-        };
-        let (capital, spread, commission) =
-            (per_trial("capital", &capital)?, per_trial("spread", &spread)?, per_trial("commission", &commission)?);
+        let money = TrialMoney::new(trials, &capital, &spread, &commission)?;
         let device = crate::convert::device(device)?;
         let dataset = &bars.dataset;
         let made = py.detach(|| -> Result<VectorEnv, Error> {
-            let params = (0..trials)
-                .map(|t| {
-                    let decimals = tradesim::audit::DecimalParams::account(
-                        capital[t],
-                        spread[t],
-                        commission[t],
-                        whole_units,
-                        allow_short,
-                    );
-                    Ok(tradesim::TrialParams { key: t as u64, w_cost, ..decimals.to_params()? })
-                })
-                .collect::<Result<Vec<_>, Error>>()?;
+            let params = money.params(allow_short, whole_units, w_cost)?;
             let backend = tradesim::select_backend(device)?;
             let series = dataset.select(symbol.as_deref())?;
             let mut env = match part {

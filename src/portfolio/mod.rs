@@ -5,6 +5,7 @@
 //! per-bar equity).
 
 pub mod audit;
+pub mod env;
 
 use std::time::Instant;
 

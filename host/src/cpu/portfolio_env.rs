@@ -44,6 +44,15 @@ impl CpuPortfolioEnv {
         self.units.fill(0.0);
     }
 
+    /// The envs of `restarts` flat with their trial's capital on their segments (checked by the caller).
+    pub(crate) fn restart(&mut self, restarts: &[(usize, (u32, u32))]) {
+        let (ept, n) = (self.envs_per_trial, self.n_symbols);
+        for &(env, (start, end)) in restarts {
+            self.accounts[env] = AccountState::new(&self.params[env / ept], start, end);
+            self.units[env * n..(env + 1) * n].fill(0.0);
+        }
+    }
+
     /// `args.steps` steps of every env with checked `actions`.
     pub(crate) fn scan(&mut self, args: &PortfolioEnvArgs, actions: &[u8]) -> PortfolioScan {
         let (n, steps, n_envs, ept) = (self.n_symbols, args.steps as usize, args.n_envs(), self.envs_per_trial);

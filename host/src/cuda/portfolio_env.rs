@@ -81,6 +81,21 @@ impl CudaPortfolioEnv {
         self.stream.synchronize().map_err(up("waiting for the reset"))
     }
 
+    /// The envs of `restarts` flat with their trial's capital on their segments (checked by the caller):
+    /// each one's account uploaded and its units zeroed in place.
+    pub(crate) fn restart(&mut self, restarts: &[(usize, (u32, u32))]) -> Result<(), HostError> {
+        let n = self.cells / self.accounts.len().max(1);
+        let up = |what: &'static str| HostError::driver(what);
+        for &(env, (start, end)) in restarts {
+            let account = [Dev(AccountState::new(&self.host_params[env / self.envs_per_trial], start, end))];
+            let mut slot = self.accounts.slice_mut(env..env + 1);
+            self.stream.memcpy_htod(&account, &mut slot).map_err(up("uploading an account"))?;
+            let mut units = self.units.slice_mut(env * n..(env + 1) * n);
+            self.stream.memset_zeros(&mut units).map_err(up("zeroing units"))?;
+        }
+        self.stream.synchronize().map_err(up("waiting for the restart"))
+    }
+
     /// `args.steps` steps of every env with checked `actions`: one launch.
     pub(crate) fn scan(&mut self, args: &PortfolioEnvArgs, actions: &[u8]) -> Result<PortfolioScan, HostError> {
         let outcomes = args.steps as usize * args.n_envs();

@@ -40,6 +40,7 @@ def load_columns(
     time_unit: Optional[str] = None,
 ) -> Bars: ...
 def market_feature_names() -> list[str]: ...
+def universe_feature_names() -> list[str]: ...
 def load_file(
     path: str, drop: Sequence[str], repair: Sequence[str], time_unit: Optional[str] = None, symbol: Optional[str] = None
 ) -> Bars: ...
@@ -125,6 +126,47 @@ class VectorEnv:
     def step(self, actions: Any) -> None:
         """``actions``: integer codes as a numpy array or sequence, or (CUDA) a DLPack array on the env's
         device (e.g. a ``torch.Tensor``), read there without a copy."""
+
+class PortfolioEnv:
+    """K trials x E portfolio envs over a universe, an action per symbol (use :class:`tradesim.VectorEnv`)."""
+
+    def __init__(
+        self,
+        bars: Bars,
+        symbols: Optional[Sequence[str]],
+        trials: int,
+        envs: int,
+        episode_len: int,
+        seed: int,
+        capital: Sequence[Any],
+        spread: Sequence[Any],
+        commission: Sequence[Any],
+        allow_short: bool,
+        whole_units: bool,
+        device: str,
+        w_cost: float = 0.0,
+    ) -> None:
+        """``symbols``: the universe's symbols in order (None: every symbol of ``bars``); money parameters:
+        one value for every trial or one per trial; ``w_cost``: the reward's cost weight."""
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def obs_per_symbol(self) -> int: ...
+    @property
+    def symbols(self) -> list[str]: ...
+    @property
+    def times(self) -> list[int]:
+        """The calendar, nanoseconds since 1970 UTC."""
+    @property
+    def device(self) -> str: ...
+    def buffers(self) -> dict[str, npt.NDArray[Any]]:
+        """Read-only views of the env's own buffers by name: ``obs``, ``final_obs`` (envs x symbols x
+        floats), ``rewards``, ``terminated``, ``truncated``, ``final_mask``, ``equity``, ``final_equity``,
+        ``costs``, ``time``, ``final_time`` (envs), ``units``, ``final_units`` (envs x symbols). Overwritten
+        in place by every step and reset."""
+    def reset(self, seed: Optional[int] = None) -> None: ...
+    def step(self, actions: npt.NDArray[np.uint8]) -> None:
+        """``actions``: envs x symbols uint8 codes (0 flat, 1 long, 2 short), env-major."""
 
 class SplitWalk:
     """One env walking a part of ``tradesim train``'s time split (use :func:`tradesim.greedy_walk`)."""

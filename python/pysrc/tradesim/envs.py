@@ -8,7 +8,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import gymnasium as gym
 import numpy as np
 
-from . import Number, _decimal, _flag, _native, _select, _text, _whole, embedded, load
+from . import Number, _decimal, _flag, _load, _native, _pandas, _select, _text, _whole, embedded
+from . import _universe
 from ._errors import ConfigError, TradesimError, pythonic
 
 __all__ = ["VectorEnv", "TradingEnv"]
@@ -37,8 +38,11 @@ def _on_device(actions: Any) -> bool:
     return device is not None and not isinstance(actions, np.ndarray) and device()[0] != 1
 
 
-def _actions(actions: Any, n: int) -> np.ndarray:
+def _actions(actions: Any, n: int, symbols: Optional[Sequence[str]] = None) -> np.ndarray:
+    """Checked action codes as uint8: ``n`` of them, or ``n x len(symbols)`` for a universe's envs."""
     a = np.asarray(actions)
+    if symbols is not None:
+        return _symbol_actions(a, n, symbols)
     if a.shape != (n,):
         raise ConfigError(f"actions: shape {a.shape} for {n} envs")
     if a.dtype != np.uint8:
@@ -48,6 +52,22 @@ def _actions(actions: Any, n: int) -> np.ndarray:
             raise ConfigError("actions: codes are 0 (flat), 1 (long) or 2 (short)")
         a = a.astype(np.uint8)
     return np.ascontiguousarray(a)
+
+
+def _symbol_actions(a: np.ndarray, n: int, symbols: Sequence[str]) -> np.ndarray:
+    """A universe's actions: shape ``(n, len(symbols))``, integer codes 0, 1 or 2, the first bad one named
+    by its env and symbol."""
+    if a.shape != (n, len(symbols)):
+        raise ConfigError(f"actions: shape {a.shape}, expected ({n}, {len(symbols)}): {n} envs x {len(symbols)} symbols")
+    if a.dtype != np.uint8 and not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"actions: integer codes 0 (flat), 1 (long), 2 (short), got dtype {a.dtype}")
+    bad = np.argwhere((a < 0) | (a > 2))
+    if len(bad):
+        env, s = (int(x) for x in bad[0])
+        raise ConfigError(
+            f"actions[{env}, {s}] = {a[env, s]} (env {env}, symbol {symbols[s]!r}): codes are 0 (flat), 1 (long) or 2 (short)"
+        )
+    return np.ascontiguousarray(a, dtype=np.uint8)
 
 
 def _autoreset_mode(value: Any) -> gym.vector.AutoresetMode:
@@ -113,6 +133,15 @@ class VectorEnv(gym.vector.VectorEnv):
     ``split`` the episodes cover all the bars, features normalized over all of them.
     :func:`tradesim.greedy_walk` scores a policy on a split as the trainer does.
 
+    **Universes.** Data of several symbols (a long frame with a ``symbol`` column, a path or ``Bars``)
+    without ``symbol=``, a dict ``{symbol: frame}``, or ``symbols=[...]`` (which chooses and orders them)
+    make each env one cash account over the universe's N symbols (the portfolio env): actions are one code
+    per symbol (``single_action_space`` is ``MultiDiscrete([3] * N)``, ``step`` takes ``(num_envs, N)``
+    integers), observations ``N`` rows of ``feature_names`` (the universe features, then ``position``,
+    ``weight``, ``equity_return``), ``symbols`` and ``times`` (the calendar) name them, and
+    :meth:`positions` gives every env's positions as a DataFrame indexed by ``(env, symbol)``. Numpy arrays
+    only; ``split`` is for one series. docs/PYTHON.md, "Universes", has the rules.
+
     ``num_envs`` (what ``gymnasium.make_vec`` passes) sets ``envs`` to ``num_envs // trials``. ``data`` is
     anything :func:`tradesim.load` takes, with ``time_unit``, ``symbol``, ``drop`` and ``repair`` as there;
     ``allow_short``, ``whole_units`` and ``copy`` are ``bool``.
@@ -128,6 +157,7 @@ class VectorEnv(gym.vector.VectorEnv):
         episode_len: int = 256,
         seed: int = 0,
         symbol: Optional[str] = None,
+        symbols: Optional[Sequence[str]] = None,
         capital: Number = "100000",
         spread: Number = "0.0002",
         commission: Number = "0.0001",
@@ -169,16 +199,43 @@ class VectorEnv(gym.vector.VectorEnv):
             raise ConfigError(f"copy=True: numpy arrays only (arrays={arrays!r})")
         money = (_per_trial("capital", capital, trials), _per_trial("spread", spread, trials),
                  _per_trial("commission", commission, trials))
+        if symbols is not None and symbol is not None:
+            raise ConfigError("symbol and symbols: give one (symbol= runs one series, symbols= a universe)")
+        universe = symbols is not None
+        names = None if symbols is None else _universe.symbol_names(data, symbols)
+        origin = None
         if data is None:
             bars = _select(embedded(), symbol)
         else:
-            bars = load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
-        with pythonic():
-            self._env = _native.VectorEnv(
-                bars, None if symbol is None else _text("symbol", symbol), trials, envs, episode_len, seed,
-                *money, allow_short, whole_units, _text("device", device), arrays == "numpy",
-                None if split is None else _text("split", split), float(w_cost),
-            )
+            if _universe.is_frame_dict(data):
+                if symbol is not None:
+                    raise ConfigError("symbol: a dict of frames is a universe; choose its symbols with symbols=")
+                data, universe = _universe.long_frame(data), True
+            bars, origin = _load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
+        # A universe: symbols= chosen, a dict of frames, or data of several symbols without symbol=.
+        universe = universe or (symbol is None and len(bars.symbols) > 1)
+        #: The universe's symbols, in the order of the observations' rows and the actions' columns (None for
+        #: one series).
+        self.symbols: Optional[tuple[str, ...]] = None
+        if universe:
+            if arrays != "numpy":
+                raise ConfigError(f"arrays={arrays!r}: a universe's env has numpy arrays only")
+            if split is not None:
+                raise ConfigError(f"split={split!r}: one series only (a universe's episodes cover all its times)")
+            if names is not None:
+                names = _universe.chosen_symbols(bars.symbols, names)
+            with pythonic():
+                self._env = _native.PortfolioEnv(
+                    bars, names, trials, envs, episode_len, seed, *money, allow_short, whole_units,
+                    _text("device", device), float(w_cost),
+                )
+        else:
+            with pythonic():
+                self._env = _native.VectorEnv(
+                    bars, None if symbol is None else _text("symbol", symbol), trials, envs, episode_len, seed,
+                    *money, allow_short, whole_units, _text("device", device), arrays == "numpy",
+                    None if split is None else _text("split", split), float(w_cost),
+                )
         self.arrays = arrays
         self.copy = bool(copy) or next_step
         self.num_envs = self._env.num_envs
@@ -186,6 +243,16 @@ class VectorEnv(gym.vector.VectorEnv):
         self.autoreset_mode = mode
         self.metadata = {"autoreset_mode": mode}
         self.render_mode = None
+        if universe:
+            self._universe_spaces(origin)
+        else:
+            self._series_spaces(arrays)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
+        # NEXT_STEP: the envs whose episode ended in the last step (their next step is the restart).
+        self._restarting = np.zeros(self.num_envs, dtype=bool)
+
+    def _series_spaces(self, arrays: str) -> None:
         d = self._env.obs_dim
         #: The name of each observation column: the market features (docs/FEATURES.md), then the portfolio's.
         self.feature_names: tuple[str, ...] = (*_native.market_feature_names(), *_PORTFOLIO_NAMES)
@@ -193,8 +260,6 @@ class VectorEnv(gym.vector.VectorEnv):
             raise TradesimError(f"{len(self.feature_names)} feature names for observations of {d} floats")
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (d,), np.float32)
         self.single_action_space = gym.spaces.Discrete(3)
-        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
         if arrays == "numpy":
             buffers = self._env.buffers()
         else:
@@ -205,8 +270,39 @@ class VectorEnv(gym.vector.VectorEnv):
                 buffers = tuple(torch.from_dlpack(b) for b in buffers)
         (self._obs, self._rewards, self._terminated, self._truncated, self._final_obs, self._final_mask,
          self._equity, self._final_equity) = buffers
-        # NEXT_STEP: the envs whose episode ended in the last step (their next step is the restart).
-        self._restarting = np.zeros(self.num_envs, dtype=bool)
+
+    def _universe_spaces(self, origin: Any) -> None:
+        self.symbols = tuple(self._env.symbols)
+        #: The universe's calendar (a ``DatetimeIndex`` in the data's timezone, UTC without one).
+        self.times = _universe.calendar(self._env.times, origin)
+        n, d = len(self.symbols), self._env.obs_per_symbol
+        self.feature_names = tuple(_native.universe_feature_names())
+        if len(self.feature_names) != d:
+            raise TradesimError(f"{len(self.feature_names)} feature names for rows of {d} floats")
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (n, d), np.float32)
+        self.single_action_space = gym.spaces.MultiDiscrete([3] * n)
+        b = self._env.buffers()
+        (self._obs, self._rewards, self._terminated, self._truncated, self._final_obs, self._final_mask,
+         self._equity, self._final_equity) = (b["obs"], b["rewards"], b["terminated"], b["truncated"],
+                                              b["final_obs"], b["final_mask"], b["equity"], b["final_equity"])
+        (self._units, self._final_units, self._time, self._final_time, self._costs) = (
+            b["units"], b["final_units"], b["time"], b["final_time"], b["costs"])
+
+    def positions(self) -> Any:
+        """A universe's positions now: a DataFrame indexed by ``(env, symbol)`` with each env's ``time`` (its
+        observation's), ``units`` (negative short), ``side`` (-1, 0, 1) and ``weight`` (``units x close /
+        equity``). An env whose episode just ended shows its next episode's start (flat)."""
+        if self.symbols is None:
+            raise ConfigError("positions(): an env over a universe only (data of several symbols, or symbols=)")
+        return _universe.symbol_frame("env", np.arange(self.num_envs), self.symbols, self._units.copy(),
+                                      self._obs[:, :, -2], times=self.times[self._time])
+
+    def _codes(self, actions: Any) -> Any:
+        if self.symbols is None:
+            return actions if _on_device(actions) else _actions(actions, self.num_envs)
+        if _on_device(actions):
+            raise ConfigError("actions: on a device; a universe's env takes host arrays (numpy, lists)")
+        return _actions(actions, self.num_envs, self.symbols)
 
     def _out(self, array: Any) -> Any:
         return array.copy() if self.copy else array
@@ -229,7 +325,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.autoreset_mode == gym.vector.AutoresetMode.NEXT_STEP:
             return self._step_next(actions)
         with pythonic():
-            self._env.step(actions if _on_device(actions) else _actions(actions, self.num_envs))
+            self._env.step(self._codes(actions))
         infos: dict[str, Any] = {"equity": self._out(self._equity)}
         if self.arrays != "numpy":
             infos["final_obs"] = self._final_obs
@@ -254,7 +350,7 @@ class VectorEnv(gym.vector.VectorEnv):
             self._out(self._truncated), infos
 
     def _step_next(self, actions: Any):
-        codes = _actions(actions, self.num_envs)
+        codes = _actions(actions, self.num_envs, self.symbols)
         restarting = self._restarting
         if restarting.any():
             codes = codes.copy()
@@ -283,7 +379,12 @@ class TradingEnv(gym.Env):
     ``gymnasium.utils.env_checker.check_env``. It does not autoreset: after an episode ends, call
     ``reset``. ``info["equity"]`` is the equity after the step, the ending step's the equity the episode
     ended with; that step's info also says ``episode_end`` (``"terminated"`` or ``"truncated"``). Keyword
-    arguments are :class:`VectorEnv`'s."""
+    arguments are :class:`VectorEnv`'s.
+
+    Over a universe (data of several symbols, a dict of frames, or ``symbols=``) an action is one code per
+    symbol (``MultiDiscrete([3] * N)``), an observation ``N`` rows of ``feature_names``, ``info`` also
+    holds the step's ``costs`` and its ``time``, and :meth:`history` gives the walk since the last reset
+    as pandas frames indexed by time and by ``(time, symbol)``."""
 
     metadata: dict[str, Any] = {"render_modes": []}
 
@@ -298,13 +399,28 @@ class TradingEnv(gym.Env):
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
         self.render_mode = None
+        self.symbols = self._vec.symbols
+        if self.symbols is not None:
+            self.times = self._vec.times
+        # A universe's walk since the last reset: (time index, equity, reward, costs, units, weights) per row.
+        self._walk: list[tuple[int, float, float, float, np.ndarray, np.ndarray]] = []
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         super().reset(seed=seed)
         obs, info = self._vec.reset(seed=seed)
+        if self.symbols is not None:
+            v = self._vec
+            self._walk = [(int(v._time[0]), float(v._equity[0]), float("nan"), 0.0, v._units[0].copy(),
+                           v._obs[0, :, -2].copy())]
+            return obs[0].copy(), {"equity": float(info["equity"][0]), "time": self.times[int(v._time[0])]}
         return obs[0].copy(), {"equity": float(info["equity"][0])}
 
     def step(self, action: Any):
+        if self.symbols is not None:
+            a = np.asarray(action)
+            if a.shape != (len(self.symbols),):
+                raise ConfigError(f"action: shape {a.shape}, expected ({len(self.symbols)},): one code per symbol")
+            action = a
         obs, rewards, terminated, truncated, infos = self._vec.step(np.array([action]))
         ended = "final_obs" in infos
         last = infos["final_obs"][0] if ended else obs[0]
@@ -313,4 +429,27 @@ class TradingEnv(gym.Env):
              "episode_end": "terminated" if terminated[0] else "truncated"} if ended
             else {"equity": float(infos["equity"][0])}
         )
+        if self.symbols is not None:
+            v = self._vec
+            t = int(v._final_time[0] if ended else v._time[0])
+            units = (v._final_units if ended else v._units)[0].copy()
+            self._walk.append((t, info["equity"], float(rewards[0]), float(v._costs[0]), units,
+                               np.array(last[:, -2])))
+            info.update(costs=float(v._costs[0]), time=self.times[t])
         return np.array(last, dtype=np.float32), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), info
+
+    def history(self) -> _universe.History:
+        """A universe's walk since the last reset (:class:`tradesim._universe.History`): ``account`` (a
+        DataFrame indexed by ``time``: ``equity``, ``reward``, ``costs``) and ``positions`` (indexed by
+        ``(time, symbol)``: ``units``, ``side``, ``weight``)."""
+        if self.symbols is None:
+            raise ConfigError("history(): an env over a universe only (data of several symbols, or symbols=)")
+        if not self._walk:
+            raise ConfigError("history(): call reset() first")
+        pd = _pandas()
+        times = self.times[[w[0] for w in self._walk]]
+        account = pd.DataFrame({"equity": [w[1] for w in self._walk], "reward": [w[2] for w in self._walk],
+                                "costs": [w[3] for w in self._walk]}, index=times.rename("time"))
+        positions = _universe.symbol_frame("time", times, self.symbols, np.stack([w[4] for w in self._walk]),
+                                           np.stack([w[5] for w in self._walk]))
+        return _universe.History(account, positions)
