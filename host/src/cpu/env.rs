@@ -106,6 +106,16 @@ impl CpuEnv {
         Ok(())
     }
 
+    /// Writes one step of transitions written elsewhere (`transitions[env]`, one per env of the layout) into
+    /// the ring slots that step's [`Self::scan`] would write.
+    pub(crate) fn write_step(&mut self, args: &BatchArgs, transitions: &[Transition]) -> Result<(), HostError> {
+        let ept = args.envs_per_trial as usize;
+        for (env, t) in transitions.iter().enumerate() {
+            self.ring[args.ring_index(env, 0, self.params[env / ept].ring_origin)] = *t;
+        }
+        Ok(())
+    }
+
     /// Chunk moments, then per-trial merges, then normalization: the three kernels' bodies in order.
     pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
         let (trials, steps, n_chunks) = (args.n_trials as usize, args.steps as usize, args.n_chunks());
