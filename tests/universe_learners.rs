@@ -5,9 +5,10 @@
 //! gives the same bits.
 
 use gpu_kernels::dqn::DqnParams;
+use gpu_kernels::ppo::PpoParams;
 use tradesim::data::synthetic::normal;
 use tradesim::{Backend, Bar, TrialParams, UniverseMarket};
-use tradesim_host::universe::{UniverseConfig, UniverseData, UniverseDqn, UniverseWalk, walk};
+use tradesim_host::universe::{UniverseConfig, UniverseData, UniverseDqn, UniversePpo, UniverseWalk, walk};
 
 const N: usize = 6;
 const TIMES: usize = 1_200;
@@ -153,6 +154,67 @@ fn dqn_on_a_universe_repeats_bit_for_bit() {
     let data = universe(5, true);
     let a = train_dqn(&data, 2, 200, 9);
     let b = train_dqn(&data, 2, 200, 9);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.2), bits(&b.2));
+    assert_eq!(a.0, b.0);
+}
+
+/// PPO rollouts of 32 steps of every row (8 envs x N symbols).
+const ROLLOUT: usize = 32;
+
+fn ppo_params() -> PpoParams {
+    PpoParams { lr: 1e-3, gamma: 0.5, hidden: 32, batch: 256, epochs: 4, minibatches: 4, ..PpoParams::default() }
+}
+
+/// Trains `trials` PPO trials for `rollouts` rollouts on `data` and walks them greedily over the test
+/// times; returns each trial's walk, the untrained networks' walks and the trained weights.
+fn train_ppo(
+    data: &UniverseData,
+    trials: u64,
+    rollouts: u64,
+    seed: u64,
+) -> (Vec<UniverseWalk>, Vec<UniverseWalk>, Vec<f32>) {
+    let params: Vec<TrialParams> = (0..trials).map(|k| env_params(k + 1)).collect();
+    let ppo = vec![ppo_params(); trials as usize];
+    let cfg = UniverseConfig { ring_capacity: ROLLOUT * 8 * N, ..config(seed) };
+    let mut learner = UniversePpo::new(&Backend::Cpu, data, &params, &ppo, (32, 256), cfg).unwrap();
+    let untrained = learner.greedy_walk(data, TRAIN_END, TIMES - 1).unwrap();
+    learner.train(data, rollouts).unwrap();
+    let trained = learner.greedy_walk(data, TRAIN_END, TIMES - 1).unwrap();
+    (trained, untrained, learner.agent().state().unwrap().online)
+}
+
+#[test]
+fn ppo_learns_the_planted_cross_sectional_pattern() {
+    let data = universe(11, true);
+    let (trained, untrained, _) = train_ppo(&data, 2, 150, 3);
+    let bh = buy_and_hold(&data);
+    for (k, (w, u)) in trained.iter().zip(&untrained).enumerate() {
+        let (ret, sh, ret_u) = (total_return(w), sharpe(&w.equity), total_return(u));
+        eprintln!("PPO trial {k}: test return {ret:.3} Sharpe {sh:.2}; untrained {ret_u:.3}; buy-and-hold {bh:.3}");
+        assert!(sh > 5.0, "trial {k}: Sharpe {sh}");
+        assert!(
+            ret > 1.0 && ret > ret_u + 0.5 && ret > bh + 0.5,
+            "trial {k}: return {ret} (untrained {ret_u}, B&H {bh})"
+        );
+    }
+}
+
+#[test]
+fn ppo_finds_no_edge_in_random_walks() {
+    let data = universe(11, false);
+    let (trained, _, _) = train_ppo(&data, 3, 150, 3);
+    let sharpes: Vec<f64> = trained.iter().map(|w| sharpe(&w.equity)).collect();
+    let mean = sharpes.iter().sum::<f64>() / sharpes.len() as f64;
+    eprintln!("PPO random walks: test Sharpes {sharpes:?}, mean {mean:.2}");
+    assert!(mean < 1.5, "mean test Sharpe {mean} on random walks");
+}
+
+#[test]
+fn ppo_on_a_universe_repeats_bit_for_bit() {
+    let data = universe(5, true);
+    let a = train_ppo(&data, 2, 5, 9);
+    let b = train_ppo(&data, 2, 5, 9);
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&a.2), bits(&b.2));
     assert_eq!(a.0, b.0);

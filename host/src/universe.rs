@@ -7,9 +7,11 @@
 use gpu_kernels::account::AccountState;
 use gpu_kernels::account::rows::{EnvRowsStep, env_rows, observe_row};
 use gpu_kernels::dqn::DqnParams;
+use gpu_kernels::ppo::PpoParams;
 use gpu_kernels::rng::{draw_below, keyed};
 use gpu_kernels::{Bar, Transition, TrialParams};
 
+use crate::PpoAgent;
 use crate::types::PortfolioScan;
 use crate::{
     Backend, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, PortfolioEnvBatch, SimLayout, UniverseMarket,
@@ -147,7 +149,9 @@ impl UniverseEnvs {
         let raw: Vec<TrialParams> = params.iter().map(|p| TrialParams { normalize_reward: 0, ..*p }).collect();
         let env = PortfolioEnvBatch::new(backend, &data.market, &raw, cfg.envs_per_trial)?;
         let layout = SimLayout::new(params.len(), rows_per_trial)?;
-        let env_cfg = EnvConfig { segment_len: 1, ring_capacity: cfg.ring_capacity, seed: cfg.seed, trial_groups: 1 };
+        // The rows' own segments are never walked; PPO checks its rollout against their length.
+        let segment_len = cfg.segment_len.min(n * times - 1) as u32;
+        let env_cfg = EnvConfig { segment_len, ring_capacity: cfg.ring_capacity, seed: cfg.seed, trial_groups: 1 };
         let rows = EnvBatch::new(backend, &data.row_market()?, params, layout, env_cfg)?;
         Ok(Self { cfg, params: params.to_vec(), env, rows, steps: 0 })
     }
@@ -280,6 +284,69 @@ impl UniverseDqn {
     ) -> Result<Vec<UniverseWalk>, HostError> {
         let agent = &mut self.agent;
         walk(data, &self.envs.params, start, end, |obs| agent.act_rows(obs, data.market.n_symbols(), 0, true))
+    }
+}
+
+/// PPO on a universe: a shared per-symbol actor-critic ([`PpoAgent`] on the rows), each row's action
+/// sampled from its own head; a rollout is `ring_capacity / (envs_per_trial x N)` steps of every env.
+#[derive(Debug)]
+pub struct UniversePpo {
+    envs: UniverseEnvs,
+    agent: PpoAgent,
+}
+
+impl UniversePpo {
+    /// The networks of `params.len()` trials (`ppo[k]` trial k's, within `hidden` and `batch`) on `data`.
+    pub fn new(
+        backend: &Backend,
+        data: &UniverseData,
+        params: &[TrialParams],
+        ppo: &[PpoParams],
+        (hidden, batch): (usize, usize),
+        cfg: UniverseConfig,
+    ) -> Result<Self, HostError> {
+        let envs = UniverseEnvs::new(backend, data, params, cfg)?;
+        let agent = PpoAgent::new(backend, &envs.rows, ppo, hidden, batch, cfg.seed)?;
+        Ok(Self { envs, agent })
+    }
+
+    /// `rollouts` rollouts, each followed by its updates: every rollout step samples each row's action, takes
+    /// one portfolio step per env and writes the row transitions; then the bootstrap values, GAE per row and
+    /// the minibatch updates, all the single series' ([`PpoAgent`]).
+    pub fn train(&mut self, data: &UniverseData, rollouts: u64) -> Result<(), HostError> {
+        let (cfg, n) = (self.envs.cfg, data.market.n_symbols());
+        let rows = cfg.envs_per_trial * n;
+        let steps = cfg.ring_capacity / rows;
+        for _ in 0..rollouts {
+            for t in 0..steps {
+                if self.envs.steps % cfg.segment_len as u64 == 0 {
+                    self.envs.reset()?;
+                }
+                let obs = self.envs.observe(data)?;
+                let actions = self.agent.act_rows(&obs, rows, t as u32, false)?;
+                self.envs.step(data, &actions)?;
+            }
+            let obs = self.envs.observe(data)?;
+            self.agent.end_row_rollout(&mut self.envs.rows, &obs)?;
+            self.agent.update(&mut self.envs.rows)?;
+        }
+        Ok(())
+    }
+
+    /// The agent (its networks, losses, updates).
+    pub fn agent(&self) -> &PpoAgent {
+        &self.agent
+    }
+
+    /// Each trial's greedy walk (the argmax of each row's logits) over times `[start, end]` ([`walk`]).
+    pub fn greedy_walk(
+        &mut self,
+        data: &UniverseData,
+        start: usize,
+        end: usize,
+    ) -> Result<Vec<UniverseWalk>, HostError> {
+        let agent = &mut self.agent;
+        walk(data, &self.envs.params, start, end, |obs| agent.act_rows(obs, data.market.n_symbols(), u32::MAX, true))
     }
 }
 
