@@ -4,10 +4,12 @@
 //! network and than equal-weight buy-and-hold; on independent random walks it does not; the same seed
 //! gives the same bits.
 
+mod common;
+
 use gpu_kernels::dqn::DqnParams;
 use gpu_kernels::ppo::PpoParams;
 use tradesim::data::synthetic::normal;
-use tradesim::{Backend, Bar, TrialParams, UniverseMarket};
+use tradesim::{Backend, Bar, NetState, TrialParams, UniverseMarket};
 use tradesim_host::universe::{UniverseConfig, UniverseData, UniverseDqn, UniversePpo, UniverseWalk, walk};
 
 const N: usize = 6;
@@ -19,33 +21,38 @@ const EDGE: f64 = 0.015;
 /// Features per symbol: its return (scaled) and its cross-sectional rank in [-1, 1].
 const F: usize = 2;
 
-/// A universe of `N` symbols over `TIMES` days: each symbol's log return is noise, plus (with `planted`)
-/// `EDGE` for the symbol whose return was the lowest the day before, less `EDGE / N` for every symbol (so
+/// A universe of `N` symbols over `TIMES` days ([`universe_of`]).
+fn universe(seed: u64, planted: bool) -> UniverseData {
+    universe_of(N, TIMES, seed, planted)
+}
+
+/// A universe of `n` symbols over `times` days: each symbol's log return is noise, plus (with `planted`)
+/// `EDGE` for the symbol whose return was the lowest the day before, less `EDGE / n` for every symbol (so
 /// that the universe as a whole does not drift and buy-and-hold earns nothing from the pattern). Opens are
 /// the previous close; features are made from returns up to each day's close.
-fn universe(seed: u64, planted: bool) -> UniverseData {
-    let mut returns = vec![0.0f64; TIMES * N];
-    for t in 1..TIMES {
-        let worst = (0..N).min_by(|&a, &b| returns[(t - 1) * N + a].total_cmp(&returns[(t - 1) * N + b])).unwrap();
-        for s in 0..N {
-            let edge = if planted && t > 1 { f64::from(u8::from(s == worst)) * EDGE - EDGE / N as f64 } else { 0.0 };
-            returns[t * N + s] = NOISE * normal(seed, s as u64, t as u64) + edge;
+fn universe_of(n: usize, times: usize, seed: u64, planted: bool) -> UniverseData {
+    let mut returns = vec![0.0f64; times * n];
+    for t in 1..times {
+        let worst = (0..n).min_by(|&a, &b| returns[(t - 1) * n + a].total_cmp(&returns[(t - 1) * n + b])).unwrap();
+        for s in 0..n {
+            let edge = if planted && t > 1 { f64::from(u8::from(s == worst)) * EDGE - EDGE / n as f64 } else { 0.0 };
+            returns[t * n + s] = NOISE * normal(seed, s as u64, t as u64) + edge;
         }
     }
-    let (mut bars, mut features) = (Vec::with_capacity(TIMES * N), Vec::with_capacity(TIMES * N * F));
-    let mut close = [100.0; N];
-    for t in 0..TIMES {
-        for s in 0..N {
+    let (mut bars, mut features) = (Vec::with_capacity(times * n), Vec::with_capacity(times * n * F));
+    let mut close = vec![100.0; n];
+    for t in 0..times {
+        for s in 0..n {
             let open = close[s];
-            close[s] = open * returns[t * N + s].exp();
+            close[s] = open * returns[t * n + s].exp();
             bars.push(Bar { open, high: open.max(close[s]), low: open.min(close[s]), close: close[s], sigma: 0.0 });
-            let r = returns[t * N + s];
-            let rank = (0..N).filter(|&o| returns[t * N + o] < r).count() as f64;
-            let half = (N - 1) as f64 / 2.0;
+            let r = returns[t * n + s];
+            let rank = (0..n).filter(|&o| returns[t * n + o] < r).count() as f64;
+            let half = (n - 1) as f64 / 2.0;
             features.extend([(r / NOISE) as f32, ((rank - half) / half) as f32]);
         }
     }
-    let market = UniverseMarket::new(bars, vec![1; TIMES * N], N).unwrap();
+    let market = UniverseMarket::new(bars, vec![1; times * n], n).unwrap();
     UniverseData::new(market, features, F).unwrap()
 }
 
@@ -112,13 +119,26 @@ fn train_dqn(
     steps: u64,
     seed: u64,
 ) -> (Vec<UniverseWalk>, Vec<UniverseWalk>, Vec<f32>) {
+    let (trained, untrained, state) = dqn_run(&Backend::Cpu, data, trials, steps, config(seed));
+    (trained, untrained, state.online)
+}
+
+/// [`train_dqn`] on `backend` with `cfg`, walking the times after `cfg.train_end`; the whole network state.
+fn dqn_run(
+    backend: &Backend,
+    data: &UniverseData,
+    trials: u64,
+    steps: u64,
+    cfg: UniverseConfig,
+) -> (Vec<UniverseWalk>, Vec<UniverseWalk>, NetState) {
     let params: Vec<TrialParams> = (0..trials).map(|k| env_params(k + 1)).collect();
     let dqn = vec![dqn_params(); trials as usize];
-    let mut learner = UniverseDqn::new(&Backend::Cpu, data, &params, &dqn, (32, 128), config(seed)).unwrap();
-    let untrained = learner.greedy_walk(data, TRAIN_END, TIMES - 1).unwrap();
+    let mut learner = UniverseDqn::new(backend, data, &params, &dqn, (32, 128), cfg).unwrap();
+    let last = data.market().n_times() - 1;
+    let untrained = learner.greedy_walk(data, cfg.train_end, last).unwrap();
     learner.train(data, steps).unwrap();
-    let trained = learner.greedy_walk(data, TRAIN_END, TIMES - 1).unwrap();
-    (trained, untrained, learner.agent().state().unwrap().online)
+    let trained = learner.greedy_walk(data, cfg.train_end, last).unwrap();
+    (trained, untrained, learner.agent().state().unwrap())
 }
 
 #[test]
@@ -174,14 +194,27 @@ fn train_ppo(
     rollouts: u64,
     seed: u64,
 ) -> (Vec<UniverseWalk>, Vec<UniverseWalk>, Vec<f32>) {
+    let cfg = UniverseConfig { ring_capacity: ROLLOUT * 8 * N, ..config(seed) };
+    let (trained, untrained, state) = ppo_run(&Backend::Cpu, data, trials, rollouts, cfg);
+    (trained, untrained, state.online)
+}
+
+/// [`train_ppo`] on `backend` with `cfg`, walking the times after `cfg.train_end`; the whole network state.
+fn ppo_run(
+    backend: &Backend,
+    data: &UniverseData,
+    trials: u64,
+    rollouts: u64,
+    cfg: UniverseConfig,
+) -> (Vec<UniverseWalk>, Vec<UniverseWalk>, NetState) {
     let params: Vec<TrialParams> = (0..trials).map(|k| env_params(k + 1)).collect();
     let ppo = vec![ppo_params(); trials as usize];
-    let cfg = UniverseConfig { ring_capacity: ROLLOUT * 8 * N, ..config(seed) };
-    let mut learner = UniversePpo::new(&Backend::Cpu, data, &params, &ppo, (32, 256), cfg).unwrap();
-    let untrained = learner.greedy_walk(data, TRAIN_END, TIMES - 1).unwrap();
+    let mut learner = UniversePpo::new(backend, data, &params, &ppo, (32, 256), cfg).unwrap();
+    let last = data.market().n_times() - 1;
+    let untrained = learner.greedy_walk(data, cfg.train_end, last).unwrap();
     learner.train(data, rollouts).unwrap();
-    let trained = learner.greedy_walk(data, TRAIN_END, TIMES - 1).unwrap();
-    (trained, untrained, learner.agent().state().unwrap().online)
+    let trained = learner.greedy_walk(data, cfg.train_end, last).unwrap();
+    (trained, untrained, learner.agent().state().unwrap())
 }
 
 #[test]
@@ -218,4 +251,60 @@ fn ppo_on_a_universe_repeats_bit_for_bit() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&a.2), bits(&b.2));
     assert_eq!(a.0, b.0);
+}
+
+/// A universe of 100 symbols: 4 accounts per trial (400 rows), 2 trials; DQN and PPO train a little.
+fn hundred_symbols() -> (UniverseData, UniverseConfig) {
+    let data = universe_of(100, 200, 17, true);
+    let cfg = UniverseConfig {
+        envs_per_trial: 4,
+        segment_len: 16,
+        train_end: 150,
+        ring_capacity: 8 * 400,
+        warmup_steps: 8,
+        ..config(21)
+    };
+    (data, cfg)
+}
+
+/// The whole network state's bits.
+fn state_bits(s: &NetState) -> Vec<Vec<u32>> {
+    [&s.online, &s.target, &s.m, &s.v].iter().map(|v| v.iter().map(|x| x.to_bits()).collect()).collect()
+}
+
+#[test]
+fn a_hundred_symbols_train_on_the_cpu() {
+    let (data, cfg) = hundred_symbols();
+    let (walks, _, state) = dqn_run(&Backend::Cpu, &data, 2, 40, cfg);
+    assert!(state.online.iter().all(|x| x.is_finite()));
+    assert_eq!(walks[0].actions.len(), 49 * 100);
+    let (walks, _, state) = ppo_run(&Backend::Cpu, &data, 2, 3, cfg);
+    assert!(state.online.iter().all(|x| x.is_finite()));
+    assert_eq!(walks[1].equity.len(), 50);
+}
+
+/// The GPU trains the same networks and walks the same accounts as the CPU, bit for bit: DQN (200 env
+/// steps, gradient steps from step 64) and PPO (5 rollouts of 32 steps) on 6 symbols, and both on 100
+/// symbols. Skipped without a GPU (failed under `REQUIRE_GPU=1`).
+#[test]
+fn gpu_equals_cpu_bit_for_bit() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let data = universe(5, true);
+    let ppo_cfg = UniverseConfig { ring_capacity: ROLLOUT * 8 * N, ..config(9) };
+    let (hundred, cfg) = hundred_symbols();
+    let runs: [(&str, &UniverseData, bool, u64, UniverseConfig); 4] = [
+        ("DQN, 6 symbols", &data, true, 200, config(9)),
+        ("PPO, 6 symbols", &data, false, 5, ppo_cfg),
+        ("DQN, 100 symbols", &hundred, true, 40, cfg),
+        ("PPO, 100 symbols", &hundred, false, 3, cfg),
+    ];
+    for (what, data, dqn, budget, cfg) in runs {
+        let run = |backend: &Backend| {
+            if dqn { dqn_run(backend, data, 2, budget, cfg) } else { ppo_run(backend, data, 2, budget, cfg) }
+        };
+        let (cpu, on_gpu) = (run(&Backend::Cpu), run(&gpu));
+        assert!(state_bits(&cpu.2) == state_bits(&on_gpu.2), "{what}: network state differs");
+        assert_eq!(cpu.0, on_gpu.0, "{what}: trained walks differ");
+        assert_eq!(cpu.1, on_gpu.1, "{what}: untrained walks differ");
+    }
 }

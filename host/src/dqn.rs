@@ -175,7 +175,7 @@ impl DqnAgent {
     /// Chooses the action of every row of `obs` for env step `step` (epsilon-greedy, or greedy): `obs` holds
     /// `trials x rows_per_trial` observations of the agent's input width, trial-major, made by the caller
     /// (the learners' rows of a portfolio env, [`crate::universe`]); a row's exploration draws are keyed
-    /// by its index within its trial, as an env's. Returns `trials x rows_per_trial` codes. CPU only for now.
+    /// by its index within its trial, as an env's. Returns `trials x rows_per_trial` codes.
     pub fn act_rows(
         &mut self,
         obs: &[f32],
@@ -197,9 +197,7 @@ impl DqnAgent {
         match &mut self.inner {
             AgentInner::Cpu(c) => c.act_rows(&args, &self.params, obs, &mut actions)?,
             #[cfg(feature = "cuda")]
-            AgentInner::Cuda(_) => {
-                return Err(HostError::Config("acting on given rows is not yet supported on CUDA".to_owned()));
-            }
+            AgentInner::Cuda(dqn) => actions = dqn.act_rows(&args, obs)?,
         }
         Ok(actions)
     }

@@ -304,7 +304,7 @@ impl EnvBatch {
     /// One step of transitions made by another env (the learners' rows of a portfolio env,
     /// [`crate::universe`]): `transitions[env]` for every env of the layout goes where this batch's own step
     /// would write it, then the reward statistics and the ring's clock move as after that step. The batch's
-    /// own envs do not move. CPU only for now (the CUDA backend refuses it).
+    /// own envs do not move.
     pub fn write_step(&mut self, transitions: &[gpu_kernels::Transition]) -> Result<(), HostError> {
         if transitions.len() != self.layout.n_envs() {
             return Err(HostError::Shape {
@@ -317,13 +317,10 @@ impl EnvBatch {
             return Err(HostError::Config("writing transitions needs a replay ring (ring_capacity > 0)".to_owned()));
         }
         let args = self.args(1);
-        match &mut self.inner {
-            Inner::Cpu(env) => env.write_step(&args, transitions)?,
-            #[cfg(feature = "cuda")]
-            Inner::Cuda(_) => {
-                return Err(HostError::Config("written transitions are not yet supported on CUDA".to_owned()));
-            }
-        }
+        let ept = self.layout.envs_per_trial();
+        let slots: Vec<usize> =
+            (0..transitions.len()).map(|env| args.ring_index(env, 0, self.params[env / ept].ring_origin)).collect();
+        on_backend!(&mut self.inner, env => env.write_step(&slots, transitions))?;
         self.scanned(&args)
     }
 

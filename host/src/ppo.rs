@@ -297,7 +297,7 @@ impl PpoAgent {
     /// width, made by the caller: the learners' rows of a portfolio env, [`crate::universe`]): at rollout
     /// step `rollout_step` of the current rollout (sampled; the log-probabilities and values kept for its
     /// GAE and updates, as [`Self::collect`]'s), or greedily with `rollout_step` `u32::MAX` (nothing kept).
-    /// A rollout's rows are the ring's envs (`rows_per_trial` its envs per trial). CPU only for now.
+    /// A rollout's rows are the ring's envs (`rows_per_trial` its envs per trial).
     pub fn act_rows(
         &mut self,
         obs: &[f32],
@@ -322,9 +322,7 @@ impl PpoAgent {
         match &mut self.inner {
             PpoInner::Cpu(c) => c.act_rows(&args, &self.params, obs, &mut actions, rollout_step)?,
             #[cfg(feature = "cuda")]
-            PpoInner::Cuda(_) => {
-                return Err(HostError::Config("acting on given rows is not yet supported on CUDA".to_owned()));
-            }
+            PpoInner::Cuda(g) => actions = g.act_rows(&args, obs, rollout_step)?,
         }
         if in_rollout {
             self.flops += self.step_flops.0;
@@ -347,7 +345,9 @@ impl PpoAgent {
         match (&mut self.inner, rows.inner_mut()) {
             (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.gae(&args, &self.params, cpu),
             #[cfg(feature = "cuda")]
-            _ => return Err(HostError::Config("row rollouts are not yet supported on CUDA".to_owned())),
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.gae(cuda, &args)?,
+            #[cfg(feature = "cuda")]
+            _ => return Err(HostError::BackendMismatch),
         }
         Ok(())
     }

@@ -106,12 +106,10 @@ impl CpuEnv {
         Ok(())
     }
 
-    /// Writes one step of transitions written elsewhere (`transitions[env]`, one per env of the layout) into
-    /// the ring slots that step's [`Self::scan`] would write.
-    pub(crate) fn write_step(&mut self, args: &BatchArgs, transitions: &[Transition]) -> Result<(), HostError> {
-        let ept = args.envs_per_trial as usize;
-        for (env, t) in transitions.iter().enumerate() {
-            self.ring[args.ring_index(env, 0, self.params[env / ept].ring_origin)] = *t;
+    /// Writes `transitions[env]` into ring slot `slots[env]` (one step of transitions made elsewhere).
+    pub(crate) fn write_step(&mut self, slots: &[usize], transitions: &[Transition]) -> Result<(), HostError> {
+        for (&slot, t) in slots.iter().zip(transitions) {
+            self.ring[slot] = *t;
         }
         Ok(())
     }
