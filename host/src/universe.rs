@@ -174,6 +174,11 @@ impl UniverseEnvs {
         self.env.reset(&segments)
     }
 
+    /// [`Self::reset`] when the env steps taken are a whole number of segments.
+    fn reset_at_segment_start(&mut self) -> Result<(), HostError> {
+        if self.steps.is_multiple_of(self.cfg.segment_len as u64) { self.reset() } else { Ok(()) }
+    }
+
     /// One env step with the rows' `actions` (`envs x N`), its row transitions written to the replay.
     fn step(&mut self, data: &UniverseData, actions: &[u8]) -> Result<(), HostError> {
         let (before, units_before) = (self.env.accounts()?, self.env.units()?);
@@ -257,13 +262,11 @@ impl UniverseDqn {
     pub fn train(&mut self, data: &UniverseData, steps: u64) -> Result<(), HostError> {
         let (cfg, n) = (self.envs.cfg, data.market.n_symbols());
         for _ in 0..steps {
-            if self.envs.steps % cfg.segment_len as u64 == 0 {
-                self.envs.reset()?;
-            }
+            self.envs.reset_at_segment_start()?;
             let obs = self.envs.observe(data)?;
             let actions = self.agent.act_rows(&obs, cfg.envs_per_trial * n, self.envs.steps, false)?;
             self.envs.step(data, &actions)?;
-            if self.envs.steps >= cfg.warmup_steps && self.envs.steps % cfg.train_every == 0 {
+            if self.envs.steps >= cfg.warmup_steps && self.envs.steps.is_multiple_of(cfg.train_every) {
                 self.agent.train_step(&mut self.envs.rows)?;
             }
         }
@@ -319,9 +322,7 @@ impl UniversePpo {
         let steps = cfg.ring_capacity / rows;
         for _ in 0..rollouts {
             for t in 0..steps {
-                if self.envs.steps % cfg.segment_len as u64 == 0 {
-                    self.envs.reset()?;
-                }
+                self.envs.reset_at_segment_start()?;
                 let obs = self.envs.observe(data)?;
                 let actions = self.agent.act_rows(&obs, rows, t as u32, false)?;
                 self.envs.step(data, &actions)?;
