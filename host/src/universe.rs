@@ -116,6 +116,7 @@ const SEGMENT_STREAM: u64 = 0x5e6_0000;
 /// The portfolio envs of a trial batch and their rows: what both universe learners step.
 #[derive(Debug)]
 struct UniverseEnvs {
+    data: UniverseData,
     cfg: UniverseConfig,
     params: Vec<TrialParams>,
     env: PortfolioEnvBatch,
@@ -153,7 +154,7 @@ impl UniverseEnvs {
         let segment_len = cfg.segment_len.min(n * times - 1) as u32;
         let env_cfg = EnvConfig { segment_len, ring_capacity: cfg.ring_capacity, seed: cfg.seed, trial_groups: 1 };
         let rows = EnvBatch::new(backend, &data.row_market()?, params, layout, env_cfg)?;
-        Ok(Self { cfg, params: params.to_vec(), env, rows, steps: 0 })
+        Ok(Self { data: data.clone(), cfg, params: params.to_vec(), env, rows, steps: 0 })
     }
 
     /// Every env starts over on its segment of episode `episode`: a start drawn uniformly (keyed by its
@@ -180,12 +181,12 @@ impl UniverseEnvs {
     }
 
     /// One env step with the rows' `actions` (`envs x N`), its row transitions written to the replay.
-    fn step(&mut self, data: &UniverseData, actions: &[u8]) -> Result<(), HostError> {
+    fn step(&mut self, actions: &[u8]) -> Result<(), HostError> {
         let (before, units_before) = (self.env.accounts()?, self.env.units()?);
         let scan = self.env.scan(actions, 1)?;
         let (after, units_after) = (self.env.accounts()?, self.env.units()?);
         let transitions = row_transitions(
-            data,
+            &self.data,
             &self.params,
             self.cfg.envs_per_trial,
             &scan,
@@ -198,8 +199,8 @@ impl UniverseEnvs {
     }
 
     /// The observations of every row now.
-    fn observe(&self, data: &UniverseData) -> Result<Vec<f32>, HostError> {
-        Ok(data.observe(&self.params, self.cfg.envs_per_trial, &self.env.accounts()?, &self.env.units()?))
+    fn observe(&self) -> Result<Vec<f32>, HostError> {
+        Ok(self.data.observe(&self.params, self.cfg.envs_per_trial, &self.env.accounts()?, &self.env.units()?))
     }
 }
 
@@ -243,7 +244,8 @@ pub struct UniverseDqn {
 }
 
 impl UniverseDqn {
-    /// The networks of `params.len()` trials (`dqn[k]` trial k's, within `hidden` and `batch`) on `data`.
+    /// The networks of `params.len()` trials (`dqn[k]` trial k's, within `hidden` and `batch`) on `data`
+    /// (kept: the learner trains and walks on it).
     pub fn new(
         backend: &Backend,
         data: &UniverseData,
@@ -259,13 +261,13 @@ impl UniverseDqn {
 
     /// `steps` env steps of every env (each row's epsilon-greedy action, one portfolio step per env, the
     /// row transitions into the replay), with a gradient step every `train_every` steps after the warmup.
-    pub fn train(&mut self, data: &UniverseData, steps: u64) -> Result<(), HostError> {
-        let (cfg, n) = (self.envs.cfg, data.market.n_symbols());
+    pub fn train(&mut self, steps: u64) -> Result<(), HostError> {
+        let (cfg, n) = (self.envs.cfg, self.envs.data.market.n_symbols());
         for _ in 0..steps {
             self.envs.reset_at_segment_start()?;
-            let obs = self.envs.observe(data)?;
+            let obs = self.envs.observe()?;
             let actions = self.agent.act_rows(&obs, cfg.envs_per_trial * n, self.envs.steps, false)?;
-            self.envs.step(data, &actions)?;
+            self.envs.step(&actions)?;
             if self.envs.steps >= cfg.warmup_steps && self.envs.steps.is_multiple_of(cfg.train_every) {
                 self.agent.train_step(&mut self.envs.rows)?;
             }
@@ -279,13 +281,8 @@ impl UniverseDqn {
     }
 
     /// Each trial's greedy walk over times `[start, end]` ([`walk`]).
-    pub fn greedy_walk(
-        &mut self,
-        data: &UniverseData,
-        start: usize,
-        end: usize,
-    ) -> Result<Vec<UniverseWalk>, HostError> {
-        let agent = &mut self.agent;
+    pub fn greedy_walk(&mut self, start: usize, end: usize) -> Result<Vec<UniverseWalk>, HostError> {
+        let (agent, data) = (&mut self.agent, &self.envs.data);
         walk(data, &self.envs.params, start, end, |obs| agent.act_rows(obs, data.market.n_symbols(), 0, true))
     }
 }
@@ -299,7 +296,8 @@ pub struct UniversePpo {
 }
 
 impl UniversePpo {
-    /// The networks of `params.len()` trials (`ppo[k]` trial k's, within `hidden` and `batch`) on `data`.
+    /// The networks of `params.len()` trials (`ppo[k]` trial k's, within `hidden` and `batch`) on `data`
+    /// (kept: the learner trains and walks on it).
     pub fn new(
         backend: &Backend,
         data: &UniverseData,
@@ -316,18 +314,18 @@ impl UniversePpo {
     /// `rollouts` rollouts, each followed by its updates: every rollout step samples each row's action, takes
     /// one portfolio step per env and writes the row transitions; then the bootstrap values, GAE per row and
     /// the minibatch updates, all the single series' ([`PpoAgent`]).
-    pub fn train(&mut self, data: &UniverseData, rollouts: u64) -> Result<(), HostError> {
-        let (cfg, n) = (self.envs.cfg, data.market.n_symbols());
+    pub fn train(&mut self, rollouts: u64) -> Result<(), HostError> {
+        let (cfg, n) = (self.envs.cfg, self.envs.data.market.n_symbols());
         let rows = cfg.envs_per_trial * n;
         let steps = cfg.ring_capacity / rows;
         for _ in 0..rollouts {
             for t in 0..steps {
                 self.envs.reset_at_segment_start()?;
-                let obs = self.envs.observe(data)?;
+                let obs = self.envs.observe()?;
                 let actions = self.agent.act_rows(&obs, rows, t as u32, false)?;
-                self.envs.step(data, &actions)?;
+                self.envs.step(&actions)?;
             }
-            let obs = self.envs.observe(data)?;
+            let obs = self.envs.observe()?;
             self.agent.end_row_rollout(&mut self.envs.rows, &obs)?;
             self.agent.update(&mut self.envs.rows)?;
         }
@@ -340,13 +338,8 @@ impl UniversePpo {
     }
 
     /// Each trial's greedy walk (the argmax of each row's logits) over times `[start, end]` ([`walk`]).
-    pub fn greedy_walk(
-        &mut self,
-        data: &UniverseData,
-        start: usize,
-        end: usize,
-    ) -> Result<Vec<UniverseWalk>, HostError> {
-        let agent = &mut self.agent;
+    pub fn greedy_walk(&mut self, start: usize, end: usize) -> Result<Vec<UniverseWalk>, HostError> {
+        let (agent, data) = (&mut self.agent, &self.envs.data);
         walk(data, &self.envs.params, start, end, |obs| agent.act_rows(obs, data.market.n_symbols(), u32::MAX, true))
     }
 }
