@@ -1,8 +1,10 @@
 //! Learners on a universe (issue 55, item 3): a shared per-symbol network acting for every symbol of a
 //! portfolio env. On a planted cross-sectional pattern (tomorrow's best symbol is today's worst) the
-//! trained greedy policy earns clearly more on the test times than staying flat, than its untrained
-//! network and than equal-weight buy-and-hold; on independent random walks it does not; the same seed
-//! gives the same bits.
+//! trained greedy policy earns clearly more on the test times than staying flat (0) and than equal-weight
+//! buy-and-hold; on independent random walks it does not; the same seed gives the same bits. The untrained
+//! network's walk is printed, not compared: with the rank among the inputs, a random network's greedy
+//! choice is often monotone in it and may by chance already buy the worst (PPO's orthogonal initialization
+//! did so for one of two trials in one of four seeds tried).
 
 mod common;
 
@@ -154,10 +156,7 @@ fn dqn_learns_the_planted_cross_sectional_pattern() {
         let (ret, sh, ret_u) = (total_return(w), sharpe(&w.equity), total_return(u));
         eprintln!("trial {k}: test return {ret:.3} Sharpe {sh:.2}; untrained {ret_u:.3}; buy-and-hold {bh:.3}");
         assert!(sh > 5.0, "trial {k}: Sharpe {sh}");
-        assert!(
-            ret > 1.0 && ret > ret_u + 0.5 && ret > bh + 0.5,
-            "trial {k}: return {ret} (untrained {ret_u}, B&H {bh})"
-        );
+        assert!(ret > 1.0 && ret > bh + 0.5, "trial {k}: return {ret} (untrained {ret_u}, B&H {bh})");
     }
 }
 
@@ -228,10 +227,7 @@ fn ppo_learns_the_planted_cross_sectional_pattern() {
         let (ret, sh, ret_u) = (total_return(w), sharpe(&w.equity), total_return(u));
         eprintln!("PPO trial {k}: test return {ret:.3} Sharpe {sh:.2}; untrained {ret_u:.3}; buy-and-hold {bh:.3}");
         assert!(sh > 5.0, "trial {k}: Sharpe {sh}");
-        assert!(
-            ret > 1.0 && ret > ret_u + 0.5 && ret > bh + 0.5,
-            "trial {k}: return {ret} (untrained {ret_u}, B&H {bh})"
-        );
+        assert!(ret > 1.0 && ret > bh + 0.5, "trial {k}: return {ret} (untrained {ret_u}, B&H {bh})");
     }
 }
 
