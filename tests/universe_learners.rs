@@ -7,6 +7,8 @@
 //! did so for one of two trials in one of four seeds tried).
 
 mod common;
+#[path = "common/shared_data.rs"]
+mod shared_data;
 
 use gpu_kernels::account::rows::{EnvRowsStep, env_rows};
 use gpu_kernels::dqn::DqnParams;
@@ -356,4 +358,28 @@ fn row_rewards_sum_to_the_account_return() {
         assert!((sum - simple).abs() <= 1e-6, "step {step}: rows {sum}, account {simple}");
     }
     assert!(traded > 20, "{traded} steps traded");
+}
+
+/// A universe from files: the 5 daily stocks of the shared data with their 55 features normalized on the
+/// first two thirds of the times; DQN and PPO train a little and walk the last third (no edge asserted:
+/// real data).
+#[test]
+fn learners_run_on_a_loaded_universe() {
+    let Some(dir) = shared_data::shared_data() else { return };
+    let (dataset, _) =
+        tradesim::data::load_file(&dir.join("stocks-daily-5-tickers.csv"), &tradesim::data::CleanPolicy::default())
+            .unwrap();
+    let u = tradesim::data::universe::Universe::new(dataset, None).unwrap();
+    let times = u.n_times();
+    let train_end = times * 2 / 3;
+    let data = tradesim::data::device::universe_learner_data(&u, 0..train_end).unwrap();
+    assert_eq!((data.market().n_symbols(), data.n_features()), (5, 55));
+    let cfg = UniverseConfig { train_end, ..config(1) };
+    let (walks, _, state) = dqn_run(&Backend::Cpu, &data, 1, 100, cfg);
+    assert!(state.online.iter().all(|x| x.is_finite()));
+    assert_eq!(walks[0].equity.len(), times - train_end);
+    assert!(walks[0].equity.iter().all(|e| e.is_finite() && *e > 0.0));
+    let cfg = UniverseConfig { ring_capacity: 16 * 8 * 5, ..cfg };
+    let (walks, _, _) = ppo_run(&Backend::Cpu, &data, 1, 2, cfg);
+    assert_eq!(walks[0].actions.len(), (times - 1 - train_end) * 5);
 }
