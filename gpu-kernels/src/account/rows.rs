@@ -102,3 +102,60 @@ pub fn env_rows(params: &TrialParams, n_times: u32, s: EnvRowsStep<'_>, mut writ
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::account::Orders;
+    use crate::account::env::{NextBar, portfolio_env_step};
+
+    fn bar(open: f64, close: f64) -> Bar {
+        Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.0 }
+    }
+
+    /// 1,000 in cash, both symbols long at the opens 10 and 20 (500 each: 50 and 25 units), closing at 11
+    /// and 19: the rows earn 50 x 1 / 1,000 = 0.05 and 25 x -1 / 1,000 = -0.025; with a 0.1% commission
+    /// the costs (0.5 + 0.5) are shared by traded value, 0.0005 each, and the rows still sum to the
+    /// account's simple return.
+    #[test]
+    fn rows_earn_their_units_moves_and_share_the_costs() {
+        for commission in [0.0, 0.001] {
+            let p = TrialParams { commission, w_cost: 1.0, ..TrialParams::frictionless(1_000.0) };
+            let mut account = AccountState::new(&p, 0, 10);
+            let before = account;
+            let mut units = [0.0; 2];
+            let (mut v, mut u, mut s) = ([0.0; 2], [0.0; 2], [0u32; 2]);
+            let mut orders = Orders { value: &mut v, units: &mut u, symbol: &mut s };
+            let (now, next) = ([bar(10.0, 10.0), bar(20.0, 20.0)], [bar(10.0, 11.0), bar(20.0, 19.0)]);
+            let step = portfolio_env_step(
+                &p,
+                &mut account,
+                &mut units,
+                &[1, 1],
+                NextBar { bars: &next, tradable: &[1, 1] },
+                &mut orders,
+                &mut (),
+            );
+            let rows = EnvRowsStep {
+                before: &before,
+                after: &account,
+                units_before: &[0.0; 2],
+                units_after: &units,
+                now: &now,
+                next: &next,
+                step: &step,
+                chosen: &[1, 1],
+            };
+            let mut out = [Transition::default(); 2];
+            env_rows(&p, 10, rows, |k, t| out[k] = t);
+            let (r0, r1) = (f64::from(out[0].reward), f64::from(out[1].reward));
+            if commission == 0.0 {
+                assert_eq!(units, [50.0, 25.0]);
+                assert_eq!((r0, r1), (0.05f32 as f64, -0.025f32 as f64));
+            }
+            assert!((r0 + r1 - (account.equity / 1_000.0 - 1.0)).abs() < 1e-7, "{commission}: {r0} + {r1}");
+            assert_eq!((out[0].bar, out[1].bar), (0, 10));
+            assert_eq!((out[0].action, out[0].state[0], out[0].next_state[0]), (1, 0.0, 1.0));
+        }
+    }
+}
