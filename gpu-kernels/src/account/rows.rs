@@ -151,7 +151,7 @@ mod tests {
             let (r0, r1) = (f64::from(out[0].reward), f64::from(out[1].reward));
             if commission == 0.0 {
                 assert_eq!(units, [50.0, 25.0]);
-                assert_eq!((r0, r1), (0.05f32 as f64, -0.025f32 as f64));
+                assert_eq!((r0, r1), (f64::from(0.05f32), f64::from(-0.025f32)));
             }
             assert!((r0 + r1 - (account.equity / 1_000.0 - 1.0)).abs() < 1e-7, "{commission}: {r0} + {r1}");
             assert_eq!((out[0].bar, out[1].bar), (0, 10));
