@@ -383,3 +383,36 @@ fn learners_run_on_a_loaded_universe() {
     let (walks, _, _) = ppo_run(&Backend::Cpu, &data, 1, 2, cfg);
     assert_eq!(walks[0].actions.len(), (times - 1 - train_end) * 5);
 }
+
+/// Bad configurations are typed errors, never panics: training times outside the universe or of one time,
+/// a replay ring smaller than one step's rows, a PPO ring that is not whole rollouts, features of the wrong
+/// shape, a walk past the last time.
+#[test]
+fn bad_configurations_are_refused() {
+    let data = universe_of(3, 40, 1, true);
+    let params = [env_params(1)];
+    let dqn = [dqn_params()];
+    let ppo = [ppo_params()];
+    let base = UniverseConfig { train_end: 30, ring_capacity: 8 * 3 * 4, ..config(1) };
+    let bad = [
+        UniverseConfig { train_end: 41, ..base },
+        UniverseConfig { train_start: 29, train_end: 30, ..base },
+        UniverseConfig { ring_capacity: 8 * 3 - 1, ..base },
+        UniverseConfig { segment_len: 0, ..base },
+        UniverseConfig { train_every: 0, ..base },
+        UniverseConfig { envs_per_trial: 0, ..base },
+    ];
+    for cfg in bad {
+        assert!(UniverseDqn::new(&Backend::Cpu, &data, &params, &dqn, (32, 128), cfg).is_err(), "{cfg:?}");
+    }
+    let odd = UniverseConfig { ring_capacity: 8 * 3 * 4 + 1, ..base };
+    assert!(UniversePpo::new(&Backend::Cpu, &data, &params, &ppo, (32, 256), odd).is_err());
+    assert!(UniverseData::new(data.market().clone(), vec![0.0; 40 * 3 * F - 1], F).is_err());
+    assert!(UniverseData::new(data.market().clone(), vec![f32::NAN; 40 * 3 * F], F).is_err());
+    let mut learner = UniverseDqn::new(&Backend::Cpu, &data, &params, &dqn, (32, 128), base).unwrap();
+    assert!(learner.greedy_walk(30, 40).is_err());
+    assert!(learner.greedy_walk(31, 30).is_err());
+    let mut learner = UniversePpo::new(&Backend::Cpu, &data, &params, &ppo, (32, 256), base).unwrap();
+    learner.train(2).unwrap();
+    assert_eq!(learner.greedy_walk(30, 39).unwrap()[0].equity.len(), 10);
+}

@@ -90,7 +90,13 @@ impl CpuPpo {
         actions: &mut Vec<u8>,
         rollout_step: u32,
     ) -> Result<(), HostError> {
-        actions.resize(args.n_trials as usize * args.envs_per_trial as usize, 0);
+        let rows = args.n_trials as usize * args.envs_per_trial as usize;
+        actions.resize(rows, 0);
+        // Rows outside a rollout (a greedy walk's) may outnumber the rollout's envs: their values go to the
+        // bootstrap buffer, which the next rollout's end overwrites.
+        if self.bootstrap.len() < rows {
+            self.bootstrap.resize(rows, 0.0);
+        }
         self.act_on(args, params, actions, rollout_step, |act| act.copy_from_slice(obs))
     }
 
