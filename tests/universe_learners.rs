@@ -156,6 +156,9 @@ fn dqn_learns_the_planted_cross_sectional_pattern() {
     let bh = buy_and_hold(&data);
     for (k, (w, u)) in trained.iter().zip(&untrained).enumerate() {
         let (ret, sh, ret_u) = (total_return(w), sharpe(&w.equity), total_return(u));
+        let m = w.metrics(252.0, 0.0);
+        assert_eq!(m.total_return, ret);
+        assert!(m.sharpe > 5.0 && m.exposure > 0.1 && m.max_drawdown < 0.0, "trial {k}: {m:?}");
         eprintln!("trial {k}: test return {ret:.3} Sharpe {sh:.2}; untrained {ret_u:.3}; buy-and-hold {bh:.3}");
         assert!(sh > 5.0, "trial {k}: Sharpe {sh}");
         assert!(ret > 1.0 && ret > bh + 0.5, "trial {k}: return {ret} (untrained {ret_u}, B&H {bh})");

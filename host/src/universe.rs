@@ -7,6 +7,7 @@
 use gpu_kernels::account::AccountState;
 use gpu_kernels::account::rows::{EnvRowsStep, env_rows, observe_row};
 use gpu_kernels::dqn::DqnParams;
+use gpu_kernels::equity::{EquityStats, Metrics};
 use gpu_kernels::ppo::PpoParams;
 use gpu_kernels::rng::{draw_below, keyed};
 use gpu_kernels::{Bar, Transition, TrialParams};
@@ -344,14 +345,41 @@ impl UniversePpo {
     }
 }
 
-/// One trial's walk over a universe: the codes it chose per step and symbol (`steps x N`) and the
-/// account's equity at each close (the capital first, `steps + 1` values), by the portfolio env's rule.
+/// One trial's walk over a universe: the codes it chose per step and symbol (`steps x N`), the sides the
+/// account held after each step (`steps x N`), the account's equity at each close (the capital first,
+/// `steps + 1` values) and the spread and commission it paid, by the portfolio env's rule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UniverseWalk {
     /// The chosen codes, step-major.
     pub actions: Vec<u8>,
+    /// The sides held after each step (0 flat, 1 long, 2 short), step-major.
+    pub sides: Vec<u8>,
     /// The equity curve.
     pub equity: Vec<f64>,
+    /// Spread plus commission paid.
+    pub costs: f64,
+}
+
+impl UniverseWalk {
+    /// The backtests' statistics of the equity curve ([`gpu_kernels::equity::EquityStats`]: returns,
+    /// volatility, Sharpe, Sortino, drawdowns, exposure as the closes that held a side), with `risk_free`
+    /// per step and `bars_per_year` steps a year. The walk ends as the env does, without the portfolio
+    /// backtest's end-of-data close; its fills are not counted (`trades` and the trade statistics are NaN).
+    pub fn metrics(&self, bars_per_year: f64, risk_free: f64) -> Metrics {
+        let steps = self.equity.len().saturating_sub(1);
+        let n = self.sides.len().checked_div(steps).unwrap_or(0);
+        let (first, last) = (self.equity.first(), self.equity.last());
+        let mut stats = EquityStats::new(first.copied().unwrap_or(f64::NAN), 0, risk_free);
+        for t in 0..steps {
+            let held = self.sides[t * n..(t + 1) * n].iter().any(|&s| s != 0);
+            stats.push(t + 1, self.equity[t], self.equity[t + 1], held);
+        }
+        Metrics {
+            trades: f64::NAN,
+            total_costs: self.costs,
+            ..stats.finish(steps, last.copied().unwrap_or(f64::NAN), bars_per_year)
+        }
+    }
 }
 
 /// Every trial's single account walked over `[start, end]` on the CPU with the codes `policy` chooses from
@@ -367,15 +395,19 @@ pub fn walk(
     let raw: Vec<TrialParams> = params.iter().map(|p| TrialParams { normalize_reward: 0, ..*p }).collect();
     let mut env = PortfolioEnvBatch::new(&Backend::Cpu, &data.market, &raw, 1)?;
     env.reset(&vec![(start, end); params.len()])?;
-    let mut out: Vec<UniverseWalk> =
-        raw.iter().map(|p| UniverseWalk { actions: Vec::new(), equity: vec![p.initial_capital] }).collect();
+    let mut out: Vec<UniverseWalk> = raw
+        .iter()
+        .map(|p| UniverseWalk { actions: Vec::new(), sides: Vec::new(), equity: vec![p.initial_capital], costs: 0.0 })
+        .collect();
     for _ in start..end {
         let obs = data.observe(&raw, 1, &env.accounts()?, &env.units()?);
         let actions = policy(&obs)?;
         let scan = env.scan(&actions, 1)?;
         for (k, w) in out.iter_mut().enumerate() {
             w.actions.extend_from_slice(&actions[k * n..(k + 1) * n]);
+            w.sides.extend_from_slice(&scan.sides[k * n..(k + 1) * n]);
             w.equity.push(scan.steps[k].equity);
+            w.costs += scan.steps[k].costs;
         }
     }
     Ok(out)
