@@ -375,7 +375,7 @@ fn learners_run_on_a_loaded_universe() {
     let u = tradesim::data::universe::Universe::new(dataset, None).unwrap();
     let times = u.n_times();
     let train_end = times * 2 / 3;
-    let data = tradesim::data::device::universe_learner_data(&u, 0..train_end).unwrap();
+    let data = tradesim::data::cross_section::learner_data(&u, 0..train_end).unwrap();
     assert_eq!((data.market().n_symbols(), data.n_features()), (5, 55));
     let cfg = UniverseConfig { train_end, ..config(1) };
     let (walks, _, state) = dqn_run(&Backend::Cpu, &data, 1, 100, cfg);

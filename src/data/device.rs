@@ -13,7 +13,6 @@ use super::features::{Columns, FeatureMatrix, N_FEATURES, Normalizer};
 use super::universe::Universe;
 use super::weights::TargetWeights;
 use crate::{DEFAULT_SIGMA_SPAN, Error, MarketData, PriceSeries, UniverseMarket};
-use tradesim_host::universe::UniverseData;
 
 fn to_f64(x: Decimal, what: &str, t: usize) -> Result<f64, Error> {
     x.to_f64().ok_or_else(|| Error::Data(format!("bar {t}: {what} = {x} has no f64 value")))
@@ -58,24 +57,6 @@ pub fn price_market(series: &Series) -> Result<MarketData, Error> {
     let c = columns(series)?;
     let prices = PriceSeries::new(c.open, c.high, c.low, c.close)?;
     Ok(MarketData::new(&prices, DEFAULT_SIGMA_SPAN, Vec::new(), 0)?)
-}
-
-/// What the universe learners ([`tradesim_host::universe`]) train and walk on: the universe's price block
-/// ([`universe_market`]) and its features ([`super::cross_section::UniverseFeatures`]: the 51 per symbol and
-/// the cross-sectional ones) normalized with the means and deviations of the times `train` (the learners'
-/// training part: no later time informs them).
-pub fn universe_learner_data(u: &Universe, train: Range<usize>) -> Result<UniverseData, Error> {
-    use super::cross_section::{N_UNIVERSE_FEATURES, UniverseFeatures};
-    if train.is_empty() || train.end > u.n_times() {
-        return Err(Error::Data(format!(
-            "training times {train:?} must be a non-empty part of the universe's {} times",
-            u.n_times()
-        )));
-    }
-    let features = UniverseFeatures::compute(u)?;
-    let norm = features.fit(train);
-    let values = features.normalized(&norm, 0..u.n_times());
-    Ok(UniverseData::new(universe_market(u)?, values, N_UNIVERSE_FEATURES)?)
 }
 
 /// The price block of a universe: each symbol's bars as f64 (through `ToPrimitive`, as every price) with
