@@ -172,6 +172,36 @@ impl DqnAgent {
         if stepped { env.stepped_by_policy() } else { env.run_loaded(1, 1) }
     }
 
+    /// Chooses the action of every row of `obs` for env step `step` (epsilon-greedy, or greedy): `obs` holds
+    /// `trials x rows_per_trial` observations of the agent's input width, trial-major, made by the caller
+    /// (the learners' rows of a portfolio env, [`crate::universe`]); a row's exploration draws are keyed
+    /// by its index within its trial, as an env's. Returns `trials x rows_per_trial` codes.
+    pub fn act_rows(
+        &mut self,
+        obs: &[f32],
+        rows_per_trial: usize,
+        step: u64,
+        greedy: bool,
+    ) -> Result<Vec<u8>, HostError> {
+        let (trials, d) = (self.args.n_trials as usize, self.args.input as usize);
+        let rows = trials.checked_mul(rows_per_trial).filter(|&r| r > 0 && r <= u32::MAX as usize);
+        let Some(rows) = rows.filter(|&r| r.checked_mul(d) == Some(obs.len())) else {
+            return Err(HostError::Shape {
+                what: format!("row observations ({trials} trials x {rows_per_trial} rows x {d} inputs)"),
+                expected: trials.saturating_mul(rows_per_trial).saturating_mul(d),
+                got: obs.len(),
+            });
+        };
+        let args = DqnArgs { step, greedy: u32::from(greedy), envs_per_trial: rows_per_trial as u32, ..self.args };
+        let mut actions = Vec::with_capacity(rows);
+        match &mut self.inner {
+            AgentInner::Cpu(c) => c.act_rows(&args, &self.params, obs, &mut actions)?,
+            #[cfg(feature = "cuda")]
+            AgentInner::Cuda(dqn) => actions = dqn.act_rows(&args, obs)?,
+        }
+        Ok(actions)
+    }
+
     /// One gradient step for every trial: a minibatch of `self.batch` per trial from `env`'s ring, TD
     /// targets, Huber loss, backward, Adam, target update.
     pub fn train_step(&mut self, env: &mut EnvBatch) -> Result<(), HostError> {

@@ -301,6 +301,29 @@ impl EnvBatch {
         Ok(())
     }
 
+    /// One step of transitions made by another env (the learners' rows of a portfolio env,
+    /// [`crate::universe`]): `transitions[env]` for every env of the layout goes where this batch's own step
+    /// would write it, then the reward statistics and the ring's clock move as after that step. The batch's
+    /// own envs do not move.
+    pub fn write_step(&mut self, transitions: &[gpu_kernels::Transition]) -> Result<(), HostError> {
+        if transitions.len() != self.layout.n_envs() {
+            return Err(HostError::Shape {
+                what: "transitions (one per env)".to_owned(),
+                expected: self.layout.n_envs(),
+                got: transitions.len(),
+            });
+        }
+        if self.cfg.ring_capacity == 0 {
+            return Err(HostError::Config("writing transitions needs a replay ring (ring_capacity > 0)".to_owned()));
+        }
+        let args = self.args(1);
+        let ept = self.layout.envs_per_trial();
+        let slots: Vec<usize> =
+            (0..transitions.len()).map(|env| args.ring_index(env, 0, self.params[env / ept].ring_origin)).collect();
+        on_backend!(&mut self.inner, env => env.write_step(&slots, transitions))?;
+        self.scanned(&args)
+    }
+
     /// What follows one step that a device policy took itself (its acting kernel stepped every env on the
     /// actions it chose: `env_scan`'s work with [`Self::args`]`(1)`): [`Self::run_loaded`]'s `(1, 1)` without
     /// its scan.

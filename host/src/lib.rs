@@ -25,6 +25,7 @@ pub mod prices;
 
 pub mod init;
 pub mod types;
+pub mod universe;
 pub mod vector;
 pub mod walk;
 

@@ -293,6 +293,65 @@ impl PpoAgent {
         Ok(())
     }
 
+    /// Chooses the action of every row of `obs` (`trials x rows_per_trial` observations of the agent's input
+    /// width, made by the caller: the learners' rows of a portfolio env, [`crate::universe`]): at rollout
+    /// step `rollout_step` of the current rollout (sampled; the log-probabilities and values kept for its
+    /// GAE and updates, as [`Self::collect`]'s), or greedily with `rollout_step` `u32::MAX` (nothing kept).
+    /// A rollout's rows are the ring's envs (`rows_per_trial` its envs per trial).
+    pub fn act_rows(
+        &mut self,
+        obs: &[f32],
+        rows_per_trial: usize,
+        rollout_step: u32,
+        greedy: bool,
+    ) -> Result<Vec<u8>, HostError> {
+        let (trials, d) = (self.args.n_trials as usize, self.args.input as usize);
+        let rows = trials.checked_mul(rows_per_trial).filter(|&r| r > 0 && r <= u32::MAX as usize);
+        let fits = rows.is_some_and(|r| r.checked_mul(d) == Some(obs.len()));
+        let in_rollout = rollout_step <= self.args.steps;
+        if !fits || (in_rollout && rows_per_trial != self.args.envs_per_trial as usize) {
+            return Err(HostError::Shape {
+                what: format!("row observations ({trials} trials x {rows_per_trial} rows x {d} inputs)"),
+                expected: trials.saturating_mul(rows_per_trial).saturating_mul(d),
+                got: obs.len(),
+            });
+        }
+        let counter = self.rollouts * u64::from(self.args.steps) + u64::from(rollout_step.min(self.args.steps));
+        let args = PpoArgs { counter, greedy: u32::from(greedy), envs_per_trial: rows_per_trial as u32, ..self.args };
+        let mut actions = Vec::new();
+        match &mut self.inner {
+            PpoInner::Cpu(c) => c.act_rows(&args, &self.params, obs, &mut actions, rollout_step)?,
+            #[cfg(feature = "cuda")]
+            PpoInner::Cuda(g) => actions = g.act_rows(&args, obs, rollout_step)?,
+        }
+        if in_rollout {
+            self.flops += self.step_flops.0;
+        }
+        Ok(actions)
+    }
+
+    /// Ends a rollout whose steps [`Self::act_rows`] chose and whose transitions `rows` holds (written with
+    /// [`EnvBatch::write_step`]): the bootstrap values from `obs`, the rows' observations after the last
+    /// step, then GAE, as [`Self::collect`] ends its own.
+    pub fn end_row_rollout(&mut self, rows: &mut EnvBatch, obs: &[f32]) -> Result<(), HostError> {
+        self.check_env(rows)?;
+        let per_rollout = u64::from(self.args.steps) * u64::from(self.args.envs_per_trial);
+        if rows.transitions_written() == 0 || !rows.transitions_written().is_multiple_of(per_rollout) {
+            return Err(HostError::Config("a row rollout ends after its steps fill the ring".to_owned()));
+        }
+        self.act_rows(obs, self.args.envs_per_trial as usize, self.args.steps, false)?;
+        self.rollouts += 1;
+        let args = self.args;
+        match (&mut self.inner, rows.inner_mut()) {
+            (PpoInner::Cpu(c), Inner::Cpu(cpu)) => c.gae(&args, &self.params, cpu),
+            #[cfg(feature = "cuda")]
+            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => g.gae(cuda, &args)?,
+            #[cfg(feature = "cuda")]
+            _ => return Err(HostError::BackendMismatch),
+        }
+        Ok(())
+    }
+
     /// The updates of the last rollout: trial k makes `epochs_k x minibatches_k` updates, each epoch a fresh
     /// shuffle of the rollout cut into `minibatches_k` minibatches (or, without a split, `epochs_k x
     /// ceil(steps x E / batch_k)` minibatches of its batch drawn with replacement;

@@ -8,10 +8,11 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::device::columns;
+use super::device::{columns, universe_market};
 use super::features::{CLIP, FeatureMatrix, N_FEATURES, Normalizer, WARMUP};
 use super::universe::Universe;
 use crate::Error;
+use tradesim_host::universe::UniverseData;
 
 /// Cross-sectional features per symbol and time.
 pub const N_CROSS_FEATURES: usize = 4;
@@ -170,6 +171,23 @@ impl UniverseFeatures {
             })
             .collect()
     }
+}
+
+/// What the universe learners ([`tradesim_host::universe`]) train and walk on: the universe's price block
+/// ([`universe_market`]) and its features ([`UniverseFeatures`]: the 51 per symbol and
+/// the cross-sectional ones) normalized with the means and deviations of the times `train` (the learners'
+/// training part: no later time informs them).
+pub fn learner_data(u: &Universe, train: Range<usize>) -> Result<UniverseData, Error> {
+    if train.is_empty() || train.end > u.n_times() {
+        return Err(Error::Data(format!(
+            "training times {train:?} must be a non-empty part of the universe's {} times",
+            u.n_times()
+        )));
+    }
+    let features = UniverseFeatures::compute(u)?;
+    let norm = features.fit(train);
+    let values = features.normalized(&norm, 0..u.n_times());
+    Ok(UniverseData::new(universe_market(u)?, values, N_UNIVERSE_FEATURES)?)
 }
 
 #[cfg(test)]

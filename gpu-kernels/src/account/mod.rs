@@ -12,6 +12,7 @@
 
 pub mod backtest;
 pub mod env;
+pub mod rows;
 
 use crate::portfolio::{BANKRUPTCY_SLACK, ExitReason, WHOLE_UNITS_SLACK, buy_fill_price, sell_fill_price};
 use crate::types::{EnvStatus, TrialParams};

@@ -42,12 +42,39 @@ impl CpuDqn {
     pub(crate) fn act(&mut self, args: &DqnArgs, params: &[DqnParams], env: &mut CpuEnv) -> Result<(), HostError> {
         let PolicyView { params: env_params, states, bars, features, actions } = env.policy_view();
         let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
+        self.act_on(args, params, actions, |act| {
+            act.par_chunks_mut(d).zip(states.par_iter()).enumerate().for_each(|(i, (row, state))| {
+                observe_env(&env_params[i / ept], state, bars, features, d - 3, row);
+            });
+        })
+    }
+
+    /// Every row's action for `args.step` from its observation in `obs` (`n_trials x envs_per_trial` rows of
+    /// `args.input` floats): [`Self::act`] on observations made elsewhere.
+    pub(crate) fn act_rows(
+        &mut self,
+        args: &DqnArgs,
+        params: &[DqnParams],
+        obs: &[f32],
+        actions: &mut Vec<u8>,
+    ) -> Result<(), HostError> {
+        actions.resize(args.n_trials as usize * args.envs_per_trial as usize, 0);
+        self.act_on(args, params, actions, |act| act.copy_from_slice(obs))
+    }
+
+    /// The acting layers and the choice, after `observe` wrote the observations.
+    fn act_on(
+        &mut self,
+        args: &DqnArgs,
+        params: &[DqnParams],
+        actions: &mut [u8],
+        observe: impl FnOnce(&mut [f32]),
+    ) -> Result<(), HostError> {
+        let ept = args.envs_per_trial as usize;
         let aw = ActWork::of(&args.net());
         let act = &mut self.act;
         act.resize(aw.len(), 0.0);
-        act[..aw.h1()].par_chunks_mut(d).zip(states.par_iter()).enumerate().for_each(|(i, (row, state))| {
-            observe_env(&env_params[i / ept], state, bars, features, d - 3, row);
-        });
+        observe(&mut act[..aw.h1()]);
         let trials: Vec<NetTrial> = params.iter().map(DqnParams::net).collect();
         for layer in 0..3 {
             let plan = crate::plan::stage_plan(&args.net(), &trials, Stage::Act(layer));

@@ -106,6 +106,14 @@ impl CpuEnv {
         Ok(())
     }
 
+    /// Writes `transitions[env]` into ring slot `slots[env]` (one step of transitions made elsewhere).
+    pub(crate) fn write_step(&mut self, slots: &[usize], transitions: &[Transition]) -> Result<(), HostError> {
+        for (&slot, t) in slots.iter().zip(transitions) {
+            self.ring[slot] = *t;
+        }
+        Ok(())
+    }
+
     /// Chunk moments, then per-trial merges, then normalization: the three kernels' bodies in order.
     pub(crate) fn update_rewards(&mut self, args: &BatchArgs) -> Result<(), HostError> {
         let (trials, steps, n_chunks) = (args.n_trials as usize, args.steps as usize, args.n_chunks());

@@ -11,7 +11,7 @@ use gpu_kernels::ppo::{
 };
 use rayon::prelude::*;
 
-use super::env::CpuEnv;
+use super::env::{CpuEnv, PolicyView};
 use crate::HostError;
 use crate::types::NetState;
 
@@ -70,14 +70,51 @@ impl CpuPpo {
         env: &mut CpuEnv,
         rollout_step: u32,
     ) -> Result<(), HostError> {
-        let view = env.policy_view();
+        let PolicyView { params: env_params, states, bars, features, actions } = env.policy_view();
         let (ept, d) = (args.envs_per_trial as usize, args.input as usize);
+        self.act_on(args, params, actions, rollout_step, |act| {
+            act.par_chunks_mut(d)
+                .zip(states.par_iter())
+                .enumerate()
+                .for_each(|(i, (row, state))| observe_env(&env_params[i / ept], state, bars, features, d - 3, row));
+        })
+    }
+
+    /// [`Self::act`] on observations made elsewhere: `obs` holds `n_trials x envs_per_trial` rows of
+    /// `args.input` floats; the actions go to `actions`.
+    pub(crate) fn act_rows(
+        &mut self,
+        args: &PpoArgs,
+        params: &[PpoParams],
+        obs: &[f32],
+        actions: &mut Vec<u8>,
+        rollout_step: u32,
+    ) -> Result<(), HostError> {
+        let rows = args.n_trials as usize * args.envs_per_trial as usize;
+        actions.resize(rows, 0);
+        // Rows outside a rollout (a greedy walk's) may outnumber the rollout's envs: their values go to the
+        // bootstrap buffer, which the next rollout's end overwrites.
+        if self.bootstrap.len() < rows {
+            self.bootstrap.resize(rows, 0.0);
+        }
+        self.act_on(args, params, actions, rollout_step, |act| act.copy_from_slice(obs))
+    }
+
+    /// The acting layers, the choice and the routing of log-probabilities and values, after `observe` wrote
+    /// the observations.
+    fn act_on(
+        &mut self,
+        args: &PpoArgs,
+        params: &[PpoParams],
+        actions: &mut [u8],
+        rollout_step: u32,
+        observe: impl FnOnce(&mut [f32]),
+    ) -> Result<(), HostError> {
+        let ept = args.envs_per_trial as usize;
         let net = args.net();
         let aw = ActWork::of(&net);
         self.act.resize(aw.len(), 0.0);
-        self.act[..aw.h1()].par_chunks_mut(d).zip(view.states.par_iter()).enumerate().for_each(|(i, (row, state))| {
-            observe_env(&view.params[i / ept], state, view.bars, view.features, d - 3, row)
-        });
+        observe(&mut self.act[..aw.h1()]);
         let trials = trials_of(params);
         for layer in 0..3 {
             let plan = crate::plan::stage_plan(&net, &trials, Stage::Act(layer));
@@ -87,12 +124,12 @@ impl CpuPpo {
             unsafe { super::tile::run(&plan, &mut bufs) }?;
         }
         let out = &self.act[aw.q()..];
-        let outs: Vec<ActOutput> = (0..view.states.len())
+        let outs: Vec<ActOutput> = (0..actions.len())
             .into_par_iter()
             .map(|i| act_env(i, args, &params[i / ept], &out[i * ACTOR_CRITIC..(i + 1) * ACTOR_CRITIC], rollout_step))
             .collect();
         for (i, a) in outs.into_iter().enumerate() {
-            view.actions[i] = a.action;
+            actions[i] = a.action;
             match a.rollout {
                 Some(j) => {
                     self.logps[j] = a.logp;

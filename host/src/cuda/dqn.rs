@@ -107,6 +107,27 @@ impl CudaDqn {
         Ok(false)
     }
 
+    /// The actions of the rows whose observations are `obs` (`args`' envs are the rows): the observations
+    /// uploaded into the acting buffer, the acting layers and `dqn_select` on the learner's stream.
+    pub(crate) fn act_rows(&mut self, args: &DqnArgs, obs: &[f32]) -> Result<Vec<u8>, HostError> {
+        let net = args.net();
+        let stream = self.core.stream.clone();
+        self.core.last.switch_to(&stream)?;
+        let aw = ActWork::of(&net);
+        if self.nets.act.len() < aw.len() {
+            self.core.rt.synchronize()?;
+            self.nets.act = stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
+            stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;
+            self.point(None)?;
+        }
+        let fail = HostError::driver("acting on rows");
+        stream.memcpy_htod(obs, &mut self.nets.act.slice_mut(0..aw.h1())).map_err(fail)?;
+        self.core.plans.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        let mut actions = stream.alloc_zeros::<u8>(aw.envs).map_err(HostError::driver("acting on rows"))?;
+        launch::dqn::dqn_select(&self.core.rt, &stream, &self.nets, &mut actions, args)?;
+        stream.clone_dtoh(&actions).map_err(HostError::driver("acting on rows"))
+    }
+
     pub(crate) fn train(
         &mut self,
         stream: &Arc<CudaStream>,

@@ -167,6 +167,30 @@ impl CudaEnv {
         Ok(())
     }
 
+    /// Writes `transitions[env]` into ring slot `slots[env]` (global, trial-major), one upload per run of
+    /// consecutive slots on the env's group stream (a trial's envs fill consecutive slots but where its ring
+    /// wraps).
+    pub(crate) fn write_step(&mut self, slots: &[usize], transitions: &[Transition]) -> Result<(), HostError> {
+        let capacity = self.capacity;
+        for g in &mut self.groups {
+            let base = g.trials.start * capacity;
+            let mut first = g.envs.start;
+            while first < g.envs.end {
+                let mut end = first + 1;
+                while end < g.envs.end && slots[end] == slots[end - 1] + 1 {
+                    end += 1;
+                }
+                let host: Vec<_> = transitions[first..end].iter().copied().map(Dev).collect();
+                let at = slots[first] - base;
+                g.stream
+                    .memcpy_htod(&host, &mut g.ring.slice_mut(at..at + host.len()))
+                    .map_err(HostError::driver("uploading transitions"))?;
+                first = end;
+            }
+        }
+        Ok(())
+    }
+
     /// Records a timing event on every group's stream.
     pub(crate) fn record_events(&self) -> Result<Vec<cudarc::driver::CudaEvent>, HostError> {
         let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);

@@ -132,6 +132,29 @@ impl CudaPpo {
         Ok(false)
     }
 
+    /// The actions of the rows whose observations are `obs` (`args`' envs are the rows) at rollout step
+    /// `rollout_step`: the observations uploaded into the acting buffer, the acting layers and `ppo_select`
+    /// on the learner's stream.
+    pub(crate) fn act_rows(&mut self, args: &PpoArgs, obs: &[f32], rollout_step: u32) -> Result<Vec<u8>, HostError> {
+        let net = args.net();
+        let stream = self.core.stream.clone();
+        self.core.last.switch_to(&stream)?;
+        let aw = ActWork::of(&net);
+        if self.b.act.len() < aw.len() || self.b.bootstrap.len() < aw.envs {
+            self.core.rt.synchronize()?;
+            self.b.act = stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating PPO buffers"))?;
+            self.b.bootstrap = stream.alloc_zeros(aw.envs).map_err(HostError::driver("allocating PPO buffers"))?;
+            stream.synchronize().map_err(HostError::driver("allocating PPO buffers"))?;
+            self.point()?;
+        }
+        let fail = HostError::driver("acting on rows");
+        stream.memcpy_htod(obs, &mut self.b.act.slice_mut(0..aw.h1())).map_err(fail)?;
+        self.core.plans.launch_all(&stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        let mut actions = stream.alloc_zeros::<u8>(aw.envs).map_err(HostError::driver("acting on rows"))?;
+        launch::ppo::ppo_select(&self.core.rt, &stream, &mut self.b, &mut actions, args, rollout_step)?;
+        stream.clone_dtoh(&actions).map_err(HostError::driver("acting on rows"))
+    }
+
     pub(crate) fn gae(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {
         let (stream, ring, _) = env.rollout_view()?;
         self.core.last.switch_to(stream)?;

@@ -1,0 +1,161 @@
+//! The learners' rows of a portfolio env (ENVIRONMENT.md, "Learners on a universe"): one row per (env,
+//! symbol), the unit a shared per-symbol network sees, acts for and is credited for. A row's observation is
+//! its symbol's features at the decision bar and 3 floats of the account ([`row_floats`]); its transition
+//! is the single series' [`Transition`] with the bar `symbol x n_times + t` (the row features are stored
+//! symbol-major, so the replay sampler rebuilds bars t and t + 1 of that symbol unchanged) and the
+//! symbol's share of the account's step as its reward ([`env_rows`]). The CPU backend calls these per
+//! env, as a kernel thread would.
+
+use super::AccountState;
+use super::env::{PortfolioStep, held_side, side_code};
+use crate::types::{Bar, Transition, TrialParams};
+
+/// The 3 account floats of a row: the side the symbol holds (-1, 0, 1), its weight in the account
+/// (`units x close / equity`, 0 for an account worth nothing) and the account's `equity / capital - 1`.
+#[inline]
+pub fn row_floats(params: &TrialParams, account: &AccountState, units: f64, close: f64) -> [f32; 3] {
+    let weight = if account.equity > 0.0 { units * close / account.equity } else { 0.0 };
+    [held_side(units) as f32, weight as f32, (account.equity / params.initial_capital - 1.0) as f32]
+}
+
+/// Writes a row's observation: the symbol's `features` at the decision bar, then [`row_floats`].
+#[inline]
+pub fn observe_row(
+    params: &TrialParams,
+    account: &AccountState,
+    units: f64,
+    close: f64,
+    features: &[f32],
+    out: &mut [f32],
+) {
+    let n = features.len();
+    out[..n].copy_from_slice(features);
+    out[n..n + 3].copy_from_slice(&row_floats(params, account, units, close));
+}
+
+/// One env's step as its rows see it: the account and units before and after it, the cells at the
+/// decision bar t and at t + 1, and the step's outcome.
+#[derive(Clone, Copy, Debug)]
+pub struct EnvRowsStep<'a> {
+    /// The account before the step.
+    pub before: &'a AccountState,
+    /// The account after the step.
+    pub after: &'a AccountState,
+    /// Units per symbol before the step.
+    pub units_before: &'a [f64],
+    /// Units per symbol after the step.
+    pub units_after: &'a [f64],
+    /// Cells at t (a symbol without a bar: its last close).
+    pub now: &'a [Bar],
+    /// Cells at t + 1.
+    pub next: &'a [Bar],
+    /// The step's outcome.
+    pub step: &'a PortfolioStep,
+    /// The codes the agent chose at t, one per symbol.
+    pub chosen: &'a [u8],
+}
+
+/// The row transitions of one env's step, handed to `write(symbol, transition)` in symbol order.
+///
+/// A symbol's reward is its share of the account's step, over the equity at t: its price move
+/// `units_before x (open - close_t) + units_after x (close_{t+1} - open)` (what its units earned before and
+/// after the rebalance at the open of t + 1) times `w_pnl`, less `w_cost` times its share of the step's
+/// costs (in proportion to the value it traded, `|units_after - units_before| x open`; equal shares when
+/// nothing traded), less `w_drawdown` times an equal share of the drawdown's rise. Summed over the symbols
+/// (fixed order) this is the account's reward with the simple return in place of the log return (equal
+/// up to rounding; bankruptcy's closes at the close are credited as costs only). `action` is the side each
+/// symbol holds after the step (what the reward credits: a symbol that could not trade keeps its side; an
+/// order that bought nothing leaves it flat), `chosen` the agent's code; `done` and `valid` the account's.
+#[inline]
+pub fn env_rows(params: &TrialParams, n_times: u32, s: EnvRowsStep<'_>, mut write: impl FnMut(usize, Transition)) {
+    let n = s.units_before.len();
+    let mut traded = 0.0;
+    for k in 0..n {
+        traded += (s.units_after[k] - s.units_before[k]).abs() * s.next[k].open;
+    }
+    let equity = s.before.equity;
+    let scale = if equity > 0.0 { 1.0 / equity } else { 0.0 };
+    let dd_rise = s.after.drawdown() - s.before.drawdown();
+    let dd_share = if dd_rise > 0.0 { dd_rise / n as f64 } else { 0.0 };
+    for k in 0..n {
+        let (now, next) = (&s.now[k], &s.next[k]);
+        let (ub, ua) = (s.units_before[k], s.units_after[k]);
+        let pnl = ub * (next.open - now.close) + ua * (next.close - next.open);
+        let share = if traded > 0.0 { (ua - ub).abs() * next.open / traded } else { 1.0 / n as f64 };
+        let costs = s.step.costs * share;
+        let reward = params.w_pnl * pnl * scale - params.w_cost * costs * scale - params.w_drawdown * dd_share;
+        let valid = s.step.valid != 0;
+        write(
+            k,
+            Transition {
+                bar: k as u32 * n_times + s.step.bar,
+                state: row_floats(params, s.before, ub, now.close),
+                next_state: row_floats(params, s.after, ua, next.close),
+                reward: if valid { reward as f32 } else { 0.0 },
+                action: side_code(held_side(ua)),
+                done: s.step.done,
+                label: 0,
+                valid: s.step.valid,
+                chosen: s.chosen[k],
+                _pad: [0; 3],
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::account::Orders;
+    use crate::account::env::{NextBar, portfolio_env_step};
+
+    fn bar(open: f64, close: f64) -> Bar {
+        Bar { open, high: open.max(close), low: open.min(close), close, sigma: 0.0 }
+    }
+
+    /// 1,000 in cash, both symbols long at the opens 10 and 20 (500 each: 50 and 25 units), closing at 11
+    /// and 19: the rows earn 50 x 1 / 1,000 = 0.05 and 25 x -1 / 1,000 = -0.025; with a 0.1% commission
+    /// the costs (0.5 + 0.5) are shared by traded value, 0.0005 each, and the rows still sum to the
+    /// account's simple return.
+    #[test]
+    fn rows_earn_their_units_moves_and_share_the_costs() {
+        for commission in [0.0, 0.001] {
+            let p = TrialParams { commission, w_cost: 1.0, ..TrialParams::frictionless(1_000.0) };
+            let mut account = AccountState::new(&p, 0, 10);
+            let before = account;
+            let mut units = [0.0; 2];
+            let (mut v, mut u, mut s) = ([0.0; 2], [0.0; 2], [0u32; 2]);
+            let mut orders = Orders { value: &mut v, units: &mut u, symbol: &mut s };
+            let (now, next) = ([bar(10.0, 10.0), bar(20.0, 20.0)], [bar(10.0, 11.0), bar(20.0, 19.0)]);
+            let step = portfolio_env_step(
+                &p,
+                &mut account,
+                &mut units,
+                &[1, 1],
+                NextBar { bars: &next, tradable: &[1, 1] },
+                &mut orders,
+                &mut (),
+            );
+            let rows = EnvRowsStep {
+                before: &before,
+                after: &account,
+                units_before: &[0.0; 2],
+                units_after: &units,
+                now: &now,
+                next: &next,
+                step: &step,
+                chosen: &[1, 1],
+            };
+            let mut out = [Transition::default(); 2];
+            env_rows(&p, 10, rows, |k, t| out[k] = t);
+            let (r0, r1) = (f64::from(out[0].reward), f64::from(out[1].reward));
+            if commission == 0.0 {
+                assert_eq!(units, [50.0, 25.0]);
+                assert_eq!((r0, r1), (f64::from(0.05f32), f64::from(-0.025f32)));
+            }
+            assert!((r0 + r1 - (account.equity / 1_000.0 - 1.0)).abs() < 1e-7, "{commission}: {r0} + {r1}");
+            assert_eq!((out[0].bar, out[1].bar), (0, 10));
+            assert_eq!((out[0].action, out[0].state[0], out[0].next_state[0]), (1, 0.0, 1.0));
+        }
+    }
+}
