@@ -419,3 +419,37 @@ fn bad_configurations_are_refused() {
     learner.train(2).unwrap();
     assert_eq!(learner.greedy_walk(30, 39).unwrap()[0].equity.len(), 10);
 }
+
+/// FNV-1a over the network state's bits and the trained walks' actions, sides and equity bits.
+fn fingerprint(run: &(Vec<UniverseWalk>, Vec<UniverseWalk>, NetState)) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    state_bits(&run.2).iter().flatten().for_each(|&x| eat(u64::from(x)));
+    for w in &run.0 {
+        w.actions.iter().chain(&w.sides).for_each(|&x| eat(u64::from(x)));
+        w.equity.iter().for_each(|x| eat(x.to_bits()));
+        eat(w.costs.to_bits());
+    }
+    h
+}
+
+/// The CPU's trained states and walks for fixed seeds, pinned: how the rows are observed and stepped (on
+/// the host, or by the kernel bodies the device runs) must not change a bit of them.
+#[test]
+fn cpu_training_is_pinned() {
+    let data = universe(5, true);
+    let ppo_cfg = UniverseConfig { ring_capacity: ROLLOUT * 8 * N, ..config(9) };
+    let (hundred, cfg) = hundred_symbols();
+    let got = [
+        fingerprint(&dqn_run(&Backend::Cpu, &data, 2, 200, config(9))),
+        fingerprint(&ppo_run(&Backend::Cpu, &data, 2, 5, ppo_cfg)),
+        fingerprint(&dqn_run(&Backend::Cpu, &hundred, 2, 40, cfg)),
+        fingerprint(&ppo_run(&Backend::Cpu, &hundred, 2, 3, cfg)),
+    ];
+    eprintln!("fingerprints: {got:#x?}");
+    assert_eq!(got, [0x5404_b9ef_b248_7384, 0xe37d_533f_cae9_49e8, 0x7b20_75f1_ce69_1f4a, 0xb508_9218_3767_5521]);
+}
