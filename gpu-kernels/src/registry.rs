@@ -35,6 +35,12 @@ macro_rules! for_each_kernel {
             /// Walks every portfolio env over S bars, one thread per env
             /// ([`crate::account::env::scan_portfolio_env`]).
             portfolio_env_scan PORTFOLIO_ENV_SCAN;
+            /// Every row's observation of the universe learners, one thread per row
+            /// ([`crate::account::rows::observe_universe_row`]).
+            universe_observe UNIVERSE_OBSERVE;
+            /// One portfolio step of every env of the universe learners and its rows' transitions into the
+            /// ring, one thread per env ([`crate::account::rows::step_universe_env`]).
+            universe_step UNIVERSE_STEP;
             /// Backtest of every column: metrics, trade counts, equity curves or the ledger
             /// ([`crate::backtest::run_column`]).
             backtest BACKTEST;

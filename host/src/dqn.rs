@@ -202,6 +202,24 @@ impl DqnAgent {
         Ok(actions)
     }
 
+    /// [`Self::act_rows`] with no transfer (the CUDA backend): `observe` writes the rows' observations into
+    /// the acting buffer on `stream`, and the codes go to `actions` there.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn act_rows_device(
+        &mut self,
+        rows_per_trial: usize,
+        (step, greedy): (u64, bool),
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        observe: &mut dyn FnMut(&mut cudarc::driver::CudaSlice<f32>) -> Result<(), HostError>,
+        actions: &mut cudarc::driver::CudaSlice<u8>,
+    ) -> Result<(), HostError> {
+        let args = DqnArgs { step, greedy: u32::from(greedy), envs_per_trial: rows_per_trial as u32, ..self.args };
+        match &mut self.inner {
+            AgentInner::Cuda(dqn) => dqn.act_rows_device(&args, stream, observe, actions),
+            AgentInner::Cpu(_) => Err(HostError::BackendMismatch),
+        }
+    }
+
     /// One gradient step for every trial: a minibatch of `self.batch` per trial from `env`'s ring, TD
     /// targets, Huber loss, backward, Adam, target update.
     pub fn train_step(&mut self, env: &mut EnvBatch) -> Result<(), HostError> {

@@ -186,6 +186,29 @@ impl PortfolioEnvBatch {
         }
     }
 
+    /// The batch's sizes (`steps` 0).
+    pub(crate) fn args(&self) -> PortfolioEnvArgs {
+        self.args
+    }
+
+    /// The CPU backend's state (`None` on the device).
+    pub(crate) fn cpu_mut(&mut self) -> Option<&mut CpuPortfolioEnv> {
+        match &mut self.inner {
+            Inner::Cpu(c) => Some(c),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(_) => None,
+        }
+    }
+
+    /// The CUDA backend's state (`None` on the CPU).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_mut(&mut self) -> Option<&mut crate::cuda::CudaPortfolioEnv> {
+        match &mut self.inner {
+            Inner::Cpu(_) => None,
+            Inner::Cuda(c) => Some(c),
+        }
+    }
+
     /// Each env's account after the last step.
     pub fn accounts(&self) -> Result<Vec<AccountState>, HostError> {
         match &self.inner {

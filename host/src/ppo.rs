@@ -334,12 +334,23 @@ impl PpoAgent {
     /// [`EnvBatch::write_step`]): the bootstrap values from `obs`, the rows' observations after the last
     /// step, then GAE, as [`Self::collect`] ends its own.
     pub fn end_row_rollout(&mut self, rows: &mut EnvBatch, obs: &[f32]) -> Result<(), HostError> {
+        self.check_row_rollout(rows)?;
+        self.act_rows(obs, self.args.envs_per_trial as usize, self.args.steps, false)?;
+        self.finish_row_rollout(rows)
+    }
+
+    /// Refuses to end a row rollout that has not filled the ring ([`Self::end_row_rollout`]).
+    pub(crate) fn check_row_rollout(&self, rows: &EnvBatch) -> Result<(), HostError> {
         self.check_env(rows)?;
         let per_rollout = u64::from(self.args.steps) * u64::from(self.args.envs_per_trial);
         if rows.transitions_written() == 0 || !rows.transitions_written().is_multiple_of(per_rollout) {
             return Err(HostError::Config("a row rollout ends after its steps fill the ring".to_owned()));
         }
-        self.act_rows(obs, self.args.envs_per_trial as usize, self.args.steps, false)?;
+        Ok(())
+    }
+
+    /// The end of a row rollout after its bootstrap values were chosen ([`Self::end_row_rollout`]): GAE.
+    pub(crate) fn finish_row_rollout(&mut self, rows: &mut EnvBatch) -> Result<(), HostError> {
         self.rollouts += 1;
         let args = self.args;
         match (&mut self.inner, rows.inner_mut()) {
@@ -350,6 +361,43 @@ impl PpoAgent {
             _ => return Err(HostError::BackendMismatch),
         }
         Ok(())
+    }
+
+    /// [`Self::act_rows`] with no transfer (the CUDA backend): `observe` writes the rows' observations into
+    /// the acting buffer on `stream`, and the codes go to `actions` there.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn act_rows_device(
+        &mut self,
+        rows_per_trial: usize,
+        (rollout_step, greedy): (u32, bool),
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        observe: &mut dyn FnMut(&mut cudarc::driver::CudaSlice<f32>) -> Result<(), HostError>,
+        actions: &mut cudarc::driver::CudaSlice<u8>,
+    ) -> Result<(), HostError> {
+        let args = self.row_args(rows_per_trial, rollout_step, greedy)?;
+        match &mut self.inner {
+            PpoInner::Cuda(g) => g.act_rows_device(&args, stream, observe, actions, rollout_step)?,
+            PpoInner::Cpu(_) => return Err(HostError::BackendMismatch),
+        }
+        if rollout_step <= self.args.steps {
+            self.flops += self.step_flops.0;
+        }
+        Ok(())
+    }
+
+    /// The acting arguments of `rows_per_trial` rows per trial at rollout step `rollout_step` ([`Self::act_rows`]):
+    /// a rollout's rows are the ring's envs.
+    fn row_args(&self, rows_per_trial: usize, rollout_step: u32, greedy: bool) -> Result<PpoArgs, HostError> {
+        let trials = self.args.n_trials as usize;
+        let rows = trials.checked_mul(rows_per_trial).filter(|&r| r > 0 && r <= u32::MAX as usize);
+        if rows.is_none() || (rollout_step <= self.args.steps && rows_per_trial != self.args.envs_per_trial as usize) {
+            return Err(HostError::Config(format!(
+                "{rows_per_trial} rows per trial for a rollout of {} envs per trial",
+                self.args.envs_per_trial
+            )));
+        }
+        let counter = self.rollouts * u64::from(self.args.steps) + u64::from(rollout_step.min(self.args.steps));
+        Ok(PpoArgs { counter, greedy: u32::from(greedy), envs_per_trial: rows_per_trial as u32, ..self.args })
     }
 
     /// The updates of the last rollout: trial k makes `epochs_k x minibatches_k` updates, each epoch a fresh

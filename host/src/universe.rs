@@ -2,18 +2,18 @@
 //! network (one 3-way head applied to every (env, symbol) row) acting in a portfolio env, one account per
 //! env. The rows are the single series' batch grown N-fold: the learners' acting, replay, sampling and
 //! training run unchanged on `envs x N` rows, and this file only makes the rows' observations and
-//! transitions ([`gpu_kernels::account::rows`]) from the portfolio env's steps.
+//! transitions ([`gpu_kernels::account::rows`]) from the portfolio env's steps. On the CPU the rows'
+//! bodies run per row and per env (rayon); on CUDA their kernels run on the rows' stream between the
+//! learner's acting launches, so a step moves nothing between host and device (a segment's reset uploads
+//! the accounts).
 
-use gpu_kernels::account::AccountState;
-use gpu_kernels::account::rows::{EnvRowsStep, env_rows, observe_row};
 use gpu_kernels::dqn::DqnParams;
 use gpu_kernels::equity::{EquityStats, Metrics};
 use gpu_kernels::ppo::PpoParams;
 use gpu_kernels::rng::{draw_below, keyed};
-use gpu_kernels::{Bar, Transition, TrialParams};
+use gpu_kernels::{Bar, TrialParams};
 
 use crate::PpoAgent;
-use crate::types::PortfolioScan;
 use crate::{
     Backend, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, PortfolioEnvBatch, SimLayout, UniverseMarket,
 };
@@ -24,7 +24,9 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct UniverseData {
     market: UniverseMarket,
-    features: Vec<f32>,
+    /// The features symbol-major, `n_symbols x n_times x n_features` (the rows' replay market's, which the
+    /// rows' observations read too).
+    row_features: Vec<f32>,
     n_features: usize,
 }
 
@@ -42,7 +44,14 @@ impl UniverseData {
         if let Some(i) = features.iter().position(|x| !x.is_finite()) {
             return Err(HostError::InvalidFeature { bar: i / n_features, feature: i % n_features });
         }
-        Ok(Self { market, features, n_features })
+        let (n, times, f) = (market.n_symbols(), market.n_times(), n_features);
+        let mut row_features = Vec::with_capacity(features.len());
+        for s in 0..n {
+            for t in 0..times {
+                row_features.extend_from_slice(&features[(t * n + s) * f..(t * n + s + 1) * f]);
+            }
+        }
+        Ok(Self { market, row_features, n_features })
     }
 
     /// The prices.
@@ -59,32 +68,18 @@ impl UniverseData {
     /// so that bars t and t + 1 of one symbol are neighbours; the bars are placeholders (the rows' batch
     /// never steps its own envs).
     fn row_market(&self) -> Result<MarketData, HostError> {
-        let (n, times, f) = (self.market.n_symbols(), self.market.n_times(), self.n_features);
-        let mut features = Vec::with_capacity(self.features.len());
-        for s in 0..n {
-            for t in 0..times {
-                features.extend_from_slice(&self.features[(t * n + s) * f..(t * n + s + 1) * f]);
-            }
-        }
         let bar = Bar { open: 1.0, high: 1.0, low: 1.0, close: 1.0, sigma: 0.0 };
-        MarketData::from_bars(vec![bar; n * times], features, f)
+        let cells = self.market.n_symbols() * self.market.n_times();
+        MarketData::from_bars(vec![bar; cells], self.row_features.clone(), self.n_features)
     }
+}
 
-    /// Every row's observation (`envs x N` rows of F + 3 floats): its symbol's features at its account's
-    /// bar, then the account floats.
-    fn observe(&self, params: &[TrialParams], ept: usize, accounts: &[AccountState], units: &[f64]) -> Vec<f32> {
-        let (n, f) = (self.market.n_symbols(), self.n_features);
-        let mut obs = vec![0.0; accounts.len() * n * (f + 3)];
-        for (env, (account, rows)) in accounts.iter().zip(obs.chunks_exact_mut(n * (f + 3))).enumerate() {
-            let t = (account.bar as usize).min(self.market.n_times() - 1);
-            for (s, row) in rows.chunks_exact_mut(f + 3).enumerate() {
-                let cell = t * n + s;
-                let (feat, close) = (&self.features[cell * f..(cell + 1) * f], self.market.bars()[cell].close);
-                observe_row(&params[env / ept], account, units[env * n + s], close, feat, row);
-            }
-        }
-        obs
-    }
+/// Every row's observation of a CPU portfolio env (`envs x N` rows of F + 3 floats): its symbol's features
+/// at its account's bar, then the account floats.
+fn observe_cpu(data: &UniverseData, env: &mut PortfolioEnvBatch) -> Result<Vec<f32>, HostError> {
+    let args = env.args();
+    let cpu = env.cpu_mut().ok_or(HostError::BackendMismatch)?;
+    Ok(cpu.observe_rows(&args, &data.row_features, data.n_features))
 }
 
 /// How a universe learner trains: `envs_per_trial` accounts per trial on segments of `segment_len` steps
@@ -181,60 +176,72 @@ impl UniverseEnvs {
         if self.steps.is_multiple_of(self.cfg.segment_len as u64) { self.reset() } else { Ok(()) }
     }
 
-    /// One env step with the rows' `actions` (`envs x N`), its row transitions written to the replay.
-    fn step(&mut self, actions: &[u8]) -> Result<(), HostError> {
-        let (before, units_before) = (self.env.accounts()?, self.env.units()?);
-        let scan = self.env.scan(actions, 1)?;
-        let (after, units_after) = (self.env.accounts()?, self.env.units()?);
-        let transitions = row_transitions(
-            &self.data,
-            &self.params,
-            self.cfg.envs_per_trial,
-            &scan,
-            actions,
-            [(&before, &units_before), (&after, &units_after)],
-        );
-        self.rows.write_step(&transitions)?;
-        self.steps += 1;
+    /// The rows' observations now, `learner`'s codes for them and, with `step`, one env step on those codes
+    /// with the rows' transitions written to the replay (or rollout): on CUDA without a transfer
+    /// ([`crate::cuda::universe_act`]), on the CPU by the same kernel bodies.
+    fn act(&mut self, mut learner: Learner<'_>, step: bool) -> Result<(), HostError> {
+        let rows_per_trial = self.cfg.envs_per_trial * self.data.market.n_symbols();
+        #[cfg(feature = "cuda")]
+        {
+            let (args, ring_args, f) = (self.env.args(), self.rows.args(1), self.data.n_features);
+            if let (Some(env), crate::env_batch::Inner::Cuda(rows)) = (self.env.cuda_mut(), self.rows.inner_mut()) {
+                crate::cuda::universe_act(env, rows, (&args, &ring_args, f), step, |stream, observe, actions| {
+                    learner.act_device(rows_per_trial, stream, observe, actions)
+                })?;
+                if step {
+                    self.rows.stepped_by_policy()?;
+                    self.steps += 1;
+                }
+                return Ok(());
+            }
+        }
+        let obs = observe_cpu(&self.data, &mut self.env)?;
+        let actions = learner.act_host(&obs, rows_per_trial)?;
+        if step {
+            let args = self.env.args();
+            let cpu = self.env.cpu_mut().ok_or(HostError::BackendMismatch)?;
+            let transitions = cpu.step_rows(&args, &actions);
+            self.rows.write_step(&transitions)?;
+            self.steps += 1;
+        }
         Ok(())
-    }
-
-    /// The observations of every row now.
-    fn observe(&self) -> Result<Vec<f32>, HostError> {
-        Ok(self.data.observe(&self.params, self.cfg.envs_per_trial, &self.env.accounts()?, &self.env.units()?))
     }
 }
 
-/// The row transitions of one scanned step of every env, `envs x N`, from the accounts and units before
-/// and after it.
-fn row_transitions(
-    data: &UniverseData,
-    params: &[TrialParams],
-    ept: usize,
-    scan: &PortfolioScan,
-    actions: &[u8],
-    [(before, units_before), (after, units_after)]: [(&[AccountState], &[f64]); 2],
-) -> Vec<Transition> {
-    let (n, times) = (data.market.n_symbols(), data.market.n_times());
-    let bars = data.market.bars();
-    let mut out = vec![Transition::default(); before.len() * n];
-    for (env, rows) in out.chunks_exact_mut(n).enumerate() {
-        let step = &scan.steps[env];
-        let t = (step.bar as usize).min(times - 2);
-        let sym = env * n..(env + 1) * n;
-        let s = EnvRowsStep {
-            before: &before[env],
-            after: &after[env],
-            units_before: &units_before[sym.clone()],
-            units_after: &units_after[sym.clone()],
-            now: &bars[t * n..(t + 1) * n],
-            next: &bars[(t + 1) * n..(t + 2) * n],
-            step,
-            chosen: &actions[sym],
-        };
-        env_rows(&params[env / ept], times as u32, s, |k, tr| rows[k] = tr);
+/// A learner choosing the rows' codes, with the arguments of its acting call: DQN at env step `step`
+/// (greedy or not), PPO at rollout step `rollout_step`.
+enum Learner<'a> {
+    Dqn(&'a mut DqnAgent, u64, bool),
+    Ppo(&'a mut PpoAgent, u32, bool),
+}
+
+impl Learner<'_> {
+    /// The codes of the rows whose observations are `obs` (on the host).
+    fn act_host(&mut self, obs: &[f32], rows_per_trial: usize) -> Result<Vec<u8>, HostError> {
+        match self {
+            Self::Dqn(agent, step, greedy) => agent.act_rows(obs, rows_per_trial, *step, *greedy),
+            Self::Ppo(agent, rollout_step, greedy) => agent.act_rows(obs, rows_per_trial, *rollout_step, *greedy),
+        }
     }
-    out
+
+    /// The codes of the rows into `actions` on `stream`, their observations written by `observe`.
+    #[cfg(feature = "cuda")]
+    fn act_device(
+        &mut self,
+        rows_per_trial: usize,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        observe: &mut dyn FnMut(&mut cudarc::driver::CudaSlice<f32>) -> Result<(), HostError>,
+        actions: &mut cudarc::driver::CudaSlice<u8>,
+    ) -> Result<(), HostError> {
+        match self {
+            Self::Dqn(agent, step, greedy) => {
+                agent.act_rows_device(rows_per_trial, (*step, *greedy), stream, observe, actions)
+            }
+            Self::Ppo(agent, rollout_step, greedy) => {
+                agent.act_rows_device(rows_per_trial, (*rollout_step, *greedy), stream, observe, actions)
+            }
+        }
+    }
 }
 
 /// DQN on a universe: a shared per-symbol Q-network ([`DqnAgent`] on the rows), epsilon-greedy per row.
@@ -263,12 +270,11 @@ impl UniverseDqn {
     /// `steps` env steps of every env (each row's epsilon-greedy action, one portfolio step per env, the
     /// row transitions into the replay), with a gradient step every `train_every` steps after the warmup.
     pub fn train(&mut self, steps: u64) -> Result<(), HostError> {
-        let (cfg, n) = (self.envs.cfg, self.envs.data.market.n_symbols());
+        let cfg = self.envs.cfg;
         for _ in 0..steps {
             self.envs.reset_at_segment_start()?;
-            let obs = self.envs.observe()?;
-            let actions = self.agent.act_rows(&obs, cfg.envs_per_trial * n, self.envs.steps, false)?;
-            self.envs.step(&actions)?;
+            let step = self.envs.steps;
+            self.envs.act(Learner::Dqn(&mut self.agent, step, false), true)?;
             if self.envs.steps >= cfg.warmup_steps && self.envs.steps.is_multiple_of(cfg.train_every) {
                 self.agent.train_step(&mut self.envs.rows)?;
             }
@@ -317,17 +323,16 @@ impl UniversePpo {
     /// the minibatch updates, all the single series' ([`PpoAgent`]).
     pub fn train(&mut self, rollouts: u64) -> Result<(), HostError> {
         let (cfg, n) = (self.envs.cfg, self.envs.data.market.n_symbols());
-        let rows = cfg.envs_per_trial * n;
-        let steps = cfg.ring_capacity / rows;
+        let steps = cfg.ring_capacity / (cfg.envs_per_trial * n);
         for _ in 0..rollouts {
             for t in 0..steps {
                 self.envs.reset_at_segment_start()?;
-                let obs = self.envs.observe()?;
-                let actions = self.agent.act_rows(&obs, rows, t as u32, false)?;
-                self.envs.step(&actions)?;
+                self.envs.act(Learner::Ppo(&mut self.agent, t as u32, false), true)?;
             }
-            let obs = self.envs.observe()?;
-            self.agent.end_row_rollout(&mut self.envs.rows, &obs)?;
+            // The bootstrap values from the rows' observations after the last step, then GAE.
+            self.agent.check_row_rollout(&self.envs.rows)?;
+            self.envs.act(Learner::Ppo(&mut self.agent, steps as u32, false), false)?;
+            self.agent.finish_row_rollout(&mut self.envs.rows)?;
             self.agent.update(&mut self.envs.rows)?;
         }
         Ok(())
@@ -400,7 +405,7 @@ pub fn walk(
         .map(|p| UniverseWalk { actions: Vec::new(), sides: Vec::new(), equity: vec![p.initial_capital], costs: 0.0 })
         .collect();
     for _ in start..end {
-        let obs = data.observe(&raw, 1, &env.accounts()?, &env.units()?);
+        let obs = observe_cpu(data, &mut env)?;
         let actions = policy(&obs)?;
         let scan = env.scan(&actions, 1)?;
         for (k, w) in out.iter_mut().enumerate() {

@@ -3,11 +3,13 @@
 //! its symbol's features at the decision bar and 3 floats of the account ([`row_floats`]); its transition
 //! is the single series' [`Transition`] with the bar `symbol x n_times + t` (the row features are stored
 //! symbol-major, so the replay sampler rebuilds bars t and t + 1 of that symbol unchanged) and the
-//! symbol's share of the account's step as its reward ([`env_rows`]). The CPU backend calls these per
-//! env, as a kernel thread would.
+//! symbol's share of the account's step as its reward ([`env_rows`]). The learners' step calls them
+//! through [`observe_universe_row`] (one row) and [`step_universe_env`] (one env's portfolio step and its
+//! rows' transitions): the `universe_observe` and `universe_step` kernels per thread, the CPU backend per
+//! row and per env (rayon), so both backends step the same bits.
 
-use super::AccountState;
-use super::env::{PortfolioStep, held_side, side_code};
+use super::env::{PortfolioEnvArgs, PortfolioStep, ScanInputs, held_side, scan_portfolio_env, side_code};
+use super::{AccountState, Orders};
 use crate::types::{Bar, Transition, TrialParams};
 
 /// The 3 account floats of a row: the side the symbol holds (-1, 0, 1), its weight in the account
@@ -101,6 +103,78 @@ pub fn env_rows(params: &TrialParams, n_times: u32, s: EnvRowsStep<'_>, mut writ
             },
         );
     }
+}
+
+/// Writes the observation of symbol `symbol` of the env whose account is `account` and who holds `units`
+/// of it ([`observe_row`]): the decision bar is the account's (at most the last time), `bars` the universe's
+/// cells time-major (`n_times x n_symbols`) and `features` the rows' features symbol-major (`n_symbols x
+/// n_times x n_features`: the rows' replay market, whose bar `symbol x n_times + t` a row's transition names).
+#[allow(clippy::too_many_arguments, reason = "one row's inputs, as a kernel thread reads them")]
+#[inline]
+pub fn observe_universe_row(
+    args: &PortfolioEnvArgs,
+    params: &TrialParams,
+    account: &AccountState,
+    units: f64,
+    bars: &[Bar],
+    features: &[f32],
+    symbol: usize,
+    out: &mut [f32],
+) {
+    let (n, times) = (args.n_symbols as usize, args.n_times as usize);
+    let f = out.len() - 3;
+    let t = (account.bar as usize).min(times - 1);
+    let at = (symbol * times + t) * f;
+    observe_row(params, account, units, bars[t * n + symbol].close, &features[at..at + f], out);
+}
+
+/// One env's state as the learners' step changes it: its account, its units (N), a scratch copy of the
+/// units before the step (N) and its orders' scratch (N each).
+#[derive(Debug)]
+pub struct UniverseEnv<'a> {
+    /// The account.
+    pub account: &'a mut AccountState,
+    /// Units per symbol.
+    pub units: &'a mut [f64],
+    /// Scratch: the units before the step.
+    pub units_before: &'a mut [f64],
+    /// The orders' scratch.
+    pub orders: Orders<'a>,
+}
+
+/// Env `env` takes one portfolio step ([`scan_portfolio_env`] with one step: the segment's end, then
+/// [`super::env::portfolio_env_step`]) with its codes in `input.actions` (`n_envs x n_symbols`, one step),
+/// and its rows' transitions go to `write(symbol, transition)` ([`env_rows`], the cells of the step's
+/// decision bar t and of t + 1, t at most `n_times - 2`). Returns the step's outcome.
+#[inline]
+pub fn step_universe_env(
+    env: usize,
+    args: &PortfolioEnvArgs,
+    params: &TrialParams,
+    state: UniverseEnv<'_>,
+    input: ScanInputs<'_>,
+    write: impl FnMut(usize, Transition),
+) -> PortfolioStep {
+    let n = args.n_symbols as usize;
+    let UniverseEnv { account, units, units_before, mut orders } = state;
+    let before = *account;
+    units_before.copy_from_slice(units);
+    let one = PortfolioEnvArgs { steps: 1, ..*args };
+    let mut outcome = PortfolioStep::default();
+    scan_portfolio_env(env, &one, params, account, units, &mut orders, input, |_, o| outcome = o, |_, _, _| {});
+    let t = (outcome.bar as usize).min(args.n_times as usize - 2);
+    let rows = EnvRowsStep {
+        before: &before,
+        after: account,
+        units_before,
+        units_after: units,
+        now: &input.bars[t * n..(t + 1) * n],
+        next: &input.bars[(t + 1) * n..(t + 2) * n],
+        step: &outcome,
+        chosen: &input.actions[env * n..(env + 1) * n],
+    };
+    env_rows(params, args.n_times, rows, write);
+    outcome
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod dqn;
 mod env;
 mod net;
 mod ppo;
+mod rows;
 mod vector;
 
 use core::arch::nvptx;

@@ -1,9 +1,11 @@
 //! The portfolio env on the CPU: [`scan_portfolio_env`] for every env, in parallel over envs (rayon), each
-//! env's outputs gathered into the step-major buffers afterwards.
+//! env's outputs gathered into the step-major buffers afterwards; the universe learners' rows observed and
+//! stepped by the bodies of the `universe_observe` and `universe_step` kernels.
 
 use gpu_kernels::account::env::{PortfolioEnvArgs, PortfolioStep, ScanInputs, scan_portfolio_env};
+use gpu_kernels::account::rows::{UniverseEnv, observe_universe_row, step_universe_env};
 use gpu_kernels::account::{AccountState, Orders};
-use gpu_kernels::{Bar, TrialParams};
+use gpu_kernels::{Bar, Transition, TrialParams};
 use rayon::prelude::*;
 
 use crate::UniverseMarket;
@@ -88,6 +90,43 @@ impl CpuPortfolioEnv {
                 out.sides[at..at + n].copy_from_slice(&sides[step * n..(step + 1) * n]);
             }
         }
+        out
+    }
+
+    /// Every row's observation (`n_envs x n_symbols` rows of `n_features + 3` floats) from the rows'
+    /// symbol-major `features` ([`observe_universe_row`] per row, in parallel over envs).
+    pub(crate) fn observe_rows(&self, args: &PortfolioEnvArgs, features: &[f32], n_features: usize) -> Vec<f32> {
+        let (n, ept, width) = (self.n_symbols, self.envs_per_trial, n_features + 3);
+        let mut obs = vec![0.0; self.accounts.len() * n * width];
+        obs.par_chunks_mut(n * width).enumerate().for_each(|(env, rows)| {
+            let (params, account) = (&self.params[env / ept], &self.accounts[env]);
+            for (s, row) in rows.chunks_exact_mut(width).enumerate() {
+                observe_universe_row(args, params, account, self.units[env * n + s], &self.bars, features, s, row);
+            }
+        });
+        obs
+    }
+
+    /// One step of every env with the rows' checked codes `actions` (`n_envs x n_symbols`), returning the rows'
+    /// transitions (`n_envs x n_symbols`; [`step_universe_env`] per env, in parallel over envs).
+    pub(crate) fn step_rows(&mut self, args: &PortfolioEnvArgs, actions: &[u8]) -> Vec<Transition> {
+        let (n, ept) = (self.n_symbols, self.envs_per_trial);
+        let input = ScanInputs { bars: &self.bars, tradable: &self.tradable, actions };
+        let params = &self.params;
+        let mut out = vec![Transition::default(); self.accounts.len() * n];
+        (&mut self.accounts, self.units.par_chunks_mut(n), out.par_chunks_mut(n)).into_par_iter().enumerate().for_each(
+            |(env, (account, units, rows))| {
+                let (mut before, mut value, mut order_units, mut symbol) =
+                    (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0u32; n]);
+                let state = UniverseEnv {
+                    account,
+                    units,
+                    units_before: &mut before,
+                    orders: Orders { value: &mut value, units: &mut order_units, symbol: &mut symbol },
+                };
+                step_universe_env(env, args, &params[env / ept], state, input, |k, t| rows[k] = t);
+            },
+        );
         out
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaSlice, CudaStream};
 use gpu_kernels::dqn::{DqnArgs, DqnParams};
 use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, Work, buffers};
 
@@ -126,6 +126,31 @@ impl CudaDqn {
         let mut actions = stream.alloc_zeros::<u8>(aw.envs).map_err(HostError::driver("acting on rows"))?;
         launch::dqn::dqn_select(&self.core.rt, &stream, &self.nets, &mut actions, args)?;
         stream.clone_dtoh(&actions).map_err(HostError::driver("acting on rows"))
+    }
+
+    /// The actions of the rows into `actions` with no transfer, on `stream` (the rows' stream): `observe`
+    /// writes the rows' observations into the acting buffer there, then the acting layers and `dqn_select`.
+    pub(crate) fn act_rows_device(
+        &mut self,
+        args: &DqnArgs,
+        stream: &Arc<CudaStream>,
+        observe: &mut dyn FnMut(&mut CudaSlice<f32>) -> Result<(), HostError>,
+        actions: &mut CudaSlice<u8>,
+    ) -> Result<(), HostError> {
+        let net = args.net();
+        self.core.last.switch_to(stream)?;
+        let aw = ActWork::of(&net);
+        if self.nets.act.len() < aw.len() {
+            // Launches still queued on the rows' stream read the old buffer: they finish before it is freed.
+            self.core.rt.synchronize()?;
+            self.nets.act =
+                self.core.stream.alloc_zeros(aw.len()).map_err(HostError::driver("allocating DQN buffers"))?;
+            self.core.stream.synchronize().map_err(HostError::driver("allocating DQN buffers"))?;
+            self.point(None)?;
+        }
+        observe(&mut self.nets.act)?;
+        self.core.plans.launch_all(stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        launch::dqn::dqn_select(&self.core.rt, stream, &self.nets, actions, args)
     }
 
     pub(crate) fn train(

@@ -18,7 +18,7 @@ pub(crate) use backtest::backtest;
 pub(crate) use dqn::CudaDqn;
 pub(crate) use env::CudaEnv;
 pub(crate) use launch::net::DeviceWalk;
-pub(crate) use portfolio_env::CudaPortfolioEnv;
+pub(crate) use portfolio_env::{CudaPortfolioEnv, universe_act};
 pub(crate) use ppo::CudaPpo;
 pub use runtime::CudaRuntime;
 pub(crate) use vector::CudaVector;

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::{CudaSlice, CudaStream};
+
 use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, Work, buffers};
 use gpu_kernels::ppo::{PpoArgs, PpoParams};
 
@@ -153,6 +155,34 @@ impl CudaPpo {
         let mut actions = stream.alloc_zeros::<u8>(aw.envs).map_err(HostError::driver("acting on rows"))?;
         launch::ppo::ppo_select(&self.core.rt, &stream, &mut self.b, &mut actions, args, rollout_step)?;
         stream.clone_dtoh(&actions).map_err(HostError::driver("acting on rows"))
+    }
+
+    /// The actions of the rows into `actions` at rollout step `rollout_step` with no transfer, on `stream`
+    /// (the rows' stream): `observe` writes the rows' observations into the acting buffer there, then the
+    /// acting layers and `ppo_select`.
+    pub(crate) fn act_rows_device(
+        &mut self,
+        args: &PpoArgs,
+        stream: &Arc<CudaStream>,
+        observe: &mut dyn FnMut(&mut CudaSlice<f32>) -> Result<(), HostError>,
+        actions: &mut CudaSlice<u8>,
+        rollout_step: u32,
+    ) -> Result<(), HostError> {
+        let net = args.net();
+        self.core.last.switch_to(stream)?;
+        let aw = ActWork::of(&net);
+        if self.b.act.len() < aw.len() || self.b.bootstrap.len() < aw.envs {
+            // Launches still queued on the rows' stream read the old buffers: they finish before they are freed.
+            self.core.rt.synchronize()?;
+            let core = &self.core.stream;
+            self.b.act = core.alloc_zeros(aw.len()).map_err(HostError::driver("allocating PPO buffers"))?;
+            self.b.bootstrap = core.alloc_zeros(aw.envs).map_err(HostError::driver("allocating PPO buffers"))?;
+            core.synchronize().map_err(HostError::driver("allocating PPO buffers"))?;
+            self.point()?;
+        }
+        observe(&mut self.b.act)?;
+        self.core.plans.launch_all(stream, &net, &self.core.trials, &gpu_kernels::net::ACTING)?;
+        launch::ppo::ppo_select(&self.core.rt, stream, &mut self.b, actions, args, rollout_step)
     }
 
     pub(crate) fn gae(&mut self, env: &CudaEnv, args: &PpoArgs) -> Result<(), HostError> {

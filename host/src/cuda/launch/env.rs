@@ -360,6 +360,117 @@ pub(crate) fn portfolio_env_scan(
     Ok(())
 }
 
+/// `universe_observe`: every row's observation (`n_envs x n_symbols` rows of `n_features + 3` floats) into
+/// the first floats of `out` (a learner's acting buffer), from the portfolio env's accounts and units and
+/// the rows' `features` (symbol-major, `n_symbols x n_times x n_features`).
+pub(crate) fn universe_observe(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: &PortfolioEnvBuffers<'_>,
+    features: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+    args: &PortfolioEnvArgs,
+    n_features: usize,
+) -> Result<(), HostError> {
+    let kernel = rt.kernels.universe_observe.name;
+    let (n_envs, n, times) = (args.n_envs(), args.n_symbols as usize, args.n_times as usize);
+    let trials = n_envs / (args.envs_per_trial.max(1) as usize);
+    at_least(kernel, "trial parameters", trials, buf.params.len())?;
+    at_least(kernel, "accounts", n_envs, buf.accounts.len())?;
+    at_least(kernel, "units", n_envs * n, buf.units.len())?;
+    at_least(kernel, "universe cells (times x symbols)", times * n, buf.bars.len())?;
+    at_least(kernel, "row features (symbols x times x features)", n * times * n_features, features.len())?;
+    at_least(kernel, "observation floats (rows x (features + 3))", n_envs * n * (n_features + 3), out.len())?;
+    let features_u32 = u32::try_from(n_features).map_err(|_| HostError::Shape {
+        what: format!("{kernel}: features (must fit in u32)"),
+        expected: u32::MAX as usize,
+        got: n_features,
+    })?;
+    let cfg = grid(kernel, n_envs * n)?;
+    let dev_args = Dev(*args);
+    let mut launch = Launch::new(rt, stream, &rt.kernels.universe_observe);
+    launch
+        .arg(buf.params)
+        .arg(&*buf.accounts)
+        .arg(&*buf.units)
+        .arg(buf.bars)
+        .arg(features)
+        .arg(out)
+        .arg(&dev_args)
+        .arg(&features_u32);
+    // SAFETY: arguments match `gpu_kernels::entries::rows::universe_observe` in order and type; every length
+    // its safety contract names was checked above.
+    timed(rt, stream, rt.kernels.universe_observe.label(), || unsafe { launch.launch(cfg) })
+}
+
+/// `universe_step`: one portfolio step of every env with the rows' codes `actions` (`n_envs x n_symbols`),
+/// each row's transition into its slot of the rows' `ring` (`ring_args`: the rows' batch, one step).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the portfolio env's buffers and the rows' ring, as the kernel takes them"
+)]
+pub(crate) fn universe_step(
+    rt: &CudaRuntime,
+    stream: &CudaStream,
+    buf: PortfolioEnvBuffers<'_>,
+    units_before: &mut CudaSlice<f64>,
+    actions: &CudaSlice<u8>,
+    row_params: &CudaSlice<Dev<TrialParams>>,
+    ring: &mut CudaSlice<Dev<Transition>>,
+    args: &PortfolioEnvArgs,
+    ring_args: &BatchArgs,
+) -> Result<(), HostError> {
+    let kernel = rt.kernels.universe_step.name;
+    let (n_envs, n, times) = (args.n_envs(), args.n_symbols as usize, args.n_times as usize);
+    let trials = n_envs / (args.envs_per_trial.max(1) as usize);
+    at_least(kernel, "trial parameters", trials, buf.params.len())?;
+    at_least(kernel, "accounts", n_envs, buf.accounts.len())?;
+    for (what, len) in [
+        ("units", buf.units.len()),
+        ("units before", units_before.len()),
+        ("order values", buf.order_value.len()),
+        ("order units", buf.order_units.len()),
+        ("order symbols", buf.order_symbol.len()),
+        ("actions (envs x symbols)", actions.len()),
+    ] {
+        at_least(kernel, what, n_envs * n, len)?;
+    }
+    at_least(kernel, "universe cells (times x symbols)", times * n, buf.bars.len())?;
+    at_least(kernel, "universe flags (times x symbols)", times * n, buf.tradable.len())?;
+    if times < 2 || ring_args.capacity == 0 || ring_args.steps != 1 || ring_args.n_envs() != n_envs * n {
+        return Err(HostError::Config(format!(
+            "{kernel}: one step of {n_envs} envs x {n} symbols into a ring of their rows (at least 2 times; got \
+             {} rows, {} steps, capacity {})",
+            ring_args.n_envs(),
+            ring_args.steps,
+            ring_args.capacity
+        )));
+    }
+    at_least(kernel, "row parameters", ring_args.n_trials as usize, row_params.len())?;
+    check_ring_writes(kernel, ring_args, ring.len())?;
+    let cfg = grid_of(kernel, n_envs, ENV_SCAN_BLOCK)?;
+    let (dev_args, dev_ring_args) = (Dev(*args), Dev(*ring_args));
+    let mut launch = Launch::new(rt, stream, &rt.kernels.universe_step);
+    launch
+        .arg(buf.params)
+        .arg(buf.accounts)
+        .arg(buf.units)
+        .arg(units_before)
+        .arg(buf.order_value)
+        .arg(buf.order_units)
+        .arg(buf.order_symbol)
+        .arg(actions)
+        .arg(buf.bars)
+        .arg(buf.tradable)
+        .arg(row_params)
+        .arg(ring)
+        .arg(&dev_args)
+        .arg(&dev_ring_args);
+    // SAFETY: arguments match `gpu_kernels::entries::rows::universe_step` in order and type; every length its
+    // safety contract names was checked above (one step of the rows, at most the ring's capacity per trial).
+    timed(rt, stream, rt.kernels.universe_step.label(), || unsafe { launch.launch(cfg) })
+}
+
 #[cfg(test)]
 mod tests {
     use gpu_kernels::batch::BatchArgs;
