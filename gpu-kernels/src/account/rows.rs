@@ -8,8 +8,9 @@
 //! rows' transitions): the `universe_observe` and `universe_step` kernels per thread, the CPU backend per
 //! row and per env (rayon), so both backends step the same bits.
 
-use super::env::{PortfolioEnvArgs, PortfolioStep, ScanInputs, held_side, scan_portfolio_env, side_code};
-use super::{AccountState, Orders};
+use super::env::{NextBar, PortfolioEnvArgs, PortfolioStep, ScanInputs, held_side, portfolio_env_step, side_code};
+use super::{AccountState, FillLog, Orders};
+use crate::types::EnvStatus;
 use crate::types::{Bar, Transition, TrialParams};
 
 /// The 3 account floats of a row: the side the symbol holds (-1, 0, 1), its weight in the account
@@ -142,10 +143,18 @@ pub struct UniverseEnv<'a> {
     pub orders: Orders<'a>,
 }
 
-/// Env `env` takes one portfolio step ([`scan_portfolio_env`] with one step: the segment's end, then
-/// [`super::env::portfolio_env_step`]) with its codes in `input.actions` (`n_envs x n_symbols`, one step),
-/// and its rows' transitions go to `write(symbol, transition)` ([`env_rows`], the cells of the step's
-/// decision bar t and of t + 1, t at most `n_times - 2`). Returns the step's outcome.
+/// No fill log: `()`'s, as a type of its own. [`step_universe_env`] steps with it so that
+/// [`portfolio_env_step`] for `()` keeps `portfolio_env_scan` as its single caller and stays inlined there
+/// (that kernel's PTX unchanged by this one's).
+struct NoLog;
+
+impl FillLog for NoLog {}
+
+/// Env `env` takes one portfolio step with its codes in `input.actions` (`n_envs x n_symbols`, one step),
+/// as [`super::env::scan_portfolio_env`] takes a step of one (the segment ends where the next bar lies past
+/// the block; then [`portfolio_env_step`]), and its rows' transitions go to `write(symbol, transition)`
+/// ([`env_rows`], the cells of the step's decision bar t and of t + 1, t at most `n_times - 2`). Returns the
+/// step's outcome.
 #[inline]
 pub fn step_universe_env(
     env: usize,
@@ -159,9 +168,14 @@ pub fn step_universe_env(
     let UniverseEnv { account, units, units_before, mut orders } = state;
     let before = *account;
     units_before.copy_from_slice(units);
-    let one = PortfolioEnvArgs { steps: 1, ..*args };
-    let mut outcome = PortfolioStep::default();
-    scan_portfolio_env(env, &one, params, account, units, &mut orders, input, |_, o| outcome = o, |_, _, _| {});
+    let t = account.bar as usize;
+    if t + 1 >= args.n_times as usize && !account.status().is_done() {
+        account.status = EnvStatus::SegmentEnd as u32;
+    }
+    let row = ((t + 1) * n).min(input.bars.len() - n);
+    let next = NextBar { bars: &input.bars[row..row + n], tradable: &input.tradable[row..row + n] };
+    let chosen = &input.actions[env * n..(env + 1) * n];
+    let outcome = portfolio_env_step(params, account, units, chosen, next, &mut orders, &mut NoLog);
     let t = (outcome.bar as usize).min(args.n_times as usize - 2);
     let rows = EnvRowsStep {
         before: &before,
@@ -171,7 +185,7 @@ pub fn step_universe_env(
         now: &input.bars[t * n..(t + 1) * n],
         next: &input.bars[(t + 1) * n..(t + 2) * n],
         step: &outcome,
-        chosen: &input.actions[env * n..(env + 1) * n],
+        chosen,
     };
     env_rows(params, args.n_times, rows, write);
     outcome
