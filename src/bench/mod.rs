@@ -17,7 +17,9 @@
 //!   space, 40 seeds with batches K = 1, 5, 64, and 8 seeds with K = 1,024 (docs/SAMPLER.md).
 //! - W11 portfolio (`tradesim bench portfolio`): the portfolio env at N = 10 and 100 symbols x 4,096 envs, one
 //!   scan of 256 steps of random action codes, CPU vs GPU (each GPU row checked bit for bit on a sample of
-//!   envs), beside FinRL's `PortfolioOptimizationEnv` on the same bars with `--finrl PYTHON`.
+//!   envs), beside FinRL's `PortfolioOptimizationEnv` on the same bars with `--finrl PYTHON`; then one
+//!   training epoch of the universe DQN and PPO at N = 10 and 100 (rows `W11u`, each GPU row's network state
+//!   checked bit for bit against the CPU's).
 //! - W10 power (`tradesim bench power`, not in `all`): the verdict's share of `evidence` on seeded families of
 //!   synthetic bars, null and planted, with 19 placebo searches and a walk-forward each (docs/EVIDENCE.md).
 
@@ -37,6 +39,7 @@ mod peers;
 mod portfolio;
 pub mod power;
 mod sampler;
+mod universe;
 
 use gpu_kernels::rng::draw_below;
 use tradesim_host::KernelOptions;
@@ -46,6 +49,7 @@ use learners::{profiled, wide};
 pub use portfolio::{PortfolioSizes, portfolio, portfolio_sized};
 pub use report::{BenchReport, GpuFacts, Machine, Row};
 pub use seed::{Conversion, seed_experience};
+pub use universe::{UniverseLearnerSizes, universe_learners};
 
 use crate::data::device::Prepared;
 use crate::data::synthetic::{GeneratorConfig, generate};

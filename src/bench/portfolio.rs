@@ -2,7 +2,8 @@
 //! N = 10 and N = 100 symbols x 4,096 envs (4 trials x 1,024), one scan of 256 steps of seeded random
 //! action codes over a seeded synthetic universe, on the CPU and the GPU; each GPU row checked bit for bit
 //! against the CPU on a sample of its envs in the same run. With `--finrl PYTHON`, FinRL's
-//! `PortfolioOptimizationEnv` steps the same bars on the CPU (`benches/peers/finrl_portfolio.py`).
+//! `PortfolioOptimizationEnv` steps the same bars on the CPU (`benches/peers/finrl_portfolio.py`). Then the
+//! universe learners' training epochs on the same universes' kind ([`super::universe`], rows `W11u`).
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,6 +11,7 @@ use std::time::Instant;
 use super::end_to_end::Scratch;
 use super::learners::profiled;
 use super::report::Row;
+use super::universe::UniverseLearnerSizes;
 use crate::data::synthetic::{GeneratorConfig, generate};
 use crate::{
     AccountState, Backend, Error, PortfolioEnvBatch, PortfolioScan, PortfolioStep, TrialParams, UniverseMarket,
@@ -173,7 +175,10 @@ fn cpu_check(
 
 /// W11: each universe on each backend, then the FinRL peer on each universe when `finrl` is given.
 pub fn portfolio(backends: &[Backend], quick: bool, finrl: Option<&Path>) -> Result<Vec<Row>, Error> {
-    portfolio_sized(backends, &if quick { PortfolioSizes::QUICK } else { PortfolioSizes::FULL }, finrl)
+    let mut rows = portfolio_sized(backends, &if quick { PortfolioSizes::QUICK } else { PortfolioSizes::FULL }, finrl)?;
+    let sizes = if quick { UniverseLearnerSizes::QUICK } else { UniverseLearnerSizes::FULL };
+    rows.extend(super::universe::universe_learners(backends, &sizes, universe, trial)?);
+    Ok(rows)
 }
 
 /// W11 at `sizes`.

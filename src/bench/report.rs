@@ -135,6 +135,25 @@ impl Row {
         }
     }
 
+    /// A W11 universe learner row: one training epoch of the universe `algo` ("DQN" or "PPO") over `envs`
+    /// accounts of `symbols` symbols, `env_steps` env steps in all, in `seconds` (on a CPU of `cores` cores).
+    pub fn universe_learner(
+        backend: &'static str,
+        algo: &str,
+        symbols: usize,
+        envs: usize,
+        env_steps: usize,
+        seconds: f64,
+        cores: usize,
+    ) -> Self {
+        Self {
+            workload: "W11u",
+            variant: format!("{algo} N={symbols}"),
+            label: format!("universe {algo}: one training epoch, {envs} envs x {symbols} symbols"),
+            ..Self::portfolio(backend, symbols, envs, env_steps, seconds, None, cores)
+        }
+    }
+
     /// W11: symbol-steps per second (env steps x symbols).
     pub fn symbol_steps_per_s(&self) -> Option<f64> {
         self.symbols.map(|n| self.throughput * n as f64)
@@ -648,6 +667,33 @@ impl BenchReport {
         }
         for r in self.rows.iter().filter(|r| r.workload == "W11" && !r.note.is_empty()) {
             let _ = writeln!(out, "\n{} W11 {}: {}", r.backend, r.variant, r.note);
+        }
+        self.universe_learner_table(out);
+    }
+
+    /// W11's universe learner rows: a training epoch of the universe DQN and PPO.
+    fn universe_learner_table(&self, out: &mut String) {
+        if !self.rows.iter().any(|r| r.workload == "W11u") {
+            return;
+        }
+        *out += "\nW11 universe learners (one training epoch of a shared per-symbol network over envs x N rows, the second of two; DQN: env steps with a gradient step each past the warm-up; PPO: one rollout and its updates)\n\n| backend | learner | N | envs | env steps | seconds | env-steps/s | symbol-steps/s | cores |\n|---|---|---|---|---|---|---|---|---|\n";
+        for r in self.rows.iter().filter(|r| r.workload == "W11u") {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {:.4} | {:.3e} | {:.3e} | {} |",
+                r.backend,
+                r.variant.split(' ').next().unwrap_or(""),
+                r.symbols.unwrap_or(0),
+                r.width,
+                r.work,
+                r.seconds,
+                r.throughput,
+                r.symbol_steps_per_s().unwrap_or(f64::NAN),
+                r.cores.map_or("-".to_owned(), |c| c.to_string()),
+            );
+        }
+        for r in self.rows.iter().filter(|r| r.workload == "W11u" && !r.check.is_empty()) {
+            let _ = writeln!(out, "\n{} W11 universe {} checked: {}", r.backend, r.variant, r.check);
         }
     }
 
