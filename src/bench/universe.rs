@@ -34,9 +34,9 @@ pub struct UniverseLearnerSizes {
 }
 
 impl UniverseLearnerSizes {
-    /// The full run: 2 trials x 16 accounts (3,200 rows at N = 100), DQN 64 steps, PPO 32.
+    /// The full run: 4 trials x 32 accounts (12,800 rows at N = 100), DQN 128 steps, PPO 64.
     pub const FULL: Self =
-        Self { symbols: [10, 100], trials: 2, envs_per_trial: 16, dqn_steps: 64, ppo_steps: 32, hidden: 64 };
+        Self { symbols: [10, 100], trials: 4, envs_per_trial: 32, dqn_steps: 128, ppo_steps: 64, hidden: 64 };
     /// A smoke test: 2 trials x 2 accounts, DQN 8 steps, PPO 4.
     pub const QUICK: Self =
         Self { symbols: [10, 100], trials: 2, envs_per_trial: 2, dqn_steps: 8, ppo_steps: 4, hidden: 16 };

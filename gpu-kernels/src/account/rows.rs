@@ -193,6 +193,7 @@ pub fn step_universe_env(
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use crate::account::Orders;
     use crate::account::env::{NextBar, portfolio_env_step};
@@ -245,5 +246,101 @@ mod tests {
             assert_eq!((out[0].bar, out[1].bar), (0, 10));
             assert_eq!((out[0].action, out[0].state[0], out[0].next_state[0]), (1, 0.0, 1.0));
         }
+    }
+
+    /// [`step_universe_env`] over a whole segment (and a step past its end) gives the accounts, units,
+    /// outcomes and row transitions of [`crate::account::env::scan_portfolio_env`] followed by [`env_rows`],
+    /// bit for bit; [`observe_universe_row`] reads a row's features symbol-major where [`observe_row`] is
+    /// handed them. 2 envs of 3 symbols over 6 times, shorts and a commission, seeded codes.
+    #[test]
+    fn the_universe_bodies_step_and_observe_as_the_scan_and_the_rows() {
+        use crate::account::env::{PortfolioEnvArgs, ScanInputs, scan_portfolio_env};
+        use std::vec::Vec;
+        use std::{format, vec};
+        let (n, times, envs, f) = (3usize, 6usize, 2usize, 2usize);
+        let p = TrialParams { commission: 0.001, allow_short: 1, w_cost: 1.0, ..TrialParams::frictionless(1_000.0) };
+        let bars: Vec<Bar> =
+            (0..times * n).map(|i| bar(10.0 + (i * 7 % 5) as f64, 10.0 + (i * 3 % 7) as f64)).collect();
+        let tradable = vec![1u8; times * n];
+        let time_major: Vec<f32> = (0..times * n * f).map(|i| i as f32 * 0.5).collect();
+        let mut symbol_major = Vec::new();
+        for sym in 0..n {
+            for t in 0..times {
+                symbol_major.extend_from_slice(&time_major[(t * n + sym) * f..(t * n + sym + 1) * f]);
+            }
+        }
+        let args = PortfolioEnvArgs {
+            n_times: times as u32,
+            n_symbols: n as u32,
+            n_envs: envs as u32,
+            envs_per_trial: 2,
+            steps: 1,
+            _pad: 0,
+        };
+        let mut a = [AccountState::new(&p, 1, 5), AccountState::new(&p, 2, 5)];
+        let mut b = a;
+        let (mut ua, mut ub) = (vec![0.0; envs * n], vec![0.0; envs * n]);
+        for step in 0..5u32 {
+            let actions: Vec<u8> = (0..envs * n).map(|i| ((i as u32 * 5 + step * 3) % 3) as u8).collect();
+            let input = ScanInputs { bars: &bars, tradable: &tradable, actions: &actions };
+            for env in 0..envs {
+                let sym = env * n..(env + 1) * n;
+                for k in 0..n {
+                    let (mut want, mut got) = ([0.0f32; 5], [0.0f32; 5]);
+                    let t = (b[env].bar as usize).min(times - 1);
+                    let feat = &time_major[(t * n + k) * f..(t * n + k + 1) * f];
+                    observe_row(&p, &b[env], ub[env * n + k], bars[t * n + k].close, feat, &mut want);
+                    observe_universe_row(&args, &p, &a[env], ua[env * n + k], &bars, &symbol_major, k, &mut got);
+                    assert_eq!(want.map(f32::to_bits), got.map(f32::to_bits), "step {step} env {env} symbol {k}");
+                }
+                // The reference: the scan's step, then the rows of the step.
+                let (before, units_before) = (b[env], ub[sym.clone()].to_vec());
+                let (mut v, mut u, mut o) = ([0.0; 3], [0.0; 3], [0u32; 3]);
+                let mut orders = Orders { value: &mut v, units: &mut u, symbol: &mut o };
+                let mut outcome = PortfolioStep::default();
+                scan_portfolio_env(
+                    env,
+                    &args,
+                    &p,
+                    &mut b[env],
+                    &mut ub[sym.clone()],
+                    &mut orders,
+                    input,
+                    |_, s| outcome = s,
+                    |_, _, _| {},
+                );
+                let t = (outcome.bar as usize).min(times - 2);
+                let rows = EnvRowsStep {
+                    before: &before,
+                    after: &b[env],
+                    units_before: &units_before,
+                    units_after: &ub[sym.clone()],
+                    now: &bars[t * n..(t + 1) * n],
+                    next: &bars[(t + 1) * n..(t + 2) * n],
+                    step: &outcome,
+                    chosen: &actions[sym.clone()],
+                };
+                let mut want = [Transition::default(); 3];
+                env_rows(&p, times as u32, rows, |k, tr| want[k] = tr);
+                // The body.
+                let (mut v, mut u, mut o, mut scratch) = ([0.0; 3], [0.0; 3], [0u32; 3], [0.0; 3]);
+                let state = UniverseEnv {
+                    account: &mut a[env],
+                    units: &mut ua[sym.clone()],
+                    units_before: &mut scratch,
+                    orders: Orders { value: &mut v, units: &mut u, symbol: &mut o },
+                };
+                let mut got = [Transition::default(); 3];
+                let got_outcome = step_universe_env(env, &args, &p, state, input, |k, tr| got[k] = tr);
+                assert_eq!(format!("{outcome:?}"), format!("{got_outcome:?}"), "step {step} env {env}");
+                assert_eq!(format!("{want:?}"), format!("{got:?}"), "step {step} env {env}");
+                assert_eq!(format!("{:?}", b[env]), format!("{:?}", a[env]));
+            }
+            assert_eq!(
+                ua.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                ub.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
+        }
+        assert!(a.iter().all(|x| x.status().is_done()), "the segments ended");
     }
 }
