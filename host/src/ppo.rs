@@ -316,8 +316,7 @@ impl PpoAgent {
                 got: obs.len(),
             });
         }
-        let counter = self.rollouts * u64::from(self.args.steps) + u64::from(rollout_step.min(self.args.steps));
-        let args = PpoArgs { counter, greedy: u32::from(greedy), envs_per_trial: rows_per_trial as u32, ..self.args };
+        let args = self.row_args(rows_per_trial, rollout_step, greedy)?;
         let mut actions = Vec::new();
         match &mut self.inner {
             PpoInner::Cpu(c) => c.act_rows(&args, &self.params, obs, &mut actions, rollout_step)?,
