@@ -288,7 +288,9 @@ fn a_hundred_symbols_train_on_the_cpu() {
 
 /// The GPU trains the same networks and walks the same accounts as the CPU, bit for bit: DQN (200 env
 /// steps, gradient steps from step 64) and PPO (5 rollouts of 32 steps) on 6 symbols, and both on 100
-/// symbols. Skipped without a GPU (failed under `REQUIRE_GPU=1`).
+/// symbols; on the GPU every training step observes, acts and steps on the device (`universe_observe`, the
+/// acting layers, `universe_step`), the walks act through uploads. Skipped without a GPU (failed under
+/// `REQUIRE_GPU=1`).
 #[test]
 fn gpu_equals_cpu_bit_for_bit() {
     let Some(gpu) = common::gpu_backend() else { return };
@@ -452,4 +454,25 @@ fn cpu_training_is_pinned() {
     ];
     eprintln!("fingerprints: {got:#x?}");
     assert_eq!(got, [0x5404_b9ef_b248_7384, 0xe37d_533f_cae9_49e8, 0x7b20_75f1_ce69_1f4a, 0xb508_9218_3767_5521]);
+}
+
+/// The rows' reward normalization after each device step (its statistics launched on the rows' stream
+/// behind `universe_step`) trains as the CPU's does: DQN on 6 symbols with normalized rewards, 120 env steps
+/// crossing a segment's reset, the network state bit for bit. The CPU half runs everywhere; the GPU half
+/// is skipped without a GPU (failed under `REQUIRE_GPU=1`).
+#[test]
+fn normalized_rows_train_alike_on_both_backends() {
+    let data = universe(5, true);
+    let run = |backend: &Backend| {
+        let params: Vec<TrialParams> =
+            (0..2).map(|k| TrialParams { normalize_reward: 1, ..env_params(k + 1) }).collect();
+        let dqn = [dqn_params(); 2];
+        let mut learner = UniverseDqn::new(backend, &data, &params, &dqn, (32, 128), config(9)).unwrap();
+        learner.train(120).unwrap();
+        learner.agent().state().unwrap()
+    };
+    let cpu = run(&Backend::Cpu);
+    assert!(cpu.online.iter().all(|x| x.is_finite()));
+    let Some(gpu) = common::gpu_backend() else { return };
+    assert!(state_bits(&cpu) == state_bits(&run(&gpu)), "normalized rows: network state differs");
 }
