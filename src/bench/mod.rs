@@ -457,7 +457,7 @@ pub enum Workload {
     Power,
     /// W11: the portfolio env at N = 10 and 100 symbols x 4,096 envs (one scan of 256 steps), CPU vs GPU, each
     /// GPU row checked against the CPU on a sample of envs; FinRL's `PortfolioOptimizationEnv` beside it with
-    /// `--finrl PYTHON`.
+    /// `--finrl PYTHON`; then a training epoch of the universe DQN and PPO at N = 10 and 100, CPU vs GPU.
     Portfolio,
     /// Every workload.
     #[default]
