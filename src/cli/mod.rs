@@ -5,6 +5,7 @@ mod backtest;
 mod bench;
 mod data;
 mod hyperopt;
+mod hyperopt_universe;
 mod info;
 mod portfolio;
 mod simulate;
