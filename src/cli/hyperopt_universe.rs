@@ -71,7 +71,10 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         done.split_seconds
     );
     println!("verdict:  {}", done.evidence.verdict.line);
-    println!("{:>4} {:>6} {:>9} {:>12} {:>10} {:>11}", "rank", "trial", "status", "valid score", "test ret%", "test Sharpe");
+    println!(
+        "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11}",
+        "rank", "trial", "status", "valid score", "test ret%", "test Sharpe"
+    );
     for (rank, t) in done.leaderboard.iter().take(10).enumerate() {
         println!(
             "{:>4} {:>6} {:>9} {:>12.3} {:>10.2} {:>11.3}",

@@ -100,11 +100,8 @@ pub fn cross_section_universe(n: usize, days: usize, seed: u64, edge: f64) -> Da
         let yesterday = &returns[(t - 1) * n..t * n];
         let worst = (0..n).min_by(|&a, &b| yesterday[a].total_cmp(&yesterday[b])).unwrap_or(0);
         for s in 0..n {
-            let planted = if t > 1 && edge != 0.0 {
-                f64::from(u8::from(s == worst)) * edge - edge / n as f64
-            } else {
-                0.0
-            };
+            let planted =
+                if t > 1 && edge != 0.0 { f64::from(u8::from(s == worst)) * edge - edge / n as f64 } else { 0.0 };
             returns[t * n + s] = CROSS_SECTION_NOISE * normal(seed, s as u64, t as u64) + planted;
         }
     }

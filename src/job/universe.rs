@@ -200,11 +200,8 @@ impl Job {
         let best = run_portfolios(backend, &slice, &weights, &req)?;
         let hold = run_portfolios(backend, &slice, &equal_weight_hold(&slice)?, &req)?;
         let names = slice.symbols();
-        let mut contributions: Vec<(String, f64)> = names
-            .iter()
-            .zip(best.contributions(0, slice.n_symbols()))
-            .map(|(s, c)| ((*s).to_owned(), c))
-            .collect();
+        let mut contributions: Vec<(String, f64)> =
+            names.iter().zip(best.contributions(0, slice.n_symbols())).map(|(s, c)| ((*s).to_owned(), c)).collect();
         contributions.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
         let audit = best.audit(&slice, &weights, 0).map(|a| a.to_string()).map_err(|e| e.to_string());
         std::fs::create_dir_all(&self.report_dir).map_err(Error::io(&self.report_dir))?;
@@ -230,10 +227,8 @@ pub fn universe_evidence(
 ) -> Result<Evidence, Error> {
     let planner = universe_planner(cfg, split.bars_per_year, split.train.len())?;
     let trials: Vec<TrialRecord> = study.trials()?.into_iter().filter(|t| t.ours).collect();
-    let finished: Vec<&TrialRecord> = trials
-        .iter()
-        .filter(|t| t.finished() && matches!(t.status.as_str(), "complete" | "pruned"))
-        .collect();
+    let finished: Vec<&TrialRecord> =
+        trials.iter().filter(|t| t.finished() && matches!(t.status.as_str(), "complete" | "pruned")).collect();
     let n = split.n_symbols();
     let returns = |times: &Range<usize>, test: bool| -> Result<Vec<TrialReturns>, Error> {
         let steps = times.len() - 1;

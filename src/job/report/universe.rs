@@ -92,10 +92,8 @@ pub fn write(r: &UniverseReport, dir: &Path) -> Result<PathBuf, Error> {
             let per = run.result.equity.len() / run.names.len().max(1);
             run.result.equity[..per].to_vec()
         };
-        let lines = vec![
-            (o.best.names[0].clone(), points(&eq(&o.best))),
-            (o.hold.names[0].clone(), points(&eq(&o.hold))),
-        ];
+        let lines =
+            vec![(o.best.names[0].clone(), points(&eq(&o.best))), (o.hold.names[0].clone(), points(&eq(&o.hold)))];
         folder.write("equity.svg", &charts::line_svg("Test equity", "equity", lines)?)?;
         let (b, h) = (&o.best.result.metrics[0], &o.hold.result.metrics[0]);
         let _ = write!(
