@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use indicatif::ProgressBar;
 
-use super::hyperopt::{budget_origin, group_thousands, style};
+use super::progress::{budget_origin, group_thousands, style};
 use crate::data::universe::Universe;
 use crate::hyperopt::Progress;
 use crate::hyperopt::search::universe::accounts_per_trial;

@@ -8,6 +8,7 @@ mod hyperopt;
 mod hyperopt_universe;
 mod info;
 mod portfolio;
+mod progress;
 mod simulate;
 mod train;
 

@@ -8,12 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::PathBuf;
 
 use num_traits::FromPrimitive;
 use rust_decimal::Decimal;
 
 use super::Job;
+pub use super::report::universe::UniverseOutputs;
 use crate::data::surrogate::placebo_universe;
 use crate::data::universe::Universe;
 use crate::data::{Dataset, MarketBar, Series};
@@ -23,7 +23,7 @@ use crate::hyperopt::search::universe::{
 };
 use crate::hyperopt::study::TrialRecord;
 use crate::hyperopt::{Open, Progress, SearchPaths, Study};
-use crate::portfolio::{PortfolioRequest, PortfolioRun, equal_weight_hold, run_portfolios};
+use crate::portfolio::{PortfolioRequest, equal_weight_hold, run_portfolios};
 use crate::{Backend, Error, Metrics, TrialParams};
 
 /// What [`Job::run_universe`] produced.
@@ -43,23 +43,6 @@ pub struct UniverseDone {
     pub split: (Range<usize>, Range<usize>, Range<usize>),
     /// Steps a year.
     pub bars_per_year: f64,
-}
-
-/// The best trial's test walk as target weights through the portfolio backtest, and its benchmark.
-#[derive(Debug)]
-pub struct UniverseOutputs {
-    /// The best trial's portfolio backtest on the test times (its fills ledger, equity, metrics).
-    pub best: PortfolioRun,
-    /// The equal-weight buy-and-hold of the test times.
-    pub hold: PortfolioRun,
-    /// The best trial's profit or loss by symbol (symbol, amount), largest first.
-    pub contributions: Vec<(String, f64)>,
-    /// The Decimal audit line, or why there is none.
-    pub audit: Result<String, String>,
-    /// The walk's final equity (the env's rule, no end-of-data close).
-    pub walk_final_equity: f64,
-    /// Files written.
-    pub files: Vec<PathBuf>,
 }
 
 impl Job {

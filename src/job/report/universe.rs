@@ -9,8 +9,24 @@ use super::format::html_escape;
 use super::{Folder, charts, leaderboard_files};
 use crate::evidence::Evidence;
 use crate::hyperopt::study::{Study, TrialRecord};
-use crate::job::universe::UniverseOutputs;
 use crate::{Error, Metrics};
+
+/// The best trial's test walk as target weights through the portfolio backtest, and its benchmark.
+#[derive(Debug)]
+pub struct UniverseOutputs {
+    /// The best trial's portfolio backtest on the test times (its fills ledger, equity, metrics).
+    pub best: crate::portfolio::PortfolioRun,
+    /// The equal-weight buy-and-hold of the test times.
+    pub hold: crate::portfolio::PortfolioRun,
+    /// The best trial's profit or loss by symbol (symbol, amount), largest first.
+    pub contributions: Vec<(String, f64)>,
+    /// The Decimal audit line, or why there is none.
+    pub audit: Result<String, String>,
+    /// The walk's final equity (the env's rule, no end-of-data close).
+    pub walk_final_equity: f64,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+}
 
 /// What the universe report shows.
 #[derive(Debug)]
