@@ -22,8 +22,13 @@ const EDGE: f64 = 0.015;
 
 /// A study's configuration: `trials` DQN trials of 8 accounts (48 rows) over 3 epochs of 500 steps.
 fn config(trials: usize, placebo: usize) -> String {
+    config_for("dqn", trials, placebo)
+}
+
+/// [`config`] for `algo`.
+fn config_for(algo: &str, trials: usize, placebo: usize) -> String {
     format!(
-        "[study]\nalgo = \"dqn\"\ntrials = {trials}\nparallel = {trials}\nepochs = 3\nenvs = {}\nsegment_len = 500\n\
+        "[study]\nalgo = \"{algo}\"\ntrials = {trials}\nparallel = {trials}\nepochs = 3\nenvs = {}\nsegment_len = 500\n\
          placebo = {placebo}\n",
         8 * N
     )
@@ -54,8 +59,18 @@ fn universe(seed: u64, edge: f64) -> Universe {
 
 #[test]
 fn a_planted_cross_sectional_pattern_is_evidence() {
-    let dir = temp("planted");
-    let done = search(&universe(3, EDGE), config(2, 19), 1, &dir);
+    planted_is_evidence("dqn");
+}
+
+#[test]
+fn ppo_finds_the_planted_pattern_with_evidence_too() {
+    planted_is_evidence("ppo");
+}
+
+/// A 2-trial search of `algo` with 19 placebo searches on the planted universe gives `evidence`.
+fn planted_is_evidence(algo: &str) {
+    let dir = temp(&format!("planted-{algo}"));
+    let done = search(&universe(3, EDGE), config_for(algo, 2, 19), 1, &dir);
     eprintln!("{}", done.evidence.verdict.line);
     assert!(done.evidence.verdict.evidence, "{}", done.evidence.verdict.line);
     let p = done.evidence.placebo.as_ref().unwrap();
@@ -121,5 +136,23 @@ fn the_command_line_searches_a_universe_end_to_end() {
     assert!(header.split(',').any(|c| c == "symbol"), "{header}");
     assert!(ledger.lines().count() > 1, "no fills");
     assert!(study.is_file());
+    walk_and_backtest_agree(&std::fs::read_to_string(report.join("equity.csv")).unwrap());
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The best trial's test walk run as target weights through the portfolio backtest is the walk: the same
+/// equity at every time to rounding, but the last, where the backtest closes everything (its costs).
+fn walk_and_backtest_agree(csv: &str) {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let walk = header.iter().position(|c| c.ends_with(" walk")).expect("a walk column");
+    let backtest = header.iter().position(|&c| format!("{c} walk") == header[walk]).expect("its backtest column");
+    let rows: Vec<Vec<f64>> =
+        lines.map(|l| l.split(',').skip(1).map(|x| x.parse().unwrap_or(f64::NAN)).collect()).collect();
+    let (walk, backtest) = (walk - 1, backtest - 1);
+    for r in &rows[..rows.len() - 1] {
+        assert!((r[walk] / r[backtest] - 1.0).abs() < 1e-9, "walk {} vs backtest {}", r[walk], r[backtest]);
+    }
+    let last = rows.last().unwrap();
+    assert!(last[backtest] <= last[walk], "the end-of-data close costs: {last:?}");
 }

@@ -179,7 +179,8 @@ impl Job {
             bars_per_year: Some(split.bars_per_year),
         };
         let name = format!("trial {number}");
-        let weights = walk_weights(u, &slice, split.test.start, w, env.cash_reserve_pct, &name)?;
+        let weights =
+            walk_weights(u, &slice, split.test.start, w, (env.cash_reserve_pct, env.allow_short != 0), &name)?;
         let best = run_portfolios(backend, &slice, &weights, &req)?;
         let hold = run_portfolios(backend, &slice, &equal_weight_hold(&slice)?, &req)?;
         let names = slice.symbols();
@@ -192,7 +193,12 @@ impl Job {
         crate::table::write_table(&ledger, &best.fill_columns(&slice, &[0]))?;
         let equity = self.report_dir.join("equity.csv");
         let mut columns = best.equity_columns(&slice, &[0]);
-        columns.extend(hold.equity_columns(&slice, &[0]).into_iter().filter(|(k, _)| k != "time"));
+        columns.extend(hold.equity_columns(&slice, &[0]).into_iter().filter(|(k, _)| k != "time" && k != "bar"));
+        // The walk's own equity beside the backtest's (the same times: the walk's first value is the capital
+        // at the first test time).
+        if w.equity.len() == slice.n_times() {
+            columns.push((format!("{name} walk"), crate::table::Column::Float(w.equity.clone())));
+        }
         crate::table::write_table(&equity, &columns)?;
         let walk_final_equity = w.equity.last().copied().unwrap_or(f64::NAN);
         Ok(UniverseOutputs { best, hold, contributions, audit, walk_final_equity, files: vec![ledger, equity] })
@@ -267,36 +273,40 @@ pub fn time_slice(u: &Universe, times: &Range<usize>) -> Result<Universe, Error>
     Universe::new(dataset, None)
 }
 
-/// The target weights of walk `w` (its steps from calendar time `start` of `u`) on `slice`: at every step
-/// where a symbol's held side changed (and at the first), every symbol's weight by the portfolio env's
-/// sizing rule, `side x (1 - cash_reserve) / k` with k the symbols held (docs/ENVIRONMENT.md, "The portfolio
-/// env"). A symbol outside `slice` (no bar in it) cannot have traded and is left out.
+/// The target weights of walk `w` (its steps from calendar time `start` of `u`) on `slice`, by the portfolio
+/// env's rule (docs/ENVIRONMENT.md, "The portfolio env"): a step rebalances when, on some symbol that trades
+/// at the next open, the chosen side (SHORT as FLAT without `allow_short`) differs from the side held; then
+/// every symbol that trades there gets `side x (1 - cash_reserve) / k`, k the symbols whose chosen side is
+/// not flat (those that cannot trade yet count: their share waits). A symbol outside `slice` (no bar in it)
+/// cannot trade and is left out.
 pub fn walk_weights(
     u: &Universe,
     slice: &Universe,
     start: usize,
     w: &tradesim_host::universe::UniverseWalk,
-    cash_reserve: f64,
+    (cash_reserve, allow_short): (f64, bool),
     name: &str,
 ) -> Result<crate::data::weights::TargetWeights, Error> {
-    let n = u.n_symbols();
+    let n = u.n_symbols().max(1);
     let mut rows: BTreeMap<(usize, usize), Decimal> = BTreeMap::new();
-    let mut before: Option<&[u8]> = None;
-    for (j, now) in w.sides.chunks_exact(n.max(1)).enumerate() {
-        if before == Some(now) {
-            continue;
+    let mut held = vec![0u8; n];
+    for (j, (chosen, after)) in w.actions.chunks_exact(n).zip(w.sides.chunks_exact(n)).enumerate() {
+        let t = start + j;
+        let target: Vec<u8> = chosen.iter().map(|&d| if d == 2 && !allow_short { 0 } else { d }).collect();
+        let trades = |s: usize| u.bar(t + 1, s).is_some();
+        if (0..n).any(|s| trades(s) && target[s] != held[s]) {
+            let k = target.iter().filter(|&&d| d != 0).count().max(1);
+            let share = Decimal::from_f64((1.0 - cash_reserve) / k as f64).unwrap_or(Decimal::ZERO).round_dp(12);
+            for s in (0..n).filter(|&s| trades(s)) {
+                let weight = match target[s] {
+                    1 => share,
+                    2 => -share,
+                    _ => Decimal::ZERO,
+                };
+                rows.insert((t, s), weight);
+            }
         }
-        before = Some(now);
-        let k = now.iter().filter(|&&d| d != 0).count().max(1);
-        let share = Decimal::from_f64((1.0 - cash_reserve) / k as f64).unwrap_or(Decimal::ZERO).round_dp(12);
-        for (s, &d) in now.iter().enumerate() {
-            let weight = match d {
-                1 => share,
-                2 => -share,
-                _ => Decimal::ZERO,
-            };
-            rows.insert((start + j, s), weight);
-        }
+        held.copy_from_slice(after);
     }
     let rows = rows
         .into_iter()
