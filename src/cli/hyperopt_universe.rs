@@ -29,7 +29,8 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         s.startup_trials,
         s.prune
     );
-    println!("budget:   {} row steps a trial, {}", group_thousands(s.env_steps()), budget_origin(s));
+    let row_steps = accounts_per_trial(s.envs, n) * n * s.segment_len * s.epochs;
+    println!("budget:   {} row steps a trial, {}", group_thousands(row_steps), budget_origin(s));
     let listed = u.symbols();
     let shown = if listed.len() > 10 { format!("{}, ...", listed[..10].join(", ")) } else { listed.join(", ") };
     println!(
