@@ -4,35 +4,14 @@ use crate::Error;
 use crate::hyperopt::hyperparameters::{GAMMA, HIDDEN, LR};
 use std::time::Instant;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar};
 
 use crate::Backend;
 use crate::data::Dataset;
 use crate::hyperopt::Progress;
 use crate::job::{Job, JobArgs, SearchClock};
 
-fn style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
-}
-
-/// `n` with a comma between thousands.
-fn group_thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Where a study's budget came from: what its creator resolved, or (a study stored before budgets were
-/// recorded) its values as stored.
-fn budget_origin(s: &crate::hyperopt::config::StudyConfig) -> String {
-    if s.budget_from.is_empty() { "as the study stores it".to_owned() } else { s.budget_from.clone() }
-}
+use super::progress::{budget_origin, group_thousands, style};
 
 /// Runs the command.
 pub fn run(
@@ -49,6 +28,10 @@ pub fn run(
     }
     let (dataset, backends) = (dataset?, backends?);
     let backend = backends.first().cloned().ok_or_else(|| Error::config("--device", "no backend is available"))?;
+    if symbol.is_none() && dataset.series.len() > 1 {
+        let universe = crate::data::universe::Universe::new(dataset, None)?;
+        return super::hyperopt_universe::run(&job, &backend, &universe);
+    }
     let series = dataset.select(symbol)?;
     let (cfg, name, storage, report_dir) = (&job.cfg, &job.name, &job.storage, &job.report_dir);
     let s = &cfg.study;

@@ -5,8 +5,10 @@ mod backtest;
 mod bench;
 mod data;
 mod hyperopt;
+mod hyperopt_universe;
 mod info;
 mod portfolio;
+mod progress;
 mod simulate;
 mod train;
 

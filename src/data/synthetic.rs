@@ -83,6 +83,56 @@ fn price(x: f64) -> Decimal {
     Decimal::from_f64(x).unwrap_or(Decimal::ONE).round_dp(6).max(Decimal::new(1, 6))
 }
 
+/// The daily noise of [`cross_section_universe`]'s symbols.
+pub const CROSS_SECTION_NOISE: f64 = 0.01;
+
+/// A universe of `n` symbols over `days` daily bars (from 2020-01-01), for a universe search to learn or not:
+/// each symbol's daily log return is noise ([`CROSS_SECTION_NOISE`] x a standard normal keyed by `seed`, the
+/// symbol and the day), plus, when `edge` is not 0, `edge` for the symbol whose return was the lowest the
+/// day before (tomorrow's best is today's worst, in expectation) less `edge / n` for every symbol, so that
+/// the universe as a whole does not drift and buy-and-hold earns nothing from the pattern. `edge = 0`: `n`
+/// independent random walks. Opens are the previous close; high and low the larger and smaller of the two;
+/// prices at 6 decimal places.
+pub fn cross_section_universe(n: usize, days: usize, seed: u64, edge: f64) -> Dataset {
+    let start: DateTime<FixedOffset> = DateTime::from_timestamp(1_577_836_800, 0).expect("2020-01-01").fixed_offset();
+    let mut returns = vec![0.0f64; days * n];
+    for t in 1..days {
+        let yesterday = &returns[(t - 1) * n..t * n];
+        let worst = (0..n).min_by(|&a, &b| yesterday[a].total_cmp(&yesterday[b])).unwrap_or(0);
+        for s in 0..n {
+            let planted =
+                if t > 1 && edge != 0.0 { f64::from(u8::from(s == worst)) * edge - edge / n as f64 } else { 0.0 };
+            returns[t * n + s] = CROSS_SECTION_NOISE * normal(seed, s as u64, t as u64) + planted;
+        }
+    }
+    let series = (0..n)
+        .map(|s| {
+            let mut close = 100.0;
+            let bars = (0..days)
+                .map(|t| {
+                    let open = close;
+                    close = open * returns[t * n + s].exp();
+                    let (o, c) = (price(open), price(close));
+                    MarketBar {
+                        time: start + Duration::days(t as i64),
+                        open: o,
+                        high: o.max(c),
+                        low: o.min(c),
+                        close: c,
+                        volume: Decimal::ONE,
+                    }
+                })
+                .collect();
+            Series { symbol: format!("X{s}"), bars }
+        })
+        .collect();
+    Dataset {
+        source: format!("synthetic:cross-section,seed={seed},symbols={n},days={days},edge={edge}"),
+        synthetic: true,
+        series,
+    }
+}
+
 /// Generates the dataset. 300,000 bars take well under a second.
 pub fn generate(cfg: &GeneratorConfig) -> Dataset {
     let start: DateTime<FixedOffset> = DateTime::from_timestamp(1_577_836_800, 0).expect("2020-01-01").fixed_offset();

@@ -456,14 +456,42 @@ pub fn assess(
     let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
     let env = planner.env();
     let trials: Vec<TrialRecord> = study.trials()?.into_iter().filter(|t| t.ours).collect();
-    let tried = trials.iter().filter(|t| t.finished()).count();
-    let board = leaderboard(trials.clone());
-    let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite()).map(|t| t.number);
     let valid = trial_returns(backend, study, &trials, data, &planner, false)?;
     let test = trial_returns(backend, study, &trials, data, &planner, true)?;
+    let (hold_valid, hold_test) = (hold_returns(backend, &data.valid, env)?, hold_returns(backend, &data.test, env)?);
+    let returns = SearchReturns { valid, test, hold_valid, hold_test };
+    evidence_of(&trials, &returns, cfg.study.seed, bars_per_year, env.barrier_floor_mult)
+}
+
+/// A search's trials' per-bar returns on validation and test, and the benchmark's (buy-and-hold's) on both:
+/// what [`evidence_of`] judges.
+#[derive(Clone, Debug)]
+pub struct SearchReturns {
+    /// Every finished trial's validation returns.
+    pub valid: Vec<TrialReturns>,
+    /// Every finished trial's test returns.
+    pub test: Vec<TrialReturns>,
+    /// The benchmark's validation returns.
+    pub hold_valid: Vec<f64>,
+    /// The benchmark's test returns.
+    pub hold_test: Vec<f64>,
+}
+
+/// [`assess`] from the trials' returns: `trials` (tradesim's) rank the best, `returns` are judged, `seed`
+/// keys SPA's bootstrap; `barrier_floor_mult` is reported as it is.
+pub fn evidence_of(
+    trials: &[TrialRecord],
+    returns: &SearchReturns,
+    seed: u64,
+    bars_per_year: f64,
+    barrier_floor_mult: f64,
+) -> Result<Evidence, Error> {
+    let SearchReturns { valid, test, hold_valid, hold_test } = returns;
+    let tried = trials.iter().filter(|t| t.finished()).count();
+    let board = leaderboard(trials.to_vec());
+    let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite()).map(|t| t.number);
     let sharpes: Vec<f64> = valid.iter().map(|t| stats::sharpe(&t.returns)).collect();
     let var_sharpe = variance(&sharpes);
-    let (hold_valid, hold_test) = (hold_returns(backend, &data.valid, env)?, hold_returns(backend, &data.test, env)?);
     let (mut valid_evidence, mut test_evidence, mut as_searched, mut baselines) = (None, None, None, None);
     if let Some(number) = best {
         if let Some(t) = valid.iter().find(|t| t.number == number) {
@@ -472,17 +500,16 @@ pub fn assess(
         if let Some(t) = test.iter().find(|t| t.number == number) {
             test_evidence = Some(sharpe_evidence(&t.returns, 1, 0.0, bars_per_year));
             as_searched = Some(sharpe_evidence(&t.returns, tried, var_sharpe, bars_per_year).dsr);
-            let excess: Vec<f64> = t.returns.iter().zip(&hold_test).map(|(a, b)| a - b).collect();
+            let excess: Vec<f64> = t.returns.iter().zip(hold_test).map(|(a, b)| a - b).collect();
             baselines = Some(Baselines {
-                buy_and_hold_test_sharpe: stats::sharpe(&hold_test) * bars_per_year.sqrt(),
+                buy_and_hold_test_sharpe: stats::sharpe(hold_test) * bars_per_year.sqrt(),
                 flat_test_sharpe: 0.0,
                 best_test_sharpe: stats::sharpe(&t.returns) * bars_per_year.sqrt(),
                 excess: sharpe_evidence(&excess, 1, 0.0, bars_per_year),
             });
         }
     }
-    let pbo = pbo_of(&valid);
-    let seed = cfg.study.seed;
+    let pbo = pbo_of(valid);
     let none = Verdict { evidence: false, line: String::new() };
     let mut evidence = Evidence {
         best_trial: best,
@@ -490,15 +517,15 @@ pub fn assess(
         test: test_evidence,
         test_dsr_as_searched: as_searched,
         baselines,
-        spa_valid: spa_of("validation", &valid, &hold_valid, seed)?,
-        spa_test: spa_of("test", &test, &hold_test, seed)?,
+        spa_valid: spa_of("validation", valid, hold_valid, seed)?,
+        spa_test: spa_of("test", test, hold_test, seed)?,
         walk_forward_unseen: None,
         pbo,
         placebo: None,
         walk_forward: Vec::new(),
         walk_forward_search: Vec::new(),
         walk_forward_search_oos: None,
-        barrier_floor_mult: env.barrier_floor_mult,
+        barrier_floor_mult,
         verdict: none.clone(),
         verdict_before: none,
     };

@@ -3,6 +3,7 @@
 //! and the report.
 
 pub mod report;
+pub mod universe;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

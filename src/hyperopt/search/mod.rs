@@ -20,6 +20,7 @@ mod claims;
 mod params;
 mod scale;
 mod slots;
+pub mod universe;
 
 use claims::{Batch, next_batch};
 pub use params::{OBJECTIVE_Z, objective, pruning_reference, should_prune};

@@ -94,6 +94,11 @@ impl<'a> Chart<'a> {
     }
 }
 
+/// A line chart of `lines` titled `title` with the y axis `y_desc` (the universe report's equity).
+pub(super) fn line_svg(title: &str, y_desc: &str, lines: Vec<(String, Vec<(f64, f64)>)>) -> Result<String, Error> {
+    Chart::new(title, y_desc, lines).svg()
+}
+
 /// The y range that keeps one outlier from flattening the rest: the 5th to 95th percentile widened by half
 /// its width on each side, or `None` when every value fits in it (then the axis spans the data).
 fn robust_range(values: &[f64]) -> Option<(f64, f64)> {

@@ -17,6 +17,7 @@ use crate::{Error, Metrics};
 mod charts;
 mod format;
 mod html;
+pub mod universe;
 
 pub use crate::hyperopt::ranking::{leaderboard, study_leaderboard};
 pub use charts::{importances, png_of};

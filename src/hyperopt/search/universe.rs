@@ -1,0 +1,326 @@
+//! The search on a universe (docs/CLI.md, "A universe"): the same study, claims, sampler, objective and
+//! median rule as the single series' search, with universe learners ([`tradesim_host::universe`]: one shared
+//! per-symbol head acting for every symbol of one account) trained and walked on the universe's calendar
+//! split 70/15/15. A trial's value is [`objective`] of its greedy walk on the validation times (the
+//! account's returns); its stored validation and test actions are the walk's codes (`steps x N`, the target
+//! side of every symbol at every step), from which [`replay`] makes the walk again.
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use tradesim_host::universe::{UniverseConfig, UniverseData, UniverseDqn, UniversePpo, UniverseWalk, walk};
+
+use super::claims::next_batch;
+use super::{Progress, SearchPaths, objective, should_prune, worker_id};
+use crate::data::universe::Universe;
+use crate::hyperopt::config::{PruneRule, SearchConfig};
+use crate::hyperopt::hyperparameters::Hyperparameters;
+use crate::hyperopt::plan::{EnvDecimals, RING_PER_ENV, SlotSizes, TrialPlanner};
+use crate::hyperopt::study::{EpochRecord, Study};
+use crate::train::Algo;
+use crate::{Backend, Error, TrialParams};
+
+/// A universe as the search uses it: the learners' data (features normalized on the training times), the
+/// calendar's split into training, validation and test times, and the annualization.
+#[derive(Clone, Debug)]
+pub struct UniverseSplit {
+    /// Prices and features of every symbol and time.
+    pub data: UniverseData,
+    /// Training times.
+    pub train: Range<usize>,
+    /// Validation times (a walk over them takes `len - 1` steps).
+    pub valid: Range<usize>,
+    /// Test times.
+    pub test: Range<usize>,
+    /// Steps a year.
+    pub bars_per_year: f64,
+}
+
+impl UniverseSplit {
+    /// `u`'s calendar split `split` (the training and validation fractions, the test takes the rest) with
+    /// its learner data ([`crate::data::cross_section::learner_data`]).
+    pub fn new(u: &Universe, split: (f64, f64)) -> Result<Self, Error> {
+        let s = crate::data::splits::time_split(0, u.n_times(), split.0, split.1)?;
+        let data = crate::data::cross_section::learner_data(u, s.train.clone())?;
+        let bars_per_year = crate::data::time::infer_bars_per_year(&u.times);
+        Ok(Self { data, train: s.train, valid: s.valid, test: s.test, bars_per_year })
+    }
+
+    /// The split of ready learner data (a generated universe), annualized with `bars_per_year`.
+    pub fn of_data(data: UniverseData, split: (f64, f64), bars_per_year: f64) -> Result<Self, Error> {
+        let s = crate::data::splits::time_split(0, data.market().n_times(), split.0, split.1)?;
+        Ok(Self { data, train: s.train, valid: s.valid, test: s.test, bars_per_year })
+    }
+
+    /// Symbols.
+    pub fn n_symbols(&self) -> usize {
+        self.data.market().n_symbols()
+    }
+}
+
+/// A trial's account on a universe: the single series' environment of `h` (costs, capital, reward
+/// weights) without what the portfolio env has no place for (per-position barriers and holding limits;
+/// rewards raw, normalized by the learner where asked).
+pub fn universe_env(planner: &TrialPlanner, h: &Hyperparameters, key: u64) -> Result<TrialParams, Error> {
+    let p = planner.trial_env(h, key)?;
+    Ok(TrialParams { take_profit_mult: 0.0, stop_loss_mult: 0.0, max_hold_bars: 0, w_barrier: 0.0, ..p })
+}
+
+/// The planner of `cfg`'s trials on a universe of `train_times` training times (no barrier floor: the
+/// portfolio env has no barriers).
+pub fn universe_planner(cfg: &SearchConfig, bars_per_year: f64, train_times: usize) -> Result<TrialPlanner, Error> {
+    Ok(TrialPlanner::new(&cfg.study, EnvDecimals::parse(&cfg.env)?, bars_per_year, train_times))
+}
+
+/// Accounts per trial: the study's `envs` counts rows (accounts x symbols), as a single series' envs count
+/// its rows, so a trial of a universe trains on as many transitions per step as one of a single series
+/// (at least one account).
+pub fn accounts_per_trial(envs: usize, n_symbols: usize) -> usize {
+    (envs / n_symbols.max(1)).max(1)
+}
+
+/// PPO's steps per rollout and rollouts per epoch for segments of `segment_len` steps.
+fn rollout_shape(cfg: &SearchConfig, segment_len: usize) -> (usize, usize) {
+    let per = match cfg.study.rollout_steps {
+        0 => segment_len,
+        r => r.min(segment_len),
+    }
+    .max(1);
+    (per, segment_len.div_ceil(per))
+}
+
+/// The learners of one batch.
+enum Learner {
+    Dqn(Box<UniverseDqn>),
+    Ppo(Box<UniversePpo>),
+}
+
+impl Learner {
+    /// One epoch of training: `segment_len` env steps of every env.
+    fn epoch(&mut self, segment_len: usize, rollouts: usize) -> Result<(), Error> {
+        match self {
+            Self::Dqn(l) => l.train(segment_len as u64)?,
+            Self::Ppo(l) => l.train(rollouts as u64)?,
+        }
+        Ok(())
+    }
+
+    fn walk(&mut self, times: &Range<usize>) -> Result<Vec<UniverseWalk>, Error> {
+        let (start, end) = (times.start, times.end - 1);
+        Ok(match self {
+            Self::Dqn(l) => l.greedy_walk(start, end)?,
+            Self::Ppo(l) => l.greedy_walk(start, end)?,
+        })
+    }
+}
+
+/// The fills a walk implies: symbol-steps whose held side differs from the step before (the first from
+/// flat). The walk keeps no fills of its own; this counts the side changes, which is what the objective
+/// needs to tell a policy that never trades (value 0) from one that does.
+pub fn side_changes(w: &UniverseWalk, n_symbols: usize) -> usize {
+    let mut before = vec![0u8; n_symbols];
+    let mut changes = 0;
+    for now in w.sides.chunks_exact(n_symbols.max(1)) {
+        changes += now.iter().zip(&before).filter(|(a, b)| a != b).count();
+        before.copy_from_slice(now);
+    }
+    changes
+}
+
+/// A walk's metrics with its side changes as its trades, and its objective over `steps` returns.
+pub fn walk_score(w: &UniverseWalk, n_symbols: usize, bars_per_year: f64) -> (crate::Metrics, f64) {
+    let m = crate::Metrics { trades: side_changes(w, n_symbols) as f64, ..w.metrics(bars_per_year, 0.0) };
+    let steps = w.equity.len().saturating_sub(1);
+    let value = objective(&m, steps, bars_per_year);
+    (m, value)
+}
+
+/// Walks `actions` (one `steps x N` block per trial, the codes a search stored) over `times` with each
+/// trial's account `params`: the walks the search made, again.
+pub fn replay(
+    data: &UniverseData,
+    params: &[TrialParams],
+    actions: &[Vec<u8>],
+    times: &Range<usize>,
+) -> Result<Vec<UniverseWalk>, Error> {
+    let (n, steps) = (data.market().n_symbols(), times.len() - 1);
+    if let Some(k) = actions.iter().position(|a| a.len() != steps * n) {
+        return Err(Error::Study(format!(
+            "stored actions of trial index {k}: {} codes, {steps} steps x {n} symbols expected",
+            actions[k].len()
+        )));
+    }
+    let mut step = 0;
+    let walks = walk(data, params, times.start, times.end - 1, |_| {
+        let codes = actions.iter().flat_map(|a| a[step * n..(step + 1) * n].iter().copied()).collect();
+        step += 1;
+        Ok(codes)
+    })?;
+    Ok(walks)
+}
+
+/// Runs (or resumes) the search on `split` until the study holds `cfg.study.trials` finished trials: each
+/// batch of up to `parallel` claimed trials trained together for `epochs` epochs (a pruned trial's
+/// network keeps training with its batch-mates, unrecorded), scored on the validation times after every
+/// epoch, walked on the test times at the end. One worker (this process); other processes may join the
+/// study as with the single series. Trials keep no checkpoint (their stored actions replay their walks).
+pub fn run_universe_search(
+    backend: &Backend,
+    split: &UniverseSplit,
+    cfg: &SearchConfig,
+    paths: &SearchPaths,
+    progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+) -> Result<(), Error> {
+    let s = &cfg.study;
+    let planner = universe_planner(cfg, split.bars_per_year, split.train.len())?;
+    let study = Study::reopen(&paths.storage, &paths.study_name)?;
+    let me = worker_id();
+    let mut claimed = HashSet::new();
+    loop {
+        let c = next_batch(&study, cfg, &mut claimed, &me)?;
+        if c.batch.runs.is_empty() {
+            if c.elsewhere.is_empty() {
+                return Ok(());
+            }
+            progress(&Progress::Waiting { numbers: c.elsewhere })?;
+            std::thread::sleep(std::time::Duration::from_secs_f64(s.heartbeat_seconds));
+            continue;
+        }
+        let runs: Vec<_> = c.batch.runs.into_iter().map(|r| r.0).collect();
+        let numbers: Vec<u64> = runs.iter().map(|r| r.0).collect();
+        progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
+        let batch = BatchRun { backend, split, cfg, planner: &planner, study: &study, me: &me, progress };
+        batch.run(&runs)?;
+        study.refresh(false)?;
+        progress(&Progress::BatchDone { finished: study.snapshot().finished().len() })?;
+    }
+}
+
+/// One batch's run.
+struct BatchRun<'a> {
+    backend: &'a Backend,
+    split: &'a UniverseSplit,
+    cfg: &'a SearchConfig,
+    planner: &'a TrialPlanner,
+    study: &'a Study,
+    me: &'a crate::hyperopt::study::Worker,
+    progress: &'a (dyn Fn(&Progress) -> Result<(), Error> + Sync),
+}
+
+impl BatchRun<'_> {
+    fn learner(&self, hs: &[Hyperparameters], envs: &[TrialParams]) -> Result<(Learner, usize), Error> {
+        let (s, split) = (&self.cfg.study, self.split);
+        let n = split.n_symbols();
+        let ept = accounts_per_trial(s.envs, n);
+        let rows = ept * n;
+        let sizes = SlotSizes::of_trials(hs);
+        let segment_len = s.segment_len.min(split.train.len() - 1).max(1);
+        let (per_rollout, rollouts) = rollout_shape(self.cfg, segment_len);
+        let ring_capacity = match s.algo {
+            Algo::Dqn => (s.envs * RING_PER_ENV).max(rows),
+            Algo::Ppo => rows * per_rollout,
+        };
+        let ucfg = UniverseConfig {
+            envs_per_trial: ept,
+            segment_len,
+            train_start: split.train.start,
+            train_end: split.train.end,
+            ring_capacity,
+            warmup_steps: 0,
+            train_every: 1,
+            seed: s.seed,
+        };
+        let shape = (sizes.hidden, sizes.batch);
+        let learner = match s.algo {
+            Algo::Dqn => {
+                let dqn: Vec<_> = hs.iter().map(|h| self.planner.dqn(h)).collect();
+                Learner::Dqn(Box::new(UniverseDqn::new(self.backend, &split.data, envs, &dqn, shape, ucfg)?))
+            }
+            Algo::Ppo => {
+                let ppo: Vec<_> = hs.iter().map(|h| self.planner.ppo(h)).collect();
+                Learner::Ppo(Box::new(UniversePpo::new(self.backend, &split.data, envs, &ppo, shape, ucfg)?))
+            }
+        };
+        Ok((learner, rollouts))
+    }
+
+    fn run(&self, runs: &[super::Claim]) -> Result<(), Error> {
+        let (s, split, study) = (&self.cfg.study, self.split, self.study);
+        let n = split.n_symbols();
+        let numbers: Vec<u64> = runs.iter().map(|r| r.0).collect();
+        let hs: Vec<Hyperparameters> = runs.iter().map(|r| self.planner.read(&r.1)).collect::<Result<_, _>>()?;
+        let envs: Vec<TrialParams> =
+            hs.iter().zip(&numbers).map(|(h, &k)| universe_env(self.planner, h, k)).collect::<Result<_, _>>()?;
+        let references: Vec<_> = runs.iter().map(|r| study.snapshot_reference(&r.2)).collect();
+        let started = std::time::Instant::now();
+        let (mut learner, rollouts) = self.learner(&hs, &envs)?;
+        let segment_len = s.segment_len.min(split.train.len() - 1).max(1);
+        let setup_seconds = started.elapsed().as_secs_f64();
+        let (mut own, mut pruned) = (vec![Vec::new(); runs.len()], vec![false; runs.len()]);
+        let mut valid_actions = vec![Vec::new(); runs.len()];
+        for epoch in 0..s.epochs {
+            study.beat(&numbers, self.me)?;
+            let t0 = std::time::Instant::now();
+            learner.epoch(segment_len, rollouts)?;
+            let train_seconds = t0.elapsed().as_secs_f64();
+            let t1 = std::time::Instant::now();
+            let walks = learner.walk(&split.valid)?;
+            let eval_seconds = t1.elapsed().as_secs_f64();
+            let scores: Vec<_> = walks.iter().map(|w| walk_score(w, n, split.bars_per_year)).collect();
+            let best = scores.iter().map(|(m, _)| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
+            let live = pruned.iter().filter(|p| !**p).count();
+            let steps = (s.envs.max(n) * segment_len * live) as f64;
+            (self.progress)(&Progress::Epoch {
+                epoch,
+                env_steps_per_s: steps / train_seconds.max(1e-9),
+                best,
+                train_seconds,
+                eval_seconds,
+                live,
+                slots: runs.len(),
+            })?;
+            for (k, (m, value)) in scores.into_iter().enumerate() {
+                if pruned[k] {
+                    continue;
+                }
+                own[k].push(value);
+                valid_actions[k] = walks[k].actions.clone();
+                let record = EpochRecord {
+                    trial: numbers[k],
+                    epoch: epoch as u64,
+                    loss: 0.0,
+                    valid_sharpe: value,
+                    valid_return: m.total_return,
+                };
+                study.record_epoch(&record)?;
+                let (reference, n_complete) = (&references[k].0, references[k].1);
+                if s.prune == PruneRule::Median
+                    && should_prune(
+                        &own[k],
+                        epoch as u64,
+                        reference,
+                        n_complete,
+                        s.prune_startup_trials,
+                        s.prune_warmup_epochs,
+                    )
+                {
+                    pruned[k] = true;
+                    study.prune(numbers[k], epoch as u64, value)?;
+                }
+            }
+        }
+        let t2 = std::time::Instant::now();
+        let tests = learner.walk(&split.test)?;
+        (self.progress)(&Progress::Trained { setup_seconds, test_seconds: t2.elapsed().as_secs_f64() })?;
+        for (k, w) in tests.iter().enumerate() {
+            let (m, _) = walk_score(w, n, split.bars_per_year);
+            let value = own[k].last().copied().unwrap_or(f64::NAN);
+            study.set_valid_actions(numbers[k], &valid_actions[k])?;
+            study.finish(numbers[k], value, m.total_return, m.sharpe, &w.actions, "")?;
+            study.refresh(false)?;
+            let finished = study.snapshot().finished().len();
+            (self.progress)(&Progress::TrialDone { number: numbers[k], finished })?;
+        }
+        Ok(())
+    }
+}
