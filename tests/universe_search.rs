@@ -4,6 +4,7 @@
 //! are not; the command line runs a search on the shared five-stock file end to end (study, verdict,
 //! report, ledger with a symbol column, Decimal audit); the same seed gives the same study.
 
+mod common;
 #[path = "common/shared_data.rs"]
 mod shared_data;
 
@@ -43,6 +44,11 @@ fn temp(name: &str) -> PathBuf {
 
 /// The search of `config` on `u` with seed `seed`, its study in `dir`.
 fn search(u: &Universe, config: String, seed: u64, dir: &Path) -> UniverseDone {
+    search_on(&Backend::Cpu, u, config, seed, dir)
+}
+
+/// [`search`] on `backend` (the study's budget as written in `config`, the same on either backend).
+fn search_on(backend: &Backend, u: &Universe, config: String, seed: u64, dir: &Path) -> UniverseDone {
     let args = JobArgs {
         config_text: Some(("test".to_owned(), config)),
         study: Some(dir.join("study.sqlite")),
@@ -50,7 +56,7 @@ fn search(u: &Universe, config: String, seed: u64, dir: &Path) -> UniverseDone {
         ..JobArgs::default()
     };
     let job = Job::prepare(&args).unwrap();
-    job.run_universe(&Backend::Cpu, u, &|_| Ok(())).unwrap()
+    job.run_universe(backend, u, &|_| Ok(())).unwrap()
 }
 
 fn universe(seed: u64, edge: f64) -> Universe {
@@ -107,6 +113,33 @@ fn the_same_seed_gives_the_same_study() {
         .collect();
     assert_eq!(runs[0].len(), 3);
     assert_eq!(runs[0], runs[1]);
+}
+
+/// The search on the GPU (trials trained there, the portfolio backtest of the outputs on the CPU) stores the
+/// CPU's study bit for bit: values, statuses, test returns and the best trial's test-walk equity.
+#[test]
+fn the_search_on_the_gpu_stores_the_cpus_study() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let u = universe(5, EDGE);
+    let config = || config_for("ppo", 2, 0).replace("segment_len = 500", "segment_len = 100");
+    let runs: Vec<(Vec<(u64, String, u64, u64)>, Vec<u64>)> = [Backend::Cpu, gpu]
+        .iter()
+        .enumerate()
+        .map(|(i, backend)| {
+            let dir = temp(&format!("gpu-{i}"));
+            let done = search_on(backend, &u, config(), 7, &dir);
+            std::fs::remove_dir_all(dir).unwrap();
+            let board = done
+                .leaderboard
+                .iter()
+                .map(|t| (t.number, t.status.clone(), t.value.to_bits(), t.test_return.to_bits()))
+                .collect();
+            let equity = done.outputs.iter().map(|o| o.walk_final_equity.to_bits()).collect();
+            (board, equity)
+        })
+        .collect();
+    assert_eq!(runs[0].0.len(), 2);
+    assert_eq!(runs[0], runs[1], "CPU vs GPU");
 }
 
 /// `tradesim hyperopt --data FILE` of five stocks: a universe search with a study, a verdict, a report, a

@@ -82,7 +82,7 @@ impl Job {
             let actions = study.test_actions(t.number)?.unwrap_or_default();
             let w = replay(&split.data, &[env], &[actions], &split.test)?.remove(0);
             best_test = Some(walk_score(&w, split.n_symbols(), split.bars_per_year).0);
-            let out = self.universe_outputs(backend, u, &split, t.number, env, &w)?;
+            let out = self.universe_outputs(u, &split, t.number, env, &w)?;
             outputs = Some(out);
         }
         let summary = super::report::universe::UniverseReport {
@@ -160,7 +160,6 @@ impl Job {
     /// curves written into the report folder.
     fn universe_outputs(
         &self,
-        backend: &Backend,
         u: &Universe,
         split: &UniverseSplit,
         number: u64,
@@ -181,8 +180,10 @@ impl Job {
         let name = format!("trial {number}");
         let weights =
             walk_weights(u, &slice, split.test.start, w, (env.cash_reserve_pct, env.allow_short != 0), &name)?;
-        let best = run_portfolios(backend, &slice, &weights, &req)?;
-        let hold = run_portfolios(backend, &slice, &equal_weight_hold(&slice)?, &req)?;
+        // The portfolio backtest has no CUDA kernel: its ledger, audit and benchmark run on the CPU whatever
+        // backend trained the trials (one column each, a few hundred times: milliseconds).
+        let best = run_portfolios(&Backend::Cpu, &slice, &weights, &req)?;
+        let hold = run_portfolios(&Backend::Cpu, &slice, &equal_weight_hold(&slice)?, &req)?;
         let names = slice.symbols();
         let mut contributions: Vec<(String, f64)> =
             names.iter().zip(best.contributions(0, slice.n_symbols())).map(|(s, c)| ((*s).to_owned(), c)).collect();
