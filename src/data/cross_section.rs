@@ -139,13 +139,15 @@ impl UniverseFeatures {
     }
 
     /// Means and standard deviations per feature over the warm cells of times `train` (population
-    /// standard deviation; 1 for a feature constant there).
+    /// standard deviation; 1 for a feature constant there). A training part without a warm cell (a universe
+    /// shorter than the features' warm-up, such as one year of daily bars) is fitted over all its cells:
+    /// their values come from the bars up to each time (no lookahead), the slow features from fewer bars.
     pub fn fit(&self, train: Range<usize>) -> Normalizer {
-        let cells: Vec<(usize, usize)> = train
-            .filter(|&t| t < self.n_times)
-            .flat_map(|t| (0..self.n_symbols).map(move |s| (t, s)))
-            .filter(|&(t, s)| self.warm[t * self.n_symbols + s] != 0)
-            .collect();
+        let all: Vec<(usize, usize)> =
+            train.filter(|&t| t < self.n_times).flat_map(|t| (0..self.n_symbols).map(move |s| (t, s))).collect();
+        let warm: Vec<(usize, usize)> =
+            all.iter().copied().filter(|&(t, s)| self.warm[t * self.n_symbols + s] != 0).collect();
+        let cells = if warm.is_empty() { all } else { warm };
         let count = cells.len().max(1) as f64;
         let mean: Vec<f64> =
             (0..N_UNIVERSE_FEATURES).map(|j| cells.iter().map(|&(t, s)| self.get(t, s, j) / count).sum()).collect();

@@ -62,11 +62,13 @@ pub struct EnvRowsStep<'a> {
 ///
 /// A symbol's reward is its share of the account's step, over the equity at t: its price move
 /// `units_before x (open - close_t) + units_after x (close_{t+1} - open)` (what its units earned before and
-/// after the rebalance at the open of t + 1) times `w_pnl`, less `w_cost` times its share of the step's
-/// costs (in proportion to the value it traded, `|units_after - units_before| x open`; equal shares when
-/// nothing traded), less `w_drawdown` times an equal share of the drawdown's rise. Summed over the symbols
-/// (fixed order) this is the account's reward with the simple return in place of the log return (equal
-/// up to rounding; bankruptcy's closes at the close are credited as costs only). `action` is the side each
+/// after the rebalance at the open of t + 1, at reference prices) less its share of the step's costs (in
+/// proportion to the value it traded, `|units_after - units_before| x open`; equal shares when nothing
+/// traded), the two together its part of the equity's change, times `w_pnl`; less `w_cost` times its share
+/// of the costs again (the penalty the account's reward adds), less `w_drawdown` times an equal share of the
+/// drawdown's rise. Summed over the symbols (fixed order) this is the account's reward with the simple
+/// return in place of the log return (equal up to rounding; bankruptcy's closes at the close are credited
+/// as costs only): the costs are paid in the equity whatever `w_cost` is, as in the single series' reward. `action` is the side each
 /// symbol holds after the step (what the reward credits: a symbol that could not trade keeps its side; an
 /// order that bought nothing leaves it flat), `chosen` the agent's code; `done` and `valid` the account's.
 #[inline]
@@ -86,7 +88,8 @@ pub fn env_rows(params: &TrialParams, n_times: u32, s: EnvRowsStep<'_>, mut writ
         let pnl = ub * (next.open - now.close) + ua * (next.close - next.open);
         let share = if traded > 0.0 { (ua - ub).abs() * next.open / traded } else { 1.0 / n as f64 };
         let costs = s.step.costs * share;
-        let reward = params.w_pnl * pnl * scale - params.w_cost * costs * scale - params.w_drawdown * dd_share;
+        let reward =
+            params.w_pnl * (pnl - costs) * scale - params.w_cost * costs * scale - params.w_drawdown * dd_share;
         let valid = s.step.valid != 0;
         write(
             k,
@@ -208,8 +211,8 @@ mod tests {
     /// account's simple return.
     #[test]
     fn rows_earn_their_units_moves_and_share_the_costs() {
-        for commission in [0.0, 0.001] {
-            let p = TrialParams { commission, w_cost: 1.0, ..TrialParams::frictionless(1_000.0) };
+        for (commission, w_cost) in [(0.0, 1.0), (0.001, 0.0), (0.001, 1.0), (0.001, 2.0)] {
+            let p = TrialParams { commission, w_cost, ..TrialParams::frictionless(1_000.0) };
             let mut account = AccountState::new(&p, 0, 10);
             let before = account;
             let mut units = [0.0; 2];
@@ -242,7 +245,11 @@ mod tests {
                 assert_eq!(units, [50.0, 25.0]);
                 assert_eq!((r0, r1), (f64::from(0.05f32), f64::from(-0.025f32)));
             }
-            assert!((r0 + r1 - (account.equity / 1_000.0 - 1.0)).abs() < 1e-7, "{commission}: {r0} + {r1}");
+            // The rows add up to the account's reward with the simple return: the costs are in the equity's
+            // change whatever w_cost, and w_cost charges them again.
+            assert!(step.costs > 0.0 || commission == 0.0);
+            let account_reward = p.w_pnl * (account.equity / 1_000.0 - 1.0) - w_cost * step.costs / 1_000.0;
+            assert!((r0 + r1 - account_reward).abs() < 1e-7, "{commission}, {w_cost}: {r0} + {r1} vs {account_reward}");
             assert_eq!((out[0].bar, out[1].bar), (0, 10));
             assert_eq!((out[0].action, out[0].state[0], out[0].next_state[0]), (1, 0.0, 1.0));
         }

@@ -40,7 +40,7 @@ impl UniverseSplit {
     /// `u`'s calendar split `split` (the training and validation fractions, the test takes the rest) with
     /// its learner data ([`crate::data::cross_section::learner_data`]).
     pub fn new(u: &Universe, split: (f64, f64)) -> Result<Self, Error> {
-        let s = crate::data::splits::time_split(0, u.n_times(), split.0, split.1)?;
+        let s = walkable(crate::data::splits::time_split(0, u.n_times(), split.0, split.1)?)?;
         let data = crate::data::cross_section::learner_data(u, s.train.clone())?;
         let bars_per_year = crate::data::time::infer_bars_per_year(&u.times);
         Ok(Self { data, train: s.train, valid: s.valid, test: s.test, bars_per_year })
@@ -48,7 +48,7 @@ impl UniverseSplit {
 
     /// The split of ready learner data (a generated universe), annualized with `bars_per_year`.
     pub fn of_data(data: UniverseData, split: (f64, f64), bars_per_year: f64) -> Result<Self, Error> {
-        let s = crate::data::splits::time_split(0, data.market().n_times(), split.0, split.1)?;
+        let s = walkable(crate::data::splits::time_split(0, data.market().n_times(), split.0, split.1)?)?;
         Ok(Self { data, train: s.train, valid: s.valid, test: s.test, bars_per_year })
     }
 
@@ -56,6 +56,21 @@ impl UniverseSplit {
     pub fn n_symbols(&self) -> usize {
         self.data.market().n_symbols()
     }
+}
+
+/// `s` when its validation and test parts can be walked (two times at least: a walk takes one step less
+/// than its times), else an error naming the part and the calendar's length.
+fn walkable(s: crate::data::splits::Split) -> Result<crate::data::splits::Split, Error> {
+    for (name, part) in [("validation", &s.valid), ("test", &s.test)] {
+        if part.len() < 2 {
+            return Err(Error::Data(format!(
+                "the universe's {name} times {part:?} are fewer than 2 (of {} times split 70/15/15): a walk \
+                 over them takes no step; a universe needs more times",
+                s.test.end
+            )));
+        }
+    }
+    Ok(s)
 }
 
 /// A trial's account on a universe: the single series' environment of `h` (costs, capital, reward
