@@ -115,6 +115,9 @@ fn the_same_seed_gives_the_same_study() {
     assert_eq!(runs[0], runs[1]);
 }
 
+/// A study's trials (number, status, value and test return bits) and the best trial's test-walk equity bits.
+type StudyBits = (Vec<(u64, String, u64, u64)>, Vec<u64>);
+
 /// The search on the GPU (trials trained there, the portfolio backtest of the outputs on the CPU) stores the
 /// CPU's study bit for bit: values, statuses, test returns and the best trial's test-walk equity.
 #[test]
@@ -122,7 +125,7 @@ fn the_search_on_the_gpu_stores_the_cpus_study() {
     let Some(gpu) = common::gpu_backend() else { return };
     let u = universe(5, EDGE);
     let config = || config_for("ppo", 2, 0).replace("segment_len = 500", "segment_len = 100");
-    let runs: Vec<(Vec<(u64, String, u64, u64)>, Vec<u64>)> = [Backend::Cpu, gpu]
+    let runs: Vec<StudyBits> = [Backend::Cpu, gpu]
         .iter()
         .enumerate()
         .map(|(i, backend)| {
