@@ -45,6 +45,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace
 # The evidence tests run 100 small searches (placebo searches included): release only.
 cargo test --release --test evidence
+# The universe searches' evidence tests (20 searches each, placebo searches included): release only too.
+cargo test --release --test universe_search
 # W10's smoke test: the verdict's size and power on a random walk and an AR(1) path (docs/EVIDENCE.md).
 cargo run --release -q -- bench power --quick --device cpu
 # The Python package: its wheel built by maturin (this checkout, default features), installed in a throwaway

@@ -64,11 +64,13 @@ fn universe(seed: u64, edge: f64) -> Universe {
 }
 
 #[test]
+#[cfg_attr(debug_assertions, ignore = "runs 20 searches: scripts/test.sh runs it with --release")]
 fn a_planted_cross_sectional_pattern_is_evidence() {
     planted_is_evidence("dqn");
 }
 
 #[test]
+#[cfg_attr(debug_assertions, ignore = "runs 20 searches: scripts/test.sh runs it with --release")]
 fn ppo_finds_the_planted_pattern_with_evidence_too() {
     planted_is_evidence("ppo");
 }
@@ -88,6 +90,7 @@ fn planted_is_evidence(algo: &str) {
 }
 
 #[test]
+#[cfg_attr(debug_assertions, ignore = "runs 20 searches: scripts/test.sh runs it with --release")]
 fn independent_random_walks_are_not_evidence() {
     let dir = temp("walks");
     let done = search(&universe(3, 0.0), config(2, 19), 1, &dir);
