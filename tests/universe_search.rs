@@ -195,3 +195,102 @@ fn walk_and_backtest_agree(csv: &str) {
     let last = rows.last().unwrap();
     assert!(last[backtest] <= last[walk], "the end-of-data close costs: {last:?}");
 }
+
+/// A pruned trial's stored test walk is the walk of its network at the epoch that pruned it (not of the
+/// network it went on training with its batch-mates): a batch rebuilt from the study's parameters and
+/// trained to that epoch walks the test times to the same codes, and a complete trial's to its own after
+/// every epoch.
+#[test]
+fn a_pruned_trials_test_walk_is_its_network_at_its_pruning() {
+    use tradesim::hyperopt::Study;
+    use tradesim::hyperopt::search::universe::{UniverseLearner, UniverseSplit, universe_env, universe_planner};
+    let u = universe(5, EDGE);
+    let dir = temp("pruned");
+    let config = "[study]\nalgo = \"dqn\"\ntrials = 8\nparallel = 4\nepochs = 4\nenvs = 48\nsegment_len = 60\n\
+                  startup_trials = 8\nprune_startup_trials = 1\n";
+    let args = JobArgs {
+        config_text: Some(("test".to_owned(), config.to_owned())),
+        study: Some(dir.join("study.sqlite")),
+        seed: Some(3),
+        ..JobArgs::default()
+    };
+    let job = Job::prepare(&args).unwrap();
+    job.run_universe(&Backend::Cpu, &u, &|_| Ok(())).unwrap();
+    let study = Study::reopen(&job.storage, &job.name).unwrap();
+    let trials = study.trials().unwrap();
+    let pruned: Vec<_> = trials.iter().filter(|t| t.status == "pruned").collect();
+    assert!(!pruned.is_empty(), "no trial was pruned: the test checks nothing");
+    let split = UniverseSplit::new(&u, tradesim::train::DEFAULT_SPLIT).unwrap();
+    let planner = universe_planner(&job.cfg, split.bars_per_year, split.train.len()).unwrap();
+    let mut checked = 0;
+    for batch in trials.iter().filter_map(|t| t.place.map(|p| p.batch)).collect::<std::collections::BTreeSet<_>>() {
+        let mut mates: Vec<_> = trials.iter().filter(|t| t.place.is_some_and(|p| p.batch == batch)).collect();
+        mates.sort_by_key(|t| t.place.unwrap().slot);
+        if !mates.iter().any(|t| t.status == "pruned") {
+            continue;
+        }
+        let hs: Vec<_> = mates.iter().map(|t| planner.read(&t.params).unwrap()).collect();
+        let envs: Vec<_> = hs.iter().zip(&mates).map(|(h, t)| universe_env(&planner, h, t.number).unwrap()).collect();
+        let mut learner = UniverseLearner::new(&Backend::Cpu, &split, &job.cfg, &planner, &hs, &envs).unwrap();
+        for epoch in 0..job.cfg.study.epochs as u64 {
+            learner.epoch(&job.cfg, &split).unwrap();
+            let walks = learner.walk(&split.test).unwrap();
+            for (t, w) in mates.iter().zip(&walks) {
+                let ends_here = match t.pruned_at {
+                    Some(e) => e == epoch,
+                    None => epoch + 1 == job.cfg.study.epochs as u64,
+                };
+                if ends_here {
+                    let stored = study.test_actions(t.number).unwrap().unwrap();
+                    assert_eq!(stored, w.actions, "trial {} ({}, pruned at {:?})", t.number, t.status, t.pruned_at);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > pruned.len(), "{checked} trials checked, {} pruned", pruned.len());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Walk-forward and walk-forward optimisation on a universe: 3 folds tiling the times after the validation
+/// split, each trained from the first time to its start and walked on its times (unseen by the search);
+/// 2 fold searches in studies `NAME.wfo-k`, each won on its past and walked on its fold; both in the
+/// evidence's summary. On the planted pattern the walk-forward folds earn on average.
+#[test]
+fn walk_forward_and_its_search_run_on_a_universe() {
+    let u = universe(5, EDGE);
+    let dir = temp("walk-forward");
+    let config =
+        config(2, 0).replace("segment_len = 500", "segment_len = 200") + "walk_forward = 3\nwalk_forward_search = 2\n";
+    let done = search(&u, config, 1, &dir);
+    let e = &done.evidence;
+    let (_, valid, test) = &done.split;
+    assert_eq!(e.walk_forward.len(), 3);
+    assert_eq!(e.walk_forward[0].test.0, valid.end);
+    assert_eq!(e.walk_forward[2].test.1, test.end);
+    for (j, f) in e.walk_forward.iter().enumerate() {
+        assert_eq!(f.fold, j + 1);
+        assert_eq!(f.train, (0, f.test.0));
+        assert!(!f.seen_by_search);
+        assert_eq!(f.returns.len(), f.test.1 - f.test.0 - 1);
+        if j > 0 {
+            assert_eq!(e.walk_forward[j - 1].test.1, f.test.0);
+        }
+    }
+    assert!(e.walk_forward_unseen.is_some());
+    let mean = e.walk_forward.iter().map(|f| f.sharpe).sum::<f64>() / 3.0;
+    assert!(mean > 0.0, "walk-forward folds' mean Sharpe {mean} on the planted pattern: {:?}", e.walk_forward);
+    assert_eq!(e.walk_forward_search.len(), 2);
+    for (j, f) in e.walk_forward_search.iter().enumerate() {
+        assert!(f.study.ends_with(&format!(".wfo-{}", j + 1)), "{}", f.study);
+        assert_eq!(f.train.0, 0);
+        assert_eq!((f.train.1, f.valid.1), (f.valid.0, f.test.0));
+        assert!(f.trial.is_some(), "fold {} had no winner", j + 1);
+        assert_eq!(f.returns.len(), f.test.1 - f.test.0 - 1);
+    }
+    assert_eq!(e.walk_forward_search[1].test.1, test.end);
+    assert!(e.walk_forward_search_oos.is_some());
+    let text = tradesim::evidence::summary_text(e);
+    assert!(text.contains("walk-forward Sharpe") && text.contains("walk-forward optimisation Sharpe"), "{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

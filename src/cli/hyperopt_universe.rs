@@ -16,6 +16,10 @@ use crate::{Backend, Error};
 pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Error> {
     let s = &job.cfg.study;
     let n = u.n_symbols();
+    // A training segment is at most the training times' steps (as the search cuts it).
+    let (train_share, valid_share) = crate::train::DEFAULT_SPLIT;
+    let train_times = crate::data::splits::time_split(0, u.n_times(), train_share, valid_share)?.train.len();
+    let segment = s.segment_len.min(train_times.saturating_sub(1)).max(1);
     println!(
         "hyperopt: {} on a universe, {} trials ({} at a time, {} epochs, {} accounts x {} symbols x {} steps), TPE \
          after {} random, prune {}",
@@ -25,11 +29,11 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         s.epochs,
         accounts_per_trial(s.envs, n),
         n,
-        s.segment_len,
+        segment,
         s.startup_trials,
         s.prune
     );
-    let row_steps = accounts_per_trial(s.envs, n) * n * s.segment_len * s.epochs;
+    let row_steps = accounts_per_trial(s.envs, n) * n * segment * s.epochs;
     println!("budget:   {} row steps a trial, {}", group_thousands(row_steps), budget_origin(s));
     let listed = u.symbols();
     let shown = if listed.len() > 10 { format!("{}, ...", listed[..10].join(", ")) } else { listed.join(", ") };
@@ -59,6 +63,13 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
             Progress::Placebo { index, of } => {
                 bar.reset();
                 bar.set_message(format!("placebo search {index} of {of}"));
+            }
+            Progress::WalkForward { folds } => {
+                bar.set_message(format!("walk-forward of the best configuration over {folds} folds"))
+            }
+            Progress::WalkForwardSearch { fold, of } => {
+                bar.reset();
+                bar.set_message(format!("walk-forward optimisation: the search on fold {fold} of {of}"));
             }
             _ => {}
         }

@@ -11,6 +11,7 @@ pub mod spa;
 pub mod stats;
 mod verdict;
 pub mod walk_forward;
+pub mod walk_forward_universe;
 
 pub use verdict::{summary_text, verdict, verdict_before};
 
@@ -174,6 +175,22 @@ pub struct PlaceboSearch {
     pub best_valid_sharpe: f64,
     /// That trial's test Sharpe.
     pub best_test_sharpe: f64,
+}
+
+impl PlaceboSearch {
+    /// Placebo search `index` after it ran in `study` (named `name`): its best complete trial by
+    /// validation score.
+    pub fn of_study(index: u64, name: String, study: &crate::hyperopt::Study) -> Result<Self, crate::Error> {
+        let board = crate::hyperopt::ranking::study_leaderboard(study)?;
+        let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
+        Ok(Self {
+            index,
+            study: name,
+            best_trial: best.map(|t| t.number),
+            best_valid_sharpe: best.map_or(f64::NAN, |t| t.value),
+            best_test_sharpe: best.map_or(f64::NAN, |t| t.test_sharpe),
+        })
+    }
 }
 
 /// The placebo searches and the real best's rank among them.

@@ -102,6 +102,20 @@ pub fn fold_search_data(
     test: std::ops::Range<usize>,
     sigma_span: usize,
 ) -> Result<SplitData, Error> {
+    let split = fold_search_split(past, test)?;
+    let prepared = Prepared::with_sigma_span(series, split.train.clone(), sigma_span)?;
+    Ok(SplitData {
+        train: prepared.market_data(split.train.clone())?,
+        valid: prepared.market_data(split.valid.clone())?,
+        test: prepared.market_data(split.test.clone())?,
+        split,
+    })
+}
+
+/// A fold's `past` cut as the study's split cuts its bars (the last `valid / (train + valid)` share the
+/// validation part), the fold's `test` as the test part; refused when either part of the past has fewer
+/// than 2 bars (times, on a universe).
+pub fn fold_search_split(past: std::ops::Range<usize>, test: std::ops::Range<usize>) -> Result<Split, Error> {
     let (train_share, valid_share) = crate::train::DEFAULT_SPLIT;
     let valid_len = ((past.len() as f64) * valid_share / (train_share + valid_share)).round() as usize;
     let cut = past.end - valid_len.min(past.len());
@@ -111,14 +125,7 @@ pub fn fold_search_data(
             format!("a fold's past of {} bars leaves too few bars to train and validate on", past.len()),
         ));
     }
-    let split = Split { train: past.start..cut, valid: cut..past.end, test };
-    let prepared = Prepared::with_sigma_span(series, split.train.clone(), sigma_span)?;
-    Ok(SplitData {
-        train: prepared.market_data(split.train.clone())?,
-        valid: prepared.market_data(split.valid.clone())?,
-        test: prepared.market_data(split.test.clone())?,
-        split,
-    })
+    Ok(Split { train: past.start..cut, valid: cut..past.end, test })
 }
 
 /// Fold `fold` of walk-forward optimisation after its search in `study` on `data`: the winner (the best

@@ -434,15 +434,7 @@ impl Job {
             ];
             let (name, study) =
                 self.side_search(backends, &data, &format!("placebo-{index}"), &attrs, bars_per_year, progress)?;
-            let board = crate::hyperopt::ranking::study_leaderboard(&study)?;
-            let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
-            searches.push(crate::evidence::PlaceboSearch {
-                index,
-                study: name,
-                best_trial: best.map(|t| t.number),
-                best_valid_sharpe: best.map_or(f64::NAN, |t| t.value),
-                best_test_sharpe: best.map_or(f64::NAN, |t| t.test_sharpe),
-            });
+            searches.push(crate::evidence::PlaceboSearch::of_study(index, name, &study)?);
         }
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
         Ok(crate::evidence::PlaceboEvidence { p_value, searches })

@@ -17,6 +17,9 @@ pub use super::report::universe::UniverseOutputs;
 use crate::data::surrogate::placebo_universe;
 use crate::data::universe::Universe;
 use crate::data::{Dataset, MarketBar, Series};
+use crate::evidence::walk_forward_universe::{
+    returns_of, universe_fold_split, universe_folds, universe_search_fold, universe_walk_forward,
+};
 use crate::evidence::{Evidence, SearchReturns, TrialReturns};
 use crate::hyperopt::search::universe::{
     UniverseSplit, replay, run_universe_search, universe_env, universe_planner, walk_score,
@@ -54,12 +57,6 @@ impl Job {
         u: &Universe,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<UniverseDone, Error> {
-        if self.cfg.study.walk_forward > 0 || self.cfg.study.walk_forward_search > 0 {
-            return Err(Error::config(
-                "--walk-forward",
-                "a universe search has no walk-forward yet (docs/EVIDENCE.md, \"On a universe\")",
-            ));
-        }
         let started = std::time::Instant::now();
         let split = UniverseSplit::new(u, crate::train::DEFAULT_SPLIT)?;
         let split_seconds = started.elapsed().as_secs_f64();
@@ -70,6 +67,15 @@ impl Job {
         if self.cfg.study.placebo > 0 {
             let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
             evidence.placebo = Some(self.universe_placebos(backend, u, real, progress)?);
+        }
+        if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, &best) {
+            progress(&Progress::WalkForward { folds: k })?;
+            let folds = universe_walk_forward(backend, u, &split, &self.cfg, &best.params, best.number, k)?;
+            crate::evidence::set_walk_forward(&mut evidence, folds, split.bars_per_year);
+        }
+        if self.cfg.study.walk_forward_search > 0 {
+            let folds = self.universe_search_folds(backend, u, &split, progress)?;
+            crate::evidence::set_walk_forward_search(&mut evidence, folds, split.bars_per_year);
         }
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
@@ -123,36 +129,71 @@ impl Job {
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
         let n = self.cfg.study.placebo;
-        let config_json =
-            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
         let mut searches = Vec::with_capacity(n);
         for index in 1..=n as u64 {
             progress(&Progress::Placebo { index: index as usize, of: n })?;
             let surrogate = placebo_universe(u, self.cfg.study.seed, index)?;
             let split = UniverseSplit::new(&surrogate, crate::train::DEFAULT_SPLIT)?;
-            let name = format!("{}.placebo-{index}", self.name);
-            let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
-            study.set_study_attr(crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string())?;
-            study.set_study_attr(crate::evidence::PLACEBO_INDEX_ATTR, index.to_string())?;
-            let paths = SearchPaths {
-                storage: self.storage.clone(),
-                study_name: name.clone(),
-                checkpoints: self.folder.join(format!("placebo-{index}")).join("checkpoints"),
-                artifacts: None,
-            };
-            run_universe_search(backend, &split, &self.cfg, &paths, progress)?;
-            let board = crate::hyperopt::ranking::study_leaderboard(&study)?;
-            let best = board.first().filter(|t| t.status == "complete" && t.value.is_finite());
-            searches.push(crate::evidence::PlaceboSearch {
-                index,
-                study: name,
-                best_trial: best.map(|t| t.number),
-                best_valid_sharpe: best.map_or(f64::NAN, |t| t.value),
-                best_test_sharpe: best.map_or(f64::NAN, |t| t.test_sharpe),
-            });
+            let attrs = [
+                (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
+                (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
+            ];
+            let (name, study) =
+                self.universe_side_search(backend, &split, &format!("placebo-{index}"), &attrs, progress)?;
+            searches.push(crate::evidence::PlaceboSearch::of_study(index, name, &study)?);
         }
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
         Ok(crate::evidence::PlaceboEvidence { p_value, searches })
+    }
+
+    /// A search beside the study's own on `split`, as the single series' side searches: study `NAME.SUFFIX`
+    /// in the same storage with the study's configuration (created or continued), `attrs` set on it before
+    /// it runs, its checkpoints folder `SUFFIX/checkpoints` of the study's folder. Returns its name and study.
+    fn universe_side_search(
+        &self,
+        backend: &Backend,
+        split: &UniverseSplit,
+        suffix: &str,
+        attrs: &[(&str, String)],
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<(String, Study), Error> {
+        let config_json =
+            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
+        let name = format!("{}.{suffix}", self.name);
+        let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
+        for (key, value) in attrs {
+            study.set_study_attr(key, value.clone())?;
+        }
+        let paths = SearchPaths {
+            storage: self.storage.clone(),
+            study_name: name.clone(),
+            checkpoints: self.folder.join(suffix).join("checkpoints"),
+            artifacts: None,
+        };
+        run_universe_search(backend, split, &self.cfg, &paths, progress)?;
+        Ok((name, study))
+    }
+
+    /// Walk-forward optimisation on universe `u`: on each of the K anchored folds after the validation
+    /// times, study `NAME.wfo-k` runs the whole search on the fold's past (its last share the validation
+    /// times, features normalized on the rest) with the fold as its test times, created or continued; its
+    /// winner, chosen on the past only, is walked on the fold by its stored test codes.
+    fn universe_search_folds(
+        &self,
+        backend: &Backend,
+        u: &Universe,
+        split: &UniverseSplit,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
+        let k = self.cfg.study.walk_forward_search;
+        let mut out = Vec::with_capacity(k);
+        for (j, (past, test)) in universe_folds(u, split, k)?.into_iter().enumerate() {
+            progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
+            let fold = universe_fold_split(u, past, test, split.bars_per_year)?;
+            let (name, study) = self.universe_side_search(backend, &fold, &format!("wfo-{}", j + 1), &[], progress)?;
+            out.push(universe_search_fold((&study, &name), &fold, &self.cfg, j + 1)?);
+        }
+        Ok(out)
     }
 
     /// The best trial's test walk `w` as target weights on the test times of `u` through the portfolio
@@ -249,12 +290,6 @@ pub fn universe_evidence(
     };
     let all = SearchReturns { valid, test, hold_valid: hold(&split.valid)?, hold_test: hold(&split.test)? };
     crate::evidence::evidence_of(&trials, &all, cfg.study.seed, split.bars_per_year, 0.0)
-}
-
-/// A walk's simple per-step returns (an account at zero equity earns nothing from then on).
-fn returns_of(w: &tradesim_host::universe::UniverseWalk) -> Vec<f64> {
-    let r = crate::evidence::stats::returns_from_equity(&w.equity);
-    r.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect()
 }
 
 /// Universe `u` on its calendar times `times` only: every symbol's bars there (a symbol without any is

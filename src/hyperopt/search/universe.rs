@@ -94,6 +94,11 @@ pub fn accounts_per_trial(envs: usize, n_symbols: usize) -> usize {
     (envs / n_symbols.max(1)).max(1)
 }
 
+/// A training segment's steps: the study's `segment_len`, at most the training times' steps.
+fn segment_len(cfg: &SearchConfig, split: &UniverseSplit) -> usize {
+    cfg.study.segment_len.min(split.train.len() - 1).max(1)
+}
+
 /// PPO's steps per rollout and rollouts per epoch for segments of `segment_len` steps.
 fn rollout_shape(cfg: &SearchConfig, segment_len: usize) -> (usize, usize) {
     let per = match cfg.study.rollout_steps {
@@ -104,23 +109,74 @@ fn rollout_shape(cfg: &SearchConfig, segment_len: usize) -> (usize, usize) {
     (per, segment_len.div_ceil(per))
 }
 
-/// The learners of one batch.
-enum Learner {
+/// The universe learners of a batch of trials, trained together ([`UniverseLearner::new`]).
+#[derive(Debug)]
+pub enum UniverseLearner {
+    /// DQN trials.
     Dqn(Box<UniverseDqn>),
+    /// PPO trials.
     Ppo(Box<UniversePpo>),
 }
 
-impl Learner {
-    /// One epoch of training: `segment_len` env steps of every env.
-    fn epoch(&mut self, segment_len: usize, rollouts: usize) -> Result<(), Error> {
+impl UniverseLearner {
+    /// The learners of trials `hs` with accounts `envs` on `split`'s training times, shaped by `cfg`'s
+    /// study (accounts per trial from its `envs`, segments, rollouts, the replay ring) as the search shapes
+    /// them.
+    pub fn new(
+        backend: &Backend,
+        split: &UniverseSplit,
+        cfg: &SearchConfig,
+        planner: &TrialPlanner,
+        hs: &[Hyperparameters],
+        envs: &[TrialParams],
+    ) -> Result<Self, Error> {
+        let s = &cfg.study;
+        let n = split.n_symbols();
+        let ept = accounts_per_trial(s.envs, n);
+        let rows = ept * n;
+        let sizes = SlotSizes::of_trials(hs);
+        let segment_len = segment_len(cfg, split);
+        let (per_rollout, _) = rollout_shape(cfg, segment_len);
+        let ring_capacity = match s.algo {
+            Algo::Dqn => (s.envs * RING_PER_ENV).max(rows),
+            Algo::Ppo => rows * per_rollout,
+        };
+        let ucfg = UniverseConfig {
+            envs_per_trial: ept,
+            segment_len,
+            train_start: split.train.start,
+            train_end: split.train.end,
+            ring_capacity,
+            warmup_steps: 0,
+            train_every: 1,
+            seed: s.seed,
+        };
+        let shape = (sizes.hidden, sizes.batch);
+        Ok(match s.algo {
+            Algo::Dqn => {
+                let dqn: Vec<_> = hs.iter().map(|h| planner.dqn(h)).collect();
+                Self::Dqn(Box::new(UniverseDqn::new(backend, &split.data, envs, &dqn, shape, ucfg)?))
+            }
+            Algo::Ppo => {
+                let ppo: Vec<_> = hs.iter().map(|h| planner.ppo(h)).collect();
+                Self::Ppo(Box::new(UniversePpo::new(backend, &split.data, envs, &ppo, shape, ucfg)?))
+            }
+        })
+    }
+
+    /// One epoch of training of every trial: a segment of env steps of every env (DQN), or the rollouts
+    /// that cover a segment (PPO), as `cfg`'s study sets them on `split`.
+    pub fn epoch(&mut self, cfg: &SearchConfig, split: &UniverseSplit) -> Result<(), Error> {
+        let segment_len = segment_len(cfg, split);
         match self {
             Self::Dqn(l) => l.train(segment_len as u64)?,
-            Self::Ppo(l) => l.train(rollouts as u64)?,
+            Self::Ppo(l) => l.train(rollout_shape(cfg, segment_len).1 as u64)?,
         }
         Ok(())
     }
 
-    fn walk(&mut self, times: &Range<usize>) -> Result<Vec<UniverseWalk>, Error> {
+    /// Every trial's greedy walk over `times` (`len - 1` steps).
+    pub fn walk(&mut self, times: &Range<usize>) -> Result<Vec<UniverseWalk>, Error> {
         let (start, end) = (times.start, times.end - 1);
         Ok(match self {
             Self::Dqn(l) => l.greedy_walk(start, end)?,
@@ -223,42 +279,6 @@ struct BatchRun<'a> {
 }
 
 impl BatchRun<'_> {
-    fn learner(&self, hs: &[Hyperparameters], envs: &[TrialParams]) -> Result<(Learner, usize), Error> {
-        let (s, split) = (&self.cfg.study, self.split);
-        let n = split.n_symbols();
-        let ept = accounts_per_trial(s.envs, n);
-        let rows = ept * n;
-        let sizes = SlotSizes::of_trials(hs);
-        let segment_len = s.segment_len.min(split.train.len() - 1).max(1);
-        let (per_rollout, rollouts) = rollout_shape(self.cfg, segment_len);
-        let ring_capacity = match s.algo {
-            Algo::Dqn => (s.envs * RING_PER_ENV).max(rows),
-            Algo::Ppo => rows * per_rollout,
-        };
-        let ucfg = UniverseConfig {
-            envs_per_trial: ept,
-            segment_len,
-            train_start: split.train.start,
-            train_end: split.train.end,
-            ring_capacity,
-            warmup_steps: 0,
-            train_every: 1,
-            seed: s.seed,
-        };
-        let shape = (sizes.hidden, sizes.batch);
-        let learner = match s.algo {
-            Algo::Dqn => {
-                let dqn: Vec<_> = hs.iter().map(|h| self.planner.dqn(h)).collect();
-                Learner::Dqn(Box::new(UniverseDqn::new(self.backend, &split.data, envs, &dqn, shape, ucfg)?))
-            }
-            Algo::Ppo => {
-                let ppo: Vec<_> = hs.iter().map(|h| self.planner.ppo(h)).collect();
-                Learner::Ppo(Box::new(UniversePpo::new(self.backend, &split.data, envs, &ppo, shape, ucfg)?))
-            }
-        };
-        Ok((learner, rollouts))
-    }
-
     fn run(&self, runs: &[super::Claim]) -> Result<(), Error> {
         let (s, split, study) = (&self.cfg.study, self.split, self.study);
         let n = split.n_symbols();
@@ -268,15 +288,23 @@ impl BatchRun<'_> {
             hs.iter().zip(&numbers).map(|(h, &k)| universe_env(self.planner, h, k)).collect::<Result<_, _>>()?;
         let references: Vec<_> = runs.iter().map(|r| study.snapshot_reference(&r.2)).collect();
         let started = std::time::Instant::now();
-        let (mut learner, rollouts) = self.learner(&hs, &envs)?;
-        let segment_len = s.segment_len.min(split.train.len() - 1).max(1);
+        let mut learner = UniverseLearner::new(self.backend, split, self.cfg, self.planner, &hs, &envs)?;
         let setup_seconds = started.elapsed().as_secs_f64();
+        // Row steps an epoch trains: every trial of the batch trains (a pruned one with its batch-mates).
+        let steps = (accounts_per_trial(s.envs, n) * n * segment_len(self.cfg, split) * runs.len()) as f64;
         let (mut own, mut pruned) = (vec![Vec::new(); runs.len()], vec![false; runs.len()]);
         let mut valid_actions = vec![Vec::new(); runs.len()];
+        // A pruned trial's test walk, made by its network at the epoch that pruned it (as the single series'
+        // search tests a pruned trial when its slot frees), not by the network its batch-mates trained on.
+        let mut tests: Vec<Option<UniverseWalk>> = vec![None; runs.len()];
+        let mut test_seconds = 0.0;
         for epoch in 0..s.epochs {
+            if pruned.iter().all(|&p| p) {
+                break;
+            }
             study.beat(&numbers, self.me)?;
             let t0 = std::time::Instant::now();
-            learner.epoch(segment_len, rollouts)?;
+            learner.epoch(self.cfg, split)?;
             let train_seconds = t0.elapsed().as_secs_f64();
             let t1 = std::time::Instant::now();
             let walks = learner.walk(&split.valid)?;
@@ -284,7 +312,6 @@ impl BatchRun<'_> {
             let scores: Vec<_> = walks.iter().map(|w| walk_score(w, n, split.bars_per_year)).collect();
             let best = scores.iter().map(|(m, _)| m.sharpe).filter(|x| x.is_finite()).fold(f64::NAN, f64::max);
             let live = pruned.iter().filter(|p| !**p).count();
-            let steps = (s.envs.max(n) * segment_len * live) as f64;
             (self.progress)(&Progress::Epoch {
                 epoch,
                 env_steps_per_s: steps / train_seconds.max(1e-9),
@@ -294,6 +321,7 @@ impl BatchRun<'_> {
                 live,
                 slots: runs.len(),
             })?;
+            let mut pruned_now = Vec::new();
             for (k, (m, value)) in scores.into_iter().enumerate() {
                 if pruned[k] {
                     continue;
@@ -320,14 +348,30 @@ impl BatchRun<'_> {
                     )
                 {
                     pruned[k] = true;
+                    pruned_now.push(k);
                     study.prune(numbers[k], epoch as u64, value)?;
                 }
             }
+            if !pruned_now.is_empty() {
+                let t2 = std::time::Instant::now();
+                let walks = learner.walk(&split.test)?;
+                test_seconds += t2.elapsed().as_secs_f64();
+                for k in pruned_now {
+                    tests[k] = Some(walks[k].clone());
+                }
+            }
         }
-        let t2 = std::time::Instant::now();
-        let tests = learner.walk(&split.test)?;
-        (self.progress)(&Progress::Trained { setup_seconds, test_seconds: t2.elapsed().as_secs_f64() })?;
+        if tests.iter().any(Option::is_none) {
+            let t2 = std::time::Instant::now();
+            let walks = learner.walk(&split.test)?;
+            test_seconds += t2.elapsed().as_secs_f64();
+            for (t, w) in tests.iter_mut().zip(walks) {
+                t.get_or_insert(w);
+            }
+        }
+        (self.progress)(&Progress::Trained { setup_seconds, test_seconds })?;
         for (k, w) in tests.iter().enumerate() {
+            let w = w.as_ref().ok_or_else(|| Error::Data(format!("trial {} has no test walk", numbers[k])))?;
             let (m, _) = walk_score(w, n, split.bars_per_year);
             let value = own[k].last().copied().unwrap_or(f64::NAN);
             study.set_valid_actions(numbers[k], &valid_actions[k])?;
