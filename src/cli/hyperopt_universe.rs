@@ -132,8 +132,9 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         }
     }
     print!("{}", crate::evidence::summary_text(&done.evidence));
-    println!("report:   {}", job.report_dir.join("index.html").display());
-    for f in done.outputs.iter().flat_map(|o| o.files.iter()) {
+    let index = job.report_dir.join("index.html");
+    println!("report:   {}", index.display());
+    for f in done.outputs.iter().flat_map(|o| o.files.iter()).filter(|f| **f != index) {
         println!("          {}", f.display());
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use tradesim_host::universe::UniverseWalk;
 
-use super::walk_forward::{fold_search_split, folds};
+use super::walk_forward::{FoldBars, fold_search_split, folds};
 use super::{Fold, SearchFold};
 use crate::data::splits::Split;
 use crate::data::universe::Universe;
@@ -33,11 +33,7 @@ fn finite(x: f64) -> f64 {
 
 /// The K anchored folds of `u` after `split`'s validation times: each a past (training times from the
 /// first) and the fold's times.
-pub fn universe_folds(
-    u: &Universe,
-    split: &UniverseSplit,
-    k: usize,
-) -> Result<Vec<(Range<usize>, Range<usize>)>, Error> {
+pub fn universe_folds(u: &Universe, split: &UniverseSplit, k: usize) -> Result<Vec<FoldBars>, Error> {
     let s = Split { train: split.train.clone(), valid: split.valid.clone(), test: split.test.clone() };
     folds(&s, u.n_times(), k)
 }
