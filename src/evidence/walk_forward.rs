@@ -3,19 +3,22 @@
 //! on every bar before it (from the first bar after the feature warm-up, features normalized on those bars)
 //! and tests its greedy policy on the fold. A fold whose policy never traded scores 0.
 
+use std::ops::Range;
+
 use crate::data::Series;
 use crate::data::device::Prepared;
 use crate::data::splits::Split;
 use crate::hyperopt::config::SearchConfig;
 use crate::hyperopt::plan::{LearnerParams, TrialPlanner};
 use crate::hyperopt::sampler::Params;
+use crate::hyperopt::study::TrialRecord;
 use crate::train::{SplitData, train_dqn, train_ppo};
 use crate::{Backend, Error};
 
 use super::Fold;
 
 /// A fold's training and tested bars.
-pub type FoldBars = (std::ops::Range<usize>, std::ops::Range<usize>);
+pub type FoldBars = (Range<usize>, Range<usize>);
 
 /// The K folds' bar ranges: `[split.valid.end, n)` cut into `k` parts (the last takes the remainder),
 /// each trained on `[split.train.start, fold start)`. Refuses folds of fewer than 2 bars.
@@ -98,8 +101,8 @@ pub fn walk_forward(
 /// training part, the fold's `test` bars as the test split.
 pub fn fold_search_data(
     series: &Series,
-    past: std::ops::Range<usize>,
-    test: std::ops::Range<usize>,
+    past: Range<usize>,
+    test: Range<usize>,
     sigma_span: usize,
 ) -> Result<SplitData, Error> {
     let split = fold_search_split(past, test)?;
@@ -115,7 +118,7 @@ pub fn fold_search_data(
 /// A fold's `past` cut as the study's split cuts its bars (the last `valid / (train + valid)` share the
 /// validation part), the fold's `test` as the test part; refused when either part of the past has fewer
 /// than 2 bars (times, on a universe).
-pub fn fold_search_split(past: std::ops::Range<usize>, test: std::ops::Range<usize>) -> Result<Split, Error> {
+pub fn fold_search_split(past: Range<usize>, test: Range<usize>) -> Result<Split, Error> {
     let (train_share, valid_share) = crate::train::DEFAULT_SPLIT;
     let valid_len = ((past.len() as f64) * valid_share / (train_share + valid_share)).round() as usize;
     let cut = past.end - valid_len.min(past.len());
@@ -140,8 +143,7 @@ pub fn search_fold(
     fold: usize,
     bars_per_year: f64,
 ) -> Result<super::SearchFold, Error> {
-    let board = crate::hyperopt::ranking::study_leaderboard(study)?;
-    let best = board.into_iter().find(|t| t.status == "complete" && t.value.is_finite());
+    let best = fold_winner(study)?;
     let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
     let returns = match &best {
         Some(t) => super::trial_returns(backend, study, std::slice::from_ref(t), data, &planner, true)?
@@ -150,23 +152,46 @@ pub fn search_fold(
             .unwrap_or_default(),
         None => Vec::new(),
     };
-    let bars = data.test.n_bars().saturating_sub(1);
-    let returns = if returns.len() == bars { returns } else { vec![0.0; bars] };
+    let steps = data.test.n_bars().saturating_sub(1);
+    let split = &data.split;
+    Ok(fold_of_winner(fold, (&split.train, &split.valid, &split.test), name, best.as_ref(), returns, steps))
+}
+
+/// The winner of a fold's search in `study`: its best complete trial by validation score (none when no
+/// trial completed).
+pub fn fold_winner(study: &crate::hyperopt::Study) -> Result<Option<TrialRecord>, Error> {
+    let board = crate::hyperopt::ranking::study_leaderboard(study)?;
+    Ok(board.into_iter().find(|t| t.status == "complete" && t.value.is_finite()))
+}
+
+/// Fold `fold` of walk-forward optimisation, searched in study `name` on its `train` and `valid` parts and
+/// tested on `test`: its `winner` and the winner's `returns` on the fold, `steps` of them (zeros where they
+/// are not: no winner, or no stored walk of it). Sharpe and return are the winner's stored test results, 0
+/// without a winner or where they are not finite (a policy that never traded).
+pub fn fold_of_winner(
+    fold: usize,
+    (train, valid, test): (&Range<usize>, &Range<usize>, &Range<usize>),
+    name: &str,
+    winner: Option<&TrialRecord>,
+    returns: Vec<f64>,
+    steps: usize,
+) -> super::SearchFold {
+    let returns = if returns.len() == steps { returns } else { vec![0.0; steps] };
     let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
-    let range = |r: &std::ops::Range<usize>| (r.start, r.end);
-    Ok(super::SearchFold {
+    let range = |r: &Range<usize>| (r.start, r.end);
+    super::SearchFold {
         fold,
-        train: range(&data.split.train),
-        valid: range(&data.split.valid),
-        test: range(&data.split.test),
+        train: range(train),
+        valid: range(valid),
+        test: range(test),
         study: name.to_owned(),
-        trial: best.as_ref().map(|t| t.number),
-        params: best.as_ref().map(|t| t.params.clone()).unwrap_or_default(),
-        valid_score: best.as_ref().map_or(f64::NAN, |t| t.value),
-        sharpe: best.as_ref().map_or(0.0, |t| finite(t.test_sharpe)),
-        total_return: best.as_ref().map_or(0.0, |t| finite(t.test_return)),
+        trial: winner.map(|t| t.number),
+        params: winner.map(|t| t.params.clone()).unwrap_or_default(),
+        valid_score: winner.map_or(f64::NAN, |t| t.value),
+        sharpe: winner.map_or(0.0, |t| finite(t.test_sharpe)),
+        total_return: winner.map_or(0.0, |t| finite(t.test_return)),
         returns,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use tradesim_host::universe::UniverseWalk;
 
-use super::walk_forward::{FoldBars, fold_search_split, folds};
+use super::walk_forward::{FoldBars, fold_of_winner, fold_search_split, fold_winner, folds};
 use super::{Fold, SearchFold};
 use crate::data::splits::Split;
 use crate::data::universe::Universe;
@@ -110,8 +110,7 @@ pub fn universe_search_fold(
     cfg: &SearchConfig,
     fold: usize,
 ) -> Result<SearchFold, Error> {
-    let board = crate::hyperopt::ranking::study_leaderboard(study)?;
-    let best = board.into_iter().find(|t| t.status == "complete" && t.value.is_finite());
+    let best = fold_winner(study)?;
     let steps = split.test.len() - 1;
     let mut returns = Vec::new();
     if let Some(t) = &best {
@@ -122,21 +121,5 @@ pub fn universe_search_fold(
             returns = returns_of(&replay(&split.data, &[env], &[actions], &split.test)?[0]);
         }
     }
-    if returns.len() != steps {
-        returns = vec![0.0; steps];
-    }
-    let range = |r: &Range<usize>| (r.start, r.end);
-    Ok(SearchFold {
-        fold,
-        train: range(&split.train),
-        valid: range(&split.valid),
-        test: range(&split.test),
-        study: name.to_owned(),
-        trial: best.as_ref().map(|t| t.number),
-        params: best.as_ref().map(|t| t.params.clone()).unwrap_or_default(),
-        valid_score: best.as_ref().map_or(f64::NAN, |t| t.value),
-        sharpe: best.as_ref().map_or(0.0, |t| finite(t.test_sharpe)),
-        total_return: best.as_ref().map_or(0.0, |t| finite(t.test_return)),
-        returns,
-    })
+    Ok(fold_of_winner(fold, (&split.train, &split.valid, &split.test), name, best.as_ref(), returns, steps))
 }

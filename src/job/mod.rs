@@ -453,6 +453,15 @@ impl Job {
         bars_per_year: f64,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<(String, Study), Error> {
+        let (name, study, paths) = self.open_side_study(suffix, attrs)?;
+        run_search(backends, data, &self.cfg, bars_per_year, &paths, progress)?;
+        Ok((name, study))
+    }
+
+    /// Study `NAME.SUFFIX` of a side search, created or continued with the study's configuration, `attrs`
+    /// set on it, and the paths its search writes: checkpoints in `SUFFIX/checkpoints` of the study's folder,
+    /// no artifacts.
+    fn open_side_study(&self, suffix: &str, attrs: &[(&str, String)]) -> Result<(String, Study, SearchPaths), Error> {
         let config_json =
             serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
         let name = format!("{}.{suffix}", self.name);
@@ -466,8 +475,7 @@ impl Job {
             checkpoints: self.folder.join(suffix).join("checkpoints"),
             artifacts: None,
         };
-        run_search(backends, data, &self.cfg, bars_per_year, &paths, progress)?;
-        Ok((name, study))
+        Ok((name, study, paths))
     }
 
     /// Walk-forward optimisation: the K anchored folds of the bars after the validation split

@@ -25,7 +25,7 @@ use crate::hyperopt::search::universe::{
     UniverseSplit, replay, run_universe_search, universe_env, universe_planner, walk_score,
 };
 use crate::hyperopt::study::TrialRecord;
-use crate::hyperopt::{Open, Progress, SearchPaths, Study};
+use crate::hyperopt::{Progress, Study};
 use crate::portfolio::{PortfolioRequest, equal_weight_hold, run_portfolios};
 use crate::{Backend, Error, Metrics, TrialParams};
 
@@ -157,19 +157,7 @@ impl Job {
         attrs: &[(&str, String)],
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<(String, Study), Error> {
-        let config_json =
-            serde_json::to_string(&self.cfg).map_err(|e| Error::Study(format!("configuration as JSON: {e}")))?;
-        let name = format!("{}.{suffix}", self.name);
-        let study = Study::open_with(&self.storage, &name, Open::LoadIfExists, &config_json)?;
-        for (key, value) in attrs {
-            study.set_study_attr(key, value.clone())?;
-        }
-        let paths = SearchPaths {
-            storage: self.storage.clone(),
-            study_name: name.clone(),
-            checkpoints: self.folder.join(suffix).join("checkpoints"),
-            artifacts: None,
-        };
+        let (name, study, paths) = self.open_side_study(suffix, attrs)?;
         run_universe_search(backend, split, &self.cfg, &paths, progress)?;
         Ok((name, study))
     }
