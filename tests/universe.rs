@@ -184,6 +184,49 @@ fn universe_features_use_no_later_bar() {
     assert!(rows.iter().all(|x| x.abs() <= 10.0));
 }
 
+/// A calendar shorter than the 200-bar warm-up (a year of daily bars, as the S&P 500 file): every symbol's
+/// 51 features have values from its second bar on (from its bars so far), so a feature that varies on the
+/// test times varies on the training times too, where the normalizer is fitted (before, they were zeros
+/// there and raw values at test); from the 200th bar on they are the single series' bits.
+#[test]
+fn a_calendar_shorter_than_the_warm_up_has_features_everywhere() {
+    use tradesim::data::features::FeatureMatrix;
+    let (n, days) = (4, 250);
+    let u = Universe::new(tradesim::data::synthetic::cross_section_universe(n, days, 7, 0.0), None).unwrap();
+    let x = UniverseFeatures::compute(&u).unwrap();
+    for t in 1..days {
+        for s in 0..n {
+            assert!((0..N_FEATURES).any(|j| x.get(t, s, j) != 0.0), "time {t} symbol {s}: all 51 features zero");
+        }
+    }
+    let (train, test) = (0..175, 212..days);
+    let norm = x.fit(train.clone());
+    let spread = |range: std::ops::Range<usize>, j: usize| {
+        let rows = x.normalized(&norm, range);
+        let v: Vec<f32> = rows.chunks(N_UNIVERSE_FEATURES).map(|r| r[j]).collect();
+        v.iter().copied().fold(f32::MIN, f32::max) - v.iter().copied().fold(f32::MAX, f32::min)
+    };
+    let mut varying = 0;
+    for j in 0..N_FEATURES {
+        if spread(test.clone(), j) > 0.0 {
+            varying += 1;
+            assert!(spread(train.clone(), j) > 0.0, "feature {j} varies on the test times but not on training");
+        }
+    }
+    assert!(varying > 40, "{varying} of 51 features vary on the test times");
+    // From the warm-up on, a symbol's rows are the single series' features of its bars, bit for bit.
+    let long = Universe::new(tradesim::data::synthetic::cross_section_universe(2, 400, 3, 0.0), None).unwrap();
+    let x = UniverseFeatures::compute(&long).unwrap();
+    for (s, series) in long.series.iter().enumerate() {
+        let alone = FeatureMatrix::compute(&tradesim::data::device::columns(series).unwrap());
+        for t in 200..400 {
+            for j in 0..N_FEATURES {
+                assert_eq!(x.get(t, s, j).to_bits(), alone.get(t, j).to_bits(), "symbol {s} time {t} feature {j}");
+            }
+        }
+    }
+}
+
 /// A weights file is refused with every finding located (file, row, column, symbol): an unknown symbol, a
 /// time off the calendar, a short without `allow_short`, a time and symbol twice, a bad number; a price
 /// column says the file is data. An order whose symbol has no bar at the next time is listed, not placed.

@@ -94,6 +94,7 @@ fn config(seed: u64) -> UniverseConfig {
         ring_capacity: 20_000,
         warmup_steps: 64,
         train_every: 1,
+        grad_steps: 1,
         seed,
     }
 }
@@ -408,6 +409,7 @@ fn bad_configurations_are_refused() {
         UniverseConfig { ring_capacity: 8 * 3 - 1, ..base },
         UniverseConfig { segment_len: 0, ..base },
         UniverseConfig { train_every: 0, ..base },
+        UniverseConfig { grad_steps: 0, ..base },
         UniverseConfig { envs_per_trial: 0, ..base },
     ];
     for cfg in bad {

@@ -294,3 +294,40 @@ fn walk_forward_and_its_search_run_on_a_universe() {
     assert!(text.contains("walk-forward Sharpe") && text.contains("walk-forward optimisation Sharpe"), "{text}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// After the drawdown breaker (the walk's account closes every position at the next open, whatever the
+/// actions, then halts), the walk's target weights close what the account closed and send nothing more: the
+/// portfolio backtest of them is the walk to rounding (before, the policy's later codes reopened positions
+/// in the backtest that the halted walk never held).
+#[test]
+fn walk_weights_follow_the_breaker_and_the_halt() {
+    use rust_decimal::Decimal;
+    use tradesim::job::universe::{time_slice, walk_weights};
+    use tradesim::portfolio::{PortfolioRequest, run_portfolios};
+    let u = universe(5, 0.0);
+    let n = u.n_symbols();
+    let data = tradesim::data::cross_section::learner_data(&u, 0..800).unwrap();
+    let req = PortfolioRequest {
+        capital: Decimal::from(100_000),
+        spread: Decimal::new(1, 4),
+        commission: Decimal::new(5, 4),
+        whole_units: false,
+        allow_short: true,
+        bars_per_year: Some(252.0),
+    };
+    let params = tradesim::TrialParams { max_drawdown: 0.03, ..req.decimals().to_params().unwrap() };
+    let (start, end) = (900, DAYS - 1);
+    // Long every symbol at every step: the account buys once, then holds until the breaker closes it.
+    let w = tradesim_host::universe::walk(&data, &[params], start, end, |_| Ok(vec![1u8; n])).unwrap().remove(0);
+    let halted = w.status.iter().position(|&s| s == 3).expect("the breaker halted the walk");
+    assert!(w.status[..halted].contains(&1), "the breaker's pending close comes first: {:?}", &w.status[..=halted]);
+    assert!(w.equity[halted + 1..].iter().all(|&e| e == w.equity[halted + 1]), "a halted walk changes nothing");
+    let slice = time_slice(&u, &(start..end + 1)).unwrap();
+    let weights = walk_weights(&u, &slice, start, &w, (0.0, true), "w").unwrap();
+    let run = run_portfolios(&Backend::Cpu, &slice, &weights, &req).unwrap();
+    let backtest = &run.result.equity[..slice.n_times()];
+    assert_eq!(backtest.len(), w.equity.len());
+    for (t, (b, e)) in backtest.iter().zip(&w.equity).enumerate() {
+        assert!((b / e - 1.0).abs() < 1e-9, "time {t}: backtest {b} vs walk {e}");
+    }
+}

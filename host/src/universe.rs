@@ -84,8 +84,8 @@ fn observe_cpu(data: &UniverseData, env: &mut PortfolioEnvBatch) -> Result<Vec<f
 
 /// How a universe learner trains: `envs_per_trial` accounts per trial on segments of `segment_len` steps
 /// drawn inside the times `[train_start, train_end)` (every env starts over each `segment_len` steps),
-/// a replay ring of `ring_capacity` rows per trial (at least `envs_per_trial x N`), gradient steps every
-/// `train_every` env steps after `warmup_steps`.
+/// a replay ring of `ring_capacity` rows per trial (at least `envs_per_trial x N`), `grad_steps` gradient
+/// steps (DQN) every `train_every` env steps after `warmup_steps`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UniverseConfig {
     /// Accounts per trial (E).
@@ -100,8 +100,10 @@ pub struct UniverseConfig {
     pub ring_capacity: usize,
     /// Env steps before the first gradient step.
     pub warmup_steps: u64,
-    /// Env steps per gradient step.
+    /// Env steps per gradient round.
     pub train_every: u64,
+    /// DQN: gradient steps per round (as a single series' `grad_steps`).
+    pub grad_steps: u64,
     /// Seed of the segments, the sampler and the networks.
     pub seed: u64,
 }
@@ -135,8 +137,8 @@ impl UniverseEnvs {
                 cfg.train_start, cfg.train_end
             )));
         }
-        if cfg.train_every == 0 {
-            return Err(HostError::Config("train_every must be at least 1".to_owned()));
+        if cfg.train_every == 0 || cfg.grad_steps == 0 {
+            return Err(HostError::Config("train_every and grad_steps must be at least 1".to_owned()));
         }
         let rows_per_trial = cfg
             .envs_per_trial
@@ -268,7 +270,8 @@ impl UniverseDqn {
     }
 
     /// `steps` env steps of every env (each row's epsilon-greedy action, one portfolio step per env, the
-    /// row transitions into the replay), with a gradient step every `train_every` steps after the warmup.
+    /// row transitions into the replay), with `grad_steps` gradient steps every `train_every` steps after the
+    /// warmup.
     pub fn train(&mut self, steps: u64) -> Result<(), HostError> {
         let cfg = self.envs.cfg;
         for _ in 0..steps {
@@ -276,7 +279,9 @@ impl UniverseDqn {
             let step = self.envs.steps;
             self.envs.act(Learner::Dqn(&mut self.agent, step, false), true)?;
             if self.envs.steps >= cfg.warmup_steps && self.envs.steps.is_multiple_of(cfg.train_every) {
-                self.agent.train_step(&mut self.envs.rows)?;
+                for _ in 0..cfg.grad_steps {
+                    self.agent.train_step(&mut self.envs.rows)?;
+                }
             }
         }
         Ok(())
@@ -363,6 +368,9 @@ pub struct UniverseWalk {
     pub equity: Vec<f64>,
     /// Spread plus commission paid.
     pub costs: f64,
+    /// The account's [`gpu_kernels::types::EnvStatus`] code after each step: the breaker's pending close
+    /// (it ignores the actions), bankruptcy and the halt (the walk's later steps change nothing).
+    pub status: Vec<u8>,
 }
 
 impl UniverseWalk {
@@ -402,13 +410,21 @@ pub fn walk(
     env.reset(&vec![(start, end); params.len()])?;
     let mut out: Vec<UniverseWalk> = raw
         .iter()
-        .map(|p| UniverseWalk { actions: Vec::new(), sides: Vec::new(), equity: vec![p.initial_capital], costs: 0.0 })
+        .map(|p| UniverseWalk {
+            actions: Vec::new(),
+            sides: Vec::new(),
+            equity: vec![p.initial_capital],
+            costs: 0.0,
+            status: Vec::new(),
+        })
         .collect();
     for _ in start..end {
         let obs = observe_cpu(data, &mut env)?;
         let actions = policy(&obs)?;
         let scan = env.scan(&actions, 1)?;
+        let accounts = env.accounts()?;
         for (k, w) in out.iter_mut().enumerate() {
+            w.status.push(accounts[k].status as u8);
             w.actions.extend_from_slice(&actions[k * n..(k + 1) * n]);
             w.sides.extend_from_slice(&scan.sides[k * n..(k + 1) * n]);
             w.equity.push(scan.steps[k].equity);

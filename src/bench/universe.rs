@@ -67,6 +67,7 @@ fn config(sizes: &UniverseLearnerSizes, n: usize, times: usize, steps: usize, pp
         ring_capacity: if ppo { steps * rows } else { 4 * steps * rows },
         warmup_steps: (steps / 4) as u64,
         train_every: 1,
+        grad_steps: 1,
         seed: 7,
     }
 }

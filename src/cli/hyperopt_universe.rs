@@ -8,7 +8,7 @@ use indicatif::ProgressBar;
 use super::progress::{budget_origin, group_thousands, style};
 use crate::data::universe::Universe;
 use crate::hyperopt::Progress;
-use crate::hyperopt::search::universe::accounts_per_trial;
+use crate::hyperopt::search::universe::{accounts_per_trial, epoch_steps};
 use crate::job::Job;
 use crate::{Backend, Error};
 
@@ -16,10 +16,12 @@ use crate::{Backend, Error};
 pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Error> {
     let s = &job.cfg.study;
     let n = u.n_symbols();
-    // A training segment is at most the training times' steps (as the search cuts it).
+    // A training segment is at most the training times' steps (as the search cuts it); PPO's rollouts
+    // cover it.
     let (train_share, valid_share) = crate::train::DEFAULT_SPLIT;
     let train_times = crate::data::splits::time_split(0, u.n_times(), train_share, valid_share)?.train.len();
     let segment = s.segment_len.min(train_times.saturating_sub(1)).max(1);
+    let steps = epoch_steps(&job.cfg, train_times);
     println!(
         "hyperopt: {} on a universe, {} trials ({} at a time, {} epochs, {} accounts x {} symbols x {} steps), TPE \
          after {} random, prune {}",
@@ -33,7 +35,7 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         s.startup_trials,
         s.prune
     );
-    let row_steps = accounts_per_trial(s.envs, n) * n * segment * s.epochs;
+    let row_steps = accounts_per_trial(s.envs, n) * n * steps * s.epochs;
     println!("budget:   {} row steps a trial, {}", group_thousands(row_steps), budget_origin(s));
     let listed = u.symbols();
     let shown = if listed.len() > 10 { format!("{}, ...", listed[..10].join(", ")) } else { listed.join(", ") };

@@ -74,7 +74,10 @@ impl UniverseFeatures {
             .par_iter()
             .map(|series| {
                 let cols = columns(series).map_err(|e| Error::Data(format!("symbol `{}`: {e}", series.symbol)))?;
-                let features = FeatureMatrix::compute(&cols);
+                // From each symbol's second bar, over the bars it has so far: a late starter, or a calendar
+                // shorter than the warm-up (a year of daily bars), has features where it trades, as the
+                // learners see them on every part of the split.
+                let features = FeatureMatrix::compute_from(&cols, 1);
                 Ok((cols.close, features))
             })
             .collect::<Result<_, Error>>()?;
@@ -141,7 +144,8 @@ impl UniverseFeatures {
     /// Means and standard deviations per feature over the warm cells of times `train` (population
     /// standard deviation; 1 for a feature constant there). A training part without a warm cell (a universe
     /// shorter than the features' warm-up, such as one year of daily bars) is fitted over all its cells:
-    /// their values come from the bars up to each time (no lookahead), the slow features from fewer bars.
+    /// their values come from the bars up to each time (no lookahead), the slow features from fewer bars
+    /// ([`FeatureMatrix::compute_from`]).
     pub fn fit(&self, train: Range<usize>) -> Normalizer {
         let all: Vec<(usize, usize)> =
             train.filter(|&t| t < self.n_times).flat_map(|t| (0..self.n_symbols).map(move |s| (t, s))).collect();

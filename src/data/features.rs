@@ -106,7 +106,7 @@ impl Columns {
 /// Raw (unnormalized) features, `n x 51` row-major.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureMatrix {
-    /// Values; rows before [`WARMUP`] are zero.
+    /// Values; rows before the first computed one ([`WARMUP`] for [`FeatureMatrix::compute`]) are zero.
     pub values: Vec<f64>,
     /// Number of bars.
     pub rows: usize,
@@ -169,8 +169,16 @@ fn rsi(close: &[f64], n: usize) -> Vec<f64> {
 }
 
 impl FeatureMatrix {
-    /// Computes every feature from `cols`; row t uses bars 0..=t only.
+    /// Computes every feature from `cols`; row t uses bars 0..=t only. Rows before [`WARMUP`] are zero.
     pub fn compute(cols: &Columns) -> Self {
+        Self::compute_from(cols, WARMUP)
+    }
+
+    /// [`FeatureMatrix::compute`] with rows from `first` on (at least 1: the first bar has no return):
+    /// a row before [`WARMUP`] is computed from the bars there are (a lag or window longer than the bars
+    /// so far reaches back to the first bar), as a universe's late starters and short calendars need;
+    /// rows from [`WARMUP`] on are the same bits whatever `first`.
+    pub fn compute_from(cols: &Columns, first: usize) -> Self {
         let n = cols.len();
         let (o, h, l, c, v) = (&cols.open, &cols.high, &cols.low, &cols.close, &cols.volume);
         let r: Vec<f64> = (0..n).map(|t| if t == 0 { 0.0 } else { (c[t] / c[t - 1]).ln() }).collect();
@@ -202,10 +210,10 @@ impl FeatureMatrix {
         let sma = |t: usize, w: usize| mean(window(c, t, w));
         let mut values = vec![0.0; n * N_FEATURES];
         // Rows are independent (each reads the series only): computed in parallel, the same bits as in order.
-        let first = WARMUP.min(n);
+        let first = first.clamp(1, WARMUP).min(n);
         values[first * N_FEATURES..].par_chunks_mut(N_FEATURES).enumerate().for_each(|(i, row)| {
             let t = first + i;
-            let lag = |k: usize| c[t - k];
+            let lag = |k: usize| c[t.saturating_sub(k)];
             for (i, k) in [1, 2, 3, 5, 10, 20].into_iter().enumerate() {
                 row[i] = (c[t] / lag(k)).ln();
             }
@@ -241,12 +249,14 @@ impl FeatureMatrix {
             row[36] = (h[t] - o[t].max(c[t])) / c[t];
             row[37] = (o[t].min(c[t]) - l[t]) / c[t];
             row[38] = if h[t] > l[t] { (c[t] - l[t]) / (h[t] - l[t]) - 0.5 } else { 0.0 };
-            let hl: Vec<f64> = (t - 19..=t).map(|u| (h[u] / l[u]).ln()).collect();
-            let co: Vec<f64> = (t - 19..=t).map(|u| (c[u] / o[u]).ln()).collect();
-            row[39] = (hl.iter().map(|x| x * x).sum::<f64>() / (20.0 * 4.0 * std::f64::consts::LN_2)).sqrt();
+            let hl: Vec<f64> = (t.saturating_sub(19)..=t).map(|u| (h[u] / l[u]).ln()).collect();
+            let co: Vec<f64> = (t.saturating_sub(19)..=t).map(|u| (c[u] / o[u]).ln()).collect();
+            // 20 bars from WARMUP on (the same bits as a constant 20); fewer before.
+            let bars = hl.len() as f64;
+            row[39] = (hl.iter().map(|x| x * x).sum::<f64>() / (bars * 4.0 * std::f64::consts::LN_2)).sqrt();
             let gk: f64 =
                 hl.iter().zip(&co).map(|(a, b)| 0.5 * a * a - (2.0 * std::f64::consts::LN_2 - 1.0) * b * b).sum();
-            row[40] = (gk / 20.0).max(0.0).sqrt();
+            row[40] = (gk / bars).max(0.0).sqrt();
             let z = |w: usize| ratio(log_vol[t] - mean(window(&log_vol, t, w)), std(window(&log_vol, t, w)));
             row[41] = z(20);
             row[42] = z(60);
@@ -260,7 +270,7 @@ impl FeatureMatrix {
                 0.0
             };
             let (mut pos, mut neg) = (0.0, 0.0);
-            for u in t - 13..=t {
+            for u in t.saturating_sub(13).max(1)..=t {
                 let flow = typical[u] * v[u].max(0.0);
                 if typical[u] > typical[u - 1] {
                     pos += flow;

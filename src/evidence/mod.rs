@@ -207,7 +207,8 @@ pub struct PlaceboEvidence {
 pub struct Fold {
     /// Fold number (from 1).
     pub fold: usize,
-    /// Training bars (series indices, anchored at the first bar after the feature warm-up).
+    /// Training bars (series indices, anchored at the split's first training bar: the first after the
+    /// feature warm-up on a single series, the calendar's first time on a universe).
     pub train: (usize, usize),
     /// Tested bars.
     pub test: (usize, usize),

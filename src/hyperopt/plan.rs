@@ -249,7 +249,7 @@ impl TrialPlanner {
         let segment = base.segment_len.min(train_bars.saturating_sub(1)).max(1);
         let rollouts = study.epochs * rollouts_per_epoch(&base, segment);
         let rollout_transitions = rollout_len(&base, segment) * base.envs;
-        let steps_per_trial = (study.epochs * study.segment_len) as f64;
+        let steps_per_trial = (study.epochs * segment) as f64;
         Self { algo: study.algo, env, base, rollouts, steps_per_trial, rollout_transitions }
     }
 
@@ -257,6 +257,11 @@ impl TrialPlanner {
     pub fn for_search(cfg: &SearchConfig, bars_per_year: f64, train: &crate::MarketData) -> Result<Self, Error> {
         let env = EnvDecimals::parse(&cfg.env)?.with_floor(&cfg.env, train);
         Ok(Self::new(&cfg.study, env, bars_per_year, train.n_bars()))
+    }
+
+    /// The run's shape without trials: envs, segments, the replay's warm-up, gradient rounds and steps.
+    pub fn train_base(&self) -> &TrainConfig {
+        &self.base
     }
 
     /// The environment settings.

@@ -28,6 +28,7 @@ use crate::hyperopt::study::TrialRecord;
 use crate::hyperopt::{Progress, Study};
 use crate::portfolio::{PortfolioRequest, equal_weight_hold, run_portfolios};
 use crate::{Backend, Error, Metrics, TrialParams};
+use gpu_kernels::types::EnvStatus;
 
 /// What [`Job::run_universe`] produced.
 #[derive(Debug)]
@@ -63,7 +64,10 @@ impl Job {
         run_universe_search(backend, &split, &self.cfg, &self.paths, progress)?;
         let study = Study::reopen(&self.storage, &self.name)?;
         let mut evidence = universe_evidence(&study, &split, &self.cfg)?;
-        let best = evidence.best_trial.and_then(|n| study.trials().ok()?.into_iter().find(|t| t.number == n));
+        let best = match evidence.best_trial {
+            Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
+            None => None,
+        };
         if self.cfg.study.placebo > 0 {
             let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
             evidence.placebo = Some(self.universe_placebos(backend, u, real, progress)?);
@@ -301,8 +305,10 @@ pub fn time_slice(u: &Universe, times: &Range<usize>) -> Result<Universe, Error>
 /// env's rule (docs/ENVIRONMENT.md, "The portfolio env"): a step rebalances when, on some symbol that trades
 /// at the next open, the chosen side (SHORT as FLAT without `allow_short`) differs from the side held; then
 /// every symbol that trades there gets `side x (1 - cash_reserve) / k`, k the symbols whose chosen side is
-/// not flat (those that cannot trade yet count: their share waits). A symbol outside `slice` (no bar in it)
-/// cannot trade and is left out.
+/// not flat (those that cannot trade yet count: their share waits). After the drawdown breaker, the
+/// positions that trade at the next open go to 0 whatever the actions, and nothing follows the walk's end
+/// (halt or bankruptcy), as the env's account does. A symbol outside `slice` (no bar in it) cannot trade
+/// and is left out.
 pub fn walk_weights(
     u: &Universe,
     slice: &Universe,
@@ -318,7 +324,18 @@ pub fn walk_weights(
         let t = start + j;
         let target: Vec<u8> = chosen.iter().map(|&d| if d == 2 && !allow_short { 0 } else { d }).collect();
         let trades = |s: usize| u.bar(t + 1, s).is_some();
-        if (0..n).any(|s| trades(s) && target[s] != held[s]) {
+        let before = if j == 0 { EnvStatus::Active } else { EnvStatus::from_code(u32::from(w.status[j - 1])) };
+        if before.is_done() {
+            // Bankrupt or halted: the walk's later steps change nothing.
+            break;
+        }
+        if before == EnvStatus::HaltPending {
+            // The drawdown breaker's close: every position that trades at the next open goes, whatever
+            // the actions.
+            for s in (0..n).filter(|&s| trades(s) && held[s] != 0) {
+                rows.insert((t, s), Decimal::ZERO);
+            }
+        } else if (0..n).any(|s| trades(s) && target[s] != held[s]) {
             let k = target.iter().filter(|&&d| d != 0).count().max(1);
             let share = Decimal::from_f64((1.0 - cash_reserve) / k as f64).unwrap_or(Decimal::ZERO).round_dp(12);
             for s in (0..n).filter(|&s| trades(s)) {

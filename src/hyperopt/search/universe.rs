@@ -96,7 +96,26 @@ pub fn accounts_per_trial(envs: usize, n_symbols: usize) -> usize {
 
 /// A training segment's steps: the study's `segment_len`, at most the training times' steps.
 fn segment_len(cfg: &SearchConfig, split: &UniverseSplit) -> usize {
-    cfg.study.segment_len.min(split.train.len() - 1).max(1)
+    segment_of(cfg, split.train.len())
+}
+
+/// [`segment_len`] for `train_times` training times.
+fn segment_of(cfg: &SearchConfig, train_times: usize) -> usize {
+    cfg.study.segment_len.min(train_times.saturating_sub(1)).max(1)
+}
+
+/// The env steps of every account in one epoch on `train_times` training times: a segment (DQN), or the
+/// rollouts that cover one (PPO: `ceil(segment / rollout) x rollout`, which is more than a segment when
+/// the rollout does not divide it; the accounts start over every segment, across a rollout).
+pub fn epoch_steps(cfg: &SearchConfig, train_times: usize) -> usize {
+    let segment = segment_of(cfg, train_times);
+    match cfg.study.algo {
+        Algo::Dqn => segment,
+        Algo::Ppo => {
+            let (per, rollouts) = rollout_shape(cfg, segment);
+            per * rollouts
+        }
+    }
 }
 
 /// PPO's steps per rollout and rollouts per epoch for segments of `segment_len` steps.
@@ -147,8 +166,9 @@ impl UniverseLearner {
             train_start: split.train.start,
             train_end: split.train.end,
             ring_capacity,
-            warmup_steps: 0,
-            train_every: 1,
+            warmup_steps: planner.train_base().warmup_steps,
+            train_every: planner.train_base().train_every,
+            grad_steps: s.grad_steps.max(1) as u64,
             seed: s.seed,
         };
         let shape = (sizes.hidden, sizes.batch);
@@ -291,7 +311,7 @@ impl BatchRun<'_> {
         let mut learner = UniverseLearner::new(self.backend, split, self.cfg, self.planner, &hs, &envs)?;
         let setup_seconds = started.elapsed().as_secs_f64();
         // Row steps an epoch trains: every trial of the batch trains (a pruned one with its batch-mates).
-        let steps = (accounts_per_trial(s.envs, n) * n * segment_len(self.cfg, split) * runs.len()) as f64;
+        let steps = (accounts_per_trial(s.envs, n) * n * epoch_steps(self.cfg, split.train.len()) * runs.len()) as f64;
         let (mut own, mut pruned) = (vec![Vec::new(); runs.len()], vec![false; runs.len()]);
         let mut valid_actions = vec![Vec::new(); runs.len()];
         // A pruned trial's test walk, made by its network at the epoch that pruned it (as the single series'
