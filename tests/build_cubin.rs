@@ -24,6 +24,16 @@ fn stand_in(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("ptxas");
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A process another test thread forks while the file is open for writing holds that descriptor until it
+    // execs, and running the file then fails with ETXTBSY ("Text file busy"): wait until it runs.
+    for _ in 0..200 {
+        match std::process::Command::new(&path).arg("--version").output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => break,
+        }
+    }
     path
 }
 

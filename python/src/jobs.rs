@@ -168,7 +168,7 @@ pub(crate) fn backtest<'py>(
 /// The search `tradesim hyperopt` runs; returns its leaderboard columns and where the study is.
 #[pyfunction]
 #[pyo3(signature = (bars, symbol, config_toml, overrides, study, storage, study_name, resume, load_if_exists,
-    report, device, config_name="config".to_owned(), artifacts=None))]
+    report, device, config_name="config".to_owned(), artifacts=None, symbols=None))]
 #[allow(clippy::too_many_arguments, reason = "the Python signature")]
 pub(crate) fn hyperopt<'py>(
     py: Python<'py>,
@@ -185,6 +185,7 @@ pub(crate) fn hyperopt<'py>(
     device: &str,
     config_name: String,
     artifacts: Option<PathBuf>,
+    symbols: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let get = |key: &str| overrides.get_item(key);
     let algo = match get("algo")? {
@@ -234,10 +235,20 @@ pub(crate) fn hyperopt<'py>(
                 // `budget = auto` sizes a new study for the device the search runs on.
                 let gpu = backends.first().is_some_and(tradesim::Backend::is_cuda);
                 let job = Job::prepare(&JobArgs { gpu, ..args.clone() })?;
-                let done = job.run(&backends, dataset, symbol.as_deref(), &|_| {
+                let progress = |_: &tradesim::hyperopt::Progress| {
                     if stop.load(std::sync::atomic::Ordering::SeqCst) { Err(Error::Interrupted) } else { Ok(()) }
-                })?;
-                Ok((job, done))
+                };
+                // A universe (docs/CLI.md, "A universe"): `symbols`, or several symbols and no `symbol`.
+                if symbols.is_some() || (symbol.is_none() && dataset.series.len() > 1) {
+                    let backend =
+                        backends.first().cloned().ok_or_else(|| Error::config("device", "no backend is available"))?;
+                    let universe = tradesim::data::universe::Universe::new(dataset.clone(), symbols.as_deref())?;
+                    let done = job.run_universe(&backend, &universe, &progress)?;
+                    let names = universe.symbols().into_iter().map(str::to_owned).collect();
+                    return Ok((job, Searched::Universe(Box::new(done), names)));
+                }
+                let done = job.run(&backends, dataset, symbol.as_deref(), &progress)?;
+                Ok((job, Searched::Series(Box::new(done))))
             });
             while !search.is_finished() {
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -255,26 +266,32 @@ pub(crate) fn hyperopt<'py>(
         }
         Err(e) => return Err(to_py(py, e)),
     };
+    let (board, evidence, names) = match &done {
+        Searched::Series(d) => (&d.summary.leaderboard, &d.evidence, None),
+        Searched::Universe(d, names) => (&d.leaderboard, &d.evidence, Some(names)),
+    };
     let out = PyDict::new(py);
-    out.set_item(
-        "leaderboard",
-        columns_list(py, tradesim::job::report::leaderboard_columns(&done.summary.leaderboard))?,
-    )?;
+    out.set_item("leaderboard", columns_list(py, tradesim::job::report::leaderboard_columns(board))?)?;
+    out.set_item("symbols", names)?;
     out.set_item("storage", job.storage.to_string())?;
     out.set_item("study_name", &job.name)?;
     out.set_item("report", job.report_dir.display().to_string())?;
     out.set_item("checkpoints", job.paths.checkpoints.display().to_string())?;
-    out.set_item("verdict", &done.evidence.verdict.line)?;
+    out.set_item("verdict", &evidence.verdict.line)?;
     out.set_item("notes", &job.notes)?;
-    let integer: Vec<&str> = done
-        .summary
-        .leaderboard
+    let integer: Vec<&str> = board
         .iter()
         .flat_map(|t| t.params.keys())
         .map(String::as_str)
         .filter(|n| tradesim::hyperopt::config::is_integer(n))
         .collect();
     out.set_item("integer_params", integer)?;
-    out.set_item("evidence_json", tradesim::json::text(&tradesim::evidence::to_json(&done.evidence)))?;
+    out.set_item("evidence_json", tradesim::json::text(&tradesim::evidence::to_json(evidence)))?;
     Ok(out)
+}
+
+/// What [`hyperopt`] ran: the search on one series, or on a universe (with its symbols).
+enum Searched {
+    Series(Box<tradesim::job::JobDone>),
+    Universe(Box<tradesim::job::universe::UniverseDone>, Vec<String>),
 }

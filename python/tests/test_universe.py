@@ -275,3 +275,72 @@ def test_gymnasium_s_wrappers_and_make_take_a_universe():
     assert one.action_space == gym.spaces.MultiDiscrete([3, 3])
     vec = gym.make_vec("tradesim/Trading-v0", num_envs=3, data=long_frame(), **FREE)
     assert vec.unwrapped.symbols == ("A", "B") and vec.action_space.shape == (3, 2)
+
+
+def random_universe(symbols=("AAA", "BBB", "CCC"), days=320, seed=5):
+    """Independent random walks of ``symbols``, one long frame (time, symbol, OHLCV)."""
+    rng = np.random.default_rng(seed)
+    times = pd.date_range("2022-01-03", periods=days, freq="D", tz="UTC")
+    parts = []
+    for s in symbols:
+        close = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, days)))
+        open_ = np.r_[close[0], close[:-1]]
+        parts.append(pd.DataFrame({
+            "time": times, "symbol": s, "open": open_, "high": np.maximum(open_, close) * 1.002,
+            "low": np.minimum(open_, close) * 0.998, "close": close, "volume": 1000.0,
+        }))
+    return pd.concat(parts, ignore_index=True)
+
+
+SEARCH = {"study": {"algo": "dqn", "trials": 2, "parallel": 2, "epochs": 1, "envs": 12, "segment_len": 32}}
+
+
+def test_hyperopt_searches_a_universe_as_the_cli_does(tmp_path):
+    """Data of several symbols without ``symbol=`` is a universe search: on a file, the CLI's study (the
+    same trials and values, bit for bit); on a long frame or a dict of frames, the same study either way,
+    its symbols named, the report's fills ledger with a symbol column; ``symbols=`` chooses some, as the
+    data spells them."""
+    import subprocess
+
+    data = random_universe()
+    run = tradesim.hyperopt(SEARCH, data=data, seed=3, device="cpu", study=tmp_path / "py.sqlite")
+    assert run.symbols == ["AAA", "BBB", "CCC"]
+    assert len(run.leaderboard) == 2
+    assert run.verdict.startswith(("evidence", "no evidence")), run.verdict
+    assert math.isfinite(run.evidence["baselines"]["buy_and_hold_test_sharpe"])
+    trades = pd.read_csv(pathlib.Path(run.report) / "trades.csv")
+    assert "symbol" in trades.columns and set(trades["symbol"]) <= {"AAA", "BBB", "CCC"}
+    assert (pathlib.Path(run.report) / "equity.csv").is_file()
+    csv = tmp_path / "universe.csv"
+    data.to_csv(csv, index=False)
+    toml = tmp_path / "search.toml"
+    toml.write_text("[study]\n" + "\n".join(
+        f"{k} = {v}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in SEARCH["study"].items()) + "\n")
+    binary = os.environ.get("TRADESIM_BIN", str(ROOT / "target" / "debug" / "tradesim"))
+    done = subprocess.run([binary, "hyperopt", "--config", str(toml), "--data", str(csv), "--seed", "3",
+                           "--device", "cpu", "--study", str(tmp_path / "cli.sqlite")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "on a universe" in done.stdout and "3 symbols" in done.stdout, done.stdout
+    import sqlite3
+    with sqlite3.connect(tmp_path / "cli.sqlite") as db:
+        cli_values = dict(db.execute(
+            "SELECT t.number, v.value FROM trials t JOIN trial_values v ON v.trial_id = t.trial_id").fetchall())
+    # The same file read by both: the same study, bit for bit (a frame's floats reach the loader by
+    # another road than a CSV's text, so the frame's run is compared with the dict's below instead).
+    from_file = tradesim.hyperopt(SEARCH, data=csv, seed=3, device="cpu", study=tmp_path / "file.sqlite")
+    assert from_file.symbols == ["AAA", "BBB", "CCC"]
+    assert dict(zip(from_file.leaderboard["number"], from_file.leaderboard["value"])) == cli_values
+    py_values = dict(zip(run.leaderboard["number"], run.leaderboard["value"]))
+    chosen = tradesim.hyperopt(SEARCH, data=data, symbols=["ccc", "AAA"], seed=3, device="cpu",
+                               study=tmp_path / "two.sqlite")
+    assert sorted(chosen.symbols) == ["AAA", "CCC"]
+    with pytest.raises(ValueError, match="symbols"):
+        tradesim.hyperopt(SEARCH, data=data, symbols=["ZZZ"], device="cpu", study=tmp_path / "bad.sqlite")
+    with pytest.raises(ValueError, match="symbol, symbols"):
+        tradesim.hyperopt(SEARCH, data=data, symbol="AAA", symbols=["BBB"], device="cpu",
+                          study=tmp_path / "bad2.sqlite")
+    # A dict of frames is the same universe.
+    frames = {s: g.drop(columns="symbol").set_index("time") for s, g in data.groupby("symbol")}
+    again = tradesim.hyperopt(SEARCH, data=frames, seed=3, device="cpu", study=tmp_path / "dict.sqlite")
+    assert dict(zip(again.leaderboard["number"], again.leaderboard["value"])) == py_values

@@ -559,6 +559,9 @@ class HyperoptRun:
     #: (walk-forward optimisation's folds: winner, chosen parameters, out-of-sample result) and
     #: ``walk_forward_search_oos`` (their concatenated PSR).
     evidence: Any = None
+    #: The universe's symbols when the search ran on a universe (docs/CLI.md, "A universe"); None for one
+    #: series.
+    symbols: Optional[list[str]] = None
 
 
 def hyperopt(
@@ -567,6 +570,7 @@ def hyperopt(
     data: Any = None,
     synthetic: Optional[int] = None,
     symbol: Optional[str] = None,
+    symbols: Optional[Sequence[str]] = None,
     algo: Optional[str] = None,
     trials: Optional[int] = None,
     parallel: Optional[int] = None,
@@ -613,6 +617,14 @@ def hyperopt(
     (as an absolute path), so workers that join without it use it too. ``time_unit``, ``symbol``, ``drop``
     and ``repair`` read ``data`` as :func:`load` does.
 
+    **Universes.** Data of several symbols (a long DataFrame with a ``symbol`` column, a dict
+    ``{symbol: frame}``, or a file of several symbols) without ``symbol=`` is searched as a universe, as
+    ``tradesim hyperopt`` does (docs/CLI.md, "A universe"): one account trading every symbol, universe
+    learners, the verdict on the account's returns against the universe's equal-weight buy-and-hold, and
+    the report folder's ``trades.csv`` (the best trial's test fills, with a symbol column) and
+    ``equity.csv``; ``symbols=[...]`` chooses some of them (any case). The run's ``symbols`` name them;
+    no checkpoint is written (a universe trial's stored actions replay its walks).
+
     **Where the files go.** The study's checkpoints and report go in a folder of its own beside the study
     file, named by the file's stem and the study's name (``study="runs/s1.sqlite"`` ->
     ``runs/s1-tradesim/checkpoints/`` and ``runs/s1-tradesim/report/``; ``runs/DATABASE-NAME/`` for a
@@ -638,6 +650,19 @@ def hyperopt(
         raise TypeError(f"config: a TOML path, TOML text or a dict, got {type(config).__name__}")
     if data is not None and synthetic is not None:
         raise ConfigError("data, synthetic: pass one, not both")
+    from ._universe import chosen_symbols, is_frame_dict, long_frame
+
+    names: Optional[list[str]] = None
+    if symbols is not None:
+        if symbol is not None:
+            raise ConfigError("symbol, symbols: pass one (symbol= searches one series, symbols= a universe)")
+        if isinstance(symbols, str) or not hasattr(symbols, "__iter__"):
+            raise TypeError(f"symbols={symbols!r}: expected a list of symbol names")
+        names = [_text("symbols", s) for s in symbols]
+        if not names:
+            raise ConfigError("symbols=[]: name at least one symbol")
+    if data is not None and is_frame_dict(data):
+        data = long_frame(data)
     if study is not None and storage is not None:
         raise ConfigError("study, storage: pass study (a SQLite path) or storage (a URL), not both")
     counts = {"trials": 1, "parallel": 1, "epochs": 1, "envs": 1, "segment_len": 1, "seed": 0, "placebo": 0,
@@ -665,7 +690,12 @@ def hyperopt(
         bars = load(data, time_unit=time_unit, symbol=symbol, drop=drop, repair=repair)
     else:
         bars = _select(embedded(), symbol)
-    symbol = _symbol(bars, symbol)
+    if names is not None:
+        names = chosen_symbols(bars.symbols, names)
+    elif symbol is None and len(bars.symbols) > 1:
+        names = list(bars.symbols)
+    if names is None:
+        symbol = _symbol(bars, symbol)
     try:
         with pythonic():
             out = _native.hyperopt(
@@ -682,6 +712,7 @@ def hyperopt(
                 _text("device", device),
                 config_name,
                 None if artifacts is None else os.fspath(artifacts),
+                names,
             )
     except ConfigError as err:
         _dict_key_error(err, dict_keys)
@@ -696,6 +727,7 @@ def hyperopt(
         checkpoints=out["checkpoints"],
         verdict=python_names(out["verdict"]),
         evidence=json.loads(out["evidence_json"]),
+        symbols=out["symbols"],
     )
 
 

@@ -79,6 +79,7 @@ def hyperopt(
     device: str,
     config_name: str = "config",
     artifacts: Optional[str] = None,
+    symbols: Optional[list[str]] = None,
 ) -> dict[str, Any]: ...
 
 class VectorEnv:
