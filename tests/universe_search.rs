@@ -331,3 +331,46 @@ fn walk_weights_follow_the_breaker_and_the_halt() {
         assert!((b / e - 1.0).abs() < 1e-9, "time {t}: backtest {b} vs walk {e}");
     }
 }
+
+/// A trial trains the same bits whatever its batch-mates: the last two trials of a batch of four, trained
+/// again without the first two (as a resumed batch retrains its unfinished trials without its finished
+/// ones), walk the test times to their stored codes. Every random stream is keyed by the trial's key, not
+/// its place, so a resumed universe study repeats the uninterrupted one.
+#[test]
+fn a_trial_trains_alike_without_its_batch_mates() {
+    use tradesim::hyperopt::Study;
+    use tradesim::hyperopt::search::universe::{UniverseLearner, UniverseSplit, universe_env, universe_planner};
+    for algo in ["dqn", "ppo"] {
+        let u = universe(5, EDGE);
+        let dir = temp(&format!("mates-{algo}"));
+        let config = format!(
+            "[study]\nalgo = \"{algo}\"\ntrials = 4\nparallel = 4\nepochs = 2\nenvs = 48\nsegment_len = 60\n\
+             prune = \"none\"\n"
+        );
+        let args = JobArgs {
+            config_text: Some(("test".to_owned(), config)),
+            study: Some(dir.join("study.sqlite")),
+            seed: Some(11),
+            ..JobArgs::default()
+        };
+        let job = Job::prepare(&args).unwrap();
+        job.run_universe(&Backend::Cpu, &u, &|_| Ok(())).unwrap();
+        let study = Study::reopen(&job.storage, &job.name).unwrap();
+        let mut trials = study.trials().unwrap();
+        trials.sort_by_key(|t| t.place.unwrap().slot);
+        assert_eq!(trials.len(), 4);
+        let split = UniverseSplit::new(&u, tradesim::train::DEFAULT_SPLIT).unwrap();
+        let planner = universe_planner(&job.cfg, split.bars_per_year, split.train.len()).unwrap();
+        let rest = &trials[2..];
+        let hs: Vec<_> = rest.iter().map(|t| planner.read(&t.params).unwrap()).collect();
+        let envs: Vec<_> = hs.iter().zip(rest).map(|(h, t)| universe_env(&planner, h, t.number).unwrap()).collect();
+        let mut learner = UniverseLearner::new(&Backend::Cpu, &split, &job.cfg, &planner, &hs, &envs).unwrap();
+        for _ in 0..job.cfg.study.epochs {
+            learner.epoch(&job.cfg, &split).unwrap();
+        }
+        for (t, w) in rest.iter().zip(learner.walk(&split.test).unwrap()) {
+            assert_eq!(study.test_actions(t.number).unwrap().unwrap(), w.actions, "{algo} trial {}", t.number);
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
