@@ -196,10 +196,10 @@ fn walk_and_backtest_agree(csv: &str) {
     assert!(last[backtest] <= last[walk], "the end-of-data close costs: {last:?}");
 }
 
-/// A pruned trial's stored test walk is the walk of its network at the epoch that pruned it (not of the
+/// A pruned trial's stored test walk and checkpoint are its network's at the epoch that pruned it (not the
 /// network it went on training with its batch-mates): a batch rebuilt from the study's parameters and
-/// trained to that epoch walks the test times to the same codes, and a complete trial's to its own after
-/// every epoch.
+/// trained to that epoch walks the test times to the same codes and has the same weights, and a complete
+/// trial's after every epoch. Every trial's checkpoint is uploaded as its Optuna artifact (`--artifacts`).
 #[test]
 fn a_pruned_trials_test_walk_is_its_network_at_its_pruning() {
     use tradesim::hyperopt::Study;
@@ -208,16 +208,37 @@ fn a_pruned_trials_test_walk_is_its_network_at_its_pruning() {
     let dir = temp("pruned");
     let config = "[study]\nalgo = \"dqn\"\ntrials = 8\nparallel = 4\nepochs = 4\nenvs = 48\nsegment_len = 60\n\
                   startup_trials = 8\nprune_startup_trials = 1\n";
+    let store = dir.join("store");
     let args = JobArgs {
         config_text: Some(("test".to_owned(), config.to_owned())),
         study: Some(dir.join("study.sqlite")),
         seed: Some(3),
+        artifacts: Some(store.clone()),
         ..JobArgs::default()
     };
     let job = Job::prepare(&args).unwrap();
     job.run_universe(&Backend::Cpu, &u, &|_| Ok(())).unwrap();
     let study = Study::reopen(&job.storage, &job.name).unwrap();
     let trials = study.trials().unwrap();
+    // Every trial's checkpoint, in the checkpoints folder and as its Optuna artifact.
+    for t in &trials {
+        let local = std::path::PathBuf::from(t.checkpoint.as_deref().expect("a checkpoint"));
+        assert_eq!(local.file_name().unwrap().to_string_lossy(), format!("trial-{}.safetensors", t.number));
+        let metas = study.artifacts(t.number).unwrap();
+        assert_eq!(metas.len(), 1, "trial {}", t.number);
+        assert_eq!(metas[0].filename, format!("trial-{}.safetensors", t.number));
+        let uploaded = std::fs::read(store.join(&metas[0].artifact_id)).unwrap();
+        assert_eq!(uploaded, std::fs::read(&local).unwrap(), "trial {}", t.number);
+    }
+    let tensors = |path: &Path| -> Vec<(String, Vec<f32>)> {
+        let mut all: Vec<_> = candle_core::safetensors::load(path, &candle_core::Device::Cpu)
+            .unwrap()
+            .into_iter()
+            .map(|(name, t)| (name, t.flatten_all().unwrap().to_vec1::<f32>().unwrap()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    };
     let pruned: Vec<_> = trials.iter().filter(|t| t.status == "pruned").collect();
     assert!(!pruned.is_empty(), "no trial was pruned: the test checks nothing");
     let split = UniverseSplit::new(&u, tradesim::train::DEFAULT_SPLIT).unwrap();
@@ -243,6 +264,12 @@ fn a_pruned_trials_test_walk_is_its_network_at_its_pruning() {
                 if ends_here {
                     let stored = study.test_actions(t.number).unwrap().unwrap();
                     assert_eq!(stored, w.actions, "trial {} ({}, pruned at {:?})", t.number, t.status, t.pruned_at);
+                    // Its checkpoint is this network too.
+                    let k = mates.iter().position(|m| m.number == t.number).unwrap();
+                    let again = dir.join(format!("again-{}.safetensors", t.number));
+                    learner.save(k, &again).unwrap();
+                    let stored = std::path::PathBuf::from(t.checkpoint.as_deref().unwrap());
+                    assert_eq!(tensors(&stored), tensors(&again), "trial {} checkpoint", t.number);
                     checked += 1;
                 }
             }

@@ -311,6 +311,8 @@ def test_hyperopt_searches_a_universe_as_the_cli_does(tmp_path):
     trades = pd.read_csv(pathlib.Path(run.report) / "trades.csv")
     assert "symbol" in trades.columns and set(trades["symbol"]) <= {"AAA", "BBB", "CCC"}
     assert (pathlib.Path(run.report) / "equity.csv").is_file()
+    saved = sorted(p.name for p in pathlib.Path(run.checkpoints).glob("trial-*.safetensors"))
+    assert saved == ["trial-0.safetensors", "trial-1.safetensors"], saved
     csv = tmp_path / "universe.csv"
     data.to_csv(csv, index=False)
     toml = tmp_path / "search.toml"

@@ -632,6 +632,13 @@ pub fn save_named_weights(
     Ok(paths)
 }
 
+/// Saves trial `k`'s online network of `agent` at `path` ([`TrialNetwork::save`]: written beside, then
+/// renamed into place).
+pub fn save_trial_weights(agent: &(impl Networks + ?Sized), k: usize, path: &Path) -> Result<(), Error> {
+    let online = agent.online()?;
+    TrialNetwork::of(agent, &online, k).save(path)
+}
+
 /// A sampled minibatch as candle tensors: `obs` and `next_obs` `[K, B, D]`, `actions` `[K, B]` (u32),
 /// `rewards`, `dones`, `weights` `[K, B]` (f32), for users who train with candle.
 pub fn sample_tensors(s: &SampleBatch, trials: usize) -> candle_core::Result<HashMap<&'static str, Tensor>> {

@@ -623,7 +623,7 @@ def hyperopt(
     learners, the verdict on the account's returns against the universe's equal-weight buy-and-hold, and
     the report folder's ``trades.csv`` (the best trial's test fills, with a symbol column) and
     ``equity.csv``; ``symbols=[...]`` chooses some of them (any case). The run's ``symbols`` name them;
-    no checkpoint is written (a universe trial's stored actions replay its walks).
+    ``checkpoints`` holds each trial's network (the shared per-symbol head).
 
     **Where the files go.** The study's checkpoints and report go in a folder of its own beside the study
     file, named by the file's stem and the study's name (``study="runs/s1.sqlite"`` ->

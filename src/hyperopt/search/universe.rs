@@ -195,6 +195,15 @@ impl UniverseLearner {
         Ok(())
     }
 
+    /// Saves trial `k`'s network (the shared per-symbol head: DQN's online Q-network, PPO's actor-critic)
+    /// at `path` as safetensors, as a single series' checkpoint.
+    pub fn save(&self, k: usize, path: &std::path::Path) -> Result<(), Error> {
+        match self {
+            Self::Dqn(l) => crate::train::save_trial_weights(l.agent(), k, path),
+            Self::Ppo(l) => crate::train::save_trial_weights(l.agent(), k, path),
+        }
+    }
+
     /// Every trial's greedy walk over `times` (`len - 1` steps).
     pub fn walk(&mut self, times: &Range<usize>) -> Result<Vec<UniverseWalk>, Error> {
         let (start, end) = (times.start, times.end - 1);
@@ -254,7 +263,9 @@ pub fn replay(
 /// batch of up to `parallel` claimed trials trained together for `epochs` epochs (a pruned trial's
 /// network keeps training with its batch-mates, unrecorded), scored on the validation times after every
 /// epoch, walked on the test times at the end. One worker (this process); other processes may join the
-/// study as with the single series. Trials keep no checkpoint (their stored actions replay their walks).
+/// study as with the single series. Each trial's network is saved as `trial-N.safetensors` in the
+/// checkpoints folder (a pruned trial's at its pruning) and uploaded to the artifact store when there is
+/// one; its stored actions replay its walks.
 pub fn run_universe_search(
     backend: &Backend,
     split: &UniverseSplit,
@@ -280,7 +291,7 @@ pub fn run_universe_search(
         let runs: Vec<_> = c.batch.runs.into_iter().map(|r| r.0).collect();
         let numbers: Vec<u64> = runs.iter().map(|r| r.0).collect();
         progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
-        let batch = BatchRun { backend, split, cfg, planner: &planner, study: &study, me: &me, progress };
+        let batch = BatchRun { backend, split, cfg, planner: &planner, study: &study, me: &me, paths, progress };
         batch.run(&runs)?;
         study.refresh(false)?;
         progress(&Progress::BatchDone { finished: study.snapshot().finished().len() })?;
@@ -295,6 +306,7 @@ struct BatchRun<'a> {
     planner: &'a TrialPlanner,
     study: &'a Study,
     me: &'a crate::hyperopt::study::Worker,
+    paths: &'a SearchPaths,
     progress: &'a (dyn Fn(&Progress) -> Result<(), Error> + Sync),
 }
 
@@ -317,6 +329,7 @@ impl BatchRun<'_> {
         // A pruned trial's test walk, made by its network at the epoch that pruned it (as the single series'
         // search tests a pruned trial when its slot frees), not by the network its batch-mates trained on.
         let mut tests: Vec<Option<UniverseWalk>> = vec![None; runs.len()];
+        let checkpoint = |k: usize| self.paths.checkpoints.join(format!("trial-{}.safetensors", numbers[k]));
         let mut test_seconds = 0.0;
         for epoch in 0..s.epochs {
             if pruned.iter().all(|&p| p) {
@@ -378,6 +391,7 @@ impl BatchRun<'_> {
                 test_seconds += t2.elapsed().as_secs_f64();
                 for k in pruned_now {
                     tests[k] = Some(walks[k].clone());
+                    learner.save(k, &checkpoint(k))?;
                 }
             }
         }
@@ -385,8 +399,11 @@ impl BatchRun<'_> {
             let t2 = std::time::Instant::now();
             let walks = learner.walk(&split.test)?;
             test_seconds += t2.elapsed().as_secs_f64();
-            for (t, w) in tests.iter_mut().zip(walks) {
-                t.get_or_insert(w);
+            for (k, (t, w)) in tests.iter_mut().zip(walks).enumerate() {
+                if t.is_none() {
+                    *t = Some(w);
+                    learner.save(k, &checkpoint(k))?;
+                }
             }
         }
         (self.progress)(&Progress::Trained { setup_seconds, test_seconds })?;
@@ -395,7 +412,16 @@ impl BatchRun<'_> {
             let (m, _) = walk_score(w, n, split.bars_per_year);
             let value = own[k].last().copied().unwrap_or(f64::NAN);
             study.set_valid_actions(numbers[k], &valid_actions[k])?;
-            study.finish(numbers[k], value, m.total_return, m.sharpe, &w.actions, "")?;
+            let path = checkpoint(k);
+            // The checkpoint into the artifact store, linked before the trial finishes (Optuna's cached
+            // storage never re-reads a finished trial).
+            if let Some(store) = &self.paths.artifacts {
+                let bytes = std::fs::read(&path).map_err(|e| Error::Output(format!("{}: {e}", path.display())))?;
+                let meta =
+                    store.put(&format!("trial-{}.safetensors", numbers[k]), &bytes, "application/octet-stream")?;
+                study.link_artifact(numbers[k], &meta)?;
+            }
+            study.finish(numbers[k], value, m.total_return, m.sharpe, &w.actions, &path.display().to_string())?;
             study.refresh(false)?;
             let finished = study.snapshot().finished().len();
             (self.progress)(&Progress::TrialDone { number: numbers[k], finished })?;
