@@ -433,13 +433,11 @@ fn cli_backtest_exports_equity_and_trades() {
 /// right for the quick 10-column grid, wrong for the 20-column one).
 #[test]
 fn cli_bench_backtest_sets_vectorbt_beside_tradesim() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("tradesim-fake-vbt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let python = dir.join("python");
     let json = r#"{"seconds": 2.5, "first_call_seconds": 9.0, "columns": 10, "version": "fake"}"#;
-    std::fs::write(&python, format!("#!/bin/sh\necho '{json}'\n")).unwrap();
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::script::write_script(&python, &format!("echo '{json}'"));
     let out = dir.join("bench.json");
     let (ok, stdout, stderr) = tradesim(&[
         "bench",

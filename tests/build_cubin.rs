@@ -4,9 +4,10 @@
 
 #[path = "../build/cubin.rs"]
 mod cubin;
+#[path = "common/script.rs"]
+mod script;
 
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use cubin::{CubinError, Ptxas};
@@ -22,18 +23,7 @@ fn scratch(name: &str) -> PathBuf {
 /// An executable `ptxas` in `dir` running `body` (sh).
 fn stand_in(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("ptxas");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // A process another test thread forks while the file is open for writing holds that descriptor until it
-    // execs, and running the file then fails with ETXTBSY ("Text file busy"): wait until it runs.
-    for _ in 0..200 {
-        match std::process::Command::new(&path).arg("--version").output() {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            _ => break,
-        }
-    }
+    script::write_script(&path, body);
     path
 }
 

@@ -3,6 +3,7 @@
 
 pub mod candle_ref;
 pub mod oracle;
+pub mod script;
 
 use std::sync::OnceLock;
 
