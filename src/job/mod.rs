@@ -422,18 +422,31 @@ impl Job {
         real_test_sharpe: f64,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
+        self.placebos(real_test_sharpe, progress, |index, suffix, attrs| {
+            let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
+            let data = crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
+            self.side_search(backends, &data, suffix, attrs, bars_per_year, progress)
+        })
+    }
+
+    /// The placebo searches' loop: for i = 1..=N, `search(i, "placebo-i", attrs)` runs study `NAME.placebo-i`
+    /// with the attributes that mark it as this study's placebo i (returning its name and study); then the
+    /// real best's test Sharpe `real_test_sharpe` ranked among their best trials'.
+    fn placebos(
+        &self,
+        real_test_sharpe: f64,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+        mut search: impl FnMut(u64, &str, &[(&str, String)]) -> Result<(String, Study), Error>,
+    ) -> Result<crate::evidence::PlaceboEvidence, Error> {
         let n = self.cfg.study.placebo;
         let mut searches = Vec::with_capacity(n);
         for index in 1..=n as u64 {
             progress(&Progress::Placebo { index: index as usize, of: n })?;
-            let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
-            let data = crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
             let attrs = [
                 (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
                 (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
             ];
-            let (name, study) =
-                self.side_search(backends, &data, &format!("placebo-{index}"), &attrs, bars_per_year, progress)?;
+            let (name, study) = search(index, &format!("placebo-{index}"), &attrs)?;
             searches.push(crate::evidence::PlaceboSearch::of_study(index, name, &study)?);
         }
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);

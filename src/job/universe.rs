@@ -132,22 +132,11 @@ impl Job {
         real_test_sharpe: f64,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
-        let n = self.cfg.study.placebo;
-        let mut searches = Vec::with_capacity(n);
-        for index in 1..=n as u64 {
-            progress(&Progress::Placebo { index: index as usize, of: n })?;
+        self.placebos(real_test_sharpe, progress, |index, suffix, attrs| {
             let surrogate = placebo_universe(u, self.cfg.study.seed, index)?;
             let split = UniverseSplit::new(&surrogate, crate::train::DEFAULT_SPLIT)?;
-            let attrs = [
-                (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
-                (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
-            ];
-            let (name, study) =
-                self.universe_side_search(backend, &split, &format!("placebo-{index}"), &attrs, progress)?;
-            searches.push(crate::evidence::PlaceboSearch::of_study(index, name, &study)?);
-        }
-        let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
-        Ok(crate::evidence::PlaceboEvidence { p_value, searches })
+            self.universe_side_search(backend, &split, suffix, attrs, progress)
+        })
     }
 
     /// A search beside the study's own on `split`, as the single series' side searches: study `NAME.SUFFIX`

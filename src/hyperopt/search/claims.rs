@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::Claim;
+use super::Progress;
 use crate::Error;
 use crate::hyperopt::config::SearchConfig;
 use crate::hyperopt::sampler::{Observed, Params, TpeOptions, sample};
@@ -219,6 +220,27 @@ pub(super) fn continued(
 /// repeat another claim's draws ([`start_sampled`]): then it samples again outside the lock, and after
 /// [`SAMPLE_TRIES`] such samples inside it. Trials of other Optuna workers are left alone (their numbers
 /// are skipped).
+/// The next batch this worker runs, by `claim` (a [`next_batch`]): while the study's only unfinished
+/// trials are other live workers' it says so and claims again after a heartbeat; `None` once the study
+/// has nothing left to run.
+pub(super) fn next_or_wait(
+    heartbeat_seconds: f64,
+    progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    mut claim: impl FnMut() -> Result<Claimed, Error>,
+) -> Result<Option<Claimed>, Error> {
+    loop {
+        let c = claim()?;
+        if !c.batch.runs.is_empty() {
+            return Ok(Some(c));
+        }
+        if c.elsewhere.is_empty() {
+            return Ok(None);
+        }
+        progress(&Progress::Waiting { numbers: c.elsewhere })?;
+        std::thread::sleep(std::time::Duration::from_secs_f64(heartbeat_seconds));
+    }
+}
+
 pub(super) fn next_batch(
     study: &Study,
     cfg: &SearchConfig,

@@ -22,7 +22,7 @@ mod scale;
 mod slots;
 pub mod universe;
 
-use claims::{Batch, next_batch};
+use claims::{Batch, next_batch, next_or_wait};
 pub use params::{OBJECTIVE_Z, objective, pruning_reference, should_prune};
 pub use scale::{ClaimTime, claim_loop};
 use slots::{SearchSlots, Shared, locked, progress_trained};
@@ -168,20 +168,12 @@ pub fn run_search(
     };
     let worker = |backend: &Backend| -> Result<(), Error> {
         let study = Study::reopen(&paths.storage, &paths.study_name)?;
-        loop {
+        let mut claim = || {
             check_beating(&lost)?;
-            let c = {
-                let mut claimed = claimed.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?;
-                next_batch(&study, cfg, &mut claimed, &me)?
-            };
-            if c.batch.runs.is_empty() {
-                if c.elsewhere.is_empty() {
-                    return Ok(());
-                }
-                progress(&Progress::Waiting { numbers: c.elsewhere })?;
-                std::thread::sleep(std::time::Duration::from_secs_f64(s.heartbeat_seconds));
-                continue;
-            }
+            let mut claimed = claimed.lock().map_err(|_| Error::Study("a search worker failed".to_owned()))?;
+            next_batch(&study, cfg, &mut claimed, &me)
+        };
+        while let Some(c) = next_or_wait(s.heartbeat_seconds, progress, &mut claim)? {
             let numbers: Vec<u64> = c.batch.runs.iter().map(|r| r.0.0).collect();
             locked(&running)?.extend(&numbers);
             progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
@@ -202,6 +194,7 @@ pub fn run_search(
             let finished = study.snapshot().finished().len();
             progress(&Progress::BatchDone { finished })?;
         }
+        Ok(())
     };
     let heartbeat = || -> Result<(), Error> {
         let mut study: Option<Study> = None;

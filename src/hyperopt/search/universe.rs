@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use tradesim_host::universe::{UniverseConfig, UniverseData, UniverseDqn, UniversePpo, UniverseWalk, walk};
 
-use super::claims::next_batch;
+use super::claims::{next_batch, next_or_wait};
 use super::{Progress, SearchPaths, objective, should_prune, worker_id};
 use crate::data::universe::Universe;
 use crate::hyperopt::config::{PruneRule, SearchConfig};
@@ -278,16 +278,7 @@ pub fn run_universe_search(
     let study = Study::reopen(&paths.storage, &paths.study_name)?;
     let me = worker_id();
     let mut claimed = HashSet::new();
-    loop {
-        let c = next_batch(&study, cfg, &mut claimed, &me)?;
-        if c.batch.runs.is_empty() {
-            if c.elsewhere.is_empty() {
-                return Ok(());
-            }
-            progress(&Progress::Waiting { numbers: c.elsewhere })?;
-            std::thread::sleep(std::time::Duration::from_secs_f64(s.heartbeat_seconds));
-            continue;
-        }
+    while let Some(c) = next_or_wait(s.heartbeat_seconds, progress, || next_batch(&study, cfg, &mut claimed, &me))? {
         let runs: Vec<_> = c.batch.runs.into_iter().map(|r| r.0).collect();
         let numbers: Vec<u64> = runs.iter().map(|r| r.0).collect();
         progress(&Progress::Batch { numbers: numbers.clone(), finished: c.finished })?;
@@ -296,6 +287,7 @@ pub fn run_universe_search(
         study.refresh(false)?;
         progress(&Progress::BatchDone { finished: study.snapshot().finished().len() })?;
     }
+    Ok(())
 }
 
 /// One batch's run.
