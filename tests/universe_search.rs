@@ -267,7 +267,7 @@ fn a_pruned_trials_test_walk_is_its_network_at_its_pruning() {
                     // Its checkpoint is this network too.
                     let k = mates.iter().position(|m| m.number == t.number).unwrap();
                     let again = dir.join(format!("again-{}.safetensors", t.number));
-                    learner.save(k, &again).unwrap();
+                    learner.save(&[(k, again.clone())]).unwrap();
                     let stored = std::path::PathBuf::from(t.checkpoint.as_deref().unwrap());
                     assert_eq!(tensors(&stored), tensors(&again), "trial {} checkpoint", t.number);
                     checked += 1;

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 mod slots;
 
 pub use slots::{EndedTrial, SlotControl, SlotRun, SlotTrial, TrialNetwork, run_slots};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use gpu_kernels::dqn::DqnParams;
@@ -610,7 +610,7 @@ pub fn trial_tensors(l: &Layout, weights: &[f32], hidden: usize) -> candle_core:
 }
 
 /// Saves every trial's online network to `dir/trial-K.safetensors`; returns the paths.
-pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
+pub fn save_weights(agent: &(impl Networks + ?Sized), dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let names: Vec<String> = (0..agent.hiddens().len()).map(|k| format!("trial-{k}.safetensors")).collect();
     save_named_weights(agent, dir, &names)
 }
@@ -620,23 +620,22 @@ pub fn save_named_weights(
     agent: &(impl Networks + ?Sized),
     dir: &Path,
     names: &[String],
-) -> Result<Vec<std::path::PathBuf>, Error> {
+) -> Result<Vec<PathBuf>, Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    let online = agent.online()?;
-    let mut paths = Vec::new();
-    for (k, name) in names.iter().enumerate().take(agent.hiddens().len()) {
-        let path = dir.join(name);
-        TrialNetwork::of(agent, &online, k).save(&path)?;
-        paths.push(path);
-    }
-    Ok(paths)
+    let trials: Vec<(usize, PathBuf)> =
+        names.iter().enumerate().take(agent.hiddens().len()).map(|(k, name)| (k, dir.join(name))).collect();
+    save_trials_weights(agent, &trials)?;
+    Ok(trials.into_iter().map(|(_, path)| path).collect())
 }
 
-/// Saves trial `k`'s online network of `agent` at `path` ([`TrialNetwork::save`]: written beside, then
-/// renamed into place).
-pub fn save_trial_weights(agent: &(impl Networks + ?Sized), k: usize, path: &Path) -> Result<(), Error> {
+/// Saves each `(k, path)`'s trial online network of `agent` at `path` ([`TrialNetwork::save`]: written
+/// beside, then renamed into place), with the parameters read from the backend once.
+pub fn save_trials_weights(agent: &(impl Networks + ?Sized), trials: &[(usize, PathBuf)]) -> Result<(), Error> {
+    if trials.is_empty() {
+        return Ok(());
+    }
     let online = agent.online()?;
-    TrialNetwork::of(agent, &online, k).save(path)
+    trials.iter().try_for_each(|(k, path)| TrialNetwork::of(agent, &online, *k).save(path))
 }
 
 /// A sampled minibatch as candle tensors: `obs` and `next_obs` `[K, B, D]`, `actions` `[K, B]` (u32),

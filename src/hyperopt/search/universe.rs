@@ -195,12 +195,13 @@ impl UniverseLearner {
         Ok(())
     }
 
-    /// Saves trial `k`'s network (the shared per-symbol head: DQN's online Q-network, PPO's actor-critic)
-    /// at `path` as safetensors, as a single series' checkpoint.
-    pub fn save(&self, k: usize, path: &std::path::Path) -> Result<(), Error> {
+    /// Saves each `(k, path)`'s trial network (the shared per-symbol head: DQN's online Q-network, PPO's
+    /// actor-critic) at `path` as safetensors, as a single series' checkpoint; the parameters are read from
+    /// the backend once for all of them.
+    pub fn save(&self, trials: &[(usize, std::path::PathBuf)]) -> Result<(), Error> {
         match self {
-            Self::Dqn(l) => crate::train::save_trial_weights(l.agent(), k, path),
-            Self::Ppo(l) => crate::train::save_trial_weights(l.agent(), k, path),
+            Self::Dqn(l) => crate::train::save_trials_weights(l.agent(), trials),
+            Self::Ppo(l) => crate::train::save_trials_weights(l.agent(), trials),
         }
     }
 
@@ -381,9 +382,10 @@ impl BatchRun<'_> {
                 let t2 = std::time::Instant::now();
                 let walks = learner.walk(&split.test)?;
                 test_seconds += t2.elapsed().as_secs_f64();
+                let saved: Vec<_> = pruned_now.iter().map(|&k| (k, checkpoint(k))).collect();
+                learner.save(&saved)?;
                 for k in pruned_now {
                     tests[k] = Some(walks[k].clone());
-                    learner.save(k, &checkpoint(k))?;
                 }
             }
         }
@@ -391,10 +393,11 @@ impl BatchRun<'_> {
             let t2 = std::time::Instant::now();
             let walks = learner.walk(&split.test)?;
             test_seconds += t2.elapsed().as_secs_f64();
-            for (k, (t, w)) in tests.iter_mut().zip(walks).enumerate() {
+            let saved: Vec<_> = (0..tests.len()).filter(|&k| tests[k].is_none()).map(|k| (k, checkpoint(k))).collect();
+            learner.save(&saved)?;
+            for (t, w) in tests.iter_mut().zip(walks) {
                 if t.is_none() {
                     *t = Some(w);
-                    learner.save(k, &checkpoint(k))?;
                 }
             }
         }
