@@ -220,13 +220,14 @@ fn cli_bench_all_quick_writes_json() {
     let json = std::fs::read_to_string(&path).unwrap();
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
     // W0 CSV and Parquet, W1 a-d, W2, W2e (100- and 1,000-column grids, without vectorbt here), W3, W4, W5,
-    // W6 (the seed DQN and PPO searches; the refill search and W3 at 1,024 trials run on a GPU only), W7
+    // W6 (the seed DQN and PPO searches and scripts/run.sh's job; the refill search and W3 at 1,024 trials
+    // run on a GPU only), W7
     // (PBO by CSCV), W8 (the sampler: one row per function and batch size of the quick grid) and W9 (DQN and
     // PPO default searches on four patterns: a trend, a random walk, AR(1) and regimes).
     let rows = parsed["rows"].as_array().unwrap();
     let count = |w: &str| rows.iter().filter(|r| r["workload"] == w).count();
     for (workload, n) in
-        [("W0", 2), ("W1", 4), ("W2", 1), ("W2e", 2), ("W3", 1), ("W4", 1), ("W5", 1), ("W6", 2), ("W7", 1), ("W9", 8)]
+        [("W0", 2), ("W1", 4), ("W2", 1), ("W2e", 2), ("W3", 1), ("W4", 1), ("W5", 1), ("W6", 3), ("W7", 1), ("W9", 8)]
     {
         assert_eq!(count(workload), n, "{workload}: {json}");
     }
@@ -238,6 +239,10 @@ fn cli_bench_all_quick_writes_json() {
         assert!(note.contains("training") && note.contains("best trial"), "W6 {config}: {json}");
     }
     assert!(stdout.contains("W6 search") && stdout.contains("| seed-ppo | cpu | 2 |"), "{stdout}");
+    // run.sh's job (placebo searches and walk-forward, shrunk) ends with its verdict.
+    let job = rows.iter().find(|r| r["workload"] == "W6" && r["variant"] == "run-sh");
+    let note = job.map(|r| r["note"].as_str().unwrap_or_default()).unwrap_or_default();
+    assert!(note.starts_with("verdict: ") && note.contains("walk-forward"), "W6 run-sh: {json}");
     // W9: each row names the oracle, buy-and-hold and flat, and carries its pattern's target's outcome.
     let w9: Vec<&serde_json::Value> = rows.iter().filter(|r| r["workload"] == "W9").collect();
     assert!(w9.iter().all(|r| {

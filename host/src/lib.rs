@@ -51,4 +51,4 @@ pub use vector::VectorBatch;
 pub use walk::WalkHandle;
 
 #[cfg(feature = "cuda")]
-pub use cuda::CudaRuntime;
+pub use cuda::{CudaRuntime, KernelProfile};

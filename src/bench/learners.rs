@@ -250,7 +250,7 @@ pub(super) fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Err
         let fma_peak = rt.fma_peak()?;
         rt.start_profile();
         let ran = epoch();
-        let kernels = rt.stop_profile()?;
+        let kernels = rt.stop_profile()?.kernels;
         ran?;
         return Ok(Some(Profile { kernels, fma_peak }));
     }

@@ -606,9 +606,11 @@ impl BenchReport {
     /// W6, W7 and W9: the searches, PBO by CSCV, and whether the learners learn.
     fn search_tables(&self, out: &mut String) {
         if self.rows.iter().any(|r| r.workload == "W6") {
-            *out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each)\n\n| TOML | backend | trials | seconds |\n|---|---|---|---|\n";
+            *out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each; run-sh: scripts/run.sh's job)\n\n| TOML | backend | trials | seconds | kernel time / wall |\n|---|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W6") {
-                let _ = writeln!(out, "| {} | {} | {} | {:.1} |", r.variant, r.backend, r.width, r.seconds);
+                let fraction = r.kernel_fraction().map_or("-".to_owned(), |f| format!("{:.0}%", 100.0 * f));
+                let _ =
+                    writeln!(out, "| {} | {} | {} | {:.1} | {fraction} |", r.variant, r.backend, r.width, r.seconds);
             }
             for r in self.rows.iter().filter(|r| r.workload == "W6") {
                 let _ = writeln!(out, "\n{} {} W6: {}", r.backend, r.variant, r.note);

@@ -2,6 +2,11 @@
 //! runs it, on each backend (a fresh study in a temporary folder each): the seed TOMLs of the learner-speed
 //! issue (DQN and PPO, CPU vs GPU) and, on a GPU, the slot-refill TOML. `--quick`: the same TOMLs shrunk to
 //! 2 trials of 1 epoch on 16 envs x 32 steps over 20,000 bars (a smoke test).
+//!
+//! Then `scripts/run.sh`'s job: `tradesim hyperopt --placebo 19 --walk-forward 3` on the embedded default
+//! data with the budget of the backend it runs on, timed from the data's load to the verdict; on a GPU run a
+//! second time with every launch bracketed by CUDA events, for the time the device ran any kernel
+//! (overlapping launches on several streams count once) over the first run's wall time.
 
 use std::time::Instant;
 
@@ -86,6 +91,65 @@ fn search_in(
     Ok((row, board))
 }
 
+/// `scripts/run.sh`'s job (`--quick`: 2 trials of 1 epoch on 16 envs x 32 steps, 1 placebo, 1 fold) in `dir`:
+/// its wall seconds from the data's load to the verdict, its trials and the verdict's line.
+fn run_sh_job(dir: &std::path::Path, backend: &Backend, quick: bool) -> Result<(f64, usize, String), Error> {
+    let _ = std::fs::remove_dir_all(dir);
+    let args = JobArgs {
+        placebo: Some(if quick { 1 } else { 19 }),
+        walk_forward: Some(if quick { 1 } else { 3 }),
+        trials: quick.then_some(2),
+        parallel: quick.then_some(2),
+        epochs: quick.then_some(1),
+        envs: quick.then_some(16),
+        segment_len: quick.then_some(32),
+        gpu: backend.is_cuda(),
+        study: Some(dir.join("study.sqlite")),
+        report: Some(dir.join("report")),
+        ..JobArgs::default()
+    };
+    let started = Instant::now();
+    let dataset = crate::data::embedded()?;
+    let job = Job::prepare(&args)?;
+    let done = job.run(std::slice::from_ref(backend), &dataset, None, &|_| Ok(()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(dir);
+    Ok((seconds, job.cfg.study.trials, done.evidence.verdict.line))
+}
+
+/// W6's row of `scripts/run.sh`'s job on `backend`: its wall time and, on a GPU, the kernel time of a second,
+/// profiled run (the union of every launch's interval) over the first run's wall.
+fn run_sh_row(backend: &Backend, quick: bool) -> Result<Row, Error> {
+    let dir =
+        std::env::temp_dir().join(format!("tradesim-w6-{}-run-sh-{}", std::process::id(), backend.info().backend));
+    let (seconds, trials, verdict) = run_sh_job(&dir, backend, quick)?;
+    let mut row = Row::search("run-sh", backend.info().backend, trials, 0, seconds);
+    row.label = "scripts/run.sh's job: tradesim hyperopt --placebo 19 --walk-forward 3 on the embedded data".to_owned()
+        + if quick { " (--quick: shrunk)" } else { "" };
+    let mut note = format!("verdict: {verdict}");
+    #[cfg(feature = "cuda")]
+    if let Backend::Cuda(rt) = backend {
+        rt.start_profile();
+        let started = Instant::now();
+        let ran = run_sh_job(&dir, backend, quick);
+        let profiled = started.elapsed().as_secs_f64();
+        let p = rt.stop_profile()?;
+        ran?;
+        row.kernel_ms = Some(p.busy_ms);
+        let launches: usize = p.kernels.iter().map(|k| k.1).sum();
+        let summed: f64 = p.kernels.iter().map(|k| k.2).sum();
+        note += &format!(
+            "; profiled run: {profiled:.2} s wall, {launches} launches, kernels busy {:.3} s ({:.0}% of the profiled \
+             wall; {:.3} s summed over streams), first launch to last end {:.3} s",
+            p.busy_ms / 1e3,
+            p.busy_ms / (10.0 * profiled),
+            summed / 1e3,
+            p.span_ms / 1e3
+        );
+    }
+    Ok(row.with_note(note))
+}
+
 /// W6 on every backend: a row per (TOML, backend); a GPU row's note gives its speed-up over the CPU row of
 /// the same TOML and whether the two leaderboards agree (trial numbers and validation Sharpes).
 pub fn search(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
@@ -117,6 +181,9 @@ pub fn search(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
             }
             rows.push(row);
         }
+    }
+    for backend in backends {
+        rows.push(run_sh_row(backend, quick)?);
     }
     Ok(rows)
 }

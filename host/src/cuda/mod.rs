@@ -11,6 +11,7 @@ mod peak;
 mod plans;
 mod portfolio_env;
 mod ppo;
+mod profile;
 mod runtime;
 mod vector;
 
@@ -20,6 +21,7 @@ pub(crate) use env::CudaEnv;
 pub(crate) use launch::net::DeviceWalk;
 pub(crate) use portfolio_env::{CudaPortfolioEnv, universe_act};
 pub(crate) use ppo::CudaPpo;
+pub use profile::KernelProfile;
 pub use runtime::CudaRuntime;
 pub(crate) use vector::CudaVector;
 

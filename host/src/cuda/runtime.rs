@@ -9,6 +9,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStrea
 use cudarc::nvrtc::Ptx;
 use gpu_kernels::registry;
 
+use super::profile::{KernelProfile, ProfileLog};
 use crate::HostError;
 use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
 use crate::options::KernelOptions;
@@ -76,9 +77,6 @@ macro_rules! kernels_struct {
 }
 gpu_kernels::for_each_kernel!(kernels_struct);
 
-/// A launch bracketed by timing events: kernel name, start, end.
-type TimedLaunch = (Label, CudaEvent, CudaEvent);
-
 /// A CUDA device with the PTX module loaded.
 #[derive(Debug)]
 pub struct CudaRuntime {
@@ -86,8 +84,8 @@ pub struct CudaRuntime {
     _module: Arc<CudaModule>,
     pub(crate) kernels: Kernels,
     name: String,
-    /// Launches bracketed by timing events while profiling (kernel name, start, end).
-    profile: Mutex<Option<Vec<TimedLaunch>>>,
+    /// Launches bracketed by timing events while profiling.
+    profile: Mutex<Option<ProfileLog>>,
     /// The last kernel launched on each stream ([`Self::last_kernel`]).
     last_kernels: Mutex<Vec<(usize, &'static str)>>,
     pub(crate) multiprocessors: usize,
@@ -326,7 +324,7 @@ impl CudaRuntime {
 
     /// Starts recording a timing-event pair around every launch (until [`Self::stop_profile`]).
     pub fn start_profile(&self) {
-        *self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Vec::new());
+        *self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ProfileLog::default());
     }
 
     pub(crate) fn profiling(&self) -> bool {
@@ -351,31 +349,19 @@ impl CudaRuntime {
         last.iter().find(|(s, _)| *s == key).map(|(_, k)| *k)
     }
 
-    pub(crate) fn record_launch(&self, label: Label, start: CudaEvent, end: CudaEvent) {
-        if let Some(p) = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
-            p.push((label, start, end));
+    pub(crate) fn record_launch(&self, label: Label, start: CudaEvent, end: CudaEvent) -> Result<(), HostError> {
+        match self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            Some(p) => p.push(label, start, end),
+            None => Ok(()),
         }
     }
 
-    /// Stops profiling; waits for the device and returns, per launch label (a kernel's name, followed by
-    /// the stage where one kernel runs several; in order of first launch), the launches and their summed
-    /// device milliseconds (each from its own pair of CUDA events).
-    pub fn stop_profile(&self) -> Result<Vec<(String, usize, f64)>, HostError> {
-        let launches =
-            self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
+    /// Stops profiling; waits for the device and returns each launch label's launches and summed device
+    /// milliseconds, and the time the device ran any profiled kernel ([`KernelProfile`]).
+    pub fn stop_profile(&self) -> Result<KernelProfile, HostError> {
+        let log = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
         self.synchronize()?;
-        let mut out: Vec<(Label, usize, f64)> = Vec::new();
-        for (label, start, end) in &launches {
-            let ms = f64::from(start.elapsed_ms(end).map_err(HostError::driver("reading event times"))?);
-            match out.iter_mut().find(|(l, _, _)| l == label) {
-                Some(row) => {
-                    row.1 += 1;
-                    row.2 += ms;
-                }
-                None => out.push((*label, 1, ms)),
-            }
-        }
-        Ok(out.into_iter().map(|(label, launches, ms)| (label.to_string(), launches, ms)).collect())
+        log.finish()
     }
 
     /// Free and total device memory in bytes.
