@@ -155,7 +155,7 @@ fn the_command_line_searches_a_universe_end_to_end() {
     let Some(shared) = shared_data::shared_data() else { return };
     let dir = temp("cli");
     let study = dir.join("study.sqlite");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tradesim"))
+    let out = std::process::Command::new(common::bin())
         .args(["hyperopt", "--data"])
         .arg(shared.join("stocks-daily-5-tickers.csv"))
         .args(["--trials", "2", "--parallel", "2", "--epochs", "1", "--segment-len", "64", "--seed", "4"])

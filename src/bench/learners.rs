@@ -26,25 +26,12 @@ pub fn dqn(
         let flops_before = agent.product_flops();
         // NVML is sampled from a thread of its own while the GPU epoch runs (a sample costs host time that
         // a training loop does not spend; taken inline every 8 steps it was part of the epoch's wall time).
-        let sampling = std::sync::atomic::AtomicBool::new(backend.is_cuda());
-        let (seconds, utilization) = std::thread::scope(|scope| {
-            let monitor = scope.spawn(|| {
-                let mut utilization = report::Utilization::default();
-                while sampling.load(std::sync::atomic::Ordering::Relaxed) {
-                    if let Some(u) = sampler() {
-                        utilization.add(&u);
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-                utilization
-            });
+        let ((ran, seconds), utilization) = report::sampled(backend.is_cuda(), &mut sampler, || {
             let started = Instant::now();
             let ran = dqn_epoch(&mut agent, &mut env, steps, 8);
-            let seconds = started.elapsed().as_secs_f64();
-            sampling.store(false, std::sync::atomic::Ordering::Relaxed);
-            let utilization = monitor.join().unwrap_or_default();
-            ran.map(|()| (seconds, utilization))
-        })?;
+            (ran, started.elapsed().as_secs_f64())
+        });
+        ran?;
         let flops = agent.product_flops() - flops_before;
         let bits = trial_bits(&agent.state()?, &agent.last_losses()?, agent.layout().params());
         let check = cpu_check("W3", backend, bits, &mut cpu_bits, sizes.trials, |sample| {

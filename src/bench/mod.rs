@@ -558,7 +558,7 @@ pub fn run(
                 rows.extend(peers.torch_rows("W4", &backends, quick)?);
                 rows
             }
-            "search" => search::search(&backends, quick)?,
+            "search" => search::search(&backends, quick, || monitor.sample())?,
             "evidence" => evidence::cscv(sizes.cscv)?,
             "sampler" => sampler::sampler(quick)?,
             "learning" => learning::learning(&backends, quick)?,

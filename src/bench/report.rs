@@ -66,6 +66,31 @@ pub struct Utilization {
     pub max_used_memory: u64,
 }
 
+/// Runs `run`, sampling NVML by `sampler` every 2 ms from a thread of its own while it runs (when `on`):
+/// its result and the samples (a sample costs host time that the measured code does not spend).
+pub fn sampled<T>(
+    on: bool,
+    sampler: &mut (impl FnMut() -> Option<Utilization> + Send),
+    run: impl FnOnce() -> T,
+) -> (T, Utilization) {
+    let sampling = std::sync::atomic::AtomicBool::new(on);
+    std::thread::scope(|scope| {
+        let monitor = scope.spawn(|| {
+            let mut utilization = Utilization::default();
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(u) = sampler() {
+                    utilization.add(&u);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            utilization
+        });
+        let out = run();
+        sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+        (out, monitor.join().unwrap_or_default())
+    })
+}
+
 impl Utilization {
     /// Adds a sample.
     pub fn add(&mut self, u: &Self) {

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use super::report::Row;
+use super::report::{self, Row};
 use crate::data::synthetic::{GeneratorConfig, generate};
 use crate::job::{Job, JobArgs, SearchClock};
 use crate::{Backend, Error};
@@ -77,7 +77,7 @@ fn search_in(
         Ok(())
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    let times = clock.times(&done);
+    let times = clock.times(done.split_seconds);
     let board: Vec<(u64, u64)> = done.summary.leaderboard.iter().map(|t| (t.number, t.value.to_bits())).collect();
     let mut note = format!("search {seconds:.1} s: {}", times.breakdown(seconds));
     if times.slots > 0 {
@@ -119,14 +119,28 @@ fn run_sh_job(dir: &std::path::Path, backend: &Backend, quick: bool) -> Result<(
 
 /// W6's row of `scripts/run.sh`'s job on `backend`: its wall time and, on a GPU, the kernel time of a second,
 /// profiled run (the union of every launch's interval) over the first run's wall.
-fn run_sh_row(backend: &Backend, quick: bool) -> Result<Row, Error> {
+fn run_sh_row(
+    backend: &Backend,
+    quick: bool,
+    sampler: &mut (impl FnMut() -> Option<report::Utilization> + Send),
+) -> Result<Row, Error> {
     let dir =
         std::env::temp_dir().join(format!("tradesim-w6-{}-run-sh-{}", std::process::id(), backend.info().backend));
-    let (seconds, trials, verdict) = run_sh_job(&dir, backend, quick)?;
+    let (ran, utilization) = report::sampled(backend.is_cuda(), sampler, || run_sh_job(&dir, backend, quick));
+    let (seconds, trials, verdict) = ran?;
     let mut row = Row::search("run-sh", backend.info().backend, trials, 0, seconds);
     row.label = "scripts/run.sh's job: tradesim hyperopt --placebo 19 --walk-forward 3 on the embedded data".to_owned()
         + if quick { " (--quick: shrunk)" } else { "" };
     let mut note = format!("verdict: {verdict}");
+    if utilization.samples > 0 {
+        note += &format!(
+            "; NVML during the run: GPU busy {:.0}% mean, {:.0}% max ({} samples)",
+            utilization.mean_gpu(),
+            utilization.max_gpu,
+            utilization.samples
+        );
+        row = row.with_utilization(utilization);
+    }
     #[cfg(feature = "cuda")]
     if let Backend::Cuda(rt) = backend {
         rt.start_profile();
@@ -134,13 +148,15 @@ fn run_sh_row(backend: &Backend, quick: bool) -> Result<Row, Error> {
         let ran = run_sh_job(&dir, backend, quick);
         let profiled = started.elapsed().as_secs_f64();
         let p = rt.stop_profile()?;
-        ran?;
+        let again = ran?.2;
         row.kernel_ms = Some(p.busy_ms);
         let launches: usize = p.kernels.iter().map(|k| k.1).sum();
         let summed: f64 = p.kernels.iter().map(|k| k.2).sum();
+        let same = if again == verdict { "the same verdict" } else { "a different verdict" };
         note += &format!(
-            "; profiled run: {profiled:.2} s wall, {launches} launches, kernels busy {:.3} s ({:.0}% of the profiled \
-             wall; {:.3} s summed over streams), first launch to last end {:.3} s",
+            "; profiled run ({same}): {profiled:.2} s wall, {launches} launches, kernels busy {:.3} s ({:.0}% of the profiled \
+             wall; {:.3} s summed over streams), first launch to last end {:.3} s; a launch's interval runs from \
+             the event before it, so an idle stream's launch latency counts as busy: an upper bound",
             p.busy_ms / 1e3,
             p.busy_ms / (10.0 * profiled),
             summed / 1e3,
@@ -152,7 +168,11 @@ fn run_sh_row(backend: &Backend, quick: bool) -> Result<Row, Error> {
 
 /// W6 on every backend: a row per (TOML, backend); a GPU row's note gives its speed-up over the CPU row of
 /// the same TOML and whether the two leaderboards agree (trial numbers and validation Sharpes).
-pub fn search(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
+pub fn search(
+    backends: &[Backend],
+    quick: bool,
+    mut sampler: impl FnMut() -> Option<report::Utilization> + Send,
+) -> Result<Vec<Row>, Error> {
     let bars = if quick { 20_000 } else { 300_000 };
     let mut rows = Vec::new();
     for (name, text, gpu_only) in CONFIGS {
@@ -183,7 +203,7 @@ pub fn search(backends: &[Backend], quick: bool) -> Result<Vec<Row>, Error> {
         }
     }
     for backend in backends {
-        rows.push(run_sh_row(backend, quick)?);
+        rows.push(run_sh_row(backend, quick, &mut sampler)?);
     }
     Ok(rows)
 }

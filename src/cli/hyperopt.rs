@@ -105,7 +105,7 @@ pub fn run(
     })?;
     trials_bar.finish();
     epochs_bar.finish();
-    let times = clock.times(&done);
+    let times = clock.times(done.split_seconds);
     let evidence = done.evidence;
     let summary = done.summary;
     let total = started.elapsed().as_secs_f64();

@@ -9,7 +9,7 @@ use super::progress::{budget_origin, group_thousands, style};
 use crate::data::universe::Universe;
 use crate::hyperopt::Progress;
 use crate::hyperopt::search::universe::{accounts_per_trial, epoch_steps};
-use crate::job::Job;
+use crate::job::{Job, SearchClock};
 use crate::{Backend, Error};
 
 /// Runs the universe search of `job` on `u` with `backend` and prints what it found.
@@ -50,7 +50,9 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
     let bar = ProgressBar::new(s.trials as u64);
     bar.set_style(style("trials {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
+    let clock = SearchClock::default();
     let done = job.run_universe(backend, u, &|p| {
+        clock.record(p);
         match p {
             Progress::Batch { numbers, finished } => {
                 bar.set_position(*finished as u64);
@@ -79,10 +81,10 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
     })?;
     bar.finish();
     let (train, valid, test) = &done.split;
+    let total = started.elapsed().as_secs_f64();
     println!(
-        "search done in {:.1} s (features {:.2} s); times: train {train:?}, validation {valid:?}, test {test:?}",
-        started.elapsed().as_secs_f64(),
-        done.split_seconds
+        "search done in {total:.1} s: {}; times: train {train:?}, validation {valid:?}, test {test:?}",
+        clock.times(done.split_seconds).breakdown(total)
     );
     println!("verdict:  {}", done.evidence.verdict.line);
     println!(

@@ -8,6 +8,7 @@ mod hyperopt;
 mod hyperopt_universe;
 mod info;
 mod portfolio;
+mod profile;
 mod progress;
 mod simulate;
 mod train;
@@ -115,6 +116,11 @@ enum Command {
         /// Markdown table and exits.
         #[arg(long)]
         list_params: bool,
+        /// On a GPU: a pair of CUDA events around every launch, and at the end the time the device ran any
+        /// kernel over the wall time and the kernels that took longest (the events cost host time: the
+        /// search runs slower than without).
+        #[arg(long)]
+        profile_kernels: bool,
     },
     /// Backtests a strategy grid over the data and prints the columns ranked by Sharpe.
     Backtest {
@@ -228,14 +234,25 @@ pub fn main() -> ExitCode {
             print!("{}", crate::hyperopt::hyperparameters::markdown_table());
             Ok(())
         }
-        Command::Hyperopt { data, job, device, .. } => {
+        Command::Hyperopt { data, job, device, profile_kernels, .. } => {
             let backends = crate::select_backends(device).map(|(b, reason)| {
                 if let Some(reason) = reason {
                     eprintln!("note: using the CPU backend: {reason}");
                 }
                 b
             });
-            hyperopt::run(load(&data), data.symbol.as_deref(), &job, backends.map_err(Error::from))
+            let profiled: Vec<Backend> = match &backends {
+                Ok(b) if profile_kernels => b.iter().filter(|b| b.is_cuda()).cloned().collect(),
+                _ => Vec::new(),
+            };
+            if profile_kernels && profiled.is_empty() {
+                eprintln!("note: --profile-kernels profiles GPU launches; this search runs on the CPU");
+            }
+            let started = std::time::Instant::now();
+            profile::start(&profiled);
+            let ran = hyperopt::run(load(&data), data.symbol.as_deref(), &job, backends.map_err(Error::from));
+            let stopped = profile::stop(&profiled, started.elapsed().as_secs_f64());
+            ran.and(stopped)
         }
         Command::Bench { workload: crate::bench::Workload::Power, quick, json, device, power, .. } => {
             bench::power(&power, quick, json.as_deref(), device)

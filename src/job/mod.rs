@@ -705,10 +705,10 @@ impl SearchClock {
         }
     }
 
-    /// The sums, with the splits' feature seconds of `done` in the setup.
-    pub fn times(self, done: &JobDone) -> SearchTimes {
+    /// The sums, with the splits' feature seconds (`split_seconds` of the job's result) in the setup.
+    pub fn times(self, split_seconds: f64) -> SearchTimes {
         let mut t = self.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        t.setup += done.split_seconds;
+        t.setup += split_seconds;
         t
     }
 }
