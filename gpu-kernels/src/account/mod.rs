@@ -141,20 +141,90 @@ pub struct Orders<'a> {
     pub symbol: &'a mut [u32],
 }
 
+/// Orders up to this many sort by insertion; more by heap sort (an env of many symbols would otherwise move
+/// about n^2 / 4 entries a rebalance: on a GPU thread, with its scratch in device memory, that was most of a
+/// 524-symbol env's step).
+const INSERTION_SORT_MAX: usize = 16;
+
 impl Orders<'_> {
-    /// Inserts the `n`-th order after every order of a lower or equal value (a stable insertion sort).
+    /// Puts the `n`-th order at `n`; [`Self::sort`] orders the first `n` when all are in. `symbol` must grow
+    /// with `n` (ties keep that order).
     #[inline]
-    fn insert(&mut self, n: usize, value: f64, units: f64, symbol: u32) {
-        let mut i = n;
-        while i > 0 && self.value[i - 1] > value {
-            self.value[i] = self.value[i - 1];
-            self.units[i] = self.units[i - 1];
-            self.symbol[i] = self.symbol[i - 1];
-            i -= 1;
+    fn push(&mut self, n: usize, value: f64, units: f64, symbol: u32) {
+        self.value[n] = value;
+        self.units[n] = units;
+        self.symbol[n] = symbol;
+    }
+
+    /// Sorts the first `n` orders by the value they move, ties (0 and -0 among them) in the order they were
+    /// pushed: exactly the order a stable insertion of each as it came gives (the orders executed before
+    /// heap sort replaced it, and the same bits). Where a value is NaN (it compares with nothing, so the
+    /// arrival order decides where it and the values after it land) and for a few orders, that insertion
+    /// sort itself runs.
+    #[inline]
+    fn sort(&mut self, n: usize) {
+        if n <= INSERTION_SORT_MAX || self.value[..n].iter().any(|v| v.is_nan()) {
+            self.insertion_sort(n);
+            return;
         }
-        self.value[i] = value;
-        self.units[i] = units;
-        self.symbol[i] = symbol;
+        for root in (0..n / 2).rev() {
+            self.sift_down(root, n);
+        }
+        for end in (1..n).rev() {
+            self.swap(0, end);
+            self.sift_down(0, end);
+        }
+    }
+
+    /// Inserts each of the first `n` orders after every earlier one of a lower or equal value.
+    #[inline]
+    fn insertion_sort(&mut self, n: usize) {
+        for k in 1..n {
+            let (value, units, symbol) = (self.value[k], self.units[k], self.symbol[k]);
+            let mut i = k;
+            while i > 0 && self.value[i - 1] > value {
+                self.value[i] = self.value[i - 1];
+                self.units[i] = self.units[i - 1];
+                self.symbol[i] = self.symbol[i - 1];
+                i -= 1;
+            }
+            self.value[i] = value;
+            self.units[i] = units;
+            self.symbol[i] = symbol;
+        }
+    }
+
+    /// Whether order `a` goes before order `b`: a lower value, or an equal one and an earlier symbol.
+    #[inline]
+    fn before(&self, a: usize, b: usize) -> bool {
+        let (va, vb) = (self.value[a], self.value[b]);
+        va < vb || (va <= vb && self.symbol[a] < self.symbol[b])
+    }
+
+    /// Moves the entry at `root` down the max-heap of the first `end` entries.
+    #[inline]
+    fn sift_down(&mut self, mut root: usize, end: usize) {
+        loop {
+            let mut child = 2 * root + 1;
+            if child >= end {
+                return;
+            }
+            if child + 1 < end && self.before(child, child + 1) {
+                child += 1;
+            }
+            if !self.before(root, child) {
+                return;
+            }
+            self.swap(root, child);
+            root = child;
+        }
+    }
+
+    #[inline]
+    fn swap(&mut self, a: usize, b: usize) {
+        self.value.swap(a, b);
+        self.units.swap(a, b);
+        self.symbol.swap(a, b);
     }
 }
 
@@ -272,9 +342,10 @@ pub fn rebalance<P: Fn(usize) -> Option<f64>, V: Fn(usize) -> f64>(
             continue;
         }
         let delta = order_units(weight, value, price, held, whole);
-        orders.insert(n, weight * value - held * price, delta, s as u32);
+        orders.push(n, weight * value - held * price, delta, s as u32);
         n += 1;
     }
+    orders.sort(n);
     let mut costs = 0.0;
     for k in 0..n {
         let s = orders.symbol[k] as usize;
@@ -393,6 +464,7 @@ pub fn close_at(
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
 
     fn params(capital: f64, spread: f64, commission: f64) -> TrialParams {
@@ -405,10 +477,59 @@ mod tests {
         let (mut v, mut u, mut s) = ([0.0; 5], [0.0; 5], [0u32; 5]);
         let mut orders = Orders { value: &mut v, units: &mut u, symbol: &mut s };
         for (n, value) in [30.0, -10.0, 30.0, -50.0, 0.0].into_iter().enumerate() {
-            orders.insert(n, value, 0.0, n as u32);
+            orders.push(n, value, 0.0, n as u32);
         }
+        orders.sort(5);
         assert_eq!(s, [3, 1, 4, 0, 2]);
         assert_eq!(v, [-50.0, -10.0, 0.0, 30.0, 30.0]);
+    }
+
+    /// The stable insertion of each order as it comes, as rebalances sorted before heap sort.
+    fn inserted(values: &[f64]) -> std::vec::Vec<(u64, u64, u32)> {
+        let mut out: std::vec::Vec<(f64, f64, u32)> = std::vec::Vec::new();
+        for (n, &v) in values.iter().enumerate() {
+            let mut i = out.len();
+            while i > 0 && out[i - 1].0 > v {
+                i -= 1;
+            }
+            out.insert(i, (v, -(n as f64), n as u32));
+        }
+        out.into_iter().map(|(v, u, s)| (v.to_bits(), u.to_bits(), s)).collect()
+    }
+
+    /// Heap sort gives the insertion's order bit for bit: many orders, ties, 0 and -0, NaN, sorted and
+    /// reversed inputs.
+    #[test]
+    fn heap_sort_orders_as_the_stable_insertion_did() {
+        let mut seed = 7u64;
+        let mut draw = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        let mut cases: std::vec::Vec<std::vec::Vec<f64>> = std::vec::Vec::new();
+        for n in [0, 1, 2, 15, 16, 17, 33, 100, 524, 1000] {
+            cases.push((0..n).map(|_| (draw() % 2001) as f64 - 1000.0).collect());
+            cases.push((0..n).map(|_| (draw() % 5) as f64 - 2.0).collect());
+            cases.push((0..n).map(|k| if k % 2 == 0 { 0.0 } else { -0.0 }).collect());
+            cases.push((0..n).map(|k| k as f64).collect());
+            cases.push((0..n).map(|k| -(k as f64)).collect());
+            let mut with_nan: std::vec::Vec<f64> = (0..n).map(|_| (draw() % 100) as f64).collect();
+            if n > 3 {
+                with_nan[n / 3] = f64::NAN;
+            }
+            cases.push(with_nan);
+        }
+        for values in cases {
+            let n = values.len();
+            let (mut v, mut u, mut s) = (std::vec![0.0; n], std::vec![0.0; n], std::vec![0u32; n]);
+            let mut orders = Orders { value: &mut v, units: &mut u, symbol: &mut s };
+            for (k, &value) in values.iter().enumerate() {
+                orders.push(k, value, -(k as f64), k as u32);
+            }
+            orders.sort(n);
+            let got: std::vec::Vec<(u64, u64, u32)> = (0..n).map(|k| (v[k].to_bits(), u[k].to_bits(), s[k])).collect();
+            assert_eq!(got, inserted(&values), "{n} orders: {values:?}");
+        }
     }
 
     /// A purchase the cash cannot pay buys what the cash pays, commission included: 1,000 of cash at a fill
