@@ -159,13 +159,21 @@ fn the_command_line_searches_a_universe_end_to_end() {
         .args(["hyperopt", "--data"])
         .arg(shared.join("stocks-daily-5-tickers.csv"))
         .args(["--trials", "2", "--parallel", "2", "--epochs", "1", "--segment-len", "64", "--seed", "4"])
+        .arg("--profile-kernels")
         .arg("--study")
         .arg(&study)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}\n{err}");
     assert!(text.contains("on a universe") && text.contains("5 symbols"), "{text}");
+    // Where the time went, and the kernel profile (on a GPU) or the note that there is none.
+    let done = text.lines().find(|l| l.starts_with("search done in ")).unwrap_or_default();
+    assert!(done.contains("training") && done.contains("validation") && done.contains("test walks"), "{text}");
+    assert!(
+        text.contains("kernels (device 0): busy") || err.contains("--profile-kernels profiles GPU launches"),
+        "{text}\n{err}"
+    );
     assert!(text.contains("verdict:  "), "{text}");
     assert!(text.contains("Decimal audit: "), "{text}");
     let report = dir.join("study-tradesim").join("report");
