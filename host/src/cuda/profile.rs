@@ -5,8 +5,24 @@
 
 use cudarc::driver::CudaEvent;
 
-use super::runtime::Label;
 use crate::HostError;
+
+/// What a launch is recorded as (the last kernel of a stream, the profile's rows): its kernel's name and,
+/// where one kernel runs several stages, the stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Label {
+    pub(crate) kernel: &'static str,
+    pub(crate) stage: Option<&'static str>,
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stage {
+            Some(stage) => write!(f, "{} {stage}", self.kernel),
+            None => f.write_str(self.kernel),
+        }
+    }
+}
 
 /// Launches kept as events before the older half is read back (each read waits for its end event, which by
 /// then has long completed): a whole search's launches never pile up as millions of live events.

@@ -9,7 +9,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStrea
 use cudarc::nvrtc::Ptx;
 use gpu_kernels::registry;
 
-use super::profile::{KernelProfile, ProfileLog};
+use super::profile::{KernelProfile, Label, ProfileLog};
 use crate::HostError;
 use crate::module::{Choice, ModuleLoad, ModuleSource, Modules, ptx_target};
 use crate::options::KernelOptions;
@@ -35,23 +35,6 @@ impl Kernel {
     /// The kernel's launch label for `stage`, where one kernel runs several stages.
     pub(crate) fn at(&self, stage: &'static str) -> Label {
         Label { kernel: self.name, stage: Some(stage) }
-    }
-}
-
-/// What a launch is recorded as (the last kernel of a stream, the profile's rows): its kernel's name and,
-/// where one kernel runs several stages, the stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Label {
-    pub(crate) kernel: &'static str,
-    pub(crate) stage: Option<&'static str>,
-}
-
-impl std::fmt::Display for Label {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.stage {
-            Some(stage) => write!(f, "{} {stage}", self.kernel),
-            None => f.write_str(self.kernel),
-        }
     }
 }
 

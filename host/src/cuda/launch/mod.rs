@@ -21,7 +21,8 @@ use cudarc::driver::{
 
 use super::buffers::Dev;
 
-use super::runtime::{CudaRuntime, Kernel, Label};
+use super::profile::Label;
+use super::runtime::{CudaRuntime, Kernel};
 use crate::HostError;
 
 /// Threads per block of every kernel (one thread per element).
