@@ -33,6 +33,8 @@ pub use gpu_kernels::ppo::PpoParams;
 pub use gpu_kernels::{
     Action, Bar, BarrierLabel, EnvState, EnvStatus, Moments, TERMINATED, TRUNCATED, Transition, TrialParams,
 };
+#[cfg(feature = "cuda")]
+pub use tradesim_host::KernelProfile;
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, Cubin, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
     DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, ModuleLoad, ModuleSource, Modules, NetState,

@@ -153,3 +153,30 @@ fn refusals_name_what_is_wrong() {
     assert!(err.to_string().contains("actions"), "{err}");
     assert_eq!((env.time(), env.equity()), (&[0, 0][..], &[1_000.0, 1_000.0][..]));
 }
+
+/// A kernel profile of more launches than it keeps as events (it reads the older ones back as it goes):
+/// every step's launches counted, the busy time within the span and at most the kernels' summed time.
+#[test]
+#[cfg(feature = "cuda")]
+fn a_long_kernel_profile_counts_every_launch() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let Backend::Cuda(rt) = &gpu else { unreachable!("the GPU backend is CUDA") };
+    const STEPS: usize = 17_000;
+    let cfg = GeneratorConfig { bars: 300, symbols: 5, seed: 11, ..GeneratorConfig::default() };
+    let u = Universe::new(generate(&cfg), None).unwrap();
+    let mut env = PortfolioVectorEnv::new(&gpu, &u, &[TrialParams::frictionless(1e4)], 3, 50, 5).unwrap();
+    let actions: Vec<u8> = (0..3 * 5).map(|k| (k % 3) as u8).collect();
+    rt.start_profile();
+    for _ in 0..STEPS {
+        env.step(&actions).unwrap();
+    }
+    let p = rt.stop_profile().unwrap();
+    let launches: usize = p.kernels.iter().map(|k| k.1).sum();
+    let summed: f64 = p.kernels.iter().map(|k| k.2).sum();
+    assert!(launches >= STEPS, "{launches} launches for {STEPS} steps: {:?}", p.kernels);
+    assert!(p.busy_ms > 0.0 && p.busy_ms <= p.span_ms * (1.0 + 1e-9), "{p:?}");
+    assert!(p.busy_ms <= summed * (1.0 + 1e-9), "busy {} ms, summed {summed} ms", p.busy_ms);
+    // A profile stopped with nothing launched since is empty.
+    rt.start_profile();
+    assert_eq!(rt.stop_profile().unwrap(), tradesim::KernelProfile::default());
+}

@@ -73,6 +73,13 @@ pub fn sampled<T>(
     sampler: &mut (impl FnMut() -> Option<Utilization> + Send),
     run: impl FnOnce() -> T,
 ) -> (T, Utilization) {
+    /// Stops the sampling thread when dropped: also when `run` panics (the scope would wait for it).
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     let sampling = std::sync::atomic::AtomicBool::new(on);
     std::thread::scope(|scope| {
         let monitor = scope.spawn(|| {
@@ -85,8 +92,10 @@ pub fn sampled<T>(
             }
             utilization
         });
-        let out = run();
-        sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+        let out = {
+            let _stop = Stop(&sampling);
+            run()
+        };
         (out, monitor.join().unwrap_or_default())
     })
 }

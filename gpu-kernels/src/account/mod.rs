@@ -129,8 +129,8 @@ pub fn order_units(weight: f64, value: f64, price: f64, units: f64, whole_units:
     if whole_units { whole_units_toward_zero(delta) } else { delta }
 }
 
-/// The orders of one rebalance, kept sorted by the value they move (the scratch of N entries each a
-/// rebalance needs; the caller owns it, so that nothing allocates).
+/// The orders of one rebalance, pushed in symbol order, then sorted by the value they move (the scratch of N
+/// entries each a rebalance needs; the caller owns it, so that nothing allocates).
 #[derive(Debug)]
 pub struct Orders<'a> {
     /// The value each order moves: `weight x value - units x price` (vectorbt's approximate order value).
@@ -141,9 +141,8 @@ pub struct Orders<'a> {
     pub symbol: &'a mut [u32],
 }
 
-/// Orders up to this many sort by insertion; more by heap sort (an env of many symbols would otherwise move
-/// about n^2 / 4 entries a rebalance: on a GPU thread, with its scratch in device memory, that was most of a
-/// 524-symbol env's step).
+/// Orders up to this many sort by insertion; more by heap sort (insertion moves about n^2 / 4 entries a
+/// rebalance, each a round trip to device memory on a GPU thread).
 const INSERTION_SORT_MAX: usize = 16;
 
 impl Orders<'_> {
@@ -151,6 +150,7 @@ impl Orders<'_> {
     /// with `n` (ties keep that order).
     #[inline]
     fn push(&mut self, n: usize, value: f64, units: f64, symbol: u32) {
+        debug_assert!(n == 0 || symbol > self.symbol[n - 1], "orders are pushed in symbol order");
         self.value[n] = value;
         self.units[n] = units;
         self.symbol[n] = symbol;

@@ -1,7 +1,8 @@
 //! The launch profile ([`super::CudaRuntime::start_profile`]): a pair of timing events around every launch,
-//! read back as times on one clock (milliseconds after the first launch's start event), so that a profile
-//! gives each kernel's summed time and the time the device ran any kernel at all (the union of the
-//! launches' intervals over every stream: overlapping launches count once).
+//! read back as times on one clock (milliseconds from the first launch's start event, negative for a launch
+//! another stream ran before it), so that a profile gives each kernel's summed time and the time the device
+//! ran any kernel at all (the union of the launches' intervals over every stream: overlapping launches count
+//! once).
 
 use cudarc::driver::CudaEvent;
 
@@ -31,13 +32,19 @@ const PENDING_LIMIT: usize = 1 << 14;
 /// A profile in progress.
 #[derive(Debug, Default)]
 pub(crate) struct ProfileLog {
-    /// The first launch's start event: the clock every time is read on.
-    reference: Option<CudaEvent>,
+    /// The latest start event read back and its time on the profile's clock (milliseconds from the first
+    /// launch's start; negative for a launch another stream ran earlier). Each start is read against the one
+    /// before it, so that CUDA's f32 milliseconds round a short step, not the whole time since the first.
+    anchor: Option<(CudaEvent, f64)>,
     /// Launches whose events are not read yet (label, start, end), in launch order; the first launch's start
-    /// is `reference` (`None` here).
+    /// is the first anchor (`None` here).
     pending: Vec<(Label, Option<CudaEvent>, CudaEvent)>,
-    /// Launches read back: label, start and end in milliseconds after `reference`.
-    read: Vec<(Label, f64, f64)>,
+    /// Per label: launches and summed milliseconds, in order of first launch.
+    kernels: Vec<(Label, usize, f64)>,
+    /// Every launch read back: start and end on the profile's clock.
+    intervals: Vec<(f64, f64)>,
+    /// The first error of a read-back, returned by [`Self::finish`] (a launch does not fail for it).
+    failed: Option<HostError>,
 }
 
 /// What a profile measured.
@@ -46,70 +53,80 @@ pub struct KernelProfile {
     /// Per launch label (a kernel's name, followed by the stage where one kernel runs several; in order of
     /// first launch): the launches and their summed device milliseconds (each from its own event pair).
     pub kernels: Vec<(String, usize, f64)>,
-    /// Milliseconds in which at least one profiled kernel ran ([`busy_ms`] of every launch's interval).
+    /// Milliseconds in which at least one profiled kernel ran: the union of every launch's interval.
     pub busy_ms: f64,
-    /// Milliseconds from the first launch's start to the last launch's end.
+    /// Milliseconds from the earliest launch's start to the latest launch's end.
     pub span_ms: f64,
 }
 
 impl ProfileLog {
     /// Records one launch's events; reads the older half back once [`PENDING_LIMIT`] are pending.
-    pub(crate) fn push(&mut self, label: Label, start: CudaEvent, end: CudaEvent) -> Result<(), HostError> {
-        let start = match self.reference {
+    pub(crate) fn push(&mut self, label: Label, start: CudaEvent, end: CudaEvent) {
+        let start = match self.anchor {
             None => {
-                self.reference = Some(start);
+                self.anchor = Some((start, 0.0));
                 None
             }
             Some(_) => Some(start),
         };
         self.pending.push((label, start, end));
-        if self.pending.len() >= PENDING_LIMIT {
+        if self.pending.len() >= PENDING_LIMIT && self.failed.is_none() {
             let older: Vec<_> = self.pending.drain(..PENDING_LIMIT / 2).collect();
-            self.read_back(older)?;
-        }
-        Ok(())
-    }
-
-    /// Reads every pending launch back (the caller has waited for the device) and sums the profile.
-    pub(crate) fn finish(mut self) -> Result<KernelProfile, HostError> {
-        let pending = std::mem::take(&mut self.pending);
-        self.read_back(pending)?;
-        let mut kernels: Vec<(Label, usize, f64)> = Vec::new();
-        for &(label, start, end) in &self.read {
-            match kernels.iter_mut().find(|(l, _, _)| *l == label) {
-                Some(row) => {
-                    row.1 += 1;
-                    row.2 += end - start;
-                }
-                None => kernels.push((label, 1, end - start)),
+            if let Err(e) = self.read_back(older) {
+                self.failed = Some(e);
             }
         }
-        let intervals: Vec<(f64, f64)> = self.read.iter().map(|&(_, s, e)| (s, e)).collect();
-        let first = intervals.iter().map(|i| i.0).fold(f64::INFINITY, f64::min);
-        let last = intervals.iter().map(|i| i.1).fold(f64::NEG_INFINITY, f64::max);
-        let span_ms = if intervals.is_empty() { 0.0 } else { last - first };
+    }
+
+    /// Reads every pending launch back (the caller has waited for the device) and sums the profile, or
+    /// returns the first error a read-back met.
+    pub(crate) fn finish(mut self) -> Result<KernelProfile, HostError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.read_back(pending)?;
+        let first = self.intervals.iter().map(|i| i.0).fold(f64::INFINITY, f64::min);
+        let last = self.intervals.iter().map(|i| i.1).fold(f64::NEG_INFINITY, f64::max);
+        let span_ms = if self.intervals.is_empty() { 0.0 } else { last - first };
         Ok(KernelProfile {
-            kernels: kernels.into_iter().map(|(label, n, ms)| (label.to_string(), n, ms)).collect(),
-            busy_ms: busy_ms(intervals),
+            kernels: self.kernels.into_iter().map(|(label, n, ms)| (label.to_string(), n, ms)).collect(),
+            busy_ms: busy_ms(self.intervals),
             span_ms,
         })
     }
 
-    /// Each launch's start and end on the reference event's clock (each read waits for its event).
+    /// Each launch's start and end on the profile's clock (each read waits for its event), added to the
+    /// per-label sums and the intervals.
     fn read_back(&mut self, launches: Vec<(Label, Option<CudaEvent>, CudaEvent)>) -> Result<(), HostError> {
-        let Some(reference) = &self.reference else { return Ok(()) };
+        let Some(mut anchor) = self.anchor.take() else { return Ok(()) };
         let ms = |from: &CudaEvent, to: &CudaEvent| {
             from.elapsed_ms(to).map(f64::from).map_err(HostError::driver("reading event times"))
         };
-        for (label, start, end) in &launches {
-            // A launch's own pair gives its duration (the finest resolution); its place comes from its start.
-            let (begins, took) = match start {
-                Some(start) => (ms(reference, start)?, ms(start, end)?),
-                None => (0.0, ms(reference, end)?),
-            };
-            self.read.push((*label, begins, begins + took));
-        }
-        Ok(())
+        let read = || -> Result<(), HostError> {
+            for (label, start, end) in launches {
+                // A launch's own pair gives its duration (the finest resolution); its place, its start.
+                let (begins, took) = match &start {
+                    Some(start) => (anchor.1 + ms(&anchor.0, start)?, ms(start, &end)?),
+                    None => (anchor.1, ms(&anchor.0, &end)?),
+                };
+                match self.kernels.iter_mut().find(|(l, _, _)| *l == label) {
+                    Some(row) => {
+                        row.1 += 1;
+                        row.2 += took;
+                    }
+                    None => self.kernels.push((label, 1, took)),
+                }
+                self.intervals.push((begins, begins + took));
+                if let Some(start) = start {
+                    anchor = (start, begins);
+                }
+            }
+            Ok(())
+        };
+        let ran = read();
+        self.anchor = Some(anchor);
+        ran
     }
 }
 
