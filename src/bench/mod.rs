@@ -40,6 +40,7 @@ mod portfolio;
 pub mod power;
 mod sampler;
 mod universe;
+mod utilization;
 
 use gpu_kernels::rng::draw_below;
 use tradesim_host::KernelOptions;
