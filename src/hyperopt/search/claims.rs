@@ -205,21 +205,6 @@ pub(super) fn continued(
     (slots > 0 && slots <= s.parallel && ends.iter().all(|&e| e == tick)).then_some((batch.1, slots, tick))
 }
 
-/// Claims the next batch, in one write transaction (so two workers, in this process or any other, never
-/// claim the same trial). Interrupted trials come first: tradesim's unfinished trials that no worker of this
-/// process runs and whose worker is gone (a process of this host that no longer exists) or silent (no
-/// heartbeat for `stale_seconds`). Those of the first one's batch are restarted under their numbers,
-/// parameters, histories and places, and the batch resumes at the first epoch one of them started at, its
-/// finished trials holding their slots as long as they did; so with one worker a resumed search starts,
-/// refills and samples where and what the uninterrupted one did. (Trials recorded without a place, by an
-/// older version, restart together at epoch 0 of a new batch.) Otherwise new trials, up to `parallel`,
-/// sampled from the finished trials of this handle's snapshot, which become their recorded history. The
-/// sampling happens before the transaction, from the snapshot refreshed then ([`sample_new`]); under the lock
-/// the claim refreshes the snapshot again (the rows added since) and only numbers and inserts the sampled
-/// trials; when another claim took their numbers meanwhile they are numbered after it, unless that would
-/// repeat another claim's draws ([`start_sampled`]): then it samples again outside the lock, and after
-/// [`SAMPLE_TRIES`] such samples inside it. Trials of other Optuna workers are left alone (their numbers
-/// are skipped).
 /// The next batch this worker runs, by `claim` (a [`next_batch`]): while the study's only unfinished
 /// trials are other live workers' it says so and claims again after a heartbeat; `None` once the study
 /// has nothing left to run.
@@ -241,6 +226,21 @@ pub(super) fn next_or_wait(
     }
 }
 
+/// Claims the next batch, in one write transaction (so two workers, in this process or any other, never
+/// claim the same trial). Interrupted trials come first: tradesim's unfinished trials that no worker of this
+/// process runs and whose worker is gone (a process of this host that no longer exists) or silent (no
+/// heartbeat for `stale_seconds`). Those of the first one's batch are restarted under their numbers,
+/// parameters, histories and places, and the batch resumes at the first epoch one of them started at, its
+/// finished trials holding their slots as long as they did; so with one worker a resumed search starts,
+/// refills and samples where and what the uninterrupted one did. (Trials recorded without a place, by an
+/// older version, restart together at epoch 0 of a new batch.) Otherwise new trials, up to `parallel`,
+/// sampled from the finished trials of this handle's snapshot, which become their recorded history. The
+/// sampling happens before the transaction, from the snapshot refreshed then ([`sample_new`]); under the lock
+/// the claim refreshes the snapshot again (the rows added since) and only numbers and inserts the sampled
+/// trials; when another claim took their numbers meanwhile they are numbered after it, unless that would
+/// repeat another claim's draws ([`start_sampled`]): then it samples again outside the lock, and after
+/// [`SAMPLE_TRIES`] such samples inside it. Trials of other Optuna workers are left alone (their numbers
+/// are skipped).
 pub(super) fn next_batch(
     study: &Study,
     cfg: &SearchConfig,

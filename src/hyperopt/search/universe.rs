@@ -396,9 +396,7 @@ impl BatchRun<'_> {
             let saved: Vec<_> = (0..tests.len()).filter(|&k| tests[k].is_none()).map(|k| (k, checkpoint(k))).collect();
             learner.save(&saved)?;
             for (t, w) in tests.iter_mut().zip(walks) {
-                if t.is_none() {
-                    *t = Some(w);
-                }
+                t.get_or_insert(w);
             }
         }
         (self.progress)(&Progress::Trained { setup_seconds, test_seconds })?;
