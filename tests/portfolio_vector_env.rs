@@ -171,8 +171,7 @@ fn a_long_kernel_profile_counts_every_launch() {
         env.step(&actions).unwrap();
     }
     let p = rt.stop_profile().unwrap();
-    let launches: usize = p.kernels.iter().map(|k| k.1).sum();
-    let summed: f64 = p.kernels.iter().map(|k| k.2).sum();
+    let (launches, summed) = (p.launches(), p.summed_ms());
     assert!(launches >= STEPS, "{launches} launches for {STEPS} steps: {:?}", p.kernels);
     assert!(p.busy_ms > 0.0 && p.busy_ms <= p.span_ms * (1.0 + 1e-9), "{p:?}");
     assert!(p.busy_ms <= summed * (1.0 + 1e-9), "busy {} ms, summed {summed} ms", p.busy_ms);

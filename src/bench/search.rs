@@ -150,17 +150,16 @@ fn run_sh_row(
         let p = rt.stop_profile()?;
         let again = ran?.2;
         row.kernel_ms = Some(p.busy_ms);
-        let launches: usize = p.kernels.iter().map(|k| k.1).sum();
-        let summed: f64 = p.kernels.iter().map(|k| k.2).sum();
         let same = if again == verdict { "the same verdict" } else { "a different verdict" };
         note += &format!(
-            "; profiled run ({same}): {profiled:.2} s wall, {launches} launches, kernels busy {:.3} s ({:.0}% of the profiled \
-             wall; {:.3} s summed over streams), first launch to last end {:.3} s; a launch's interval runs from \
-             the event before it, so an idle stream's launch latency counts as busy: an upper bound",
+            "; profiled run ({same}): {profiled:.2} s wall, {} launches, kernels busy {:.3} s ({:.0}% of the \
+             profiled wall; {:.3} s summed over streams), first launch to last end {:.3} s; {}: an upper bound",
+            p.launches(),
             p.busy_ms / 1e3,
             p.busy_ms / (10.0 * profiled),
-            summed / 1e3,
-            p.span_ms / 1e3
+            p.summed_ms() / 1e3,
+            p.span_ms / 1e3,
+            tradesim_host::KernelProfile::BUSY_BOUND
         );
     }
     Ok(row.with_note(note))

@@ -26,12 +26,12 @@ pub fn stop(backends: &[Backend], wall: f64) -> Result<(), Error> {
     for (d, b) in backends.iter().enumerate() {
         if let Backend::Cuda(rt) = b {
             let p = rt.stop_profile()?;
-            let launches: usize = p.kernels.iter().map(|k| k.1).sum();
             println!(
-                "kernels (device {d}): busy {:.3} s of {wall:.3} s wall ({:.0}%), {launches} launches; a launch's \
-                 interval runs from the event before it, so an idle stream's launch latency counts as busy",
+                "kernels (device {d}): busy {:.3} s of {wall:.3} s wall ({:.0}%), {} launches; {}",
                 p.busy_ms / 1e3,
-                p.busy_ms / (10.0 * wall)
+                p.busy_ms / (10.0 * wall),
+                p.launches(),
+                tradesim_host::KernelProfile::BUSY_BOUND
             );
             let mut kernels = p.kernels;
             kernels.sort_by(|a, b| b.2.total_cmp(&a.2));

@@ -59,6 +59,23 @@ pub struct KernelProfile {
     pub span_ms: f64,
 }
 
+impl KernelProfile {
+    /// What [`Self::busy_ms`] over a wall time means, for a report beside it: a launch's interval starts at
+    /// the event recorded before it, so on an idle stream the launch's own latency counts as busy.
+    pub const BUSY_BOUND: &'static str =
+        "a launch's interval runs from the event before it, so an idle stream's launch latency counts as busy";
+
+    /// Launches profiled.
+    pub fn launches(&self) -> usize {
+        self.kernels.iter().map(|k| k.1).sum()
+    }
+
+    /// Milliseconds of every launch summed (overlapping launches on several streams each count).
+    pub fn summed_ms(&self) -> f64 {
+        self.kernels.iter().map(|k| k.2).sum()
+    }
+}
+
 impl ProfileLog {
     /// Records one launch's events; reads the older half back once [`PENDING_LIMIT`] are pending.
     pub(crate) fn push(&mut self, label: Label, start: CudaEvent, end: CudaEvent) {
