@@ -148,6 +148,29 @@ impl Backend {
     pub fn is_cuda(&self) -> bool {
         !matches!(self, Self::Cpu)
     }
+
+    /// Free device memory in bytes (`None` on the CPU).
+    pub fn free_memory(&self) -> Result<Option<usize>, HostError> {
+        match self {
+            Self::Cpu => Ok(None),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(rt) => rt.memory().map(|(free, _)| Some(free)),
+        }
+    }
+
+    /// Runs `work` and returns its result with the most device memory it held at once (`None` on the CPU;
+    /// [`crate::CudaRuntime::used_since_mark`]). Work on the device beside it counts too.
+    pub fn measure_memory<T>(&self, work: impl FnOnce() -> T) -> Result<(T, Option<usize>), HostError> {
+        match self {
+            Self::Cpu => Ok((work(), None)),
+            #[cfg(feature = "cuda")]
+            Self::Cuda(rt) => {
+                let marked = rt.mark_memory()?;
+                let out = work();
+                Ok((out, Some(rt.used_since_mark(marked))))
+            }
+        }
+    }
 }
 
 /// Picks the backend for `request`. `modules` holds the modules CUDA may load ([`crate::CudaRuntime::new`];

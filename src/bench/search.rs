@@ -91,11 +91,18 @@ fn search_in(
     Ok((row, board))
 }
 
-/// `scripts/run.sh`'s job (`--quick`: 2 trials of 1 epoch on 16 envs x 32 steps, 1 placebo, 1 fold) in `dir`:
-/// its wall seconds from the data's load to the verdict, its trials and the verdict's line.
-fn run_sh_job(dir: &std::path::Path, backend: &Backend, quick: bool) -> Result<(f64, usize, String), Error> {
+/// `scripts/run.sh`'s job (`--quick`: 2 trials of 1 epoch on 16 envs x 32 steps, 1 placebo, 1 fold) in `dir`,
+/// `side` side searches at once (`None`: the default): its wall seconds from the data's load to the verdict,
+/// its trials, the verdict's line and the side searches it ran at once.
+fn run_sh_job(
+    dir: &std::path::Path,
+    backend: &Backend,
+    quick: bool,
+    side: Option<usize>,
+) -> Result<(f64, usize, String, usize), Error> {
     let _ = std::fs::remove_dir_all(dir);
     let args = JobArgs {
+        side_searches: side,
         placebo: Some(if quick { 1 } else { 19 }),
         walk_forward: Some(if quick { 1 } else { 3 }),
         trials: quick.then_some(2),
@@ -114,7 +121,7 @@ fn run_sh_job(dir: &std::path::Path, backend: &Backend, quick: bool) -> Result<(
     let done = job.run(std::slice::from_ref(backend), &dataset, None, &|_| Ok(()))?;
     let seconds = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(dir);
-    Ok((seconds, job.cfg.study.trials, done.evidence.verdict.line))
+    Ok((seconds, job.cfg.study.trials, done.evidence.verdict.line, done.side_at_once))
 }
 
 /// W6's row of `scripts/run.sh`'s job on `backend`: its wall time and, on a GPU, the kernel time of a second,
@@ -126,8 +133,8 @@ fn run_sh_row(
 ) -> Result<Row, Error> {
     let dir =
         std::env::temp_dir().join(format!("tradesim-w6-{}-run-sh-{}", std::process::id(), backend.info().backend));
-    let (ran, utilization) = report::sampled(backend.is_cuda(), sampler, || run_sh_job(&dir, backend, quick));
-    let (seconds, trials, verdict) = ran?;
+    let (ran, utilization) = report::sampled(backend.is_cuda(), sampler, || run_sh_job(&dir, backend, quick, None));
+    let (seconds, trials, verdict, at_once) = ran?;
     let mut row = Row::search("run-sh", backend.info().backend, trials, 0, seconds);
     row.label = "scripts/run.sh's job: tradesim hyperopt --placebo 19 --walk-forward 3 on the embedded data".to_owned()
         + if quick { " (--quick: shrunk)" } else { "" };
@@ -143,9 +150,14 @@ fn run_sh_row(
     }
     #[cfg(feature = "cuda")]
     if let Backend::Cuda(rt) = backend {
+        // The side searches one at a time, for the gain of running them at once (the same verdict).
+        let (alone, _, again, _) = run_sh_job(&dir, backend, quick, Some(1))?;
+        let same = if again == verdict { "the same verdict" } else { "a different verdict" };
+        note +=
+            &format!("; {at_once} side searches at once ({same} one at a time: {alone:.2} s, {:.2}x)", alone / seconds);
         rt.start_profile();
         let started = Instant::now();
-        let ran = run_sh_job(&dir, backend, quick);
+        let ran = run_sh_job(&dir, backend, quick, None);
         let profiled = started.elapsed().as_secs_f64();
         let p = rt.stop_profile()?;
         let again = ran?.2;

@@ -86,6 +86,9 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         "search done in {total:.1} s: {}; times: train {train:?}, validation {valid:?}, test {test:?}",
         clock.times(done.split_seconds).breakdown(total)
     );
+    if let Some(line) = crate::job::side::line(&job.cfg.study, done.side_at_once) {
+        println!("{line}");
+    }
     println!("verdict:  {}", done.evidence.verdict.line);
     println!(
         "{:>4} {:>6} {:>9} {:>12} {:>10} {:>11}",

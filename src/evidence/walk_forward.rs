@@ -42,7 +42,8 @@ pub fn folds(split: &Split, n: usize, k: usize) -> Result<Vec<FoldBars>, Error> 
 }
 
 /// Trains trial `number`'s configuration `params` on each fold and tests it there (the study's seed; the
-/// trial's number as its key, as in the search).
+/// trial's number as its key, as in the search); `at_once` folds train at a time, each on a thread of its own
+/// (the same bits in any order: [`crate::job::side::run_at_once`]).
 #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
 pub fn walk_forward(
     backend: &Backend,
@@ -53,9 +54,11 @@ pub fn walk_forward(
     number: u64,
     k: usize,
     bars_per_year: f64,
+    at_once: usize,
 ) -> Result<Vec<Fold>, Error> {
-    let mut out = Vec::new();
-    for (j, (train, test)) in folds(split, series.bars.len(), k)?.into_iter().enumerate() {
+    let folds = folds(split, series.bars.len(), k)?;
+    crate::job::side::run_at_once(folds.len(), at_once, |j| {
+        let (train, test) = folds[j].clone();
         let prepared = Prepared::with_sigma_span(series, train.clone(), cfg.env.sigma_span)?;
         let fold_market = prepared.market_data(test.clone())?;
         let data = SplitData {
@@ -81,7 +84,7 @@ pub fn walk_forward(
         let returns = super::returns_of(backend, &data.test, &[trial], &actions)?.pop().unwrap_or_default();
         // An account at zero equity (bankrupt) earns nothing from then on.
         let returns = returns.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
-        out.push(Fold {
+        Ok(Fold {
             fold: j + 1,
             train: (train.start, train.end),
             test: (test.start, test.end),
@@ -91,9 +94,8 @@ pub fn walk_forward(
             max_drawdown: m.max_drawdown,
             trades: m.trades as u32,
             returns,
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// The data of walk-forward optimisation's search on one fold: the fold's `past` cut as the study's split

@@ -3,6 +3,7 @@
 //! and the report.
 
 pub mod report;
+pub mod side;
 pub mod universe;
 
 use std::path::{Path, PathBuf};
@@ -84,6 +85,10 @@ pub struct JobArgs {
     /// search again on each fold's past (study `NAME.wfo-K`) and test its winner on the fold.
     #[arg(long, value_name = "K")]
     pub walk_forward_search: Option<usize>,
+    /// Placebo and walk-forward-optimisation searches run at once (default: 4 on a GPU, fewer where device
+    /// memory holds fewer; 1 on the CPU). Each is a study of its own: their results do not depend on it.
+    #[arg(long, value_name = "N")]
+    pub side_searches: Option<usize>,
     /// Report folder (default: `report/` in the study's folder, `STEM-NAME/` beside a SQLite study file).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -114,6 +119,7 @@ impl Default for JobArgs {
             placebo: None,
             walk_forward: None,
             walk_forward_search: None,
+            side_searches: None,
             study: None,
             storage: None,
             study_name: DEFAULT_STUDY_NAME.to_owned(),
@@ -226,6 +232,8 @@ pub struct Job {
     pub report_dir: PathBuf,
     /// Things the caller should tell the user (e.g. overrides ignored by a resumed study).
     pub notes: Vec<String>,
+    /// Side searches (placebo, walk-forward optimisation) to run at once, at most (`--side-searches`).
+    pub side_searches: usize,
 }
 
 /// What [`Job::run`] produced.
@@ -239,6 +247,9 @@ pub struct JobDone {
     pub bars_per_year: f64,
     /// How much of the answer could be luck or an artifact, and the verdict.
     pub evidence: Evidence,
+    /// Side searches (placebo, walk-forward optimisation) run at once ([`Job::side_searches`], fewer where
+    /// device memory holds fewer).
+    pub side_at_once: usize,
 }
 
 impl Job {
@@ -254,6 +265,10 @@ impl Job {
             }
         };
         let name = args.study_name.clone();
+        let side_searches = args.side_searches.unwrap_or(if args.gpu { side::GPU_SIDE_SEARCHES } else { 1 });
+        if side_searches == 0 {
+            return Err(Error::config("--side-searches", "must be at least 1"));
+        }
         // The study's files go in a folder of its own, claimed before the study is created or opened.
         let folder = study_folder(&storage, &name)?;
         let owner = StudyOwner::of(&storage, &name);
@@ -342,7 +357,7 @@ impl Job {
             checkpoints: folder.join("checkpoints"),
             artifacts: store,
         };
-        Ok(Self { storage, name, cfg, folder, paths, report_dir, notes })
+        Ok(Self { storage, name, cfg, folder, paths, report_dir, notes, side_searches })
     }
 
     /// Runs the search on `backends` over `dataset`'s `symbol` (the only series when `None`), then writes the
@@ -364,7 +379,10 @@ impl Job {
         if let Some(store) = &mut paths.artifacts {
             store.test_times = series.bars[data.split.test.clone()].iter().map(|b| b.time.to_rfc3339()).collect();
         }
-        run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)?;
+        let (searched, used) =
+            backend.measure_memory(|| run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress))?;
+        searched?;
+        let at_once = side::at_once(backend, self.side_searches, used)?;
         let study = Study::reopen(&self.storage, &self.name)?;
         let mut evidence = crate::evidence::assess(backend, &study, &data, &self.cfg, bars_per_year)?;
         let best = match evidence.best_trial {
@@ -373,7 +391,7 @@ impl Job {
         };
         if self.cfg.study.placebo > 0 {
             let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
-            evidence.placebo = Some(self.placebo_searches(backends, series, bars_per_year, real, progress)?);
+            evidence.placebo = Some(self.placebo_searches(backends, series, bars_per_year, real, at_once, progress)?);
         }
         if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, best) {
             progress(&Progress::WalkForward { folds: k })?;
@@ -386,11 +404,12 @@ impl Job {
                 best.number,
                 k,
                 bars_per_year,
+                at_once,
             )?;
             crate::evidence::set_walk_forward(&mut evidence, folds, bars_per_year);
         }
         if self.cfg.study.walk_forward_search > 0 {
-            let folds = self.search_folds(backends, series, &data.split, bars_per_year, progress)?;
+            let folds = self.search_folds(backends, series, &data.split, bars_per_year, at_once, progress)?;
             crate::evidence::set_walk_forward_search(&mut evidence, folds, bars_per_year);
         }
         evidence.verdict = crate::evidence::verdict(&evidence);
@@ -407,22 +426,23 @@ impl Job {
             dashboard: &dashboard,
         };
         let summary = write_report(&input, best_test, &self.report_dir)?;
-        Ok(JobDone { summary, split_seconds, bars_per_year, evidence })
+        Ok(JobDone { summary, split_seconds, bars_per_year, evidence, side_at_once: at_once })
     }
 
     /// The placebo searches: study `NAME.placebo-i` (i = 1..=N) beside the study, the same configuration on
     /// the surrogate of `series` keyed by the study's seed and i ([`crate::data::surrogate::placebo`]),
     /// created or continued (a resumed search resumes its placebo searches too); the real best's test Sharpe
-    /// ranked among theirs.
+    /// ranked among theirs; `at_once` of them run at a time ([`side::run_at_once`]).
     fn placebo_searches(
         &self,
         backends: &[Backend],
         series: &crate::data::Series,
         bars_per_year: f64,
         real_test_sharpe: f64,
+        at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
-        self.placebos(real_test_sharpe, progress, |index, suffix, attrs| {
+        self.placebos(real_test_sharpe, at_once, progress, |index, suffix, attrs| {
             let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
             let data = crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
             self.side_search(backends, &data, suffix, attrs, bars_per_year, progress)
@@ -431,24 +451,26 @@ impl Job {
 
     /// The placebo searches' loop: for i = 1..=N, `search(i, "placebo-i", attrs)` runs study `NAME.placebo-i`
     /// with the attributes that mark it as this study's placebo i (returning its name and study); then the
-    /// real best's test Sharpe `real_test_sharpe` ranked among their best trials'.
+    /// real best's test Sharpe `real_test_sharpe` ranked among their best trials'. `at_once` searches run at
+    /// a time, each on a thread of its own ([`side::run_at_once`]).
     fn placebos(
         &self,
         real_test_sharpe: f64,
+        at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-        mut search: impl FnMut(u64, &str, &[(&str, String)]) -> Result<(String, Study), Error>,
+        search: impl Fn(u64, &str, &[(&str, String)]) -> Result<(String, Study), Error> + Sync,
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
         let n = self.cfg.study.placebo;
-        let mut searches = Vec::with_capacity(n);
-        for index in 1..=n as u64 {
+        let searches = side::run_at_once(n, at_once, |i| {
+            let index = i as u64 + 1;
             progress(&Progress::Placebo { index: index as usize, of: n })?;
             let attrs = [
                 (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
                 (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
             ];
             let (name, study) = search(index, &format!("placebo-{index}"), &attrs)?;
-            searches.push(crate::evidence::PlaceboSearch::of_study(index, name, &study)?);
-        }
+            crate::evidence::PlaceboSearch::of_study(index, name, &study)
+        })?;
         let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
         Ok(crate::evidence::PlaceboEvidence { p_value, searches })
     }
@@ -495,35 +517,28 @@ impl Job {
     /// ([`crate::evidence::walk_forward::folds`]); on each, study `NAME.wfo-k` runs the whole search on the fold's
     /// past (its last share, as the study's split has it, the validation part; features normalized on the
     /// rest) with the fold's bars as its test split, created or continued; its winner (the best validation
-    /// score, chosen on the past only) is tested on the fold by its stored test actions.
+    /// score, chosen on the past only) is tested on the fold by its stored test actions. `at_once` folds run
+    /// at a time ([`side::run_at_once`]).
     fn search_folds(
         &self,
         backends: &[Backend],
         series: &crate::data::Series,
         split: &crate::data::splits::Split,
         bars_per_year: f64,
+        at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
         let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
         let k = self.cfg.study.walk_forward_search;
-        let mut out = Vec::with_capacity(k);
-        for (j, (past, test)) in
-            crate::evidence::walk_forward::folds(split, series.bars.len(), k)?.into_iter().enumerate()
-        {
+        let folds = crate::evidence::walk_forward::folds(split, series.bars.len(), k)?;
+        side::run_at_once(folds.len(), at_once, |j| {
+            let (past, test) = folds[j].clone();
             progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
             let data = crate::evidence::walk_forward::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
             let (name, study) =
                 self.side_search(backends, &data, &format!("wfo-{}", j + 1), &[], bars_per_year, progress)?;
-            out.push(crate::evidence::walk_forward::search_fold(
-                backend,
-                (&study, &name),
-                &data,
-                &self.cfg,
-                j + 1,
-                bars_per_year,
-            )?);
-        }
-        Ok(out)
+            crate::evidence::walk_forward::search_fold(backend, (&study, &name), &data, &self.cfg, j + 1, bars_per_year)
+        })
     }
 }
 
@@ -668,16 +683,19 @@ pub struct SearchTimes {
 
 impl SearchTimes {
     /// Where a search of `total` seconds spent them, as `tradesim hyperopt` prints it after "search done in
-    /// {total} s: " (the rest: the study, checkpoints and report).
+    /// {total} s: " (the rest: the study, checkpoints and report). Where side searches ran at once their
+    /// parts overlap, and a sum above `total` is said instead of a rest.
     pub fn breakdown(&self, total: f64) -> String {
+        let parts = self.train + self.eval + self.setup + self.test;
+        let rest = if parts <= total {
+            format!("the rest (study, checkpoints, report) {:.2} s", total - parts)
+        } else {
+            format!("{parts:.2} s in all, summed over searches that ran at once")
+        };
         format!(
             "training {:.2} s, validation {:.2} s, setup (features, envs, networks) {:.2} s, test walks {:.2} s, \
-             the rest (study, checkpoints, report) {:.2} s",
-            self.train,
-            self.eval,
-            self.setup,
-            self.test,
-            total - self.train - self.eval - self.setup - self.test
+             {rest}",
+            self.train, self.eval, self.setup, self.test,
         )
     }
 }

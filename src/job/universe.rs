@@ -47,6 +47,9 @@ pub struct UniverseDone {
     pub split: (Range<usize>, Range<usize>, Range<usize>),
     /// Steps a year.
     pub bars_per_year: f64,
+    /// Side searches (placebo, walk-forward optimisation) run at once ([`Job::side_searches`], fewer where
+    /// device memory holds fewer).
+    pub side_at_once: usize,
 }
 
 impl Job {
@@ -61,7 +64,10 @@ impl Job {
         let started = std::time::Instant::now();
         let split = UniverseSplit::new(u, crate::train::DEFAULT_SPLIT)?;
         let split_seconds = started.elapsed().as_secs_f64();
-        run_universe_search(backend, &split, &self.cfg, &self.paths, progress)?;
+        let (searched, used) =
+            backend.measure_memory(|| run_universe_search(backend, &split, &self.cfg, &self.paths, progress))?;
+        searched?;
+        let at_once = super::side::at_once(backend, self.side_searches, used)?;
         let study = Study::reopen(&self.storage, &self.name)?;
         let mut evidence = universe_evidence(&study, &split, &self.cfg)?;
         let best = match evidence.best_trial {
@@ -70,7 +76,7 @@ impl Job {
         };
         if self.cfg.study.placebo > 0 {
             let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
-            evidence.placebo = Some(self.universe_placebos(backend, u, real, progress)?);
+            evidence.placebo = Some(self.universe_placebos(backend, u, real, at_once, progress)?);
         }
         if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, &best) {
             progress(&Progress::WalkForward { folds: k })?;
@@ -78,7 +84,7 @@ impl Job {
             crate::evidence::set_walk_forward(&mut evidence, folds, split.bars_per_year);
         }
         if self.cfg.study.walk_forward_search > 0 {
-            let folds = self.universe_search_folds(backend, u, &split, progress)?;
+            let folds = self.universe_search_folds(backend, u, &split, at_once, progress)?;
             crate::evidence::set_walk_forward_search(&mut evidence, folds, split.bars_per_year);
         }
         evidence.verdict = crate::evidence::verdict(&evidence);
@@ -118,21 +124,23 @@ impl Job {
             split_seconds,
             split: (train, valid, test),
             bars_per_year: split.bars_per_year,
+            side_at_once: at_once,
         })
     }
 
     /// The placebo searches on universe `u`: study `NAME.placebo-i` (i = 1..=N) beside the study, the same
     /// configuration on [`placebo_universe`] of `u` keyed by the study's seed and i (one coin per calendar
     /// time for every symbol: the cross-section's structure kept, every direction's sign made a coin flip),
-    /// created or continued; the real best's test Sharpe ranked among theirs.
+    /// created or continued; the real best's test Sharpe ranked among theirs. `at_once` run at a time.
     fn universe_placebos(
         &self,
         backend: &Backend,
         u: &Universe,
         real_test_sharpe: f64,
+        at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<crate::evidence::PlaceboEvidence, Error> {
-        self.placebos(real_test_sharpe, progress, |index, suffix, attrs| {
+        self.placebos(real_test_sharpe, at_once, progress, |index, suffix, attrs| {
             let surrogate = placebo_universe(u, self.cfg.study.seed, index)?;
             let split = UniverseSplit::new(&surrogate, crate::train::DEFAULT_SPLIT)?;
             self.universe_side_search(backend, &split, suffix, attrs, progress)
@@ -158,23 +166,25 @@ impl Job {
     /// Walk-forward optimisation on universe `u`: on each of the K anchored folds after the validation
     /// times, study `NAME.wfo-k` runs the whole search on the fold's past (its last share the validation
     /// times, features normalized on the rest) with the fold as its test times, created or continued; its
-    /// winner, chosen on the past only, is walked on the fold by its stored test codes.
+    /// winner, chosen on the past only, is walked on the fold by its stored test codes. `at_once` folds run
+    /// at a time.
     fn universe_search_folds(
         &self,
         backend: &Backend,
         u: &Universe,
         split: &UniverseSplit,
+        at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
         let k = self.cfg.study.walk_forward_search;
-        let mut out = Vec::with_capacity(k);
-        for (j, (past, test)) in universe_folds(u, split, k)?.into_iter().enumerate() {
+        let folds = universe_folds(u, split, k)?;
+        super::side::run_at_once(folds.len(), at_once, |j| {
+            let (past, test) = folds[j].clone();
             progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
             let fold = universe_fold_split(u, past, test, split.bars_per_year)?;
             let (name, study) = self.universe_side_search(backend, &fold, &format!("wfo-{}", j + 1), &[], progress)?;
-            out.push(universe_search_fold((&study, &name), &fold, &self.cfg, j + 1)?);
-        }
-        Ok(out)
+            universe_search_fold((&study, &name), &fold, &self.cfg, j + 1)
+        })
     }
 
     /// The best trial's test walk `w` as target weights on the test times of `u` through the portfolio

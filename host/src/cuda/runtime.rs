@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
@@ -84,6 +85,8 @@ pub struct CudaRuntime {
     ptx_target: String,
     /// [`Self::module_load`].
     module_load: ModuleLoad,
+    /// The lowest free device memory any [`Self::ensure_fits`] foresaw since [`Self::mark_memory`].
+    low_water: AtomicUsize,
 }
 
 impl CudaRuntime {
@@ -141,6 +144,7 @@ impl CudaRuntime {
             dependent_launch,
             ptx_target: module_load.source.arch().to_owned(),
             module_load,
+            low_water: AtomicUsize::new(usize::MAX),
         })
     }
 
@@ -360,7 +364,23 @@ impl CudaRuntime {
         if needed + needed / 20 > free {
             return Err(HostError::OutOfDeviceMemory { what: what.to_owned(), needed, free });
         }
+        self.low_water.fetch_min(free - needed, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Starts a low-water mark of device memory: returns the free bytes now, from which
+    /// [`Self::used_since_mark`] measures what the work after it took at its largest.
+    pub fn mark_memory(&self) -> Result<usize, HostError> {
+        let (free, _) = self.memory()?;
+        self.low_water.store(free, Ordering::SeqCst);
+        Ok(free)
+    }
+
+    /// The most device memory the work since [`Self::mark_memory`] (which returned `marked`) held at once,
+    /// as its [`Self::ensure_fits`] checks foresaw it: `marked` less the lowest free memory any of them left.
+    /// Buffers allocated without that check (a walk's few kilobytes) are not counted.
+    pub fn used_since_mark(&self, marked: usize) -> usize {
+        marked.saturating_sub(self.low_water.load(Ordering::SeqCst).min(marked))
     }
 }
 
