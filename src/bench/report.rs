@@ -25,6 +25,9 @@ pub struct Row {
     pub throughput: f64,
     /// Device milliseconds of the launches (CUDA events).
     pub kernel_ms: Option<f64>,
+    /// The wall seconds of the run `kernel_ms` was measured in, where that was a run of its own (W6's
+    /// profiled run of `scripts/run.sh`'s job); `None`: this row's `seconds`.
+    pub kernel_wall: Option<f64>,
     /// W3: gradient steps per second.
     pub grad_steps_per_s: Option<f64>,
     /// W3: gradient steps in the epoch.
@@ -85,6 +88,7 @@ impl Row {
             check: String::new(),
             symbols: None,
             cores: None,
+            kernel_wall: None,
         }
     }
 
@@ -292,9 +296,10 @@ impl Row {
         self
     }
 
-    /// Kernel time over wall time (the event-bracketed epoch's kernel time over the plain epoch's wall).
+    /// Kernel time over wall time: the event-bracketed epoch's kernel time over the plain epoch's wall, or
+    /// over the wall of the run it was measured in ([`Self::kernel_wall`]).
     pub fn kernel_fraction(&self) -> Option<f64> {
-        self.kernel_ms.map(|ms| ms / (1e3 * self.seconds))
+        self.kernel_ms.map(|ms| ms / (1e3 * self.kernel_wall.unwrap_or(self.seconds)))
     }
 
     /// With NVML samples.
@@ -580,11 +585,15 @@ impl BenchReport {
     /// W6, W7 and W9: the searches, PBO by CSCV, and whether the learners learn.
     fn search_tables(&self, out: &mut String) {
         if self.rows.iter().any(|r| r.workload == "W6") {
-            *out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each; run-sh: scripts/run.sh's job)\n\n| TOML | backend | trials | seconds | kernel time / wall |\n|---|---|---|---|---|\n";
+            *out += "\nW6 search (the seed TOMLs, `--seed 3`, a new study each; run-sh: scripts/run.sh's job)\n\n| TOML | backend | trials | seconds | kernel time / wall (CUDA events, the profiled run) | GPU busy (NVML) mean % |\n|---|---|---|---|---|---|\n";
             for r in self.rows.iter().filter(|r| r.workload == "W6") {
                 let fraction = r.kernel_fraction().map_or("-".to_owned(), |f| format!("{:.0}%", 100.0 * f));
-                let _ =
-                    writeln!(out, "| {} | {} | {} | {:.1} | {fraction} |", r.variant, r.backend, r.width, r.seconds);
+                let busy = r.utilization.map_or("-".to_owned(), |u| format!("{:.0}", u.mean_gpu()));
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.1} | {fraction} | {busy} |",
+                    r.variant, r.backend, r.width, r.seconds
+                );
             }
             for r in self.rows.iter().filter(|r| r.workload == "W6") {
                 let _ = writeln!(out, "\n{} {} W6: {}", r.backend, r.variant, r.note);
@@ -701,6 +710,7 @@ impl BenchReport {
                     "ratio_to_a": crate::json::opt(a.filter(|_| r.workload == "W1").map(|a| r.throughput / a)),
                     "ratio_to_c": crate::json::opt(c.filter(|_| r.workload == "W1").map(|c| r.throughput / c)),
                     "kernel_ms": crate::json::opt(r.kernel_ms),
+                    "kernel_wall_seconds": crate::json::opt(r.kernel_wall),
                     "grad_steps_per_s": crate::json::opt(r.grad_steps_per_s),
                     "epoch_grad_steps": r.epoch_grad_steps,
                     "utilization": u,

@@ -4,9 +4,10 @@
 //! 2 trials of 1 epoch on 16 envs x 32 steps over 20,000 bars (a smoke test).
 //!
 //! Then `scripts/run.sh`'s job: `tradesim hyperopt --placebo 19 --walk-forward 3` on the embedded default
-//! data with the budget of the backend it runs on, timed from the data's load to the verdict; on a GPU run a
-//! second time with every launch bracketed by CUDA events, for the time the device ran any kernel
-//! (overlapping launches on several streams count once) over the first run's wall time.
+//! data with the budget of the backend it runs on, timed from the data's load to the verdict, with NVML
+//! sampled; on a GPU run again with one side search at a time (the gain of running them at once), then a
+//! third time with every launch bracketed by CUDA events, for the time the device ran any kernel
+//! (overlapping launches on several streams count once) over that run's own wall time.
 
 use std::time::Instant;
 
@@ -124,8 +125,9 @@ fn run_sh_job(
     Ok((seconds, job.cfg.study.trials, done.evidence.verdict.line, done.side_at_once))
 }
 
-/// W6's row of `scripts/run.sh`'s job on `backend`: its wall time and, on a GPU, the kernel time of a second,
-/// profiled run (the union of every launch's interval) over the first run's wall.
+/// W6's row of `scripts/run.sh`'s job on `backend`: its wall time and, on a GPU, NVML's busy share of it, the
+/// wall of a run with one side search at a time, and the kernel time of a profiled run (the union of every
+/// launch's interval) over that run's wall.
 fn run_sh_row(
     backend: &Backend,
     quick: bool,
@@ -161,11 +163,14 @@ fn run_sh_row(
         let profiled = started.elapsed().as_secs_f64();
         let p = rt.stop_profile()?;
         let again = ran?.2;
-        row.kernel_ms = Some(p.busy_ms);
+        // Against the profiled run's own wall: its events slow the host's launches (more so with side searches
+        // on several threads), so the kernel time of that run over the plain run's shorter wall would mean
+        // nothing.
+        (row.kernel_ms, row.kernel_wall) = (Some(p.busy_ms), Some(profiled));
         let same = if again == verdict { "the same verdict" } else { "a different verdict" };
         note += &format!(
-            "; profiled run ({same}): {profiled:.2} s wall, {} launches, kernels busy {:.3} s ({:.0}% of the \
-             profiled wall; {:.3} s summed over streams), first launch to last end {:.3} s; {}: an upper bound",
+            "; profiled run ({same}): {profiled:.2} s wall, {} launches, kernels busy {:.3} s ({:.0}% of that \
+             wall; {:.3} s summed over streams), first launch to last end {:.3} s; {}: an upper bound",
             p.launches(),
             p.busy_ms / 1e3,
             p.busy_ms / (10.0 * profiled),

@@ -41,60 +41,57 @@ pub fn folds(split: &Split, n: usize, k: usize) -> Result<Vec<FoldBars>, Error> 
         .collect())
 }
 
-/// Trains trial `number`'s configuration `params` on each fold and tests it there (the study's seed; the
-/// trial's number as its key, as in the search); `at_once` folds train at a time, each on a thread of its own
-/// (the same bits in any order: [`crate::job::side::run_at_once`]).
+/// Walk-forward fold `fold` (from 1) of the bars `bars` ([`folds`]): trains trial `number`'s configuration
+/// `params` afresh on the fold's past and tests it on the fold (the study's seed; the trial's number as its
+/// key, as in the search). Folds are independent: a job runs them side by side ([`crate::job::side`]).
 #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
-pub fn walk_forward(
+pub fn walk_forward_fold(
     backend: &Backend,
     series: &Series,
     split: &Split,
     cfg: &SearchConfig,
     params: &Params,
     number: u64,
-    k: usize,
+    fold: usize,
+    bars: &FoldBars,
     bars_per_year: f64,
-    at_once: usize,
-) -> Result<Vec<Fold>, Error> {
-    let folds = folds(split, series.bars.len(), k)?;
-    crate::job::side::run_at_once(folds.len(), at_once, |j| {
-        let (train, test) = folds[j].clone();
-        let prepared = Prepared::with_sigma_span(series, train.clone(), cfg.env.sigma_span)?;
-        let fold_market = prepared.market_data(test.clone())?;
-        let data = SplitData {
-            split: Split { train: train.clone(), valid: test.clone(), test: test.clone() },
-            train: prepared.market_data(train.clone())?,
-            valid: fold_market.clone(),
-            test: fold_market,
-        };
-        let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
-        let plan = planner.plan_one(&planner.read(params)?, number)?;
-        let trial = plan.train.env_params[0];
-        let (metrics, actions) = match &plan.learner {
-            LearnerParams::Ppo(ppo) => {
-                let t = train_ppo(backend, &data, &plan.train, ppo, |_| Ok(()))?;
-                (t.test, t.test_actions)
-            }
-            LearnerParams::Dqn(dqn) => {
-                let t = train_dqn(backend, &data, &plan.train, dqn, |_| Ok(()))?;
-                (t.test, t.test_actions)
-            }
-        };
-        let m = metrics.first().ok_or_else(|| Error::Data("a walk-forward fold trained no trial".to_owned()))?;
-        let returns = super::returns_of(backend, &data.test, &[trial], &actions)?.pop().unwrap_or_default();
-        // An account at zero equity (bankrupt) earns nothing from then on.
-        let returns = returns.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
-        Ok(Fold {
-            fold: j + 1,
-            train: (train.start, train.end),
-            test: (test.start, test.end),
-            seen_by_search: test.start < split.valid.end,
-            sharpe: if m.sharpe.is_finite() { m.sharpe } else { 0.0 },
-            total_return: m.total_return,
-            max_drawdown: m.max_drawdown,
-            trades: m.trades as u32,
-            returns,
-        })
+) -> Result<Fold, Error> {
+    let (train, test) = bars.clone();
+    let prepared = Prepared::with_sigma_span(series, train.clone(), cfg.env.sigma_span)?;
+    let fold_market = prepared.market_data(test.clone())?;
+    let data = SplitData {
+        split: Split { train: train.clone(), valid: test.clone(), test: test.clone() },
+        train: prepared.market_data(train.clone())?,
+        valid: fold_market.clone(),
+        test: fold_market,
+    };
+    let planner = TrialPlanner::for_search(cfg, bars_per_year, &data.train)?;
+    let plan = planner.plan_one(&planner.read(params)?, number)?;
+    let trial = plan.train.env_params[0];
+    let (metrics, actions) = match &plan.learner {
+        LearnerParams::Ppo(ppo) => {
+            let t = train_ppo(backend, &data, &plan.train, ppo, |_| Ok(()))?;
+            (t.test, t.test_actions)
+        }
+        LearnerParams::Dqn(dqn) => {
+            let t = train_dqn(backend, &data, &plan.train, dqn, |_| Ok(()))?;
+            (t.test, t.test_actions)
+        }
+    };
+    let m = metrics.first().ok_or_else(|| Error::Data("a walk-forward fold trained no trial".to_owned()))?;
+    let returns = super::returns_of(backend, &data.test, &[trial], &actions)?.pop().unwrap_or_default();
+    // An account at zero equity (bankrupt) earns nothing from then on.
+    let returns = returns.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
+    Ok(Fold {
+        fold,
+        train: (train.start, train.end),
+        test: (test.start, test.end),
+        seen_by_search: test.start < split.valid.end,
+        sharpe: if m.sharpe.is_finite() { m.sharpe } else { 0.0 },
+        total_return: m.total_return,
+        max_drawdown: m.max_drawdown,
+        trades: m.trades as u32,
+        returns,
     })
 }
 

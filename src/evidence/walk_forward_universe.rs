@@ -38,53 +38,51 @@ pub fn universe_folds(u: &Universe, split: &UniverseSplit, k: usize) -> Result<V
     folds(&s, u.n_times(), k)
 }
 
-/// Trains configuration `params` (trial `number`'s key, as in the search) afresh on each of the `k` folds'
-/// past and walks its greedy policy on the fold: the study's epochs, accounts and segments, one trial.
+/// Walk-forward fold `fold` (from 1) of the times `bars` ([`universe_folds`]): trains configuration
+/// `params` (trial `number`'s key, as in the search) afresh on the fold's past and walks its greedy policy on
+/// the fold: the study's epochs, accounts and segments, one trial.
 #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
-pub fn universe_walk_forward(
+pub fn universe_walk_forward_fold(
     backend: &Backend,
     u: &Universe,
     split: &UniverseSplit,
     cfg: &SearchConfig,
     params: &Params,
     number: u64,
-    k: usize,
-) -> Result<Vec<Fold>, Error> {
+    fold: usize,
+    bars: &FoldBars,
+) -> Result<Fold, Error> {
     let n = split.n_symbols();
-    let mut out = Vec::with_capacity(k);
-    for (j, (train, test)) in universe_folds(u, split, k)?.into_iter().enumerate() {
-        let data = crate::data::cross_section::learner_data(u, train.clone())?;
-        let fold = UniverseSplit {
-            data,
-            train: train.clone(),
-            valid: test.clone(),
-            test: test.clone(),
-            bars_per_year: split.bars_per_year,
-        };
-        let planner = universe_planner(cfg, split.bars_per_year, train.len())?;
-        let h = planner.read(params)?;
-        let env = universe_env(&planner, &h, number)?;
-        let mut learner = UniverseLearner::new(backend, &fold, cfg, &planner, &[h], &[env])?;
-        for _ in 0..cfg.study.epochs {
-            learner.epoch(cfg, &fold)?;
-        }
-        let w =
-            learner.walk(&test)?.pop().ok_or_else(|| Error::Data("a walk-forward fold walked no trial".to_owned()))?;
-        let (m, _) = walk_score(&w, n, split.bars_per_year);
-        let traded = m.trades > 0.0;
-        out.push(Fold {
-            fold: j + 1,
-            train: (train.start, train.end),
-            test: (test.start, test.end),
-            seen_by_search: test.start < split.valid.end,
-            sharpe: if traded { finite(m.sharpe) } else { 0.0 },
-            total_return: m.total_return,
-            max_drawdown: m.max_drawdown,
-            trades: m.trades as u32,
-            returns: returns_of(&w),
-        });
+    let (train, test) = bars.clone();
+    let data = crate::data::cross_section::learner_data(u, train.clone())?;
+    let past = UniverseSplit {
+        data,
+        train: train.clone(),
+        valid: test.clone(),
+        test: test.clone(),
+        bars_per_year: split.bars_per_year,
+    };
+    let planner = universe_planner(cfg, split.bars_per_year, train.len())?;
+    let h = planner.read(params)?;
+    let env = universe_env(&planner, &h, number)?;
+    let mut learner = UniverseLearner::new(backend, &past, cfg, &planner, &[h], &[env])?;
+    for _ in 0..cfg.study.epochs {
+        learner.epoch(cfg, &past)?;
     }
-    Ok(out)
+    let w = learner.walk(&test)?.pop().ok_or_else(|| Error::Data("a walk-forward fold walked no trial".to_owned()))?;
+    let (m, _) = walk_score(&w, n, split.bars_per_year);
+    let traded = m.trades > 0.0;
+    Ok(Fold {
+        fold,
+        train: (train.start, train.end),
+        test: (test.start, test.end),
+        seen_by_search: test.start < split.valid.end,
+        sharpe: if traded { finite(m.sharpe) } else { 0.0 },
+        total_return: m.total_return,
+        max_drawdown: m.max_drawdown,
+        trades: m.trades as u32,
+        returns: returns_of(&w),
+    })
 }
 
 /// The split of walk-forward optimisation's search on a fold of `u`: the fold's `past` cut as the study's

@@ -85,8 +85,8 @@ pub struct JobArgs {
     /// search again on each fold's past (study `NAME.wfo-K`) and test its winner on the fold.
     #[arg(long, value_name = "K")]
     pub walk_forward_search: Option<usize>,
-    /// Placebo and walk-forward-optimisation searches run at once (default: 4 on a GPU, fewer where device
-    /// memory holds fewer; 1 on the CPU). Each is a study of its own: their results do not depend on it.
+    /// Side work run at once: placebo searches, walk-forward folds and fold searches (default: 8 on a GPU,
+    /// fewer where device memory holds fewer; 1 on the CPU). Each is independent: no result depends on it.
     #[arg(long, value_name = "N")]
     pub side_searches: Option<usize>,
     /// Report folder (default: `report/` in the study's folder, `STEM-NAME/` beside a SQLite study file).
@@ -232,7 +232,8 @@ pub struct Job {
     pub report_dir: PathBuf,
     /// Things the caller should tell the user (e.g. overrides ignored by a resumed study).
     pub notes: Vec<String>,
-    /// Side searches (placebo, walk-forward optimisation) to run at once, at most (`--side-searches`).
+    /// Side searches and folds (placebo, walk-forward, walk-forward optimisation) to run at once, at most
+    /// (`--side-searches`).
     pub side_searches: usize,
 }
 
@@ -247,7 +248,7 @@ pub struct JobDone {
     pub bars_per_year: f64,
     /// How much of the answer could be luck or an artifact, and the verdict.
     pub evidence: Evidence,
-    /// Side searches (placebo, walk-forward optimisation) run at once ([`Job::side_searches`], fewer where
+    /// Side searches and folds run at once at most ([`Job::side_searches`], fewer where
     /// device memory holds fewer).
     pub side_at_once: usize,
 }
@@ -389,29 +390,32 @@ impl Job {
             Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
             None => None,
         };
-        if self.cfg.study.placebo > 0 {
-            let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
-            evidence.placebo = Some(self.placebo_searches(backends, series, bars_per_year, real, at_once, progress)?);
-        }
-        if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, best) {
-            progress(&Progress::WalkForward { folds: k })?;
-            let folds = crate::evidence::walk_forward::walk_forward(
-                backend,
-                series,
-                &data.split,
-                &self.cfg,
-                &best.params,
-                best.number,
-                k,
-                bars_per_year,
-                at_once,
-            )?;
-            crate::evidence::set_walk_forward(&mut evidence, folds, bars_per_year);
-        }
-        if self.cfg.study.walk_forward_search > 0 {
-            let folds = self.search_folds(backends, series, &data.split, bars_per_year, at_once, progress)?;
-            crate::evidence::set_walk_forward_search(&mut evidence, folds, bars_per_year);
-        }
+        let n = series.bars.len();
+        let (wf, wfo) = self.side_folds(&best, |k| crate::evidence::walk_forward::folds(&data.split, n, k))?;
+        let work = side::SideWork {
+            placebo: &|index, suffix, attrs| {
+                let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
+                let data =
+                    crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
+                self.side_search(backends, &data, suffix, attrs, bars_per_year, progress)
+            },
+            fold: &|best, fold, bars| {
+                let (split, cfg) = (&data.split, &self.cfg);
+                crate::evidence::walk_forward::walk_forward_fold(
+                    backend,
+                    series,
+                    split,
+                    cfg,
+                    &best.params,
+                    best.number,
+                    fold,
+                    bars,
+                    bars_per_year,
+                )
+            },
+            search_fold: &|fold, bars| self.search_fold(backends, series, bars, fold, bars_per_year, progress),
+        };
+        self.side_work(&mut evidence, &best, (&wf, &wfo), at_once, progress, &work, bars_per_year)?;
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
         crate::evidence::record(&study, &evidence)?;
@@ -427,52 +431,6 @@ impl Job {
         };
         let summary = write_report(&input, best_test, &self.report_dir)?;
         Ok(JobDone { summary, split_seconds, bars_per_year, evidence, side_at_once: at_once })
-    }
-
-    /// The placebo searches: study `NAME.placebo-i` (i = 1..=N) beside the study, the same configuration on
-    /// the surrogate of `series` keyed by the study's seed and i ([`crate::data::surrogate::placebo`]),
-    /// created or continued (a resumed search resumes its placebo searches too); the real best's test Sharpe
-    /// ranked among theirs; `at_once` of them run at a time ([`side::run_at_once`]).
-    fn placebo_searches(
-        &self,
-        backends: &[Backend],
-        series: &crate::data::Series,
-        bars_per_year: f64,
-        real_test_sharpe: f64,
-        at_once: usize,
-        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-    ) -> Result<crate::evidence::PlaceboEvidence, Error> {
-        self.placebos(real_test_sharpe, at_once, progress, |index, suffix, attrs| {
-            let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
-            let data = crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
-            self.side_search(backends, &data, suffix, attrs, bars_per_year, progress)
-        })
-    }
-
-    /// The placebo searches' loop: for i = 1..=N, `search(i, "placebo-i", attrs)` runs study `NAME.placebo-i`
-    /// with the attributes that mark it as this study's placebo i (returning its name and study); then the
-    /// real best's test Sharpe `real_test_sharpe` ranked among their best trials'. `at_once` searches run at
-    /// a time, each on a thread of its own ([`side::run_at_once`]).
-    fn placebos(
-        &self,
-        real_test_sharpe: f64,
-        at_once: usize,
-        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-        search: impl Fn(u64, &str, &[(&str, String)]) -> Result<(String, Study), Error> + Sync,
-    ) -> Result<crate::evidence::PlaceboEvidence, Error> {
-        let n = self.cfg.study.placebo;
-        let searches = side::run_at_once(n, at_once, |i| {
-            let index = i as u64 + 1;
-            progress(&Progress::Placebo { index: index as usize, of: n })?;
-            let attrs = [
-                (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
-                (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
-            ];
-            let (name, study) = search(index, &format!("placebo-{index}"), &attrs)?;
-            crate::evidence::PlaceboSearch::of_study(index, name, &study)
-        })?;
-        let p_value = crate::evidence::placebo_p_value(real_test_sharpe, &searches);
-        Ok(crate::evidence::PlaceboEvidence { p_value, searches })
     }
 
     /// A search beside the study's own, on `data`: study `NAME.SUFFIX` in the same storage with the study's
@@ -513,32 +471,26 @@ impl Job {
         Ok((name, study, paths))
     }
 
-    /// Walk-forward optimisation: the K anchored folds of the bars after the validation split
-    /// ([`crate::evidence::walk_forward::folds`]); on each, study `NAME.wfo-k` runs the whole search on the fold's
-    /// past (its last share, as the study's split has it, the validation part; features normalized on the
-    /// rest) with the fold's bars as its test split, created or continued; its winner (the best validation
-    /// score, chosen on the past only) is tested on the fold by its stored test actions. `at_once` folds run
-    /// at a time ([`side::run_at_once`]).
-    fn search_folds(
+    /// Walk-forward optimisation's fold `fold` (from 1) of the K anchored folds of the bars after the
+    /// validation split ([`crate::evidence::walk_forward::folds`]): study `NAME.wfo-FOLD` runs the whole search
+    /// on the fold's past `bars.0` (its last share, as the study's split has it, the validation part;
+    /// features normalized on the rest) with the fold's bars `bars.1` as its test split, created or
+    /// continued; its winner (the best validation score, chosen on the past only) is tested on the fold by its
+    /// stored test actions.
+    fn search_fold(
         &self,
         backends: &[Backend],
         series: &crate::data::Series,
-        split: &crate::data::splits::Split,
+        bars: &crate::evidence::walk_forward::FoldBars,
+        fold: usize,
         bars_per_year: f64,
-        at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-    ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
+    ) -> Result<crate::evidence::SearchFold, Error> {
         let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
-        let k = self.cfg.study.walk_forward_search;
-        let folds = crate::evidence::walk_forward::folds(split, series.bars.len(), k)?;
-        side::run_at_once(folds.len(), at_once, |j| {
-            let (past, test) = folds[j].clone();
-            progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
-            let data = crate::evidence::walk_forward::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
-            let (name, study) =
-                self.side_search(backends, &data, &format!("wfo-{}", j + 1), &[], bars_per_year, progress)?;
-            crate::evidence::walk_forward::search_fold(backend, (&study, &name), &data, &self.cfg, j + 1, bars_per_year)
-        })
+        let (past, test) = bars.clone();
+        let data = crate::evidence::walk_forward::fold_search_data(series, past, test, self.cfg.env.sigma_span)?;
+        let (name, study) = self.side_search(backends, &data, &format!("wfo-{fold}"), &[], bars_per_year, progress)?;
+        crate::evidence::walk_forward::search_fold(backend, (&study, &name), &data, &self.cfg, fold, bars_per_year)
     }
 }
 

@@ -18,7 +18,7 @@ use crate::data::surrogate::placebo_universe;
 use crate::data::universe::Universe;
 use crate::data::{Dataset, MarketBar, Series};
 use crate::evidence::walk_forward_universe::{
-    returns_of, universe_fold_split, universe_folds, universe_search_fold, universe_walk_forward,
+    returns_of, universe_fold_split, universe_folds, universe_search_fold, universe_walk_forward_fold,
 };
 use crate::evidence::{Evidence, SearchReturns, TrialReturns};
 use crate::hyperopt::search::universe::{
@@ -47,7 +47,7 @@ pub struct UniverseDone {
     pub split: (Range<usize>, Range<usize>, Range<usize>),
     /// Steps a year.
     pub bars_per_year: f64,
-    /// Side searches (placebo, walk-forward optimisation) run at once ([`Job::side_searches`], fewer where
+    /// Side searches and folds run at once at most ([`Job::side_searches`], fewer where
     /// device memory holds fewer).
     pub side_at_once: usize,
 }
@@ -74,19 +74,25 @@ impl Job {
             Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
             None => None,
         };
-        if self.cfg.study.placebo > 0 {
-            let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
-            evidence.placebo = Some(self.universe_placebos(backend, u, real, at_once, progress)?);
-        }
-        if let (k @ 1.., Some(best)) = (self.cfg.study.walk_forward, &best) {
-            progress(&Progress::WalkForward { folds: k })?;
-            let folds = universe_walk_forward(backend, u, &split, &self.cfg, &best.params, best.number, k)?;
-            crate::evidence::set_walk_forward(&mut evidence, folds, split.bars_per_year);
-        }
-        if self.cfg.study.walk_forward_search > 0 {
-            let folds = self.universe_search_folds(backend, u, &split, at_once, progress)?;
-            crate::evidence::set_walk_forward_search(&mut evidence, folds, split.bars_per_year);
-        }
+        let (wf, wfo) = self.side_folds(&best, |k| universe_folds(u, &split, k))?;
+        let bars_per_year = split.bars_per_year;
+        let work = super::side::SideWork {
+            placebo: &|index, suffix, attrs| {
+                let surrogate = placebo_universe(u, self.cfg.study.seed, index)?;
+                let split = UniverseSplit::new(&surrogate, crate::train::DEFAULT_SPLIT)?;
+                self.universe_side_search(backend, &split, suffix, attrs, progress)
+            },
+            fold: &|best, fold, bars| {
+                universe_walk_forward_fold(backend, u, &split, &self.cfg, &best.params, best.number, fold, bars)
+            },
+            search_fold: &|fold, (past, test)| {
+                let fold_split = universe_fold_split(u, past.clone(), test.clone(), bars_per_year)?;
+                let suffix = format!("wfo-{fold}");
+                let (name, study) = self.universe_side_search(backend, &fold_split, &suffix, &[], progress)?;
+                universe_search_fold((&study, &name), &fold_split, &self.cfg, fold)
+            },
+        };
+        self.side_work(&mut evidence, &best, (&wf, &wfo), at_once, progress, &work, bars_per_year)?;
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
         crate::evidence::record(&study, &evidence)?;
@@ -128,25 +134,6 @@ impl Job {
         })
     }
 
-    /// The placebo searches on universe `u`: study `NAME.placebo-i` (i = 1..=N) beside the study, the same
-    /// configuration on [`placebo_universe`] of `u` keyed by the study's seed and i (one coin per calendar
-    /// time for every symbol: the cross-section's structure kept, every direction's sign made a coin flip),
-    /// created or continued; the real best's test Sharpe ranked among theirs. `at_once` run at a time.
-    fn universe_placebos(
-        &self,
-        backend: &Backend,
-        u: &Universe,
-        real_test_sharpe: f64,
-        at_once: usize,
-        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-    ) -> Result<crate::evidence::PlaceboEvidence, Error> {
-        self.placebos(real_test_sharpe, at_once, progress, |index, suffix, attrs| {
-            let surrogate = placebo_universe(u, self.cfg.study.seed, index)?;
-            let split = UniverseSplit::new(&surrogate, crate::train::DEFAULT_SPLIT)?;
-            self.universe_side_search(backend, &split, suffix, attrs, progress)
-        })
-    }
-
     /// A search beside the study's own on `split`, as the single series' side searches: study `NAME.SUFFIX`
     /// in the same storage with the study's configuration (created or continued), `attrs` set on it before
     /// it runs, its checkpoints folder `SUFFIX/checkpoints` of the study's folder. Returns its name and study.
@@ -161,30 +148,6 @@ impl Job {
         let (name, study, paths) = self.open_side_study(suffix, attrs)?;
         run_universe_search(backend, split, &self.cfg, &paths, progress)?;
         Ok((name, study))
-    }
-
-    /// Walk-forward optimisation on universe `u`: on each of the K anchored folds after the validation
-    /// times, study `NAME.wfo-k` runs the whole search on the fold's past (its last share the validation
-    /// times, features normalized on the rest) with the fold as its test times, created or continued; its
-    /// winner, chosen on the past only, is walked on the fold by its stored test codes. `at_once` folds run
-    /// at a time.
-    fn universe_search_folds(
-        &self,
-        backend: &Backend,
-        u: &Universe,
-        split: &UniverseSplit,
-        at_once: usize,
-        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-    ) -> Result<Vec<crate::evidence::SearchFold>, Error> {
-        let k = self.cfg.study.walk_forward_search;
-        let folds = universe_folds(u, split, k)?;
-        super::side::run_at_once(folds.len(), at_once, |j| {
-            let (past, test) = folds[j].clone();
-            progress(&Progress::WalkForwardSearch { fold: j + 1, of: k })?;
-            let fold = universe_fold_split(u, past, test, split.bars_per_year)?;
-            let (name, study) = self.universe_side_search(backend, &fold, &format!("wfo-{}", j + 1), &[], progress)?;
-            universe_search_fold((&study, &name), &fold, &self.cfg, j + 1)
-        })
     }
 
     /// The best trial's test walk `w` as target weights on the test times of `u` through the portfolio
