@@ -20,13 +20,21 @@ pub const GPU_SIDE_SEARCHES: usize = 8;
 
 /// The side searches to run at once: `wanted`, fewer where the device's free memory holds fewer searches of
 /// `used` bytes (the most the real search held at once, [`Backend::measure_memory`]) with a tenth of it
-/// spare; at least one.
+/// spare; at least one ([`cap`]).
 pub fn at_once(backend: &Backend, wanted: usize, used: Option<usize>) -> Result<usize, Error> {
-    let fit = match (used, backend.free_memory()?) {
+    Ok(cap(wanted, used, backend.free_memory()?))
+}
+
+/// [`at_once`] from the device's `free` bytes (`None`: the CPU, no cap). A real search that allocated
+/// nothing on the device (a resumed study whose trials were all finished) says nothing of a side search's
+/// size: then one at a time, which cannot ask for more than the real search would.
+pub fn cap(wanted: usize, used: Option<usize>, free: Option<usize>) -> usize {
+    let fit = match (used, free) {
+        (_, None) => usize::MAX,
         (Some(used @ 1..), Some(free)) => (free - free / 10) / used,
-        _ => usize::MAX,
+        (_, Some(_)) => 1,
     };
-    Ok(wanted.min(fit).max(1))
+    wanted.min(fit).max(1)
 }
 
 /// What a search's summary says of its side work (`None` where it had none): the placebo searches, the
@@ -272,5 +280,19 @@ mod tests {
     fn the_cpu_takes_what_was_asked() {
         assert_eq!(at_once(&Backend::Cpu, 3, None).unwrap(), 3);
         assert_eq!(at_once(&Backend::Cpu, 0, None).unwrap(), 1);
+    }
+
+    #[test]
+    fn device_memory_caps_the_searches_at_once() {
+        const GB: usize = 1 << 30;
+        // 80 GB free, 1 GB a search: 72 fit (a tenth kept spare), so 8 as asked.
+        assert_eq!(cap(8, Some(GB), Some(80 * GB)), 8);
+        // 10 GB free, 3 GB a search: 9 GB usable, 3 fit.
+        assert_eq!(cap(8, Some(3 * GB), Some(10 * GB)), 3);
+        // Not even one fits: one at a time (its allocations refuse it with the bytes needed and free).
+        assert_eq!(cap(8, Some(20 * GB), Some(10 * GB)), 1);
+        // The real search allocated nothing on the device: its size is unknown, so one at a time.
+        assert_eq!(cap(8, Some(0), Some(80 * GB)), 1);
+        assert_eq!(cap(8, None, Some(80 * GB)), 1);
     }
 }
