@@ -110,6 +110,7 @@ pub fn run(
     let summary = done.summary;
     let total = started.elapsed().as_secs_f64();
     println!("search done in {total:.1} s: {}", times.breakdown(total));
+    println!("after it: {}", done.after.line());
     if let Some(line) = crate::job::side::line(&cfg.study, done.side_at_once) {
         println!("{line}");
     }

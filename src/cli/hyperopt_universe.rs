@@ -86,6 +86,7 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
         "search done in {total:.1} s: {}; times: train {train:?}, validation {valid:?}, test {test:?}",
         clock.times(done.split_seconds).breakdown(total)
     );
+    println!("after it: {}", done.after.line());
     if let Some(line) = crate::job::side::line(&job.cfg.study, done.side_at_once) {
         println!("{line}");
     }

@@ -50,6 +50,8 @@ pub struct UniverseDone {
     /// Side searches and folds run at once at most ([`Job::side_searches`], fewer where
     /// device memory holds fewer).
     pub side_at_once: usize,
+    /// Where the time after the search went.
+    pub after: super::AfterSearch,
 }
 
 impl Job {
@@ -68,8 +70,9 @@ impl Job {
             backend.measure_memory(|| run_universe_search(backend, &split, &self.cfg, &self.paths, progress))?;
         searched?;
         let at_once = super::side::at_once(backend, self.side_searches, used)?;
+        let mut after = super::AfterSearch::default();
         let study = Study::reopen(&self.storage, &self.name)?;
-        let mut evidence = universe_evidence(&study, &split, &self.cfg)?;
+        let mut evidence = after.time("evidence", || universe_evidence(&study, &split, &self.cfg))?;
         let best = match evidence.best_trial {
             Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
             None => None,
@@ -92,21 +95,26 @@ impl Job {
                 universe_search_fold((&study, &name), &fold_split, &self.cfg, fold)
             },
         };
-        self.side_work(&mut evidence, &best, (&wf, &wfo), at_once, progress, &work, bars_per_year)?;
+        let evidence_of = &mut evidence;
+        after.time("side work", || {
+            self.side_work(evidence_of, &best, (&wf, &wfo), at_once, progress, &work, bars_per_year)
+        })?;
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
-        crate::evidence::record(&study, &evidence)?;
-        let leaderboard = crate::hyperopt::ranking::study_leaderboard(&study)?;
-        let (mut best_test, mut outputs) = (None, None);
-        if let Some(t) = &best {
-            let planner = universe_planner(&self.cfg, split.bars_per_year, split.train.len())?;
-            let env = universe_env(&planner, &planner.read(&t.params)?, t.number)?;
-            let actions = study.test_actions(t.number)?.unwrap_or_default();
-            let w = replay(&split.data, &[env], &[actions], &split.test)?.remove(0);
-            best_test = Some(walk_score(&w, split.n_symbols(), split.bars_per_year).0);
-            let out = self.universe_outputs(u, &split, t.number, env, &w)?;
-            outputs = Some(out);
-        }
+        let (leaderboard, best_test, mut outputs) = after.time("the best trial's test", || {
+            crate::evidence::record(&study, &evidence)?;
+            let leaderboard = crate::hyperopt::ranking::study_leaderboard(&study)?;
+            let (mut best_test, mut outputs) = (None, None);
+            if let Some(t) = &best {
+                let planner = universe_planner(&self.cfg, split.bars_per_year, split.train.len())?;
+                let env = universe_env(&planner, &planner.read(&t.params)?, t.number)?;
+                let actions = study.test_actions(t.number)?.unwrap_or_default();
+                let w = replay(&split.data, &[env], &[actions], &split.test)?.remove(0);
+                best_test = Some(walk_score(&w, split.n_symbols(), split.bars_per_year).0);
+                outputs = Some(self.universe_outputs(u, &split, t.number, env, &w)?);
+            }
+            Ok::<_, Error>((leaderboard, best_test, outputs))
+        })?;
         let summary = super::report::universe::UniverseReport {
             study: &study,
             study_name: &self.name,
@@ -117,7 +125,7 @@ impl Job {
             outputs: outputs.as_ref(),
             symbols: u.symbols().len(),
         };
-        let index = super::report::universe::write(&summary, &self.report_dir)?;
+        let index = after.time("report", || super::report::universe::write(&summary, &self.report_dir))?;
         if let Some(o) = &mut outputs {
             o.files.insert(0, index);
         }
@@ -131,6 +139,7 @@ impl Job {
             split: (train, valid, test),
             bars_per_year: split.bars_per_year,
             side_at_once: at_once,
+            after,
         })
     }
 
