@@ -141,7 +141,7 @@ fn run_sh_row(
     let mut row = Row::search("run-sh", backend.info().backend, trials, 0, seconds);
     row.label = "scripts/run.sh's job: tradesim hyperopt --placebo 19 --walk-forward 3 on the embedded data".to_owned()
         + if quick { " (--quick: shrunk)" } else { "" };
-    let mut note = format!("verdict: {verdict}");
+    let mut note = format!("verdict: {verdict}; {at_once} side searches at once");
     if utilization.samples > 0 {
         note += &format!(
             "; NVML during the run: GPU busy {:.0}% mean, {:.0}% max ({} samples)",
@@ -156,8 +156,7 @@ fn run_sh_row(
         // The side searches one at a time, for the gain of running them at once (the same verdict).
         let (alone, _, again, _) = run_sh_job(&dir, backend, quick, Some(1))?;
         let same = if again == verdict { "the same verdict" } else { "a different verdict" };
-        note +=
-            &format!("; {at_once} side searches at once ({same} one at a time: {alone:.2} s, {:.2}x)", alone / seconds);
+        note += &format!("; one at a time: {alone:.2} s ({same}), {:.2}x the time", alone / seconds);
         rt.start_profile();
         let started = Instant::now();
         let ran = run_sh_job(&dir, backend, quick, None);
