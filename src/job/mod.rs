@@ -4,6 +4,7 @@
 
 pub mod report;
 pub mod side;
+mod side_work;
 pub mod universe;
 
 use std::path::{Path, PathBuf};

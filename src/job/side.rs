@@ -9,10 +9,8 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::Job;
-use crate::evidence::Evidence;
 use crate::evidence::walk_forward::FoldBars;
-use crate::hyperopt::{Progress, Study};
+use crate::hyperopt::Study;
 use crate::{Backend, Error};
 
 /// Side searches at once when `--side-searches` is not given: on a GPU.
@@ -141,101 +139,18 @@ pub fn run_at_once<T: Send>(
     Ok(out)
 }
 
-/// How a job runs each piece of its side work ([`Job::side_work`]).
-pub(super) struct SideWork<'a> {
+/// How a job runs each piece of its side work (`Job::side_work`, in `side_work.rs`).
+pub(crate) struct SideWork<'a> {
     /// Placebo search `index` as study `NAME.SUFFIX` with its attributes: its name and study.
     #[allow(clippy::type_complexity, reason = "a callback's signature, named once")]
-    pub(super) placebo: &'a (dyn Fn(u64, &str, &[(&str, String)]) -> Result<(String, Study), Error> + Sync),
+    pub(crate) placebo: &'a (dyn Fn(u64, &str, &[(&str, String)]) -> Result<(String, Study), Error> + Sync),
     /// Walk-forward fold `fold` (from 1) of the best trial's configuration on its bars.
-    pub(super) fold: &'a (
+    pub(crate) fold: &'a (
             dyn Fn(&crate::hyperopt::study::TrialRecord, usize, &FoldBars) -> Result<crate::evidence::Fold, Error>
                 + Sync
         ),
     /// Walk-forward optimisation's fold `fold` (from 1) on its bars.
-    pub(super) search_fold: &'a (dyn Fn(usize, &FoldBars) -> Result<crate::evidence::SearchFold, Error> + Sync),
-}
-
-impl Job {
-    /// The walk-forward folds of the best configuration (none without a best trial) and walk-forward
-    /// optimisation's folds, as `folds(k)` cuts K of them.
-    pub(super) fn side_folds(
-        &self,
-        best: &Option<crate::hyperopt::study::TrialRecord>,
-        folds: impl Fn(usize) -> Result<Vec<FoldBars>, Error>,
-    ) -> Result<(Vec<FoldBars>, Vec<FoldBars>), Error> {
-        let c = &self.cfg.study;
-        let wf = if best.is_some() && c.walk_forward > 0 { folds(c.walk_forward)? } else { Vec::new() };
-        let wfo = if c.walk_forward_search > 0 { folds(c.walk_forward_search)? } else { Vec::new() };
-        Ok((wf, wfo))
-    }
-
-    /// The side work of a search with best trial `best`, into `evidence`: the placebo searches, the
-    /// walk-forward folds `folds.0` of the best configuration and walk-forward optimisation's folds
-    /// `folds.1`, as `work` runs each, in one queue `at_once` at a time ([`run_tasks`]).
-    #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
-    pub(super) fn side_work(
-        &self,
-        evidence: &mut Evidence,
-        best: &Option<crate::hyperopt::study::TrialRecord>,
-        (wf, wfo): (&[FoldBars], &[FoldBars]),
-        at_once: usize,
-        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-        work: &SideWork<'_>,
-        bars_per_year: f64,
-    ) -> Result<(), Error> {
-        let c = &self.cfg.study;
-        let mut tasks: Vec<Task<'_>> = Vec::new();
-        for index in 1..=c.placebo as u64 {
-            tasks.push(Box::new(move || {
-                self.placebo(index, progress, |suffix, attrs| (work.placebo)(index, suffix, attrs)).map(Side::Placebo)
-            }));
-        }
-        if let (false, Some(best)) = (wf.is_empty(), best) {
-            progress(&Progress::WalkForward { folds: wf.len() })?;
-            for (j, bars) in wf.iter().enumerate() {
-                tasks.push(Box::new(move || (work.fold)(best, j + 1, bars).map(Side::Fold)));
-            }
-        }
-        for (j, bars) in wfo.iter().enumerate() {
-            tasks.push(Box::new(move || {
-                progress(&Progress::WalkForwardSearch { fold: j + 1, of: wfo.len() })?;
-                (work.search_fold)(j + 1, bars).map(Side::SearchFold)
-            }));
-        }
-        let side = run_tasks(&tasks, at_once)?;
-        if c.placebo > 0 {
-            let real = best.as_ref().map_or(f64::NAN, |t| t.test_sharpe);
-            let p_value = crate::evidence::placebo_p_value(real, &side.placebo);
-            evidence.placebo = Some(crate::evidence::PlaceboEvidence { p_value, searches: side.placebo });
-        }
-        if !side.folds.is_empty() {
-            crate::evidence::set_walk_forward(evidence, side.folds, bars_per_year);
-        }
-        if c.walk_forward_search > 0 {
-            crate::evidence::set_walk_forward_search(evidence, side.search_folds, bars_per_year);
-        }
-        Ok(())
-    }
-
-    /// Placebo search `index` (1..=N): `search("placebo-INDEX", attrs)` runs study `NAME.placebo-INDEX`
-    /// beside the study (the same configuration on a surrogate of the data keyed by the study's seed and
-    /// `index`, [`crate::data::surrogate::placebo`]; created or continued, so a resumed search resumes its
-    /// placebo searches too) with the attributes that mark it as this study's placebo `index`, returning its
-    /// name and study; its summary.
-    fn placebo(
-        &self,
-        index: u64,
-        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
-        search: impl Fn(&str, &[(&str, String)]) -> Result<(String, Study), Error>,
-    ) -> Result<crate::evidence::PlaceboSearch, Error> {
-        progress(&Progress::Placebo { index: index as usize, of: self.cfg.study.placebo })?;
-        let attrs = [
-            (crate::evidence::PLACEBO_OF_ATTR, serde_json::json!(self.name).to_string()),
-            (crate::evidence::PLACEBO_INDEX_ATTR, index.to_string()),
-        ];
-        let (name, study) = search(&format!("placebo-{index}"), &attrs)?;
-        crate::evidence::PlaceboSearch::of_study(index, name, &study)
-    }
+    pub(crate) search_fold: &'a (dyn Fn(usize, &FoldBars) -> Result<crate::evidence::SearchFold, Error> + Sync),
 }
 
 #[cfg(test)]
