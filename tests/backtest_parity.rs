@@ -83,3 +83,26 @@ fn gpu_backtests_are_repeatable() {
     let market = market();
     assert_same("repeat", &run_sma(&gpu, &market), &run_sma(&gpu, &market));
 }
+
+/// The equity curves a job's evidence reads (`equity: true`, no ledger), as `evidence::returns_of` asks for
+/// them: 64 policy columns over every bar, each bar's equity bit for bit on both backends (a job replays small
+/// ones on the CPU, large ones where it runs).
+#[test]
+fn gpu_equity_curves_match_cpu_bitwise() {
+    let Some(gpu) = common::gpu_backend() else { return };
+    let market = market();
+    const COLS: usize = 64;
+    let targets: Vec<u8> = (0..(COLS * (BARS - 1)) as u64).map(|i| draw_below(9, 6, i / 25, 3) as u8).collect();
+    let spec =
+        BacktestSpec { start: 0, end: BARS - 1, bars_per_year: 1.0, risk_free: 0.0, ledger: false, equity: true };
+    let params: Vec<TrialParams> = (0..COLS).map(|c| params()[c % 2]).collect();
+    let run = |backend: &Backend| {
+        backtest(backend, &market, &params, Signals::Targets { targets: &targets, columns: COLS }, &spec).unwrap()
+    };
+    let (cpu, gpu) = (run(&Backend::Cpu), run(&gpu));
+    assert_eq!(cpu.equity.len(), COLS * BARS, "an equity value a bar and column");
+    assert_bitwise("equity curves", &cpu.equity, &gpu.equity);
+    assert_bitwise("metrics", &cpu.metrics, &gpu.metrics);
+    // The curves move: a flat curve would compare equal on any backend.
+    assert!(cpu.equity.windows(2).filter(|w| w[0] != w[1]).count() > COLS * 100);
+}

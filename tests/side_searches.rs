@@ -58,6 +58,8 @@ fn side_searches_at_once_give_the_bits_of_one_at_a_time(backend: &Backend) {
     let (one, three) = (common::temp_dir(&format!("{name}-1")), common::temp_dir(&format!("{name}-3")));
     let a = job(backend, &one, 1);
     let b = job(backend, &three, 3);
+    // Three ran at once (the device's memory did not lower it), else this compares one at a time twice.
+    assert_eq!((a.side_at_once, b.side_at_once), (1, 3));
     let studies =
         (1..=PLACEBO).map(|i| format!("tradesim.placebo-{i}")).chain((1..=FOLDS).map(|j| format!("tradesim.wfo-{j}")));
     for study in studies {

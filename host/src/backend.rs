@@ -149,6 +149,19 @@ impl Backend {
         !matches!(self, Self::Cpu)
     }
 
+    /// The backend a replay of stored actions (`columns` columns over `bars` bars: a job's evidence, its best
+    /// trial's test) runs on: the CPU below [`Self::REPLAY_ON_CPU_BELOW`] bar-columns, else this one. Below it
+    /// the device's uploads, allocations, launch and download take longer than the CPU's walk over them
+    /// (docs/PERFORMANCE.md, ec8505d); both give the same bits, equity curves included (the backtest is one
+    /// body compiled twice: tests/backtest_parity.rs).
+    pub fn for_replay(&self, columns: usize, bars: usize) -> &Self {
+        static CPU: Backend = Backend::Cpu;
+        if columns.saturating_mul(bars) < Self::REPLAY_ON_CPU_BELOW { &CPU } else { self }
+    }
+
+    /// Bar-columns below which [`Self::for_replay`] takes the CPU.
+    pub const REPLAY_ON_CPU_BELOW: usize = 1 << 24;
+
     /// Free device memory in bytes (`None` on the CPU).
     pub fn free_memory(&self) -> Result<Option<usize>, HostError> {
         match self {
@@ -159,15 +172,15 @@ impl Backend {
     }
 
     /// Runs `work` and returns its result with the most device memory it held at once (`None` on the CPU;
-    /// [`crate::CudaRuntime::used_since_mark`]). Work on the device beside it counts too.
+    /// [`crate::CudaRuntime::close_mark`]). Work on the device beside it counts too.
     pub fn measure_memory<T>(&self, work: impl FnOnce() -> T) -> Result<(T, Option<usize>), HostError> {
         match self {
             Self::Cpu => Ok((work(), None)),
             #[cfg(feature = "cuda")]
             Self::Cuda(rt) => {
-                let marked = rt.mark_memory()?;
+                let mark = rt.mark_memory()?;
                 let out = work();
-                Ok((out, Some(rt.used_since_mark(marked))))
+                Ok((out, Some(rt.close_mark(mark))))
             }
         }
     }
@@ -212,5 +225,22 @@ fn open_cuda(modules: Option<Modules<'_>>) -> Result<Backend, HostError> {
             let _ = modules;
             Err(HostError::CudaUnavailable { reason: other.to_string() })
         }
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::Backend;
+
+    #[test]
+    fn small_replays_run_on_the_cpu_and_large_ones_where_the_job_runs() {
+        let job = Backend::Cpu;
+        // A search's evidence: 10 trials over 45,000 bars.
+        assert!(!std::ptr::eq(job.for_replay(10, 45_000), &job));
+        assert!(!std::ptr::eq(job.for_replay(1, Backend::REPLAY_ON_CPU_BELOW - 1), &job));
+        // A study of 100,000 trials: the job's own backend.
+        assert!(std::ptr::eq(job.for_replay(100_000, 45_000), &job));
+        assert!(std::ptr::eq(job.for_replay(1, Backend::REPLAY_ON_CPU_BELOW), &job));
+        assert!(std::ptr::eq(job.for_replay(usize::MAX, 2), &job));
     }
 }

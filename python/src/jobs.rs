@@ -214,6 +214,7 @@ pub(crate) fn hyperopt<'py>(
         placebo: get("placebo")?.map(|v| v.extract()).transpose()?,
         walk_forward: get("walk_forward")?.map(|v| v.extract()).transpose()?,
         walk_forward_search: get("walk_forward_search")?.map(|v| v.extract()).transpose()?,
+        side_searches: get("side_searches")?.map(|v| v.extract()).transpose()?,
         study,
         storage,
         study_name,

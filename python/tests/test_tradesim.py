@@ -275,6 +275,19 @@ def test_walk_forward_search_runs_the_search_on_each_folds_past(tmp_path):
     assert names == {"tradesim", "tradesim.wfo-1", "tradesim.wfo-2"}
 
 
+def test_side_searches_at_once_give_the_evidence_of_one_at_a_time(tmp_path):
+    config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
+    runs = [
+        tradesim.hyperopt(config, synthetic=6000, seed=3, device="cpu", study=tmp_path / f"s{n}.sqlite",
+                          placebo=2, walk_forward=2, side_searches=n)
+        for n in (1, 3)
+    ]
+    assert [len(r.evidence["placebo"]["searches"]) for r in runs] == [2, 2]
+    assert runs[0].evidence == runs[1].evidence and runs[0].verdict == runs[1].verdict
+    with pytest.raises(tradesim.ConfigError, match="side_searches"):
+        tradesim.hyperopt(config, synthetic=6000, device="cpu", study=tmp_path / "zero.sqlite", side_searches=0)
+
+
 def test_hyperopt_returns_its_evidence_and_verdict(tmp_path):
     config = {"study": {"trials": 2, "parallel": 2, "epochs": 1, "envs": 8, "segment_len": 64}}
     study = tmp_path / "study.sqlite"

@@ -80,8 +80,11 @@ fn search_in(
     let seconds = started.elapsed().as_secs_f64();
     let times = clock.times(done.split_seconds);
     let board: Vec<(u64, u64)> = done.summary.leaderboard.iter().map(|t| (t.number, t.value.to_bits())).collect();
-    let mut note =
-        format!("search {seconds:.1} s: {}; after the search: {}", times.breakdown(seconds), done.after.line());
+    let mut note = format!(
+        "search {seconds:.1} s: {}; after the search: {}",
+        times.breakdown(seconds, crate::job::side::overlapped(&done.evidence, done.side_at_once)),
+        done.after.line()
+    );
     if times.slots > 0 {
         note += &format!("; {} of {} slot-epochs trained a live trial", times.live, times.slots);
     }

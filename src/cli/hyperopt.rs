@@ -109,9 +109,10 @@ pub fn run(
     let evidence = done.evidence;
     let summary = done.summary;
     let total = started.elapsed().as_secs_f64();
-    println!("search done in {total:.1} s: {}", times.breakdown(total));
+    let overlapped = crate::job::side::overlapped(&evidence, done.side_at_once);
+    println!("search done in {total:.1} s: {}", times.breakdown(total, overlapped));
     println!("after it: {}", done.after.line());
-    if let Some(line) = crate::job::side::line(&cfg.study, done.side_at_once) {
+    if let Some(line) = crate::job::side::line(&evidence, done.side_at_once) {
         println!("{line}");
     }
     println!("verdict:  {}", evidence.verdict.line);

@@ -84,10 +84,12 @@ pub(super) fn run(job: &Job, backend: &Backend, u: &Universe) -> Result<(), Erro
     let total = started.elapsed().as_secs_f64();
     println!(
         "search done in {total:.1} s: {}; times: train {train:?}, validation {valid:?}, test {test:?}",
-        clock.times(done.split_seconds).breakdown(total)
+        clock
+            .times(done.split_seconds)
+            .breakdown(total, crate::job::side::overlapped(&done.evidence, done.side_at_once))
     );
     println!("after it: {}", done.after.line());
-    if let Some(line) = crate::job::side::line(&job.cfg.study, done.side_at_once) {
+    if let Some(line) = crate::job::side::line(&done.evidence, done.side_at_once) {
         println!("{line}");
     }
     println!("verdict:  {}", done.evidence.verdict.line);

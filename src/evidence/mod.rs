@@ -364,24 +364,10 @@ pub fn returns_of(
 ) -> Result<Vec<Vec<f64>>, Error> {
     let steps = market.n_bars() - 1;
     let spec = BacktestSpec { start: 0, end: steps, bars_per_year: 1.0, risk_free: 0.0, ledger: false, equity: true };
-    let backend = backtest_backend(backend, params.len(), steps);
+    let backend = backend.for_replay(params.len(), steps);
     let r = backtest(backend, market, params, Signals::Targets { targets: actions, columns: params.len() }, &spec)?;
     let per = steps + 1;
     Ok((0..params.len()).map(|c| stats::returns_from_equity(&r.equity[c * per..(c + 1) * per])).collect())
-}
-
-/// Bar-columns (columns x bars) below which a job's replays of stored actions (the evidence's returns, the
-/// best trial's test) run on the CPU even where the job runs on a GPU: the device's uploads, allocations,
-/// launch and download then take longer than the CPU's walk over them (a search of 10 trials: the evidence
-/// took 0.16 s on an H100 and 0.06 s on its host's cores). Both give the same bits (the backtest is one body
-/// compiled twice: tests/backtest_parity.rs).
-pub const CPU_REPLAY_CELLS: usize = 1 << 24;
-
-/// The backend a replay of `columns` columns over `bars` bars runs on: the CPU below [`CPU_REPLAY_CELLS`],
-/// else `backend`.
-pub fn backtest_backend(backend: &Backend, columns: usize, bars: usize) -> &Backend {
-    static CPU: Backend = Backend::Cpu;
-    if columns.saturating_mul(bars) < CPU_REPLAY_CELLS { &CPU } else { backend }
 }
 
 /// Every finished trial of `study` (tradesim's, complete or pruned, with stored actions of the split's
@@ -618,21 +604,4 @@ fn pbo_of(valid: &[TrialReturns]) -> Result<PboEvidence, PboUnavailable> {
         degradation_slope: r.degradation_slope,
         prob_loss: r.prob_loss,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn small_replays_run_on_the_cpu_and_large_ones_where_the_job_runs() {
-        let job = Backend::Cpu;
-        // A search's evidence: 10 trials over 45,000 bars.
-        assert!(!std::ptr::eq(backtest_backend(&job, 10, 45_000), &job));
-        assert!(!std::ptr::eq(backtest_backend(&job, 1, CPU_REPLAY_CELLS - 1), &job));
-        // A study of 100,000 trials: the job's own backend.
-        assert!(std::ptr::eq(backtest_backend(&job, 100_000, 45_000), &job));
-        assert!(std::ptr::eq(backtest_backend(&job, 1, CPU_REPLAY_CELLS), &job));
-        assert!(std::ptr::eq(backtest_backend(&job, usize::MAX, 2), &job));
-    }
 }

@@ -5,7 +5,7 @@ use crate::{Backend, BacktestSpec, Error, MarketData, Signals, Trade, TrialParam
 
 /// A trial's test actions (`targets`) replayed by the backtest engine on the test split with its
 /// environment `params`: metrics and ledger, and the equity curve when `equity` (on the CPU for a split
-/// below [`crate::evidence::CPU_REPLAY_CELLS`] bars).
+/// below [`crate::Backend::for_replay`]'s size).
 pub(crate) fn replay(
     backend: &Backend,
     test: &MarketData,
@@ -16,7 +16,7 @@ pub(crate) fn replay(
 ) -> Result<crate::BacktestResult, Error> {
     let steps = test.n_bars() - 1;
     let spec = BacktestSpec { start: 0, end: steps, bars_per_year, risk_free: 0.0, ledger: true, equity };
-    let backend = crate::evidence::backtest_backend(backend, 1, steps);
+    let backend = backend.for_replay(1, steps);
     Ok(backtest(backend, test, &[params], Signals::Targets { targets, columns: 1 }, &spec)?)
 }
 

@@ -666,14 +666,14 @@ pub struct SearchTimes {
 
 impl SearchTimes {
     /// Where a search of `total` seconds spent them, as `tradesim hyperopt` prints it after "search done in
-    /// {total} s: " (the rest: the study, checkpoints and report). Where side searches ran at once their
-    /// parts overlap, and a sum above `total` is said instead of a rest.
-    pub fn breakdown(&self, total: f64) -> String {
+    /// {total} s: " (the rest: the study, checkpoints and report). Where side searches ran at once
+    /// (`overlapped`, [`side::overlapped`]) their parts overlap: their sum is said instead of a rest.
+    pub fn breakdown(&self, total: f64, overlapped: bool) -> String {
         let parts = self.train + self.eval + self.setup + self.test;
-        let rest = if parts <= total {
-            format!("the rest (study, checkpoints, report) {:.2} s", total - parts)
-        } else {
+        let rest = if overlapped {
             format!("{parts:.2} s in all, summed over searches that ran at once")
+        } else {
+            format!("the rest (study, checkpoints, report) {:.2} s", total - parts)
         };
         format!(
             "training {:.2} s, validation {:.2} s, setup (features, envs, networks) {:.2} s, test walks {:.2} s, \

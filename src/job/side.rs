@@ -1,10 +1,11 @@
 //! Side work several at once: the placebo searches, the walk-forward folds of the best configuration and
 //! the walk-forward optimisation's fold searches.
-//! Each is a study of its own, with its own data, seed and streams, and one worker: which of them run
-//! together, and in what order they finish, changes no bit of any of them (`tests/side_searches.rs`). On a
-//! GPU a search's greedy walks use a few multiprocessors and its small launches leave gaps, so searches
-//! side by side fill the device; on the CPU every search already spreads over the cores, so one at a time is
-//! the default there.
+//! Each is a study (or a fold) of its own, with its own data, seed and streams: on one device, which of them
+//! run together, and in what order they finish, changes no bit of any of them (`tests/side_searches.rs`;
+//! with several devices a search's own workers already make its sampling depend on timing). On a GPU a
+//! search's greedy walks use a few multiprocessors and its small launches leave gaps, so searches side by
+//! side fill the device; on the CPU every search already spreads over the cores, so one at a time is the
+//! default there.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,29 +17,44 @@ use crate::{Backend, Error};
 /// Side searches at once when `--side-searches` is not given: on a GPU.
 pub const GPU_SIDE_SEARCHES: usize = 8;
 
-/// The side searches to run at once: `wanted`, fewer where the device's free memory holds fewer searches of
-/// `used` bytes (the most the real search held at once, [`Backend::measure_memory`]) with a tenth of it
-/// spare; at least one ([`cap`]).
+/// The side searches to run at once: `wanted`, fewer where the device's free memory (with a tenth of it
+/// spare) holds fewer searches of twice `used` bytes, the most the real search held at once
+/// ([`Backend::measure_memory`]); at least one ([`cap`]).
 pub fn at_once(backend: &Backend, wanted: usize, used: Option<usize>) -> Result<usize, Error> {
     Ok(cap(wanted, used, backend.free_memory()?))
 }
 
-/// [`at_once`] from the device's `free` bytes (`None`: the CPU, no cap). A real search that allocated
-/// nothing on the device (a resumed study whose trials were all finished) says nothing of a side search's
-/// size: then one at a time, which cannot ask for more than the real search would.
+/// [`at_once`] from the device's `free` bytes (`None`: the CPU, no cap). Each side search counts twice the
+/// real search's peak: it samples other trials, whose networks (and a first batch sized for the whole
+/// space where the real search's last batch was sized for its own trials) may be larger. A real search
+/// that allocated nothing on the device (a resumed study whose trials were all finished) says nothing of a
+/// side search's size: then one at a time, which cannot ask for more than the real search would.
 pub fn cap(wanted: usize, used: Option<usize>, free: Option<usize>) -> usize {
     let fit = match (used, free) {
         (_, None) => usize::MAX,
-        (Some(used @ 1..), Some(free)) => (free - free / 10) / used,
+        (Some(used @ 1..), Some(free)) => (free - free / 10) / used.saturating_mul(2),
         (_, Some(_)) => 1,
     };
     wanted.min(fit).max(1)
 }
 
+/// Side tasks of `evidence`: its placebo searches, walk-forward folds and fold searches.
+fn side_tasks(evidence: &crate::evidence::Evidence) -> (usize, usize, usize) {
+    let placebo = evidence.placebo.as_ref().map_or(0, |p| p.searches.len());
+    (placebo, evidence.walk_forward.len(), evidence.walk_forward_search.len())
+}
+
+/// Whether two or more of `evidence`'s side tasks ran at once (`at_once` at most), so that parts of the
+/// job's time overlapped.
+pub fn overlapped(evidence: &crate::evidence::Evidence, at_once: usize) -> bool {
+    let (placebo, folds, searches) = side_tasks(evidence);
+    at_once > 1 && placebo + folds + searches > 1
+}
+
 /// What a search's summary says of its side work (`None` where it had none): the placebo searches, the
-/// walk-forward folds and fold searches, and how many ran at once.
-pub fn line(study: &crate::hyperopt::config::StudyConfig, at_once: usize) -> Option<String> {
-    let (placebo, folds, searches) = (study.placebo, study.walk_forward, study.walk_forward_search);
+/// walk-forward folds and fold searches that ran (from `evidence`), and at most how many at once.
+pub fn line(evidence: &crate::evidence::Evidence, at_once: usize) -> Option<String> {
+    let (placebo, folds, searches) = side_tasks(evidence);
     let all = placebo + folds + searches;
     (all > 0).then(|| {
         format!(
@@ -109,7 +125,11 @@ pub fn run_at_once<T: Send>(
                 if i >= n {
                     break;
                 }
-                let result = search(i);
+                // A panic is this search's error (its message kept), and stops the queue as an error does.
+                let result =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| search(i))).unwrap_or_else(|panic| {
+                        Err(Error::Study(format!("side search {} panicked: {}", i + 1, message(&*panic))))
+                    });
                 if result.is_err() {
                     failed.store(true, Ordering::SeqCst);
                 }
@@ -137,6 +157,11 @@ pub fn run_at_once<T: Send>(
         return Err(Error::Study("a side search did not run".to_owned()));
     }
     Ok(out)
+}
+
+/// A panic's message, where it has one.
+fn message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("?")
 }
 
 /// How a job runs each piece of its side work (`Job::side_work`, in `side_work.rs`).
@@ -192,6 +217,24 @@ mod tests {
     }
 
     #[test]
+    fn a_panicking_search_is_an_error_that_names_it_and_stops_the_queue() {
+        let started = AtomicUsize::new(0);
+        let err = run_at_once(100, 2, |i| {
+            started.fetch_add(1, Ordering::SeqCst);
+            if i == 1 {
+                panic!("the fold has no bars");
+            }
+            // A search takes a while (the panic's report may take some milliseconds).
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            Ok(i)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("side search 2 panicked: the fold has no bars"), "{err}");
+        assert!(started.load(Ordering::SeqCst) < 50, "{} searches started", started.load(Ordering::SeqCst));
+    }
+
+    #[test]
     fn the_cpu_takes_what_was_asked() {
         assert_eq!(at_once(&Backend::Cpu, 3, None).unwrap(), 3);
         assert_eq!(at_once(&Backend::Cpu, 0, None).unwrap(), 1);
@@ -200,10 +243,10 @@ mod tests {
     #[test]
     fn device_memory_caps_the_searches_at_once() {
         const GB: usize = 1 << 30;
-        // 80 GB free, 1 GB a search: 72 fit (a tenth kept spare), so 8 as asked.
+        // 80 GB free, 1 GB the real search (2 GB counted a side search): 36 fit (a tenth kept spare).
         assert_eq!(cap(8, Some(GB), Some(80 * GB)), 8);
-        // 10 GB free, 3 GB a search: 9 GB usable, 3 fit.
-        assert_eq!(cap(8, Some(3 * GB), Some(10 * GB)), 3);
+        // 20 GB free, 3 GB the real search: 18 GB usable, 3 side searches of 6 GB.
+        assert_eq!(cap(8, Some(3 * GB), Some(20 * GB)), 3);
         // Not even one fits: one at a time (its allocations refuse it with the bytes needed and free).
         assert_eq!(cap(8, Some(20 * GB), Some(10 * GB)), 1);
         // The real search allocated nothing on the device: its size is unknown, so one at a time.

@@ -45,9 +45,11 @@ impl Job {
             }));
         }
         if let (false, Some(best)) = (wf.is_empty(), best) {
-            progress(&Progress::WalkForward { folds: wf.len() })?;
             for (j, bars) in wf.iter().enumerate() {
-                tasks.push(Box::new(move || (work.fold)(best, j + 1, bars).map(Side::Fold)));
+                tasks.push(Box::new(move || {
+                    progress(&Progress::WalkForward { folds: wf.len() })?;
+                    (work.fold)(best, j + 1, bars).map(Side::Fold)
+                }));
             }
         }
         for (j, bars) in wfo.iter().enumerate() {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
@@ -85,8 +85,11 @@ pub struct CudaRuntime {
     ptx_target: String,
     /// [`Self::module_load`].
     module_load: ModuleLoad,
-    /// The lowest free device memory any [`Self::ensure_fits`] foresaw since [`Self::mark_memory`].
-    low_water: AtomicUsize,
+    /// Per open mark ([`Self::mark_memory`]): its id and the lowest free device memory any
+    /// [`Self::ensure_fits`] foresaw since it was made.
+    marks: Mutex<Vec<(u64, usize)>>,
+    /// The next mark's id.
+    next_mark: AtomicU64,
 }
 
 impl CudaRuntime {
@@ -144,7 +147,8 @@ impl CudaRuntime {
             dependent_launch,
             ptx_target: module_load.source.arch().to_owned(),
             module_load,
-            low_water: AtomicUsize::new(usize::MAX),
+            marks: Mutex::new(Vec::new()),
+            next_mark: AtomicU64::new(0),
         })
     }
 
@@ -364,23 +368,30 @@ impl CudaRuntime {
         if needed + needed / 20 > free {
             return Err(HostError::OutOfDeviceMemory { what: what.to_owned(), needed, free });
         }
-        self.low_water.fetch_min(free - needed, Ordering::SeqCst);
+        let left = free - needed;
+        for mark in self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter_mut() {
+            mark.1 = mark.1.min(left);
+        }
         Ok(())
     }
 
-    /// Starts a low-water mark of device memory: returns the free bytes now, from which
-    /// [`Self::used_since_mark`] measures what the work after it took at its largest.
-    pub fn mark_memory(&self) -> Result<usize, HostError> {
+    /// Opens a low-water mark of device memory: its id and the free bytes now, from which
+    /// [`Self::close_mark`] measures what the work after it took at its largest. Marks of work on several
+    /// threads are kept apart (each sees every allocation check while it is open, its own and others').
+    pub fn mark_memory(&self) -> Result<(u64, usize), HostError> {
         let (free, _) = self.memory()?;
-        self.low_water.store(free, Ordering::SeqCst);
-        Ok(free)
+        let id = self.next_mark.fetch_add(1, Ordering::SeqCst);
+        self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((id, free));
+        Ok((id, free))
     }
 
-    /// The most device memory the work since [`Self::mark_memory`] (which returned `marked`) held at once,
-    /// as its [`Self::ensure_fits`] checks foresaw it: `marked` less the lowest free memory any of them left.
-    /// Buffers allocated without that check (a walk's few kilobytes) are not counted.
-    pub fn used_since_mark(&self, marked: usize) -> usize {
-        marked.saturating_sub(self.low_water.load(Ordering::SeqCst).min(marked))
+    /// Closes mark `(id, marked)` ([`Self::mark_memory`]) and returns the most device memory held at once
+    /// since it opened, as the [`Self::ensure_fits`] checks foresaw it: `marked` less the lowest free memory
+    /// any of them left. Buffers allocated without that check (a walk's few kilobytes) are not counted.
+    pub fn close_mark(&self, (id, marked): (u64, usize)) -> usize {
+        let mut marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let low = marks.iter().position(|m| m.0 == id).map_or(marked, |i| marks.swap_remove(i).1);
+        marked.saturating_sub(low.min(marked))
     }
 }
 

@@ -582,6 +582,7 @@ def hyperopt(
     placebo: Optional[int] = None,
     walk_forward: Optional[int] = None,
     walk_forward_search: Optional[int] = None,
+    side_searches: Optional[int] = None,
     study: Union[None, str, os.PathLike] = None,
     storage: Optional[str] = None,
     study_name: str = "tradesim",
@@ -609,7 +610,9 @@ def hyperopt(
     ``placebo=N`` also runs the search on N surrogate series without any predictable direction and
     ``walk_forward=K`` retrains the best configuration on K anchored folds, ``walk_forward_search=K`` runs the
     whole search again on each of K anchored folds' past and tests its winner on the fold (walk-forward
-    optimisation: studies ``NAME.wfo-k`` in the same storage); the run's ``verdict`` and
+    optimisation: studies ``NAME.wfo-k`` in the same storage); ``side_searches=N`` runs N of those placebo
+    searches and folds at once (default 8 on a GPU, fewer where its memory holds fewer, 1 on the CPU; the
+    results do not depend on it); the run's ``verdict`` and
     ``evidence`` say how much of the answer could be luck (docs/EVIDENCE.md). ``artifacts`` is an Optuna
     artifact store folder (``FileSystemArtifactStore``'s layout; overrides ``[study] artifacts``): each
     finished trial's checkpoint and test ledger are uploaded there and linked to the trial, so
@@ -666,10 +669,10 @@ def hyperopt(
     if study is not None and storage is not None:
         raise ConfigError("study, storage: pass study (a SQLite path) or storage (a URL), not both")
     counts = {"trials": 1, "parallel": 1, "epochs": 1, "envs": 1, "segment_len": 1, "seed": 0, "placebo": 0,
-              "walk_forward": 0, "walk_forward_search": 0}
+              "walk_forward": 0, "walk_forward_search": 0, "side_searches": 1}
     given = {"trials": trials, "parallel": parallel, "epochs": epochs, "envs": envs, "segment_len": segment_len,
              "seed": seed, "placebo": placebo, "walk_forward": walk_forward,
-             "walk_forward_search": walk_forward_search}
+             "walk_forward_search": walk_forward_search, "side_searches": side_searches}
     overrides: dict[str, Any] = {k: _whole(k, v, minimum=counts[k]) for k, v in given.items() if v is not None}
     if budget is not None:
         budget = _text("budget", budget)

@@ -100,14 +100,15 @@ pub enum Progress {
         /// Trials finished so far.
         finished: usize,
     },
-    /// Placebo search `index` of `of` starts (its batches' events follow).
+    /// Placebo search `index` of `of` starts (its batches' events follow; with side searches at once
+    /// (`--side-searches`) several searches' events interleave).
     Placebo {
         /// From 1.
         index: usize,
         /// Placebo searches in all.
         of: usize,
     },
-    /// The walk-forward of the best configuration starts.
+    /// A fold of the walk-forward of the best configuration starts (each fold says so).
     WalkForward {
         /// Folds.
         folds: usize,
