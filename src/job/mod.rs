@@ -404,10 +404,9 @@ impl Job {
         if let Some(store) = &mut paths.artifacts {
             store.test_times = series.bars[data.split.test.clone()].iter().map(|b| b.time.to_rfc3339()).collect();
         }
-        let (searched, used) =
-            backend.measure_memory(|| run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress))?;
-        searched?;
-        let at_once = side::at_once(backend, self.side_searches, used)?;
+        let at_once = side::search_then_count(backend, self.side_searches, || {
+            run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)
+        })?;
         let mut after = AfterSearch::default();
         let study = Study::reopen(&self.storage, &self.name)?;
         let mut evidence =
@@ -416,8 +415,6 @@ impl Job {
             Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
             None => None,
         };
-        let n = series.bars.len();
-        let (wf, wfo) = self.side_folds(&best, |k| crate::evidence::walk_forward::folds(&data.split, n, k))?;
         let work = side::SideWork {
             placebo: &|index, suffix, attrs| {
                 let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
@@ -439,12 +436,11 @@ impl Job {
                     bars_per_year,
                 )
             },
+            folds: &|k| crate::evidence::walk_forward::folds(&data.split, series.bars.len(), k),
             search_fold: &|fold, bars| self.search_fold(backends, series, bars, fold, bars_per_year, progress),
         };
         let evidence_of = &mut evidence;
-        after.time("side work", || {
-            self.side_work(evidence_of, &best, (&wf, &wfo), at_once, progress, &work, bars_per_year)
-        })?;
+        after.time("side work", || self.side_work(evidence_of, &best, at_once, progress, &work, bars_per_year))?;
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
         let best_test = after.time("the best trial's test", || {

@@ -17,14 +17,20 @@ use crate::{Backend, Error};
 /// Side searches at once when `--side-searches` is not given: on a GPU.
 pub const GPU_SIDE_SEARCHES: usize = 8;
 
-/// The side searches to run at once: `wanted`, fewer where the device's free memory (with a tenth of it
-/// spare) holds fewer searches of twice `used` bytes, the most the real search held at once
-/// ([`Backend::measure_memory`]); at least one ([`cap`]).
-pub fn at_once(backend: &Backend, wanted: usize, used: Option<usize>) -> Result<usize, Error> {
+/// Runs the study's own `search` on `backend` and returns the side searches to run at once after it:
+/// `wanted`, fewer where the device's free memory (with a tenth of it spare) holds fewer searches of twice
+/// the most the search held at once ([`Backend::measure_memory`]); at least one ([`cap`]).
+pub fn search_then_count(
+    backend: &Backend,
+    wanted: usize,
+    search: impl FnOnce() -> Result<(), Error>,
+) -> Result<usize, Error> {
+    let (searched, used) = backend.measure_memory(search)?;
+    searched?;
     Ok(cap(wanted, used, backend.free_memory()?))
 }
 
-/// [`at_once`] from the device's `free` bytes (`None`: the CPU, no cap). Each side search counts twice the
+/// [`search_then_count`]'s count from the device's `free` bytes (`None`: the CPU, no cap). Each side search counts twice the
 /// real search's peak: it samples other trials, whose networks (and a first batch sized for the whole
 /// space where the real search's last batch was sized for its own trials) may be larger. A real search
 /// that allocated nothing on the device (a resumed study whose trials were all finished) says nothing of a
@@ -174,6 +180,8 @@ pub(crate) struct SideWork<'a> {
             dyn Fn(&crate::hyperopt::study::TrialRecord, usize, &FoldBars) -> Result<crate::evidence::Fold, Error>
                 + Sync
         ),
+    /// The K anchored folds after the validation split (`folds(K)`: walk-forward's and its optimisation's).
+    pub(crate) folds: &'a (dyn Fn(usize) -> Result<Vec<FoldBars>, Error> + Sync),
     /// Walk-forward optimisation's fold `fold` (from 1) on its bars.
     pub(crate) search_fold: &'a (dyn Fn(usize, &FoldBars) -> Result<crate::evidence::SearchFold, Error> + Sync),
 }
@@ -236,8 +244,11 @@ mod tests {
 
     #[test]
     fn the_cpu_takes_what_was_asked() {
-        assert_eq!(at_once(&Backend::Cpu, 3, None).unwrap(), 3);
-        assert_eq!(at_once(&Backend::Cpu, 0, None).unwrap(), 1);
+        assert_eq!(search_then_count(&Backend::Cpu, 3, || Ok(())).unwrap(), 3);
+        assert_eq!(search_then_count(&Backend::Cpu, 0, || Ok(())).unwrap(), 1);
+        // The search's own error is the job's.
+        let err = search_then_count(&Backend::Cpu, 3, || Err(Error::Study("lost".to_owned()))).unwrap_err();
+        assert_eq!(err.to_string(), Error::Study("lost".to_owned()).to_string());
     }
 
     #[test]

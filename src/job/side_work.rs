@@ -6,45 +6,36 @@ use super::Job;
 use super::side::{Side, SideWork, Task, run_tasks};
 use crate::Error;
 use crate::evidence::Evidence;
-use crate::evidence::walk_forward::FoldBars;
 use crate::hyperopt::{Progress, Study};
 
 impl Job {
-    /// The walk-forward folds of the best configuration (none without a best trial) and walk-forward
-    /// optimisation's folds, as `folds(k)` cuts K of them.
-    pub(super) fn side_folds(
-        &self,
-        best: &Option<crate::hyperopt::study::TrialRecord>,
-        folds: impl Fn(usize) -> Result<Vec<FoldBars>, Error>,
-    ) -> Result<(Vec<FoldBars>, Vec<FoldBars>), Error> {
-        let c = &self.cfg.study;
-        let wf = if best.is_some() && c.walk_forward > 0 { folds(c.walk_forward)? } else { Vec::new() };
-        let wfo = if c.walk_forward_search > 0 { folds(c.walk_forward_search)? } else { Vec::new() };
-        Ok((wf, wfo))
-    }
-
     /// The side work of a search with best trial `best`, into `evidence`: the placebo searches, the
-    /// walk-forward folds `folds.0` of the best configuration and walk-forward optimisation's folds
-    /// `folds.1`, as `work` runs each, in one queue `at_once` at a time ([`run_tasks`]).
-    #[allow(clippy::too_many_arguments, reason = "the search's context, passed down once")]
+    /// walk-forward folds of the best configuration (none without one) and walk-forward optimisation's
+    /// folds, as `work` cuts and runs each, in one queue `at_once` at a time ([`run_tasks`]). The folds are
+    /// cut before any task runs, so folds too short are refused first.
     pub(super) fn side_work(
         &self,
         evidence: &mut Evidence,
         best: &Option<crate::hyperopt::study::TrialRecord>,
-        (wf, wfo): (&[FoldBars], &[FoldBars]),
         at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
         work: &SideWork<'_>,
         bars_per_year: f64,
     ) -> Result<(), Error> {
         let c = &self.cfg.study;
+        let wf = match best {
+            Some(_) if c.walk_forward > 0 => (work.folds)(c.walk_forward)?,
+            _ => Vec::new(),
+        };
+        let wfo = if c.walk_forward_search > 0 { (work.folds)(c.walk_forward_search)? } else { Vec::new() };
+        let (wf, wfo) = (&wf, &wfo);
         let mut tasks: Vec<Task<'_>> = Vec::new();
         for index in 1..=c.placebo as u64 {
             tasks.push(Box::new(move || {
                 self.placebo(index, progress, |suffix, attrs| (work.placebo)(index, suffix, attrs)).map(Side::Placebo)
             }));
         }
-        if let (false, Some(best)) = (wf.is_empty(), best) {
+        if let Some(best) = best {
             for (j, bars) in wf.iter().enumerate() {
                 tasks.push(Box::new(move || {
                     progress(&Progress::WalkForward { folds: wf.len() })?;

@@ -66,10 +66,9 @@ impl Job {
         let started = std::time::Instant::now();
         let split = UniverseSplit::new(u, crate::train::DEFAULT_SPLIT)?;
         let split_seconds = started.elapsed().as_secs_f64();
-        let (searched, used) =
-            backend.measure_memory(|| run_universe_search(backend, &split, &self.cfg, &self.paths, progress))?;
-        searched?;
-        let at_once = super::side::at_once(backend, self.side_searches, used)?;
+        let at_once = super::side::search_then_count(backend, self.side_searches, || {
+            run_universe_search(backend, &split, &self.cfg, &self.paths, progress)
+        })?;
         let mut after = super::AfterSearch::default();
         let study = Study::reopen(&self.storage, &self.name)?;
         let mut evidence = after.time("evidence", || universe_evidence(&study, &split, &self.cfg))?;
@@ -77,7 +76,6 @@ impl Job {
             Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
             None => None,
         };
-        let (wf, wfo) = self.side_folds(&best, |k| universe_folds(u, &split, k))?;
         let bars_per_year = split.bars_per_year;
         let work = super::side::SideWork {
             placebo: &|index, suffix, attrs| {
@@ -88,6 +86,7 @@ impl Job {
             fold: &|best, fold, bars| {
                 universe_walk_forward_fold(backend, u, &split, &self.cfg, &best.params, best.number, fold, bars)
             },
+            folds: &|k| universe_folds(u, &split, k),
             search_fold: &|fold, (past, test)| {
                 let fold_split = universe_fold_split(u, past.clone(), test.clone(), bars_per_year)?;
                 let suffix = format!("wfo-{fold}");
@@ -96,9 +95,7 @@ impl Job {
             },
         };
         let evidence_of = &mut evidence;
-        after.time("side work", || {
-            self.side_work(evidence_of, &best, (&wf, &wfo), at_once, progress, &work, bars_per_year)
-        })?;
+        after.time("side work", || self.side_work(evidence_of, &best, at_once, progress, &work, bars_per_year))?;
         evidence.verdict = crate::evidence::verdict(&evidence);
         evidence.verdict_before = crate::evidence::verdict_before(&evidence);
         let (leaderboard, best_test, mut outputs) = after.time("the best trial's test", || {
