@@ -166,7 +166,7 @@ fn a_long_kernel_profile_counts_every_launch() {
     let u = Universe::new(generate(&cfg), None).unwrap();
     let mut env = PortfolioVectorEnv::new(&gpu, &u, &[TrialParams::frictionless(1e4)], 3, 50, 5).unwrap();
     let actions: Vec<u8> = (0..3 * 5).map(|k| (k % 3) as u8).collect();
-    rt.start_profile();
+    rt.start_profile().unwrap();
     for _ in 0..STEPS {
         env.step(&actions).unwrap();
     }
@@ -176,6 +176,6 @@ fn a_long_kernel_profile_counts_every_launch() {
     assert!(p.busy_ms > 0.0 && p.busy_ms <= p.span_ms * (1.0 + 1e-9), "{p:?}");
     assert!(p.busy_ms <= summed * (1.0 + 1e-9), "busy {} ms, summed {summed} ms", p.busy_ms);
     // A profile stopped with nothing launched since is empty.
-    rt.start_profile();
+    rt.start_profile().unwrap();
     assert_eq!(rt.stop_profile().unwrap(), tradesim::KernelProfile::default());
 }

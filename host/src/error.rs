@@ -127,6 +127,9 @@ pub enum HostError {
     /// A request the batch's configuration cannot serve.
     #[error("{0}")]
     Config(String),
+    /// The kernel profile's reader thread could not start or stopped by a panic.
+    #[error("the kernel profile failed: {0}")]
+    Profile(String),
     /// An action code outside FLAT/LONG/SHORT.
     #[error("step {step}, env {env}: action code {code} is not 0 (FLAT), 1 (LONG) or 2 (SHORT)")]
     InvalidAction {

@@ -235,7 +235,7 @@ pub(super) fn profiled(backend: &Backend, epoch: impl FnOnce() -> Result<(), Err
     #[cfg(feature = "cuda")]
     if let Backend::Cuda(rt) = backend {
         let fma_peak = rt.fma_peak()?;
-        rt.start_profile();
+        rt.start_profile()?;
         let ran = epoch();
         let kernels = rt.stop_profile()?.kernels;
         ran?;

@@ -160,7 +160,7 @@ fn run_sh_row(
         let (alone, _, again, _) = run_sh_job(&dir, backend, quick, Some(1))?;
         let same = if again == verdict { "the same verdict" } else { "a different verdict" };
         note += &format!("; one at a time: {alone:.2} s ({same}), {:.2}x the time", alone / seconds);
-        rt.start_profile();
+        rt.start_profile()?;
         let started = Instant::now();
         let ran = run_sh_job(&dir, backend, quick, None);
         let profiled = started.elapsed().as_secs_f64();

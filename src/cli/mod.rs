@@ -249,7 +249,7 @@ pub fn main() -> ExitCode {
                 eprintln!("note: --profile-kernels profiles GPU launches; this search runs on the CPU");
             }
             let started = std::time::Instant::now();
-            profile::start(&profiled);
+            profile::start(&profiled)?;
             let ran = hyperopt::run(load(&data), data.symbol.as_deref(), &job, backends.map_err(Error::from));
             let stopped = profile::stop(&profiled, started.elapsed().as_secs_f64());
             ran.and(stopped)

@@ -8,15 +8,16 @@ use crate::{Backend, Error};
 const SHOWN: usize = 12;
 
 /// Starts profiling each of `backends` (the CUDA ones of the search).
-pub fn start(backends: &[Backend]) {
+pub fn start(backends: &[Backend]) -> Result<(), Error> {
     #[cfg(feature = "cuda")]
     for b in backends {
         if let Backend::Cuda(rt) = b {
-            rt.start_profile();
+            rt.start_profile()?;
         }
     }
     #[cfg(not(feature = "cuda"))]
     let _ = backends;
+    Ok(())
 }
 
 /// Stops profiling `backends` and prints, per device, the time it ran any kernel over `wall` seconds and the

@@ -206,6 +206,9 @@ impl FeatureMatrix {
             })
             .collect();
         let log_vol: Vec<f64> = v.iter().map(|x| x.max(0.0).ln_1p()).collect();
+        // The range estimators' logarithms, once a bar (each row reads 20 of each, in the same order).
+        let log_hl: Vec<f64> = (0..n).map(|u| (h[u] / l[u]).ln()).collect();
+        let log_co: Vec<f64> = (0..n).map(|u| (c[u] / o[u]).ln()).collect();
         let typical: Vec<f64> = (0..n).map(|t| (h[t] + l[t] + c[t]) / 3.0).collect();
         let sma = |t: usize, w: usize| mean(window(c, t, w));
         let mut values = vec![0.0; n * N_FEATURES];
@@ -249,13 +252,12 @@ impl FeatureMatrix {
             row[36] = (h[t] - o[t].max(c[t])) / c[t];
             row[37] = (o[t].min(c[t]) - l[t]) / c[t];
             row[38] = if h[t] > l[t] { (c[t] - l[t]) / (h[t] - l[t]) - 0.5 } else { 0.0 };
-            let hl: Vec<f64> = (t.saturating_sub(19)..=t).map(|u| (h[u] / l[u]).ln()).collect();
-            let co: Vec<f64> = (t.saturating_sub(19)..=t).map(|u| (c[u] / o[u]).ln()).collect();
+            let (hl, co) = (window(&log_hl, t, 20), window(&log_co, t, 20));
             // 20 bars from WARMUP on (the same bits as a constant 20); fewer before.
             let bars = hl.len() as f64;
             row[39] = (hl.iter().map(|x| x * x).sum::<f64>() / (bars * 4.0 * std::f64::consts::LN_2)).sqrt();
             let gk: f64 =
-                hl.iter().zip(&co).map(|(a, b)| 0.5 * a * a - (2.0 * std::f64::consts::LN_2 - 1.0) * b * b).sum();
+                hl.iter().zip(co).map(|(a, b)| 0.5 * a * a - (2.0 * std::f64::consts::LN_2 - 1.0) * b * b).sum();
             row[40] = (gk / bars).max(0.0).sqrt();
             let z = |w: usize| ratio(log_vol[t] - mean(window(&log_vol, t, w)), std(window(&log_vol, t, w)));
             row[41] = z(20);

@@ -652,6 +652,8 @@ pub struct SearchTimes {
     pub eval: f64,
     /// Setup: the splits' features, then each batch's envs and networks.
     pub setup: f64,
+    /// Of [`Self::setup`]: the splits' features.
+    pub features: f64,
     /// Test walks and backtests.
     pub test: f64,
     /// Slot-epochs that trained a live trial.
@@ -672,9 +674,14 @@ impl SearchTimes {
             format!("the rest (study, checkpoints, report) {:.2} s", total - parts)
         };
         format!(
-            "training {:.2} s, validation {:.2} s, setup (features, envs, networks) {:.2} s, test walks {:.2} s, \
-             {rest}",
-            self.train, self.eval, self.setup, self.test,
+            "training {:.2} s, validation {:.2} s, setup {:.2} s (features {:.2} s, envs and networks {:.2} s), \
+             test walks {:.2} s, {rest}",
+            self.train,
+            self.eval,
+            self.setup,
+            self.features,
+            self.setup - self.features,
+            self.test,
         )
     }
 }
@@ -706,6 +713,7 @@ impl SearchClock {
     pub fn times(self, split_seconds: f64) -> SearchTimes {
         let mut t = self.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         t.setup += split_seconds;
+        t.features += split_seconds;
         t
     }
 }

@@ -3,8 +3,17 @@
 //! another stream ran before it), so that a profile gives each kernel's summed time and the time the device
 //! ran any kernel at all (the union of the launches' intervals over every stream: overlapping launches count
 //! once).
+//!
+//! The profile disturbs what it measures as little as it can: a launch takes its two events from a pool
+//! (creating an event costs more than recording one) and only appends them to a list; a reader thread reads
+//! the events back in launch order, chunk by chunk, and returns them to the pool. The launching threads
+//! never wait for the device, nor for each other beyond the list's lock.
 
-use cudarc::driver::CudaEvent;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use cudarc::driver::{CudaContext, CudaEvent};
 
 use crate::HostError;
 
@@ -25,26 +34,138 @@ impl std::fmt::Display for Label {
     }
 }
 
-/// Launches kept as events before the older half is read back (each read waits for its end event, which by
-/// then has long completed): a whole search's launches never pile up as millions of live events.
-const PENDING_LIMIT: usize = 1 << 14;
+/// Launches handed to the reader at once: a launch's events return to the pool a chunk after it.
+const CHUNK: usize = 1 << 12;
 
-/// A profile in progress.
-#[derive(Debug, Default)]
+/// One launch as the profile keeps it: its label and its events (start, end).
+type Launch = (Label, CudaEvent, CudaEvent);
+
+/// Timing events no launch holds, for reuse.
+type Pool = Arc<Mutex<Vec<CudaEvent>>>;
+
+/// A profile in progress: the launches not yet handed to the reader, the event pool and the reader.
+#[derive(Debug)]
 pub(crate) struct ProfileLog {
+    ctx: Arc<CudaContext>,
+    pool: Pool,
+    pending: Vec<Launch>,
+    to_reader: Sender<Vec<Launch>>,
+    reader: JoinHandle<Result<Reading, HostError>>,
+}
+
+/// What the reader has read so far.
+#[derive(Debug, Default)]
+struct Reading {
     /// The latest start event read back and its time on the profile's clock (milliseconds from the first
     /// launch's start; negative for a launch another stream ran earlier). Each start is read against the one
     /// before it, so that CUDA's f32 milliseconds round a short step, not the whole time since the first.
     anchor: Option<(CudaEvent, f64)>,
-    /// Launches whose events are not read yet (label, start, end), in launch order; the first launch's start
-    /// is the first anchor (`None` here).
-    pending: Vec<(Label, Option<CudaEvent>, CudaEvent)>,
     /// Per label: launches and summed milliseconds, in order of first launch.
     kernels: Vec<(Label, usize, f64)>,
     /// Every launch read back: start and end on the profile's clock.
     intervals: Vec<(f64, f64)>,
-    /// The first error of a read-back, returned by [`Self::finish`] (a launch does not fail for it).
-    failed: Option<HostError>,
+}
+
+impl ProfileLog {
+    /// A profile of launches on `ctx`'s streams, its reader started.
+    pub(crate) fn start(ctx: &Arc<CudaContext>) -> Result<Self, HostError> {
+        let pool: Pool = Arc::default();
+        let (to_reader, chunks) = channel();
+        let (reader_ctx, reader_pool) = (ctx.clone(), pool.clone());
+        let reader = std::thread::Builder::new()
+            .name("tradesim-profile".into())
+            .spawn(move || read_chunks(&reader_ctx, &reader_pool, &chunks))
+            .map_err(|e| HostError::Profile(format!("starting its reader thread: {e}")))?;
+        Ok(Self { ctx: ctx.clone(), pool, pending: Vec::new(), to_reader, reader })
+    }
+
+    /// Two timing events for a launch: from the pool, or new where it is empty.
+    pub(crate) fn events(&self) -> Result<(CudaEvent, CudaEvent), HostError> {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut take = || match pool.pop() {
+            Some(event) => Ok(event),
+            None => self
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(HostError::driver("creating a timing event")),
+        };
+        Ok((take()?, take()?))
+    }
+
+    /// Records one launch's events (recorded on its stream around it); hands a chunk to the reader once
+    /// [`CHUNK`] are pending.
+    pub(crate) fn push(&mut self, label: Label, start: CudaEvent, end: CudaEvent) {
+        self.pending.push((label, start, end));
+        if self.pending.len() >= CHUNK {
+            // A reader that stopped (a read-back failed) returns its error at `finish`; the launches it no
+            // longer reads are dropped with their events.
+            let _ = self.to_reader.send(std::mem::take(&mut self.pending));
+        }
+    }
+
+    /// Hands the pending launches to the reader (the caller has waited for the device), waits for it and
+    /// sums the profile, or returns the first error a read-back met.
+    pub(crate) fn finish(self) -> Result<KernelProfile, HostError> {
+        let Self { pending, to_reader, reader, .. } = self;
+        if !pending.is_empty() {
+            let _ = to_reader.send(pending);
+        }
+        drop(to_reader);
+        let reading = reader.join().map_err(|_| HostError::Profile("its reader thread panicked".into()))??;
+        let first = reading.intervals.iter().map(|i| i.0).fold(f64::INFINITY, f64::min);
+        let last = reading.intervals.iter().map(|i| i.1).fold(f64::NEG_INFINITY, f64::max);
+        let span_ms = if reading.intervals.is_empty() { 0.0 } else { last - first };
+        Ok(KernelProfile {
+            kernels: reading.kernels.into_iter().map(|(label, n, ms)| (label.to_string(), n, ms)).collect(),
+            busy_ms: busy_ms(reading.intervals),
+            span_ms,
+        })
+    }
+}
+
+/// The reader: each chunk's launches read back in launch order (each read waits for its end event), added
+/// to the per-label sums and the intervals, their events returned to `pool`; until the sender is dropped.
+fn read_chunks(ctx: &Arc<CudaContext>, pool: &Pool, chunks: &Receiver<Vec<Launch>>) -> Result<Reading, HostError> {
+    ctx.bind_to_thread().map_err(HostError::driver("binding the profile's reader to the device"))?;
+    let mut reading = Reading::default();
+    for chunk in chunks {
+        let mut freed = Vec::with_capacity(2 * chunk.len());
+        for (label, start, end) in chunk {
+            end.synchronize().map_err(HostError::driver("waiting for a launch's end event"))?;
+            // A launch's own pair gives its duration (the finest resolution); its place, its start.
+            let took = elapsed_ms(&start, &end)?;
+            let begins = match reading.anchor.take() {
+                Some((anchor, at)) => {
+                    let begins = at + elapsed_ms(&anchor, &start)?;
+                    freed.push(anchor);
+                    begins
+                }
+                None => 0.0,
+            };
+            match reading.kernels.iter_mut().find(|(l, _, _)| *l == label) {
+                Some(row) => {
+                    row.1 += 1;
+                    row.2 += took;
+                }
+                None => reading.kernels.push((label, 1, took)),
+            }
+            reading.intervals.push((begins, begins + took));
+            reading.anchor = Some((start, begins));
+            freed.push(end);
+        }
+        pool.lock().unwrap_or_else(PoisonError::into_inner).extend(freed);
+    }
+    Ok(reading)
+}
+
+/// Milliseconds from `from` to `to`, both recorded and complete (the reader waits for each launch's end
+/// event, and every start it reads against came before an end it waited for, or is that launch's own).
+fn elapsed_ms(from: &CudaEvent, to: &CudaEvent) -> Result<f64, HostError> {
+    // SAFETY: both events were created by `CudaContext::new_event` with timing and are alive (borrowed);
+    // the reader thread is bound to their context.
+    unsafe { cudarc::driver::result::event::elapsed(from.cu_event(), to.cu_event()) }
+        .map(f64::from)
+        .map_err(HostError::driver("reading event times"))
 }
 
 /// What a profile measured.
@@ -73,77 +194,6 @@ impl KernelProfile {
     /// Milliseconds of every launch summed (overlapping launches on several streams each count).
     pub fn summed_ms(&self) -> f64 {
         self.kernels.iter().map(|k| k.2).sum()
-    }
-}
-
-impl ProfileLog {
-    /// Records one launch's events; reads the older half back once [`PENDING_LIMIT`] are pending.
-    pub(crate) fn push(&mut self, label: Label, start: CudaEvent, end: CudaEvent) {
-        let start = match self.anchor {
-            None => {
-                self.anchor = Some((start, 0.0));
-                None
-            }
-            Some(_) => Some(start),
-        };
-        self.pending.push((label, start, end));
-        if self.pending.len() >= PENDING_LIMIT && self.failed.is_none() {
-            let older: Vec<_> = self.pending.drain(..PENDING_LIMIT / 2).collect();
-            if let Err(e) = self.read_back(older) {
-                self.failed = Some(e);
-            }
-        }
-    }
-
-    /// Reads every pending launch back (the caller has waited for the device) and sums the profile, or
-    /// returns the first error a read-back met.
-    pub(crate) fn finish(mut self) -> Result<KernelProfile, HostError> {
-        if let Some(e) = self.failed.take() {
-            return Err(e);
-        }
-        let pending = std::mem::take(&mut self.pending);
-        self.read_back(pending)?;
-        let first = self.intervals.iter().map(|i| i.0).fold(f64::INFINITY, f64::min);
-        let last = self.intervals.iter().map(|i| i.1).fold(f64::NEG_INFINITY, f64::max);
-        let span_ms = if self.intervals.is_empty() { 0.0 } else { last - first };
-        Ok(KernelProfile {
-            kernels: self.kernels.into_iter().map(|(label, n, ms)| (label.to_string(), n, ms)).collect(),
-            busy_ms: busy_ms(self.intervals),
-            span_ms,
-        })
-    }
-
-    /// Each launch's start and end on the profile's clock (each read waits for its event), added to the
-    /// per-label sums and the intervals.
-    fn read_back(&mut self, launches: Vec<(Label, Option<CudaEvent>, CudaEvent)>) -> Result<(), HostError> {
-        let Some(mut anchor) = self.anchor.take() else { return Ok(()) };
-        let ms = |from: &CudaEvent, to: &CudaEvent| {
-            from.elapsed_ms(to).map(f64::from).map_err(HostError::driver("reading event times"))
-        };
-        let read = || -> Result<(), HostError> {
-            for (label, start, end) in launches {
-                // A launch's own pair gives its duration (the finest resolution); its place, its start.
-                let (begins, took) = match &start {
-                    Some(start) => (anchor.1 + ms(&anchor.0, start)?, ms(start, &end)?),
-                    None => (anchor.1, ms(&anchor.0, &end)?),
-                };
-                match self.kernels.iter_mut().find(|(l, _, _)| *l == label) {
-                    Some(row) => {
-                        row.1 += 1;
-                        row.2 += took;
-                    }
-                    None => self.kernels.push((label, 1, took)),
-                }
-                self.intervals.push((begins, begins + took));
-                if let Some(start) = start {
-                    anchor = (start, begins);
-                }
-            }
-            Ok(())
-        };
-        let ran = read();
-        self.anchor = Some(anchor);
-        ran
     }
 }
 

@@ -313,13 +313,20 @@ impl CudaRuntime {
         Ok((2 * n * 4 * reps) as f64 / (f64::from(ms) * 1e-3) / 1e9)
     }
 
-    /// Starts recording a timing-event pair around every launch (until [`Self::stop_profile`]).
-    pub fn start_profile(&self) {
-        *self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ProfileLog::default());
+    /// Starts recording a timing-event pair around every launch (until [`Self::stop_profile`]), replacing a
+    /// profile already running; fails only where the profile's reader thread cannot start.
+    pub fn start_profile(&self) -> Result<(), HostError> {
+        let log = ProfileLog::start(&self.ctx)?;
+        *self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(log);
+        Ok(())
     }
 
-    pub(crate) fn profiling(&self) -> bool {
-        self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    /// Two timing events for a launch while profiling (from the profile's pool), `None` otherwise.
+    pub(crate) fn profile_events(&self) -> Result<Option<(CudaEvent, CudaEvent)>, HostError> {
+        match self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+            Some(log) => log.events().map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Notes `kernel` as the last kernel launched on `stream`.
@@ -351,9 +358,9 @@ impl CudaRuntime {
     /// Stops profiling; waits for the device and returns each launch label's launches and summed device
     /// milliseconds, and the time the device ran any profiled kernel ([`KernelProfile`]).
     pub fn stop_profile(&self) -> Result<KernelProfile, HostError> {
-        let log = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
+        let log = self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         self.synchronize()?;
-        log.finish()
+        log.map_or_else(|| Ok(KernelProfile::default()), ProfileLog::finish)
     }
 
     /// Free and total device memory in bytes.

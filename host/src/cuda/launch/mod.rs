@@ -242,16 +242,14 @@ pub(crate) fn timed<T>(
     label: Label,
     go: impl FnOnce() -> Result<T, cudarc::driver::DriverError>,
 ) -> Result<(), HostError> {
-    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let start = if rt.profiling() {
-        Some(stream.record_event(timing).map_err(HostError::driver("recording an event"))?)
-    } else {
-        None
-    };
+    let events = rt.profile_events()?;
+    if let Some((start, _)) = &events {
+        start.record(stream).map_err(HostError::driver("recording an event"))?;
+    }
     go().map_err(HostError::driver(format!("launching {label}")))?;
     rt.launched(stream, label.kernel);
-    if let Some(start) = start {
-        let end = stream.record_event(timing).map_err(HostError::driver("recording an event"))?;
+    if let Some((start, end)) = events {
+        end.record(stream).map_err(HostError::driver("recording an event"))?;
         rt.record_launch(label, start, end);
     }
     Ok(())
