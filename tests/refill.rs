@@ -26,35 +26,23 @@ struct Record {
 type End = (usize, u64, u64, Vec<u8>, Vec<u32>);
 
 /// A controller that stops the trial of `stop` (slot, after the report of its own epoch) and gives freed
-/// slots the `queue`'s trials in order; it records every trial by key. A `lagging` one says no trial can be
-/// stopped (`may_stop`), so that its reports may wait; `heard_at` has, per report, how many times
-/// `may_stop` had been asked (once an epoch) when it came.
+/// slots the `queue`'s trials in order; it records every trial by key.
 struct Script<P> {
     stop: Option<(usize, usize)>,
     stopped: bool,
     queue: Vec<SlotTrial<P>>,
     records: BTreeMap<u64, Record>,
     refills: Vec<(usize, usize, u64)>,
-    lagging: bool,
-    asked: std::cell::Cell<usize>,
-    heard_at: Vec<usize>,
 }
 
 impl<P> Script<P> {
     fn new(stop: Option<(usize, usize)>, queue: Vec<SlotTrial<P>>) -> Self {
-        let (records, refills) = (BTreeMap::new(), Vec::new());
-        Self { stop, stopped: false, queue, records, refills, lagging: false, asked: 0.into(), heard_at: Vec::new() }
-    }
-
-    fn lagging(self) -> Self {
-        assert!(self.stop.is_none(), "a script that stops a trial must hear every report in time");
-        Self { lagging: true, ..self }
+        Self { stop, stopped: false, queue, records: BTreeMap::new(), refills: Vec::new() }
     }
 }
 
 impl<P> SlotControl<P> for Script<P> {
     fn report(&mut self, r: &EpochReport) -> Result<(), tradesim::Error> {
-        self.heard_at.push(self.asked.get());
         for (slot, t) in r.trials.iter().enumerate() {
             let Some((key, epoch)) = *t else { continue };
             let rec = self.records.entry(key).or_default();
@@ -69,10 +57,6 @@ impl<P> SlotControl<P> for Script<P> {
     }
     fn stops(&self, slot: usize) -> bool {
         self.stopped && self.stop.is_some_and(|(s, _)| s == slot) && self.refills.is_empty()
-    }
-    fn may_stop(&self) -> bool {
-        self.asked.set(self.asked.get() + 1);
-        !self.lagging
     }
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, tradesim::Error> {
         if self.queue.is_empty() {
@@ -162,8 +146,7 @@ fn check<P>(refilled: &Script<P>, alone: &Script<P>, plain: &Script<P>, new_key:
 }
 
 /// The three runs of a refill check: `envs` with `params` where slot `stop.0`'s trial stops after its epoch
-/// `stop.1` and `newcomer` takes the slot; the same batch without the stop; the newcomer alone, its reports
-/// lagging (its three epochs' validation walks under way at once, heard at the end).
+/// `stop.1` and `newcomer` takes the slot; the same batch without the stop; the newcomer alone.
 fn three_runs<A: Learner>(
     backend: &Backend,
     (envs, params): (&[TrialParams], &[A::Params]),
@@ -181,9 +164,7 @@ fn three_runs<A: Learner>(
     let refilled = go(envs, params.to_vec(), Script::new(Some(stop), vec![newcomer.clone()]));
     assert_eq!(refilled.refills, [(stop.0, stop.1 + 2, key)], "the slot is freed two epochs after the stop");
     let plain = go(envs, params.to_vec(), Script::new(None, Vec::new()));
-    let alone = go(&[newcomer.env], vec![newcomer.learner], Script::new(None, Vec::new()).lagging());
-    assert_eq!(alone.heard_at, [3, 3, 3], "a lagging script hears its epochs at the last boundary");
-    assert_eq!(plain.heard_at, [2, 3, 3], "a script that may stop trials hears an epoch one epoch later");
+    let alone = go(&[newcomer.env], vec![newcomer.learner], Script::new(None, Vec::new()));
     [refilled, alone, plain]
 }
 

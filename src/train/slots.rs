@@ -76,24 +76,16 @@ pub struct EndedTrial {
 
 /// What a batch does at its epoch boundaries (the search's slot refill; [`train_dqn`](super::train_dqn) and [`train_ppo`](super::train_ppo)
 /// keep their trials to the end). Calls come in this order at each boundary: [`Self::stops`] for the live
-/// slots; when some trial ends there, the earlier epochs' [`Self::report`]s not yet made and the ending
-/// trials' [`Self::ended`]; then [`Self::next`] for the free slots in order. At a boundary where no trial
-/// ends, the previous epoch's report comes once the next epoch's training is under way (its validation walk
-/// overlaps that training); where [`Self::may_stop`] says no live trial can be stopped, reports wait for the
-/// next boundary where trials end (up to [`PENDING_WALKS`] epochs), so that several epochs' validation walks
-/// run at once.
+/// slots; when some trial ends there, the previous epoch's [`Self::report`] and the ending trials'
+/// [`Self::ended`]; then [`Self::next`] for the free slots in order. At a boundary where no trial ends, the
+/// previous epoch's report comes once the next epoch's training is under way (its validation walk overlaps
+/// that training).
 pub trait SlotControl<P> {
     /// An epoch's validation report (per slot, with the trial it trained and that trial's own epoch:
     /// [`EpochReport::trials`]). An error stops the run.
     fn report(&mut self, report: &EpochReport) -> Result<(), Error>;
     /// Whether the trial in `slot` ends at this boundary before its last epoch (pruned).
     fn stops(&self, slot: usize) -> bool;
-    /// Whether a report still to come could make [`Self::stops`] true for a live trial (checked after each
-    /// boundary's refill); `false` lets the reports of several epochs wait, which changes when they arrive,
-    /// never what they say or what is trained.
-    fn may_stop(&self) -> bool {
-        true
-    }
     /// Whether the batch's slots start with the run's configured trials (`true`), or empty, every trial
     /// coming from [`Self::next`] (from the first boundary on).
     fn preloaded(&self) -> bool {
@@ -105,10 +97,6 @@ pub trait SlotControl<P> {
     /// A trial ended (after its last epoch's report).
     fn ended(&mut self, trial: EndedTrial) -> Result<(), Error>;
 }
-
-/// Validation walks that may be under way at once when no live trial can be stopped
-/// ([`SlotControl::may_stop`]): each holds its envs and a copy of the weights until it is finished.
-pub const PENDING_WALKS: usize = 8;
 
 /// What [`run_slots`] leaves.
 #[derive(Debug)]
@@ -134,12 +122,10 @@ struct Ending<'a> {
 ///
 /// Epoch e's validation walk runs (on a GPU: on its own stream, from a copy of the weights) while epoch e + 1
 /// trains; it is finished and reported once that training is under way, so `ctl` hears of an epoch one
-/// epoch later and a trial it stops has trained one more epoch by the boundary where it ends. Where `ctl`
-/// can stop no live trial ([`SlotControl::may_stop`]), the walks of up to [`PENDING_WALKS`] epochs run at
-/// once, each on its own stream, and are reported in order at the next boundary where trials end (or when
-/// that many wait). At a boundary where trials end, the walks are waited for first (the ended trials' last
-/// reports come before their slots are refilled). The reports and their order are those of walks finished
-/// at once: the overlap only changes when they arrive.
+/// epoch later and a trial it stops has trained one more epoch by the boundary where it ends. At a boundary
+/// where trials end, the walk is waited for first (the ended trials' last reports come before their slots
+/// are refilled). The reports and their order are those of walks finished at once: the overlap only
+/// changes when they arrive.
 pub fn run_slots<A: Learner>(
     backend: &Backend,
     data: &SplitData,
@@ -167,32 +153,27 @@ pub fn run_slots<A: Learner>(
     let mut live: Vec<Option<u64>> = cfg.env_params.iter().map(|p| preloaded.then_some(p.key)).collect();
     let (mut started_at, mut trained) = (vec![0usize; trials], vec![0usize; trials]);
     let mut step = 0u64;
-    // Validation walks under way, oldest first, with their epochs' reports.
-    let mut pending: Vec<(EpochReport, PendingGreedy)> = Vec::new();
+    let mut pending: Option<(EpochReport, PendingGreedy)> = None;
     let mut endings: Vec<Ending> = Vec::new();
     let mut test_seconds = 0.0;
-    // Finishes the first `n` pending validations (reported to `ctl` in order), then, once none is pending,
-    // the endings registered before them.
-    let settle = |pending: &mut Vec<(EpochReport, PendingGreedy)>,
-                  n: usize,
+    // Finishes the pending validation (reported to `ctl`), then the endings registered before it.
+    let settle = |pending: Option<(EpochReport, PendingGreedy)>,
                   endings: &mut Vec<Ending>,
                   ctl: &mut dyn SlotControl<A::Params>|
      -> Result<f64, Error> {
-        for (mut report, walk) in pending.drain(..n.min(pending.len())) {
+        if let Some((mut report, walk)) = pending {
             let started = Instant::now();
             (report.valid, report.valid_actions) = walk.finish()?;
             report.eval_seconds += started.elapsed().as_secs_f64();
             ctl.report(&report)?;
         }
         let started = Instant::now();
-        if pending.is_empty() {
-            for ending in endings.drain(..) {
-                let (metrics, actions) = ending.walk.finish()?;
-                let steps = actions.len() / metrics.len().max(1);
-                for (slot, key, epochs, network) in ending.trials {
-                    let test_actions = actions[slot * steps..(slot + 1) * steps].to_vec();
-                    ctl.ended(EndedTrial { slot, key, epochs, test: metrics[slot], test_actions, network })?;
-                }
+        for ending in endings.drain(..) {
+            let (metrics, actions) = ending.walk.finish()?;
+            let steps = actions.len() / metrics.len().max(1);
+            for (slot, key, epochs, network) in ending.trials {
+                let test_actions = actions[slot * steps..(slot + 1) * steps].to_vec();
+                ctl.ended(EndedTrial { slot, key, epochs, test: metrics[slot], test_actions, network })?;
             }
         }
         Ok(started.elapsed().as_secs_f64())
@@ -215,7 +196,7 @@ pub fn run_slots<A: Learner>(
             test_seconds += started.elapsed().as_secs_f64();
             // Their last epoch's report and their ends come before the claims for their slots (a search
             // samples the next trials from every trial finished by then).
-            test_seconds += settle(&mut pending, usize::MAX, &mut endings, ctl)?;
+            test_seconds += settle(pending.take(), &mut endings, ctl)?;
         }
         for k in 0..trials {
             if live[k].is_none()
@@ -232,10 +213,7 @@ pub fn run_slots<A: Learner>(
         env.reset_epochs(&(0..trials).map(|k| (tick - started_at[k]) as u64).collect::<Vec<_>>())?;
         agent.learn_epoch(&mut env, cfg, segment_len, &mut step)?;
         let launched = started.elapsed().as_secs_f64();
-        // The previous epoch's walk is reported now where a report may stop a trial; else walks wait (up to
-        // PENDING_WALKS, this epoch's included) for the next boundary where trials end.
-        let due = if ctl.may_stop() { pending.len() } else { (pending.len() + 1).saturating_sub(PENDING_WALKS) };
-        test_seconds += settle(&mut pending, due, &mut endings, ctl)?;
+        test_seconds += settle(pending.take(), &mut endings, ctl)?;
         let started = Instant::now();
         let losses = agent.losses()?;
         let train_seconds = launched + started.elapsed().as_secs_f64();
@@ -255,8 +233,8 @@ pub fn run_slots<A: Learner>(
         for (k, n) in trained.iter_mut().enumerate() {
             *n += usize::from(live[k].is_some());
         }
-        pending.push((report, walk));
+        pending = Some((report, walk));
     }
-    test_seconds += settle(&mut pending, usize::MAX, &mut endings, ctl)?;
+    test_seconds += settle(pending.take(), &mut endings, ctl)?;
     Ok(SlotRun { agent, setup_seconds, test_seconds })
 }

@@ -150,17 +150,6 @@ impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSl
         self.slots[slot].and_then(|n| self.trials.get(&n)).is_some_and(|t| t.pruned)
     }
 
-    /// The median rule can prune only a trial that saw enough complete trials ([`should_prune`]'s first
-    /// test, on the reference fixed when the trial started).
-    fn may_stop(&self) -> bool {
-        let s = &self.cfg.study;
-        s.prune == PruneRule::Median
-            && self.slots.iter().flatten().filter_map(|n| self.trials.get(n)).any(|t| {
-                let n_complete = t.reference.1;
-                !t.pruned && n_complete > 0 && n_complete >= s.prune_startup_trials
-            })
-    }
-
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error> {
         let at = self.batch.tick0 + tick;
         self.slots[slot] = None;
