@@ -39,7 +39,7 @@ pub use backtest::{BacktestResult, BacktestSpec, Signals, backtest};
 pub use dqn::{DqnAgent, NetState};
 pub use env_batch::{EnvBatch, EnvConfig, SampleBatch, SimLayout};
 pub use error::HostError;
-pub use market::{DEFAULT_SIGMA_SPAN, MarketData, UniverseMarket, ewma_sigma};
+pub use market::{DEFAULT_SIGMA_SPAN, MarketData, UniverseMarket, ewma_sigma, ewma_sigma_of_returns};
 pub use module::{Cubin, ModuleLoad, ModuleSource, Modules};
 pub use options::KernelOptions;
 pub use portfolio::backtest_portfolios;

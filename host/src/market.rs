@@ -12,12 +12,19 @@ pub const DEFAULT_SIGMA_SPAN: usize = 100;
 /// `var_t = (1 - a) var_{t-1} + a r_t^2` (zero-mean, RiskMetrics style), `var_1 = r_1^2`, and sigma 0 at
 /// bar 0 (no return yet: barriers are disabled there).
 pub fn ewma_sigma(close: &[f64], span: usize) -> Vec<f64> {
+    let returns: Vec<f64> =
+        (0..close.len()).map(|t| if t == 0 { 0.0 } else { (close[t] / close[t - 1]).ln() }).collect();
+    ewma_sigma_of_returns(&returns, span)
+}
+
+/// [`ewma_sigma`] from the log returns `returns[t] = ln(close[t] / close[t - 1])` (`returns[0]` unused), for
+/// a caller that has them already: the same bits.
+pub fn ewma_sigma_of_returns(returns: &[f64], span: usize) -> Vec<f64> {
     let alpha = 2.0 / (span.max(1) as f64 + 1.0);
-    let mut out = Vec::with_capacity(close.len());
+    let mut out = Vec::with_capacity(returns.len());
     let mut var = 0.0;
-    for t in 0..close.len() {
+    for (t, &r) in returns.iter().enumerate() {
         if t > 0 {
-            let r = (close[t] / close[t - 1]).ln();
             var = if t == 1 { r * r } else { (1.0 - alpha) * var + alpha * r * r };
         }
         out.push(var.sqrt());

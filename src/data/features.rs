@@ -181,35 +181,58 @@ impl FeatureMatrix {
     pub fn compute_from(cols: &Columns, first: usize) -> Self {
         let n = cols.len();
         let (o, h, l, c, v) = (&cols.open, &cols.high, &cols.low, &cols.close, &cols.volume);
-        let r: Vec<f64> = (0..n).map(|t| if t == 0 { 0.0 } else { (c[t] / c[t - 1]).ln() }).collect();
-        let sigma100 = tradesim_host::ewma_sigma(c, 100);
-        let sigma20 = tradesim_host::ewma_sigma(c, 20);
-        let (rsi14, rsi6) = (rsi(c, 14), rsi(c, 6));
-        let (ema12, ema26) = (ema(c, 12.0), ema(c, 26.0));
-        let macd: Vec<f64> = ema12.iter().zip(&ema26).map(|(a, b)| a - b).collect();
-        let signal = ema(&macd, 9.0);
-        let tr: Vec<f64> = (0..n)
-            .map(|t| {
-                if t == 0 {
-                    h[t] - l[t]
-                } else {
-                    (h[t] - l[t]).max((h[t] - c[t - 1]).abs()).max((l[t] - c[t - 1]).abs())
-                }
-            })
-            .collect();
-        let atr = ema(&tr, 2.0 * 14.0 - 1.0);
+        // The element-wise columns in parallel, the recursive ones (EWMAs, RSIs) concurrently, each in its
+        // own order: the same bits as one after another.
+        let r: Vec<f64> = (0..n).into_par_iter().map(|t| if t == 0 { 0.0 } else { (c[t] / c[t - 1]).ln() }).collect();
+        let ((sigma100, sigma20), ((rsi14, rsi6), ((macd, signal), atr))) = rayon::join(
+            || {
+                rayon::join(
+                    || tradesim_host::ewma_sigma_of_returns(&r, 100),
+                    || tradesim_host::ewma_sigma_of_returns(&r, 20),
+                )
+            },
+            || {
+                rayon::join(
+                    || rayon::join(|| rsi(c, 14), || rsi(c, 6)),
+                    || {
+                        rayon::join(
+                            || {
+                                let (ema12, ema26) = rayon::join(|| ema(c, 12.0), || ema(c, 26.0));
+                                let macd: Vec<f64> = ema12.iter().zip(&ema26).map(|(a, b)| a - b).collect();
+                                let signal = ema(&macd, 9.0);
+                                (macd, signal)
+                            },
+                            || {
+                                let tr: Vec<f64> = (0..n)
+                                    .into_par_iter()
+                                    .map(|t| {
+                                        if t == 0 {
+                                            h[t] - l[t]
+                                        } else {
+                                            (h[t] - l[t]).max((h[t] - c[t - 1]).abs()).max((l[t] - c[t - 1]).abs())
+                                        }
+                                    })
+                                    .collect();
+                                ema(&tr, 2.0 * 14.0 - 1.0)
+                            },
+                        )
+                    },
+                )
+            },
+        );
         let stoch_k: Vec<f64> = (0..n)
+            .into_par_iter()
             .map(|t| {
                 let hh = window(h, t, 14).iter().copied().fold(f64::MIN, f64::max);
                 let ll = window(l, t, 14).iter().copied().fold(f64::MAX, f64::min);
                 if hh > ll { (c[t] - ll) / (hh - ll) } else { 0.5 }
             })
             .collect();
-        let log_vol: Vec<f64> = v.iter().map(|x| x.max(0.0).ln_1p()).collect();
+        let log_vol: Vec<f64> = v.par_iter().map(|x| x.max(0.0).ln_1p()).collect();
+        let typical: Vec<f64> = (0..n).into_par_iter().map(|t| (h[t] + l[t] + c[t]) / 3.0).collect();
         // The range estimators' logarithms, once a bar (each row reads 20 of each, in the same order).
-        let log_hl: Vec<f64> = (0..n).map(|u| (h[u] / l[u]).ln()).collect();
-        let log_co: Vec<f64> = (0..n).map(|u| (c[u] / o[u]).ln()).collect();
-        let typical: Vec<f64> = (0..n).map(|t| (h[t] + l[t] + c[t]) / 3.0).collect();
+        let log_hl: Vec<f64> = (0..n).into_par_iter().map(|u| (h[u] / l[u]).ln()).collect();
+        let log_co: Vec<f64> = (0..n).into_par_iter().map(|u| (c[u] / o[u]).ln()).collect();
         let sma = |t: usize, w: usize| mean(window(c, t, w));
         let mut values = vec![0.0; n * N_FEATURES];
         // Rows are independent (each reads the series only): computed in parallel, the same bits as in order.
@@ -328,12 +351,13 @@ impl FeatureMatrix {
 
     /// Rows `range`, normalized with `norm` and clipped to +-[`CLIP`], as the f32 matrix the device takes.
     pub fn normalized(&self, norm: &Normalizer, range: Range<usize>) -> Vec<f32> {
-        let mut out = Vec::with_capacity(range.len() * N_FEATURES);
-        for t in range {
-            for j in 0..N_FEATURES {
-                out.push(((self.get(t, j) - norm.mean[j]) / norm.std[j]).clamp(-CLIP, CLIP) as f32);
+        let mut out = vec![0.0; range.len() * N_FEATURES];
+        // Each value on its own: rows in parallel.
+        out.par_chunks_mut(N_FEATURES).zip(range.into_par_iter()).for_each(|(row, t)| {
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = ((self.get(t, j) - norm.mean[j]) / norm.std[j]).clamp(-CLIP, CLIP) as f32;
             }
-        }
+        });
         out
     }
 }
