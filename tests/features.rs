@@ -63,6 +63,29 @@ fn warm_up_rows_are_zero_and_the_rest_finite() {
     );
 }
 
+/// The features computed in parallel keep the serial definitions' bits: the two sigma features are the
+/// price block's EWMA sigma of the closes (spans 100 and 20), and the range estimators (Parkinson and
+/// Garman-Klass over 20 bars) are their formulas summed in bar order.
+#[test]
+fn parallel_columns_keep_the_serial_bits() {
+    let d = synthetic(3_000, 7);
+    let c = columns(&d.series[0]).unwrap();
+    let f = FeatureMatrix::compute(&c);
+    let col = |name: &str| NAMES.iter().position(|n| *n == name).unwrap();
+    let (s100, s20) = (tradesim::ewma_sigma(&c.close, 100), tradesim::ewma_sigma(&c.close, 20));
+    let (parkinson, gk) = (col("parkinson_vol_20"), col("garman_klass_vol_20"));
+    for t in WARMUP..c.len() {
+        assert_eq!(f.get(t, col("ewma_vol_100")).to_bits(), s100[t].to_bits(), "sigma 100 at {t}");
+        assert_eq!(f.get(t, col("ewma_vol_20")).to_bits(), s20[t].to_bits(), "sigma 20 at {t}");
+        let hl: Vec<f64> = (t - 19..=t).map(|u| (c.high[u] / c.low[u]).ln()).collect();
+        let co: Vec<f64> = (t - 19..=t).map(|u| (c.close[u] / c.open[u]).ln()).collect();
+        let p = (hl.iter().map(|x| x * x).sum::<f64>() / (20.0 * 4.0 * std::f64::consts::LN_2)).sqrt();
+        let g: f64 = hl.iter().zip(&co).map(|(a, b)| 0.5 * a * a - (2.0 * std::f64::consts::LN_2 - 1.0) * b * b).sum();
+        assert_eq!(f.get(t, parkinson).to_bits(), p.to_bits(), "Parkinson at {t}");
+        assert_eq!(f.get(t, gk).to_bits(), (g / 20.0).max(0.0).sqrt().to_bits(), "Garman-Klass at {t}");
+    }
+}
+
 /// Bars closing at 100 + t with open 99.5 + t, high close + 1, low open - 1: logret_1 = ln(c_t / c_{t-1}),
 /// ret_5 = c_t / c_{t-5} - 1, range = 2.5 / c, gap = o_t / c_{t-1} - 1, close location = 1.5 / 2.5 - 0.5.
 #[test]
