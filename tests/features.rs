@@ -5,7 +5,7 @@ use num_traits::ToPrimitive;
 use proptest::prelude::*;
 use rust_decimal::Decimal;
 use tradesim::data::device::{Prepared, columns};
-use tradesim::data::features::{FeatureMatrix, N_FEATURES, NAMES, WARMUP};
+use tradesim::data::features::{CLIP, FeatureMatrix, N_FEATURES, NAMES, WARMUP};
 use tradesim::data::splits::time_split;
 use tradesim::data::synthetic::{GeneratorConfig, generate};
 use tradesim::data::{Dataset, Series};
@@ -83,7 +83,21 @@ fn parallel_columns_keep_the_serial_bits() {
         let g: f64 = hl.iter().zip(&co).map(|(a, b)| 0.5 * a * a - (2.0 * std::f64::consts::LN_2 - 1.0) * b * b).sum();
         assert_eq!(f.get(t, parkinson).to_bits(), p.to_bits(), "Parkinson at {t}");
         assert_eq!(f.get(t, gk).to_bits(), (g / 20.0).max(0.0).sqrt().to_bits(), "Garman-Klass at {t}");
+        let r = (c.close[t] / c.close[t - 1]).ln();
+        assert_eq!(f.get(t, col("logret_1")).to_bits(), r.to_bits(), "log return at {t}");
     }
+    // Normalization by rows in parallel: each value as (x - mean) / std clipped, row after row.
+    let norm = f.fit(WARMUP..2_000);
+    let rows = 1_500..2_700;
+    let out = f.normalized(&norm, rows.clone());
+    assert_eq!(out.len(), rows.len() * N_FEATURES);
+    for (i, t) in rows.enumerate() {
+        for j in 0..N_FEATURES {
+            let want = ((f.get(t, j) - norm.mean[j]) / norm.std[j]).clamp(-CLIP, CLIP) as f32;
+            assert_eq!(out[i * N_FEATURES + j].to_bits(), want.to_bits(), "normalized row {t}, feature {j}");
+        }
+    }
+    assert!(f.normalized(&norm, 5..5).is_empty());
 }
 
 /// Bars closing at 100 + t with open 99.5 + t, high close + 1, low open - 1: logret_1 = ln(c_t / c_{t-1}),

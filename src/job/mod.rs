@@ -652,7 +652,8 @@ pub struct SearchTimes {
     pub eval: f64,
     /// Setup: the splits' features, then each batch's envs and networks.
     pub setup: f64,
-    /// Of [`Self::setup`]: the splits' features.
+    /// Of [`Self::setup`]: the study's own split (its features, normalization and price block); the side
+    /// searches' splits are not timed (their time is in the rest).
     pub features: f64,
     /// Test walks and backtests.
     pub test: f64,

@@ -215,7 +215,7 @@ pub struct Trained<A = DqnAgent> {
     pub test_actions: Vec<u8>,
     /// The split used.
     pub split: Split,
-    /// Seconds of setup: features, splits, envs and networks.
+    /// Seconds of setup: the envs and networks (the features are the caller's [`SplitData`]).
     pub setup_seconds: f64,
     /// Seconds of the test walks and backtests.
     pub test_seconds: f64,

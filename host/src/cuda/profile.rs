@@ -5,9 +5,11 @@
 //! once).
 //!
 //! The profile disturbs what it measures as little as it can: a launch takes its two events from a pool
-//! (creating an event costs more than recording one) and only appends them to a list; a reader thread reads
-//! the events back in launch order, chunk by chunk, and returns them to the pool. The launching threads
-//! never wait for the device, nor for each other beyond the list's lock.
+//! (creating an event costs more than recording one; the pool starts with a chunk's events and grows only
+//! until the reader returns the first ones) and only appends them to a list; a reader thread reads the
+//! events back in launch order, chunk by chunk, and returns them to the pool, waiting for an event that is
+//! not complete yet by short sleeps rather than by spinning on a core. The launching threads never wait
+//! for the device, nor for each other beyond the list's lock.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,8 +36,12 @@ impl std::fmt::Display for Label {
     }
 }
 
-/// Launches handed to the reader at once: a launch's events return to the pool a chunk after it.
+/// Launches handed to the reader at once: a launch's events return to the pool a chunk after it. The chunks
+/// queue without a bound: how far the reader may lag is how far the host's launches run ahead of the device.
 const CHUNK: usize = 1 << 12;
+
+/// How long the reader sleeps before asking again whether an event is complete.
+const POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// One launch as the profile keeps it: its label and its events (start, end).
 type Launch = (Label, CudaEvent, CudaEvent);
@@ -51,6 +57,8 @@ pub(crate) struct ProfileLog {
     pending: Vec<Launch>,
     to_reader: Sender<Vec<Launch>>,
     reader: JoinHandle<Result<Reading, HostError>>,
+    /// The reader stopped (a read-back failed; `finish` returns its error): launches are no longer profiled.
+    stopped: bool,
 }
 
 /// What the reader has read so far.
@@ -67,39 +75,41 @@ struct Reading {
 }
 
 impl ProfileLog {
-    /// A profile of launches on `ctx`'s streams, its reader started.
+    /// A profile of launches on `ctx`'s streams, its pool holding a chunk's events, its reader started.
     pub(crate) fn start(ctx: &Arc<CudaContext>) -> Result<Self, HostError> {
-        let pool: Pool = Arc::default();
+        let events = (0..2 * CHUNK).map(|_| new_event(ctx)).collect::<Result<Vec<_>, _>>()?;
+        let pool: Pool = Arc::new(Mutex::new(events));
         let (to_reader, chunks) = channel();
         let (reader_ctx, reader_pool) = (ctx.clone(), pool.clone());
         let reader = std::thread::Builder::new()
             .name("tradesim-profile".into())
             .spawn(move || read_chunks(&reader_ctx, &reader_pool, &chunks))
             .map_err(|e| HostError::Profile(format!("starting its reader thread: {e}")))?;
-        Ok(Self { ctx: ctx.clone(), pool, pending: Vec::new(), to_reader, reader })
+        Ok(Self { ctx: ctx.clone(), pool, pending: Vec::new(), to_reader, reader, stopped: false })
     }
 
-    /// Two timing events for a launch: from the pool, or new where it is empty.
-    pub(crate) fn events(&self) -> Result<(CudaEvent, CudaEvent), HostError> {
+    /// Two timing events for a launch (from the pool, or new where it is empty); `None` once the reader has
+    /// stopped.
+    pub(crate) fn events(&self) -> Result<Option<(CudaEvent, CudaEvent)>, HostError> {
+        if self.stopped {
+            return Ok(None);
+        }
         let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
         let mut take = || match pool.pop() {
             Some(event) => Ok(event),
-            None => self
-                .ctx
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(HostError::driver("creating a timing event")),
+            None => new_event(&self.ctx),
         };
-        Ok((take()?, take()?))
+        Ok(Some((take()?, take()?)))
     }
 
     /// Records one launch's events (recorded on its stream around it); hands a chunk to the reader once
     /// [`CHUNK`] are pending.
     pub(crate) fn push(&mut self, label: Label, start: CudaEvent, end: CudaEvent) {
         self.pending.push((label, start, end));
-        if self.pending.len() >= CHUNK {
-            // A reader that stopped (a read-back failed) returns its error at `finish`; the launches it no
-            // longer reads are dropped with their events.
-            let _ = self.to_reader.send(std::mem::take(&mut self.pending));
+        if self.pending.len() >= CHUNK && self.to_reader.send(std::mem::take(&mut self.pending)).is_err() {
+            // The reader stopped (a read-back failed): it returns its error at `finish`; the launches it no
+            // longer reads are dropped with their events, and later launches are not profiled.
+            self.stopped = true;
         }
     }
 
@@ -123,15 +133,23 @@ impl ProfileLog {
     }
 }
 
+/// A timing event of `ctx`.
+fn new_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent, HostError> {
+    ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(HostError::driver("creating a timing event"))
+}
+
 /// The reader: each chunk's launches read back in launch order (each read waits for its end event), added
 /// to the per-label sums and the intervals, their events returned to `pool`; until the sender is dropped.
+/// The thread binds the context once: its calls are the raw driver's, which leave the context's deferred
+/// errors (those cudarc's destructors record) to the launching threads that report them.
 fn read_chunks(ctx: &Arc<CudaContext>, pool: &Pool, chunks: &Receiver<Vec<Launch>>) -> Result<Reading, HostError> {
     ctx.bind_to_thread().map_err(HostError::driver("binding the profile's reader to the device"))?;
     let mut reading = Reading::default();
     for chunk in chunks {
         let mut freed = Vec::with_capacity(2 * chunk.len());
         for (label, start, end) in chunk {
-            end.synchronize().map_err(HostError::driver("waiting for a launch's end event"))?;
+            wait_for(&end)?;
             // A launch's own pair gives its duration (the finest resolution); its place, its start.
             let took = elapsed_ms(&start, &end)?;
             let begins = match reading.anchor.take() {
@@ -156,6 +174,21 @@ fn read_chunks(ctx: &Arc<CudaContext>, pool: &Pool, chunks: &Receiver<Vec<Launch
         pool.lock().unwrap_or_else(PoisonError::into_inner).extend(freed);
     }
     Ok(reading)
+}
+
+/// Returns once `event` is complete, sleeping [`POLL`] between queries (a blocking wait on an event of the
+/// context's default flags would spin a core).
+fn wait_for(event: &CudaEvent) -> Result<(), HostError> {
+    loop {
+        // SAFETY: the event was created by `CudaContext::new_event` and is alive (borrowed).
+        match unsafe { cudarc::driver::result::event::query(event.cu_event()) } {
+            Ok(()) => return Ok(()),
+            Err(cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY)) => {
+                std::thread::sleep(POLL);
+            }
+            Err(e) => return Err(HostError::driver("waiting for a launch's end event")(e)),
+        }
+    }
 }
 
 /// Milliseconds from `from` to `to`, both recorded and complete (the reader waits for each launch's end

@@ -324,7 +324,7 @@ impl CudaRuntime {
     /// Two timing events for a launch while profiling (from the profile's pool), `None` otherwise.
     pub(crate) fn profile_events(&self) -> Result<Option<(CudaEvent, CudaEvent)>, HostError> {
         match self.profile.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
-            Some(log) => log.events().map(Some),
+            Some(log) => log.events(),
             None => Ok(None),
         }
     }

@@ -71,7 +71,7 @@ pub enum Progress {
     },
     /// A batch's training ended (its test walks done; its checkpoints and study rows follow).
     Trained {
-        /// Seconds of setup: features, splits, envs and networks.
+        /// Seconds of setup: the batch's envs and networks (the features are the job's split, timed there).
         setup_seconds: f64,
         /// Seconds of the test walks and backtests.
         test_seconds: f64,
