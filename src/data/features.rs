@@ -184,42 +184,34 @@ impl FeatureMatrix {
         // The element-wise columns in parallel, the recursive ones (EWMAs, RSIs) concurrently, each in its
         // own order: the same bits as one after another.
         let r: Vec<f64> = (0..n).into_par_iter().map(|t| if t == 0 { 0.0 } else { (c[t] / c[t - 1]).ln() }).collect();
-        let ((sigma100, sigma20), ((rsi14, rsi6), ((macd, signal), atr))) = rayon::join(
-            || {
-                rayon::join(
-                    || tradesim_host::ewma_sigma_of_returns(&r, 100),
-                    || tradesim_host::ewma_sigma_of_returns(&r, 20),
-                )
-            },
-            || {
-                rayon::join(
-                    || rayon::join(|| rsi(c, 14), || rsi(c, 6)),
-                    || {
-                        rayon::join(
-                            || {
-                                let (ema12, ema26) = rayon::join(|| ema(c, 12.0), || ema(c, 26.0));
-                                let macd: Vec<f64> = ema12.iter().zip(&ema26).map(|(a, b)| a - b).collect();
-                                let signal = ema(&macd, 9.0);
-                                (macd, signal)
-                            },
-                            || {
-                                let tr: Vec<f64> = (0..n)
-                                    .into_par_iter()
-                                    .map(|t| {
-                                        if t == 0 {
-                                            h[t] - l[t]
-                                        } else {
-                                            (h[t] - l[t]).max((h[t] - c[t - 1]).abs()).max((l[t] - c[t - 1]).abs())
-                                        }
-                                    })
-                                    .collect();
-                                ema(&tr, 2.0 * 14.0 - 1.0)
-                            },
-                        )
-                    },
-                )
-            },
-        );
+        let sigmas = || {
+            rayon::join(
+                || tradesim_host::ewma_sigma_of_returns(&r, 100),
+                || tradesim_host::ewma_sigma_of_returns(&r, 20),
+            )
+        };
+        let rsis = || rayon::join(|| rsi(c, 14), || rsi(c, 6));
+        let macd = || {
+            let (ema12, ema26) = rayon::join(|| ema(c, 12.0), || ema(c, 26.0));
+            let macd: Vec<f64> = ema12.iter().zip(&ema26).map(|(a, b)| a - b).collect();
+            let signal = ema(&macd, 9.0);
+            (macd, signal)
+        };
+        let atr = || {
+            let tr: Vec<f64> = (0..n)
+                .into_par_iter()
+                .map(|t| {
+                    if t == 0 {
+                        h[t] - l[t]
+                    } else {
+                        (h[t] - l[t]).max((h[t] - c[t - 1]).abs()).max((l[t] - c[t - 1]).abs())
+                    }
+                })
+                .collect();
+            ema(&tr, 2.0 * 14.0 - 1.0)
+        };
+        let (((sigma100, sigma20), (rsi14, rsi6)), ((macd, signal), atr)) =
+            rayon::join(|| rayon::join(sigmas, rsis), || rayon::join(macd, atr));
         let stoch_k: Vec<f64> = (0..n)
             .into_par_iter()
             .map(|t| {
