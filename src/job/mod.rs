@@ -650,10 +650,10 @@ pub struct SearchTimes {
     pub train: f64,
     /// Validation walks and backtests.
     pub eval: f64,
-    /// Setup: the splits' features, then each batch's envs and networks.
+    /// Setup: each batch's envs and networks.
     pub setup: f64,
-    /// Of [`Self::setup`]: the study's own split (its features, normalization and price block); the side
-    /// searches' splits are not timed (their time is in the rest).
+    /// Setup before the batches: the study's own split (its features, normalization and price block); the
+    /// side searches' splits are not timed (their time is in the rest).
     pub features: f64,
     /// Test walks and backtests.
     pub test: f64,
@@ -668,7 +668,7 @@ impl SearchTimes {
     /// {total} s: " (the rest: the study, checkpoints and report). Where side searches ran at once
     /// (`overlapped`, [`side::overlapped`]) their parts overlap: their sum is said instead of a rest.
     pub fn breakdown(&self, total: f64, overlapped: bool) -> String {
-        let parts = self.train + self.eval + self.setup + self.test;
+        let parts = self.train + self.eval + self.features + self.setup + self.test;
         let rest = if overlapped {
             format!("{parts:.2} s in all, summed over searches that ran at once")
         } else {
@@ -679,9 +679,9 @@ impl SearchTimes {
              test walks {:.2} s, {rest}",
             self.train,
             self.eval,
-            self.setup,
+            self.features + self.setup,
             self.features,
-            self.setup - self.features,
+            self.setup,
             self.test,
         )
     }
@@ -710,11 +710,10 @@ impl SearchClock {
         }
     }
 
-    /// The sums, with the splits' feature seconds (`split_seconds` of the job's result) in the setup.
+    /// The sums, with the study's split seconds (`split_seconds` of the job's result) as [`SearchTimes::features`].
     pub fn times(self, split_seconds: f64) -> SearchTimes {
         let mut t = self.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        t.setup += split_seconds;
-        t.features += split_seconds;
+        t.features = split_seconds;
         t
     }
 }
