@@ -1,6 +1,6 @@
 //! Properties of the environment step over random bars, parameters and actions (CPU path).
 
-use gpu_kernels::env::env_step;
+use gpu_kernels::env::{env_step, env_step_on_series, walk_step_on_series};
 use gpu_kernels::{Bar, BarrierLabel, EnvState, TrialParams};
 use proptest::prelude::*;
 
@@ -35,6 +35,13 @@ fn bar() -> impl Strategy<Value = Bar> {
         let close = open * (1.0 + ret);
         Bar { open, high: open.max(close) * (1.0 + up), low: open.min(close) * (1.0 - down), close, sigma }
     })
+}
+
+/// Every field of a state as its bits (floats by `to_bits`: -0 and NaN payloads count).
+fn bits(s: &EnvState) -> ([u64; 8], [u32; 7]) {
+    let floats = [s.cash, s.units, s.equity, s.peak_equity, s.entry_price, s.step_costs, s.take_profit, s.stop_loss];
+    let ints = [s.bar, s.end_bar, s.position as u32, s.status, s.expiry_bar, s.barrier_live, s.label];
+    (floats.map(f64::to_bits), ints)
 }
 
 proptest! {
@@ -78,5 +85,25 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// The greedy walks' step (`walk_step_on_series`: no reward, no state floats) leaves every byte of the
+    /// state as the env step on the series does, through the segment's end (a done env) and past the last
+    /// bar (actions keep coming after both).
+    #[test]
+    fn walk_step_changes_the_state_as_the_env_step(
+        p in params(),
+        bars in prop::collection::vec(bar(), 2..40),
+        end in 1u32..45,
+        actions in prop::collection::vec(0u8..3, 50),
+    ) {
+        let mut env = EnvState::new(&p, 0, end);
+        let mut walk = env;
+        for &a in &actions {
+            env_step_on_series(&p, &mut env, a, &bars);
+            walk_step_on_series(&p, &mut walk, a, &bars);
+            prop_assert_eq!(bits(&walk), bits(&env), "after action {}", a);
+        }
+        prop_assert!(env.status().is_done());
     }
 }

@@ -181,6 +181,26 @@ pub fn env_step_on_series(params: &TrialParams, state: &mut EnvState, action: u8
     env_step(params, state, action, &bars[t], &bars[t + 1])
 }
 
+/// [`env_step_on_series`]'s change of `state` alone, for the greedy walks: the account's side of the step
+/// ([`account_step`]), without the reward (a logarithm and two divisions in `f64`) or the state floats before
+/// and after it, which a walk does not read. The state ends with the same bits as after
+/// [`env_step_on_series`]: a done env or one past the series' end keeps its state with `step_costs` and
+/// `label` zeroed (the series' end first marks it ended), any other takes [`account_step`]'s step, which is
+/// [`env_step`]'s.
+#[inline]
+pub fn walk_step_on_series(params: &TrialParams, state: &mut EnvState, action: u8, bars: &[Bar]) {
+    let t = state.bar as usize;
+    if t + 1 >= bars.len() {
+        if !state.status().is_done() {
+            state.status = crate::EnvStatus::SegmentEnd as u32;
+        }
+        state.step_costs = 0.0;
+        state.label = 0;
+        return;
+    }
+    account_step(params, state, action, &bars[t], &bars[t + 1], &mut ());
+}
+
 /// The compressed transition of a step taken from bar `bar` with the agent's `action` (the transition keeps
 /// the action that took effect, and the chosen one beside it).
 #[inline]

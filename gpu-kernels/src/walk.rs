@@ -3,7 +3,7 @@
 //! themselves (no shim in `entries`): each is a whole block's program, not one thread's element.
 
 use crate::batch::observe_floats;
-use crate::env::env_step_on_series;
+use crate::env::walk_step_on_series;
 use crate::mlp::{ACTIONS, argmax};
 use crate::net::{
     NetArgs, NetTrial, WALK_LAYER_THREADS, WALK_THREADS, WalkShared, dense_unit, walk_layers, walk_stage,
@@ -103,7 +103,7 @@ impl WalkCandidates {
         // SAFETY: the caller's contract; the candidate of `action` is this thread's alone in step `s`.
         unsafe {
             let mut state = *self.previous(s, a_prev).0;
-            env_step_on_series(params, &mut state, action, bars);
+            walk_step_on_series(params, &mut state, action, bars);
             let c = s % 2 * ACTIONS + action as usize;
             *self.floats.add(c) = observe_floats(params, &state, bars);
             *self.slots.add(c) = state;

@@ -512,7 +512,7 @@ fn walk_one(
         layers[2].apply(&h2, &mut q);
         let a = gpu_kernels::mlp::argmax(&q) as u8;
         actions.push(a);
-        gpu_kernels::env::env_step_on_series(params, state, a, bars);
+        gpu_kernels::env::walk_step_on_series(params, state, a, bars);
     }
     actions
 }
