@@ -98,3 +98,42 @@ pub fn torch(python: &Path, workload: &str, quick: bool, device: PeerDevice) -> 
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::BenchReport;
+
+    /// Each plain tradesim epoch row gets the fastest peer of its own device, the GPU's as well (its
+    /// variant is its backend's name); the 1,024-trial row gets none.
+    #[test]
+    fn every_plain_row_is_compared_with_the_fastest_peer_of_its_device() {
+        let peer = |backend, variant: &str, seconds| Row {
+            variant: variant.to_owned(),
+            ..Row::dqn(backend, 1, seconds, 1.0, 1)
+        };
+        let rows = vec![
+            Row::dqn("cuda", 1, 0.032, 1.0, 1),
+            Row { variant: "1024 trials".to_owned(), ..Row::dqn("cuda", 1, 4.8, 1.0, 1) },
+            Row::dqn("cpu", 1, 1.2, 1.0, 1),
+            peer("pytorch", "eager", 1.02),
+            peer("pytorch", "graph", 0.16),
+            peer("pytorch-cpu", "eager", 5.0),
+        ];
+        let report = BenchReport {
+            machine: Default::default(),
+            quick: true,
+            variant: Default::default(),
+            bars: 0,
+            rows,
+            gpu: None,
+            seconds: 0.0,
+        };
+        let ratio =
+            |i: usize| report.pytorch_ratio(&report.rows[i]).map(|(r, v)| ((r * 100.0).round() / 100.0, v.to_owned()));
+        assert_eq!(ratio(0), Some((5.0, "graph".to_owned())));
+        assert_eq!(ratio(1), None);
+        assert_eq!(ratio(2), Some((4.17, "eager".to_owned())));
+        assert_eq!(ratio(3), None);
+    }
+}

@@ -405,8 +405,10 @@ impl BenchReport {
     /// W3, W4: the fastest PyTorch peer's epoch seconds over this row's, the peer on the row's device (GPU
     /// rows: the 5-trial ones, not the wide one), and that peer's variant.
     pub fn pytorch_ratio(&self, r: &Row) -> Option<(f64, &str)> {
+        // The plain GPU epoch's row is named after its backend (`Row::dqn`, `Row::ppo`); the 1,024-trial
+        // row ("N trials") has no peer.
         let peer = match r.backend {
-            "cuda" if r.variant.is_empty() => "pytorch",
+            "cuda" if r.variant.is_empty() || r.variant == r.backend => "pytorch",
             "cpu" => "pytorch-cpu",
             _ => return None,
         };
