@@ -32,8 +32,7 @@ impl StepOutcome {
     /// The outcome of an env that no longer steps: nothing paid or labelled, an invalid (padding) transition.
     #[inline]
     fn no_step(state: &mut EnvState, floats: [f32; 3]) -> Self {
-        state.step_costs = 0.0;
-        state.label = 0;
+        rest(state);
         Self {
             state: floats,
             next_state: floats,
@@ -45,6 +44,13 @@ impl StepOutcome {
             valid: false,
         }
     }
+}
+
+/// What a step that does not step leaves: nothing paid, no barrier label.
+#[inline]
+fn rest(state: &mut EnvState) {
+    state.step_costs = 0.0;
+    state.label = 0;
 }
 
 /// The 3 portfolio floats of the state: position, open-position return `(close / entry - 1) x side`
@@ -114,8 +120,7 @@ pub fn account_step(
     log: &mut impl TradeLog,
 ) {
     if state.status().is_done() {
-        state.step_costs = 0.0;
-        state.label = 0;
+        rest(state);
     } else {
         advance(params, state, action, decision, next, log);
     }
@@ -194,8 +199,7 @@ pub fn walk_step_on_series(params: &TrialParams, state: &mut EnvState, action: u
         if !state.status().is_done() {
             state.status = crate::EnvStatus::SegmentEnd as u32;
         }
-        state.step_costs = 0.0;
-        state.label = 0;
+        rest(state);
         return;
     }
     account_step(params, state, action, &bars[t], &bars[t + 1], &mut ());
