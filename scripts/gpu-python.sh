@@ -61,7 +61,7 @@ else
   export TRADESIM_SKIP_PARITY=1
 fi
 cd "$here"
-python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest.log" | tail -n 30
+python3 -m pytest -q -rs -p no:cacheprovider tests 2>&1 | tee "$out/pytest.log" | tail -n 30
 rc=${PIPESTATUS[0]}
 python3 bench/bench.py env --device cuda --json "$out/bench-env.json" 2>&1 | tail -n 5
 exit "$rc"

@@ -182,7 +182,9 @@ def test_torch_tensors_on_the_gpu_without_copies():
     need_gpu()
     kwargs = dict(trials=2, envs=32, episode_len=40, seed=9)
     env = tradesim.VectorEnv(bars(), device="cuda", arrays="torch", **kwargs)
-    reference = tradesim.VectorEnv(bars(), device="cpu", **kwargs)
+    # Torch arrays step in place, so their env autoresets at the same step; the numpy reference must too (its
+    # default is Gymnasium's next_step).
+    reference = tradesim.VectorEnv(bars(), device="cpu", autoreset_mode="same_step", **kwargs)
     obs, _ = env.reset()
     ref_obs, _ = reference.reset()
     assert obs.is_cuda and obs.dtype == torch.float32 and obs.shape == (64, env.single_observation_space.shape[0])
