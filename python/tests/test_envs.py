@@ -280,3 +280,30 @@ def test_greedy_walk_covers_the_split():
     assert set(seen) == {(len(tradesim.VectorEnv(data, envs=1, device="cpu").feature_names),)}
     with pytest.raises(tradesim.ConfigError, match="action 3"):
         tradesim.greedy_walk(lambda obs: 3, data)
+
+
+class _DeviceCodes:
+    """Action codes posing as a CUDA array (DLPack device type 2) that copies to the host by ``cpu()``."""
+
+    def __init__(self, codes, cpu=True):
+        self._codes = np.asarray(codes)
+        if cpu:
+            self.cpu = lambda: self._codes
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_next_step_copies_device_actions_to_the_host():
+    kwargs = dict(trials=2, envs=4, episode_len=5, seed=3, device="cpu")
+    env, twin = tradesim.VectorEnv(bars(), **kwargs), tradesim.VectorEnv(bars(), **kwargs)
+    assert "NEXT_STEP" in str(env.autoreset_mode)
+    env.reset()
+    twin.reset()
+    for step in range(12):
+        codes = (np.arange(8) + step) % 3
+        a, b = env.step(_DeviceCodes(codes)), twin.step(codes)
+        for x, y in zip(a[:4], b[:4]):
+            assert x.tobytes() == y.tobytes()
+    with pytest.raises(tradesim.ConfigError, match="same_step"):
+        env.step(_DeviceCodes(np.zeros(8, dtype=np.int64), cpu=False))

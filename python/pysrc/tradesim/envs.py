@@ -38,6 +38,23 @@ def _on_device(actions: Any) -> bool:
     return device is not None and not isinstance(actions, np.ndarray) and device()[0] != 1
 
 
+def _host_actions(actions: Any) -> np.ndarray:
+    """A host copy of action codes held on a device (a CUDA tensor): through DLPack where the producer can
+    copy to the host, else its ``cpu()``; an array offering neither is refused, saying what to pass."""
+    try:
+        return np.from_dlpack(actions, device="cpu", copy=True)
+    except (AttributeError, BufferError, NotImplementedError, RuntimeError, TypeError, ValueError):
+        pass
+    cpu = getattr(actions, "cpu", None)
+    if callable(cpu):
+        return np.asarray(cpu())
+    raise ConfigError(
+        "actions: on a device that cannot copy them to the host; autoreset_mode='next_step' reads the codes "
+        "on the host (it sets the restarting envs' codes to flat): pass a host array, or use "
+        "autoreset_mode='same_step', which reads device actions in place"
+    )
+
+
 def _actions(actions: Any, n: int, symbols: Optional[Sequence[str]] = None) -> np.ndarray:
     """Checked action codes as uint8: ``n`` of them, or ``n x len(symbols)`` for a universe's envs."""
     a = np.asarray(actions)
@@ -111,6 +128,8 @@ class VectorEnv(gym.vector.VectorEnv):
       observation; the next step ignores that env's action and returns the next episode's start with
       reward 0 and both flags False. tradesim's envs restart within the step, so that start is the
       observation after one flat bar of the new episode (which is one bar shorter). Arrays are copies.
+      Actions on a device (a CUDA tensor) are copied to the host each step, since the restarting envs'
+      codes are set there; ``"same_step"`` reads them in place.
 
     **Arrays.** Under ``next_step`` (the default) every array is a fresh writable copy. Under ``same_step``,
     ``copy=False`` (the zero-copy path, its default) returns read-only numpy arrays that are views of the
@@ -350,6 +369,11 @@ class VectorEnv(gym.vector.VectorEnv):
             self._out(self._truncated), infos
 
     def _step_next(self, actions: Any):
+        if _on_device(actions):
+            if self.symbols is not None:
+                raise ConfigError("actions: on a device; a universe's env takes host arrays (numpy, lists)")
+            # The restarting envs' codes are set to flat below, on the host: a device array is copied there.
+            actions = _host_actions(actions)
         codes = _actions(actions, self.num_envs, self.symbols)
         restarting = self._restarting
         if restarting.any():
