@@ -20,7 +20,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 report=${OUT:+$OUT/coldstart.txt}
 say() { if [ -n "$report" ]; then echo "$*" | tee -a "$report"; else echo "$*"; fi; }
-if [ -n "$report" ]; then : >"$report"; fi
+if [ -n "$report" ]; then mkdir -p "$OUT" && : >"$report"; fi
 
 # One `tradesim info --device cuda` with the driver's cache in $2, TRADESIM_MODULE=$1: "wall_s | module line".
 run() {

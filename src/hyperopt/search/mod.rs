@@ -226,6 +226,8 @@ pub fn run_search(
             .map(|h| h.join().unwrap_or_else(|_| Err(Error::Study("a search worker panicked".to_owned()))))
             .collect();
         done.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the heartbeat thread from its wait, so the search ends without waiting out the slice.
+        beats.thread().unpark();
         out.push(beats.join().unwrap_or_else(|_| Err(Error::Study("the heartbeat thread panicked".to_owned()))));
         out
     });
@@ -284,7 +286,8 @@ const BEAT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 /// Calls `beat` every `every` until `done`. A failed beat is retried after [`BEAT_RETRY`], then twice as
 /// long each time (up to `every`); once beats have failed for `stale` (after which other workers may take
 /// this worker's trials over, taking them for dead), it records why in `lost`, which stops this worker's
-/// trials ([`check_beating`]), and returns that error.
+/// trials ([`check_beating`]), and returns that error. It waits parked: whoever sets `done` unparks it, so
+/// it returns at once instead of at the end of its wait.
 fn keep_beating(
     mut beat: impl FnMut() -> Result<(), Error>,
     every: std::time::Duration,
@@ -299,7 +302,8 @@ fn keep_beating(
     while !done.load(std::sync::atomic::Ordering::SeqCst) {
         let now = Instant::now();
         if now < next {
-            std::thread::sleep((next - now).min(std::time::Duration::from_millis(50)));
+            // Parked, not asleep: the search's end unparks this thread (a spurious wake-up only loops).
+            std::thread::park_timeout((next - now).min(std::time::Duration::from_millis(50)));
             continue;
         }
         match beat() {
