@@ -223,19 +223,24 @@ pub fn main() -> ExitCode {
         Command::Data { command: DataCommand::Check { files, symbols, rows } } => data::check(&files, &symbols, &rows),
         Command::Data { command: DataCommand::Features { data } } => data::features(&data),
         Command::Data { command: DataCommand::Synth(args) } => data::synth(&args),
-        Command::Backtest { data, backtest, device } => match &backtest.weights {
-            Some(weights) => portfolio::run_command(load(&data), &data, weights, &backtest, select(device)),
-            None => backtest::run(load(&data), &data, &backtest, select(device)),
-        },
+        Command::Backtest { data, backtest, device } => {
+            let (loaded, backend) = load_beside(&data, || select(device));
+            match &backtest.weights {
+                Some(weights) => portfolio::run_command(loaded, &data, weights, &backtest, backend),
+                None => backtest::run(loaded, &data, &backtest, backend),
+            }
+        }
         Command::Train { data, train, device } => {
-            train::run(load(&data), data.symbol.as_deref(), &train, select(device))
+            let (loaded, backend) = load_beside(&data, || select(device));
+            train::run(loaded, data.symbol.as_deref(), &train, backend)
         }
         Command::Hyperopt { list_params: true, .. } => {
             print!("{}", crate::hyperopt::hyperparameters::markdown_table());
             Ok(())
         }
         Command::Hyperopt { data, job, device, profile_kernels, .. } => {
-            let backends = crate::select_backends(device).map(|(b, reason)| {
+            let (loaded, backends) = load_beside(&data, || crate::select_backends(device));
+            let backends = backends.map(|(b, reason)| {
                 if let Some(reason) = reason {
                     eprintln!("note: using the CPU backend: {reason}");
                 }
@@ -250,7 +255,7 @@ pub fn main() -> ExitCode {
             }
             let started = std::time::Instant::now();
             profile::start(&profiled)?;
-            let ran = hyperopt::run(load(&data), data.symbol.as_deref(), &job, backends.map_err(Error::from));
+            let ran = hyperopt::run(loaded, data.symbol.as_deref(), &job, backends.map_err(Error::from));
             let stopped = profile::stop(&profiled, started.elapsed().as_secs_f64());
             ran.and(stopped)
         }
@@ -269,6 +274,16 @@ pub fn main() -> ExitCode {
             ExitCode::from(err.exit_code())
         }
     }
+}
+
+/// Loads the data the arguments name while `open` opens the device on a thread of its own (the driver's
+/// context and the kernels' module take a few tenths of a second on a GPU host): neither waits for the other.
+fn load_beside<T: Send>(args: &DataArgs, open: impl FnOnce() -> T + Send) -> (Result<Dataset, Error>, T) {
+    std::thread::scope(|s| {
+        let opening = s.spawn(open);
+        let loaded = load(args);
+        (loaded, opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
 }
 
 /// Loads the data the arguments name.
