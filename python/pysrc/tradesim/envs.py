@@ -38,6 +38,10 @@ def _on_device(actions: Any) -> bool:
     return device is not None and not isinstance(actions, np.ndarray) and device()[0] != 1
 
 
+# Why a universe's env refuses actions on a device (both autoreset modes).
+_UNIVERSE_ON_HOST = "actions: on a device; a universe's env takes host arrays (numpy, lists)"
+
+
 def _host_actions(actions: Any) -> np.ndarray:
     """A host copy of action codes held on a device (a CUDA tensor): through DLPack where the producer can
     copy to the host, else its ``cpu()``; an array offering neither is refused, saying what to pass."""
@@ -320,7 +324,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.symbols is None:
             return actions if _on_device(actions) else _actions(actions, self.num_envs)
         if _on_device(actions):
-            raise ConfigError("actions: on a device; a universe's env takes host arrays (numpy, lists)")
+            raise ConfigError(_UNIVERSE_ON_HOST)
         return _actions(actions, self.num_envs, self.symbols)
 
     def _out(self, array: Any) -> Any:
@@ -371,7 +375,7 @@ class VectorEnv(gym.vector.VectorEnv):
     def _step_next(self, actions: Any):
         if _on_device(actions):
             if self.symbols is not None:
-                raise ConfigError("actions: on a device; a universe's env takes host arrays (numpy, lists)")
+                raise ConfigError(_UNIVERSE_ON_HOST)
             # The restarting envs' codes are set to flat below, on the host: a device array is copied there.
             actions = _host_actions(actions)
         codes = _actions(actions, self.num_envs, self.symbols)
