@@ -40,9 +40,8 @@ if [ "${1:-}" != "--no-bench" ]; then
 fi
 strip "$stage"/bin/* "$stage"/tests/* "$stage"/benches/* 2>/dev/null || true
 # The binaries travel as one xz stream with xz's largest preset (-9e: a 64 MiB dictionary), which finds the
-# code and the embedded kernel modules every binary repeats: 45 test binaries and two CLIs, 301 MB stripped,
-# took 24 MB (59 MB at the default preset, whose 8 MiB dictionary sees one binary at a time). run.sh unpacks
-# them on the GPU host.
+# code and the embedded kernel modules every binary repeats (the default preset's 8 MiB dictionary sees about
+# one binary at a time; sizes in docs/PERFORMANCE.md). run.sh unpacks them on the GPU host.
 tar -C "$stage" -cf - bin tests benches | xz -9e -T2 >"$stage/binaries.tar.xz"
 rm -rf "$stage/bin" "$stage/tests" "$stage/benches"
 cp scripts/gpu-run.sh "$stage/run.sh"
