@@ -9,14 +9,15 @@ use indicatif::{MultiProgress, ProgressBar};
 use crate::Backend;
 use crate::data::Dataset;
 use crate::hyperopt::Progress;
-use crate::job::{Job, JobArgs, SearchClock};
+use crate::job::{EarlyFeatures, Job, JobArgs, SearchClock};
 
 use super::progress::{budget_origin, group_thousands, style};
 
-/// Runs the command.
+/// Runs the command; `early`: the series' features where they were computed while the device opened.
 pub fn run(
     dataset: Result<Dataset, Error>,
     symbol: Option<&str>,
+    early: Option<EarlyFeatures>,
     args: &JobArgs,
     backends: Result<Vec<Backend>, Error>,
 ) -> Result<(), Error> {
@@ -63,7 +64,7 @@ pub fn run(
     epochs_bar.set_style(style("epochs {bar:30} {pos}/{len} {msg} [{elapsed_precise}]"));
     let started = Instant::now();
     let clock = SearchClock::default();
-    let done = job.run(&backends, &dataset, symbol, &|p| {
+    let done = job.run_with(&backends, &dataset, symbol, early, &|p| {
         clock.record(p);
         match p {
             Progress::Batch { numbers, finished } => {
@@ -112,6 +113,11 @@ pub fn run(
     let overlapped = crate::job::side::overlapped(&evidence, done.side_at_once);
     println!("search done in {total:.1} s: {}", times.breakdown(total, overlapped));
     println!("after it: {}", done.after.line());
+    if let Some(seconds) = done.early_features {
+        println!(
+            "before it: the features {seconds:.2} s, computed while the backend opened (not in the search's time)"
+        );
+    }
     if let Some(line) = crate::job::side::line(&evidence, done.side_at_once) {
         println!("{line}");
     }

@@ -239,7 +239,12 @@ pub fn main() -> ExitCode {
             Ok(())
         }
         Command::Hyperopt { data, job, device, profile_kernels, .. } => {
-            let (loaded, backends) = load_beside(&data, || crate::select_backends(device));
+            // The series' features are computed while the device opens, with the configuration's sigma
+            // span (a resumed study whose stored span differs computes its own).
+            let sigma_span = job.configure().map(|c| c.env.sigma_span).ok();
+            let symbol = data.symbol.as_deref();
+            let early = |d: &Dataset| sigma_span.and_then(|s| crate::job::EarlyFeatures::compute(d, symbol, s));
+            let (loaded, early, backends) = load_then_beside(&data, early, || crate::select_backends(device));
             let backends = backends.map(|(b, reason)| {
                 if let Some(reason) = reason {
                     eprintln!("note: using the CPU backend: {reason}");
@@ -255,7 +260,7 @@ pub fn main() -> ExitCode {
             }
             let started = std::time::Instant::now();
             profile::start(&profiled)?;
-            let ran = hyperopt::run(loaded, data.symbol.as_deref(), &job, backends.map_err(Error::from));
+            let ran = hyperopt::run(loaded, symbol, early, &job, backends.map_err(Error::from));
             let stopped = profile::stop(&profiled, started.elapsed().as_secs_f64());
             ran.and(stopped)
         }
@@ -279,10 +284,21 @@ pub fn main() -> ExitCode {
 /// Loads the data the arguments name while `open` opens the device on a thread of its own (the driver's
 /// context and the kernels' module take a few tenths of a second on a GPU host): neither waits for the other.
 fn load_beside<T: Send>(args: &DataArgs, open: impl FnOnce() -> T + Send) -> (Result<Dataset, Error>, T) {
+    let (loaded, (), opened) = load_then_beside(args, |_| (), open);
+    (loaded, opened)
+}
+
+/// [`load_beside`], with `then` run on the data once loaded (where it loaded), still beside the opening.
+fn load_then_beside<T: Send, U: Default>(
+    args: &DataArgs,
+    then: impl FnOnce(&Dataset) -> U,
+    open: impl FnOnce() -> T + Send,
+) -> (Result<Dataset, Error>, U, T) {
     std::thread::scope(|s| {
         let opening = s.spawn(open);
         let loaded = load(args);
-        (loaded, opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        let after = loaded.as_ref().map(then).unwrap_or_default();
+        (loaded, after, opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     })
 }
 

@@ -2,6 +2,7 @@
 //! (defaults, then a TOML file or text, then overrides), the study (created, resumed or joined), the search
 //! and the report.
 
+mod early;
 pub mod report;
 pub mod side;
 mod side_work;
@@ -20,6 +21,7 @@ use crate::hyperopt::storage::StorageUrl;
 use crate::hyperopt::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::train::Algo;
 use crate::{Backend, Error};
+pub use early::EarlyFeatures;
 use report::{ReportInput, ReportSummary, write_report};
 
 /// What a search is asked for: the `tradesim hyperopt` flags (the CLI takes them whole; the Python package
@@ -245,6 +247,8 @@ pub struct JobDone {
     pub summary: ReportSummary,
     /// Seconds spent on the splits' features before the search.
     pub split_seconds: f64,
+    /// The seconds the features took before the job, where it took them from [`EarlyFeatures`].
+    pub early_features: Option<f64>,
     /// The annualization of the data.
     pub bars_per_year: f64,
     /// How much of the answer could be luck or an artifact, and the verdict.
@@ -394,11 +398,28 @@ impl Job {
         symbol: Option<&str>,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
     ) -> Result<JobDone, Error> {
+        self.run_with(backends, dataset, symbol, None, progress)
+    }
+
+    /// [`Job::run`], with the series' splits and features taken from `early` where they are this job's
+    /// ([`EarlyFeatures`]; [`JobDone::early_features`] then says how long they took).
+    pub fn run_with(
+        &self,
+        backends: &[Backend],
+        dataset: &Dataset,
+        symbol: Option<&str>,
+        early: Option<EarlyFeatures>,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<JobDone, Error> {
         let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
         let series = dataset.select(symbol)?;
         let bars_per_year = infer_bars_per_year(&series.bars.iter().map(|b| b.time).collect::<Vec<_>>());
         let started = Instant::now();
-        let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
+        let sigma_span = self.cfg.env.sigma_span;
+        let (data, early_features) = match early.and_then(|e| e.take_for(series, sigma_span)) {
+            Some((data, seconds)) => (data, Some(seconds)),
+            None => (crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, sigma_span)?, None),
+        };
         let split_seconds = started.elapsed().as_secs_f64();
         let mut paths = self.paths.clone();
         if let Some(store) = &mut paths.artifacts {
@@ -457,7 +478,7 @@ impl Job {
             dashboard: &dashboard,
         };
         let summary = after.time("report", || write_report(&input, best_test, &self.report_dir))?;
-        Ok(JobDone { summary, split_seconds, bars_per_year, evidence, side_at_once: at_once, after })
+        Ok(JobDone { summary, split_seconds, early_features, bars_per_year, evidence, side_at_once: at_once, after })
     }
 
     /// A search beside the study's own, on `data`: study `NAME.SUFFIX` in the same storage with the study's

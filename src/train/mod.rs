@@ -226,7 +226,7 @@ pub const DEFAULT_SPLIT: (f64, f64) = (0.7, 0.15);
 
 /// Train, validation and test market data of a series (features normalized on the train split): computed
 /// once, then shared by every batch of a search and by its report.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SplitData {
     /// The split used.
     pub split: Split,
