@@ -134,8 +134,8 @@ pub fn cross_section_universe(n: usize, days: usize, seed: u64, edge: f64) -> Da
 }
 
 /// Generates the dataset. Each bar's random draws are functions of the seed, the stream and the bar alone
-/// ([`normal`], [`uniform`]), so they are drawn in parallel; only the regime, the GARCH variance and the close
-/// carry from bar to bar ([`walk_symbol`]: one pass of arithmetic); the wicks, the volume and the Decimal
+/// ([`normal`]'s counter-based draws), so they are drawn in parallel; only the regime, the GARCH variance and
+/// the close carry from bar to bar (one pass of arithmetic); the wicks, the volume and the Decimal
 /// prices are again per bar, in parallel. The same bars as one sequential loop, bit for bit (a test keeps that
 /// loop as the reference).
 pub fn generate(cfg: &GeneratorConfig) -> Dataset {

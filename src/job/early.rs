@@ -4,9 +4,9 @@ use std::time::Instant;
 
 use crate::data::{Dataset, Series};
 
-/// A series' splits and features computed before [`Job::run`] (by `tradesim hyperopt` while the device
+/// A series' splits and features computed before [`Job::run`](super::Job::run) (by `tradesim hyperopt` while the device
 /// opens, [`EarlyFeatures::compute`]): the job takes them where they are of the series it searches and of its
-/// configuration's `env.sigma_span`, and computes its own otherwise.
+/// configuration's `env.sigma_span`, and computes its own otherwise ([`Job::run_with`](super::Job::run_with)).
 #[derive(Debug)]
 pub struct EarlyFeatures {
     symbol: String,
