@@ -231,8 +231,10 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Train { data, train, device } => {
-            let (loaded, backend) = load_beside(&data, || select(device));
-            train::run(loaded, data.symbol.as_deref(), &train, backend)
+            let symbol = data.symbol.as_deref();
+            let early = |d: &Dataset| crate::job::EarlyFeatures::compute(d, symbol, train.sigma_span);
+            let (loaded, early, backend) = load_then_beside(&data, early, || select(device));
+            train::run(loaded, symbol, early, &train, backend)
         }
         Command::Hyperopt { list_params: true, .. } => {
             print!("{}", crate::hyperopt::hyperparameters::markdown_table());

@@ -66,10 +66,12 @@ pub struct TrainArgs {
     pub out: Option<PathBuf>,
 }
 
-/// Runs the command on `dataset`'s series `symbol` (its only one when `None`).
+/// Runs the command on `dataset`'s series `symbol` (its only one when `None`); `early`: its features where
+/// they were computed while the backend opened.
 pub fn run(
     dataset: Result<Dataset, Error>,
     symbol: Option<&str>,
+    early: Option<crate::job::EarlyFeatures>,
     args: &TrainArgs,
     backend: Result<Backend, Error>,
 ) -> Result<(), Error> {
@@ -105,7 +107,10 @@ pub fn run(
         ..StudyConfig::default()
     };
     let minibatches = if gpu { 32 } else { PpoParams::default().minibatches };
-    let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, sigma_span)?;
+    let data = match early.and_then(|e| e.take_for(series, sigma_span)) {
+        Some((data, _)) => data,
+        None => crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, sigma_span)?,
+    };
     let planner =
         TrialPlanner::new(&shape, EnvDecimals::parse(&EnvSettings::default())?, bars_per_year, data.train.n_bars());
     let spread = |k: usize| [1.0, 0.5, 2.0, 0.25, 4.0][k % 5];

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use crate::data::{Dataset, Series};
 
-/// A series' splits and features computed before [`Job::run`](super::Job::run) (by `tradesim hyperopt` while the device
+/// A series' splits and features computed before [`Job::run`](super::Job::run) (by `tradesim hyperopt` and `train` while the device
 /// opens, [`EarlyFeatures::compute`]): the job takes them where they are of the series it searches and of its
 /// configuration's `env.sigma_span`, and computes its own otherwise ([`Job::run_with`](super::Job::run_with)).
 #[derive(Debug)]
@@ -32,7 +32,7 @@ impl EarlyFeatures {
     }
 
     /// The splits and features and the seconds they took, where they are `series`' with `sigma_span`.
-    pub(super) fn take_for(self, series: &Series, sigma_span: usize) -> Option<(crate::train::SplitData, f64)> {
+    pub(crate) fn take_for(self, series: &Series, sigma_span: usize) -> Option<(crate::train::SplitData, f64)> {
         (self.symbol == series.symbol && self.bars == series.bars.len() && self.sigma_span == sigma_span)
             .then_some((self.data, self.seconds))
     }
