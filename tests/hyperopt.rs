@@ -192,6 +192,30 @@ fn bad_configs_are_refused_with_the_key() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A configuration that can be read only once (`--config /dev/stdin`, a pipe) is the search's: the CLI
+/// reads the file once and the job and the early features both use that text.
+#[test]
+fn a_configuration_from_a_pipe_is_the_searchs() {
+    use std::io::Write;
+    let dir = temp_dir("pipecfg");
+    let text = std::fs::read_to_string(config(&dir, 2, 2, 1, 16)).unwrap();
+    let study = dir.join("s.sqlite");
+    let mut child = Command::new(bin())
+        .args(["hyperopt", "--device", "cpu", "--config", "/dev/stdin", "--study", study.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("2 trials (2 at a time, 1 epochs, 8 envs x 16 steps)"), "{stdout}");
+    assert_eq!(stored(&study).len(), 2);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// PPO through the same search: a tiny study completes with every trial finished and a report.
 #[test]
 fn tiny_ppo_search_completes() {

@@ -111,13 +111,14 @@ pub fn run(
     let summary = done.summary;
     let total = started.elapsed().as_secs_f64();
     let overlapped = crate::job::side::overlapped(&evidence, done.side_at_once);
-    println!("search done in {total:.1} s: {}", times.breakdown(total, overlapped));
-    println!("after it: {}", done.after.line());
     if let Some(seconds) = done.early_features {
         println!(
-            "before it: the features {seconds:.2} s, computed while the backend opened (not in the search's time)"
+            "features: {seconds:.2} s, computed once the data was loaded, beside the backend's opening (not in the \
+             search's time)"
         );
     }
+    println!("search done in {total:.1} s: {}", times.breakdown(total, overlapped));
+    println!("after it: {}", done.after.line());
     if let Some(line) = crate::job::side::line(&evidence, done.side_at_once) {
         println!("{line}");
     }

@@ -242,7 +242,9 @@ pub fn main() -> ExitCode {
         }
         Command::Hyperopt { data, job, device, profile_kernels, .. } => {
             // The series' features are computed while the device opens, with the configuration's sigma
-            // span (a resumed study whose stored span differs computes its own).
+            // span (a study that exists and stores another span computes its own); the configuration is
+            // read once, as the job reads it again.
+            let job = job.with_config_read();
             let sigma_span = job.configure().map(|c| c.env.sigma_span).ok();
             let symbol = data.symbol.as_deref();
             let early = |d: &Dataset| sigma_span.and_then(|s| crate::job::EarlyFeatures::compute(d, symbol, s));

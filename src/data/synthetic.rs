@@ -518,6 +518,7 @@ mod tests {
             let anchor = 100.0 * (1.0 + k as f64 * 0.25);
             let (mut regime, mut var, mut close) = (0usize, OMEGA / (1.0 - ALPHA - BETA), anchor);
             assert_eq!(series.bars.len(), cfg.bars);
+            let walk = walk_symbol(symbol_seed(cfg.seed, k), symbol_anchor(k), &market);
             for (t, bar) in series.bars.iter().enumerate() {
                 let t = t as u64;
                 if uniform(seed, 1, t) < SWITCH_PROBABILITY {
@@ -535,6 +536,9 @@ mod tests {
                 let high = open.max(new_close) * (0.5 * sigma * normal(seed, 5, t).abs()).exp();
                 let low = open.min(new_close) / (0.5 * sigma * normal(seed, 6, t).abs()).exp();
                 let volume = 1_000.0 * (1.0 + 3.0 * (r / sigma.max(1e-12)).abs()) * (0.3 * normal(seed, 7, t)).exp();
+                let w = walk[t as usize];
+                let floats = [(w.open, open), (w.close, new_close), (w.sigma, sigma), (w.r, r)];
+                assert!(floats.iter().all(|(a, b)| a.to_bits() == b.to_bits()), "symbol {k}, bar {t}: {floats:?}");
                 let (o, c) = (price(open), price(new_close));
                 let want = MarketBar {
                     time: start + Duration::seconds(cfg.bar_seconds * t as i64),

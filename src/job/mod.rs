@@ -21,7 +21,7 @@ use crate::hyperopt::storage::StorageUrl;
 use crate::hyperopt::{Open, Progress, SearchConfig, SearchPaths, Study, run_search};
 use crate::train::Algo;
 use crate::{Backend, Error};
-pub use early::EarlyFeatures;
+pub(crate) use early::EarlyFeatures;
 use report::{ReportInput, ReportSummary, write_report};
 
 /// What a search is asked for: the `tradesim hyperopt` flags (the CLI takes them whole; the Python package
@@ -202,6 +202,19 @@ impl JobArgs {
         }
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// These arguments with the `--config` file read into [`JobArgs::config_text`] (named as the file), so
+    /// that [`JobArgs::configure`] can be called more than once on a file that can be read only once (a
+    /// pipe); unchanged where it cannot be read (`configure` then says why).
+    pub fn with_config_read(self) -> Self {
+        match (&self.config, &self.config_text) {
+            (Some(path), None) => match std::fs::read_to_string(path) {
+                Ok(text) => Self { config_text: Some((path.display().to_string(), text)), config: None, ..self },
+                Err(_) => self,
+            },
+            _ => self,
+        }
     }
 
     fn overrides_configuration(&self) -> bool {
@@ -403,7 +416,7 @@ impl Job {
 
     /// [`Job::run`], with the series' splits and features taken from `early` where they are this job's
     /// ([`EarlyFeatures`]; [`JobDone::early_features`] then says how long they took).
-    pub fn run_with(
+    pub(crate) fn run_with(
         &self,
         backends: &[Backend],
         dataset: &Dataset,

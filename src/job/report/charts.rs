@@ -121,8 +121,9 @@ const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 /// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font ([`render`]).
 pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
     let pixmap = render(svg)?;
-    // Straight (not premultiplied) RGBA, deflated by the encoder's fast mode (fdeflate): the default mode
-    // spent about as long deflating as drawing, for files 2-3 times smaller.
+    // Straight (not premultiplied) RGBA, as tiny-skia's own encoder writes it, deflated by the encoder's
+    // fast mode (fdeflate) rather than its default: the report is written on the search's path, and larger
+    // files cost less than the default's deflating (docs/PERFORMANCE.md).
     let (w, h) = (pixmap.width(), pixmap.height());
     let encode = || -> Result<Vec<u8>, png::EncodingError> {
         let mut data = Vec::new();
@@ -130,7 +131,9 @@ pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
         encoder.set_color(png::ColorType::Rgba);
         encoder.set_depth(png::BitDepth::Eight);
         encoder.set_compression(png::Compression::Fast);
-        encoder.write_header()?.write_image_data(&pixmap.take_demultiplied())?;
+        let mut writer = encoder.write_header()?;
+        writer.write_image_data(&pixmap.take_demultiplied())?;
+        writer.finish()?;
         Ok(data)
     };
     encode().map_err(|e| Error::Output(format!("encoding a PNG: {e}")))
