@@ -260,7 +260,7 @@ pub struct JobDone {
     pub summary: ReportSummary,
     /// Seconds spent on the splits' features before the search.
     pub split_seconds: f64,
-    /// The seconds the features took before the job, where it took them from [`EarlyFeatures`].
+    /// The seconds the features took where they were computed before the job (while the device opened).
     pub early_features: Option<f64>,
     /// The annualization of the data.
     pub bars_per_year: f64,

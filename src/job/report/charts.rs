@@ -118,7 +118,7 @@ fn robust_range(values: &[f64]) -> Option<(f64, f64)> {
 /// `assets/fonts/LICENSE-DejaVu.txt`), so the images do not depend on the fonts of the machine.
 const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-/// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font ([`render`]).
+/// An SVG chart rasterized to PNG (resvg) at twice its size, text in the bundled font.
 pub fn png_of(svg: &str) -> Result<Vec<u8>, Error> {
     let pixmap = render(svg)?;
     // Straight (not premultiplied) RGBA, as tiny-skia's own encoder writes it, deflated by the encoder's
