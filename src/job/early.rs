@@ -10,10 +10,9 @@ use crate::data::{Dataset, Series};
 /// ([`Job::run_with`](super::Job::run_with)).
 #[derive(Debug)]
 pub(crate) struct EarlyFeatures {
-    symbol: String,
     /// The address and length of the series' bars: a dataset that moved keeps its series' buffers, so
     /// these name the bars themselves, not a series of the same symbol and length elsewhere (another
-    /// dataset, a copy).
+    /// dataset, a copy). (A series without bars has no features, so no two series share them.)
     bars: (usize, usize),
     sigma_span: usize,
     data: crate::train::SplitData,
@@ -32,13 +31,12 @@ impl EarlyFeatures {
         let started = Instant::now();
         let data = crate::train::SplitData::new(series, crate::train::DEFAULT_SPLIT, sigma_span).ok()?;
         let seconds = started.elapsed().as_secs_f64();
-        Some(Self { symbol: series.symbol.clone(), bars: bars_of(series), sigma_span, data, seconds })
+        Some(Self { bars: bars_of(series), sigma_span, data, seconds })
     }
 
     /// The splits and features and the seconds they took, where they are `series`' with `sigma_span`.
     pub(crate) fn take_for(self, series: &Series, sigma_span: usize) -> Option<(crate::train::SplitData, f64)> {
-        (self.symbol == series.symbol && self.bars == bars_of(series) && self.sigma_span == sigma_span)
-            .then_some((self.data, self.seconds))
+        (self.bars == bars_of(series) && self.sigma_span == sigma_span).then_some((self.data, self.seconds))
     }
 }
 
