@@ -1,6 +1,6 @@
 //! The report of a large study, timed (`scripts/scale-postgres.sh --report`, issue 54 item 5): writes the
 //! HTML report, `leaderboard.json` and `leaderboard.csv` of an existing study into a folder and prints the
-//! seconds `write_report` took (the study read included). The study's evidence is not assessed here (its
+//! seconds the study's part and `write_report` took (the study read included). The study's evidence is not assessed here (its
 //! trials of `examples/claims.rs` have no returns): the report shows a verdict line saying so, and the
 //! embedded default data as its series.
 //!
@@ -13,7 +13,7 @@ use tradesim::evidence::{Evidence, PboUnavailable, Verdict};
 use tradesim::hyperopt::SearchConfig;
 use tradesim::hyperopt::storage::StorageUrl;
 use tradesim::hyperopt::study::Study;
-use tradesim::job::report::{ReportInput, write_report};
+use tradesim::job::report::{BestPart, ReportInput, StudyPart, write_report};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -47,15 +47,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         verdict_before: none,
     };
     let dashboard = format!("optuna-dashboard {storage}");
-    let input = ReportInput {
-        study: &study,
-        series,
-        data_label: "embedded",
-        cfg: &cfg,
-        evidence: &evidence,
-        dashboard: &dashboard,
-    };
-    write_report(&input, None, std::path::Path::new(&args[3]))?;
+    let input = ReportInput { series, data_label: "embedded", cfg: &cfg, evidence: &evidence, dashboard: &dashboard };
+    let (part, best) = (StudyPart::render(&study, &cfg)?, BestPart::render(None, series)?);
+    write_report(&input, part, best, std::path::Path::new(&args[3]))?;
     println!("{:.3}", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -106,6 +106,12 @@ fn tiny_search_writes_a_consistent_study_and_report() {
     assert_eq!((table_best, json_best), (best_sql, best_sql), "table, JSON and SQLite disagree:\n{stdout}\n{json}");
     assert!(stdout.contains(&format!("best trial {best_sql}:")), "{stdout}");
     assert!(stdout.contains("Decimal audit"), "{stdout}");
+    // The best trial's test and the study's charts ran beside the evidence, and the line says so.
+    let after = stdout.lines().find(|l| l.starts_with("after it: ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        after.contains("evidence ") && after.contains("; beside them: the best trial's test and charts "),
+        "{after}"
+    );
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Leaderboard") && html.contains(&format!("Best trial: {best_sql}")));
     renders_in_chromium(&report.join("index.html"));

@@ -74,10 +74,12 @@ fn side_searches_at_once_give_the_bits_of_one_at_a_time(backend: &Backend) {
     assert!(placebo.searches.iter().enumerate().all(|(i, s)| s.index == i as u64 + 1), "{:?}", placebo.searches);
     assert_eq!(a.evidence.walk_forward_search.len(), FOLDS);
     assert_eq!(a.evidence.walk_forward.len(), FOLDS);
-    // Where the time after the search went, part by part.
-    let parts: Vec<&str> = a.after.0.iter().map(|p| p.0).collect();
-    assert_eq!(parts, ["evidence", "side work", "the best trial's test", "report"]);
-    assert!(a.after.0.iter().all(|p| p.1.is_finite() && p.1 >= 0.0), "{:?}", a.after);
+    // Where the time after the search went, part by part, and beside them.
+    let names = |parts: &[(&'static str, f64)]| parts.iter().map(|p| p.0).collect::<Vec<_>>();
+    assert_eq!(names(&a.after.parts), ["evidence", "side work", "the wait for the parts beside", "report"]);
+    assert_eq!(names(&a.after.beside), ["the best trial's test and charts", "the study's charts"]);
+    let all = || a.after.parts.iter().chain(&a.after.beside);
+    assert!(all().all(|p| p.1.is_finite() && p.1 >= 0.0), "{:?}", a.after);
     let json = |d: &JobDone| serde_json::to_string(&d.evidence).unwrap();
     assert_eq!(json(&a), json(&b), "the evidence, verdict included");
     let _ = std::fs::remove_dir_all(&one);

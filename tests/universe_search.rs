@@ -178,6 +178,12 @@ fn the_command_line_searches_a_universe_end_to_end() {
     assert!(text.contains("Decimal audit: "), "{text}");
     let report = dir.join("study-tradesim").join("report");
     assert!(report.join("index.html").is_file());
+    // Every chart as SVG and as a PNG beside it.
+    for chart in ["learning-curves", "history", "equity"] {
+        for ext in ["svg", "png"] {
+            assert!(report.join(format!("{chart}.{ext}")).is_file(), "{chart}.{ext} missing");
+        }
+    }
     let ledger = std::fs::read_to_string(report.join("trades.csv")).unwrap();
     let header = ledger.lines().next().unwrap();
     assert!(header.split(',').any(|c| c == "symbol"), "{header}");

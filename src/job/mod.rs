@@ -2,11 +2,14 @@
 //! (defaults, then a TOML file or text, then overrides), the study (created, resumed or joined), the search
 //! and the report.
 
+mod after;
 mod early;
 pub mod report;
 pub mod side;
 mod side_work;
 pub mod universe;
+
+pub use after::AfterSearch;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -14,7 +17,6 @@ use std::time::Instant;
 use crate::data::Dataset;
 use crate::data::time::infer_bars_per_year;
 use crate::evidence::Evidence;
-use crate::hyperopt::best::best_on_test;
 use crate::hyperopt::config::BudgetFor;
 use crate::hyperopt::search::DEFAULT_STUDY_NAME;
 use crate::hyperopt::storage::StorageUrl;
@@ -22,7 +24,7 @@ use crate::hyperopt::{Open, Progress, SearchConfig, SearchPaths, Study, run_sear
 use crate::train::Algo;
 use crate::{Backend, Error};
 pub(crate) use early::EarlyFeatures;
-use report::{ReportInput, ReportSummary, write_report};
+use report::ReportSummary;
 
 /// What a search is asked for: the `tradesim hyperopt` flags (the CLI takes them whole; the Python package
 /// fills the same struct).
@@ -273,27 +275,6 @@ pub struct JobDone {
     pub after: AfterSearch,
 }
 
-/// The wall seconds of a job's parts after its search, in order: the evidence of its trials, the side work
-/// (placebo searches and folds), the best trial's test (the evidence recorded, the backtest and its
-/// ledger), the report.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AfterSearch(pub Vec<(&'static str, f64)>);
-
-impl AfterSearch {
-    /// Runs `part`, adding its wall seconds as `name`.
-    pub fn time<T>(&mut self, name: &'static str, part: impl FnOnce() -> T) -> T {
-        let started = Instant::now();
-        let out = part();
-        self.0.push((name, started.elapsed().as_secs_f64()));
-        out
-    }
-
-    /// The parts as `tradesim hyperopt` prints them: `evidence 0.08 s, side work 1.52 s, ...`.
-    pub fn line(&self) -> String {
-        self.0.iter().map(|(name, s)| format!("{name} {s:.2} s")).collect::<Vec<_>>().join(", ")
-    }
-}
-
 impl Job {
     /// Opens (creates, resumes or joins) the study `args` names, with its configuration.
     pub fn prepare(args: &JobArgs) -> Result<Self, Error> {
@@ -441,56 +422,8 @@ impl Job {
         let at_once = side::search_then_count(backend, self.side_searches, || {
             run_search(backends, &data, &self.cfg, bars_per_year, &paths, progress)
         })?;
-        let mut after = AfterSearch::default();
-        let study = Study::reopen(&self.storage, &self.name)?;
-        let mut evidence =
-            after.time("evidence", || crate::evidence::assess(backend, &study, &data, &self.cfg, bars_per_year))?;
-        let best = match evidence.best_trial {
-            Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
-            None => None,
-        };
-        let work = side::SideWork {
-            placebo: &|index, suffix, attrs| {
-                let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
-                let data =
-                    crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
-                self.side_search(backends, &data, suffix, attrs, bars_per_year, progress)
-            },
-            fold: &|best, fold, bars| {
-                let (split, cfg) = (&data.split, &self.cfg);
-                crate::evidence::walk_forward::walk_forward_fold(
-                    backend,
-                    series,
-                    split,
-                    cfg,
-                    &best.params,
-                    best.number,
-                    fold,
-                    bars,
-                    bars_per_year,
-                )
-            },
-            folds: &|k| crate::evidence::walk_forward::folds(&data.split, series.bars.len(), k),
-            search_fold: &|fold, bars| self.search_fold(backends, series, bars, fold, bars_per_year, progress),
-        };
-        let evidence_of = &mut evidence;
-        after.time("side work", || self.side_work(evidence_of, &best, at_once, progress, &work, bars_per_year))?;
-        evidence.verdict = crate::evidence::verdict(&evidence);
-        evidence.verdict_before = crate::evidence::verdict_before(&evidence);
-        let best_test = after.time("the best trial's test", || {
-            crate::evidence::record(&study, &evidence)?;
-            best_on_test(backend, &study, series, &data, &self.cfg, bars_per_year)
-        })?;
-        let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);
-        let input = ReportInput {
-            study: &study,
-            series,
-            data_label: &dataset.label(),
-            cfg: &self.cfg,
-            evidence: &evidence,
-            dashboard: &dashboard,
-        };
-        let summary = after.time("report", || write_report(&input, best_test, &self.report_dir))?;
+        let (summary, evidence, after) =
+            self.after_search(backends, (dataset, series, &data, bars_per_year), at_once, progress)?;
         Ok(JobDone { summary, split_seconds, early_features, bars_per_year, evidence, side_at_once: at_once, after })
     }
 

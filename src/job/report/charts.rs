@@ -330,6 +330,7 @@ pub(super) fn epochs_of(epochs: &[EpochRecord], number: u64) -> &[EpochRecord] {
 }
 
 /// The learning-curves chart and how its y axis was clipped.
+#[derive(Debug)]
 pub(super) struct LearningCurves {
     /// The chart (SVG).
     pub svg: String,

@@ -68,8 +68,6 @@ pub fn leaderboard_columns(board: &[TrialRecord]) -> Vec<(String, crate::table::
 /// What a report shows, besides the best trial on the test split.
 #[derive(Debug)]
 pub struct ReportInput<'a> {
-    /// The study searched.
-    pub study: &'a Study,
     /// The series it searched on.
     pub series: &'a Series,
     /// How the page names the data.
@@ -82,39 +80,92 @@ pub struct ReportInput<'a> {
     pub dashboard: &'a str,
 }
 
-/// Writes the report of `input` into `dir`, with `best` (from [`crate::hyperopt::best::best_on_test`]) as
-/// the best trial on the test split; its metrics and audit are handed on in the summary.
-pub fn write_report(input: &ReportInput, best: Option<BestOnTest>, dir: &Path) -> Result<ReportSummary, Error> {
+/// The part of a report that reads the study alone: its leaderboard (tradesim's own trials, best first),
+/// their epochs, the parameters' names, and the study's four charts as SVG with their PNGs. A job renders it
+/// beside the evidence ([`crate::job::Job::run`]): nothing in it waits for the evidence or the best trial's
+/// test, and it is most of a report's work.
+#[derive(Debug)]
+pub struct StudyPart {
+    board: Vec<TrialRecord>,
+    epochs: Vec<EpochRecord>,
+    names: Vec<String>,
+    learning: charts::LearningCurves,
+    /// History, importances, parallel coordinates.
+    history: String,
+    importance: String,
+    parallel: String,
+    /// The PNGs of the learning curves, history, importances and parallel coordinates, in that order.
+    pngs: Vec<Vec<u8>>,
+}
+
+impl StudyPart {
+    /// Reads `study` (tradesim's own trials and their epochs) and renders its charts, the PNGs at once.
+    pub fn render(study: &Study, cfg: &SearchConfig) -> Result<Self, Error> {
+        use rayon::prelude::*;
+        let board = study_leaderboard(study)?;
+        let epochs = study.epochs()?;
+        let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
+        let learning = charts::learning_curves(&board, &epochs)?;
+        let history = charts::history_chart(&board)?;
+        let (importance, parallel) = charts::parameter_charts(&board, &names, cfg);
+        let pngs = [&learning.svg, &history, &importance, &parallel]
+            .par_iter()
+            .map(|svg| png_of(svg))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { board, epochs, names, learning, history, importance, parallel, pngs })
+    }
+}
+
+/// The part of a report about the best trial on the test split: the trial
+/// ([`crate::hyperopt::best::best_on_test`]), its equity and drawdown charts as SVG with their PNGs, and its
+/// trades as CSV. A job renders it beside the evidence, after the trial's test.
+#[derive(Debug)]
+pub struct BestPart {
+    best: Option<BestOnTest>,
+    /// Equity, drawdown, their PNGs and `best-trades.csv` (none without a best trial).
+    charts: Option<(String, String, [Vec<u8>; 2], String)>,
+}
+
+impl BestPart {
+    /// The charts and trades of `best` (on `series`, the data searched), the PNGs at once.
+    pub fn render(best: Option<BestOnTest>, series: &Series) -> Result<Self, Error> {
+        let charts = match &best {
+            Some(b) => {
+                let (equity, drawdown) = charts::equity_charts(b, series)?;
+                let (e, d) = rayon::join(|| png_of(&equity), || png_of(&drawdown));
+                let pngs = [e?, d?];
+                Some((equity, drawdown, pngs, trades_csv(b, series)))
+            }
+            None => None,
+        };
+        Ok(Self { best, charts })
+    }
+}
+
+/// Writes the report of `input` into `dir` from its study's part (`study`, [`StudyPart::render`] of the
+/// study searched) and its best trial's (`best`, [`BestPart::render`]); the best trial's test metrics and
+/// audit are handed on in the summary.
+pub fn write_report(input: &ReportInput, study: StudyPart, best: BestPart, dir: &Path) -> Result<ReportSummary, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Output(format!("creating {}: {e}", dir.display())))?;
-    let board = study_leaderboard(input.study)?;
-    let epochs = input.study.epochs()?;
-    let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
+    let StudyPart { board, epochs, names, learning, history, importance, parallel, pngs } = study;
+    let BestPart { best, charts: best_charts } = best;
     let mut folder = Folder { dir, files: Vec::new(), charts: Vec::new() };
     let best_number = board.first().filter(|t| t.status == "complete").map(|b| b.number);
-    let cfg = input.cfg;
-    // The leaderboard files and the study's charts are built at once (each is a pass over every trial).
-    let ((json, csv), study_charts) = rayon::join(
-        || leaderboard_files(&board, &epochs, &names, best_number, (input.data_label, input.evidence)),
-        || -> Result<_, Error> {
-            let learning = charts::learning_curves(&board, &epochs)?;
-            let history = charts::history_chart(&board)?;
-            Ok((learning, history, charts::parameter_charts(&board, &names, cfg)))
-        },
-    );
+    let (json, csv) = leaderboard_files(&board, &epochs, &names, best_number, (input.data_label, input.evidence));
     folder.write("leaderboard.json", &json)?;
     folder.write("leaderboard.csv", &csv)?;
     crate::failpoint::hit("report");
-    let (learning, history, (importance, parallel)) = study_charts?;
-    folder.write("learning-curves.svg", &learning.svg)?;
-    folder.write("history.svg", &history)?;
-    folder.write("importances.svg", &importance)?;
-    folder.write("parallel-coordinates.svg", &parallel)?;
+    let study_charts = [&learning.svg, &history, &importance, &parallel];
+    let chart_names = ["learning-curves", "history", "importances", "parallel-coordinates"];
+    for ((name, svg), png) in chart_names.iter().zip(study_charts).zip(&pngs) {
+        folder.write_chart(name, svg, Some(png))?;
+    }
     let (mut equity, mut drawdown) = (String::new(), String::new());
-    if let Some(b) = &best {
-        (equity, drawdown) = charts::equity_charts(b, input.series)?;
-        folder.write("equity.svg", &equity)?;
-        folder.write("drawdown.svg", &drawdown)?;
-        folder.write("best-trades.csv", &trades_csv(b, input.series))?;
+    if let Some((e, d, [e_png, d_png], trades)) = best_charts {
+        (equity, drawdown) = (e, d);
+        folder.write_chart("equity", &equity, Some(&e_png))?;
+        folder.write_chart("drawdown", &drawdown, Some(&d_png))?;
+        folder.write("best-trades.csv", &trades)?;
     }
     let charts = html::ChartsSvg { learning, history, importance, parallel, equity, drawdown };
     let page = html::page(&html::Page {
@@ -129,7 +180,6 @@ pub fn write_report(input: &ReportInput, best: Option<BestOnTest>, dir: &Path) -
         dashboard: input.dashboard,
     });
     folder.write("index.html", &page)?;
-    folder.rasterize()?;
     let (best_test, audit) = best.map(|b| (b.metrics, b.audit)).unzip();
     Ok(ReportSummary { leaderboard: board, best_test, audit, files: folder.files })
 }
@@ -142,17 +192,26 @@ struct Folder<'a> {
 }
 
 impl Folder<'_> {
-    /// Writes `text` into the file `name`; a chart (`.svg`) is also kept to be rasterized beside it as a
-    /// PNG, for pasting into documents.
+    /// Writes `text` into the file `name`.
     fn write(&mut self, name: &str, text: &str) -> Result<(), Error> {
         let path = self.dir.join(name);
         std::fs::write(&path, text).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
-        self.files.push(path.clone());
-        if name.ends_with(".svg") {
-            let png = path.with_extension("png");
-            self.files.push(png.clone());
-            self.charts.push((png, text.to_owned()));
+        self.files.push(path);
+        Ok(())
+    }
+
+    /// Writes the chart `STEM.svg` and its PNG beside it, for pasting into documents: `png` where it was
+    /// rendered already, else kept to be rasterized ([`Self::rasterize`]).
+    fn write_chart(&mut self, stem: &str, svg: &str, png: Option<&[u8]>) -> Result<(), Error> {
+        self.write(&format!("{stem}.svg"), svg)?;
+        let path = self.dir.join(format!("{stem}.png"));
+        match png {
+            Some(bytes) => {
+                std::fs::write(&path, bytes).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?
+            }
+            None => self.charts.push((path.clone(), svg.to_owned())),
         }
+        self.files.push(path);
         Ok(())
     }
 

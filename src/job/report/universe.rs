@@ -66,8 +66,8 @@ pub fn write(r: &UniverseReport, dir: &Path) -> Result<PathBuf, Error> {
     folder.write("leaderboard.json", &json)?;
     folder.write("leaderboard.csv", &csv)?;
     let learning = charts::learning_curves(board, &epochs)?;
-    folder.write("learning-curves.svg", &learning.svg)?;
-    folder.write("history.svg", &charts::history_chart(board)?)?;
+    folder.write_chart("learning-curves", &learning.svg, None)?;
+    folder.write_chart("history", &charts::history_chart(board)?, None)?;
     let mut page = String::new();
     let _ = write!(
         page,
@@ -110,7 +110,7 @@ pub fn write(r: &UniverseReport, dir: &Path) -> Result<PathBuf, Error> {
         };
         let lines =
             vec![(o.best.names[0].clone(), points(&eq(&o.best))), (o.hold.names[0].clone(), points(&eq(&o.hold)))];
-        folder.write("equity.svg", &charts::line_svg("Test equity", "equity", lines)?)?;
+        folder.write_chart("equity", &charts::line_svg("Test equity", "equity", lines)?, None)?;
         let (b, h) = (&o.best.result.metrics[0], &o.hold.result.metrics[0]);
         let _ = write!(
             page,
@@ -133,5 +133,6 @@ pub fn write(r: &UniverseReport, dir: &Path) -> Result<PathBuf, Error> {
     }
     page.push_str("</body></html>\n");
     folder.write("index.html", &page)?;
+    folder.rasterize()?;
     Ok(dir.join("index.html"))
 }

@@ -1,0 +1,194 @@
+//! What follows a job's search: the evidence of its trials and the side work (placebo searches and folds),
+//! with the best trial's test and the report's study charts beside them on threads of their own, then the
+//! report; and where that time went ([`AfterSearch`]).
+
+use std::time::Instant;
+
+use super::Job;
+use super::report::{BestPart, ReportInput, ReportSummary, StudyPart, write_report};
+use super::side;
+use crate::data::{Dataset, Series};
+use crate::evidence::Evidence;
+use crate::hyperopt::best::best_on_test;
+use crate::hyperopt::{Progress, Study};
+use crate::train::SplitData;
+use crate::{Backend, Error};
+
+/// The wall seconds of a job's parts after its search, in order (the evidence of its trials, the side work
+/// of placebo searches and folds, the report), and of the parts that ran beside them on threads of their own
+/// (`beside`: the best trial's test and charts, the study's charts; the wait for them, where they end
+/// later, is a part of the order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AfterSearch {
+    /// The parts one after another.
+    pub parts: Vec<(&'static str, f64)>,
+    /// The parts beside them.
+    pub beside: Vec<(&'static str, f64)>,
+}
+
+impl AfterSearch {
+    /// Runs `part`, adding its wall seconds as `name`.
+    pub fn time<T>(&mut self, name: &'static str, part: impl FnOnce() -> T) -> T {
+        let (out, seconds) = timed(part);
+        self.parts.push((name, seconds));
+        out
+    }
+
+    /// The parts as `tradesim hyperopt` prints them: `evidence 0.08 s, side work 1.52 s, ...`, then `; beside
+    /// them: ...` where parts ran beside.
+    pub fn line(&self) -> String {
+        let list = |parts: &[(&str, f64)]| parts.iter().map(|(n, s)| format!("{n} {s:.2} s")).collect::<Vec<_>>();
+        let mut line = list(&self.parts).join(", ");
+        if !self.beside.is_empty() {
+            line += &format!("; beside them: {}", list(&self.beside).join(", "));
+        }
+        line
+    }
+}
+
+/// What a thread of `timed` work returned (a panic as an error).
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, (Result<T, Error>, f64)>) -> (Result<T, Error>, f64) {
+    h.join().unwrap_or_else(|_| (Err(Error::Output("a thread after the search panicked".into())), 0.0))
+}
+
+/// `part`'s result and its wall seconds.
+fn timed<T>(part: impl FnOnce() -> T) -> (T, f64) {
+    let started = Instant::now();
+    let out = part();
+    (out, started.elapsed().as_secs_f64())
+}
+
+impl Job {
+    /// What follows the search of `data` (the splits of `series`, from `dataset`): the evidence, the side
+    /// work `at_once` at a time, the verdict; beside them the best trial's test and the report's charts; then
+    /// the report. Returns the report's summary, the evidence and where the time went.
+    pub(super) fn after_search(
+        &self,
+        backends: &[Backend],
+        (dataset, series, data, bars_per_year): (&Dataset, &Series, &SplitData, f64),
+        at_once: usize,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+    ) -> Result<(ReportSummary, Evidence, AfterSearch), Error> {
+        let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
+        let mut after = AfterSearch::default();
+        let study = Study::reopen(&self.storage, &self.name)?;
+        let cfg = &self.cfg;
+        // Beside the evidence and the side work, on threads with study handles of their own: the best trial's
+        // test and the report's study charts, which read only the trials the search finished.
+        let reopened = || Study::reopen(&self.storage, &self.name);
+        let reopened = &reopened;
+        let (main, best_test, study_part) = std::thread::scope(|scope| {
+            let best = scope.spawn(|| {
+                timed(|| {
+                    BestPart::render(best_on_test(backend, &reopened()?, series, data, cfg, bars_per_year)?, series)
+                })
+            });
+            let part = scope.spawn(|| timed(|| StudyPart::render(&reopened()?, cfg)));
+            let main = self.evidence_and_side_work(
+                backends,
+                &study,
+                (series, data, bars_per_year),
+                at_once,
+                progress,
+                &mut after,
+            );
+            let (best, part) = after.time("the wait for the parts beside", || (joined(best), joined(part)));
+            (main, best, part)
+        });
+        let evidence = main?;
+        after.beside = vec![("the best trial's test and charts", best_test.1), ("the study's charts", study_part.1)];
+        let (best_test, study_part) = (best_test.0?, study_part.0?);
+        crate::evidence::record(&study, &evidence)?;
+        let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);
+        let input = ReportInput {
+            series,
+            data_label: &dataset.label(),
+            cfg: &self.cfg,
+            evidence: &evidence,
+            dashboard: &dashboard,
+        };
+        let summary = after.time("report", || write_report(&input, study_part, best_test, &self.report_dir))?;
+        Ok((summary, evidence, after))
+    }
+
+    /// The evidence of the study's trials (read from `study`, the search's data `data` of `series`), then the
+    /// side work (placebo searches and folds, `at_once` at a time) and the verdict, each timed into `after`.
+    fn evidence_and_side_work(
+        &self,
+        backends: &[Backend],
+        study: &Study,
+        (series, data, bars_per_year): (&crate::data::Series, &crate::train::SplitData, f64),
+        at_once: usize,
+        progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
+        after: &mut AfterSearch,
+    ) -> Result<Evidence, Error> {
+        let backend = backends.first().ok_or_else(|| Error::config("--device", "no backend is available"))?;
+        let mut evidence =
+            after.time("evidence", || crate::evidence::assess(backend, study, data, &self.cfg, bars_per_year))?;
+        let best = match evidence.best_trial {
+            Some(n) => study.trials()?.into_iter().find(|t| t.number == n),
+            None => None,
+        };
+        let work = side::SideWork {
+            placebo: &|index, suffix, attrs| {
+                let surrogate = crate::data::surrogate::placebo(series, self.cfg.study.seed, index)?;
+                let data =
+                    crate::train::SplitData::new(&surrogate, crate::train::DEFAULT_SPLIT, self.cfg.env.sigma_span)?;
+                self.side_search(backends, &data, suffix, attrs, bars_per_year, progress)
+            },
+            fold: &|best, fold, bars| {
+                let (split, cfg) = (&data.split, &self.cfg);
+                crate::evidence::walk_forward::walk_forward_fold(
+                    backend,
+                    series,
+                    split,
+                    cfg,
+                    &best.params,
+                    best.number,
+                    fold,
+                    bars,
+                    bars_per_year,
+                )
+            },
+            folds: &|k| crate::evidence::walk_forward::folds(&data.split, series.bars.len(), k),
+            search_fold: &|fold, bars| self.search_fold(backends, series, bars, fold, bars_per_year, progress),
+        };
+        let evidence_of = &mut evidence;
+        after.time("side work", || self.side_work(evidence_of, &best, at_once, progress, &work, bars_per_year))?;
+        evidence.verdict = crate::evidence::verdict(&evidence);
+        evidence.verdict_before = crate::evidence::verdict_before(&evidence);
+        Ok(evidence)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parts one after another, then those beside them; none beside: no second list.
+    #[test]
+    fn the_line_lists_the_parts_then_those_beside() {
+        let mut after = AfterSearch::default();
+        let seven = after.time("evidence", || 7);
+        assert_eq!(seven, 7);
+        after.parts.push(("report", 0.25));
+        assert_eq!(after.parts[0].0, "evidence");
+        assert!(after.parts[0].1 >= 0.0 && after.parts[0].1 < 1.0);
+        assert_eq!(after.line(), "evidence 0.00 s, report 0.25 s");
+        after.beside = vec![("the best trial's test and charts", 0.5), ("the study's charts", 0.125)];
+        assert_eq!(
+            after.line(),
+            "evidence 0.00 s, report 0.25 s; beside them: the best trial's test and charts 0.50 s, the study's \
+             charts 0.12 s"
+        );
+    }
+
+    /// A thread that panicked is an error, not a panic of the job.
+    #[test]
+    fn a_panicked_thread_is_an_error() {
+        let (out, seconds) =
+            std::thread::scope(|s| joined::<u8>(s.spawn(|| -> (Result<u8, Error>, f64) { panic!("deliberately") })));
+        assert!(out.is_err_and(|e| e.to_string().contains("panicked")));
+        assert_eq!(seconds, 0.0);
+    }
+}
