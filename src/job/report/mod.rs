@@ -101,19 +101,28 @@ pub struct StudyPart {
 impl StudyPart {
     /// Reads `study` (tradesim's own trials and their epochs) and renders its charts, the PNGs at once.
     pub fn render(study: &Study, cfg: &SearchConfig) -> Result<Self, Error> {
-        use rayon::prelude::*;
         let board = study_leaderboard(study)?;
         let epochs = study.epochs()?;
         let names: Vec<String> = board.first().map(|t| t.params.keys().cloned().collect()).unwrap_or_default();
         let learning = charts::learning_curves(&board, &epochs)?;
         let history = charts::history_chart(&board)?;
         let (importance, parallel) = charts::parameter_charts(&board, &names, cfg);
-        let pngs = [&learning.svg, &history, &importance, &parallel]
-            .par_iter()
-            .map(|svg| png_of(svg))
-            .collect::<Result<Vec<_>, _>>()?;
+        let pngs = pngs_of(&[&learning.svg, &history, &importance, &parallel]).into_iter().collect::<Result<_, _>>()?;
         Ok(Self { board, epochs, names, learning, history, importance, parallel, pngs })
     }
+}
+
+/// The PNGs of `svgs` ([`png_of`]), each on a thread of its own: a job renders them beside its evidence,
+/// whose parallel loops hold rayon's threads (rasterized there, the charts waited behind them, and the
+/// evidence behind the charts).
+fn pngs_of(svgs: &[&String]) -> Vec<Result<Vec<u8>, Error>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = svgs.iter().map(|svg| s.spawn(|| png_of(svg))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Output("rasterizing a chart panicked".into()))))
+            .collect()
+    })
 }
 
 /// The part of a report about the best trial on the test split: the trial
@@ -132,7 +141,7 @@ impl BestPart {
         let charts = match &best {
             Some(b) => {
                 let (equity, drawdown) = charts::equity_charts(b, series)?;
-                let (e, d) = rayon::join(|| png_of(&equity), || png_of(&drawdown));
+                let [e, d]: [_; 2] = pngs_of(&[&equity, &drawdown]).try_into().expect("two charts, two PNGs");
                 let pngs = [e?, d?];
                 Some((equity, drawdown, pngs, trades_csv(b, series)))
             }
