@@ -1,12 +1,10 @@
 //! What follows a job's search: the evidence of its trials and the side work (placebo searches and folds),
 //! with the best trial's test and the report's study charts beside them on threads of their own, then the
-//! report; and where that time went ([`AfterSearch`]).
+//! report, each part timed into an [`AfterSearch`].
 
-use std::time::Instant;
-
-use super::Job;
 use super::report::{BestPart, ReportInput, ReportSummary, StudyPart, write_report};
 use super::side;
+use super::{AfterSearch, Job, timed};
 use crate::data::{Dataset, Series};
 use crate::evidence::Evidence;
 use crate::hyperopt::best::best_on_test;
@@ -14,48 +12,9 @@ use crate::hyperopt::{Progress, Study};
 use crate::train::SplitData;
 use crate::{Backend, Error};
 
-/// The wall seconds of a job's parts after its search, in order (the evidence of its trials, the side work
-/// of placebo searches and folds, the report), and of the parts that ran beside them on threads of their own
-/// (`beside`: the best trial's test and charts, the study's charts; the wait for them, where they end
-/// later, is a part of the order).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AfterSearch {
-    /// The parts one after another.
-    pub parts: Vec<(&'static str, f64)>,
-    /// The parts beside them.
-    pub beside: Vec<(&'static str, f64)>,
-}
-
-impl AfterSearch {
-    /// Runs `part`, adding its wall seconds as `name`.
-    pub fn time<T>(&mut self, name: &'static str, part: impl FnOnce() -> T) -> T {
-        let (out, seconds) = timed(part);
-        self.parts.push((name, seconds));
-        out
-    }
-
-    /// The parts as `tradesim hyperopt` prints them: `evidence 0.08 s, side work 1.52 s, ...`, then `; beside
-    /// them: ...` where parts ran beside.
-    pub fn line(&self) -> String {
-        let list = |parts: &[(&str, f64)]| parts.iter().map(|(n, s)| format!("{n} {s:.2} s")).collect::<Vec<_>>();
-        let mut line = list(&self.parts).join(", ");
-        if !self.beside.is_empty() {
-            line += &format!("; beside them: {}", list(&self.beside).join(", "));
-        }
-        line
-    }
-}
-
 /// What a thread of `timed` work returned (a panic as an error).
 fn joined<T>(h: std::thread::ScopedJoinHandle<'_, (Result<T, Error>, f64)>) -> (Result<T, Error>, f64) {
     h.join().unwrap_or_else(|_| (Err(Error::Output("a thread after the search panicked".into())), 0.0))
-}
-
-/// `part`'s result and its wall seconds.
-fn timed<T>(part: impl FnOnce() -> T) -> (T, f64) {
-    let started = Instant::now();
-    let out = part();
-    (out, started.elapsed().as_secs_f64())
 }
 
 impl Job {
@@ -164,24 +123,6 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The parts one after another, then those beside them; none beside: no second list.
-    #[test]
-    fn the_line_lists_the_parts_then_those_beside() {
-        let mut after = AfterSearch::default();
-        let seven = after.time("evidence", || 7);
-        assert_eq!(seven, 7);
-        after.parts.push(("report", 0.25));
-        assert_eq!(after.parts[0].0, "evidence");
-        assert!(after.parts[0].1 >= 0.0 && after.parts[0].1 < 1.0);
-        assert_eq!(after.line(), "evidence 0.00 s, report 0.25 s");
-        after.beside = vec![("the best trial's test and charts", 0.5), ("the study's charts", 0.125)];
-        assert_eq!(
-            after.line(),
-            "evidence 0.00 s, report 0.25 s; beside them: the best trial's test and charts 0.50 s, the study's \
-             charts 0.12 s"
-        );
-    }
 
     /// A thread that panicked is an error, not a panic of the job.
     #[test]

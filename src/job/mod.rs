@@ -9,8 +9,6 @@ pub mod side;
 mod side_work;
 pub mod universe;
 
-pub use after::AfterSearch;
-
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -273,6 +271,45 @@ pub struct JobDone {
     pub side_at_once: usize,
     /// Where the time after the search went.
     pub after: AfterSearch,
+}
+
+/// The wall seconds of a job's parts after its search, in order (the evidence of its trials, the side work
+/// of placebo searches and folds, the report), and of the parts that ran beside them on threads of their own
+/// (`beside`: the best trial's test and charts, the study's charts; the wait for them, where they end
+/// later, is a part of the order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AfterSearch {
+    /// The parts one after another.
+    pub parts: Vec<(&'static str, f64)>,
+    /// The parts beside them.
+    pub beside: Vec<(&'static str, f64)>,
+}
+
+impl AfterSearch {
+    /// Runs `part`, adding its wall seconds as `name`.
+    pub fn time<T>(&mut self, name: &'static str, part: impl FnOnce() -> T) -> T {
+        let (out, seconds) = timed(part);
+        self.parts.push((name, seconds));
+        out
+    }
+
+    /// The parts as `tradesim hyperopt` prints them: `evidence 0.08 s, side work 1.52 s, ...`, then `; beside
+    /// them: ...` where parts ran beside.
+    pub fn line(&self) -> String {
+        let list = |parts: &[(&str, f64)]| parts.iter().map(|(n, s)| format!("{n} {s:.2} s")).collect::<Vec<_>>();
+        let mut line = list(&self.parts).join(", ");
+        if !self.beside.is_empty() {
+            line += &format!("; beside them: {}", list(&self.beside).join(", "));
+        }
+        line
+    }
+}
+
+/// `part`'s result and its wall seconds.
+pub(super) fn timed<T>(part: impl FnOnce() -> T) -> (T, f64) {
+    let started = Instant::now();
+    let out = part();
+    (out, started.elapsed().as_secs_f64())
 }
 
 impl Job {
@@ -688,6 +725,24 @@ impl SearchClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parts one after another, then those beside them; none beside: no second list.
+    #[test]
+    fn the_line_lists_the_parts_then_those_beside() {
+        let mut after = AfterSearch::default();
+        let seven = after.time("evidence", || 7);
+        assert_eq!(seven, 7);
+        after.parts.push(("report", 0.25));
+        assert_eq!(after.parts[0].0, "evidence");
+        assert!(after.parts[0].1 >= 0.0 && after.parts[0].1 < 1.0);
+        assert_eq!(after.line(), "evidence 0.00 s, report 0.25 s");
+        after.beside = vec![("the best trial's test and charts", 0.5), ("the study's charts", 0.125)];
+        assert_eq!(
+            after.line(),
+            "evidence 0.00 s, report 0.25 s; beside them: the best trial's test and charts 0.50 s, the study's \
+             charts 0.12 s"
+        );
+    }
 
     /// A study's folder is named for its file's stem and its name (characters outside `[A-Za-z0-9._-]` as
     /// `_`), absolute; a PostgreSQL study's owner record keeps no password or options.
