@@ -20,7 +20,7 @@ struct Chart<'a> {
     y_desc: &'a str,
     lines: Vec<(String, Vec<(f64, f64)>)>,
     markers: Vec<(String, Vec<(f64, f64)>)>,
-    x_label: Option<&'a dyn Fn(f64) -> String>,
+    x_label: Option<&'a (dyn Fn(f64) -> String + Sync)>,
     y_range: Option<(f64, f64)>,
 }
 
@@ -419,9 +419,13 @@ pub(super) fn parameter_charts(board: &[TrialRecord], names: &[String], cfg: &Se
     (importance_svg(&importances(board, &searched)), parallel_svg(board, &searched, cfg))
 }
 
+/// A chart drawn: its PNG and its SVG.
+pub(super) type Drawn = (Vec<u8>, String);
+
 /// The best trial's equity on the test split beside buy and hold (the capital in the symbol at the first
-/// close, no costs) and flat, and its drawdown in percent (SVG both, x labelled by the bars' dates).
-pub(super) fn equity_charts(best: &BestOnTest, series: &Series) -> Result<(String, String), Error> {
+/// close, no costs) and flat, and its drawdown in percent (x labelled by the bars' dates): each as its PNG
+/// and its SVG.
+pub(super) fn equity_charts(best: &BestOnTest, series: &Series) -> Result<(Drawn, Drawn), Error> {
     let start = best.test_bars.start;
     let eq: Vec<(f64, f64)> = best.equity.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect();
     let mut peak = f64::MIN;
@@ -462,7 +466,14 @@ pub(super) fn equity_charts(best: &BestOnTest, series: &Series) -> Result<(Strin
         vec![("drawdown".to_owned(), dd)],
     );
     drawdown.x_label = Some(&date);
-    Ok((equity.svg()?, drawdown.svg()?))
+    // Each chart drawn and rasterized on a thread of its own: a line of every test bar is most of a report's
+    // drawing.
+    let [equity, drawdown] = std::thread::scope(|s| {
+        [&equity, &drawdown]
+            .map(|c| s.spawn(move || c.svg().and_then(|svg| Ok((png_of(&svg)?, svg)))))
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Output("drawing the equity charts panicked".into()))))
+    });
+    Ok((equity?, drawdown?))
 }
 
 #[cfg(test)]

@@ -131,19 +131,17 @@ fn pngs_of(svgs: &[&String]) -> Vec<Result<Vec<u8>, Error>> {
 #[derive(Debug)]
 pub struct BestPart {
     best: Option<BestOnTest>,
-    /// Equity, drawdown, their PNGs and `best-trades.csv` (none without a best trial).
-    charts: Option<(String, String, [Vec<u8>; 2], String)>,
+    /// Equity, drawdown and `best-trades.csv` (none without a best trial).
+    charts: Option<(charts::Drawn, charts::Drawn, String)>,
 }
 
 impl BestPart {
-    /// The charts and trades of `best` (on `series`, the data searched), the PNGs at once.
+    /// The charts and trades of `best` (on `series`, the data searched), the two charts at once.
     pub fn render(best: Option<BestOnTest>, series: &Series) -> Result<Self, Error> {
         let charts = match &best {
             Some(b) => {
                 let (equity, drawdown) = charts::equity_charts(b, series)?;
-                let [e, d]: [_; 2] = pngs_of(&[&equity, &drawdown]).try_into().expect("two charts, two PNGs");
-                let pngs = [e?, d?];
-                Some((equity, drawdown, pngs, trades_csv(b, series)))
+                Some((equity, drawdown, trades_csv(b, series)))
             }
             None => None,
         };
@@ -170,7 +168,7 @@ pub fn write_report(input: &ReportInput, study: StudyPart, best: BestPart, dir: 
         folder.write_chart(name, svg, Some(png))?;
     }
     let (mut equity, mut drawdown) = (String::new(), String::new());
-    if let Some((e, d, [e_png, d_png], trades)) = best_charts {
+    if let Some(((e_png, e), (d_png, d), trades)) = best_charts {
         (equity, drawdown) = (e, d);
         folder.write_chart("equity", &equity, Some(&e_png))?;
         folder.write_chart("drawdown", &drawdown, Some(&d_png))?;
