@@ -1,8 +1,8 @@
 //! The report of a large study, timed (`scripts/scale-postgres.sh --report`, issue 54 item 5): writes the
 //! HTML report, `leaderboard.json` and `leaderboard.csv` of an existing study into a folder and prints the
-//! seconds the study's part and `write_report` took (the study read included). The study's evidence is not assessed here (its
-//! trials of `examples/claims.rs` have no returns): the report shows a verdict line saying so, and the
-//! embedded default data as its series.
+//! seconds the study's part and `write_report` took (the study read included). The study's evidence is
+//! not assessed here (its trials of `examples/claims.rs` have no returns): the report shows a verdict line
+//! saying so, and the embedded default data as its series.
 //!
 //! Usage: `report_scale STORAGE_URL STUDY_NAME DIR` (the storage URL from the environment variable
 //! `TRADESIM_STORAGE` when STORAGE_URL is `-`, so that its password stays off the command line).

@@ -112,6 +112,12 @@ fn tiny_search_writes_a_consistent_study_and_report() {
         after.contains("evidence ") && after.contains("; beside them: the best trial's test and charts "),
         "{after}"
     );
+    // Each chart's PNG is its own SVG's (drawn on other threads than the SVGs were written from).
+    for chart in ["learning-curves", "history", "importances", "parallel-coordinates", "equity", "drawdown"] {
+        let svg = std::fs::read_to_string(report.join(format!("{chart}.svg"))).unwrap();
+        let png = std::fs::read(report.join(format!("{chart}.png"))).unwrap();
+        assert!(png == tradesim::job::report::png_of(&svg).unwrap(), "{chart}.png is not {chart}.svg's");
+    }
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Leaderboard") && html.contains(&format!("Best trial: {best_sql}")));
     renders_in_chromium(&report.join("index.html"));
@@ -122,6 +128,29 @@ fn tiny_search_writes_a_consistent_study_and_report() {
         hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap(), "--study-name", "second"]);
     assert!(ok, "{stderr}");
     assert_eq!(Study::reopen(&StorageUrl::Sqlite(study.clone()), "second").unwrap().trials().unwrap().len(), 3);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A best trial whose test cannot be replayed (its test actions gone) fails the job with that error, after
+/// the evidence was recorded in the study: the placebo searches' and folds' results are not lost with it.
+#[test]
+fn a_failed_best_trial_test_keeps_the_evidence() {
+    let dir = temp_dir("best-test-fails");
+    let cfg = config(&dir, 3, 3, 2, 32);
+    let study = dir.join("study.sqlite");
+    let (ok, _, stderr) = hyperopt(&["--config", cfg.to_str().unwrap(), "--study", study.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let verdict = || open(&study).unwrap().study_attr("verdict").unwrap();
+    assert!(verdict().is_some());
+    let db = Connection::open(&study).unwrap();
+    db.execute_batch("DELETE FROM tradesim_test_actions; DELETE FROM study_user_attributes WHERE key = 'verdict';")
+        .unwrap();
+    drop(db);
+    assert!(verdict().is_none());
+    // Every trial is finished: the resumed job goes straight to what follows the search.
+    let (ok, _, stderr) = hyperopt(&["--study", study.to_str().unwrap(), "--resume"]);
+    assert!(!ok && stderr.contains("has no test actions"), "{stderr}");
+    assert!(verdict().is_some_and(|v| v.contains("evidence")), "{:?}", verdict());
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -76,7 +76,10 @@ fn side_searches_at_once_give_the_bits_of_one_at_a_time(backend: &Backend) {
     assert_eq!(a.evidence.walk_forward.len(), FOLDS);
     // Where the time after the search went, part by part, and beside them.
     let names = |parts: &[(&'static str, f64)]| parts.iter().map(|p| p.0).collect::<Vec<_>>();
-    assert_eq!(names(&a.after.parts), ["evidence", "side work", "the wait for the parts beside", "report"]);
+    assert_eq!(
+        names(&a.after.parts),
+        ["evidence", "side work", "the wait for the parts beside", "the evidence recorded", "report"]
+    );
     assert_eq!(names(&a.after.beside), ["the best trial's test and charts", "the study's charts"]);
     let all = || a.after.parts.iter().chain(&a.after.beside);
     assert!(all().all(|p| p.1.is_finite() && p.1 >= 0.0), "{:?}", a.after);

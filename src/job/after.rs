@@ -12,9 +12,9 @@ use crate::hyperopt::{Progress, Study};
 use crate::train::SplitData;
 use crate::{Backend, Error};
 
-/// What a thread of `timed` work returned (a panic as an error).
-fn joined<T>(h: std::thread::ScopedJoinHandle<'_, (Result<T, Error>, f64)>) -> (Result<T, Error>, f64) {
-    h.join().unwrap_or_else(|_| (Err(Error::Output("a thread after the search panicked".into())), 0.0))
+/// What the thread of `timed` work `part` returned (a panic as an error naming the part).
+fn joined<T>(part: &str, h: std::thread::ScopedJoinHandle<'_, (Result<T, Error>, f64)>) -> (Result<T, Error>, f64) {
+    h.join().unwrap_or_else(|_| (Err(Error::Output(format!("{part} panicked after the search"))), 0.0))
 }
 
 impl Job {
@@ -33,7 +33,9 @@ impl Job {
         let study = Study::reopen(&self.storage, &self.name)?;
         let cfg = &self.cfg;
         // Beside the evidence and the side work, on threads with study handles of their own: the best trial's
-        // test and the report's study charts, which read only the trials the search finished.
+        // test and the report's study charts. They read the same trials as the evidence: `run_search` returns
+        // once the study holds all its trials finished (other workers' included: a worker waits for the
+        // others and takes over a silent one's trials), and the side work writes other studies.
         let reopened = || Study::reopen(&self.storage, &self.name);
         let reopened = &reopened;
         let (main, best_test, study_part) = std::thread::scope(|scope| {
@@ -51,13 +53,16 @@ impl Job {
                 progress,
                 &mut after,
             );
-            let (best, part) = after.time("the wait for the parts beside", || (joined(best), joined(part)));
+            let joined = || (joined("the best trial's test", best), joined("the study's charts", part));
+            let (best, part) = after.time("the wait for the parts beside", joined);
             (main, best, part)
         });
         let evidence = main?;
+        // Recorded before the parts beside are checked: a failed best-trial test keeps the placebo searches'
+        // and folds' evidence in the study.
+        after.time("the evidence recorded", || crate::evidence::record(&study, &evidence))?;
         after.beside = vec![("the best trial's test and charts", best_test.1), ("the study's charts", study_part.1)];
         let (best_test, study_part) = (best_test.0?, study_part.0?);
-        crate::evidence::record(&study, &evidence)?;
         let dashboard = format!("optuna-dashboard {}  (study `{}`)", self.storage, self.name);
         let input = ReportInput {
             series,
@@ -76,7 +81,7 @@ impl Job {
         &self,
         backends: &[Backend],
         study: &Study,
-        (series, data, bars_per_year): (&crate::data::Series, &crate::train::SplitData, f64),
+        (series, data, bars_per_year): (&Series, &SplitData, f64),
         at_once: usize,
         progress: &(dyn Fn(&Progress) -> Result<(), Error> + Sync),
         after: &mut AfterSearch,
@@ -127,9 +132,10 @@ mod tests {
     /// A thread that panicked is an error, not a panic of the job.
     #[test]
     fn a_panicked_thread_is_an_error() {
-        let (out, seconds) =
-            std::thread::scope(|s| joined::<u8>(s.spawn(|| -> (Result<u8, Error>, f64) { panic!("deliberately") })));
-        assert!(out.is_err_and(|e| e.to_string().contains("panicked")));
+        let (out, seconds) = std::thread::scope(|s| {
+            joined::<u8>("the part", s.spawn(|| -> (Result<u8, Error>, f64) { panic!("deliberately") }))
+        });
+        assert!(out.is_err_and(|e| e.to_string().contains("the part panicked")));
         assert_eq!(seconds, 0.0);
     }
 }

@@ -736,11 +736,11 @@ mod tests {
         assert_eq!(after.parts[0].0, "evidence");
         assert!(after.parts[0].1 >= 0.0 && after.parts[0].1 < 1.0);
         assert_eq!(after.line(), "evidence 0.00 s, report 0.25 s");
-        after.beside = vec![("the best trial's test and charts", 0.5), ("the study's charts", 0.125)];
+        after.beside = vec![("the best trial's test and charts", 0.5), ("the study's charts", 0.13)];
         assert_eq!(
             after.line(),
             "evidence 0.00 s, report 0.25 s; beside them: the best trial's test and charts 0.50 s, the study's \
-             charts 0.12 s"
+             charts 0.13 s"
         );
     }
 

@@ -65,7 +65,7 @@ pub fn leaderboard_columns(board: &[TrialRecord]) -> Vec<(String, crate::table::
     out
 }
 
-/// What a report shows, besides the best trial on the test split.
+/// What a report shows besides its study's part ([`StudyPart`]) and its best trial's ([`BestPart`]).
 #[derive(Debug)]
 pub struct ReportInput<'a> {
     /// The series it searched on.
@@ -94,7 +94,7 @@ pub struct StudyPart {
     history: String,
     importance: String,
     parallel: String,
-    /// The PNGs of the learning curves, history, importances and parallel coordinates, in that order.
+    /// The PNGs of [`Self::svgs`], in their order.
     pngs: Vec<Vec<u8>>,
 }
 
@@ -107,14 +107,24 @@ impl StudyPart {
         let learning = charts::learning_curves(&board, &epochs)?;
         let history = charts::history_chart(&board)?;
         let (importance, parallel) = charts::parameter_charts(&board, &names, cfg);
-        let pngs = pngs_of(&[&learning.svg, &history, &importance, &parallel]).into_iter().collect::<Result<_, _>>()?;
-        Ok(Self { board, epochs, names, learning, history, importance, parallel, pngs })
+        let mut part = Self { board, epochs, names, learning, history, importance, parallel, pngs: Vec::new() };
+        part.pngs = pngs_of(&part.svgs().map(|(_, svg)| svg)).into_iter().collect::<Result<_, _>>()?;
+        Ok(part)
+    }
+
+    /// The study's charts as their files' stems and SVGs, in the report's order.
+    fn svgs(&self) -> [(&'static str, &String); 4] {
+        [
+            ("learning-curves", &self.learning.svg),
+            ("history", &self.history),
+            ("importances", &self.importance),
+            ("parallel-coordinates", &self.parallel),
+        ]
     }
 }
 
-/// The PNGs of `svgs` ([`png_of`]), each on a thread of its own: a job renders them beside its evidence,
-/// whose parallel loops hold rayon's threads (rasterized there, the charts waited behind them, and the
-/// evidence behind the charts).
+/// The PNGs of `svgs` ([`png_of`]), each on a thread of its own, not in rayon's pool: a job renders them
+/// beside its evidence, whose parallel loops keep the pool's threads.
 fn pngs_of(svgs: &[&String]) -> Vec<Result<Vec<u8>, Error>> {
     std::thread::scope(|s| {
         let handles: Vec<_> = svgs.iter().map(|svg| s.spawn(|| png_of(svg))).collect();
@@ -154,19 +164,18 @@ impl BestPart {
 /// audit are handed on in the summary.
 pub fn write_report(input: &ReportInput, study: StudyPart, best: BestPart, dir: &Path) -> Result<ReportSummary, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Output(format!("creating {}: {e}", dir.display())))?;
-    let StudyPart { board, epochs, names, learning, history, importance, parallel, pngs } = study;
-    let BestPart { best, charts: best_charts } = best;
     let mut folder = Folder { dir, files: Vec::new(), charts: Vec::new() };
-    let best_number = board.first().filter(|t| t.status == "complete").map(|b| b.number);
-    let (json, csv) = leaderboard_files(&board, &epochs, &names, best_number, (input.data_label, input.evidence));
+    let best_number = study.board.first().filter(|t| t.status == "complete").map(|b| b.number);
+    let (json, csv) =
+        leaderboard_files(&study.board, &study.epochs, &study.names, best_number, (input.data_label, input.evidence));
     folder.write("leaderboard.json", &json)?;
     folder.write("leaderboard.csv", &csv)?;
     crate::failpoint::hit("report");
-    let study_charts = [&learning.svg, &history, &importance, &parallel];
-    let chart_names = ["learning-curves", "history", "importances", "parallel-coordinates"];
-    for ((name, svg), png) in chart_names.iter().zip(study_charts).zip(&pngs) {
-        folder.write_chart(name, svg, Some(png))?;
+    for ((stem, svg), png) in study.svgs().into_iter().zip(&study.pngs) {
+        folder.write_chart(stem, svg, Some(png))?;
     }
+    let StudyPart { board, names, learning, history, importance, parallel, .. } = study;
+    let BestPart { best, charts: best_charts } = best;
     let (mut equity, mut drawdown) = (String::new(), String::new());
     if let Some(((e_png, e), (d_png, d), trades)) = best_charts {
         (equity, drawdown) = (e, d);
@@ -191,7 +200,7 @@ pub fn write_report(input: &ReportInput, study: StudyPart, best: BestPart, dir: 
     Ok(ReportSummary { leaderboard: board, best_test, audit, files: folder.files })
 }
 
-/// The report's folder: the files written into it, and its charts to be rasterized.
+/// The report's folder: the files written into it, and the charts whose PNGs are still to be written.
 struct Folder<'a> {
     dir: &'a Path,
     files: Vec<PathBuf>,
@@ -222,13 +231,14 @@ impl Folder<'_> {
         Ok(())
     }
 
-    /// Writes every chart's PNG, all charts at once (one after another they are most of a GPU search's
-    /// bookkeeping).
+    /// Writes the PNG of every chart kept by [`Self::write_chart`] (the universe report's), all at once
+    /// ([`pngs_of`]).
     fn rasterize(&self) -> Result<(), Error> {
-        use rayon::prelude::*;
-        self.charts.par_iter().try_for_each(|(png, svg)| {
-            std::fs::write(png, png_of(svg)?).map_err(|e| Error::Output(format!("writing {}: {e}", png.display())))
-        })
+        let svgs: Vec<&String> = self.charts.iter().map(|(_, svg)| svg).collect();
+        for ((path, _), png) in self.charts.iter().zip(pngs_of(&svgs)) {
+            std::fs::write(path, png?).map_err(|e| Error::Output(format!("writing {}: {e}", path.display())))?;
+        }
+        Ok(())
     }
 }
 
