@@ -109,10 +109,9 @@ const LINE_COLUMNS: usize = 1800;
 
 /// The points of line `pts` (x non-decreasing) that draw it at `columns` columns of equal x width: each
 /// column's first, lowest, highest and last point, in x order (M4 aggregation: the line through them covers
-/// the pixels the whole line covers where a column is at most a pixel wide). A test split's equity has a
-/// point a bar (45,000 in the seed searches), which the chart cannot show and which made its drawing and
-/// rasterizing most of a report's time. A line of at most `4 columns` points, or whose x is not in order, is
-/// kept whole.
+/// the pixels the whole line covers where a column is at most a pixel wide): a test split's equity has a
+/// point a bar, more than the chart can show. A line of at most `4 columns` points, or whose x is not in
+/// order, is kept whole.
 fn m4(pts: Vec<(f64, f64)>, columns: usize) -> Vec<(f64, f64)> {
     if pts.len() <= 4 * columns || !pts.windows(2).all(|w| w[0].0 <= w[1].0) {
         return pts;
@@ -522,14 +521,29 @@ pub(super) fn equity_charts(best: &BestOnTest, series: &Series) -> Result<(Drawn
         vec![("drawdown".to_owned(), dd)],
     );
     drawdown.x_label = Some(&date);
-    // Each chart drawn and rasterized on a thread of its own: a line of every test bar is most of a report's
-    // drawing.
-    let [equity, drawdown] = std::thread::scope(|s| {
-        [&equity, &drawdown]
-            .map(|c| s.spawn(move || c.svg().and_then(|svg| Ok((png_of(&svg)?, svg)))))
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Output("drawing the equity charts panicked".into()))))
+    let drawn = each_on_its_thread(&[&equity, &drawdown], "drawing the equity charts", |c| {
+        let svg = c.svg()?;
+        Ok((png_of(&svg)?, svg))
     });
+    let [equity, drawdown] =
+        <[_; 2]>::try_from(drawn).map_err(|_| Error::Output("two charts, not two drawn".into()))?;
     Ok((equity?, drawdown?))
+}
+
+/// `f` of each of `items`, each on a scoped thread of its own, not in rayon's pool: a job draws its charts
+/// beside the evidence, whose parallel loops keep the pool's threads. A panic is an error naming `what`.
+pub(super) fn each_on_its_thread<T: Sync, R: Send>(
+    items: &[T],
+    what: &str,
+    f: impl Fn(&T) -> Result<R, Error> + Sync,
+) -> Vec<Result<R, Error>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.iter().map(|item| s.spawn(|| f(item))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Output(format!("{what} panicked")))))
+            .collect()
+    })
 }
 
 #[cfg(test)]

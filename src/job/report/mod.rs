@@ -123,16 +123,9 @@ impl StudyPart {
     }
 }
 
-/// The PNGs of `svgs` ([`png_of`]), each on a thread of its own, not in rayon's pool: a job renders them
-/// beside its evidence, whose parallel loops keep the pool's threads.
+/// The PNGs of `svgs` ([`png_of`]), each on a thread of its own ([`charts::each_on_its_thread`]).
 fn pngs_of(svgs: &[&String]) -> Vec<Result<Vec<u8>, Error>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = svgs.iter().map(|svg| s.spawn(|| png_of(svg))).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Output("rasterizing a chart panicked".into()))))
-            .collect()
-    })
+    charts::each_on_its_thread(svgs, "rasterizing a chart", |svg| png_of(svg))
 }
 
 /// The part of a report about the best trial on the test split: the trial
