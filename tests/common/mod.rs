@@ -30,6 +30,24 @@ pub fn gpu_backend() -> Option<Backend> {
     }
 }
 
+/// The CUDA backend running the kernels `options` chooses (`tradesim bench --variant`'s), a runtime of its
+/// own; `None` where [`gpu_backend`] is (no usable GPU, or a build without the `cuda` feature).
+pub fn gpu_backend_with(options: tradesim_host::KernelOptions) -> Option<Backend> {
+    gpu_backend()?;
+    #[cfg(feature = "cuda")]
+    {
+        let sources = tradesim::ptx::sources().expect("the embedded PTX");
+        let rt =
+            tradesim_host::CudaRuntime::with_options(0, sources, options).expect("a CUDA runtime with the options");
+        Some(Backend::Cuda(std::sync::Arc::new(rt)))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = options;
+        None
+    }
+}
+
 /// Turns `fn case(backend: &Backend)` into the tests `case::cpu` and `case::gpu`.
 #[macro_export]
 macro_rules! test_device {
