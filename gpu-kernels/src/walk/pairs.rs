@@ -18,11 +18,6 @@ use core::slice;
 /// Env warps of a register-walk block (one an action), after the layer threads.
 const ENV_THREADS: usize = WALK_THREADS - WALK_LAYER_THREADS;
 
-/// Whether the env warps step the next round's children during a round (two levels of speculation: 9
-/// grandchildren, then their 27 children); otherwise the children are stepped at the start of their round
-/// (three lanes, on the round's path) and only the grandchildren during it.
-const CHILDREN_AHEAD: bool = true;
-
 /// A register walk's env states and outputs in shared memory ([`WalkPairsShared`]), double-buffered by round
 /// parity. Round `r` takes bars `2r` and `2r + 1`: its inputs are its first state `S` and `S`'s children
 /// `C[x]` (`S` stepped with action `x`), both written by round `r - 1` (parity `(r + 1) % 2`); it writes
@@ -116,13 +111,11 @@ impl PairRounds {
     unsafe fn start(&self, params: &TrialParams, start: EnvState, bars: &[Bar], w: usize) {
         // SAFETY: the caller's contract.
         unsafe {
-            if CHILDREN_AHEAD {
-                let mut s = start;
-                walk_step_on_series(params, &mut s, w as u8, bars);
-                let k = Self::ggi(1, 0, 0, w);
-                *self.ggf.add(k) = observe_floats(params, &s, bars);
-                *self.gg.add(k) = s;
-            }
+            let mut s = start;
+            walk_step_on_series(params, &mut s, w as u8, bars);
+            let k = Self::ggi(1, 0, 0, w);
+            *self.ggf.add(k) = observe_floats(params, &s, bars);
+            *self.gg.add(k) = s;
             if w == 0 {
                 let k = Self::gi(1, 0, 0);
                 *self.gf.add(k) = observe_floats(params, &start, bars);
@@ -144,31 +137,18 @@ impl PairRounds {
         bars: &[Bar],
         r: usize,
         (w, lane): (usize, usize),
-        (env_barrier, children_barrier): (impl Fn(), impl Fn()),
+        env_barrier: impl Fn(),
     ) {
         // SAFETY: the caller's contract; each slot written here is this lane's alone in round `r`, and the
         // grandchildren are written before the barrier that precedes their reads.
         unsafe {
             let ((a, b), p, src) = (self.pair(r), r % 2, (r + 1) % 2);
-            if !CHILDREN_AHEAD {
-                if lane == 0 {
-                    let mut s = *self.g.add(Self::gi(src, a, b));
-                    walk_step_on_series(params, &mut s, w as u8, bars);
-                    let k = Self::ggi(src, a, b, w);
-                    *self.ggf.add(k) = observe_floats(params, &s, bars);
-                    *self.gg.add(k) = s;
-                }
-                children_barrier();
-            }
             if lane < ACTIONS {
                 let mut s = *self.gg.add(Self::ggi(src, a, b, lane));
                 walk_step_on_series(params, &mut s, w as u8, bars);
                 let k = Self::gi(p, lane, w);
                 *self.gf.add(k) = observe_floats(params, &s, bars);
                 *self.g.add(k) = s;
-            }
-            if !CHILDREN_AHEAD {
-                return;
             }
             env_barrier();
             if lane < ACTIONS * ACTIONS {
@@ -324,8 +304,6 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_pairs(
     let output_barrier = || unsafe { named_barrier(2, LAYER + 32) };
     // SAFETY: every env thread takes barrier 3 in the same order.
     let env_barrier = || unsafe { named_barrier(3, ENV_THREADS) };
-    // SAFETY: every layer thread and env thread take barrier 4 in the same order (without CHILDREN_AHEAD).
-    let children_barrier = || unsafe { named_barrier(4, LAYER + ENV_THREADS) };
     // SAFETY: the caller's contract. Shared writes and their reads are ordered by the barriers: the states
     // and outputs of round r are written before the block-wide barrier that ends it and read after it, into
     // the parity-r buffers, which round r + 1 leaves alone; `h1` is written before barrier 1 and read after
@@ -378,11 +356,8 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_pairs(
                     *rounds.q.add(r % 2 * WALK_PAIR_NETS * o + lane) = dot_regs(x, &wr, h) + bias;
                 }
             } else if let Some(warp_lane) = env {
-                rounds.step(params, bars, r, warp_lane, (env_barrier, children_barrier));
+                rounds.step(params, bars, r, warp_lane, env_barrier);
             } else {
-                if !CHILDREN_AHEAD {
-                    children_barrier();
-                }
                 let inputs = rounds.inputs(r);
                 let bar0 = (*inputs[0].0).bar as usize;
                 // The next round's bars, when this round's children moved on a bar.
