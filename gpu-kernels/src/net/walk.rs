@@ -295,7 +295,7 @@ mod tests {
             assert!(walk_pairs_suit(&net));
             let l = WalkPairsShared::of(&net);
             let f = input as usize - 3;
-            let (o, n) = (outputs as usize, WALK_PAIR_NETS);
+            let (o, n) = (outputs, WALK_PAIR_NETS);
             let regions = [
                 (l.g, 2 * 9 * WALK_STATE_FLOATS),
                 (l.gg, 2 * 27 * WALK_STATE_FLOATS),
