@@ -242,6 +242,42 @@ impl MarketParts {
         found
     }
 
+    /// The part of `bar` for layer thread `tid` (`unit`: it has a unit): kept, or else computed from the
+    /// bar's features staged in `now` (a bar not foreseen, as where a done env stays on its bar) with its
+    /// staged row `w1row` of `W1`, and kept. `features` holds `f` floats a bar.
+    ///
+    /// # Safety
+    /// Every layer thread calls this with the same `bar` and the same kept bars (uniform control flow:
+    /// `layer_barrier` is theirs); `now` holds `f` floats of this block's shared memory that only this
+    /// function writes, `w1row` `f` (16-byte aligned).
+    #[inline(always)]
+    unsafe fn part(
+        &mut self,
+        bar: usize,
+        (tid, unit): (usize, bool),
+        (features, f): (&[f32], usize),
+        (now, w1row): (*mut f32, *const f32),
+        layer_barrier: impl Fn(),
+    ) -> f32 {
+        if let Some(p) = self.get(bar) {
+            return p;
+        }
+        // SAFETY: the caller's contract; the first barrier orders earlier readers of `now` before these
+        // writes, the second these writes before the reads.
+        unsafe {
+            layer_barrier();
+            let mut c = tid;
+            while c < f {
+                *now.add(c) = features[bar * f + c];
+                c += WALK_LAYER_THREADS;
+            }
+            layer_barrier();
+            let p = if unit { dot_aligned(now, w1row, f) } else { 0.0 };
+            self.keep(bar, p);
+            p
+        }
+    }
+
     /// Keeps `part` of `bar`, dropping the oldest.
     #[inline(always)]
     fn keep(&mut self, bar: usize, part: f32) {
@@ -252,6 +288,31 @@ impl MarketParts {
         self.bars[0] = bar;
         self.parts[0] = part;
     }
+}
+
+/// Layer thread `tid`'s share of the features of bars `ahead` and `ahead + 1` (those in `features`, which
+/// holds `f` floats a bar) into the two rows of `next` (`row` floats apart), prefetching those of the two
+/// bars after them.
+///
+/// # Safety
+/// `next` holds two rows of `f` floats of this block's shared memory that no thread reads before the next
+/// barrier among the layer threads.
+#[inline(always)]
+unsafe fn stage_features(next: *mut f32, row: usize, (features, f): (&[f32], usize), ahead: usize, tid: usize) {
+    let n_bars = features.len() / f.max(1);
+    unrolled!(k in [0, 1] {
+        if ahead + k < n_bars {
+            let mut c = tid;
+            while c < f {
+                // SAFETY: the caller's contract; `c < f`.
+                unsafe { *next.add(k * row + c) = features[(ahead + k) * f + c] };
+                if ahead + k + 2 < n_bars {
+                    prefetch(features.as_ptr().wrapping_add((ahead + k + 2) * f + c));
+                }
+                c += WALK_LAYER_THREADS;
+            }
+        }
+    });
 }
 
 /// [`greedy_walk`](super::greedy_walk) with the wide layers' weights in registers, for networks of at most
@@ -364,19 +425,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_pairs(
                 let ahead = bar0 + 2;
                 let foresee = (*inputs[1].0).bar as usize == bar0 + 1;
                 if foresee {
-                    unrolled!(k in [0, 1] {
-                        if ahead + k < n_bars {
-                            let row = next.add(k * ws.next_row);
-                            let mut c = tid;
-                            while c < f {
-                                *row.add(c) = features[(ahead + k) * f + c];
-                                if ahead + k + 2 < n_bars {
-                                    prefetch(features.as_ptr().add((ahead + k + 2) * f + c));
-                                }
-                                c += LAYER;
-                            }
-                        }
-                    });
+                    stage_features(next, ws.next_row, (features, f), ahead, tid);
                 }
                 trial.prefetch_bars(ahead, LAYER - 1);
                 trial.prefetch_bars(ahead + 1, LAYER - 2);
@@ -385,22 +434,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_pairs(
                 unrolled!(n in [0, 1, 2, 3] {
                     let (state, pf) = inputs[n];
                     let bar = (*state).bar as usize;
-                    // Not foreseen: uniform over the layer threads (they read the same states).
-                    let part = match kept.get(bar) {
-                        Some(p) => p,
-                        None => {
-                            layer_barrier();
-                            let mut c = tid;
-                            while c < f {
-                                *now.add(c) = features[bar * f + c];
-                                c += LAYER;
-                            }
-                            layer_barrier();
-                            let p = if unit { dot_aligned(now, w1row, f) } else { 0.0 };
-                            kept.keep(bar, p);
-                            p
-                        }
-                    };
+                    let part = kept.part(bar, (tid, unit), (features, f), (now, w1row), layer_barrier);
                     let v = if unit {
                         let s = fma(pf[2], tail[2], fma(pf[1], tail[1], fma(pf[0], tail[0], part))) + b1;
                         crate::mlp::activate(l.activation, s)
