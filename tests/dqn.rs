@@ -243,20 +243,23 @@ fn gpu_walkers() -> Vec<(&'static str, Backend)> {
 }
 
 /// The greedy walk on the GPU (a block per trial, one launch) chooses the CPU walk's actions, bit for bit,
-/// with either register walk (699 steps: the two-bar walk's last round has one bar).
+/// with either register walk, over 699 and 700 steps (the two-bar walk's last round has one bar, then two).
 #[test]
 fn gpu_greedy_walk_matches_cpu_walk() {
     for (kernels, gpu) in gpu_walkers() {
         let (mut agent, trials) = hundred_steps_agent(&gpu);
-        let market = common::planted_market(700, 8);
-        let (gpu_metrics, gpu_actions) = greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
-        let (cpu_metrics, cpu_actions) = greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
-        assert_eq!(gpu_actions.len(), 3 * 699);
-        assert_eq!(gpu_actions, cpu_actions, "{kernels}: greedy actions differ between the GPU and the CPU walk");
-        let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
-        assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
-        for (g, c) in gpu_metrics.iter().zip(&cpu_metrics) {
-            assert_eq!(g.total_return.to_bits(), c.total_return.to_bits(), "{kernels}");
+        for n_bars in [700, 701] {
+            let market = common::planted_market(n_bars, 8);
+            let (gpu_metrics, gpu_actions) = greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+            let (cpu_metrics, cpu_actions) =
+                greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+            assert_eq!(gpu_actions.len(), 3 * (n_bars - 1));
+            assert_eq!(gpu_actions, cpu_actions, "{kernels}, {n_bars} bars: the GPU and the CPU walk differ");
+            let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
+            assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+            for (g, c) in gpu_metrics.iter().zip(&cpu_metrics) {
+                assert_eq!(g.total_return.to_bits(), c.total_return.to_bits(), "{kernels}, {n_bars} bars");
+            }
         }
     }
 }

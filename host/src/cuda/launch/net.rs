@@ -369,7 +369,8 @@ impl LastStream {
 
 /// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
 /// steps`) on the env's stream from `weights` ([`walk_weights`]), a block per trial: `greedy_walk_regs`
-/// (the wide layers' weights in registers) for hidden layers of at most 128 units, else `greedy_walk` with
+/// (the wide layers' weights in registers) for hidden layers of at most 128 units (`greedy_walk_pairs`, two
+/// bars a round, with the `walk-pairs` variant and at most 8 outputs), else `greedy_walk` with
 /// the network staged (padded rows) in shared memory when it fits in a block's, read in place otherwise.
 /// `None` when even the walk's buffers do not fit (the caller walks a CPU copy).
 pub(crate) fn greedy_walk(
