@@ -237,7 +237,8 @@ fn cpu_greedy_walk_matches_stepping() {
 /// The GPU backends whose greedy walks are checked against the CPU's: the default kernels, and the walk two
 /// bars a round (`walk-pairs`: `greedy_walk_pairs`); none without a GPU.
 fn gpu_walkers() -> Vec<(&'static str, Backend)> {
-    let Some(gpu) = common::gpu_backend() else { return Vec::new() };
+    // Runtimes of their own, so that a profile of one sees only its own test's launches.
+    let Some(gpu) = common::gpu_backend_with(tradesim_host::KernelOptions::default()) else { return Vec::new() };
     let pairs = common::gpu_backend_with("walk-pairs".parse().unwrap()).expect("a usable GPU");
     vec![("default", gpu), ("walk-pairs", pairs)]
 }
@@ -250,7 +251,11 @@ fn gpu_greedy_walk_matches_cpu_walk() {
         let (mut agent, trials) = hundred_steps_agent(&gpu);
         for n_bars in [700, 701] {
             let market = common::planted_market(n_bars, 8);
-            let (gpu_metrics, gpu_actions) = greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+            let ((gpu_metrics, gpu_actions), launched) = common::walk_kernels_launched(&gpu, || {
+                greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap()
+            });
+            let expected = if kernels == "walk-pairs" { "greedy_walk_pairs" } else { "greedy_walk_regs" };
+            assert_eq!(launched, [expected], "{kernels}, {n_bars} bars: the walk kernels launched");
             let (cpu_metrics, cpu_actions) =
                 greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
             assert_eq!(gpu_actions.len(), 3 * (n_bars - 1));

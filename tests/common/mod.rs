@@ -30,6 +30,21 @@ pub fn gpu_backend() -> Option<Backend> {
     }
 }
 
+/// What `f` returns on `backend`, with the greedy walk kernels it launched there (their profile labels,
+/// in order of first launch; none on the CPU).
+pub fn walk_kernels_launched<T>(backend: &Backend, f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    #[cfg(feature = "cuda")]
+    if let Backend::Cuda(rt) = backend {
+        rt.start_profile().expect("a kernel profile");
+        let out = f();
+        let p = rt.stop_profile().expect("the kernel profile");
+        let walks = p.kernels.into_iter().map(|(label, _, _)| label).filter(|l| l.starts_with("greedy_walk"));
+        return (out, walks.collect());
+    }
+    let _ = backend;
+    (f(), Vec::new())
+}
+
 /// The CUDA backend running the kernels `options` chooses (`tradesim bench --variant`'s), a runtime of its
 /// own; `None` where [`gpu_backend`] is (no usable GPU, or a build without the `cuda` feature).
 pub fn gpu_backend_with(options: tradesim_host::KernelOptions) -> Option<Backend> {
