@@ -234,38 +234,24 @@ fn cpu_greedy_walk_matches_stepping() {
     assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
 }
 
-/// The GPU backends whose greedy walks are checked against the CPU's: the default kernels, and the walk two
-/// bars a round (`walk-pairs`: `greedy_walk_pairs`); none without a GPU.
-fn gpu_walkers() -> Vec<(&'static str, Backend)> {
-    // Runtimes of their own, so that a profile of one sees only its own test's launches.
-    let Some(gpu) = common::gpu_backend_with(tradesim_host::KernelOptions::default()) else { return Vec::new() };
-    let pairs = common::gpu_backend_with("walk-pairs".parse().unwrap()).expect("a usable GPU");
-    vec![("default", gpu), ("walk-pairs", pairs)]
-}
-
-/// The greedy walk on the GPU (a block per trial, one launch) chooses the CPU walk's actions, bit for bit,
-/// with either register walk, over 699 and 700 steps (the two-bar walk's last round has one bar, then two).
+/// The greedy walk on the GPU (a block per trial, one launch of the register walk, as its kernel profile
+/// says) chooses the CPU walk's actions, bit for bit.
 #[test]
 fn gpu_greedy_walk_matches_cpu_walk() {
-    for (kernels, gpu) in gpu_walkers() {
-        let (mut agent, trials) = hundred_steps_agent(&gpu);
-        for n_bars in [700, 701] {
-            let market = common::planted_market(n_bars, 8);
-            let ((gpu_metrics, gpu_actions), launched) = common::walk_kernels_launched(&gpu, || {
-                greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap()
-            });
-            let expected = if kernels == "walk-pairs" { "greedy_walk_pairs" } else { "greedy_walk_regs" };
-            assert_eq!(launched, [expected], "{kernels}, {n_bars} bars: the walk kernels launched");
-            let (cpu_metrics, cpu_actions) =
-                greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
-            assert_eq!(gpu_actions.len(), 3 * (n_bars - 1));
-            assert_eq!(gpu_actions, cpu_actions, "{kernels}, {n_bars} bars: the GPU and the CPU walk differ");
-            let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
-            assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
-            for (g, c) in gpu_metrics.iter().zip(&cpu_metrics) {
-                assert_eq!(g.total_return.to_bits(), c.total_return.to_bits(), "{kernels}, {n_bars} bars");
-            }
-        }
+    // A runtime of its own, so that its profile sees only this test's launches.
+    let Some(gpu) = common::gpu_backend_with(tradesim_host::KernelOptions::default()) else { return };
+    let (mut agent, trials) = hundred_steps_agent(&gpu);
+    let market = common::planted_market(700, 8);
+    let ((gpu_metrics, gpu_actions), launched) =
+        common::walk_kernels_launched(&gpu, || greedy_actions(&gpu, &mut agent, &market, &trials, 252.0, 6).unwrap());
+    assert_eq!(launched, ["greedy_walk_regs"], "the walk kernels launched");
+    let (cpu_metrics, cpu_actions) = greedy_actions(&Backend::Cpu, &mut agent, &market, &trials, 252.0, 6).unwrap();
+    assert_eq!(gpu_actions.len(), 3 * 699);
+    assert_eq!(gpu_actions, cpu_actions, "greedy actions differ between the GPU and the CPU walk");
+    let distinct: std::collections::BTreeSet<u8> = gpu_actions.iter().copied().collect();
+    assert!(distinct.len() > 1, "a walk that never changes its action checks little: {distinct:?}");
+    for (g, c) in gpu_metrics.iter().zip(&cpu_metrics) {
+        assert_eq!(g.total_return.to_bits(), c.total_return.to_bits());
     }
 }
 
@@ -290,12 +276,11 @@ fn greedy_walks_match_when_envs_stop() {
     let parted = (0..steps).find(|&i| cpu_actions[i] != unlimited[i]);
     assert!(parted.is_some_and(|i| i < 600), "the 0.5% breaker never changed the first walk: {parted:?}");
     assert_eq!(cpu_actions[2 * steps..], unlimited[2 * steps..], "the third trial has no breaker");
-    for (kernels, gpu) in gpu_walkers() {
-        let (gpu_metrics, gpu_actions) = walk(&gpu, limits);
-        assert_eq!(gpu_actions, cpu_actions, "{kernels}: greedy actions differ between the GPU and the CPU walk");
-        for (k, (g, c)) in gpu_metrics.iter().zip(&cpu_metrics).enumerate() {
-            assert_eq!(g.total_return.to_bits(), c.total_return.to_bits(), "{kernels}: trial {k}");
-        }
+    let Some(gpu) = common::gpu_backend() else { return };
+    let (gpu_metrics, gpu_actions) = walk(&gpu, limits);
+    assert_eq!(gpu_actions, cpu_actions, "greedy actions differ between the GPU and the CPU walk");
+    for (k, (g, c)) in gpu_metrics.iter().zip(&cpu_metrics).enumerate() {
+        assert_eq!(g.total_return.to_bits(), c.total_return.to_bits(), "trial {k}");
     }
 }
 

@@ -93,7 +93,6 @@ fn float_arithmetic_is_not_contracted() {
         registry::PPO_LOSS,
         registry::GREEDY_WALK,
         registry::GREEDY_WALK_REGS,
-        registry::GREEDY_WALK_PAIRS,
         registry::FMA_PEAK,
         registry::PPO_NORM,
         registry::PPO_ADV,

@@ -75,8 +75,6 @@ macro_rules! for_each_kernel {
             greedy_walk GREEDY_WALK;
             /// The greedy walk with the wide layers' weights in registers, for hidden layers of at most 128 units.
             greedy_walk_regs GREEDY_WALK_REGS;
-            /// [`GREEDY_WALK_REGS`] two bars a round: a bar's state and its children through the network at once.
-            greedy_walk_pairs GREEDY_WALK_PAIRS;
             /// The FP32 FMA throughput reference of the benchmarks ([`crate::tile::fma`] chains).
             fma_peak FMA_PEAK;
             /// PPO acting from the acting outputs ([`crate::ppo::choose`]).
@@ -140,7 +138,6 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     (MLP_GRADIENTS, crate::backward::BACKWARD_THREADS, 2),
     (GEMM_TILES, crate::tile::GEMM_THREADS, 3),
     (GREEDY_WALK_REGS, crate::net::WALK_REGS_THREADS as u32, 1),
-    (GREEDY_WALK_PAIRS, crate::net::WALK_REGS_THREADS as u32, 1),
     (PPO_NORM, crate::ppo::NORM_THREADS, 0),
     (PPO_ADV, crate::ppo::ADV_LANES as u32, 0),
 ];

@@ -4,8 +4,8 @@
 
 #[cfg(doc)]
 use gpu_kernels::registry::{
-    DEPENDENT_LAUNCH_ARCH, GEMM_TILES, GREEDY_WALK, GREEDY_WALK_PAIRS, GREEDY_WALK_REGS, MLP_BACKWARD, MLP_CHAIN,
-    MLP_CHAIN_WIDE, MLP_GRADIENTS, MLP_ROWS, MLP_ROWS_WIDE,
+    DEPENDENT_LAUNCH_ARCH, GEMM_TILES, GREEDY_WALK, GREEDY_WALK_REGS, MLP_BACKWARD, MLP_CHAIN, MLP_CHAIN_WIDE,
+    MLP_GRADIENTS, MLP_ROWS, MLP_ROWS_WIDE,
 };
 
 /// Which of the kernels that give the same bits the CUDA backend runs, and how it launches them: one value
@@ -28,10 +28,6 @@ pub struct KernelOptions {
     /// cudarc's per-buffer event tracking (`event-tracking`): an event recorded and waited on per buffer
     /// argument of every launch, which the backend's own stream ordering makes unnecessary.
     pub event_tracking: bool,
-    /// The greedy walks two bars a round ([`GREEDY_WALK_PAIRS`], `walk-pairs`) where the network suits it,
-    /// instead of a bar a step ([`GREEDY_WALK_REGS`]). Not the default until it is measured on a GPU
-    /// (docs/PERFORMANCE.md).
-    pub walk_pairs: bool,
 }
 
 impl Default for KernelOptions {
@@ -42,7 +38,6 @@ impl Default for KernelOptions {
             multiwave_fused: false,
             dependent_launch: true,
             event_tracking: false,
-            walk_pairs: false,
         }
     }
 }
@@ -50,19 +45,11 @@ impl Default for KernelOptions {
 impl KernelOptions {
     /// The names of the variants, each a departure from [`Default`], in the order [`std::fmt::Display`]
     /// writes them.
-    pub const VARIANTS: [&str; 6] =
-        ["unfused", "narrow-chains", "multiwave-fused", "classic-launch", "event-tracking", "walk-pairs"];
+    pub const VARIANTS: [&str; 5] = ["unfused", "narrow-chains", "multiwave-fused", "classic-launch", "event-tracking"];
 
     /// Whether variant `VARIANTS[i]` is chosen.
     fn has(&self, i: usize) -> bool {
-        [
-            !self.fused,
-            self.narrow_chains,
-            self.multiwave_fused,
-            !self.dependent_launch,
-            self.event_tracking,
-            self.walk_pairs,
-        ][i]
+        [!self.fused, self.narrow_chains, self.multiwave_fused, !self.dependent_launch, self.event_tracking][i]
     }
 }
 
@@ -72,7 +59,7 @@ impl std::str::FromStr for KernelOptions {
     /// `default`, or a comma-separated list of [`Self::VARIANTS`] (each at most once).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         const EXPECTED: &str = "expected `default` or a comma-separated list of unfused, narrow-chains, \
-                                multiwave-fused, classic-launch, event-tracking, walk-pairs (each at most once)";
+                                multiwave-fused, classic-launch, event-tracking (each at most once)";
         let mut o = Self::default();
         if s == "default" {
             return Ok(o);
@@ -87,8 +74,7 @@ impl std::str::FromStr for KernelOptions {
                 1 => o.narrow_chains = true,
                 2 => o.multiwave_fused = true,
                 3 => o.dependent_launch = false,
-                4 => o.event_tracking = true,
-                _ => o.walk_pairs = true,
+                _ => o.event_tracking = true,
             }
         }
         Ok(o)
@@ -129,8 +115,6 @@ mod tests {
         assert_eq!(KernelOptions::default().to_string(), "default");
         let all: KernelOptions = KernelOptions::VARIANTS.join(",").parse().unwrap();
         assert!(!all.fused && all.narrow_chains && all.multiwave_fused && !all.dependent_launch && all.event_tracking);
-        assert!(all.walk_pairs && !KernelOptions::default().walk_pairs);
-        assert_eq!("walk-pairs".parse::<KernelOptions>().map(|o| o.to_string()), Ok("walk-pairs".to_owned()));
         for bad in ["", "1", "unfused,", "Unfused", "unfused,unfused", "default,unfused", "split-stored", "products"] {
             assert!(bad.parse::<KernelOptions>().is_err(), "{bad:?} was accepted");
         }

@@ -65,10 +65,8 @@ pub fn dqn(
                 Ok(crate::train::greedy_actions(backend, &mut agent, &part, &env_params, 252.0, 3).map(|_| ())?)
             })?;
             if let Some(p) = profile {
-                use gpu_kernels::registry::{GREEDY_WALK, GREEDY_WALK_PAIRS, GREEDY_WALK_REGS};
-                let walk = |k: &&(String, usize, f64)| {
-                    [GREEDY_WALK, GREEDY_WALK_REGS, GREEDY_WALK_PAIRS].contains(&k.0.as_str())
-                };
+                use gpu_kernels::registry::{GREEDY_WALK, GREEDY_WALK_REGS};
+                let walk = |k: &&(String, usize, f64)| k.0 == GREEDY_WALK || k.0 == GREEDY_WALK_REGS;
                 let ms: f64 = p.kernels.iter().filter(walk).map(|k| k.2).sum();
                 let bars = actions.len() / sizes.trials.max(1);
                 row = row.with_note(format!(

@@ -159,9 +159,8 @@ enum Command {
         device: DeviceRequest,
         /// The GPU kernels to measure: `default`, or a comma-separated list of unfused (one launch per
         /// layer), narrow-chains (32-row tiles), multiwave-fused (`mlp_backward` in many waves),
-        /// classic-launch (no programmatic dependent launch), event-tracking (cudarc's per-buffer events),
-        /// walk-pairs (the greedy walks two bars a round). The same bits every way; recorded in the JSON as
-        /// `variant`.
+        /// classic-launch (no programmatic dependent launch), event-tracking (cudarc's per-buffer events).
+        /// The same bits every way; recorded in the JSON as `variant`.
         #[arg(long, default_value = "default")]
         variant: tradesim_host::KernelOptions,
         /// Trials of the learner workloads (W3, W4; default 5), e.g. 1024 for the wide-batch figure.

@@ -24,9 +24,9 @@ pub use products::{
     plan,
 };
 pub use walk::{
-    WALK_LAYER_THREADS, WALK_OUTPUT_THREAD, WALK_PAIR_NETS, WALK_PAIRS_OUTPUTS, WALK_REG_UNITS, WALK_REGS_THREADS,
-    WALK_STATE_FLOATS, WALK_THREADS, WalkPairsShared, WalkRegsShared, WalkShared, walk_layers, walk_pairs_suit,
-    walk_regs_suit, walk_row_stride, walk_shared, walk_stage, walk_stage_floats, walk_stage_len,
+    WALK_LAYER_THREADS, WALK_OUTPUT_THREAD, WALK_REG_UNITS, WALK_REGS_THREADS, WALK_STATE_FLOATS, WALK_THREADS,
+    WalkRegsShared, WalkShared, walk_layers, walk_regs_suit, walk_row_stride, walk_shared, walk_stage,
+    walk_stage_floats, walk_stage_len,
 };
 pub use work::{ActWork, Work};
 

@@ -131,19 +131,6 @@ pub fn walk_regs_suit(net: &NetArgs) -> bool {
     net.hidden as usize <= WALK_REG_UNITS && net.outputs <= 32 && net.input >= 3
 }
 
-/// Networks the two-bar register walk (`greedy_walk_pairs`) evaluates a round: the state of the round's first bar and its
-/// [`ACTIONS`](crate::mlp::ACTIONS) children, one of which is the state of its second bar.
-pub const WALK_PAIR_NETS: usize = 1 + crate::mlp::ACTIONS;
-/// The most outputs of a two-bar register walk's network: each round the output warp computes every output of
-/// [`WALK_PAIR_NETS`] networks, a lane each.
-pub const WALK_PAIRS_OUTPUTS: usize = 32 / WALK_PAIR_NETS;
-
-/// Whether `net` suits the two-bar register walk: [`walk_regs_suit`] with at most [`WALK_PAIRS_OUTPUTS`]
-/// outputs.
-pub fn walk_pairs_suit(net: &NetArgs) -> bool {
-    walk_regs_suit(net) && net.outputs as usize <= WALK_PAIRS_OUTPUTS
-}
-
 /// Where a register-walk block keeps its buffers in shared memory (float offsets from a 16-byte aligned
 /// base). The candidates, their portfolio floats and the outputs are [`WalkShared`]'s (double-buffered by
 /// step parity); the activations hold [`WALK_REG_UNITS`] floats each (zeros past the trial's width, which
@@ -183,72 +170,9 @@ impl WalkRegsShared {
     }
 }
 
-/// Where a two-bar register-walk block (`greedy_walk_pairs`) keeps its buffers in shared memory (float
-/// offsets from a 16-byte aligned base). The walk takes two bars a round; what a round reads was written in the round before, so each
-/// region the env warps or the output warp write is double-buffered by round parity:
-/// - the grandchildren of the round's first state (`2 x 9` env states, [`WALK_STATE_FLOATS`] each: child `x`
-///   stepped with action `y` at `9p + 3x + y`) and their children (`2 x 27`: `27p + 9x + 3y + z`), each
-///   with its three portfolio floats;
-/// - the outputs of the round's [`WALK_PAIR_NETS`] networks (`2 x 4 x outputs`);
-/// - the activations of the four networks ([`WALK_REG_UNITS`] floats each, zeros past the trial's width,
-///   which the zero weights past it multiply: the padded terms add `+0` to a sum that is never `-0`, so the
-///   sums are the unpadded ones bit for bit);
-/// - market features: one row for a bar whose layer-1 prefix was not computed ahead, two rows for the next
-///   round's bars; `W1`'s rows padded ([`walk_row_stride`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WalkPairsShared {
-    /// `2 x 9` grandchild states (first: 8-byte aligned).
-    pub g: usize,
-    /// `2 x 27` great-grandchild states.
-    pub gg: usize,
-    /// `2 x 9 x 3` portfolio floats of the grandchildren.
-    pub gf: usize,
-    /// `2 x 27 x 3` portfolio floats of the great-grandchildren.
-    pub ggf: usize,
-    /// `2 x WALK_PAIR_NETS x outputs` outputs.
-    pub q: usize,
-    /// First hidden activations (`WALK_PAIR_NETS x WALK_REG_UNITS` floats).
-    pub h1: usize,
-    /// Second hidden activations (as `h1`).
-    pub h2: usize,
-    /// Market features of a bar whose layer-1 prefix was not computed ahead (`input - 3` floats).
-    pub now: usize,
-    /// Market features of the next round's two bars (two rows of `next_row` floats).
-    pub next: usize,
-    /// Floats between the two rows of `next` (16-byte aligned).
-    pub next_row: usize,
-    /// The staged `W1`: `hidden` rows of [`walk_row_stride`]`(input)` floats.
-    pub w1: usize,
-    /// Floats in all.
-    pub len: usize,
-}
-
-impl WalkPairsShared {
-    /// The layout for `net`.
-    pub fn of(net: &NetArgs) -> Self {
-        let (d, hs, o) = (net.input as usize, net.hidden as usize, net.outputs as usize);
-        let f = d.saturating_sub(3);
-        let g = 0;
-        let gg = g + 2 * 9 * WALK_STATE_FLOATS;
-        let gf = gg + 2 * 27 * WALK_STATE_FLOATS;
-        let ggf = gf + 2 * 9 * 3;
-        let q = ggf + 2 * 27 * 3;
-        let h1 = (q + 2 * WALK_PAIR_NETS * o).next_multiple_of(4);
-        let h2 = h1 + WALK_PAIR_NETS * WALK_REG_UNITS;
-        let now = h2 + WALK_PAIR_NETS * WALK_REG_UNITS;
-        let next_row = f.next_multiple_of(4);
-        let next = (now + f).next_multiple_of(4);
-        let w1 = next + 2 * next_row;
-        Self { g, gg, gf, ggf, q, h1, h2, now, next, next_row, w1, len: w1 + hs * walk_row_stride(d) }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{
-        WALK_PAIR_NETS, WALK_REG_UNITS, WALK_STATE_FLOATS, WalkPairsShared, WalkRegsShared, walk_pairs_suit,
-        walk_regs_suit, walk_row_stride,
-    };
+    use super::{WALK_REG_UNITS, WalkRegsShared, walk_regs_suit, walk_row_stride};
     use crate::net::NetArgs;
 
     /// The register walk's buffers: the activations hold `WALK_REG_UNITS` floats each (its chains read whole
@@ -281,48 +205,5 @@ mod tests {
         }
         assert!(4 * WalkRegsShared::of(&NetArgs::new(5, 1, 54, 128, 4, 1, 100)).len < 64 * 1024);
         assert!(!walk_regs_suit(&NetArgs::new(5, 1, 54, 129, 3, 1, 100)));
-    }
-
-    /// The two-bar register walk's buffers: the activations hold `WALK_REG_UNITS` floats a network (its chains read
-    /// whole groups of 32 past a trial's width), the env states start 8-byte aligned and the vector-read
-    /// buffers 16-byte aligned, none overlaps the next, `W1` ends the layout, and the DQN and PPO networks of
-    /// the benchmarks (D = 54, H = 128) fit a block's 227 KB with room to spare; wider networks and more
-    /// outputs than the output warp's lanes hold for four networks are not for it.
-    #[test]
-    fn two_bar_walk_layout_is_aligned_and_disjoint() {
-        for (input, hidden, outputs) in [(54, 128, 3), (54, 128, 4), (54, 12, 3), (7, 1, 3), (130, 128, 4)] {
-            let net = NetArgs::new(5, 1, input, hidden, outputs, 1, 100);
-            assert!(walk_pairs_suit(&net));
-            let l = WalkPairsShared::of(&net);
-            let f = input as usize - 3;
-            let (o, n) = (outputs, WALK_PAIR_NETS);
-            let regions = [
-                (l.g, 2 * 9 * WALK_STATE_FLOATS),
-                (l.gg, 2 * 27 * WALK_STATE_FLOATS),
-                (l.gf, 2 * 9 * 3),
-                (l.ggf, 2 * 27 * 3),
-                (l.q, 2 * n * o),
-                (l.h1, n * WALK_REG_UNITS),
-                (l.h2, n * WALK_REG_UNITS),
-                (l.now, f),
-                (l.next, l.next_row + f),
-                (l.w1, hidden as usize * walk_row_stride(input as usize)),
-            ];
-            for w in regions.windows(2) {
-                assert!(w[0].0 + w[0].1 <= w[1].0, "{input}/{hidden}: {:?} overlaps {:?}", w[0], w[1]);
-            }
-            for at in [l.g, l.gg] {
-                assert_eq!(at % 2, 0, "{input}/{hidden}: states at {at} not 8-byte aligned");
-            }
-            for at in [l.h1, l.h2, l.now, l.next, l.next + l.next_row, l.w1] {
-                assert_eq!(at % 4, 0, "{input}/{hidden}: offset {at} not 16-byte aligned");
-            }
-            assert!(l.next_row >= f);
-            assert_eq!(l.len, l.w1 + hidden as usize * walk_row_stride(input as usize));
-        }
-        assert!(4 * WalkPairsShared::of(&NetArgs::new(5, 1, 54, 128, 4, 1, 100)).len < 64 * 1024);
-        assert!(!walk_pairs_suit(&NetArgs::new(5, 1, 54, 129, 3, 1, 100)));
-        assert!(walk_pairs_suit(&NetArgs::new(5, 1, 54, 128, 8, 1, 100)));
-        assert!(!walk_pairs_suit(&NetArgs::new(5, 1, 54, 128, 9, 1, 100)));
     }
 }

@@ -1,7 +1,6 @@
 //! The greedy evaluation walks (nvptx only): a block per trial steps its env bar by bar with the network in
-//! the block ([`greedy_walk`]; [`regs::greedy_walk_regs`] with the wide layers in registers;
-//! [`pairs::greedy_walk_pairs`] likewise, two bars a round). They are kernels themselves (no shim in
-//! `entries`): each is a whole block's program, not one thread's element.
+//! the block ([`greedy_walk`]; [`regs::greedy_walk_regs`] with the wide layers in registers). They are
+//! kernels themselves (no shim in `entries`): each is a whole block's program, not one thread's element.
 
 use crate::batch::observe_floats;
 use crate::env::walk_step_on_series;
@@ -15,7 +14,6 @@ use crate::types::{Bar, EnvState, TrialParams};
 use core::arch::nvptx;
 use core::slice;
 
-mod pairs;
 mod regs;
 
 /// Barrier of a whole walk block (barrier 0, all [`WALK_THREADS`]; safe where a warp's threads diverged).

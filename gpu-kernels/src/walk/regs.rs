@@ -11,7 +11,7 @@ use crate::types::{Bar, EnvState, TrialParams};
 /// # Safety
 /// Every thread of the warps counted executes the same sequence of barriers with this id.
 #[inline(always)]
-pub(super) unsafe fn named_barrier(id: u32, count: usize) {
+unsafe fn named_barrier(id: u32, count: usize) {
     // SAFETY: the caller's contract.
     unsafe { barrier_sync_count(id, count as u32) };
 }
@@ -27,7 +27,7 @@ pub(super) unsafe fn named_barrier(id: u32, count: usize) {
 /// `x` addresses this block's shared memory, holding `WALK_REG_UNITS` floats.
 #[inline(always)]
 #[allow(unused_assignments, reason = "the last chunk's load ahead is not read")]
-pub(super) unsafe fn dot_regs(x: u32, w: &[f32; WALK_REG_UNITS], h: usize) -> f32 {
+unsafe fn dot_regs(x: u32, w: &[f32; WALK_REG_UNITS], h: usize) -> f32 {
     use crate::nvptx_ops::lds4;
     use crate::tile::fma;
     const LAST: usize = WALK_REG_UNITS / 8 - 1;
@@ -209,7 +209,7 @@ pub unsafe extern "ptx-kernel" fn greedy_walk_regs(
 /// # Safety
 /// `w` is a trial's parameter block of layout `l`; `h <= WALK_REG_UNITS` and `<= l.hidden`.
 #[inline(always)]
-pub(super) unsafe fn register_row(
+unsafe fn register_row(
     l: &crate::mlp::Layout,
     w: *const f32,
     h: usize,

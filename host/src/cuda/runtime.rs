@@ -195,12 +195,6 @@ impl CudaRuntime {
         self.options.narrow_chains
     }
 
-    /// Whether the greedy walks take two bars a round (`greedy_walk_pairs`) where the network suits it
-    /// ([`KernelOptions::walk_pairs`]). The same actions either way.
-    pub fn walk_pairs(&self) -> bool {
-        self.options.walk_pairs
-    }
-
     /// How a backward pass whose fused blocks would take more than one wave runs ([`MultiwaveBackward`],
     /// [`KernelOptions::multiwave_fused`]). The same bits either way.
     pub(crate) fn multiwave_backward(&self) -> MultiwaveBackward {
@@ -258,7 +252,6 @@ fn load_kernels(
     for kernel in [
         &kernels.greedy_walk,
         &kernels.greedy_walk_regs,
-        &kernels.greedy_walk_pairs,
         &kernels.mlp_chain,
         &kernels.mlp_chain_wide,
         &kernels.dqn_act,

@@ -369,8 +369,7 @@ impl LastStream {
 
 /// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
 /// steps`) on the env's stream from `weights` ([`walk_weights`]), a block per trial: `greedy_walk_regs`
-/// (the wide layers' weights in registers) for hidden layers of at most 128 units (`greedy_walk_pairs`, two
-/// bars a round, with the `walk-pairs` variant and at most 8 outputs), else `greedy_walk` with
+/// (the wide layers' weights in registers) for hidden layers of at most 128 units, else `greedy_walk` with
 /// the network staged (padded rows) in shared memory when it fits in a block's, read in place otherwise.
 /// `None` when even the walk's buffers do not fit (the caller walks a CPU copy).
 pub(crate) fn greedy_walk(
@@ -390,11 +389,6 @@ pub(crate) fn greedy_walk(
     // per-layer kernels are asked for (`KernelOptions::fused` off); else `greedy_walk`, its network staged when it fits.
     let regs_bytes = 4 * gpu_kernels::net::WalkRegsShared::of(net).len;
     let regs = rt.fused() && gpu_kernels::net::walk_regs_suit(net) && regs_bytes <= rt.shared_per_block();
-    // Two bars a round (`greedy_walk_pairs`) where asked for and the network suits it.
-    let pairs_bytes = 4 * gpu_kernels::net::WalkPairsShared::of(net).len;
-    let pairs =
-        regs && rt.walk_pairs() && gpu_kernels::net::walk_pairs_suit(net) && pairs_bytes <= rt.shared_per_block();
-    let regs_bytes = if pairs { pairs_bytes } else { regs_bytes };
     let buffers = 4 * gpu_kernels::net::walk_shared(net);
     let staged_bytes = buffers + 4 * gpu_kernels::net::walk_stage_floats(net);
     let (staged, shared) = if regs {
@@ -424,11 +418,7 @@ pub(crate) fn greedy_walk(
     let threads = if regs { gpu_kernels::net::WALK_REGS_THREADS } else { gpu_kernels::net::WALK_THREADS } as u32;
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes };
     let dev_net = Dev(*net);
-    let function = match (pairs, regs) {
-        (true, _) => &rt.kernels.greedy_walk_pairs,
-        (false, true) => &rt.kernels.greedy_walk_regs,
-        _ => &rt.kernels.greedy_walk,
-    };
+    let function = if regs { &rt.kernels.greedy_walk_regs } else { &rt.kernels.greedy_walk };
     let mut launch = Launch::new(rt, view.stream, function);
     launch
         .arg(view.params)
@@ -443,10 +433,9 @@ pub(crate) fn greedy_walk(
     if !regs {
         launch.arg(&staged);
     }
-    // SAFETY: arguments match `gpu_kernels::walk::greedy_walk` (or `greedy_walk_regs` and `greedy_walk_pairs`,
-    // which take no `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the
-    // staged network when `staged`; `WalkRegsShared` or `WalkPairsShared` for the register walks, whose sizes
-    // `walk_regs_suit` and `walk_pairs_suit` checked);
+    // SAFETY: arguments match `gpu_kernels::walk::greedy_walk` (or `greedy_walk_regs`, which takes no
+    // `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the staged
+    // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
     // one block per trial.
     timed(rt, view.stream, function.label(), || unsafe { launch.launch(cfg) })?;
     Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights }))
