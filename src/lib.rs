@@ -38,8 +38,9 @@ pub use tradesim_host::KernelProfile;
 pub use tradesim_host::{
     Backend, BackendInfo, BacktestResult, BacktestSpec, Cubin, CudaAvailability, DEFAULT_SIGMA_SPAN, DeviceOutputs,
     DeviceRequest, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, ModuleLoad, ModuleSource, Modules, NetState,
-    PortfolioEnvBatch, PortfolioResult, PortfolioScan, PpoAgent, PriceSeries, SampleBatch, Signals, SimLayout,
-    UniverseMarket, VectorBatch, VectorOutputs, WalkHandle, backtest, backtest_portfolios, detect, ewma_sigma,
+    PortfolioEnvBatch, PortfolioResult, PortfolioScan, PpoAgent, PreparedWalk, PriceSeries, SampleBatch, Signals,
+    SimLayout, UniverseMarket, VectorBatch, VectorOutputs, WalkHandle, backtest, backtest_portfolios, detect,
+    ewma_sigma,
 };
 
 pub mod audit;

@@ -33,16 +33,34 @@ struct Script<P> {
     queue: Vec<SlotTrial<P>>,
     records: BTreeMap<u64, Record>,
     refills: Vec<(usize, usize, u64)>,
+    /// Whether it says no trial may stop (a GPU batch then holds its validation walks back).
+    hold: bool,
+    /// Whether the slots start with the configured trials.
+    preload: bool,
+    /// The tick of the last `next` call, and per report that tick when the report came.
+    next_tick: usize,
+    report_ticks: Vec<usize>,
 }
 
 impl<P> Script<P> {
     fn new(stop: Option<(usize, usize)>, queue: Vec<SlotTrial<P>>) -> Self {
-        Self { stop, stopped: false, queue, records: BTreeMap::new(), refills: Vec::new() }
+        Self {
+            stop,
+            stopped: false,
+            queue,
+            records: BTreeMap::new(),
+            refills: Vec::new(),
+            hold: false,
+            preload: true,
+            next_tick: 0,
+            report_ticks: Vec::new(),
+        }
     }
 }
 
 impl<P> SlotControl<P> for Script<P> {
     fn report(&mut self, r: &EpochReport) -> Result<(), tradesim::Error> {
+        self.report_ticks.push(self.next_tick);
         for (slot, t) in r.trials.iter().enumerate() {
             let Some((key, epoch)) = *t else { continue };
             let rec = self.records.entry(key).or_default();
@@ -58,7 +76,14 @@ impl<P> SlotControl<P> for Script<P> {
     fn stops(&self, slot: usize) -> bool {
         self.stopped && self.stop.is_some_and(|(s, _)| s == slot) && self.refills.is_empty()
     }
+    fn may_stop(&self, _: usize) -> bool {
+        !self.hold
+    }
+    fn preloaded(&self) -> bool {
+        self.preload
+    }
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, tradesim::Error> {
+        self.next_tick = tick;
         if self.queue.is_empty() {
             return Ok(None);
         }
@@ -188,6 +213,31 @@ fn ppo_refill(backend: &Backend) {
     check(&refilled, &alone, &plain, 9, 3);
 }
 test_device!(ppo_refill);
+
+/// Where no trial may stop, a GPU batch holds its validation walks back and launches them together at the
+/// boundary where its trial ends: the same reports, in the same order, with the same bits, only later. A
+/// second slot stays idle, so the script hears of every boundary (`next` for the idle slot).
+fn held_walks(backend: &Backend) {
+    let data = data();
+    let cfg = config(&[env(0, 0.0001), env(1, 0.0)]);
+    let go = |hold: bool| {
+        let mut script = Script::new(None, vec![SlotTrial { env: env(5, 0.0002), learner: dqn(12, 24, 7e-4) }]);
+        (script.hold, script.preload) = (hold, false);
+        let make = |e: &EnvBatch| DqnAgent::new(backend, e, &[dqn(16, 32, 1e-3); 2], cfg.hidden, cfg.batch, cfg.seed);
+        run(backend, &data, &cfg, cfg.ring_capacity, make, script)
+    };
+    let (launched, held) = (go(false), go(true));
+    assert_eq!(held.records, launched.records, "held walks report what launched walks do");
+    assert_eq!(held.records[&5].epochs.len(), 3);
+    assert!(held.records[&5].end.is_some());
+    // Launched: epoch e is reported while epoch e + 1 trains (after that boundary's `next`); the last one
+    // at the boundary where the trial ends, before that boundary's `next`.
+    assert_eq!(launched.report_ticks, [1, 2, 2]);
+    let gpu = !matches!(backend, Backend::Cpu);
+    // A CPU walk is done when prepared: nothing to hold.
+    assert_eq!(held.report_ticks, if gpu { [2, 2, 2] } else { [1, 2, 2] });
+}
+test_device!(held_walks);
 
 /// A refill where the batch's gradient rounds and the trial's own would not line up is refused.
 #[test]

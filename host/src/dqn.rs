@@ -11,7 +11,7 @@ use crate::env_batch::Inner;
 use crate::init::init_weights;
 use crate::types::SampleBatch;
 pub use crate::types::{BatchStep, NetState};
-use crate::walk::WalkHandle;
+use crate::walk::{PreparedWalk, WalkHandle};
 use crate::{Backend, EnvBatch, HostError};
 
 /// The Q-networks of K trials.
@@ -251,21 +251,25 @@ impl DqnAgent {
     /// [`DqnAgent::greedy_walk`] without waiting: on the GPU the walk reads a copy of the current weights on
     /// the envs' stream, so the agent may train on while it runs.
     pub fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
+        self.prepare_greedy_walk(env, steps)?.launch(env)
+    }
+
+    /// [`DqnAgent::start_greedy_walk`] in two steps: the network as it is now (on the GPU a copy of the
+    /// weights), and the launch on `env` whenever the caller chooses ([`PreparedWalk::launch`]), the
+    /// agent training on meanwhile. On the CPU the walk is done here.
+    pub fn prepare_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<PreparedWalk, HostError> {
         let args = DqnArgs { envs_per_trial: 1, n_bars: env.n_bars() as u32, greedy: 1, ..self.args };
         if env.layout().envs_per_trial() != 1 || env.layout().trials() != args.n_trials as usize {
             return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
         }
         match (&mut self.inner, env.inner_mut()) {
             (AgentInner::Cpu(c), Inner::Cpu(cpu)) => {
-                Ok(WalkHandle::done(Some(c.greedy_walk(&args, &self.params, cpu, steps))))
+                Ok(PreparedWalk::done(Some(c.greedy_walk(&args, &self.params, cpu, steps))))
             }
             #[cfg(feature = "cuda")]
-            (AgentInner::Cuda(dqn), Inner::Cuda(cuda)) => {
-                let net = args.net();
-                Ok(WalkHandle::device(dqn.greedy_walk(&cuda.policy_view()?, &net, steps)?))
-            }
+            (AgentInner::Cuda(dqn), Inner::Cuda(_)) => Ok(PreparedWalk::device(dqn.snapshot_walk(&args.net(), steps)?)),
             #[cfg(feature = "cuda")]
-            _ => Ok(WalkHandle::done(None)), // agent and envs on different backends: the caller steps a CPU copy
+            _ => Ok(PreparedWalk::done(None)), // agent and envs on different backends: the caller steps a CPU copy
         }
     }
 

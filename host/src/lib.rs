@@ -48,7 +48,7 @@ pub use ppo::PpoAgent;
 pub use prices::PriceSeries;
 pub use types::{DeviceOutputs, PortfolioResult, PortfolioScan, VectorOutputs};
 pub use vector::VectorBatch;
-pub use walk::WalkHandle;
+pub use walk::{PreparedWalk, WalkHandle};
 
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaRuntime, KernelProfile};

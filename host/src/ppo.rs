@@ -12,7 +12,7 @@ use crate::env_batch::Inner;
 use crate::init::{init_orthogonal, init_weights};
 pub use crate::types::BatchStep;
 use crate::types::NetState;
-use crate::walk::WalkHandle;
+use crate::walk::{PreparedWalk, WalkHandle};
 use crate::{Backend, EnvBatch, HostError};
 
 /// The per-trial sizes of `params`.
@@ -435,20 +435,23 @@ impl PpoAgent {
 
     /// [`PpoAgent::greedy_walk`] without waiting, as [`crate::DqnAgent::start_greedy_walk`].
     pub fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
+        self.prepare_greedy_walk(env, steps)?.launch(env)
+    }
+
+    /// [`PpoAgent::start_greedy_walk`] in two steps, as [`crate::DqnAgent::prepare_greedy_walk`].
+    pub fn prepare_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<PreparedWalk, HostError> {
         let net = PpoArgs { envs_per_trial: 1, n_bars: env.n_bars() as u32, ..self.args }.net();
         if env.layout().envs_per_trial() != 1 || env.layout().trials() != net.n_trials as usize {
             return Err(HostError::Config("a greedy walk needs one env per trial of the agent".to_owned()));
         }
         match (&mut self.inner, env.inner_mut()) {
             (PpoInner::Cpu(c), Inner::Cpu(cpu)) => {
-                Ok(WalkHandle::done(Some(c.greedy_walk(&net, &self.params, cpu, steps))))
+                Ok(PreparedWalk::done(Some(c.greedy_walk(&net, &self.params, cpu, steps))))
             }
             #[cfg(feature = "cuda")]
-            (PpoInner::Cuda(g), Inner::Cuda(cuda)) => {
-                Ok(WalkHandle::device(g.greedy_walk(&cuda.policy_view()?, &net, steps)?))
-            }
+            (PpoInner::Cuda(g), Inner::Cuda(_)) => Ok(PreparedWalk::device(g.snapshot_walk(&net, steps)?)),
             #[cfg(feature = "cuda")]
-            _ => Ok(WalkHandle::done(None)),
+            _ => Ok(PreparedWalk::done(None)),
         }
     }
 

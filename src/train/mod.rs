@@ -21,8 +21,8 @@ use crate::data::device::Prepared;
 use crate::data::features::WARMUP;
 use crate::data::splits::{Split, time_split};
 use crate::{
-    Backend, BacktestSpec, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, Metrics, PpoAgent, SampleBatch,
-    Signals, SimLayout, TrialParams, WalkHandle, backtest,
+    Backend, BacktestSpec, DqnAgent, EnvBatch, EnvConfig, HostError, MarketData, Metrics, PpoAgent, PreparedWalk,
+    SampleBatch, Signals, SimLayout, TrialParams, WalkHandle, backtest,
 };
 
 /// The learning algorithm of a training run or a search (`--algo`, `study.algo`).
@@ -153,10 +153,11 @@ pub trait Policy: Sized {
     fn cpu_copy(&self, env: &EnvBatch) -> Result<Self, HostError>;
     /// Actions for every env, then one env step.
     fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError>;
-    /// Starts the greedy actions of `env`'s single env per trial over `steps` bars, walked in one piece per
-    /// trial (one launch on a GPU, which runs while the caller goes on; a thread per trial on the CPU);
-    /// unavailable where the agent has no such walk (the caller then steps a CPU copy bar by bar).
-    fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError>;
+    /// Prepares the greedy actions of `env`'s single env per trial over `steps` bars from the network as it
+    /// is now, walked in one piece per trial (one launch on a GPU, whenever the caller launches it, which
+    /// runs while the caller goes on; a thread per trial on the CPU, done here); unavailable where the agent
+    /// has no such walk (the caller then steps a CPU copy bar by bar).
+    fn prepare_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<PreparedWalk, HostError>;
 }
 
 /// Networks that can be saved: their layout, each trial's active width, and their parameters.
@@ -180,8 +181,8 @@ macro_rules! agent_traits {
             fn act_and_step(&mut self, env: &mut EnvBatch, step: u64, greedy: bool) -> Result<(), HostError> {
                 $agent::act_and_step(self, env, step, greedy)
             }
-            fn start_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<WalkHandle, HostError> {
-                $agent::start_greedy_walk(self, env, steps)
+            fn prepare_greedy_walk(&mut self, env: &mut EnvBatch, steps: usize) -> Result<PreparedWalk, HostError> {
+                $agent::prepare_greedy_walk(self, env, steps)
             }
         }
 
@@ -309,6 +310,16 @@ pub struct PendingGreedy<'a> {
     bars_per_year: f64,
 }
 
+/// A greedy evaluation prepared from the agent's network as it was ([`prepare_greedy`]), not yet launched.
+#[derive(Debug)]
+pub struct PreparedGreedy<'a> {
+    env: EnvBatch,
+    walk: PreparedWalk,
+    market: &'a MarketData,
+    env_params: Vec<TrialParams>,
+    bars_per_year: f64,
+}
+
 /// Starts [`greedy_actions`]: on a GPU the walk reads a copy of the agent's current weights and runs on its
 /// envs' own stream while the caller goes on (the training loop trains the next epoch meanwhile); a walk
 /// the agent cannot do on its backend is stepped on a CPU copy here, before returning.
@@ -320,6 +331,20 @@ pub fn start_greedy<'a, P: Policy>(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<PendingGreedy<'a>, HostError> {
+    prepare_greedy(backend, agent, market, env_params, bars_per_year, seed)?.launch()
+}
+
+/// [`start_greedy`] without the launch: the walk's envs and the agent's network as it is now (on a GPU a
+/// copy of the weights; on the CPU, or where the agent cannot walk on its backend, the walk is done here),
+/// launched by [`PreparedGreedy::launch`] whenever the caller chooses, the agent training on meanwhile.
+pub fn prepare_greedy<'a, P: Policy>(
+    backend: &Backend,
+    agent: &mut P,
+    market: &'a MarketData,
+    env_params: &[TrialParams],
+    bars_per_year: f64,
+    seed: u64,
+) -> Result<PreparedGreedy<'a>, HostError> {
     let trials = env_params.len();
     let steps = market.n_bars() - 1;
     let layout = SimLayout::new(trials, 1)?;
@@ -330,7 +355,7 @@ pub fn start_greedy<'a, P: Policy>(
     let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: 0, seed, trial_groups: 1 };
     let mut env = EnvBatch::new(backend, market, env_params, layout, cfg)?;
     env.reset_segments(&vec![(0, steps as u32); trials])?;
-    let mut walk = agent.start_greedy_walk(&mut env, steps)?;
+    let mut walk = agent.prepare_greedy_walk(&mut env, steps)?;
     if walk.is_unavailable() {
         let cfg = EnvConfig { segment_len: steps as u32, ring_capacity: steps, seed, trial_groups: 1 };
         let mut env = EnvBatch::new(&Backend::Cpu, market, env_params, layout, cfg)?;
@@ -339,9 +364,23 @@ pub fn start_greedy<'a, P: Policy>(
         for step in 0..steps as u64 {
             cpu_agent.act_and_step(&mut env, step, true)?;
         }
-        walk = WalkHandle::from_actions(env.transitions()?.iter().map(|t| t.action).collect());
+        walk = PreparedWalk::from_actions(env.transitions()?.iter().map(|t| t.action).collect());
     }
-    Ok(PendingGreedy { _env: env, walk, market, env_params: env_params.to_vec(), bars_per_year })
+    Ok(PreparedGreedy { env, walk, market, env_params: env_params.to_vec(), bars_per_year })
+}
+
+impl<'a> PreparedGreedy<'a> {
+    /// Whether [`Self::launch`] starts the walk on a device (else it was done when prepared).
+    pub fn is_deferred(&self) -> bool {
+        self.walk.is_deferred()
+    }
+
+    /// Launches the walk (on a GPU on its envs' stream, while the caller goes on).
+    pub fn launch(self) -> Result<PendingGreedy<'a>, HostError> {
+        let Self { mut env, walk, market, env_params, bars_per_year } = self;
+        let walk = walk.launch(&mut env)?;
+        Ok(PendingGreedy { _env: env, walk, market, env_params, bars_per_year })
+    }
 }
 
 impl PendingGreedy<'_> {
@@ -520,6 +559,9 @@ fn train<A: Learner>(
             Ok(())
         }
         fn stops(&self, _: usize) -> bool {
+            false
+        }
+        fn may_stop(&self, _: usize) -> bool {
             false
         }
         fn next(&mut self, _: usize, _: usize) -> Result<Option<SlotTrial<P>>, Error> {

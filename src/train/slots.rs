@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use gpu_kernels::mlp::Layout;
 
-use super::{EpochReport, Learner, Networks, PendingGreedy, SplitData, TrainConfig, start_greedy, trial_tensors};
+use super::{
+    EpochReport, Learner, Networks, PendingGreedy, PreparedGreedy, SplitData, TrainConfig, prepare_greedy,
+    start_greedy, trial_tensors,
+};
 use crate::{Backend, EnvBatch, EnvConfig, Error, HostError, Metrics, SimLayout, TrialParams};
 
 /// A trial to start in a freed slot of a running batch.
@@ -86,6 +89,12 @@ pub trait SlotControl<P> {
     fn report(&mut self, report: &EpochReport) -> Result<(), Error>;
     /// Whether the trial in `slot` ends at this boundary before its last epoch (pruned).
     fn stops(&self, slot: usize) -> bool;
+    /// Whether a report of the trial now in `slot` could make [`Self::stops`] true for it. Where no live
+    /// trial may stop, a GPU batch holds its validation walks back and launches them together later
+    /// (reports arrive later, in the same order and with the same contents).
+    fn may_stop(&self, _slot: usize) -> bool {
+        true
+    }
     /// Whether the batch's slots start with the run's configured trials (`true`), or empty, every trial
     /// coming from [`Self::next`] (from the first boundary on).
     fn preloaded(&self) -> bool {
@@ -98,6 +107,13 @@ pub trait SlotControl<P> {
     fn ended(&mut self, trial: EndedTrial) -> Result<(), Error>;
 }
 
+/// Seconds of training after which a batch launches the validation walks it holds back ([`run_slots`]): the
+/// longest its reports wait.
+pub const DEFER_SECONDS: f64 = 1.0;
+
+/// Bytes of weight copies a batch may hold for validation walks not yet launched ([`run_slots`]).
+pub const DEFER_BYTES: usize = 64 << 20;
+
 /// What [`run_slots`] leaves.
 #[derive(Debug)]
 pub struct SlotRun<A> {
@@ -107,6 +123,17 @@ pub struct SlotRun<A> {
     pub setup_seconds: f64,
     /// Seconds of the test walks and backtests left after training (those that overlap training are free).
     pub test_seconds: f64,
+}
+
+/// Launches the `held` validation walks, after those `pending` (launched earlier: reports keep their order).
+fn release<'a>(
+    held: &mut Vec<(EpochReport, PreparedGreedy<'a>)>,
+    pending: &mut Vec<(EpochReport, PendingGreedy<'a>)>,
+) -> Result<(), Error> {
+    for (report, walk) in held.drain(..) {
+        pending.push((report, walk.launch()?));
+    }
+    Ok(())
 }
 
 /// The trials that ended at one boundary: their test walk (started then) and what they leave.
@@ -126,6 +153,12 @@ struct Ending<'a> {
 /// where trials end, the walk is waited for first (the ended trials' last reports come before their slots
 /// are refilled). The reports and their order are those of walks finished at once: the overlap only
 /// changes when they arrive.
+///
+/// Where no live trial may stop ([`SlotControl::may_stop`]), a GPU batch only copies each epoch's weights
+/// and launches the walks together at the next boundary where trials end (beside their test walk), after
+/// [`DEFER_SECONDS`] of training, or once [`DEFER_BYTES`] of weight copies are held: a walk (a block per
+/// trial, a bar at a time) takes longer than a short epoch's training, and walks beside training slow it
+/// (the training chains fill the device in one wave).
 pub fn run_slots<A: Learner>(
     backend: &Backend,
     data: &SplitData,
@@ -153,15 +186,20 @@ pub fn run_slots<A: Learner>(
     let mut live: Vec<Option<u64>> = cfg.env_params.iter().map(|p| preloaded.then_some(p.key)).collect();
     let (mut started_at, mut trained) = (vec![0usize; trials], vec![0usize; trials]);
     let mut step = 0u64;
-    let mut pending: Option<(EpochReport, PendingGreedy)> = None;
+    // Launched validation walks, oldest first, and those held back (prepared, not launched) with when the
+    // first of them was prepared.
+    let mut pending: Vec<(EpochReport, PendingGreedy)> = Vec::new();
+    let (mut held, mut held_since): (Vec<(EpochReport, PreparedGreedy)>, Option<Instant>) = (Vec::new(), None);
+    let snapshot_bytes = 4 * trials * agent.net_layout().params();
+    let max_held = DEFER_BYTES / snapshot_bytes.max(1);
     let mut endings: Vec<Ending> = Vec::new();
     let mut test_seconds = 0.0;
-    // Finishes the pending validation (reported to `ctl`), then the endings registered before it.
-    let settle = |pending: Option<(EpochReport, PendingGreedy)>,
+    // Finishes the pending validations (reported to `ctl` in order), then the endings registered before.
+    let settle = |pending: &mut Vec<(EpochReport, PendingGreedy)>,
                   endings: &mut Vec<Ending>,
                   ctl: &mut dyn SlotControl<A::Params>|
      -> Result<f64, Error> {
-        if let Some((mut report, walk)) = pending {
+        for (mut report, walk) in pending.drain(..) {
             let started = Instant::now();
             (report.valid, report.valid_actions) = walk.finish()?;
             report.eval_seconds += started.elapsed().as_secs_f64();
@@ -184,8 +222,10 @@ pub fn run_slots<A: Learner>(
             (0..trials).filter(|&k| live[k].is_some() && (trained[k] >= cfg.epochs || ctl.stops(k))).collect();
         if !done.is_empty() {
             let started = Instant::now();
-            // The test walk first: on a GPU it runs beside the pending validation walk while the weights
-            // download (which waits for the device).
+            // The held validation walks and the test walk run together; on a GPU beside any pending
+            // validation walk while the weights download (which waits for the device).
+            release(&mut held, &mut pending)?;
+            held_since = None;
             let walk = start_greedy(backend, &mut agent, test, env.params(), cfg.bars_per_year, cfg.seed)?;
             let online = agent.online()?;
             let ended = done
@@ -196,7 +236,7 @@ pub fn run_slots<A: Learner>(
             test_seconds += started.elapsed().as_secs_f64();
             // Their last epoch's report and their ends come before the claims for their slots (a search
             // samples the next trials from every trial finished by then).
-            test_seconds += settle(pending.take(), &mut endings, ctl)?;
+            test_seconds += settle(&mut pending, &mut endings, ctl)?;
         }
         for k in 0..trials {
             if live[k].is_none()
@@ -213,12 +253,12 @@ pub fn run_slots<A: Learner>(
         env.reset_epochs(&(0..trials).map(|k| (tick - started_at[k]) as u64).collect::<Vec<_>>())?;
         agent.learn_epoch(&mut env, cfg, segment_len, &mut step)?;
         let launched = started.elapsed().as_secs_f64();
-        test_seconds += settle(pending.take(), &mut endings, ctl)?;
+        test_seconds += settle(&mut pending, &mut endings, ctl)?;
         let started = Instant::now();
         let losses = agent.losses()?;
         let train_seconds = launched + started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let walk = start_greedy(backend, &mut agent, valid, env.params(), cfg.bars_per_year, cfg.seed)?;
+        let walk = prepare_greedy(backend, &mut agent, valid, env.params(), cfg.bars_per_year, cfg.seed)?;
         let report = EpochReport {
             epoch: tick,
             trials: (0..trials).map(|k| live[k].map(|key| (key, trained[k]))).collect(),
@@ -228,13 +268,26 @@ pub fn run_slots<A: Learner>(
             valid: Vec::new(),
             valid_actions: Vec::new(),
             train_seconds,
-            eval_seconds: started.elapsed().as_secs_f64(),
+            eval_seconds: 0.0,
         };
         for (k, n) in trained.iter_mut().enumerate() {
             *n += usize::from(live[k].is_some());
         }
-        pending = Some((report, walk));
+        let hold = walk.is_deferred()
+            && held.len() < max_held
+            && held_since.is_none_or(|t| t.elapsed().as_secs_f64() < DEFER_SECONDS)
+            && (0..trials).all(|k| live[k].is_none() || !ctl.may_stop(k));
+        let eval_seconds = started.elapsed().as_secs_f64();
+        if hold {
+            held_since.get_or_insert(started);
+            held.push((EpochReport { eval_seconds, ..report }, walk));
+        } else {
+            release(&mut held, &mut pending)?;
+            held_since = None;
+            pending.push((EpochReport { eval_seconds, ..report }, walk.launch()?));
+        }
     }
-    test_seconds += settle(pending.take(), &mut endings, ctl)?;
+    release(&mut held, &mut pending)?;
+    test_seconds += settle(&mut pending, &mut endings, ctl)?;
     Ok(SlotRun { agent, setup_seconds, test_seconds })
 }

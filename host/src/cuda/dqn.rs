@@ -9,7 +9,7 @@ use gpu_kernels::net::{ActWork, MAX_GRAD_CHUNK, NetArgs, Work, buffers};
 
 use super::buffers::{Dev, DqnBuffers, PolicyView, SampleBuffers};
 use super::launch;
-use super::learner::CudaLearner;
+use super::learner::{CudaLearner, WalkSnapshot};
 use super::runtime::CudaRuntime;
 use crate::HostError;
 use crate::types::NetState;
@@ -172,14 +172,9 @@ impl CudaDqn {
         Ok(())
     }
 
-    /// [`CudaLearner::greedy_walk`] with the online network.
-    pub(crate) fn greedy_walk(
-        &mut self,
-        view: &PolicyView<'_>,
-        net: &NetArgs,
-        steps: usize,
-    ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        self.core.greedy_walk(&self.nets.online, view, net, steps)
+    /// [`CudaLearner::snapshot_walk`] of the online network.
+    pub(crate) fn snapshot_walk(&mut self, net: &NetArgs, steps: usize) -> Result<Option<WalkSnapshot>, HostError> {
+        self.core.snapshot_walk(&self.nets.online, net, steps)
     }
 
     pub(crate) fn losses(&self) -> Result<Vec<f32>, HostError> {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use gpu_kernels::net::{NetArgs, NetTrial};
 
 use super::buffers::{Dev, PolicyView};
@@ -66,21 +66,22 @@ impl CudaLearner {
         self.stream.clone_dtoh(buf).map_err(HostError::driver(context))
     }
 
-    /// Launches the greedy walk of each trial's single env over `steps` bars on the env's stream with the
-    /// network `weights`; `None` when the walk does not fit in a block's shared memory. The walk reads a copy
-    /// of the weights taken after the last update, so training may go on (on its own stream) while the walk
-    /// runs.
-    pub(crate) fn greedy_walk(
+    /// A copy of the network `weights` and the trial sizes as they are after the last update, for a greedy
+    /// walk of `net` over `steps` bars launched now or later ([`WalkSnapshot::launch`]): training may go on
+    /// (on its own stream) meanwhile. `None` when the walk does not fit in a block's shared memory.
+    pub(crate) fn snapshot_walk(
         &mut self,
         weights: &CudaSlice<f32>,
-        view: &PolicyView<'_>,
         net: &NetArgs,
         steps: usize,
-    ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        let (weights, copy) =
-            launch::net::walk_weights(&self.stream, self.trained_on.as_deref(), weights, view.stream)?;
-        self.walk_copy = copy;
-        launch::net::greedy_walk(&self.rt, view, &self.dev_trials, weights, net, steps)
+    ) -> Result<Option<WalkSnapshot>, HostError> {
+        let Some(plan) = launch::net::walk_plan(&self.rt, net) else { return Ok(None) };
+        let (weights, trials) =
+            launch::net::walk_weights(&self.stream, self.trained_on.as_deref(), weights, &self.dev_trials)?;
+        // Two events of the same point: the walk's stream waits for one, the next update for the other.
+        let copied = launch::net::copied(&self.stream)?;
+        self.walk_copy = launch::net::WalkCopy::new(launch::net::copied(&self.stream)?);
+        Ok(Some(WalkSnapshot { rt: self.rt.clone(), weights, trials, copied, net: *net, plan, steps }))
     }
 
     /// Slot `k`'s new sizes, on the host and on the device (the plans are rebuilt on next use). The caller
@@ -92,5 +93,32 @@ impl CudaLearner {
             .map_err(HostError::driver(what))?;
         self.plans.forget();
         Ok(())
+    }
+}
+
+/// A learner's network as it was at [`CudaLearner::snapshot_walk`], for a greedy walk not yet launched.
+pub(crate) struct WalkSnapshot {
+    rt: Arc<CudaRuntime>,
+    weights: CudaSlice<f32>,
+    trials: CudaSlice<Dev<NetTrial>>,
+    /// Recorded on the learner's stream after the copies.
+    copied: CudaEvent,
+    net: NetArgs,
+    plan: launch::net::WalkPlan,
+    steps: usize,
+}
+
+impl std::fmt::Debug for WalkSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WalkSnapshot({} trials, {} steps)", self.net.n_trials, self.steps)
+    }
+}
+
+impl WalkSnapshot {
+    /// Launches the walk on the envs of `view` (one per trial, at the bar the walk starts from) on their
+    /// stream, once the copies are done.
+    pub(crate) fn launch(self, view: &PolicyView<'_>) -> Result<launch::net::DeviceWalk, HostError> {
+        view.stream.wait(&self.copied).map_err(HostError::driver("ordering a walk after its weights"))?;
+        launch::net::greedy_walk(&self.rt, view, self.trials, self.weights, &self.net, self.plan, self.steps)
     }
 }

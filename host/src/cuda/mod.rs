@@ -19,6 +19,7 @@ pub(crate) use backtest::backtest;
 pub(crate) use dqn::CudaDqn;
 pub(crate) use env::CudaEnv;
 pub(crate) use launch::net::DeviceWalk;
+pub(crate) use learner::WalkSnapshot;
 pub(crate) use portfolio_env::{CudaPortfolioEnv, universe_act};
 pub(crate) use ppo::CudaPpo;
 pub use profile::KernelProfile;

@@ -11,7 +11,7 @@ use gpu_kernels::ppo::{PpoArgs, PpoParams};
 use super::buffers::{Dev, PolicyView, PpoBuffers};
 use super::env::CudaEnv;
 use super::launch;
-use super::learner::CudaLearner;
+use super::learner::{CudaLearner, WalkSnapshot};
 use super::runtime::CudaRuntime;
 use crate::HostError;
 use crate::types::NetState;
@@ -211,14 +211,9 @@ impl CudaPpo {
         Ok(())
     }
 
-    /// [`CudaLearner::greedy_walk`] with the online network.
-    pub(crate) fn greedy_walk(
-        &mut self,
-        view: &PolicyView<'_>,
-        net: &NetArgs,
-        steps: usize,
-    ) -> Result<Option<launch::net::DeviceWalk>, HostError> {
-        self.core.greedy_walk(&self.b.weights, view, net, steps)
+    /// [`CudaLearner::snapshot_walk`] of the online network.
+    pub(crate) fn snapshot_walk(&mut self, net: &NetArgs, steps: usize) -> Result<Option<WalkSnapshot>, HostError> {
+        self.core.snapshot_walk(&self.b.weights, net, steps)
     }
 
     /// Slot `k` takes a new trial: its parameters and sizes, `weights` as its network, zero Adam moments

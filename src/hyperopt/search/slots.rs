@@ -150,6 +150,17 @@ impl<P, F: Fn(&Hyperparameters) -> Result<P, Error>> SlotControl<P> for SearchSl
         self.slots[slot].and_then(|n| self.trials.get(&n)).is_some_and(|t| t.pruned)
     }
 
+    /// The median rule prunes only a trial whose reference holds enough complete trials ([`should_prune`]);
+    /// the reference is fixed when the trial is claimed.
+    fn may_stop(&self, slot: usize) -> bool {
+        let s = &self.cfg.study;
+        let n_complete = |t: &Running| t.reference.1;
+        s.prune == PruneRule::Median
+            && self.slots[slot]
+                .and_then(|n| self.trials.get(&n))
+                .is_some_and(|t| !t.pruned && n_complete(t) > 0 && n_complete(t) >= s.prune_startup_trials)
+    }
+
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, Error> {
         let at = self.batch.tick0 + tick;
         self.slots[slot] = None;

@@ -279,15 +279,17 @@ pub(crate) fn backward(
 }
 
 /// A greedy walk launched on an env's stream ([`greedy_walk`]): [`DeviceWalk::finish`] waits for it and
-/// downloads its actions. It owns the copy of the weights the walk reads, so the copy lives until then.
+/// downloads its actions. It owns the copies of the weights and trial sizes the walk reads, so they live
+/// until then.
 pub(crate) struct DeviceWalk {
     stream: Arc<CudaStream>,
     actions: CudaSlice<u8>,
     n: usize,
     _weights: CudaSlice<f32>,
+    _trials: CudaSlice<Dev<NetTrial>>,
 }
 
-/// A walk dropped unfinished (an error on the way) still reads its weight copy, which is freed on the
+/// A walk dropped unfinished (an error on the way) still reads its copies, which are freed on the
 /// learner's stream: wait for the walk's stream first.
 impl Drop for DeviceWalk {
     fn drop(&mut self) {
@@ -304,19 +306,19 @@ impl DeviceWalk {
     }
 }
 
-/// A copy of a learner's `weights` for a walk on `walk_stream`, made on the learner's `stream` once the work
-/// queued so far on `trained_on` (the stream of the last update) is done, not after the whole device: a walk
-/// started earlier may still be running. Training may go on while the walk reads the copy, but its next
-/// update must not write `weights` before the copy has read them: the returned event (recorded after the
-/// copy) is what the learner makes its training stream wait for before that update ([`WalkCopy::order`]).
+/// Copies of a learner's `weights` and trial sizes `trials` for a walk, made on the learner's `stream` once
+/// the work queued so far on `trained_on` (the stream of the last update) is done, not after the whole
+/// device: a walk started earlier may still be running. The caller records the copies' completion on
+/// `stream` ([`copied`]): the walk's stream waits for it before the walk reads them, and the learner's next
+/// update before it writes `weights` ([`WalkCopy::order`]), so training may go on while the walk runs.
 /// cudarc's own tracking does not cover it: a buffer keeps one read event, and a kernel of the training
 /// stream that reads the weights as an argument (`dqn_td`, `ppo_loss`) replaces the copy's.
 pub(crate) fn walk_weights(
     stream: &Arc<CudaStream>,
     trained_on: Option<&CudaStream>,
     weights: &CudaSlice<f32>,
-    walk_stream: &CudaStream,
-) -> Result<(CudaSlice<f32>, WalkCopy), HostError> {
+    trials: &CudaSlice<Dev<NetTrial>>,
+) -> Result<(CudaSlice<f32>, CudaSlice<Dev<NetTrial>>), HostError> {
     if let Some(trained_on) = trained_on {
         let updated = trained_on
             .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
@@ -324,11 +326,15 @@ pub(crate) fn walk_weights(
         stream.wait(&updated).map_err(HostError::driver("ordering a walk after the last update"))?;
     }
     let copy = stream.clone_dtod(weights).map_err(HostError::driver("copying weights for a walk"))?;
-    walk_stream.join(stream).map_err(HostError::driver("ordering a walk after its weights"))?;
-    let done = stream
+    let trials = stream.clone_dtod(trials).map_err(HostError::driver("copying trial sizes for a walk"))?;
+    Ok((copy, trials))
+}
+
+/// An event recorded on `stream` after the work queued so far (a walk's copies, [`walk_weights`]).
+pub(crate) fn copied(stream: &CudaStream) -> Result<CudaEvent, HostError> {
+    stream
         .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
-        .map_err(HostError::driver("recording a walk's weight copy"))?;
-    Ok((copy, WalkCopy(Some(done))))
+        .map_err(HostError::driver("recording a walk's weight copy"))
 }
 
 /// The completion of the last walk's weight copy ([`walk_weights`]), which the next update must wait for.
@@ -336,6 +342,11 @@ pub(crate) fn walk_weights(
 pub(crate) struct WalkCopy(Option<CudaEvent>);
 
 impl WalkCopy {
+    /// The copy whose completion `done` records.
+    pub(crate) fn new(done: CudaEvent) -> Self {
+        Self(Some(done))
+    }
+
     /// Makes `stream` (the one the update runs on) wait for the copy, once.
     pub(crate) fn order(&mut self, stream: &CudaStream) -> Result<(), HostError> {
         match self.0.take() {
@@ -367,26 +378,22 @@ impl LastStream {
     }
 }
 
-/// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
-/// steps`) on the env's stream from `weights` ([`walk_weights`]), a block per trial: `greedy_walk_regs`
-/// (the wide layers' weights in registers) for hidden layers of at most 128 units, else `greedy_walk` with
-/// the network staged (padded rows) in shared memory when it fits in a block's, read in place otherwise.
-/// `None` when even the walk's buffers do not fit (the caller walks a CPU copy).
-pub(crate) fn greedy_walk(
-    rt: &CudaRuntime,
-    view: &PolicyView<'_>,
-    trials: &CudaSlice<Dev<NetTrial>>,
-    weights: CudaSlice<f32>,
-    net: &NetArgs,
-    steps: usize,
-) -> Result<Option<DeviceWalk>, HostError> {
-    let kernel = rt.kernels.greedy_walk.name;
-    let k = net.n_trials as usize;
-    if net.envs_per_trial != 1 {
-        return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
-    }
-    // Hidden layers of at most 128 units: the register walk (`greedy_walk_regs`) unless the per-layer
-    // per-layer kernels are asked for (`KernelOptions::fused` off); else `greedy_walk`, its network staged when it fits.
+/// How a greedy walk of `net` is launched ([`walk_plan`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WalkPlan {
+    /// `greedy_walk_regs` (the wide layers' weights in registers), else `greedy_walk`.
+    regs: bool,
+    /// Whether `greedy_walk` stages the network in shared memory.
+    staged: u32,
+    /// Shared memory bytes of a block.
+    shared: usize,
+}
+
+/// The walk kernel for `net`: `greedy_walk_regs` (the wide layers' weights in registers) for hidden layers
+/// of at most 128 units unless the per-layer kernels are asked for (`KernelOptions::fused` off), else
+/// `greedy_walk` with the network staged (padded rows) in shared memory when it fits in a block's, read in
+/// place otherwise. `None` when even the walk's buffers do not fit (the caller walks a CPU copy).
+pub(crate) fn walk_plan(rt: &CudaRuntime, net: &NetArgs) -> Option<WalkPlan> {
     let regs_bytes = 4 * gpu_kernels::net::WalkRegsShared::of(net).len;
     let regs = rt.fused() && gpu_kernels::net::walk_regs_suit(net) && regs_bytes <= rt.shared_per_block();
     let buffers = 4 * gpu_kernels::net::walk_shared(net);
@@ -398,8 +405,29 @@ pub(crate) fn greedy_walk(
     } else if buffers <= rt.shared_per_block() {
         (0, buffers)
     } else {
-        return Ok(None);
+        return None;
     };
+    Some(WalkPlan { regs, staged, shared })
+}
+
+/// `greedy_walk`: launches the greedy actions of each trial's single env over `steps` bars (`n_trials x
+/// steps`) on the env's stream from `weights` and `trials` (copies, [`walk_weights`], which the stream
+/// has been made to wait for), a block per trial, as `plan` ([`walk_plan`]) says.
+pub(crate) fn greedy_walk(
+    rt: &CudaRuntime,
+    view: &PolicyView<'_>,
+    trials: CudaSlice<Dev<NetTrial>>,
+    weights: CudaSlice<f32>,
+    net: &NetArgs,
+    plan: WalkPlan,
+    steps: usize,
+) -> Result<DeviceWalk, HostError> {
+    let WalkPlan { regs, staged, shared } = plan;
+    let kernel = if regs { rt.kernels.greedy_walk_regs.name } else { rt.kernels.greedy_walk.name };
+    let k = net.n_trials as usize;
+    if net.envs_per_trial != 1 {
+        return Err(HostError::Config(format!("{kernel}: needs one env per trial")));
+    }
     at_least(kernel, "trial sizes", k, trials.len())?;
     at_least(kernel, "weights", k * net.layout().params(), weights.len())?;
     at_least(kernel, "env parameters", k, view.params.len())?;
@@ -425,7 +453,7 @@ pub(crate) fn greedy_walk(
         .arg(&*view.states)
         .arg(view.bars)
         .arg(view.features)
-        .arg(trials)
+        .arg(&trials)
         .arg(&weights)
         .arg(&mut actions)
         .arg(&dev_net)
@@ -438,7 +466,7 @@ pub(crate) fn greedy_walk(
     // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
     // one block per trial.
     timed(rt, view.stream, function.label(), || unsafe { launch.launch(cfg) })?;
-    Ok(Some(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights }))
+    Ok(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights, _trials: trials })
 }
 
 /// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.
