@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 mod slots;
 
-pub use slots::{EndedTrial, SlotControl, SlotRun, SlotTrial, TrialNetwork, run_slots};
+pub use slots::{DEFER_BYTES, DEFER_SECONDS, EndedTrial, SlotControl, SlotRun, SlotTrial, TrialNetwork, run_slots};
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};

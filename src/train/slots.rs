@@ -111,7 +111,8 @@ pub trait SlotControl<P> {
 /// longest its reports wait.
 pub const DEFER_SECONDS: f64 = 1.0;
 
-/// Bytes of weight copies a batch may hold for validation walks not yet launched ([`run_slots`]).
+/// Bytes a batch may hold for validation walks not yet launched ([`run_slots`]): their copies of the weights
+/// and their envs' copies of the validation split.
 pub const DEFER_BYTES: usize = 64 << 20;
 
 /// What [`run_slots`] leaves.
@@ -156,7 +157,7 @@ struct Ending<'a> {
 ///
 /// Where no live trial may stop ([`SlotControl::may_stop`]), a GPU batch only copies each epoch's weights
 /// and launches the walks together at the next boundary where trials end (beside their test walk), after
-/// [`DEFER_SECONDS`] of training, or once [`DEFER_BYTES`] of weight copies are held: a walk (a block per
+/// [`DEFER_SECONDS`] of training, or once the walks held would pass [`DEFER_BYTES`]: a walk (a block per
 /// trial, a bar at a time) takes longer than a short epoch's training, and walks beside training slow it
 /// (the training chains fill the device in one wave).
 pub fn run_slots<A: Learner>(
@@ -190,8 +191,10 @@ pub fn run_slots<A: Learner>(
     // first of them was prepared.
     let mut pending: Vec<(EpochReport, PendingGreedy)> = Vec::new();
     let (mut held, mut held_since): (Vec<(EpochReport, PreparedGreedy)>, Option<Instant>) = (Vec::new(), None);
-    let snapshot_bytes = 4 * trials * agent.net_layout().params();
-    let max_held = DEFER_BYTES / snapshot_bytes.max(1);
+    // A held walk keeps a copy of every trial's weights and its envs' copy of the validation split.
+    let held_bytes =
+        4 * trials * agent.net_layout().params() + size_of_val(valid.bars()) + size_of_val(valid.features());
+    let max_held = DEFER_BYTES / held_bytes.max(1);
     let mut endings: Vec<Ending> = Vec::new();
     let mut test_seconds = 0.0;
     // Finishes the pending validations (reported to `ctl` in order), then the endings registered before.
