@@ -74,9 +74,13 @@ impl EnvDecimals {
 /// median of the positive sigmas, times `floor` (0 when either median is not positive). A barrier of this
 /// multiple is as wide as `floor` typical bars' ranges.
 pub fn barrier_floor_mult(floor: f64, bars: &[crate::Bar]) -> f64 {
+    // The element at the middle position of the sorted values, found without sorting them all.
     let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+        if v.is_empty() {
+            return 0.0;
+        }
+        let mid = v.len() / 2;
+        *v.select_nth_unstable_by(mid, f64::total_cmp).1
     };
     let range = median(bars.iter().filter(|b| b.open > 0.0).map(|b| (b.high - b.low) / b.open).collect());
     let sigma = median(bars.iter().map(|b| b.sigma).filter(|s| *s > 0.0).collect());
@@ -377,6 +381,33 @@ mod tests {
             p.insert(BARRIERS.name.to_owned(), b);
         }
         Hyperparameters::read(&p, Algo::Dqn).unwrap()
+    }
+
+    /// The floor's medians are the sorted values' middle elements (odd and even counts, zero and negative
+    /// sigmas left out, a zero open's range left out), and a non-positive median or floor gives 0.
+    #[test]
+    fn the_barrier_floor_is_the_ratio_of_the_sorted_medians() {
+        let bar = |i: u64| {
+            let open = if i % 17 == 0 { 0.0 } else { 1.0 + (crate::data::synthetic::normal(3, 1, i) * 0.01) };
+            let range = 0.002 + 0.001 * crate::data::synthetic::normal(3, 2, i).abs();
+            let sigma = if i % 13 == 0 { 0.0 } else { 0.001 * crate::data::synthetic::normal(3, 3, i) };
+            crate::Bar { open, high: open + range, low: open, close: open, sigma }
+        };
+        let sorted_median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        for n in [1usize, 2, 7, 50, 51] {
+            let bars: Vec<crate::Bar> = (0..n as u64).map(|i| bar(i + 1)).collect();
+            let range =
+                sorted_median(bars.iter().filter(|b| b.open > 0.0).map(|b| (b.high - b.low) / b.open).collect());
+            let sigmas: Vec<f64> = bars.iter().map(|b| b.sigma).filter(|s| *s > 0.0).collect();
+            let want = if sigmas.is_empty() { 0.0 } else { 2.5 * range / sorted_median(sigmas) };
+            assert_eq!(barrier_floor_mult(2.5, &bars).to_bits(), want.to_bits(), "{n} bars");
+        }
+        let bars: Vec<crate::Bar> = (1..40).map(bar).collect();
+        assert_eq!(barrier_floor_mult(0.0, &bars), 0.0);
+        assert_eq!(barrier_floor_mult(2.5, &[]), 0.0);
     }
 
     /// `barriers = 0` turns every barrier off whatever the multiples; `1` (and a trial stored before the
