@@ -40,6 +40,8 @@ struct Script<P> {
     /// The tick of the last `next` call, and per report that tick when the report came.
     next_tick: usize,
     report_ticks: Vec<usize>,
+    /// A trial given to a slot at a tick (slot, tick, trial), besides the queue's.
+    late: Option<(usize, usize, SlotTrial<P>)>,
 }
 
 impl<P> Script<P> {
@@ -54,6 +56,7 @@ impl<P> Script<P> {
             preload: true,
             next_tick: 0,
             report_ticks: Vec::new(),
+            late: None,
         }
     }
 }
@@ -84,6 +87,9 @@ impl<P> SlotControl<P> for Script<P> {
     }
     fn next(&mut self, slot: usize, tick: usize) -> Result<Option<SlotTrial<P>>, tradesim::Error> {
         self.next_tick = tick;
+        if self.late.as_ref().is_some_and(|l| (l.0, l.1) == (slot, tick)) {
+            return Ok(self.late.take().map(|l| l.2));
+        }
         if self.queue.is_empty() {
             return Ok(None);
         }
@@ -215,27 +221,37 @@ fn ppo_refill(backend: &Backend) {
 test_device!(ppo_refill);
 
 /// Where no trial may stop, a GPU batch holds its validation walks back and launches them together at the
-/// boundary where its trial ends: the same reports, in the same order, with the same bits, only later. A
-/// second slot stays idle, so the script hears of every boundary (`next` for the idle slot).
+/// boundary where a trial ends: the same reports, in the same order, with the same bits, only later. Slot 1
+/// idles until a narrower trial starts in it at tick 2, while the first two epochs' walks are held (a held
+/// walk keeps the sizes and weights it was prepared with); the script hears of each boundary with an idle
+/// slot (`next`).
 fn held_walks(backend: &Backend) {
     let data = data();
     let cfg = config(&[env(0, 0.0001), env(1, 0.0)]);
     let go = |hold: bool| {
         let mut script = Script::new(None, vec![SlotTrial { env: env(5, 0.0002), learner: dqn(12, 24, 7e-4) }]);
         (script.hold, script.preload) = (hold, false);
+        script.late = Some((1, 2, SlotTrial { env: env(6, 0.0001), learner: dqn(8, 32, 2e-3) }));
         let make = |e: &EnvBatch| DqnAgent::new(backend, e, &[dqn(16, 32, 1e-3); 2], cfg.hidden, cfg.batch, cfg.seed);
         run(backend, &data, &cfg, cfg.ring_capacity, make, script)
     };
     let (launched, held) = (go(false), go(true));
     assert_eq!(held.records, launched.records, "held walks report what launched walks do");
-    assert_eq!(held.records[&5].epochs.len(), 3);
-    assert!(held.records[&5].end.is_some());
-    // Launched: epoch e is reported while epoch e + 1 trains (after that boundary's `next`); the last one
-    // at the boundary where the trial ends, before that boundary's `next`.
-    assert_eq!(launched.report_ticks, [1, 2, 2]);
+    for key in [5, 6] {
+        let epochs = &held.records[&key].epochs;
+        assert_eq!(epochs.len(), 3, "trial {key}");
+        assert!(held.records[&key].end.is_some(), "trial {key}");
+        // Each epoch's walk saw that epoch's network: the validation results differ between epochs.
+        assert!(epochs.windows(2).any(|w| (w[0].1, w[0].2) != (w[1].1, w[1].2)), "trial {key}: {epochs:?}");
+    }
+    // Launched: epoch e is reported while epoch e + 1 trains (after that boundary's `next`), the last one of
+    // a trial at the boundary where it ends (before that boundary's `next`): ticks 0-2 (trial 5; trial 6
+    // from tick 2), then 3 and 4 (trial 6).
+    assert_eq!(launched.report_ticks, [1, 2, 2, 4, 4]);
     let gpu = !matches!(backend, Backend::Cpu);
-    // A CPU walk is done when prepared: nothing to hold.
-    assert_eq!(held.report_ticks, if gpu { [2, 2, 2] } else { [1, 2, 2] });
+    // A CPU walk is done when prepared: nothing to hold. On a GPU the walks are held to the boundaries where
+    // the trials end (or launched sooner after `DEFER_SECONDS`, which reports them at the same ticks).
+    assert_eq!(held.report_ticks, if gpu { [2, 2, 2, 4, 4] } else { [1, 2, 2, 4, 4] });
 }
 test_device!(held_walks);
 

@@ -1,7 +1,8 @@
 //! A search on the GPU records the CPU's study, bit for bit, with the median pruner at work: its first batch
 //! (no trial can be pruned: no complete trial to compare with) holds its validation walks back and launches
 //! them together, the later trials (which can be pruned) launch theirs every epoch (docs/CLI.md,
-//! "Evaluation"). A trial pruned later than the CPU prunes it would train longer and change the study.
+//! "Evaluation"). A report held where it could prune would prune later than the CPU does: the trial would
+//! train longer (a trial pruned after epoch 1 ends after 3 of its 4 epochs) and change the study.
 
 mod common;
 
@@ -20,10 +21,10 @@ type Trial = (u64, String, Option<u64>, u64, u64, u64, String);
 /// An epoch record as bits: trial, epoch, loss, validation Sharpe and return.
 type Epoch = (u64, u64, u64, u64, u64);
 
-/// 12 DQN trials through 4 slots, 3 epochs, the median pruner from the second complete trial on, with the
+/// 12 DQN trials through 4 slots, 4 epochs, the median pruner from the second complete trial on, with the
 /// same budget on either backend; the study's trials and epochs.
 fn search(backend: &Backend, dir: &Path) -> (Vec<Trial>, Vec<Epoch>) {
-    let config = "[study]\ntrials = 12\nparallel = 4\nepochs = 3\nstartup_trials = 4\nprune_startup_trials = 2\n\
+    let config = "[study]\ntrials = 12\nparallel = 4\nepochs = 4\nstartup_trials = 4\nprune_startup_trials = 2\n\
                   prune_warmup_epochs = 1\n\
                   envs = 8\nsegment_len = 48\ngrad_steps = 1\nplacebo = 0\nwalk_forward = 0\n\
                   [space]\nhidden = { choices = [8, 16, 32] }\nlr = { low = 0.0001, high = 0.01, log = true }\n";
@@ -59,12 +60,14 @@ fn a_gpu_search_records_the_cpu_study_with_pruning() {
     let pruned = trials.iter().filter(|t| t.1 == "pruned").count();
     assert!(pruned > 0, "the median rule pruned no trial: {trials:?}");
     assert!(trials.iter().all(|t| t.1 == "complete" || t.1 == "pruned"), "{trials:?}");
-    // The first batch's trials cannot be pruned (no complete trial to compare with): all 3 epochs.
+    // The first batch's trials cannot be pruned (no complete trial to compare with): all 4 epochs.
     assert!(trials[..4].iter().all(|t| t.1 == "complete"), "{trials:?}");
     assert!(trials.iter().all(|t| t.2.is_none_or(|e| e >= 1)), "pruned before the warm-up's end: {trials:?}");
-    // A pruned trial's epochs are recorded up to its prune; the others' all three.
+    // A pruned trial's epochs are recorded up to its prune; the others' all four.
     let recorded = |n: u64| epochs.iter().filter(|e| e.0 == n).count() as u64;
-    assert!(trials.iter().all(|t| recorded(t.0) == t.2.map_or(3, |e| e + 1)), "{epochs:?}");
+    assert!(trials.iter().all(|t| recorded(t.0) == t.2.map_or(4, |e| e + 1)), "{epochs:?}");
+    // A prune that shortens a trial: pruned after its epoch 1, it trains epoch 2 and ends before epoch 3.
+    assert!(trials.iter().any(|t| t.2.is_some_and(|e| e + 2 < 4)), "no trial pruned early enough: {trials:?}");
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(gpu) = common::gpu_backend() {
         let dir = common::temp_dir("search-devices-gpu");

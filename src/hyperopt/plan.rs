@@ -388,9 +388,9 @@ mod tests {
     #[test]
     fn the_barrier_floor_is_the_ratio_of_the_sorted_medians() {
         let bar = |i: u64| {
-            let open = if i % 17 == 0 { 0.0 } else { 1.0 + (crate::data::synthetic::normal(3, 1, i) * 0.01) };
+            let open = if i.is_multiple_of(17) { 0.0 } else { 1.0 + (crate::data::synthetic::normal(3, 1, i) * 0.01) };
             let range = 0.002 + 0.001 * crate::data::synthetic::normal(3, 2, i).abs();
-            let sigma = if i % 13 == 0 { 0.0 } else { 0.001 * crate::data::synthetic::normal(3, 3, i) };
+            let sigma = if i.is_multiple_of(13) { 0.0 } else { 0.001 * crate::data::synthetic::normal(3, 3, i) };
             crate::Bar { open, high: open + range, low: open, close: open, sigma }
         };
         let sorted_median = |mut v: Vec<f64>| {

@@ -299,7 +299,7 @@ pub fn backtest_walk(
     Ok(backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets, columns }, &spec)?.metrics)
 }
 
-/// A greedy evaluation under way ([`start_greedy`]); [`PendingGreedy::finish`] waits for the walk and
+/// A greedy evaluation under way ([`start_greedy`], [`PreparedGreedy::launch`]); [`PendingGreedy::finish`] waits for the walk and
 /// backtests its actions on the market and parameters it started with. It holds the walk's envs until then.
 #[derive(Debug)]
 pub struct PendingGreedy<'a> {
@@ -321,8 +321,8 @@ pub struct PreparedGreedy<'a> {
 }
 
 /// Starts [`greedy_actions`]: on a GPU the walk reads a copy of the agent's current weights and runs on its
-/// envs' own stream while the caller goes on (the training loop trains the next epoch meanwhile); a walk
-/// the agent cannot do on its backend is stepped on a CPU copy here, before returning.
+/// envs' own stream while the caller goes on (the agent may train on meanwhile); a walk the agent cannot do
+/// on its backend is stepped on a CPU copy here, before returning.
 pub fn start_greedy<'a, P: Policy>(
     backend: &Backend,
     agent: &mut P,
@@ -588,8 +588,9 @@ fn train<A: Learner>(
 }
 
 /// Trains DQN agents (one per trial, `dqn[k]`) on `series` with `cfg`'s environment, sizes and split;
-/// `progress` hears about every epoch as it ends (an error from it stops the training there and is
-/// returned).
+/// `progress` hears about every epoch in order: on the CPU as it ends, on a GPU when its validation walk is
+/// done, which [`run_slots`] may hold back to launch with later epochs' (up to [`DEFER_SECONDS`] of
+/// training). An error from it stops the training and is returned.
 pub fn train_dqn(
     backend: &Backend,
     data: &SplitData,

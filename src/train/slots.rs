@@ -79,10 +79,11 @@ pub struct EndedTrial {
 
 /// What a batch does at its epoch boundaries (the search's slot refill; [`train_dqn`](super::train_dqn) and [`train_ppo`](super::train_ppo)
 /// keep their trials to the end). Calls come in this order at each boundary: [`Self::stops`] for the live
-/// slots; when some trial ends there, the previous epoch's [`Self::report`] and the ending trials'
-/// [`Self::ended`]; then [`Self::next`] for the free slots in order. At a boundary where no trial ends, the
-/// previous epoch's report comes once the next epoch's training is under way (its validation walk overlaps
-/// that training).
+/// slots; when some trial ends there, the [`Self::report`]s of every epoch not yet reported (in order) and
+/// the ending trials' [`Self::ended`]; then [`Self::next`] for the free slots in order. At a boundary where
+/// no trial ends, the previous epoch's report comes once the next epoch's training is under way (its
+/// validation walk overlaps that training), or, on a GPU while no live trial [may stop](Self::may_stop),
+/// later, several at once (the walks held back and launched together: [`run_slots`]).
 pub trait SlotControl<P> {
     /// An epoch's validation report (per slot, with the trial it trained and that trial's own epoch:
     /// [`EpochReport::trials`]). An error stops the run.

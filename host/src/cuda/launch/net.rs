@@ -465,8 +465,11 @@ pub(crate) fn greedy_walk(
     // `staged`); lengths checked above, and the shared memory holds the walk's buffers (and the staged
     // network when `staged`; `WalkRegsShared` for the register walk, whose sizes `walk_regs_suit` checked);
     // one block per trial.
-    timed(rt, view.stream, function.label(), || unsafe { launch.launch(cfg) })?;
-    Ok(DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights, _trials: trials })
+    let launched = timed(rt, view.stream, function.label(), || unsafe { launch.launch(cfg) });
+    // From here the walk owns the copies: should the launch's profiling fail after the kernel was queued,
+    // dropping the walk waits for its stream before the copies are freed (on the learner's stream).
+    let walk = DeviceWalk { stream: view.stream.clone(), actions, n, _weights: weights, _trials: trials };
+    launched.map(|()| walk)
 }
 
 /// `observe` for a device policy: every env's observation into the first `n_envs x (F + 3)` floats of `out`.
