@@ -210,7 +210,7 @@ impl VectorEnv {
     }
 }
 
-/// A greedy evaluation as `tradesim train` runs one after each epoch (`train::start_greedy`), for a policy
+/// A greedy evaluation as `tradesim train` runs one after each epoch (`train::prepare_greedy`), for a policy
 /// that lives elsewhere (a Python network): one env walks every bar of a part of the time split, an action
 /// at a time, on the CPU; [`SplitWalk::finish`] backtests the actions that took effect with the backtest
 /// engine, so the metrics (the validation Sharpe above all) are those the trainer reports for its own

@@ -276,7 +276,7 @@ pub fn greedy_actions<P: Policy>(
     bars_per_year: f64,
     seed: u64,
 ) -> Result<(Vec<Metrics>, Vec<u8>), HostError> {
-    start_greedy(backend, agent, market, env_params, bars_per_year, seed)?.finish()
+    prepare_greedy(backend, agent, market, env_params, bars_per_year, seed)?.launch()?.finish()
 }
 
 /// The metrics of greedy walks over all of `market`: the backtest engine (CPU) on `targets`, each
@@ -299,7 +299,7 @@ pub fn backtest_walk(
     Ok(backtest(&Backend::Cpu, market, env_params, Signals::Targets { targets, columns }, &spec)?.metrics)
 }
 
-/// A greedy evaluation under way ([`start_greedy`], [`PreparedGreedy::launch`]); [`PendingGreedy::finish`] waits for the walk and
+/// A greedy evaluation under way ([`PreparedGreedy::launch`]); [`PendingGreedy::finish`] waits for the walk and
 /// backtests its actions on the market and parameters it started with. It holds the walk's envs until then.
 #[derive(Debug)]
 pub struct PendingGreedy<'a> {
@@ -320,23 +320,10 @@ pub struct PreparedGreedy<'a> {
     bars_per_year: f64,
 }
 
-/// Starts [`greedy_actions`]: on a GPU the walk reads a copy of the agent's current weights and runs on its
-/// envs' own stream while the caller goes on (the agent may train on meanwhile); a walk the agent cannot do
-/// on its backend is stepped on a CPU copy here, before returning.
-pub fn start_greedy<'a, P: Policy>(
-    backend: &Backend,
-    agent: &mut P,
-    market: &'a MarketData,
-    env_params: &[TrialParams],
-    bars_per_year: f64,
-    seed: u64,
-) -> Result<PendingGreedy<'a>, HostError> {
-    prepare_greedy(backend, agent, market, env_params, bars_per_year, seed)?.launch()
-}
-
-/// [`start_greedy`] without the launch: the walk's envs and the agent's network as it is now (on a GPU a
-/// copy of the weights; on the CPU, or where the agent cannot walk on its backend, the walk is done here),
-/// launched by [`PreparedGreedy::launch`] whenever the caller chooses, the agent training on meanwhile.
+/// Prepares [`greedy_actions`]: the walk's envs and the agent's network as it is now (on a GPU a copy of the
+/// weights; on the CPU the walk is done here, and a walk the agent cannot do on its backend is stepped on a
+/// CPU copy here), launched by [`PreparedGreedy::launch`] whenever the caller chooses: on a GPU the walk
+/// then runs on its envs' own stream while the caller goes on (the agent may train on meanwhile).
 pub fn prepare_greedy<'a, P: Policy>(
     backend: &Backend,
     agent: &mut P,

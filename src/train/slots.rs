@@ -8,7 +8,7 @@ use gpu_kernels::mlp::Layout;
 
 use super::{
     EpochReport, Learner, Networks, PendingGreedy, PreparedGreedy, SplitData, TrainConfig, prepare_greedy,
-    start_greedy, trial_tensors,
+    trial_tensors,
 };
 use crate::{Backend, EnvBatch, EnvConfig, Error, HostError, Metrics, SimLayout, TrialParams};
 
@@ -129,10 +129,10 @@ pub struct SlotRun<A> {
 
 /// Launches the `held` validation walks, after those `pending` (launched earlier: reports keep their order).
 fn release<'a>(
-    held: &mut Vec<(EpochReport, PreparedGreedy<'a>)>,
+    held: &mut Vec<(EpochReport, PreparedGreedy<'a>, Instant)>,
     pending: &mut Vec<(EpochReport, PendingGreedy<'a>)>,
 ) -> Result<(), Error> {
-    for (report, walk) in held.drain(..) {
+    for (report, walk, _) in held.drain(..) {
         pending.push((report, walk.launch()?));
     }
     Ok(())
@@ -188,10 +188,10 @@ pub fn run_slots<A: Learner>(
     let mut live: Vec<Option<u64>> = cfg.env_params.iter().map(|p| preloaded.then_some(p.key)).collect();
     let (mut started_at, mut trained) = (vec![0usize; trials], vec![0usize; trials]);
     let mut step = 0u64;
-    // Launched validation walks, oldest first, and those held back (prepared, not launched) with when the
-    // first of them was prepared.
+    // Launched validation walks, oldest first, and those held back (prepared, not launched), each with when
+    // it was prepared (the first one's time bounds the hold).
     let mut pending: Vec<(EpochReport, PendingGreedy)> = Vec::new();
-    let (mut held, mut held_since): (Vec<(EpochReport, PreparedGreedy)>, Option<Instant>) = (Vec::new(), None);
+    let mut held: Vec<(EpochReport, PreparedGreedy, Instant)> = Vec::new();
     // A held walk keeps a copy of every trial's weights and its envs' copy of the validation split.
     let held_bytes =
         4 * trials * agent.net_layout().params() + size_of_val(valid.bars()) + size_of_val(valid.features());
@@ -229,8 +229,8 @@ pub fn run_slots<A: Learner>(
             // The held validation walks and the test walk run together; on a GPU beside any pending
             // validation walk while the weights download (which waits for the device).
             release(&mut held, &mut pending)?;
-            held_since = None;
-            let walk = start_greedy(backend, &mut agent, test, env.params(), cfg.bars_per_year, cfg.seed)?;
+            let walk =
+                prepare_greedy(backend, &mut agent, test, env.params(), cfg.bars_per_year, cfg.seed)?.launch()?;
             let online = agent.online()?;
             let ended = done
                 .iter()
@@ -279,15 +279,13 @@ pub fn run_slots<A: Learner>(
         }
         let hold = walk.is_deferred()
             && held.len() < max_held
-            && held_since.is_none_or(|t| t.elapsed().as_secs_f64() < DEFER_SECONDS)
+            && held.first().is_none_or(|h| h.2.elapsed().as_secs_f64() < DEFER_SECONDS)
             && (0..trials).all(|k| live[k].is_none() || !ctl.may_stop(k));
         let eval_seconds = started.elapsed().as_secs_f64();
         if hold {
-            held_since.get_or_insert(started);
-            held.push((EpochReport { eval_seconds, ..report }, walk));
+            held.push((EpochReport { eval_seconds, ..report }, walk, started));
         } else {
             release(&mut held, &mut pending)?;
-            held_since = None;
             pending.push((EpochReport { eval_seconds, ..report }, walk.launch()?));
         }
     }
