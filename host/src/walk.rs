@@ -31,17 +31,9 @@ impl WalkHandle {
         Self(WalkInner::Done(actions))
     }
 
-    /// The actions of a walk done elsewhere (a CPU copy of the agent stepping the envs bar by bar).
-    pub fn from_actions(actions: Vec<u8>) -> Self {
-        Self::done(Some(actions))
-    }
-
     #[cfg(feature = "cuda")]
-    pub(crate) fn device(walk: Option<crate::cuda::DeviceWalk>) -> Self {
-        match walk {
-            Some(w) => Self(WalkInner::Device(w)),
-            None => Self::done(None),
-        }
+    pub(crate) fn device(walk: crate::cuda::DeviceWalk) -> Self {
+        Self(WalkInner::Device(walk))
     }
 
     /// Whether the agent had no walk of its own for these envs (the caller steps a CPU copy bar by bar).
@@ -119,7 +111,7 @@ impl PreparedWalk {
             PreparedInner::Done(w) => Ok(w),
             #[cfg(feature = "cuda")]
             PreparedInner::Device(s) => match env.inner_mut() {
-                crate::env_batch::Inner::Cuda(cuda) => Ok(WalkHandle::device(Some(s.launch(&cuda.policy_view()?)?))),
+                crate::env_batch::Inner::Cuda(cuda) => Ok(WalkHandle::device(s.launch(&cuda.policy_view()?)?)),
                 _ => Err(HostError::Config("a GPU walk launched on CPU envs".to_owned())),
             },
         }
